@@ -1,0 +1,100 @@
+"""The one interface between the harness and an implementation under test.
+
+The harness never imports an implementation's internals: it builds a
+``RunSpec`` from config, instantiates the implementation named by the
+``implementation`` config group (Hydra ``_target_``), and calls the three
+methods below, one per role of the upstream change:
+
+* master  -> ``plan``            validate the config, map topology, lay out, estimate
+* engine  -> ``engine_message``  what an engine hands each of its workers
+* worker  -> ``init_worker``     check the message, build the ownership mask, allocate
+
+An out-of-tree implementation only has to satisfy ``KVShardingImplementation``;
+a variant of the reference subclasses ``ReferenceImplementation`` and overrides
+one step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from implementations.plan_types import KVPlan
+from implementations.specs import RunSpec
+
+if TYPE_CHECKING:  # torch only where tensors exist
+    import torch
+
+ROLES = ("target", "draft")
+
+
+@dataclass
+class LayerCache:
+    """One layer's cache on one worker."""
+
+    layer_id: int
+    kind: str
+    """``full`` (attention KV) or ``linear`` (conv + recurrent state)."""
+    owned: bool
+    """upstream ``owns_layer_cache()``; False for a full layer served by the scratch."""
+    tensors: dict[str, "torch.Tensor"] = field(default_factory=dict)
+    """full: k/v (GQA) or latent/rope (MLA), plus index and *_scale; linear: conv/recurrent."""
+
+
+@dataclass
+class WorkerKVCache:
+    """What ``init_worker`` returns: the worker's allocated caches and its view of the layout."""
+
+    rank: int
+    role: str
+    plan_digest: str
+    split_size: int
+    split_rank: int
+    split_group: tuple[int, ...]
+    n_blocks: int
+    kv_layout: str
+    device: str
+    layers: list[LayerCache]
+    scratch: dict[str, "torch.Tensor"] = field(default_factory=dict)
+
+    def layer(self, layer_id: int) -> LayerCache:
+        return self.layers[layer_id]
+
+    def owns_layer_cache(self, layer_id: int) -> bool:
+        return self.layers[layer_id].owned
+
+    def all_tensors(self) -> list["torch.Tensor"]:
+        out = [t for layer in self.layers for t in layer.tensors.values()]
+        return out + list(self.scratch.values())
+
+
+@runtime_checkable
+class KVShardingImplementation(Protocol):
+    """Layerwise split KV cache sharding, as the harness drives it."""
+
+    name: str
+
+    def plan(self, run: RunSpec) -> KVPlan:
+        """Master: validate (raise ``implementations.errors.UserError``), lay out, estimate."""
+        ...
+
+    def engine_message(self, plan: KVPlan, run: RunSpec, role: str) -> KVPlan:
+        """Engine: the plan its workers receive. ``draft`` engines reset split to 1."""
+        ...
+
+    def init_worker(
+        self,
+        message: KVPlan,
+        run: RunSpec,
+        *,
+        rank: int,
+        role: str,
+        device: str,
+        expected_digest: str,
+    ) -> WorkerKVCache:
+        """Worker: check the message against ``expected_digest``, build the mask, allocate.
+
+        Raises ``implementations.errors.PlanError`` if the message is not the
+        layout the master published or does not fit this rank.
+        """
+        ...

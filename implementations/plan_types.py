@@ -1,0 +1,109 @@
+"""Outputs of planning: the layout and memory estimate a master computes.
+
+A ``KVPlan`` is plain data (picklable, JSON-able): the master computes it once,
+engines hand it to their workers, and every worker must hold the same one (same
+``digest``). Byte fields carry their unit in the name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankPlan:
+    """What one rank owns and is expected to allocate for the target model."""
+
+    rank: int
+    node: int
+    card: int
+    dp_rank: int
+    cp_rank: int
+    tp_rank: int
+    split_group: int
+    """Index into ``KVPlan.split_groups``."""
+    split_rank: int
+    """Position of this rank inside its split group."""
+    owned_full_layers: tuple[int, ...]
+    estimated_bytes: int
+    """Target KV this rank allocates: n_blocks * (owned + scratch) + linear state."""
+    draft_estimated_bytes: int = 0
+    """KV of the draft model on this rank (speculative only)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DraftPlan:
+    """The speculative draft model's KV: never split, shares the target's n_blocks."""
+
+    model: str
+    num_layers: int
+    full_layers: tuple[int, ...]
+    layer_bytes_per_block: tuple[int, ...]
+
+    @property
+    def bytes_per_block(self) -> int:
+        return sum(self.layer_bytes_per_block)
+
+
+@dataclass(frozen=True, kw_only=True)
+class KVPlan:
+    """Layout + estimate for one configuration (FEATURE sections 4 to 6)."""
+
+    implementation: str
+    model: str
+    world_size: int
+    dp_size: int
+    cp_size: int
+    attn_tp_size: int
+    split_size: int
+    active: bool
+    block_size: int
+    kv_layout: str
+    num_layers: int
+    full_layers: tuple[int, ...]
+    layer_bytes_per_block: tuple[int, ...]
+    """One entry per layer id; 0 for linear-attention layers."""
+    scratch_bytes_per_block: int
+    """One full layer's bytes (with the index slot if any layer has one); 0 if not active."""
+    additional_bytes_per_block: int
+    """The draft's full-attention bytes per block (speculative), else 0."""
+    linear_state_bytes: int
+    """Per-rank reservation for linear-attention conv + recurrent state."""
+    budget_bytes: int
+    """Per-rank KV budget before the linear-state reservation."""
+    available_bytes: int
+    """Per rank, after the linear-state reservation."""
+    split_groups: tuple[tuple[int, ...], ...]
+    """Global ranks of each split group, in split-rank order."""
+    layer_owner: tuple[tuple[int, int], ...]
+    """(full layer id, owner split rank) for every full layer; empty when not active."""
+    n_blocks: int
+    uniform_n_blocks: int
+    peak_bytes: int
+    mean_bytes: int
+    uniform_peak_bytes: int
+    """Uniform allocation at the same n_blocks, for the savings figure."""
+    savings_bytes: int
+    capacity_gain: float
+    """n_blocks / uniform_n_blocks at the same budget."""
+    ranks: tuple[RankPlan, ...]
+    draft: Optional[DraftPlan] = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def owner_of(self, layer_id: int) -> Optional[int]:
+        """Owner split rank of a full layer, or None (linear layer, or not active)."""
+        return dict(self.layer_owner).get(layer_id)
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["digest"] = self.digest
+        return out
+
+    @property
+    def digest(self) -> str:
+        """Stable hash of the whole plan; workers compare it to detect a diverging layout."""
+        body = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(body.encode()).hexdigest()[:16]

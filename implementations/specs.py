@@ -1,0 +1,146 @@
+"""Inputs of a plan: frozen, keyword-only value objects (no torch, no I/O).
+
+These are what the harness builds from Hydra config and hands to an
+implementation. Variants are made with ``dataclasses.replace``; nothing here
+changes in place. Field names follow the upstream / Hugging Face config names so
+a ``config.json`` maps onto them directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+# Bytes per element of the dtype names the harness accepts.
+DTYPE_BYTES = {
+    "bfloat16": 2,
+    "float16": 2,
+    "float32": 4,
+    "int8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+}
+KV_CACHE_DTYPES = ("auto", "int8", "fp8_e4m3", "fp8_e5m2")
+INDEX_CACHE_DTYPES = ("auto", "int8")
+FULL_ATTENTION_TYPES = ("full_attention", "attention", "indexed_attention")
+LINEAR_ATTENTION_TYPES = ("linear_attention",)
+KV_LAYOUTS = ("heads_major", "tokens_major")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSpec:
+    """Architecture numbers that decide KV bytes and which layers are full attention."""
+
+    name: str
+    """Config name in ``conf/model`` (or the path of a loaded config.json)."""
+    model_type: str
+    """Hugging Face ``model_type``; decides whether layerwise split is supported."""
+    num_hidden_layers: int
+    attention: str
+    """``mla`` (one latent KV head) or ``gqa`` (GQA/MHA, K and V per KV head)."""
+    dtype: str = "bfloat16"
+    """Model (activation) dtype; KV dtype ``auto`` means this one."""
+    num_key_value_heads: int = 0
+    head_dim: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    index_n_heads: int = 0
+    """DSA indexer heads; > 0 means full-attention layers carry an indexer cache."""
+    index_head_dim: int = 0
+    layer_types: Optional[tuple[str, ...]] = None
+    """Per-layer kind; None means derive from ``full_attention_interval``."""
+    full_attention_interval: int = 1
+    linear_num_key_heads: int = 0
+    linear_num_value_heads: int = 0
+    linear_key_head_dim: int = 0
+    linear_value_head_dim: int = 0
+    linear_conv_kernel_dim: int = 0
+    supports_layerwise_split: bool = False
+    """Per-model flag (upstream: deepseek_v32, glm_moe_dsa; adaptation: more)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParallelSpec:
+    """Process layout. Attention TP size is derived: world / (dp * cp)."""
+
+    world_size: int
+    dp_size: int = 1
+    cp_size: int = 1
+    kv_split_size: int = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class CacheSpec:
+    """KV cache options of the engine."""
+
+    block_size: int = 128
+    kv_cache_dtype: str = "auto"
+    index_cache_dtype: str = "auto"
+    ssm_cache_dtype: str = "auto"
+    """dtype of linear-attention conv/recurrent state; ``auto`` = model dtype."""
+    max_seqs_per_batch: int = 4
+    host_blocks_factor: float = 0.0
+    """> 1 enables the host (hierarchical) cache, which split does not support."""
+    enable_sleep_mode: bool = False
+    enable_xtensor: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class LayerwiseFlags:
+    """``--enable_layerwise_split`` and ``--layerwise_split_size``."""
+
+    enable: bool = False
+    split_size: int = 1
+
+    @property
+    def active(self) -> bool:
+        return self.enable and self.split_size > 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class Topology:
+    """Link matrix between cards, as ``nvidia-smi topo -m`` / ``ixsmi topo -m`` print it.
+
+    ``links[i][j]`` is one of X, PIX, PXB, PHB, NODE, SYS, NV<n> (X on the diagonal).
+    """
+
+    cards: tuple[str, ...]
+    links: tuple[tuple[str, ...], ...]
+    name: str = "topology"
+
+
+@dataclass(frozen=True, kw_only=True)
+class HardwareProfile:
+    """One machine kind: cards per node, memory, KV layout, link topology."""
+
+    name: str
+    device_type: str
+    """``cpu`` (simulated cards) or ``cuda`` (Iluvatar cards appear as CUDA devices)."""
+    kv_layout: str
+    """``heads_major`` [n_blocks, n_heads, block_size, head_dim] (ILU/MLU) or ``tokens_major``."""
+    num_cards: int
+    """Cards per node."""
+    hbm_bytes_per_card: int
+    reserved_bytes_per_card: int
+    """Weights, activations and runtime: what is not for KV."""
+    topology: Topology
+    warp_size: int = 32
+
+    @property
+    def kv_budget_bytes(self) -> int:
+        return self.hbm_bytes_per_card - self.reserved_bytes_per_card
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSpec:
+    """Everything a master needs to validate and plan one configuration."""
+
+    model: ModelSpec
+    parallel: ParallelSpec
+    cache: CacheSpec = field(default_factory=CacheSpec)
+    layerwise: LayerwiseFlags = field(default_factory=LayerwiseFlags)
+    hardware: HardwareProfile
+    draft: Optional[ModelSpec] = None
+    """Speculative draft model (never split); None when not speculative."""
+    placement: Optional[tuple[int, ...]] = None
+    """Card of each rank within its node; None means rank % num_cards."""
