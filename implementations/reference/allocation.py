@@ -1,0 +1,219 @@
+"""Worker KV allocation with torch (FEATURE section 7, component 2).
+
+A worker allocates, for the model of its role:
+
+* each owned full-attention layer: real tensors, laid out as the hardware
+  profile says (``heads_major`` [n_blocks, n_heads, block_size, dim] on ILU/MLU,
+  ``tokens_major`` [n_blocks, block_size, n_heads, dim] on CUDA/NPU);
+* each non-owned full-attention layer: views of the rank's one scratch layer
+  (no storage of its own, ``owned=False``);
+* each linear-attention layer: conv + recurrent state, on every rank.
+
+Only ``torch.empty`` is used: untouched CPU pages cost no resident memory, so
+the harness can allocate a plan's full byte count on a laptop. The byte helpers
+at the bottom are what the harness measures with.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+import torch
+
+from implementations.errors import ConfigError, PlanError
+from implementations.interface import LayerCache, WorkerKVCache
+from implementations.plan_types import KVPlan, RankPlan
+from implementations.specs import KV_LAYOUTS, ModelSpec, RunSpec
+
+QUANTIZED_KV_DTYPES = ("int8", "fp8_e4m3", "fp8_e5m2")
+SSM_STATE_SLOT_PADDING = 2
+"""Upstream pads the linear-state sequence slots by 2."""
+
+_TORCH_DTYPE_NAMES = {
+    "bfloat16": "bfloat16",
+    "float16": "float16",
+    "float32": "float32",
+    "int8": "int8",
+    "fp8_e4m3": "float8_e4m3fn",
+    "fp8_e5m2": "float8_e5m2",
+}
+
+
+def torch_dtype(name: str, *, field: str) -> torch.dtype:
+    """The torch dtype of a harness dtype name; ``field`` names the setting in errors."""
+    attr = _TORCH_DTYPE_NAMES.get(name)
+    if attr is None:
+        raise ConfigError(field, name, f"one of {sorted(_TORCH_DTYPE_NAMES)}")
+    dtype = getattr(torch, attr, None)
+    if dtype is None:  # fp8 needs torch >= 2.1; vendor builds may be older
+        raise ConfigError(field, name, f"a dtype this torch {torch.__version__} has",
+                          f"torch.{attr} is missing")
+    return dtype
+
+
+def _resolve(name: str, model: ModelSpec, *, field: str) -> torch.dtype:
+    return torch_dtype(model.dtype if name == "auto" else name, field=field)
+
+
+def _block_shape(layout: str, n_blocks: int, block_size: int, heads: int, dim: int) -> tuple:
+    if layout == "heads_major":
+        return (n_blocks, heads, block_size, dim)
+    return (n_blocks, block_size, heads, dim)
+
+
+def _full_layer_tensors(model: ModelSpec, run: RunSpec, message: KVPlan, *,
+                        with_index: bool, device: str) -> dict[str, torch.Tensor]:
+    """Fresh tensors of one full-attention layer (one storage per tensor)."""
+    cache = run.cache
+    kv_dtype = _resolve(cache.kv_cache_dtype, model, field="cache.kv_cache_dtype")
+    quantized = cache.kv_cache_dtype in QUANTIZED_KV_DTYPES
+
+    specs: dict[str, tuple[int, int, torch.dtype]] = {}  # name -> (heads, dim, dtype)
+    if model.attention == "mla":
+        specs["latent"] = (1, model.kv_lora_rank, kv_dtype)
+        specs["rope"] = (1, model.qk_rope_head_dim, kv_dtype)
+        if quantized:
+            specs["latent_scale"] = (1, 1, torch.float32)
+    elif model.attention == "gqa":
+        n_local_kv_heads = max(1, model.num_key_value_heads // message.attn_tp_size)
+        specs["k"] = (n_local_kv_heads, model.head_dim, kv_dtype)
+        specs["v"] = (n_local_kv_heads, model.head_dim, kv_dtype)
+        if quantized:
+            specs["k_scale"] = (n_local_kv_heads, 1, torch.float32)
+            specs["v_scale"] = (n_local_kv_heads, 1, torch.float32)
+    else:
+        raise ConfigError("model", model.attention, "attention must be 'mla' or 'gqa'",
+                          f"model {model.name}")
+    if with_index:
+        if cache.index_cache_dtype == "int8":
+            specs["index"] = (1, model.index_head_dim, torch.int8)
+            specs["index_scale"] = (1, 1, torch.float32)
+        else:
+            index_dtype = torch_dtype(model.dtype, field="model")
+            specs["index"] = (1, model.index_head_dim, index_dtype)
+    return {
+        name: torch.empty(_block_shape(message.kv_layout, message.n_blocks, message.block_size,
+                                       heads, dim), dtype=dtype, device=device)
+        for name, (heads, dim, dtype) in specs.items()
+    }
+
+
+def _linear_layer_tensors(model: ModelSpec, run: RunSpec, message: KVPlan, *,
+                          device: str) -> dict[str, torch.Tensor]:
+    """Conv + recurrent state of one linear-attention (GDN) layer, never split."""
+    tp = message.attn_tp_size
+    n_local_k = max(1, model.linear_num_key_heads // tp)
+    n_local_v = max(1, model.linear_num_value_heads // tp)
+    slots = run.cache.max_seqs_per_batch + SSM_STATE_SLOT_PADDING
+    conv_dim = 2 * model.linear_key_head_dim * n_local_k + model.linear_value_head_dim * n_local_v
+    conv_dtype = torch_dtype(model.dtype, field="model")
+    ssm_dtype = _resolve(run.cache.ssm_cache_dtype, model, field="cache.ssm_cache_dtype")
+    return {
+        "conv": torch.empty((slots, conv_dim, model.linear_conv_kernel_dim - 1),
+                            dtype=conv_dtype, device=device),
+        "recurrent": torch.empty((slots, n_local_v, model.linear_key_head_dim,
+                                  model.linear_value_head_dim), dtype=ssm_dtype, device=device),
+    }
+
+
+def _rank_plan(message: KVPlan, rank: int) -> RankPlan:
+    for rank_plan in message.ranks:
+        if rank_plan.rank == rank:
+            return rank_plan
+    raise PlanError("parallel.world_size", message.world_size,
+                    f"rank {rank} is not in the plan's ranks", f"digest {message.digest}")
+
+
+def allocate_worker_cache(message: KVPlan, run: RunSpec, *, rank: int, role: str,
+                          mask: tuple[bool, ...], device: str) -> WorkerKVCache:
+    """Allocate rank ``rank``'s caches for ``role`` as ``message`` and ``mask`` say.
+
+    ``mask[layer_id]`` is True where this rank owns the full layer; entries of
+    linear layers are ignored (linear state is never split). One scratch layer
+    is allocated whenever the split is active, as the estimate counts it.
+    """
+    model = run.draft if role == "draft" else run.model
+    if model is None:
+        raise ConfigError("draft", None, "a draft model is needed for role 'draft'")
+    if message.kv_layout not in KV_LAYOUTS:
+        raise ConfigError("hardware", message.kv_layout, f"kv_layout must be one of {KV_LAYOUTS}")
+    if len(mask) != message.num_layers:
+        raise ValueError(f"mask has {len(mask)} entries for {message.num_layers} layers")
+    rank_plan = _rank_plan(message, rank)
+    full = set(message.full_layers)
+    if not message.active and not all(mask[l] for l in full):
+        raise ValueError("a full layer is marked not owned but the split is not active")
+
+    with_index = model.index_n_heads > 0
+    scratch = (_full_layer_tensors(model, run, message, with_index=with_index, device=device)
+               if message.active else {})
+    layers = []
+    for layer_id in range(message.num_layers):
+        if layer_id not in full:
+            tensors = _linear_layer_tensors(model, run, message, device=device)
+            layers.append(LayerCache(layer_id=layer_id, kind="linear", owned=True, tensors=tensors))
+        elif mask[layer_id]:
+            tensors = _full_layer_tensors(model, run, message, with_index=with_index, device=device)
+            layers.append(LayerCache(layer_id=layer_id, kind="full", owned=True, tensors=tensors))
+        else:
+            views = {name: t.view(t.shape) for name, t in scratch.items()}
+            layers.append(LayerCache(layer_id=layer_id, kind="full", owned=False, tensors=views))
+
+    if message.active:
+        split_size, split_rank = message.split_size, rank_plan.split_rank
+        split_group = tuple(message.split_groups[rank_plan.split_group])
+    else:
+        split_size, split_rank, split_group = 1, 0, (rank,)
+    return WorkerKVCache(
+        rank=rank, role=role, plan_digest=message.digest, split_size=split_size,
+        split_rank=split_rank, split_group=split_group, n_blocks=message.n_blocks,
+        kv_layout=message.kv_layout, device=device, layers=layers, scratch=scratch,
+    )
+
+
+# ---- measuring what was allocated -------------------------------------------------
+
+
+def _storage(tensor: torch.Tensor):
+    if hasattr(tensor, "untyped_storage"):
+        return tensor.untyped_storage()
+    return tensor.storage()  # torch < 2.0
+
+
+def _storage_key(tensor: torch.Tensor) -> tuple[str, int]:
+    return (str(tensor.device), _storage(tensor).data_ptr())
+
+
+def distinct_storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
+    """Bytes of the distinct storages behind ``tensors`` (views of one storage count once)."""
+    seen: dict[tuple[str, int], int] = {}
+    for tensor in tensors:
+        storage = _storage(tensor)
+        seen[_storage_key(tensor)] = storage.nbytes()
+    return sum(seen.values())
+
+
+def layer_own_bytes(cache: WorkerKVCache, layer_id: int) -> int:
+    """Bytes of storage layer ``layer_id`` holds apart from the scratch (0 when not owned)."""
+    scratch_keys = {_storage_key(t) for t in cache.scratch.values()}
+    own = [t for t in cache.layer(layer_id).tensors.values() if _storage_key(t) not in scratch_keys]
+    return distinct_storage_bytes(own)
+
+
+def cache_bytes(cache: WorkerKVCache, kind: Optional[str] = None) -> int:
+    """Distinct storage bytes of the whole cache, or of its ``full`` layers (scratch
+    included) or ``linear`` layers only."""
+    if kind is None:
+        return distinct_storage_bytes(cache.all_tensors())
+    tensors = [t for layer in cache.layers if layer.kind == kind for t in layer.tensors.values()]
+    if kind == "full":
+        tensors += list(cache.scratch.values())
+    return distinct_storage_bytes(tensors)
+
+
+def release(cache: WorkerKVCache) -> None:
+    """Drop every tensor reference the cache holds, so its storage can be freed."""
+    for layer in cache.layers:
+        layer.tensors.clear()
+    cache.layers.clear()
+    cache.scratch.clear()

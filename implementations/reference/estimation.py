@@ -1,0 +1,85 @@
+"""Block counts and per-rank memory estimate (FEATURE section 6). Plain integers in, integers out.
+
+``*_bytes_per_block`` is what one KV block costs across the layers named;
+``available_bytes`` is the per-rank KV budget after the linear-state reservation.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Sequence
+
+from implementations.errors import PlanError
+
+
+def uniform_bytes_per_block(layer_bytes_per_block: Sequence[int], additional_bytes_per_block: int = 0) -> int:
+    """Uniform allocation: every rank holds every full layer (plus the draft's, if any)."""
+    return sum(layer_bytes_per_block) + additional_bytes_per_block
+
+
+def owner_costs(
+    layer_bytes_per_block: Sequence[int],
+    layer_owner: Iterable[tuple[int, int]],
+    *,
+    scratch_bytes_per_block: int,
+    additional_bytes_per_block: int = 0,
+) -> dict[int, int]:
+    """Split: bytes per block of each split rank that owns at least one full layer.
+
+    cost(r) = owned layers + one scratch layer + the draft's ``additional``.
+    """
+    owned: dict[int, int] = {}
+    for layer_id, owner in layer_owner:
+        owned[owner] = owned.get(owner, 0) + layer_bytes_per_block[layer_id]
+    extra = scratch_bytes_per_block + additional_bytes_per_block
+    return {r: b + extra for r, b in sorted(owned.items())}
+
+
+def block_count(available_bytes: int, costs_per_block: Iterable[int]) -> int:
+    """The common block count: min over ranks of available // cost (0 if nothing fits)."""
+    costs = list(costs_per_block)
+    if not costs:
+        raise PlanError("layer_owner", (), "at least one split rank owning a full-attention layer")
+    if min(costs) <= 0:
+        raise PlanError("model", f"{min(costs)} KV bytes per block",
+                        "at least one full-attention layer holding KV (bytes per block > 0)")
+    return max(0, min(available_bytes // c for c in costs))
+
+
+def require_blocks(n_blocks: int, *, budget_bytes: int, linear_state_bytes: int, bytes_per_block: int) -> None:
+    """PlanError unless at least one block fits, naming the budget and what one block needs."""
+    if n_blocks >= 1:
+        return
+    available = budget_bytes - linear_state_bytes
+    raise PlanError(
+        "hardware.reserved_bytes_per_card",
+        f"per-rank KV budget {budget_bytes} B",
+        f"a budget holding one block: linear state {linear_state_bytes} B "
+        f"+ {bytes_per_block} B per block > budget",
+        f"available {available} B after the linear-state reservation; lower "
+        "hardware.reserved_bytes_per_card, cache.block_size or cache.max_seqs_per_batch",
+    )
+
+
+def rank_bytes(n_blocks: int, owned_bytes_per_block: int, scratch_bytes_per_block: int,
+               linear_state_bytes: int) -> int:
+    """What one rank allocates for the target: n_blocks * (owned + scratch) + linear state."""
+    return n_blocks * (owned_bytes_per_block + scratch_bytes_per_block) + linear_state_bytes
+
+
+def owned_bytes_per_block(layer_bytes_per_block: Sequence[int], owned_full_layers: Iterable[int]) -> int:
+    return sum(layer_bytes_per_block[l] for l in owned_full_layers)
+
+
+def peak_bytes(per_rank_bytes: Mapping[int, int]) -> int:
+    return max(per_rank_bytes.values())
+
+
+def mean_bytes(per_rank_bytes: Mapping[int, int]) -> int:
+    """Mean over ranks, rounded down to a whole byte."""
+    return sum(per_rank_bytes.values()) // len(per_rank_bytes)
+
+
+def capacity_gain(n_blocks: int, uniform_n_blocks: int) -> float:
+    """Split blocks / uniform blocks at the same budget (inf when uniform fits none)."""
+    return n_blocks / uniform_n_blocks if uniform_n_blocks > 0 else float("inf")
+

@@ -1,0 +1,60 @@
+"""Which layers are full attention, and which carry a DSA indexer (FEATURE section 4)."""
+
+from __future__ import annotations
+
+from implementations.errors import ConfigError
+from implementations.specs import FULL_ATTENTION_TYPES, LINEAR_ATTENTION_TYPES, ModelSpec
+
+
+def is_full_layer_kind(model: ModelSpec, layer_id: int) -> bool:
+    """True for a full-attention layer, False for a linear-attention (GDN) one."""
+    if model.layer_types is None:
+        interval = model.full_attention_interval
+        return interval <= 1 or (layer_id + 1) % interval == 0
+    kind = model.layer_types[layer_id]
+    if kind in FULL_ATTENTION_TYPES:
+        return True
+    if kind in LINEAR_ATTENTION_TYPES:
+        return False
+    raise ConfigError(
+        "model.layer_types",
+        kind,
+        f"one of {', '.join(FULL_ATTENTION_TYPES + LINEAR_ATTENTION_TYPES)}",
+        f"layer {layer_id} of {model.name}",
+    )
+
+
+def check_layer_types(model: ModelSpec) -> None:
+    """``layer_types``, when given, names every layer once with a known kind."""
+    if model.layer_types is None:
+        return
+    if len(model.layer_types) != model.num_hidden_layers:
+        raise ConfigError(
+            "model.layer_types",
+            f"{len(model.layer_types)} entries",
+            f"one entry per layer (model.num_hidden_layers {model.num_hidden_layers})",
+        )
+    for layer_id in range(model.num_hidden_layers):
+        is_full_layer_kind(model, layer_id)
+
+
+def full_layers(model: ModelSpec) -> tuple[int, ...]:
+    """Ids of the full-attention layers, ascending."""
+    check_layer_types(model)
+    return tuple(l for l in range(model.num_hidden_layers) if is_full_layer_kind(model, l))
+
+
+def linear_layers(model: ModelSpec) -> tuple[int, ...]:
+    """Ids of the linear-attention layers, ascending."""
+    full = set(full_layers(model))
+    return tuple(l for l in range(model.num_hidden_layers) if l not in full)
+
+
+def has_indexer(model: ModelSpec) -> bool:
+    """A DSA model (index_n_heads > 0) carries an indexer cache on every full layer."""
+    return model.index_n_heads > 0
+
+
+def indexer_layers(model: ModelSpec) -> tuple[int, ...]:
+    """Ids of the layers that carry an indexer cache."""
+    return full_layers(model) if has_indexer(model) else ()

@@ -1,0 +1,135 @@
+"""Flags from gflag arguments, a ParallelConfig JSON and plain values (FEATURE section 2)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from implementations.errors import ConfigError
+from implementations.reference.flags import (
+    flags_from_gflags,
+    flags_from_parallel_config_json,
+    flags_from_values,
+)
+from implementations.specs import LayerwiseFlags
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize(
+    "args, enable, size",
+    [
+        ("--enable_layerwise_split=true --layerwise_split_size=2", True, 2),
+        ("--enable_layerwise_split --layerwise_split_size=4", True, 4),
+        ("--enable_layerwise_split=TRUE --layerwise_split_size=2", True, 2),
+        ("--enable_layerwise_split=True", True, 1),
+        ("--enable_layerwise_split=1 --layerwise_split_size 2", True, 2),
+        ("--enable_layerwise_split=false --layerwise_split_size=2", False, 2),
+        ("--enable_layerwise_split=FALSE", False, 1),
+        ("--enable_layerwise_split=0", False, 1),
+        ("--noenable_layerwise_split --layerwise_split_size=2", False, 2),
+        ("-enable_layerwise_split=true -layerwise_split_size=2", True, 2),
+        ("--model deepseek-v3 --enable_layerwise_split=true --port 9000", True, 1),
+        ("", False, 1),
+        # a later occurrence wins, as in gflags
+        ("--enable_layerwise_split --noenable_layerwise_split", False, 1),
+        ("--layerwise_split_size=2 --layerwise_split_size=4", False, 4),
+    ],
+)
+def test_gflag_spellings(args, enable, size):
+    flags = flags_from_gflags(args)
+    assert flags == LayerwiseFlags(enable=enable, split_size=size)
+    assert flags == flags_from_gflags(args.split())  # argv list form agrees with the string form
+
+
+def test_gflags_active_only_when_enabled_and_size_above_one():
+    assert flags_from_gflags("--enable_layerwise_split=true --layerwise_split_size=2").active
+    assert not flags_from_gflags("--enable_layerwise_split=true --layerwise_split_size=1").active
+    assert not flags_from_gflags("--enable_layerwise_split=false --layerwise_split_size=4").active
+
+
+def test_gflags_size_parsed_without_range_check():
+    # Range rules belong to validation; parsing must keep the value so validation can name it.
+    assert flags_from_gflags("--layerwise_split_size=0").split_size == 0
+    assert flags_from_gflags("--layerwise_split_size=-1").split_size == -1
+
+
+@pytest.mark.parametrize(
+    "args, field, fragment",
+    [
+        ("--enable_layerwise_split=yes", "--enable_layerwise_split", "true, false, 1 or 0"),
+        ("--enable_layerwise_split=2", "--enable_layerwise_split", "true, false, 1 or 0"),
+        ("--enable_layerwise_split=", "--enable_layerwise_split", "true, false, 1 or 0"),
+        ("--layerwise_split_size=two", "--layerwise_split_size", "whole number"),
+        ("--layerwise_split_size=2.5", "--layerwise_split_size", "whole number"),
+        ("--layerwise_split_size", "--layerwise_split_size", "whole number"),
+        ("--noenable_layerwise_split=true", "--noenable_layerwise_split", "no value"),
+        ("--enable_layerwise_splt=true", "--enable_layerwise_splt=true", "--enable_layerwise_split"),
+    ],
+)
+def test_gflag_bad_spellings(args, field, fragment):
+    with pytest.raises(ConfigError) as err:
+        flags_from_gflags(args)
+    assert err.value.field == field
+    assert fragment in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "obj, enable, size",
+    [
+        ({"layerwise_split_size": 2}, True, 2),  # upstream has only the size: > 1 enables
+        ({"layerwise_split_size": 1}, False, 1),
+        ({}, False, 1),  # upstream omits the key at its default
+        ({"dp_size": 2, "tp_size": 4}, False, 1),
+        ({"layerwise_split_size": 4, "enable_layerwise_split": False}, False, 4),
+        ({"layerwise_split_size": 2, "enable_layerwise_split": "true"}, True, 2),
+        ({"enable_layerwise_split": True}, True, 1),
+    ],
+)
+def test_parallel_config_json(obj, enable, size):
+    expected = LayerwiseFlags(enable=enable, split_size=size)
+    assert flags_from_parallel_config_json(obj) == expected
+    assert flags_from_parallel_config_json(json.dumps(obj)) == expected
+
+
+@pytest.mark.parametrize(
+    "obj, field",
+    [
+        ("{not json", "parallel_config"),
+        ("[2]", "parallel_config"),
+        ({"layerwise_split_size": "two"}, "layerwise_split_size"),
+        ({"layerwise_split_size": 2.0}, "layerwise_split_size"),
+        ({"layerwise_split_size": True}, "layerwise_split_size"),
+        ({"layerwise_split_size": 2, "enable_layerwise_split": "maybe"}, "enable_layerwise_split"),
+    ],
+)
+def test_parallel_config_json_bad(obj, field):
+    with pytest.raises(ConfigError) as err:
+        flags_from_parallel_config_json(obj)
+    assert err.value.field == field
+
+
+@pytest.mark.parametrize(
+    "enable, size, expected",
+    [
+        (True, 2, LayerwiseFlags(enable=True, split_size=2)),
+        ("true", "4", LayerwiseFlags(enable=True, split_size=4)),
+        ("False", 2, LayerwiseFlags(enable=False, split_size=2)),
+        (0, 1, LayerwiseFlags(enable=False, split_size=1)),
+    ],
+)
+def test_plain_values(enable, size, expected):
+    assert flags_from_values(enable, size) == expected
+
+
+@pytest.mark.parametrize(
+    "enable, size, field",
+    [("on", 2, "layerwise.enable"), (2, 2, "layerwise.enable"), (True, "2x", "layerwise.split_size"),
+     (True, True, "layerwise.split_size"), (True, None, "layerwise.split_size")],
+)
+def test_plain_values_bad(enable, size, field):
+    with pytest.raises(ConfigError) as err:
+        flags_from_values(enable, size)
+    assert err.value.field == field
+    assert field in str(err.value)
