@@ -1,0 +1,1 @@
+"""Allure reporting: results metadata, attachments, and the offline HTML report."""
