@@ -1,0 +1,53 @@
+"""Deliberately broken implementations: the reference with exactly one rule changed.
+
+Each mutant subclasses ``ReferenceImplementation`` (through ``base.Mutant``),
+overrides the smallest method that reaches its rule, and is selectable as
+``implementation=mutant_<name>`` (``conf/implementation/mutant_<name>.yaml``).
+The meta-suite runs the TC suites against every entry of ``MUTANTS`` to show
+each one is caught. Class docstring = ``rule``; see also ``component`` and
+``expected_catchers``.
+"""
+
+from __future__ import annotations
+
+from implementations.mutants.allocation import NonownerRealStorage, WrongLayoutAxes
+from implementations.mutants.base import COMPONENTS, Mutant
+from implementations.mutants.engine import DraftKeepsSplit
+from implementations.mutants.estimation import (
+    DraftAdditionalIgnored,
+    IndexSlotDropped,
+    LinearSlotsUnpadded,
+    MaxBlockCount,
+    NoScratchInEstimate,
+    ScaleBytesMissing,
+)
+from implementations.mutants.flags import DisabledStillSplits
+from implementations.mutants.layout import LinearSplit, OwnerOffByOne
+from implementations.mutants.topology import CardCheckSkipped, StridedGroups
+from implementations.mutants.validation import CpSplitAccepted, NoValidationUnsupported
+from implementations.mutants.worker import DigestUnchecked
+
+_CLASSES: tuple[type[Mutant], ...] = (
+    OwnerOffByOne,
+    LinearSplit,
+    NoScratchInEstimate,
+    MaxBlockCount,
+    DraftKeepsSplit,
+    StridedGroups,
+    NonownerRealStorage,
+    WrongLayoutAxes,
+    DigestUnchecked,
+    DisabledStillSplits,
+    IndexSlotDropped,
+    NoValidationUnsupported,
+    DraftAdditionalIgnored,
+    LinearSlotsUnpadded,
+    ScaleBytesMissing,
+    CardCheckSkipped,
+    CpSplitAccepted,
+)
+
+MUTANTS: dict[str, type[Mutant]] = {cls.name.removeprefix("mutant_"): cls for cls in _CLASSES}
+"""Short name -> mutant class; ``implementation=mutant_<short name>`` selects it."""
+
+__all__ = ["COMPONENTS", "MUTANTS", "Mutant", *(cls.__name__ for cls in _CLASSES)]

@@ -1,0 +1,46 @@
+"""Allocation mutants: what a worker's tensors look like (FEATURE section 7)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from implementations.interface import WorkerKVCache
+from implementations.mutants.base import Mutant
+from implementations.reference import allocation
+
+_SWAPPED_LAYOUT = {"heads_major": "tokens_major", "tokens_major": "heads_major"}
+
+
+class NonownerRealStorage(Mutant):
+    """Non-owned full layers get fresh tensors of their own instead of views of the scratch (FEATURE 7, non-owned = scratch view)."""
+
+    name = "mutant_nonowner_real_storage"
+    component = "allocation"
+    expected_catchers = ("TC-01", "TC-02", "TC-07")
+
+    def init_worker(self, message, run, *, rank, role, device, expected_digest) -> WorkerKVCache:
+        cache = super().init_worker(message, run, rank=rank, role=role, device=device,
+                                    expected_digest=expected_digest)
+        for layer in cache.layers:
+            if layer.kind == "full" and not layer.owned:
+                layer.tensors = {name: torch.empty_like(t) for name, t in layer.tensors.items()}
+        return cache
+
+
+class WrongLayoutAxes(Mutant):
+    """Full-layer KV is allocated in the other layout's axis order (heads_major <-> tokens_major) (FEATURE 7, profile picks the layout)."""
+
+    name = "mutant_wrong_layout_axes"
+    component = "allocation"
+    expected_catchers = ("TC-01", "TC-05")
+
+    def init_worker(self, message, run, *, rank, role, device, expected_digest) -> WorkerKVCache:
+        self.check_message(message, expected_digest, rank)
+        mask = self.ownership_mask(message, rank)
+        swapped = replace(message, kv_layout=_SWAPPED_LAYOUT.get(message.kv_layout, message.kv_layout))
+        cache = allocation.allocate_worker_cache(swapped, run, rank=rank, role=role, mask=mask, device=device)
+        # Report the layout it was asked for: only the tensors' axis order is wrong.
+        cache.plan_digest, cache.kv_layout = message.digest, message.kv_layout
+        return cache

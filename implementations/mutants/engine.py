@@ -1,0 +1,40 @@
+"""Engine mutants: what an engine hands its workers (FEATURE section 8)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from implementations.mutants.base import Mutant
+from implementations.reference import estimation, layout
+
+
+class DraftKeepsSplit(Mutant):
+    """The draft engine's message keeps the target's split, so draft workers allocate only their owned draft layers (FEATURE 6/8, draft resets split to 1)."""
+
+    name = "mutant_draft_keeps_split"
+    component = "engine"
+    expected_catchers = ("TC-07",)
+
+    def draft_message(self, plan, run):
+        message = super().draft_message(plan, run)
+        if not plan.active:
+            return message
+        s, tp = plan.split_size, plan.attn_tp_size
+        owners = self.assign_owners(message.full_layers, s)
+        scratch = self.scratch_bytes_per_block(run.draft, run.cache, tp)
+        ranks = []
+        for draft_rank, target_rank in zip(message.ranks, plan.ranks):
+            owned = layout.owned_layers(owners, target_rank.split_rank)
+            owned_bytes = estimation.owned_bytes_per_block(message.layer_bytes_per_block, owned)
+            ranks.append(replace(
+                draft_rank, split_group=target_rank.split_group, split_rank=target_rank.split_rank,
+                owned_full_layers=owned,
+                estimated_bytes=estimation.rank_bytes(plan.n_blocks, owned_bytes, scratch, 0),
+            ))
+        per_rank = {r.rank: r.estimated_bytes for r in ranks}
+        return replace(
+            message, split_size=s, active=True, split_groups=plan.split_groups, layer_owner=owners,
+            scratch_bytes_per_block=scratch, ranks=tuple(ranks),
+            peak_bytes=estimation.peak_bytes(per_rank), mean_bytes=estimation.mean_bytes(per_rank),
+            notes=(f"draft engine of {plan.model}: split kept at {s}",),
+        )

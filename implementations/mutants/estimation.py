@@ -1,0 +1,105 @@
+"""Estimation mutants: bytes per layer, reservations and the block count (FEATURE sections 5 and 6)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from implementations.mutants.base import Mutant
+from implementations.reference import kv_bytes, layers
+
+
+class NoScratchInEstimate(Mutant):
+    """The scratch layer is left out of the split cost and per-rank estimate (FEATURE 6, cost = owned + scratch + additional)."""
+
+    name = "mutant_no_scratch_in_estimate"
+    component = "estimation"
+    expected_catchers = ("TC-01", "TC-02", "TC-07")
+
+    def scratch_bytes_per_block(self, model, cache, attn_tp_size):
+        return 0
+
+
+class MaxBlockCount(Mutant):
+    """The common block count is the maximum over split ranks, not the minimum (FEATURE 6, n_blocks = min over r)."""
+
+    name = "mutant_max_block_count"
+    component = "estimation"
+    expected_catchers = ("TC-01", "TC-02", "TC-07")
+
+    # On unbalanced splits the max overruns the card, so the reference's own card check
+    # refuses the plan (PlanError); on balanced ones it equals the reference.
+    def block_count(self, available_bytes, costs_per_block):
+        costs = list(costs_per_block)
+        super().block_count(available_bytes, costs)  # keep the reference's refusals
+        return max(0, max(available_bytes // c for c in costs))
+
+
+class IndexSlotDropped(Mutant):
+    """The DSA indexer slot is left out of each layer's bytes per block (FEATURE 5, index slot added on indexer layers)."""
+
+    name = "mutant_index_slot_dropped"
+    component = "estimation"
+    expected_catchers = ("TC-01", "TC-02", "TC-06")
+
+    def layer_bytes_per_block(self, model, cache, attn_tp_size):
+        plain = kv_bytes.full_spec(model, cache, attn_tp_size, with_indexer=False).block_bytes
+        full = set(self.full_layers(model))
+        return tuple(plain if l in full else 0 for l in range(model.num_hidden_layers))
+
+
+class LinearSlotsUnpadded(Mutant):
+    """Linear-state reservation uses max_seqs_per_batch slots, not max_seqs_per_batch + 2 (FEATURE 5, slots padded by 2)."""
+
+    name = "mutant_linear_slots_unpadded"
+    component = "estimation"
+    expected_catchers = ("TC-01", "TC-02", "TC-06", "TC-07")
+
+    def linear_state_bytes(self, model, cache, attn_tp_size):
+        n_linear = model.num_hidden_layers - len(self.full_layers(model))
+        if n_linear == 0:
+            return 0
+        return n_linear * cache.max_seqs_per_batch * kv_bytes.linear_spec(model, cache, attn_tp_size).seq_bytes
+
+
+class ScaleBytesMissing(Mutant):
+    """Quantized KV (int8/fp8) is estimated without its float32 scale bytes (FEATURE 5, scale slot)."""
+
+    name = "mutant_scale_bytes_missing"
+    component = "estimation"
+    expected_catchers = ("TC-01",)
+
+    @staticmethod
+    def _unscaled_block_bytes(model, cache, attn_tp_size, *, with_indexer: bool) -> int:
+        spec = kv_bytes.full_spec(model, cache, attn_tp_size, with_indexer=with_indexer)
+        return replace(spec, quantized=False).block_bytes
+
+    def layer_bytes_per_block(self, model, cache, attn_tp_size):
+        full = set(self.full_layers(model))
+        indexed = set(layers.indexer_layers(model))
+        plain = self._unscaled_block_bytes(model, cache, attn_tp_size, with_indexer=False)
+        with_index = self._unscaled_block_bytes(model, cache, attn_tp_size, with_indexer=True)
+        return tuple(0 if l not in full else (with_index if l in indexed else plain)
+                     for l in range(model.num_hidden_layers))
+
+    def scratch_bytes_per_block(self, model, cache, attn_tp_size):
+        with_indexer = bool(layers.indexer_layers(model))
+        return self._unscaled_block_bytes(model, cache, attn_tp_size, with_indexer=with_indexer)
+
+
+class DraftAdditionalIgnored(Mutant):
+    """The target's budget ignores the draft's KV (additional = 0, card check on target bytes only), so target + draft overrun it (FEATURE 6, speculative)."""
+
+    name = "mutant_draft_additional_ignored"
+    component = "estimation"
+    expected_catchers = ("TC-07",)
+
+    def plan(self, run):
+        # The target is planned as if not speculative; the draft is attached afterwards.
+        if run.draft is None:
+            return super().plan(run)
+        self.validate(run)
+        target = super().plan(replace(run, draft=None))
+        draft = self.draft_plan(run, target.attn_tp_size)
+        ranks = tuple(replace(r, draft_estimated_bytes=target.n_blocks * draft.bytes_per_block)
+                      for r in target.ranks)
+        return replace(target, draft=draft, ranks=ranks)

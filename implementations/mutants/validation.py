@@ -1,0 +1,39 @@
+"""Validation mutants: startup rules that let a bad configuration through (FEATURE section 3)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from implementations.mutants.base import Mutant
+from implementations.reference import validation
+
+
+class NoValidationUnsupported(Mutant):
+    """An active split is accepted on a model that does not support it (e.g. dense GQA llama3_8b) (FEATURE 3, supported models only)."""
+
+    name = "mutant_no_validation_unsupported"
+    component = "validation"
+    expected_catchers = ("TC-06",)
+
+    def validate(self, run):
+        super().validate(replace(run, model=replace(run.model, supports_layerwise_split=True)))
+
+
+class CpSplitAccepted(Mutant):
+    """An active split is accepted with context parallel (cp_size > 1) (FEATURE 3, no cp with split)."""
+
+    name = "mutant_cp_split_accepted"
+    component = "validation"
+    expected_catchers = ("TC-04",)
+
+    def validate(self, run):
+        validation.check_model(run.model)
+        validation.check_cache(run.cache)
+        validation.check_hardware(run.hardware)
+        validation.check_parallel(run.parallel)
+        validation.check_split_size(run.layerwise, self.attn_tp_size(run.parallel))
+        if self.is_active(run.layerwise):
+            no_cp = replace(run, parallel=replace(run.parallel, cp_size=1))  # the mutation
+            validation.check_active_split(no_cp, self.full_layers(run.model))
+        if run.draft is not None:
+            validation.check_draft(run.draft)

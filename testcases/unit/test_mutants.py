@@ -1,0 +1,261 @@
+"""The mutants are real mutations: registered, selectable by config, and each observably
+different from the reference on one concrete configuration (issue 5, mutation self-test).
+
+Whether the TC suites *catch* them is the meta-suite's job; this only guards that no
+mutant is an equivalent program (which would make "not caught" meaningless).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+import pytest
+import yaml
+
+from implementations.errors import ConfigError, PlanError
+from implementations.interface import KVShardingImplementation
+from implementations.mutants import COMPONENTS, MUTANTS
+from implementations.reference import ReferenceImplementation
+from implementations.reference.allocation import cache_bytes, layer_own_bytes
+from implementations.reference.engine import start_local
+from implementations.specs import CacheSpec
+from testcases.unit._models import (
+    DEEPSEEK_MTP,
+    DEEPSEEK_V3,
+    DEEPSEEK_V32,
+    LLAMA3_8B,
+    MiB,
+    QWEN3_5_MOE,
+    run_spec,
+)
+
+pytestmark = pytest.mark.unit
+
+CONF_IMPL = Path(__file__).resolve().parents[2] / "conf" / "implementation"
+REF = ReferenceImplementation()
+SMALL = 64 * MiB
+"""Per-rank KV budget for the allocating checks: a few blocks, so they stay fast."""
+
+# ---- registry ------------------------------------------------------------------------
+
+
+def test_at_least_ten_mutants_covering_every_component():
+    assert len(MUTANTS) >= 10
+    assert {cls.component for cls in MUTANTS.values()} == set(COMPONENTS)
+
+
+@pytest.mark.parametrize("key", sorted(MUTANTS))
+def test_registry_entry_is_a_labelled_reference_subclass(key):
+    cls = MUTANTS[key]
+    assert issubclass(cls, ReferenceImplementation) and cls is not ReferenceImplementation
+    assert cls.name == f"mutant_{key}"
+    assert cls.rule and "\n" not in cls.rule and "FEATURE" in cls.rule
+    assert cls.component in COMPONENTS
+    assert isinstance(cls(), KVShardingImplementation)
+
+
+def test_names_are_unique():
+    names = [cls.name for cls in MUTANTS.values()]
+    assert len(set(names)) == len(names)
+    assert len({cls for cls in MUTANTS.values()}) == len(MUTANTS)
+    assert not {"reference", "xllm_upstream"} & set(names)
+
+
+@pytest.mark.parametrize("key", sorted(MUTANTS))
+def test_each_has_a_config_whose_target_is_the_class(key):
+    path = CONF_IMPL / f"mutant_{key}.yaml"
+    cfg = yaml.safe_load(path.read_text())
+    module, _, attr = cfg["_target_"].rpartition(".")
+    assert getattr(importlib.import_module(module), attr) is MUTANTS[key]
+
+
+def test_no_stray_mutant_configs():
+    on_disk = {p.stem.removeprefix("mutant_") for p in CONF_IMPL.glob("mutant_*.yaml")}
+    assert on_disk == set(MUTANTS)
+
+
+@pytest.mark.parametrize("key", sorted(MUTANTS))
+def test_plans_a_shipped_like_config_without_crashing(key):
+    """Qwen3.5 at s = 2 (balanced owners, linear layers): every mutant still plans it."""
+    plan = MUTANTS[key]().plan(run_spec(QWEN3_5_MOE, split=2))
+    assert plan.n_blocks >= 1 and plan.implementation == f"mutant_{key}"
+
+
+# ---- each mutant differs from the reference ---------------------------------------------
+
+
+def _owner_off_by_one(m):
+    run = run_spec(DEEPSEEK_V3, split=2)
+    assert REF.plan(run).owner_of(0) == 0  # spec: 0th full layer -> split rank 0
+    assert m.plan(run).owner_of(0) == 1
+
+
+def _linear_split(m):
+    run = run_spec(QWEN3_5_MOE, split=2, budget_bytes=SMALL)
+    for impl, expect_all in ((REF, True), (m, False)):
+        local = start_local(impl, run)
+        try:
+            linear = [l for c in local.caches() for l in c.layers if l.kind == "linear"]
+            assert all(l.owned and l.tensors for l in linear) is expect_all
+        finally:
+            local.teardown()
+
+
+def _no_scratch_in_estimate(m):
+    run = run_spec(DEEPSEEK_V3, split=2)
+    ref, mut = REF.plan(run), m.plan(run)
+    assert ref.scratch_bytes_per_block > 0 and mut.scratch_bytes_per_block == 0
+    assert mut.n_blocks > ref.n_blocks
+
+
+def _max_block_count(m):
+    assert REF.block_count(100, [10, 20]) == 5
+    assert m.block_count(100, [10, 20]) == 10
+    # DeepSeek-V3 s=2: 31 + scratch vs 30 + scratch; the max overruns the card, which the
+    # reference's own card check refuses.
+    run = run_spec(DEEPSEEK_V3, split=2)
+    REF.plan(run)
+    with pytest.raises(PlanError, match="hbm"):
+        m.plan(run)
+
+
+def _draft_keeps_split(m):
+    run = run_spec(DEEPSEEK_V3, split=2, budget_bytes=SMALL, draft=DEEPSEEK_MTP)
+    for impl, split_size, all_owned in ((REF, 1, True), (m, 2, False)):
+        local = start_local(impl, run)
+        try:
+            drafts = local.caches("draft")
+            assert {c.split_size for c in drafts} == {split_size}
+            assert all(c.owns_layer_cache(0) for c in drafts) is all_owned
+        finally:
+            local.teardown()
+
+
+def _strided_groups(m):
+    run = run_spec(DEEPSEEK_V3, split=2)
+    assert REF.plan(run).split_groups == ((0, 1), (2, 3))
+    assert m.plan(run).split_groups == ((0, 2), (1, 3))
+
+
+def _nonowner_real_storage(m):
+    run = run_spec(DEEPSEEK_V3, split=2, budget_bytes=SMALL)
+    plan = REF.plan(run)
+    not_owned = next(l for l in plan.full_layers if plan.owner_of(l) != 0)
+    ref = REF.init_worker(plan, run, rank=0, role="target", device="cpu", expected_digest=plan.digest)
+    mut = m.init_worker(plan, run, rank=0, role="target", device="cpu", expected_digest=plan.digest)
+    assert not ref.owns_layer_cache(not_owned) and not mut.owns_layer_cache(not_owned)
+    assert layer_own_bytes(ref, not_owned) == 0 < layer_own_bytes(mut, not_owned)
+    assert cache_bytes(mut) > cache_bytes(ref) == plan.ranks[0].estimated_bytes
+
+
+def _wrong_layout_axes(m):
+    run = run_spec(DEEPSEEK_V3, split=2, budget_bytes=SMALL)
+    plan = REF.plan(run)
+    assert plan.kv_layout == "heads_major"
+    shapes = [impl.init_worker(plan, run, rank=0, role="target", device="cpu",
+                               expected_digest=plan.digest).layer(0).tensors["latent"].shape
+              for impl in (REF, m)]
+    assert shapes[0] == (plan.n_blocks, 1, plan.block_size, 512)
+    assert shapes[1] == (plan.n_blocks, plan.block_size, 1, 512)
+
+
+def _digest_unchecked(m):
+    run = run_spec(DEEPSEEK_V3, split=2, budget_bytes=SMALL)
+    plan = REF.plan(run)
+    tampered = replace(plan, n_blocks=plan.n_blocks - 1)
+    with pytest.raises(PlanError, match="digest"):
+        REF.init_worker(tampered, run, rank=0, role="target", device="cpu", expected_digest=plan.digest)
+    cache = m.init_worker(tampered, run, rank=0, role="target", device="cpu", expected_digest=plan.digest)
+    assert cache.n_blocks == plan.n_blocks - 1
+
+
+def _disabled_still_splits(m):
+    run = run_spec(DEEPSEEK_V3, split=2, enable=False)
+    ref, mut = REF.plan(run), m.plan(run)
+    assert not ref.active and ref.n_blocks == ref.uniform_n_blocks
+    assert mut.active and mut.n_blocks > ref.n_blocks
+
+
+def _index_slot_dropped(m):
+    run = run_spec(DEEPSEEK_V32, split=2)
+    # FEATURE 6 worked example: 180,224 B/block with the index slot, 147,456 without.
+    assert REF.plan(run).layer_bytes_per_block[0] == 180_224
+    assert m.plan(run).layer_bytes_per_block[0] == 147_456
+
+
+def _no_validation_unsupported(m):
+    run = run_spec(LLAMA3_8B, split=2)
+    with pytest.raises(ConfigError, match="supports layerwise split"):
+        REF.plan(run)
+    assert m.plan(run).active
+
+
+def _draft_additional_ignored(m):
+    run = run_spec(DEEPSEEK_V3, split=2, draft=DEEPSEEK_MTP)
+    ref, mut = REF.plan(run), m.plan(run)
+    assert ref.additional_bytes_per_block == 147_456 and mut.additional_bytes_per_block == 0
+    assert mut.n_blocks > ref.n_blocks
+    peak = max(r.estimated_bytes + r.draft_estimated_bytes for r in mut.ranks)
+    assert peak > run.hardware.kv_budget_bytes  # target + draft no longer fit
+
+
+def _linear_slots_unpadded(m):
+    run = run_spec(QWEN3_5_MOE, split=2)
+    ref, mut = REF.plan(run).linear_state_bytes, m.plan(run).linear_state_bytes
+    # max_seqs_per_batch 4: 4 slots instead of 4 + 2
+    assert mut * 6 == ref * 4 and ref > 0
+
+
+def _scale_bytes_missing(m):
+    run = run_spec(DEEPSEEK_V3, split=2, cache=CacheSpec(kv_cache_dtype="int8"))
+    # int8 MLA: 128 * (576 + 4 scale) = 74,240 B/block; without the scale 73,728.
+    assert REF.plan(run).layer_bytes_per_block[0] == 74_240
+    assert m.plan(run).layer_bytes_per_block[0] == 73_728
+
+
+def _card_check_skipped(m):
+    # Ranks 0 and 2 share card 0, each with the whole per-card KV budget: twice its HBM.
+    run = replace(run_spec(DEEPSEEK_V3, split=2), placement=(0, 1, 0, 1))
+    with pytest.raises(PlanError, match="hbm"):
+        REF.plan(run)
+    assert m.plan(run).ranks[2].card == 0
+
+
+def _cp_split_accepted(m):
+    run = run_spec(DEEPSEEK_V3, world=8, cp=2, split=2)
+    with pytest.raises(ConfigError, match="parallel.cp_size"):
+        REF.plan(run)
+    assert m.plan(run).active
+
+
+DIFFERS: dict[str, Callable] = {
+    "owner_off_by_one": _owner_off_by_one,
+    "linear_split": _linear_split,
+    "no_scratch_in_estimate": _no_scratch_in_estimate,
+    "max_block_count": _max_block_count,
+    "draft_keeps_split": _draft_keeps_split,
+    "strided_groups": _strided_groups,
+    "nonowner_real_storage": _nonowner_real_storage,
+    "wrong_layout_axes": _wrong_layout_axes,
+    "digest_unchecked": _digest_unchecked,
+    "disabled_still_splits": _disabled_still_splits,
+    "index_slot_dropped": _index_slot_dropped,
+    "no_validation_unsupported": _no_validation_unsupported,
+    "draft_additional_ignored": _draft_additional_ignored,
+    "linear_slots_unpadded": _linear_slots_unpadded,
+    "scale_bytes_missing": _scale_bytes_missing,
+    "card_check_skipped": _card_check_skipped,
+    "cp_split_accepted": _cp_split_accepted,
+}
+
+
+def test_every_mutant_has_a_difference_check():
+    assert set(DIFFERS) == set(MUTANTS)
+
+
+@pytest.mark.parametrize("key", sorted(MUTANTS))
+def test_mutant_differs_from_reference(key):
+    DIFFERS[key](MUTANTS[key]())
