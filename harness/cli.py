@@ -1,0 +1,47 @@
+"""What every harness command does with a user's mistake: one line on stderr, exit 2.
+
+``UserError`` (wrong override, bad file, invalid plan) is the user's input, not a
+bug, so it prints ``error: <message>`` and no traceback. Anything else is a bug
+and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from contextlib import contextmanager
+from typing import Callable, Iterator, NoReturn, TypeVar
+
+from implementations.errors import UserError
+
+USAGE_EXIT_CODE = 2
+"""The exit status for a user error (argparse uses 2 for usage errors too)."""
+
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def fail(message: object) -> NoReturn:
+    """Print ``error: <message>`` on one line and exit 2."""
+    line = " ".join(str(message).split())
+    print(f"error: {line}", file=sys.stderr)
+    raise SystemExit(USAGE_EXIT_CODE)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn a ``UserError`` raised inside the block into ``fail``."""
+    try:
+        yield
+    except UserError as exc:
+        fail(exc)
+
+
+def command(func: F) -> F:
+    """Decorator for a ``main``: user errors become one line and exit 2."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        with user_errors():
+            return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,136 @@
+"""From a composed config to what an implementation takes: a ``RunSpec`` and the implementation.
+
+Also turns the two other spellings of the layerwise flags (xllm_server gflags, a
+ParallelConfig JSON) into ``layerwise.*`` overrides, so every source goes through
+the same composition and schema checks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional, Sequence, Union
+
+from omegaconf import DictConfig, OmegaConf
+
+from implementations.errors import ConfigError, UserError
+from implementations.interface import KVShardingImplementation
+from implementations.specs import (
+    CacheSpec,
+    HardwareProfile,
+    LayerwiseFlags,
+    ModelSpec,
+    ParallelSpec,
+    RunSpec,
+)
+
+MIB = 1024 * 1024
+IMPLEMENTATION_METHODS = ("plan", "engine_message", "init_worker")
+
+
+def model_spec(node: Any) -> ModelSpec:
+    """A ``ModelConfig`` node -> ``ModelSpec`` (``layer_types`` as a tuple)."""
+    values = _plain(node)
+    if values.get("layer_types") is not None:
+        values["layer_types"] = tuple(values["layer_types"])
+    return ModelSpec(**values)
+
+
+def hardware_profile(node: Any) -> HardwareProfile:
+    """A ``HardwareConfig`` node -> ``HardwareProfile``: MiB -> bytes, topology loaded."""
+    from implementations.reference.topology import load_topology
+
+    hw = _plain(node)
+    if hw["reserved_mib_per_card"] > hw["hbm_mib_per_card"]:
+        raise ConfigError(
+            "hardware.reserved_mib_per_card", hw["reserved_mib_per_card"],
+            f"at most hardware.hbm_mib_per_card ({hw['hbm_mib_per_card']})",
+        )
+    return HardwareProfile(
+        name=hw["name"],
+        device_type=hw["device_type"],
+        kv_layout=hw["kv_layout"],
+        num_cards=hw["num_cards"],
+        hbm_bytes_per_card=hw["hbm_mib_per_card"] * MIB,
+        reserved_bytes_per_card=hw["reserved_mib_per_card"] * MIB,
+        topology=load_topology(hw["topology"]),
+        warp_size=hw["warp_size"],
+    )
+
+
+def build_run_spec(cfg: DictConfig) -> RunSpec:
+    """Everything a master needs for one configuration."""
+    placement = cfg.placement
+    return RunSpec(
+        model=model_spec(cfg.model),
+        draft=model_spec(cfg.draft) if cfg.draft is not None else None,
+        parallel=ParallelSpec(**_plain(cfg.parallel)),
+        cache=CacheSpec(**_plain(cfg.cache)),
+        layerwise=LayerwiseFlags(**_plain(cfg.layerwise)),
+        hardware=hardware_profile(cfg.hardware),
+        placement=tuple(placement) if placement is not None else None,
+    )
+
+
+def build_implementation(cfg: DictConfig) -> KVShardingImplementation:
+    """Instantiate ``cfg.implementation`` (its ``_target_``) and check it has the interface."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    node = cfg.implementation
+    target = node.get("_target_") if isinstance(node, DictConfig) else None
+    if not isinstance(target, str) or not target:
+        raise _implementation_error(target, "a node with _target_: <importable class>")
+    try:
+        impl = instantiate(node)
+    except InstantiationException as exc:
+        text = str(exc)
+        if "Error locating target" not in text and "TypeError" not in text:
+            raise  # the class was found and failed on its own: a bug, keep the traceback
+        detail = text.strip().splitlines()[0].split(", set env var HYDRA_FULL_ERROR")[0]
+        raise _implementation_error(target, "an importable class taking these arguments", detail) from None
+    missing = [m for m in IMPLEMENTATION_METHODS if not callable(getattr(impl, m, None))]
+    if missing or not isinstance(getattr(impl, "name", None), str):
+        lacks = ", ".join(missing) if missing else "a str name"
+        raise _implementation_error(target, "a KVShardingImplementation", f"it lacks {lacks}")
+    return impl
+
+
+def _implementation_error(target: object, allowed: str, detail: str = "") -> UserError:
+    from harness.config.compose import CONF_DIR
+    from harness.config.errors import group_options
+
+    options = ", ".join(group_options(CONF_DIR, "implementation"))
+    return ConfigError("implementation", target, f"{allowed}; options: {options}", detail)
+
+
+def layerwise_overrides(
+    gflags: Optional[Union[str, Sequence[str]]] = None,
+    parallel_config: Optional[Union[str, Path]] = None,
+) -> list[str]:
+    """``layerwise.enable`` / ``layerwise.split_size`` overrides from the other flag spellings.
+
+    ``parallel_config`` (a ParallelConfig JSON file) first, then ``gflags``
+    (``"--enable_layerwise_split=true --layerwise_split_size=2"``), so the command
+    line wins, as on xllm_server. Append the result after the user's overrides.
+    """
+    from implementations.reference.flags import flags_from_gflags, flags_from_parallel_config_json
+
+    out: list[str] = []
+    if parallel_config is not None:
+        path = Path(parallel_config)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError("--parallel-config", str(path), "a readable JSON file", type(exc).__name__) from None
+        out += _as_overrides(flags_from_parallel_config_json(text))
+    if gflags is not None:
+        out += _as_overrides(flags_from_gflags(gflags))
+    return out
+
+
+def _as_overrides(flags: LayerwiseFlags) -> list[str]:
+    return [f"layerwise.enable={str(flags.enable).lower()}", f"layerwise.split_size={flags.split_size}"]
+
+
+def _plain(node: Any) -> dict:
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)

@@ -1,0 +1,137 @@
+"""Compose ``conf/config.yaml`` with Hydra overrides into a checked ``DictConfig``.
+
+The override vocabulary is the one every command uses: config groups ``model``,
+``draft``, ``hardware``, ``parallel``, ``layerwise``, ``implementation`` (``group=option``)
+and keys such as ``layerwise.split_size=2``, ``parallel.dp_size=2``,
+``cache.block_size=64``. Any mistake (unknown option, misspelled key, wrong type,
+malformed override, a sweep where one value is needed) is a one-line
+``ConfigError``, never a Hydra traceback.
+
+A model from a local Hugging Face ``config.json``: give ``model_path=PATH`` (a
+schema key, so it is typed, shown in the composed config and sweepable). The
+loaded numbers replace the ``model`` node; ``model.<key>=...`` overrides given with
+it still apply on top, e.g.
+``model_path=/ckpt/Qwen3.5/config.json model.supports_layerwise_split=false``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Optional, Sequence, Union
+
+from omegaconf import DictConfig, OmegaConf
+
+from implementations.errors import ConfigError
+from harness.config import errors
+from harness.config.schema import Config, ModelConfig
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+CONFIG_NAME = "config"
+
+
+def compose_config(overrides: Sequence[str] = (), config_dir: Optional[Union[str, Path]] = None) -> DictConfig:
+    """The composed, schema-checked config for ``overrides``; ``ConfigError`` on any mistake."""
+    from hydra import compose, initialize_config_dir
+
+    from harness.config.store import register
+
+    conf_dir = Path(config_dir).resolve() if config_dir is not None else CONF_DIR
+    if not (conf_dir / f"{CONFIG_NAME}.yaml").is_file():
+        raise ConfigError("config_dir", str(conf_dir), f"a directory holding {CONFIG_NAME}.yaml")
+    overrides = list(overrides)
+    parsed = _parse(overrides)
+    register()
+    try:
+        with _fresh_hydra(), initialize_config_dir(config_dir=str(conf_dir), version_base=None):
+            cfg = compose(config_name=CONFIG_NAME, overrides=overrides)
+    except Exception as exc:  # Hydra/OmegaConf raise many types; each is the user's input here
+        raise errors.translate(exc, conf_dir, overrides) from None
+    if any(o.is_add() or o.is_force_add() for o in parsed):
+        _check_schema(cfg, conf_dir)
+    _check_missing(cfg, conf_dir)
+    if cfg.model_path is not None:
+        _load_model_path(cfg, parsed)
+    return cfg
+
+
+def _parse(overrides: list[str]) -> list:
+    """Hydra's parse of each override, one at a time so an error names the one at fault."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    out = []
+    for text in overrides:
+        if not isinstance(text, str):
+            raise ConfigError("override", text, "a string key=value")
+        try:
+            override = parser.parse_override(text)
+        except HydraException as exc:
+            detail = str(exc).strip().splitlines()
+            raise ConfigError(
+                "override", text,
+                "malformed; use group=option (model=deepseek_v3) or key=value (layerwise.split_size=2)",
+                detail[1] if len(detail) > 1 else "",
+            ) from None
+        if not override.key_or_group:
+            raise ConfigError("override", text, "a key or group before '='")
+        if override.is_sweep_override():
+            raise ConfigError(
+                override.key_or_group, override.input_line.split("=", 1)[-1],
+                "one value here; sweeps (a,b / range()) need `python -m harness -m ...`",
+            )
+        out.append(override)
+    return out
+
+
+@contextmanager
+def _fresh_hydra() -> Iterator[None]:
+    """Compose works inside a running Hydra app too: park its global state meanwhile."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.initialize import get_gh_backup, restore_gh_from_backup
+
+    if not GlobalHydra.instance().is_initialized():
+        yield
+        return
+    backup = get_gh_backup()
+    GlobalHydra.instance().clear()
+    try:
+        yield
+    finally:
+        restore_gh_from_backup(backup)
+
+
+def _check_schema(cfg: DictConfig, conf_dir: Path) -> None:
+    """Re-validate against the schema: ``+key=value`` appends bypass Hydra's struct check."""
+    try:
+        OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.to_container(cfg, resolve=False))
+    except Exception as exc:  # OmegaConf's key/validation errors
+        raise errors.translate(exc, conf_dir, []) from None
+
+
+def _check_missing(cfg: DictConfig, conf_dir: Path) -> None:
+    """A deleted group (``~model``) or a YAML that leaves a required key unset."""
+    missing = sorted(OmegaConf.missing_keys(cfg))
+    if not missing:
+        return
+    key = missing[0]
+    if key in errors.GROUPS:
+        raise ConfigError(key, None, f"missing; choose one of {', '.join(errors.group_options(conf_dir, key))}")
+    raise ConfigError(key, None, "missing: the chosen options do not set it", f"{len(missing)} missing: {', '.join(missing)}")
+
+
+def _load_model_path(cfg: DictConfig, parsed: list) -> None:
+    """Replace ``cfg.model`` by the config.json's numbers, then re-apply ``model.*`` overrides."""
+    from harness.config.hf_loader import model_spec_from_hf_config
+
+    spec = model_spec_from_hf_config(cfg.model_path)
+    values = {f.name: getattr(spec, f.name) for f in dataclasses.fields(ModelConfig)}
+    if values["layer_types"] is not None:
+        values["layer_types"] = list(values["layer_types"])
+    cfg.model = OmegaConf.structured(ModelConfig(**values))
+    for override in parsed:
+        key = override.key_or_group
+        if key.startswith("model.") and not override.is_delete():
+            OmegaConf.update(cfg, key, override.value(), merge=False)

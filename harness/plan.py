@@ -1,0 +1,136 @@
+"""``python -m harness.plan``: the plan for one configuration, before touching hardware.
+
+    python -m harness.plan model=deepseek_v32 hardware=bi_v100 parallel=tp4 layerwise=s2
+    python -m harness.plan --table model=qwen3_5_moe layerwise=s4 implementation=xllm_upstream
+    python -m harness.plan --gflags "--enable_layerwise_split=true --layerwise_split_size=2" model=glm_moe_dsa
+    python -m harness.plan --parallel-config parallel_config.json model_path=/ckpt/config.json
+
+Composes the config (Hydra overrides, the vocabulary of every harness command),
+validates, lays out and estimates through the implementation's ``plan``, and prints
+the ``KVPlan`` as JSON (or a table). No process group, no allocation, no torch.
+``--gflags`` / ``--parallel-config`` are applied after the overrides and win over
+them. A user error prints one ``error:`` line and exits 2, writing nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Optional, Sequence
+
+from harness.cli import command, fail
+
+MIB = 1024 * 1024
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line and exit 2, like every other user error
+        fail(f"{message} (see python -m harness.plan --help)")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="python -m harness.plan",
+        description="Print the layerwise split KV plan of one configuration (JSON, or --table).",
+    )
+    p.add_argument("--table", action="store_true", help="print a readable table instead of JSON")
+    p.add_argument("--gflags", metavar="FLAGS",
+                   help='xllm_server flags, e.g. "--enable_layerwise_split=true --layerwise_split_size=2"')
+    p.add_argument("--parallel-config", metavar="FILE", help="a ParallelConfig JSON (key layerwise_split_size)")
+    p.add_argument("overrides", nargs="*", help="Hydra overrides: model=qwen3_5_moe layerwise.split_size=2 ...")
+    return p
+
+
+def _join_flag_values(argv: Sequence[str]) -> list[str]:
+    """``--gflags "--x=1"``: glue the value on, since argparse reads a leading ``--`` as an option."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] == "--gflags" and i + 1 < len(argv):
+            out.append(f"--gflags={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
+def plan_json(overrides: Sequence[str]) -> tuple[dict, str]:
+    """(the plan as JSON-able dict, the readable table) for ``overrides``."""
+    from harness.config.build import build_implementation, build_run_spec
+    from harness.config.compose import compose_config
+
+    cfg = compose_config(list(overrides))
+    run = build_run_spec(cfg)
+    impl = build_implementation(cfg)
+    plan = impl.plan(run)
+    out = plan.to_json()
+    out["hardware"] = run.hardware.name
+    return out, table(out)
+
+
+def table(p: dict) -> str:
+    """Per-rank owned layers and MiB, peak vs uniform, capacity gain."""
+    state = f"s={p['split_size']} {'active' if p['active'] else 'inactive'}"
+    lines = [
+        f"model {p['model']} | implementation {p['implementation']} | hardware {p['hardware']}",
+        f"world {p['world_size']} = dp {p['dp_size']} x cp {p['cp_size']} x tp {p['attn_tp_size']} | "
+        f"layerwise split {state} | block_size {p['block_size']} | layout {p['kv_layout']}",
+        f"layers {p['num_layers']} ({len(p['full_layers'])} full attention) | "
+        f"available {_mib(p['available_bytes'])} MiB/rank (budget {_mib(p['budget_bytes'])}, "
+        f"linear state {_mib(p['linear_state_bytes'])})",
+        f"n_blocks {p['n_blocks']} (uniform {p['uniform_n_blocks']}) | capacity gain {p['capacity_gain']:.3f}x",
+        "",
+        f"{'rank':>4} {'node':>4} {'card':>4} {'group':>5} {'split_rank':>10} {'owned':>5}  {'est MiB':>10}  owned full layers",
+    ]
+    if p.get("draft"):
+        lines[-1] = lines[-1].replace("  owned full layers", f"  {'draft MiB':>10}  owned full layers")
+    for r in p["ranks"]:
+        owned = r["owned_full_layers"]
+        draft = f"  {_mib(r['draft_estimated_bytes']):>10}" if p.get("draft") else ""
+        lines.append(
+            f"{r['rank']:>4} {r['node']:>4} {r['card']:>4} {r['split_group']:>5} {r['split_rank']:>10} "
+            f"{len(owned):>5}  {_mib(r['estimated_bytes']):>10}{draft}  {compact_ids(owned)}"
+        )
+    lines += [
+        "",
+        f"peak {_mib(p['peak_bytes'])} MiB vs uniform {_mib(p['uniform_peak_bytes'])} MiB at the same n_blocks "
+        f"(savings {_mib(p['savings_bytes'])} MiB, mean {_mib(p['mean_bytes'])} MiB)",
+    ]
+    if p.get("draft"):
+        lines.append(f"draft {p['draft']['model']}: {len(p['draft']['full_layers'])} full layers, never split")
+    lines += [f"note: {n}" for n in p.get("notes", ())]
+    return "\n".join(lines)
+
+
+def compact_ids(ids: Sequence[int]) -> str:
+    """``0,2,4,...,60`` for an arithmetic run, else the plain list; ``-`` when empty."""
+    ids = list(ids)
+    if not ids:
+        return "-"
+    if len(ids) >= 5:
+        step = ids[1] - ids[0]
+        if step > 0 and all(b - a == step for a, b in zip(ids, ids[1:])):
+            return f"{ids[0]},{ids[1]},{ids[2]},...,{ids[-1]}"
+    return ",".join(map(str, ids))
+
+
+def _mib(n_bytes: int) -> str:
+    return f"{n_bytes / MIB:.1f}"
+
+
+@command
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parser().parse_args(_join_flag_values(sys.argv[1:] if argv is None else list(argv)))
+    overrides = list(args.overrides)
+    if args.gflags is not None or args.parallel_config is not None:
+        from harness.config.build import layerwise_overrides
+
+        overrides += layerwise_overrides(args.gflags, args.parallel_config)
+    out, text = plan_json(overrides)
+    print(text if args.table else json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

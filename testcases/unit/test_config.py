@@ -1,0 +1,312 @@
+"""Hydra config: every option composes, the numbers are the public ones, mistakes are one clear line.
+
+Expected numbers are written here from FEATURE.md (sections 9 and 10) and the models'
+public config.json files, not read back from conf/.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.config.build import build_implementation, build_run_spec, layerwise_overrides
+from harness.config.compose import CONF_DIR, compose_config
+from implementations.errors import ConfigError
+
+pytestmark = pytest.mark.unit
+
+MIB = 1024 * 1024
+
+# Public architecture numbers (FEATURE.md section 10; Hugging Face config.json of each model).
+MODELS = {
+    "deepseek_v3": dict(model_type="deepseek_v3", num_hidden_layers=61, attention="mla", kv_lora_rank=512,
+                        qk_rope_head_dim=64, index_n_heads=0, supports_layerwise_split=True),
+    "deepseek_v32": dict(model_type="deepseek_v32", num_hidden_layers=61, attention="mla", kv_lora_rank=512,
+                         qk_rope_head_dim=64, index_n_heads=64, index_head_dim=128, supports_layerwise_split=True),
+    "glm_moe_dsa": dict(model_type="glm_moe_dsa", num_hidden_layers=78, attention="mla", kv_lora_rank=512,
+                        qk_rope_head_dim=64, index_n_heads=32, index_head_dim=128, supports_layerwise_split=True),
+    "qwen3_5_moe": dict(model_type="qwen3_5_moe", num_hidden_layers=40, attention="gqa", num_key_value_heads=2,
+                        head_dim=256, linear_num_key_heads=16, linear_num_value_heads=32, linear_key_head_dim=128,
+                        linear_value_head_dim=128, linear_conv_kernel_dim=4, supports_layerwise_split=True),
+    "qwen3_next": dict(model_type="qwen3_next", num_hidden_layers=48, attention="gqa", num_key_value_heads=2,
+                       head_dim=256, linear_num_key_heads=16, linear_num_value_heads=32, linear_key_head_dim=128,
+                       linear_value_head_dim=128, linear_conv_kernel_dim=4, supports_layerwise_split=True),
+    "llama3_8b": dict(num_hidden_layers=32, attention="gqa", num_key_value_heads=8, head_dim=128,
+                      kv_lora_rank=0, index_n_heads=0, supports_layerwise_split=False),
+}
+DRAFTS = {
+    "deepseek_mtp": dict(num_hidden_layers=1, attention="mla", kv_lora_rank=512, qk_rope_head_dim=64, index_n_heads=0),
+    "deepseek_v32_mtp": dict(num_hidden_layers=1, attention="mla", kv_lora_rank=512, qk_rope_head_dim=64,
+                             index_n_heads=64, index_head_dim=128),
+    "qwen3_5_mtp": dict(num_hidden_layers=1, attention="gqa", num_key_value_heads=2, head_dim=256),
+}
+PARALLEL = {"tp1": (1, 1), "tp2": (2, 1), "tp4": (4, 1), "tp8": (8, 1), "dp2_tp4": (8, 2)}
+LAYERWISE = {"off": (False, 1), "s1": (True, 1), "s2": (True, 2), "s4": (True, 4)}
+
+
+def _full_layers(model) -> list[int]:
+    """FEATURE section 4: layer_types, else (l + 1) % interval == 0."""
+    if model.layer_types is not None:
+        return [l for l, t in enumerate(model.layer_types) if t in ("full_attention", "attention", "indexed_attention")]
+    k = model.full_attention_interval
+    return [l for l in range(model.num_hidden_layers) if k <= 1 or (l + 1) % k == 0]
+
+
+def _options(group: str) -> set[str]:
+    return {p.stem for p in (CONF_DIR / group).glob("*.yaml")}
+
+
+# ------------------------------------------------------------------ every option composes
+
+
+def test_defaults():
+    cfg = compose_config([])
+    assert cfg.model.name == "deepseek_v32"
+    assert cfg.draft is None
+    assert cfg.hardware.name == "cpu"
+    assert cfg.parallel.world_size == 4 and cfg.parallel.dp_size == 1
+    assert (cfg.layerwise.enable, cfg.layerwise.split_size) == (False, 1)
+    assert cfg.implementation._target_ == "implementations.reference.ReferenceImplementation"
+    assert (cfg.runner.backend, cfg.runner.timeout_s) == ("auto", 60.0)
+    assert cfg.report.results_dir == "reports"
+    assert cfg.placement is None and cfg.model_path is None
+
+
+def test_shipped_options_are_the_documented_ones():
+    assert set(MODELS) == _options("model")
+    assert set(DRAFTS) | {"none"} == _options("draft")
+    assert {"bi_v100", "cpu", "cuda_generic"} == _options("hardware")
+    assert set(PARALLEL) == _options("parallel")
+    assert set(LAYERWISE) == _options("layerwise")
+    assert {"reference", "xllm_upstream"} <= _options("implementation")
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_model_numbers_are_the_public_ones(name):
+    run = build_run_spec(compose_config([f"model={name}"]))
+    model = run.model
+    assert model.name == name and model.dtype == "bfloat16"
+    for key, expected in MODELS[name].items():
+        assert getattr(model, key) == expected, key
+
+
+@pytest.mark.parametrize("name, n_layers", [("qwen3_5_moe", 40), ("qwen3_next", 48)])
+def test_hybrids_have_full_attention_every_fourth_layer(name, n_layers):
+    model = build_run_spec(compose_config([f"model={name}"])).model
+    # Qwen3.5 / Qwen3-Next: full_attention_interval 4 -> full layers 3, 7, 11, ...
+    assert _full_layers(model) == list(range(3, n_layers, 4))
+
+
+@pytest.mark.parametrize("name", sorted(DRAFTS))
+def test_draft_numbers(name):
+    draft = build_run_spec(compose_config([f"draft={name}"])).draft
+    assert draft is not None and draft.name == name
+    assert draft.supports_layerwise_split is False  # drafts never split
+    for key, expected in DRAFTS[name].items():
+        assert getattr(draft, key) == expected, key
+    assert _full_layers(draft) == [0]
+
+
+def test_bi_v100_is_feature_section_9():
+    cfg = compose_config(["hardware=bi_v100"])
+    hw = build_run_spec(cfg).hardware
+    assert hw.num_cards == 4
+    assert hw.hbm_bytes_per_card == 32768 * MIB
+    assert hw.warp_size == 64
+    assert hw.device_type == "cuda"
+    assert hw.kv_layout == "heads_major"
+    assert hw.kv_budget_bytes == 16 * 1024**3  # the 16 GiB of FEATURE's worked example
+    assert len(hw.topology.cards) == 4
+    assert {hw.topology.links[i][j] for i in range(4) for j in range(4) if i != j} == {"PIX"}
+    facts = cfg.hardware.facts
+    assert list(facts.bus_ids) == ["4B:00.0", "4C:00.0", "4D:00.0", "4E:00.0"]
+    assert facts.numa_node == 1
+    assert (facts.sm_clock_mhz, facts.mem_clock_mhz) == (1500, 1200)
+    assert (facts.ixml_version, facts.driver_version, facts.cuda_version) == ("3.2.3", "3.2.1", "10.2")
+    assert facts.corex_sdk_path == "/usr/local/corex"
+    assert facts.collectives == "nccl"
+
+
+def test_cpu_and_cuda_profiles():
+    cpu = build_run_spec(compose_config(["hardware=cpu"])).hardware
+    assert (cpu.device_type, cpu.num_cards, len(cpu.topology.cards)) == ("cpu", 8, 8)
+    assert cpu.kv_budget_bytes == 128 * MIB  # small: allocations stay in memory
+    cuda = build_run_spec(compose_config(["hardware=cuda_generic"])).hardware
+    assert (cuda.device_type, cuda.kv_layout, cuda.num_cards) == ("cuda", "tokens_major", 8)
+    assert any(code.startswith("NV") for row in cuda.topology.links for code in row)
+
+
+@pytest.mark.parametrize("name", sorted(PARALLEL))
+def test_parallel_options(name):
+    parallel = build_run_spec(compose_config([f"parallel={name}", "hardware=cpu"])).parallel
+    assert (parallel.world_size, parallel.dp_size) == PARALLEL[name]
+    assert (parallel.cp_size, parallel.kv_split_size) == (1, 1)
+
+
+@pytest.mark.parametrize("name", sorted(LAYERWISE))
+def test_layerwise_options(name):
+    flags = build_run_spec(compose_config([f"layerwise={name}"])).layerwise
+    assert (flags.enable, flags.split_size) == LAYERWISE[name]
+
+
+def test_key_overrides_reach_the_spec():
+    run = build_run_spec(compose_config([
+        "layerwise.enable=true", "layerwise.split_size=2", "parallel.world_size=8", "parallel.dp_size=2",
+        "cache.block_size=64", "cache.kv_cache_dtype=int8", "cache.host_blocks_factor=2.5",
+        "placement=[3,2,1,0,7,6,5,4]",
+    ]))
+    assert (run.layerwise.enable, run.layerwise.split_size) == (True, 2)
+    assert (run.parallel.world_size, run.parallel.dp_size) == (8, 2)
+    assert (run.cache.block_size, run.cache.kv_cache_dtype, run.cache.host_blocks_factor) == (64, "int8", 2.5)
+    assert run.placement == (3, 2, 1, 0, 7, 6, 5, 4)
+
+
+@pytest.mark.parametrize("name", ["reference", "xllm_upstream"])
+def test_implementation_options_instantiate(name):
+    impl = build_implementation(compose_config([f"implementation={name}"]))
+    assert impl.name == name
+    assert all(callable(getattr(impl, m)) for m in ("plan", "engine_message", "init_worker"))
+
+
+def test_no_hydra_interpolations_in_what_compose_resolves():
+    for path in CONF_DIR.rglob("*.yaml"):
+        assert "${hydra:" not in path.read_text(), path
+
+
+# ------------------------------------------------------------------ mistakes: one clear line
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    (["model=foo"], "model='foo': unknown option; allowed: deepseek_v3, deepseek_v32, glm_moe_dsa, llama3_8b, "
+                    "qwen3_5_moe, qwen3_next"),
+    (["layerwise=s3"], "layerwise='s3': unknown option; allowed: off, s1, s2, s4"),
+    (["layerwise.spilt_size=2"], "layerwise.spilt_size: no such key (did you mean split_size?); "
+                                 "allowed keys under layerwise: enable, split_size"),
+    (["layerwise.split_size=two"], "layerwise.split_size='two': must be an int"),
+    (["parallel.world_size=1.5"], "parallel.world_size=1.5: must be an int"),
+    (["layerwise.enable=maybe"], "layerwise.enable='maybe': must be a bool"),
+    (["placement=[0,x]"], "placement[1]='x': must be an int"),
+    (["cache.block_sise=64"], "cache.block_sise: no such key (did you mean block_size?)"),
+    (["+layerwise.extra=1"], "layerwise.extra: no such key"),
+    (["modle=deepseek_v3"], "modle: no such key (did you mean model?); allowed keys at the top level: model,"),
+    (["layerwise.split_size"], "override='layerwise.split_size': malformed"),
+    (["layerwise.split_size=1,2"], "layerwise.split_size='1,2': one value here"),
+    (["~model"], "model=None: missing; choose one of deepseek_v3,"),
+    (["draft.num_hidden_layers=2"], "draft.num_hidden_layers='2': no draft model is selected (draft=none)"),
+    (["model=/ckpt/config.json"], "(a Hugging Face config.json is given as model_path=PATH)"),
+])
+def test_mistakes_are_one_clear_line(overrides, expected):
+    with pytest.raises(ConfigError) as info:
+        compose_config(overrides)
+    message = str(info.value)
+    assert expected in message
+    assert "\n" not in message
+
+
+def test_free_form_nodes_say_how_to_add_a_key():
+    with pytest.raises(ConfigError, match=r"hardware.facts.rack: no such key under hardware.facts; "
+                                          r"add one with \+hardware.facts.rack=VALUE"):
+        compose_config(["hardware.facts.rack=3"])
+    assert compose_config(["+hardware.facts.rack=3"]).hardware.facts.rack == 3
+
+
+@pytest.mark.parametrize("yaml_text, expected", [
+    ("num_hidden_layer: 3", "model.num_hidden_layer: no such key (did you mean num_hidden_layers?)"),
+    ("num_hidden_layers: three", "model.num_hidden_layers='three': must be an int"),
+])
+def test_mistakes_inside_a_yaml_option_name_the_file(tmp_path, yaml_text, expected):
+    conf = tmp_path / "conf"
+    shutil.copytree(CONF_DIR, conf)
+    (conf / "model" / "mine.yaml").write_text(f"name: mine\nmodel_type: x\nattention: mla\n{yaml_text}\n")
+    with pytest.raises(ConfigError) as info:
+        compose_config(["model=mine"], config_dir=conf)
+    assert expected in str(info.value) and str(info.value).endswith("(in model/mine.yaml)")
+
+
+def test_bad_implementation_target_names_the_options():
+    with pytest.raises(ConfigError, match=r"implementation='nowhere\.Impl'.*options: .*reference.*xllm_upstream"):
+        build_implementation(compose_config(["implementation._target_=nowhere.Impl"]))
+    with pytest.raises(ConfigError, match=r"implementation='builtins\.dict'.*lacks plan, engine_message, init_worker"):
+        build_implementation(compose_config(["implementation._target_=builtins.dict"]))
+
+
+def test_out_of_tree_subclass_is_instantiated():
+    impl = build_implementation(compose_config(["implementation._target_=testcases.unit.test_config.OutOfTree"]))
+    assert isinstance(impl, OutOfTree) and impl.name == "out_of_tree"
+
+
+class OutOfTree:
+    """An implementation the harness knows only by its ``_target_``."""
+
+    name = "out_of_tree"
+
+    def plan(self, run): ...
+
+    def engine_message(self, plan, run, role): ...
+
+    def init_worker(self, message, run, *, rank, role, device, expected_digest): ...
+
+
+def test_reserve_above_hbm_is_an_error():
+    with pytest.raises(ConfigError, match="hardware.reserved_mib_per_card=600: at most hardware.hbm_mib_per_card"):
+        build_run_spec(compose_config(["hardware.reserved_mib_per_card=600"]))
+
+
+# ------------------------------------------------------------------ other sources of config
+
+
+def test_model_path_loads_a_config_json_and_model_keys_apply_on_top(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({
+        "model_type": "deepseek_v3", "num_hidden_layers": 3, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
+        "torch_dtype": "bfloat16",
+    }))
+    cfg = compose_config([f"model_path={path}", "model.supports_layerwise_split=false"])
+    model = build_run_spec(cfg).model
+    assert (model.name, model.num_hidden_layers, model.attention) == (str(path), 3, "mla")
+    assert model.supports_layerwise_split is False  # the override, not the loader's default (True)
+
+
+def test_model_path_errors_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="model_path="):
+        compose_config([f"model_path={tmp_path / 'absent.json'}"])
+
+
+def test_gflags_and_parallel_config_become_layerwise_overrides(tmp_path):
+    assert layerwise_overrides(gflags="--enable_layerwise_split=true --layerwise_split_size=2") == [
+        "layerwise.enable=true", "layerwise.split_size=2"]
+    pc = tmp_path / "parallel_config.json"
+    pc.write_text(json.dumps({"dp_size": 1, "layerwise_split_size": 4}))  # upstream: size > 1 enables
+    assert layerwise_overrides(parallel_config=pc) == ["layerwise.enable=true", "layerwise.split_size=4"]
+    # both: the ParallelConfig first, the command line last (it wins)
+    assert layerwise_overrides("--layerwise_split_size=2 --enable_layerwise_split", pc)[-2:] == [
+        "layerwise.enable=true", "layerwise.split_size=2"]
+    with pytest.raises(ConfigError, match="--parallel-config="):
+        layerwise_overrides(parallel_config=tmp_path / "missing.json")
+
+
+def test_compose_works_inside_an_initialized_hydra():
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        assert compose_config(["model=qwen3_next"]).model.num_hidden_layers == 48
+        assert GlobalHydra.instance().is_initialized()  # the caller's Hydra is back
+    assert not GlobalHydra.instance().is_initialized()
+
+
+def test_registering_twice_is_harmless():
+    from harness.config.store import register
+
+    register()
+    register()
+    assert compose_config(["layerwise=s2"]).layerwise.split_size == 2
+
+
+def test_config_dir_must_hold_config_yaml(tmp_path):
+    with pytest.raises(ConfigError, match="config_dir="):
+        compose_config([], config_dir=tmp_path)
+    assert Path(CONF_DIR / "config.yaml").is_file()
