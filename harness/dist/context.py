@@ -1,0 +1,155 @@
+"""RankContext: what a body gets as its first argument on every rank.
+
+Collective helpers (``group``, ``split_groups``, ``broadcast_object``,
+``all_gather_object``, ``barrier``, ``assert_all``) must be called by every rank of the
+world in the same order, like any torch.distributed collective. Object traffic goes
+over the gloo control group, so under NCCL no pickled object touches a card.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from .errors import CollectiveCheckFailed
+
+
+class RankContext:
+    """This rank's place in the live group, plus cached subgroups. Lives as long as the group."""
+
+    def __init__(
+        self,
+        *,
+        rank: int,
+        world_size: int,
+        local_rank: int,
+        device: str,
+        backend: str,
+        control_group: Any,
+        tmp_dir: str,
+    ) -> None:
+        self.rank = rank
+        self.world_size = world_size
+        self.local_rank = local_rank
+        self.device = device
+        """``cpu`` or ``cuda:<card>``: where this rank's tensors belong."""
+        self.backend = backend
+        """Backend of the default group and of subgroups: ``gloo`` or ``nccl``."""
+        self.control_group = control_group
+        """A gloo group over all ranks (the default group itself when backend is gloo)."""
+        self.tmp_dir = tmp_dir
+        """A directory shared by the ranks of this pool (on this node), removed with the pool."""
+        self._groups: dict[tuple[int, ...], Any] = {}
+        self._partitions: dict[tuple[tuple[int, ...], ...], Any] = {}
+
+    @classmethod
+    def after_init(cls, *, local_rank: int, device: str, tmp_dir: str) -> "RankContext":
+        """Build the context once the default process group exists (creates the control group)."""
+        backend = str(dist.get_backend())
+        control = dist.group.WORLD if backend == "gloo" else dist.new_group(backend="gloo")
+        return cls(
+            rank=dist.get_rank(),
+            world_size=dist.get_world_size(),
+            local_rank=local_rank,
+            device=device,
+            backend=backend,
+            control_group=control,
+            tmp_dir=tmp_dir,
+        )
+
+    def group(self, ranks: Sequence[int]) -> Any | None:
+        """A real ``new_group`` over ``ranks`` (cached); None on ranks outside it.
+
+        Collective over the WHOLE world: every rank calls it with the same ranks, in
+        the same order relative to other group creations. To build several disjoint
+        groups at once use ``split_groups``.
+        """
+        key = tuple(sorted(self._check_ranks(ranks)))
+        if key not in self._groups:
+            self._groups[key] = dist.new_group(list(key), backend=self.backend)
+        return self._groups[key] if self.rank in key else None
+
+    def split_groups(self, partition: Sequence[Sequence[int]]) -> Any:
+        """Create (once per partition) a subgroup for every part, in order, on all ranks; return this rank's.
+
+        ``partition`` must cover ``0..world_size-1`` exactly once, e.g. ``((0, 1), (2, 3))``.
+        """
+        parts = tuple(tuple(self._check_ranks(part)) for part in partition)
+        covered = sorted(r for part in parts for r in part)
+        if covered != list(range(self.world_size)):
+            raise ValueError(
+                f"split_groups needs a partition of ranks 0..{self.world_size - 1}, each exactly once; got {parts}"
+            )
+        if parts not in self._partitions:
+            own = None
+            for part in parts:
+                group = self.group(part)
+                if self.rank in part:
+                    own = group
+            self._partitions[parts] = own
+        return self._partitions[parts]
+
+    def broadcast_object(self, obj: Any, src: int = 0) -> Any:
+        """``obj`` from rank ``src`` on every rank (pickled over the control group)."""
+        box = [obj if self.rank == src else None]
+        dist.broadcast_object_list(box, src=src, group=self.control_group)
+        return box[0]
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        """Every rank's ``obj``, indexed by rank."""
+        out: list[Any] = [None] * self.world_size
+        dist.all_gather_object(out, obj, group=self.control_group)
+        return out
+
+    def barrier(self) -> None:
+        """Control-plane barrier (gloo): it orders host code, not pending NCCL kernels."""
+        dist.barrier(group=self.control_group)
+
+    def assert_all(self, ok: bool, detail: str = "") -> None:
+        """All ranks agree on a verdict before anyone raises.
+
+        If any rank passes ``ok=False``, EVERY rank raises CollectiveCheckFailed naming
+        the failing ranks and their ``detail``. Because no rank is left waiting in a
+        collective, the pool keeps its live group (no rebuild) for the next test.
+        """
+        verdicts = self.all_gather_object((bool(ok), str(detail)))
+        failed = {r: d for r, (good, d) in enumerate(verdicts) if not good}
+        if failed:
+            lines = "; ".join(f"rank {r}: {d}" if d else f"rank {r}" for r, d in failed.items())
+            raise CollectiveCheckFailed(f"check failed on {len(failed)}/{self.world_size} ranks: {lines}")
+
+    def sync_state(self) -> dict[str, Any] | None:
+        """This rank's collective counters: group creations made, and each joined group's sequence number.
+
+        The parent compares them across ranks after a failure in which every rank
+        reported: equal counters mean no rank skipped a collective the others ran, so
+        the live group can be kept. None where this torch does not expose them.
+        """
+        try:
+            from torch.distributed import distributed_c10d as c10d
+
+            device = torch.device("cuda" if self.backend == "nccl" else "cpu")
+            groups = {"world": (dist.group.WORLD, device), "control": (self.control_group, torch.device("cpu"))}
+            groups.update({key: (g, device) for key, g in self._groups.items() if self.rank in key})
+            return {
+                "group_count": c10d._world.group_count,
+                "created": sorted(self._groups),
+                "seq": {key: g._get_backend(dev)._get_sequence_number_for_group() for key, (g, dev) in groups.items()},
+            }
+        except Exception:  # noqa: BLE001 - private torch API; unknown state means rebuild
+            return None
+
+    def _check_ranks(self, ranks: Sequence[int]) -> tuple[int, ...]:
+        out = tuple(ranks)
+        if not out or any(not isinstance(r, int) or not 0 <= r < self.world_size for r in out) or len(set(out)) != len(out):
+            raise ValueError(f"ranks must be distinct integers in 0..{self.world_size - 1}; got {out}")
+        return out
+
+    def __repr__(self) -> str:
+        return (
+            f"RankContext(rank={self.rank}, world_size={self.world_size}, local_rank={self.local_rank}, "
+            f"device={self.device!r}, backend={self.backend!r})"
+        )

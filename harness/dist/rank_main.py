@@ -1,0 +1,159 @@
+"""The rank process: join the group once, then run bodies sent by the parent until told to stop.
+
+Protocol over this rank's Pipe (all messages are tuples):
+  parent -> rank   ("run", call_id, "module:qualname", args, kwargs) | ("state",) | ("close",)
+  rank -> parent   ("ready", pid) | ("ok", call_id, result) | ("error", call_id, kind, text)
+                   | ("state", RankContext.sync_state()) | ("closed",)
+``kind`` is "exception", "check" (an agreed ``assert_all`` failure) or "skip" (text = reason);
+call_id None answers the current call (its arguments could not be unpickled).
+Only stdlib is imported at module level: torch is imported after the thread limits are set.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import faulthandler
+import importlib
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+import unittest
+from typing import Any, Callable
+
+PR_SET_PDEATHSIG = 1
+STACK_FILE = "faulthandler-rank{rank}.txt"
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """SIGKILL this process when its parent goes (prctl), with a polling thread as fallback."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: the watchdog below still works
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+
+
+def resolve(ref: str) -> Callable[..., Any]:
+    """``"package.module:Outer.func"`` -> the function object."""
+    module_name, _, qualname = ref.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def classify(exc: BaseException) -> tuple[str, str]:
+    """(kind, text) for an exception raised by a body."""
+    from .errors import CollectiveCheckFailed, RankSkip
+
+    if isinstance(exc, RankSkip):
+        return "skip", exc.reason
+    outcomes = sys.modules.get("_pytest.outcomes")  # pytest.skip() in a body; never import pytest here
+    if isinstance(exc, unittest.SkipTest) or (outcomes is not None and isinstance(exc, outcomes.Skipped)):
+        return "skip", str(getattr(exc, "msg", None) or exc)
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return ("check" if isinstance(exc, CollectiveCheckFailed) else "exception"), text
+
+
+def send_result(conn: Any, call_id: int, result: Any) -> None:
+    try:
+        conn.send(("ok", call_id, result))
+    except Exception as exc:  # pickling happens before any byte is written
+        conn.send(("error", call_id, "exception", f"result of rank could not be sent to the parent: {exc!r}"))
+
+
+def main(
+    *,
+    rank: int,
+    world_size: int,
+    backend: str,
+    device: str,
+    tmp_dir: str,
+    conn: Any,
+    parent_pid: int,
+    pg_timeout_s: float,
+) -> None:
+    die_with_parent(parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it kills us
+    stack_file = open(os.path.join(tmp_dir, STACK_FILE.format(rank=rank)), "w")
+    faulthandler.enable(file=stack_file, all_threads=True)  # crashes (SIGSEGV, ...)
+    faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)  # parent asks on timeout
+    try:
+        ctx = start_group(rank=rank, world_size=world_size, backend=backend, device=device, tmp_dir=tmp_dir,
+                          pg_timeout_s=pg_timeout_s)
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, then exit
+        conn.send(("error", 0, "exception", "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))))
+        os._exit(1)
+    conn.send(("ready", os.getpid()))
+    serve(ctx, conn)
+
+
+def start_group(*, rank: int, world_size: int, backend: str, device: str, tmp_dir: str, pg_timeout_s: float):
+    from . import rendezvous
+
+    rendezvous.pin_gloo_to_loopback()
+    import torch
+
+    torch.set_num_threads(1)
+    if device.startswith("cuda"):
+        torch.cuda.set_device(torch.device(device))
+    rendezvous.init_from_file_store(
+        backend=backend, store_dir=tmp_dir, rank=rank, world_size=world_size, timeout_s=pg_timeout_s
+    )
+    from .context import RankContext
+
+    return RankContext.after_init(local_rank=rank, device=device, tmp_dir=tmp_dir)
+
+
+def serve(ctx: Any, conn: Any) -> None:
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):  # parent gone
+            os._exit(1)
+        except Exception as exc:  # noqa: BLE001 - the arguments do not unpickle in this rank
+            conn.send(("error", None, "exception", f"the call's arguments could not be unpickled: {exc!r}"))
+            continue
+        if msg[0] == "close":
+            shut_down(conn)
+        if msg[0] == "state":
+            conn.send(("state", ctx.sync_state()))
+            continue
+        _, call_id, ref, args, kwargs = msg
+        try:
+            result = resolve(ref)(ctx, *args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - every outcome goes back to the parent
+            kind, text = classify(exc)
+            del exc
+            conn.send(("error", call_id, kind, text))
+        else:
+            send_result(conn, call_id, result)
+            del result
+
+
+def shut_down(conn: Any) -> None:
+    """destroy_process_group, say so, and leave without interpreter teardown (the parent bounds the wait)."""
+    try:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    finally:
+        try:
+            conn.send(("closed",))
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)

@@ -1,0 +1,152 @@
+"""Module-level rank bodies for the runner's own tests, its benchmark and fault injection.
+
+Each takes the RankContext first. Fault hooks (``raise_on_rank``, ``exit_on_rank``,
+``hang_on_rank``, ``crash_on_rank``, ``differ_on_rank``) misbehave on one rank ``k``
+while the others carry on into a collective, as a real bug would leave them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from .context import RankContext
+from .errors import RankSkip
+
+
+def rank_info(ctx: RankContext) -> dict[str, Any]:
+    """Who am I, plus a world all_reduce of rank+1 (sum over ranks, computed on every rank)."""
+    t = torch.tensor([float(ctx.rank + 1)], device=ctx.device)
+    dist.all_reduce(t)
+    return {
+        "rank": ctx.rank,
+        "world_size": ctx.world_size,
+        "local_rank": ctx.local_rank,
+        "device": ctx.device,
+        "backend": ctx.backend,
+        "pid": os.getpid(),
+        "tmp_dir": ctx.tmp_dir,
+        "world_sum": t.item(),
+    }
+
+
+def echo(ctx: RankContext, value: Any) -> Any:
+    return value
+
+
+def collective_round(ctx: RankContext) -> float:
+    """One round of collectives: a tensor all_reduce, an object broadcast and a barrier."""
+    t = torch.ones(1024, device=ctx.device)
+    dist.all_reduce(t)
+    ctx.broadcast_object({"step": 1}, src=0)
+    ctx.barrier()
+    return t[0].item()
+
+
+def split_all_reduce(ctx: RankContext, partition: tuple[tuple[int, ...], ...]) -> dict[str, Any]:
+    """all_reduce of rank+1 inside this rank's part of ``partition``."""
+    group = ctx.split_groups(partition)
+    t = torch.tensor([float(ctx.rank + 1)], device=ctx.device)
+    dist.all_reduce(t, group=group)
+    return {"sum": t.item(), "group_ranks": dist.get_process_group_ranks(group)}
+
+
+def gather_objects(ctx: RankContext, base: int) -> list[Any]:
+    return ctx.all_gather_object(base + ctx.rank)
+
+
+def broadcast_from(ctx: RankContext, src: int) -> Any:
+    return ctx.broadcast_object(f"from rank {ctx.rank}", src=src)
+
+
+def write_then_read(ctx: RankContext) -> str:
+    """Rank 0 writes a file in the shared tmp_dir; everyone reads it after a barrier."""
+    path = os.path.join(ctx.tmp_dir, "fixture.txt")
+    if ctx.rank == 0:
+        with open(path, "w") as f:
+            f.write("written by rank 0")
+    ctx.barrier()
+    with open(path) as f:
+        return f.read()
+
+
+def check_on_all(ctx: RankContext, bad_rank: int) -> None:
+    ctx.assert_all(ctx.rank != bad_rank, f"value differs on rank {ctx.rank}")
+
+
+def skip_on_all(ctx: RankContext, reason: str) -> None:
+    raise RankSkip(reason)
+
+
+def pytest_skip_on_all(ctx: RankContext, reason: str) -> None:
+    import pytest
+
+    pytest.skip(reason)
+
+
+# -- fault hooks -------------------------------------------------------------------------
+def raise_on_rank(ctx: RankContext, k: int, message: str = "injected failure") -> None:
+    """All ranks do one all_reduce; then rank k raises while the others enter a second one."""
+    t = torch.ones(1, device=ctx.device)
+    dist.all_reduce(t)
+    if ctx.rank == k:
+        raise ValueError(f"{message} on rank {k}")
+    dist.all_reduce(t)
+
+
+def exit_on_rank(ctx: RankContext, k: int, code: int = 3) -> None:
+    """Rank k leaves with os._exit(code) after the first collective; the others wait in a second."""
+    t = torch.ones(1, device=ctx.device)
+    dist.all_reduce(t)
+    if ctx.rank == k:
+        os._exit(code)
+    dist.all_reduce(t)
+
+
+def crash_on_rank(ctx: RankContext, k: int) -> None:
+    """Rank k dereferences NULL (SIGSEGV; faulthandler writes its stack); the others wait."""
+    if ctx.rank == k:
+        ctypes.string_at(0)
+    ctx.barrier()
+
+
+def hang_on_rank(ctx: RankContext, k: int) -> None:
+    """Rank k sleeps forever in ``sleep_forever``; the others wait for it in a barrier."""
+    if ctx.rank == k:
+        sleep_forever()
+    ctx.barrier()
+
+
+def sleep_forever() -> None:
+    while True:
+        time.sleep(3600)
+
+
+def differ_on_rank(ctx: RankContext, k: int, value: Any = "layout-A", other: Any = "layout-B") -> Any:
+    """Every rank returns ``value`` except rank k, which returns ``other``."""
+    return other if ctx.rank == k else value
+
+
+def fail_check_on_rank(ctx: RankContext, k: int) -> float:
+    """Every rank completes the same all_reduce; then rank k alone fails an assertion."""
+    t = torch.tensor([float(ctx.rank + 1)], device=ctx.device)
+    dist.all_reduce(t)
+    if ctx.rank == k:
+        raise AssertionError(f"rank {k} disagrees with sum {t.item()}")
+    return t.item()
+
+
+def raise_out_of_step_on_rank(ctx: RankContext, k: int) -> None:
+    """Rank k raises at once; the others start an async broadcast it never joins and return.
+
+    Every rank reports, but their collective counters differ: the pool must not be kept.
+    """
+    if ctx.rank == k:
+        raise RuntimeError(f"rank {k} left before the broadcast")
+    src = 1 if k == 0 else 0
+    dist.broadcast(torch.zeros(1, device=ctx.device), src=src, async_op=True)

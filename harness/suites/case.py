@@ -1,0 +1,131 @@
+"""One parameterized case of a TC: which config options it composes, and its readable id."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import yaml
+
+
+@dataclass(frozen=True, kw_only=True)
+class Case:
+    """A TC run on one configuration. Option names are Hydra config-group options."""
+
+    tc: str
+    model: str
+    layerwise: str
+    parallel: str
+    implementation: str
+    hardware: str = "cpu"
+    draft: str = "none"
+    variant: str = ""
+    """A TC-specific flavour (e.g. ``spec`` for target + draft engines), part of the id."""
+    extra: tuple[str, ...] = field(default_factory=tuple)
+    """Key overrides (``cache.block_size=64``) applied on top of the options."""
+
+    def overrides(self) -> list[str]:
+        out = [
+            f"model={self.model}",
+            f"layerwise={self.layerwise}",
+            f"parallel={self.parallel}",
+            f"implementation={self.implementation}",
+            f"hardware={self.hardware}",
+            f"draft={self.draft}",
+        ]
+        return out + list(self.extra)
+
+    @property
+    def resolved(self) -> "Resolved":
+        return resolve(tuple(self.overrides()))
+
+    def shape(self) -> dict:
+        """world_size, dp_size, enable, split_size from the option YAMLs and key overrides.
+
+        Read without composing (Hydra composition costs ~0.1 s): ids and ordering are
+        needed for every case at collection, composition only for the cases a worker runs.
+        """
+        values = {
+            "parallel": dict(_option("parallel", self.parallel)),
+            "layerwise": dict(_option("layerwise", self.layerwise)),
+        }
+        for item in self.extra:
+            key, _, value = item.lstrip("+").partition("=")
+            group, _, name = key.partition(".")
+            if group in values and name:
+                values[group][name] = yaml.safe_load(value)
+        par, lw = values["parallel"], values["layerwise"]
+        return {
+            "world_size": int(par.get("world_size", 1)),
+            "dp_size": int(par.get("dp_size", 1)),
+            "enable": bool(lw.get("enable", False)),
+            "split_size": int(lw.get("split_size", 1)),
+        }
+
+    @property
+    def world_size(self) -> int:
+        return self.shape()["world_size"]
+
+    @property
+    def id(self) -> str:
+        r = self.shape()
+        parts = [self.model, f"s{r['split_size']}" if r["enable"] else "off", f"w{r['world_size']}", self.implementation]
+        if r["dp_size"] > 1:
+            parts[2] = f"w{r['world_size']}dp{r['dp_size']}"
+        if self.hardware != "cpu":
+            parts.append(self.hardware)
+        if self.variant:
+            parts.append(self.variant)
+        return "-".join(parts)
+
+    @property
+    def title(self) -> str:
+        return f"{self.tc}[{self.id}]"
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What a case composes to: the RunSpec, the implementation config, the whole config."""
+
+    run: Any
+    impl_cfg: dict
+    config_yaml: str
+    world_size: int
+    dp_size: int
+    split_size: int
+    enable: bool
+    backend: str
+    timeout_s: float
+
+
+@lru_cache(maxsize=None)
+def _option(group: str, option: str) -> tuple:
+    from harness.suites.matrix import CONF_DIR
+
+    path = CONF_DIR / group / f"{option}.yaml"
+    data = yaml.safe_load(path.read_text()) if path.is_file() else None
+    return tuple((data or {}).items())
+
+
+@lru_cache(maxsize=None)
+def resolve(overrides: tuple[str, ...]) -> Resolved:
+    """Compose once per distinct override set (cached per process: ids and tests share it)."""
+    from omegaconf import OmegaConf
+
+    from harness.config.build import build_run_spec
+    from harness.config.compose import compose_config
+
+    cfg = compose_config(list(overrides))
+    run = build_run_spec(cfg)
+    return Resolved(
+        run=run,
+        impl_cfg=OmegaConf.to_container(cfg.implementation, resolve=True),
+        config_yaml=OmegaConf.to_yaml(cfg),
+        world_size=run.parallel.world_size,
+        dp_size=run.parallel.dp_size,
+        split_size=run.layerwise.split_size,
+        enable=run.layerwise.enable,
+        backend=str(cfg.runner.backend),
+        timeout_s=float(cfg.runner.timeout_s),
+    )

@@ -1,0 +1,31 @@
+"""One machine-readable result per case (what sweeps aggregate)."""
+
+from __future__ import annotations
+
+
+def case_result(suite, case, report, facts) -> dict:
+    resolved = case.resolved
+    out = {
+        "tc": suite.TC,
+        "case": case.id,
+        "title": case.title,
+        "model": case.model,
+        "implementation": case.implementation,
+        "hardware": case.hardware,
+        "split_size": resolved.split_size if resolved.enable else 1,
+        "world_size": resolved.world_size,
+        "outcome": _outcome(report),
+        "duration_s": round(report.duration, 4),
+    }
+    if report.failed and report.longrepr is not None:
+        out["message"] = str(report.longrepr)[-2000:]
+    summary = getattr(suite, "summarize", None)
+    if facts and summary is not None:
+        out.update(summary(facts))
+    return out
+
+
+def _outcome(report) -> str:
+    if hasattr(report, "wasxfail"):
+        return "xfailed" if report.skipped else "xpassed"
+    return report.outcome

@@ -1,0 +1,350 @@
+"""TC-03 (L1) ILU PCIe topology mapping.
+
+Every full layer has an owner in every split group; split groups sit on the best
+links the topology allows (FEATURE section 4: maximise the worst link inside a group,
+ties keeping upstream's consecutive groups); no card holds two ranks of one split
+group, and no card's planned memory exceeds its HBM.
+
+The best achievable worst link is computed here by brute force over every partition
+of each TP group, with this module's own ranking of the ``topo -m`` link codes, never
+taken from the implementation. On the ranks, the plan's split groups become REAL
+subgroups: each rank all-reduces a one-hot of its card inside its group (two ranks on
+one card would count 2) and all-gathers its rank, card and owned layers over it, so
+the membership the parent checks is what the process groups really hold. Only the
+master plans; nothing is allocated (TC-01/02 measure allocation), which is what lets
+the BI-V100 profile (16 GiB of KV per card) run on the CPU.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from harness import oracle
+from harness.suites.case import Case
+from harness.suites.common import expected_rejection, master_error, plan_of, preferred
+
+TC = "TC-03"
+LEVEL = "L1"
+TITLE = "ILU PCIe topology mapping"
+CHECKS_OWNER_RULE = False  # coverage holds for any owner rule; the owner rule itself is TC-01's
+__all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "report_view", "summarize"]
+
+MODELS = ("deepseek_v32", "qwen3_5_moe")
+LAYERWISE = ("s2", "s4")
+BI_V100 = ("bi_v100", "bi_v100_pix4")
+"""The adaptation's own hardware profile and its 4-card flat PIX topology (FEATURE section 9)."""
+REGROUPED_4 = ("pcie_2switch_8_interleaved",)
+"""8-card fixtures whose first 4 cards are not consecutively optimal: also run at world 4."""
+EXPECT_CONSECUTIVE = ("cpu_sim_8", "bi_v100_pix4", "nvlink_8", "pcie_2switch_8")
+EXPECT_REGROUPED = ("pcie_2switch_8_interleaved",)
+"""What the fixtures' own descriptions imply: flat PIX / all-NVLink / switch per 4 cards keep
+upstream's groups; even-odd interleaved switches must regroup whenever a TP group holds more
+than one split group."""
+
+_PCIE_WORST_FIRST = ("NET", "SYS", "NODE", "PHB", "PXB", "PIX")
+SAME_CARD = "same card"
+"""Two ranks of one group on one card: NCCL refuses it, so it ranks below every link."""
+
+
+# ---- cases ------------------------------------------------------------------------------
+
+
+def cases(matrix) -> list[Case]:
+    """8-card topologies on the cpu profile at world 8 (tp8), world 4 (tp4) where the first
+    four cards regroup, and the BI-V100 profile (4 cards, flat PIX) at world 4."""
+    models, layerwise = preferred(MODELS, matrix.models), preferred(LAYERWISE, matrix.layerwise)
+    out = []
+    for topo in matrix.topologies:
+        if topo == BI_V100[1]:
+            continue  # the BI-V100 profile below carries it
+        worlds = ["tp8"] + (["tp4"] if topo in REGROUPED_4 else [])
+        for par, model, lw, impl in itertools.product(worlds, models, layerwise, matrix.implementations):
+            if par == "tp4" and (model != models[0] or lw != "s2"):
+                continue  # one model suffices for the 4-rank regroup; s4 at w4 is a single group
+            out.append(Case(tc=TC, model=model, layerwise=lw, parallel=par, implementation=impl, hardware="cpu",
+                            variant=topo, extra=(f"hardware.topology={topo}", *matrix.extra)))
+    for model, lw, impl in itertools.product(models, layerwise, matrix.implementations):
+        out.append(Case(tc=TC, model=model, layerwise=lw, parallel="tp4", implementation=impl,
+                        hardware=BI_V100[0], extra=tuple(matrix.extra)))
+    return out
+
+
+# ---- rank side --------------------------------------------------------------------------
+
+
+def body(ctx, run, impl_cfg) -> dict:
+    """Master plans; every rank joins its real split subgroup and reports who is in it, on which card."""
+    import torch
+    import torch.distributed as dist
+
+    from harness.suites.bring_up import instantiate
+    from implementations.errors import UserError
+
+    published = None
+    if ctx.rank == 0:
+        try:
+            published = {"plan": instantiate(impl_cfg).plan(run), "error": None}
+        except UserError as exc:
+            published = {"plan": None, "error": f"{type(exc).__name__}: {exc}"}
+    published = ctx.broadcast_object(published, src=0)
+    plan = published["plan"]
+    out = {"rank": ctx.rank, "device": ctx.device, "error": published["error"],
+           "plan": plan if ctx.rank == 0 else None, "group": None, "unusable": None}
+    if plan is None:
+        return out
+    # Decided from the broadcast plan alone, so every rank takes the same branch.
+    out["unusable"] = _unusable(plan, ctx.world_size)
+    if out["unusable"]:
+        return out
+
+    group = ctx.split_groups(plan.split_groups)
+    mine = next(rp for rp in plan.ranks if rp.rank == ctx.rank)
+    slots = _card_slots(plan, run.hardware.num_cards)
+    onehot = torch.zeros(len(slots) + 1, dtype=torch.int64, device=ctx.device)
+    onehot[slots.get((mine.node, mine.card), len(slots))] = 1
+    dist.all_reduce(onehot, group=group)
+    size = dist.get_world_size(group)
+    members = [None] * size
+    dist.all_gather_object(members, {"rank": ctx.rank, "node": mine.node, "card": mine.card,
+                                     "owned": list(mine.owned_full_layers)}, group=group)
+    counts = onehot.cpu().tolist()
+    names = {i: key for key, i in slots.items()}
+    out["group"] = {
+        "members": members,
+        "card_counts": {str(names.get(i, "invalid")): c for i, c in enumerate(counts) if c},
+    }
+    return out
+
+
+def _unusable(plan, world_size: int) -> str | None:
+    """Why the plan's split groups cannot become subgroups of this world (None: they can)."""
+    covered = sorted(r for g in plan.split_groups for r in g)
+    if covered != list(range(world_size)):
+        return f"split groups {list(plan.split_groups)} are not a partition of ranks 0..{world_size - 1}"
+    if sorted(rp.rank for rp in plan.ranks) != list(range(world_size)):
+        return f"plan ranks {[rp.rank for rp in plan.ranks]} are not 0..{world_size - 1}"
+    return None
+
+
+def _card_slots(plan, num_cards: int) -> dict:
+    nodes = sorted({rp.node for rp in plan.ranks if isinstance(rp.node, int) and rp.node >= 0})
+    return {(n, c): i for i, (n, c) in enumerate(itertools.product(nodes, range(num_cards)))}
+
+
+# ---- the independent expectation --------------------------------------------------------
+
+
+def link_rank(code: str) -> tuple[int, int]:
+    """Higher is better: X > NV<n> (more links better) > PIX > PXB > PHB > NODE > SYS > NET."""
+    if code == "X":
+        return (3, 0)
+    if code == SAME_CARD:
+        return (0, 0)
+    if code.startswith("NV") and code[2:].isdigit():
+        return (2, int(code[2:]))
+    if code in _PCIE_WORST_FIRST:
+        return (1, _PCIE_WORST_FIRST.index(code))
+    raise ValueError(f"unknown link code {code!r}")
+
+
+def expected_placement(run) -> list[tuple[int, int]]:
+    """(node, card) per rank: RunSpec.placement, else rank % num_cards on node rank // num_cards."""
+    n = run.hardware.num_cards
+    cards = list(run.placement) if run.placement is not None else [r % n for r in range(run.parallel.world_size)]
+    return [(r // n, card) for r, card in enumerate(cards)]
+
+
+def _link(run, where, a: int, b: int) -> str:
+    if where[a] == where[b]:
+        return SAME_CARD
+    if where[a][0] != where[b][0]:
+        return "NET"
+    return run.hardware.topology.links[where[a][1]][where[b][1]]
+
+
+def worst_link(run, where, group) -> str:
+    """Worst link inside a group ("X" for a single rank)."""
+    codes = [_link(run, where, a, b) for a, b in itertools.combinations(group, 2)]
+    return min(codes, key=link_rank, default="X")
+
+
+def _bottleneck(run, where, groups) -> tuple[int, int]:
+    return min((link_rank(worst_link(run, where, g)) for g in groups), default=link_rank("X"))
+
+
+def _partitions(members: tuple[int, ...], s: int):
+    """Every partition of ``members`` into groups of ``s`` (each group in ascending order)."""
+    if not members:
+        yield []
+        return
+    first, rest = members[0], members[1:]
+    for mates in itertools.combinations(rest, s - 1):
+        remaining = tuple(r for r in rest if r not in mates)
+        for tail in _partitions(remaining, s):
+            yield [(first, *mates), *tail]
+
+
+def best_bottleneck(run, where, tp_group, s: int) -> tuple[int, int] | None:
+    """Best worst-link over partitions whose groups use distinct cards; None if none exists."""
+    best = None
+    for groups in _partitions(tuple(tp_group), s):
+        if any(len({where[r] for r in g}) < len(g) for g in groups):
+            continue
+        score = _bottleneck(run, where, groups)
+        if best is None or score > best:
+            best = score
+    return best
+
+
+# ---- parent side ------------------------------------------------------------------------
+
+
+def check(facts: list[dict], run) -> list[str]:
+    """Problems found (empty: pass). ``run`` is the composed RunSpec of the case."""
+    reason = expected_rejection(run)
+    if reason:
+        return [] if master_error(facts) else [f"master accepted a config the spec rejects ({reason})"]
+    if master_error(facts):
+        return [f"master rejected a valid config: {master_error(facts)}"]
+    plan = plan_of(facts)
+    if facts[0]["unusable"]:
+        return [f"plan cannot form subgroups: {facts[0]['unusable']}"]
+    problems = _check_groups(plan, run)
+    problems += _check_cards(plan, run)
+    problems += _check_live(facts, plan, run)
+    return problems
+
+
+def _check_groups(plan, run) -> list[str]:
+    world, dp, cp = run.parallel.world_size, run.parallel.dp_size, run.parallel.cp_size
+    tp, s = oracle.attn_tp_size(run), oracle.split_size(run)
+    where = expected_placement(run)
+    topo = run.hardware.topology.name
+    groups = [tuple(g) for g in plan.split_groups]
+    problems = []
+    if any(len(g) != s for g in groups):
+        problems.append(f"split groups {groups}: every group must hold s={s} ranks")
+    for tp_group in oracle.expected_split_groups_consecutive(world, dp, cp, tp):
+        inside = [g for g in groups if set(g) <= set(tp_group)]
+        if sorted(r for g in inside for r in g) != sorted(tp_group):
+            problems.append(f"TP group {tp_group}: plan's split groups {groups} do not partition it")
+            continue
+        consecutive = [tuple(g) for g in oracle.expected_split_groups_consecutive(len(tp_group), 1, 1, s)]
+        consecutive = [tuple(tp_group[i] for i in g) for g in consecutive]
+        best = best_bottleneck(run, where, tp_group, s)
+        got = _bottleneck(run, where, inside)
+        consecutive_ok = all(len({where[r] for r in g}) == s for g in consecutive)
+        keeps = consecutive_ok and _bottleneck(run, where, consecutive) == best
+        if best is None:
+            problems.append(f"TP group {tp_group}: no grouping puts each split group on distinct cards, "
+                            f"the master should have refused it")
+            continue
+        if got != best:
+            problems.append(f"TP group {tp_group} on {topo}: worst link inside the plan's groups {inside} is "
+                            f"{[worst_link(run, where, g) for g in inside]}; the best grouping reaches "
+                            f"{_code_of(best)}")
+        if keeps and inside != consecutive:
+            problems.append(f"TP group {tp_group} on {topo}: consecutive groups {consecutive} are already "
+                            f"optimal, so the plan must keep them (ties keep upstream's order); got {inside}")
+        if not keeps and inside == consecutive:
+            problems.append(f"TP group {tp_group} on {topo}: consecutive groups are not optimal but were kept")
+        if run.placement is None and 1 < s < tp and topo in EXPECT_REGROUPED and keeps:
+            problems.append(f"harness: on {topo} consecutive groups should not be optimal (even/odd switches)")
+        if run.placement is None and 1 < s and topo in EXPECT_CONSECUTIVE and not keeps:
+            problems.append(f"harness: on {topo} consecutive groups should be optimal")
+    return problems
+
+
+def _code_of(score: tuple[int, int]) -> str:
+    tier, value = score
+    return {3: "X", 2: f"NV{value}", 0: SAME_CARD}.get(tier) or _PCIE_WORST_FIRST[value]
+
+
+def _check_cards(plan, run) -> list[str]:
+    """Ranks placed as the spec says; no card twice in a split group; each card's memory fits its HBM."""
+    where = expected_placement(run)
+    hw = run.hardware
+    problems = []
+    for rp in plan.ranks:
+        if (rp.node, rp.card) != where[rp.rank]:
+            problems.append(f"rank {rp.rank} planned on node {rp.node} card {rp.card}, placement says "
+                            f"node {where[rp.rank][0]} card {where[rp.rank][1]}")
+    for g in plan.split_groups:
+        cards = [where[r] for r in g]
+        if len(set(cards)) != len(cards):
+            problems.append(f"split group {list(g)} puts two ranks on one card: {cards}")
+    tp = oracle.attn_tp_size(run)
+    draft_per_block = oracle.expected_full_bytes_per_block(run.draft, run.cache, tp) if run.draft else 0
+    on_card: dict[tuple[int, int], list] = {}
+    for rp in plan.ranks:
+        on_card.setdefault(where[rp.rank], []).append(rp)
+    for card, rps in sorted(on_card.items()):
+        planned = sum(rp.estimated_bytes + rp.draft_estimated_bytes for rp in rps)
+        spec = sum(oracle.expected_rank_bytes(run, plan.n_blocks, rp.owned_full_layers)
+                   + plan.n_blocks * draft_per_block for rp in rps)
+        reserved = hw.reserved_bytes_per_card * len(rps)
+        if max(planned, spec) + reserved > hw.hbm_bytes_per_card:
+            problems.append(f"node {card[0]} card {card[1]} (ranks {[rp.rank for rp in rps]}): KV planned "
+                            f"{planned} B (spec {spec} B) + reserved {reserved} B > HBM {hw.hbm_bytes_per_card} B")
+    return problems
+
+
+def _check_live(facts, plan, run) -> list[str]:
+    """What the real subgroups held: members = the plan's group, one rank per card, every layer owned once."""
+    where = expected_placement(run)
+    full = list(oracle.expected_full_layers(run.model))
+    by_rank = {r: tuple(g) for g in plan.split_groups for r in g}
+    problems = []
+    for f in facts:
+        r, live = f["rank"], f["group"]
+        members = sorted(m["rank"] for m in live["members"])
+        if members != sorted(by_rank[r]):
+            problems.append(f"rank {r}: its real split subgroup holds {members}, plan says {sorted(by_rank[r])}")
+        cards = [(m["node"], m["card"]) for m in live["members"]]
+        if any(where[m["rank"]] != (m["node"], m["card"]) for m in live["members"]):
+            problems.append(f"rank {r}: subgroup members report cards {cards}, placement says "
+                            f"{[where[m['rank']] for m in live['members']]}")
+        over = {card: n for card, n in live["card_counts"].items() if n != 1}
+        if over or sum(live["card_counts"].values()) != len(members):
+            problems.append(f"rank {r}: all-reduced card counts in its subgroup {live['card_counts']} "
+                            f"(each card must appear once)")
+        owners = sorted(l for m in live["members"] for l in m["owned"])
+        if owners != full:
+            missing = sorted(set(full) - set(owners))
+            twice = sorted({l for l in owners if owners.count(l) > 1})
+            problems.append(f"rank {r}: split group {members} owns full layers missing {missing}, "
+                            f"more than once {twice}, not full {sorted(set(owners) - set(full))}")
+        device = f["device"]
+        if device.startswith("cuda:") and len({x["device"] for x in facts}) == len(facts):
+            if int(device.split(":")[1]) != where[r][1]:  # one rank per card: the plan's card is the real one
+                problems.append(f"rank {r} runs on {device} but is planned on card {where[r][1]}")
+    return problems
+
+
+# ---- reports ----------------------------------------------------------------------------
+
+
+def report_view(facts: list[dict]) -> dict:
+    plan = plan_of(facts)
+    if plan is None:
+        return {"layout": None, "memory": None}
+    ranks = [rp.rank for rp in plan.ranks]
+    return {
+        "layout": {"ranks": ranks, "layers": list(range(plan.num_layers)), "full_layers": list(plan.full_layers),
+                   "owned": {rp.rank: list(rp.owned_full_layers) for rp in plan.ranks}},
+        "memory": {"ranks": ranks, "estimated_bytes": [rp.estimated_bytes for rp in plan.ranks],
+                   "uniform_bytes": [plan.uniform_peak_bytes for _ in ranks]},
+    }
+
+
+def summarize(facts: list[dict]) -> dict:
+    plan = plan_of(facts)
+    if plan is None:
+        return {"error": master_error(facts)}
+    return {
+        "split_groups": [list(g) for g in plan.split_groups],
+        "cards": {rp.rank: [rp.node, rp.card] for rp in plan.ranks},
+        "devices": {f["rank"]: f["device"] for f in facts},
+        "n_blocks": plan.n_blocks,
+        "peak_bytes": plan.peak_bytes,
+    }

@@ -1,0 +1,403 @@
+"""TC-05 (L1) Worker KV shard application.
+
+On a live group with the split active, after a normal bring-up:
+
+1. guards: the first and last bytes of sampled unused blocks of every tensor region
+   (each distinct tensor extent; the scratch and its views are one region) get a
+   sentinel, and no two regions may overlap in one storage;
+2. every worker writes a deterministic byte pattern p(layer, tensor, block), the same
+   on every rank, into blocks 0, 1 and the last block of every tensor of each layer it
+   owns (full and linear; a linear tensor's "blocks" are its sequence slots);
+3. for each full layer (the spec's list, same order on every rank) its owner in each
+   split group broadcasts the layer's blocks 0-1 (one broadcast per tensor) over the
+   REAL split subgroup straight into the non-owners' view of that layer, i.e. their
+   scratch; receivers check the bytes at once, since the next layer overwrites it;
+4. owners read their written blocks back (no receive or other layer landed there) and
+   every guard still holds its sentinel (nothing written outside the layer meant);
+5. teardown: weak references to every tensor and storage are dead after release + gc;
+   on a card the allocator's counter is back to its value before bring-up.
+
+Patterns are bytes: copies and broadcasts are bitwise, so every dtype (bf16, int8, fp8,
+fp32 scales) carries them unchanged; the sentinel 0xFF never occurs in a pattern.
+Owners are taken from what the workers really allocated (all-gathered), so the
+mechanics run for any owner rule; which rule is right is TC-01's concern.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import weakref
+import zlib
+
+import torch
+import torch.distributed as dist
+
+from harness import oracle
+from harness.suites.bring_up import bring_up
+from harness.suites.case import Case
+from harness.suites.common import master_error, plan_of, report_view, summarize
+from harness.suites.facts import worker_facts
+from harness.suites.measure import allocator_bytes, storage_key
+
+TC = "TC-05"
+LEVEL = "L1"
+TITLE = "Worker KV shard application"
+CHECKS_OWNER_RULE = False  # the exchange works for any owner rule; the rule itself is TC-01's
+__all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "report_view", "summarize"]
+
+LAYERWISE = ("s2", "s4")
+DP_MODELS = ("deepseek_v32", "qwen3_5_moe")
+"""Models also run at dp 2 x tp 4 (one MLA+DSA, one hybrid): the split groups of two TP groups."""
+SENTINEL = 0xFF
+PATTERN_MOD = 251  # pattern bytes are 0..250: never the sentinel
+GUARD_BYTES = 64
+GUARD_BLOCKS = 6
+"""Unused blocks sampled per region: both neighbours of the written blocks and a few between."""
+MAX_LISTED = 40
+
+
+# ---- cases ------------------------------------------------------------------------------
+
+
+def cases(matrix) -> list[Case]:
+    """Supported models x {s2, s4} x tp4, plus dp 2 x tp 4 for two models, x implementations."""
+    models = [m for m in matrix.models if m != "llama3_8b"]  # the dense control cannot split (TC-01 covers that)
+    layerwise = [lw for lw in matrix.layerwise if lw in LAYERWISE]
+    dp_models = [m for m in DP_MODELS if m in models] or models
+    out = []
+    for hw, model, lw, par, impl in itertools.product(
+        matrix.hardware, models, layerwise, matrix.parallel, matrix.implementations
+    ):
+        if par != "tp4" and model not in dp_models:
+            continue
+        out.append(Case(tc=TC, model=model, layerwise=lw, parallel=par, implementation=impl, hardware=hw,
+                        extra=tuple(matrix.extra)))
+    return out
+
+
+# ---- rank side --------------------------------------------------------------------------
+
+
+def body(ctx, run, impl_cfg) -> dict:
+    before_bytes = allocator_bytes(ctx.device)
+    session = bring_up(ctx, run, impl_cfg)
+    out = {"rank": ctx.rank, "error": session.error, "plan": session.plan if ctx.rank == 0 else None,
+           "run": session.run if ctx.rank == 0 else None, "workers": {}, "problems": [], "stats": {}}
+    if session.error is None:
+        worker = session.workers["target"]
+        out["workers"]["target"] = worker_facts(worker, ctx.device)
+        out["problems"], out["stats"] = _exchange(ctx, session.run, session.plan, worker.cache)
+        refs = _weak_refs(worker.cache)
+        del worker
+    else:
+        refs = []
+    session.teardown()  # drops every reference the harness holds to the caches
+    del session
+    alive = sum(1 for r in refs if r() is not None)
+    if alive:  # dropping the session may free a cycle; one more collection before calling it a leak
+        gc.collect()
+        alive = sum(1 for r in refs if r() is not None)
+    if alive:
+        out["problems"].append(f"rank {ctx.rank}: {alive} of {len(refs)} tensors/storages still alive after "
+                               f"teardown + gc (leaked)")
+    if ctx.device.startswith("cuda"):
+        after_bytes = allocator_bytes(ctx.device)
+        if after_bytes != before_bytes:
+            out["problems"].append(f"rank {ctx.rank}: {ctx.device} allocator holds {after_bytes} B after teardown, "
+                                   f"{before_bytes} B before bring-up")
+    out["stats"]["weak_refs"] = len(refs)
+    return out
+
+
+def _weak_refs(cache) -> list:
+    refs, seen = [], set()
+    for t in cache.all_tensors():
+        refs.append(weakref.ref(t))
+        storage = t.untyped_storage()
+        if id(storage) not in seen:
+            seen.add(id(storage))
+            refs.append(weakref.ref(storage))
+    return refs
+
+
+def _exchange(ctx, run, plan, cache) -> tuple[list[str], dict]:
+    """Steps 1-4 of the module docstring; every collective decision uses all-gathered data."""
+    r = ctx.rank
+    problems: list[str] = []
+    full = oracle.expected_full_layers(run.model)
+    layers = {layer.layer_id: layer for layer in cache.layers}
+    mine = {l for l in full if l in layers and layers[l].kind == "full" and layers[l].owned}
+    protocol = {l: [(name, *_block_geometry(t)) for name, t in sorted(layers[l].tensors.items())] for l in mine}
+    gathered = ctx.all_gather_object({"owned": sorted(mine), "protocol": protocol})
+    stats = {"written_layers": 0, "sent_layers": 0, "received_layers": 0, "guard_windows": 0}
+    try:
+        group = ctx.split_groups(plan.split_groups)
+    except ValueError as exc:  # same plan everywhere: every rank lands here, no collective left waiting
+        return [f"rank {r}: plan split groups are not a partition of the ranks: {exc}"], stats
+    members = next(tuple(g) for g in plan.split_groups if r in g)
+
+    pattern = Patterns(ctx.device)
+    regions = _regions(cache)
+    problems += _overlaps(r, regions)
+    guards = _fill_guards(regions)
+    stats["guard_windows"] = sum(len(g[1]) for g in guards)
+
+    for layer in cache.layers:
+        if layer.owned:
+            stats["written_layers"] += 1
+            for name, t in layer.tensors.items():
+                problems += _write(r, pattern, layer.layer_id, name, t)
+
+    for l in full:
+        owners = [m for m in members if l in gathered[m]["owned"]]
+        if len(owners) != 1:
+            if r == members[0]:
+                problems.append(f"split group {list(members)}: full layer {l} owned by {owners}, expected exactly one")
+            continue
+        view = layers.get(l)
+        if r != owners[0] and (view is None or view.kind != "full" or view.owned):
+            problems.append(f"rank {r} layer {l}: not owned here but no scratch view of a full layer to receive into")
+            view = None
+        found = _send_layer(ctx, group, owners[0], l, gathered[owners[0]]["protocol"][l], view, pattern)
+        problems += found
+        if r == owners[0]:
+            stats["sent_layers"] += 1
+        elif view is not None and not found:
+            stats["received_layers"] += 1
+
+    for layer in cache.layers:
+        if layer.owned:
+            for name, t in layer.tensors.items():
+                problems += _read_back(r, pattern, layer.layer_id, name, t)
+    problems += _check_guards(r, guards)
+    return problems, stats
+
+
+def _send_layer(ctx, group, owner: int, l: int, protocol: list, view, pattern) -> list[str]:
+    """One broadcast per tensor of the layer's leading blocks, owner -> the view (scratch) of the others."""
+    r = ctx.rank
+    problems = []
+    for name, n0, block_nbytes in protocol:
+        k = len(_sent_blocks(n0))
+        t = view.tensors.get(name) if view is not None else None
+        buf = _as_bytes(t[:k]) if t is not None and _block_geometry(t) == (n0, block_nbytes) else None
+        if buf is None:
+            if r != owner and view is not None:
+                problems.append(f"rank {r} layer {l} tensor {name}: view missing or not {n0} contiguous blocks "
+                                f"of {block_nbytes} B like the owner's")
+            buf = torch.empty(k * block_nbytes, dtype=torch.uint8, device=ctx.device)
+        dist.broadcast(buf, src=owner, group=group)
+        if r == owner:
+            continue
+        for b in range(k):
+            if not torch.equal(buf[b * block_nbytes:(b + 1) * block_nbytes], pattern(l, name, b, block_nbytes)):
+                problems.append(f"rank {r} layer {l} tensor {name} block {b}: received bytes differ from owner "
+                                f"rank {owner}'s pattern")
+    return problems
+
+
+# ---- patterns ---------------------------------------------------------------------------
+
+
+class Patterns:
+    """Bytes p(layer, tensor, block): the same on every rank, distinct per layer and block.
+
+    Each pattern is a window of one cyclic 0..250 ramp (a view, no per-call work); the
+    ramp lives as long as this object, so it is gone before the allocator check.
+    """
+
+    def __init__(self, device) -> None:
+        self.device = device
+        self._ramp = torch.empty(0, dtype=torch.uint8, device=device)
+
+    def __call__(self, layer: int, name: str, block: int, nbytes: int) -> torch.Tensor:
+        seed = (layer * 131 + block * 17 + zlib.crc32(name.encode())) % PATTERN_MOD
+        if self._ramp.numel() < nbytes + PATTERN_MOD:
+            n = max(nbytes + PATTERN_MOD, 2 * self._ramp.numel())
+            self._ramp = (torch.arange(n, dtype=torch.int32, device=self.device) % PATTERN_MOD).to(torch.uint8)
+        return self._ramp[seed:seed + nbytes]
+
+
+def _block_geometry(t) -> tuple[int, int]:
+    """(blocks along the leading dim, bytes of one block)."""
+    if t.dim() == 0 or t.shape[0] == 0:
+        return 0, 0
+    return int(t.shape[0]), int(t[0].numel() * t.element_size())
+
+
+def _written_blocks(n0: int) -> tuple[int, ...]:
+    """Blocks an owner writes: the ones it sends, and the last one (the far end of the tensor)."""
+    return tuple(sorted({0, 1, n0 - 1} & set(range(n0))))
+
+
+def _sent_blocks(n0: int) -> tuple[int, ...]:
+    """The leading blocks (contiguous, so one broadcast per tensor carries them)."""
+    return tuple(range(min(2, n0)))
+
+
+def _as_bytes(t):
+    """A flat uint8 view sharing ``t``'s memory, or None if ``t`` is not contiguous."""
+    if t is None or not t.is_contiguous():
+        return None
+    return t.reshape(-1).view(torch.uint8)
+
+
+def _write(r: int, pattern: Patterns, layer: int, name: str, t) -> list[str]:
+    n0, nbytes = _block_geometry(t)
+    for b in _written_blocks(n0):
+        buf = _as_bytes(t[b])
+        if buf is None:
+            return [f"rank {r} layer {layer} tensor {name}: not contiguous, cannot write blocks in place"]
+        buf.copy_(pattern(layer, name, b, nbytes))
+    return []
+
+
+def _read_back(r: int, pattern: Patterns, layer: int, name: str, t) -> list[str]:
+    n0, nbytes = _block_geometry(t)
+    out = []
+    for b in _written_blocks(n0):
+        buf = _as_bytes(t[b])
+        if buf is not None and not torch.equal(buf, pattern(layer, name, b, nbytes)):
+            out.append(f"rank {r} layer {layer} tensor {name} block {b}: owned bytes changed after the exchange "
+                       f"(a receive or another layer's write landed in this layer)")
+    return out
+
+
+# ---- guards -----------------------------------------------------------------------------
+
+
+def _regions(cache) -> dict:
+    """Distinct tensor extents -> (labels, tensor). The scratch and its views share one extent."""
+    out: dict = {}
+    named = [(("scratch", n), t) for n, t in cache.scratch.items()]
+    named += [((layer.layer_id, layer.owned, n), t) for layer in cache.layers for n, t in layer.tensors.items()]
+    for label, t in named:
+        key = (storage_key(t), t.storage_offset(), tuple(t.shape), t.stride(), t.dtype)
+        out.setdefault(key, ([], t))[0].append(label)
+    return out
+
+
+def _label(labels: list) -> str:
+    first = labels[0]
+    return f"scratch/{first[1]}" if first[0] == "scratch" else f"layer {first[0]}/{first[2]}"
+
+
+def _overlaps(r: int, regions: dict) -> list[str]:
+    """Shared bytes between two layers' tensors: a write to one lands in the other.
+
+    Only the scratch and the non-owned layers' views of it may share an extent.
+    """
+    out = []
+    by_storage: dict = {}
+    for key, (labels, t) in regions.items():
+        owners = [lab for lab in labels if lab[0] != "scratch" and lab[1]]
+        if len(labels) > 1 and owners:
+            out.append(f"rank {r}: owned {_label(owners)} shares its bytes with "
+                       f"{', '.join(_label([lab]) for lab in labels if lab is not owners[0])}")
+        start = t.storage_offset() * t.element_size()
+        by_storage.setdefault(key[0], []).append((start, start + t.numel() * t.element_size(), _label(labels)))
+    for extents in by_storage.values():
+        extents.sort()
+        reach, reach_label = extents[0][1], extents[0][2]
+        for start, end, label in extents[1:]:
+            if start < reach:
+                out.append(f"rank {r}: {reach_label} and {label} overlap in one storage")
+            if end > reach:
+                reach, reach_label = end, label
+    return out
+
+
+def _fill_guards(regions: dict) -> list:
+    """Sentinel windows at both ends of sampled unused blocks; returns (label, windows)."""
+    out = []
+    for labels, t in regions.values():
+        label = _label(labels)
+        n0, nbytes = _block_geometry(t)
+        flat = _as_bytes(t)
+        first, last = 2, n0 - 2  # blocks 0, 1 and n0 - 1 are written
+        if flat is None or last < first or nbytes == 0:
+            continue
+        width = min(GUARD_BYTES, nbytes)
+        unused = sorted({first + (last - first) * k // (GUARD_BLOCKS - 1) for k in range(GUARD_BLOCKS)})
+        blocks = flat.view(n0, nbytes)
+        windows = []
+        for b in unused:
+            for lo in sorted({0, nbytes - width}):
+                window = blocks[b, lo:lo + width]
+                window.fill_(SENTINEL)
+                windows.append(window)
+        out.append((label, windows))
+    return out
+
+
+def _check_guards(r: int, guards: list) -> list[str]:
+    out = []
+    for label, windows in guards:
+        changed = sum(int((w != SENTINEL).sum()) for w in windows)
+        if changed:
+            out.append(f"rank {r} {label}: {changed} guard bytes outside the written blocks changed")
+    return out
+
+
+# ---- parent side ------------------------------------------------------------------------
+
+
+def check(facts: list[dict], run) -> list[str]:
+    if master_error(facts):
+        return [f"master rejected a valid config: {master_error(facts)}"]
+    plan = plan_of(facts)
+    s = oracle.split_size(run)
+    problems = [p for f in facts for p in f["problems"]]
+    if not plan.active or s < 2:
+        problems.append(f"split not active (s={s}): nothing to exchange")
+        return problems
+    full = oracle.expected_full_layers(run.model)
+    for f in facts:
+        problems += _addressing_problems(f["rank"], f["workers"]["target"], run, plan.n_blocks)
+    world = run.parallel.world_size
+    # each full layer reaches the s - 1 non-owners of every split group: world / s groups
+    want_received = len(full) * (s - 1) * (world // s)
+    got_received = sum(f["stats"].get("received_layers", 0) for f in facts)
+    if got_received != want_received:
+        problems.append(f"{got_received} layer receives verified across ranks, spec {want_received} "
+                        f"({len(full)} full layers x (s-1)={s - 1} non-owners x {world // s} split groups)")
+    for f in facts:
+        st = f["stats"]
+        if st.get("written_layers", 0) != len(_owned(f)) or not _owned(f):
+            problems.append(f"rank {f['rank']}: wrote {st.get('written_layers', 0)} layers, owns {len(_owned(f))}")
+        if st.get("guard_windows", 0) == 0:
+            problems.append(f"rank {f['rank']}: no guard window was placed (nothing could show a stray write)")
+        if st.get("weak_refs", 0) == 0:
+            problems.append(f"rank {f['rank']}: no tensor tracked for the leak check")
+    if len(problems) > MAX_LISTED:
+        problems = problems[:MAX_LISTED] + [f"... and {len(problems) - MAX_LISTED} more problems"]
+    return problems
+
+
+def _addressing_problems(r: int, wf: dict, run, n_blocks: int) -> list[str]:
+    """Where a worker writes a token's KV: the profile's layout fixes the slot axis (FEATURE 7), and
+    linear layers keep their state on every rank (it is never exchanged, FEATURE 4)."""
+    slot_axis = 2 if run.hardware.kv_layout == "heads_major" else 1
+    linear = set(oracle.expected_linear_layers(run.model))
+    out = []
+    for layer in wf["layers"]:
+        lid = layer["layer"]
+        if lid in linear:
+            if not layer["owned"] or layer["own_bytes"] == 0:
+                out.append(f"rank {r} linear layer {lid}: no state of its own here, and linear state is never "
+                           f"exchanged")
+            continue
+        for name, t in layer["tensors"].items():
+            shape = t["shape"]
+            if len(shape) != 4 or shape[0] != n_blocks or shape[slot_axis] != run.cache.block_size:
+                out.append(f"rank {r} layer {lid} tensor {name}: shape {shape} does not put {n_blocks} blocks on "
+                           f"axis 0 and block_size {run.cache.block_size} on axis {slot_axis} "
+                           f"({run.hardware.kv_layout}): token slots would be written in the wrong place")
+                break
+    return out
+
+
+def _owned(f: dict) -> list[int]:
+    wf = f["workers"].get("target", {})
+    return [l["layer"] for l in wf.get("layers", []) if l["owned"]]

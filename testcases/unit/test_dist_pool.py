@@ -1,0 +1,404 @@
+"""The generic distributed runner (harness.dist): results, subgroups, faults, clean-up, torchrun mode.
+
+Tests marked ``dist`` start real rank processes (gloo on CPU); they share two module
+pools so that only the fault tests pay for a rebuild. Expected values are computed here
+from the rank numbers, never taken from the runner.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from harness.dist import PoolUnavailable, RankFailure, RankPool, RankSkip, RankTimeout, get_pool, registry
+from harness.dist import selftest_bodies as bodies
+from harness.dist.backend import resolve_backend
+from implementations.errors import ConfigError
+
+dist = pytest.mark.dist
+unit = pytest.mark.unit
+
+
+@pytest.fixture(scope="module")
+def pool4():
+    with RankPool(4, backend="gloo", timeout_s=60) as pool:
+        yield pool
+
+
+@pytest.fixture(scope="module")
+def pool2():
+    with RankPool(2, backend="gloo", timeout_s=60) as pool:
+        yield pool
+
+
+def child_pids() -> set[int]:
+    """Live children of this process, read from /proc (no psutil)."""
+    me, found = os.getpid(), set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == me:
+            found.add(int(entry))
+    return found
+
+
+# -- happy path ----------------------------------------------------------------------------
+@dist
+def test_run_returns_each_ranks_result_in_rank_order(pool4):
+    infos = pool4.run(bodies.rank_info)
+    assert [i["rank"] for i in infos] == [0, 1, 2, 3]
+    assert [i["pid"] for i in infos] == pool4.pids
+    assert {i["world_size"] for i in infos} == {4}
+    assert {(i["backend"], i["device"]) for i in infos} == {("gloo", "cpu")}
+    assert {i["world_sum"] for i in infos} == {float(sum(r + 1 for r in range(4)))}
+    assert {i["tmp_dir"] for i in infos} == {pool4.tmp_dir}
+
+
+@dist
+def test_object_collectives_and_tmp_dir(pool4):
+    assert pool4.run(bodies.gather_objects, 100) == [[100, 101, 102, 103]] * 4
+    assert pool4.run(bodies.broadcast_from, 2) == ["from rank 2"] * 4
+    assert pool4.run(bodies.write_then_read) == ["written by rank 0"] * 4
+    payload = {"nested": [1, 2.5, "x"], "t": (3, None)}
+    assert pool4.run("harness.dist.selftest_bodies:echo", payload) == [payload] * 4
+
+
+@dist
+@pytest.mark.parametrize(
+    "partition",
+    [((0, 1), (2, 3)), ((0, 2), (1, 3)), ((0,), (1, 2, 3))],
+    ids=["consecutive", "strided", "uneven"],
+)
+def test_split_groups_all_reduce_sums_only_their_members(pool4, partition):
+    out = pool4.run(bodies.split_all_reduce, partition)
+    for part in partition:
+        for rank in part:
+            assert out[rank]["group_ranks"] == list(part)
+            assert out[rank]["sum"] == float(sum(r + 1 for r in part))
+
+
+# -- faults --------------------------------------------------------------------------------
+@dist
+def test_raising_rank_fails_with_its_traceback_and_the_pool_recovers(pool4):
+    before = pool4.pids
+    with pytest.raises(RankFailure) as failure:
+        pool4.run(bodies.raise_on_rank, 2, "boom")
+    err = failure.value
+    assert type(err) is RankFailure  # detected as a failure, not by waiting out the 60 s timeout
+    text = str(err)
+    assert "rank 2 raised" in text
+    assert "ValueError: boom on rank 2" in text
+    assert "in raise_on_rank" in text  # rank 2's own traceback frame
+    assert "ranks 0, 1, 3 still running" in text  # they were stuck in the second all_reduce
+    assert set(err.rank_errors) == {0, 1, 2, 3} and err.pool_rebuilt
+    infos = pool4.run(bodies.rank_info)
+    assert [i["world_sum"] for i in infos] == [10.0] * 4
+    assert set(pool4.pids).isdisjoint(before)
+
+
+@dist
+def test_a_rank_failing_after_the_same_collectives_keeps_the_live_group(pool4):
+    pool4.run(bodies.echo, None)
+    pids = pool4.pids
+    with pytest.raises(RankFailure) as failure:
+        pool4.run(bodies.fail_check_on_rank, 3)
+    assert "AssertionError: rank 3 disagrees with sum 10.0" in failure.value.rank_errors[3]
+    assert not failure.value.pool_rebuilt and pool4.pids == pids
+    assert pool4.run(bodies.split_all_reduce, ((0, 3), (1, 2)))[3]["sum"] == 5.0
+
+
+@dist
+def test_a_rank_out_of_step_with_the_others_forces_a_rebuild(pool2):
+    pool2.run(bodies.echo, None)
+    pids = pool2.pids
+    with pytest.raises(RankFailure) as failure:
+        pool2.run(bodies.raise_out_of_step_on_rank, 1)
+    assert failure.value.pool_rebuilt  # rank 0 ran a broadcast rank 1 never joined
+    assert pool2.run(bodies.rank_info)[1]["world_sum"] == 3.0
+    assert set(pool2.pids).isdisjoint(pids)
+
+
+@dist
+def test_exiting_rank_is_reported_with_its_exit_code(pool2):
+    with pytest.raises(RankFailure) as failure:
+        pool2.run(bodies.exit_on_rank, 1, 7)
+    assert type(failure.value) is RankFailure  # the sentinel, not the 60 s timeout, caught it
+    assert "rank 1 exited" in str(failure.value)
+    assert "exit code 7" in failure.value.rank_errors[1]
+    assert pool2.run(bodies.echo, "again") == ["again", "again"]
+
+
+@dist
+def test_crashing_rank_reports_the_signal_and_its_stack(pool2):
+    with pytest.raises(RankFailure) as failure:
+        pool2.run(bodies.crash_on_rank, 0)
+    assert "SIGSEGV" in failure.value.rank_errors[0]
+    assert "crash_on_rank" in failure.value.rank_errors[0]  # faulthandler's dump of the dying rank
+
+
+@dist
+def test_hang_times_out_with_the_hung_ranks_stack_then_the_pool_recovers(pool2):
+    with pytest.raises(RankTimeout) as timeout:
+        pool2.run(bodies.hang_on_rank, 1, timeout_s=3)
+    text = str(timeout.value)
+    assert "did not finish within 3 s" in text
+    assert "sleep_forever" in timeout.value.rank_errors[1]
+    assert "barrier" in timeout.value.rank_errors[0]  # rank 0 waits for it
+    assert pool2.run(bodies.echo, 1) == [1, 1]
+
+
+@dist
+def test_skips_and_agreed_checks_keep_the_live_group(pool4):
+    pool4.run(bodies.echo, None)
+    pids, generation = pool4.pids, pool4.generation
+    with pytest.raises(RankSkip, match="needs 8 cards"):
+        pool4.run(bodies.skip_on_all, "needs 8 cards")
+    with pytest.raises(RankSkip, match="via pytest.skip"):
+        pool4.run(bodies.pytest_skip_on_all, "via pytest.skip")
+    with pytest.raises(RankFailure) as failure:
+        pool4.run(bodies.check_on_all, 1)
+    assert "rank 1: value differs on rank 1" in str(failure.value)
+    assert not failure.value.pool_rebuilt
+    assert (pool4.pids, pool4.generation) == (pids, generation)
+    assert pool4.run(bodies.echo, 2) == [2] * 4
+
+
+# -- lifecycle -----------------------------------------------------------------------------
+@dist
+def test_close_leaves_no_rank_process_and_no_temp_dir():
+    pool = RankPool(2, backend="gloo")
+    pool.run(bodies.echo, 0)
+    pids, tmp_dir = set(pool.pids), pool.tmp_dir
+    assert pids <= child_pids()
+    pool.close()
+    assert not pids & child_pids()
+    assert not pids & {p.pid for p in multiprocessing.active_children()}
+    assert not any(os.path.exists(f"/proc/{pid}") for pid in pids)  # exited and reaped
+    assert not os.path.exists(tmp_dir)
+
+
+def running(pid: int) -> bool:
+    """True while pid exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+# The ranks are busy in a body (not reading their pipe) when the parent is SIGKILLed:
+# only PR_SET_PDEATHSIG or the parent watchdog can end them.
+ORPHAN_SCRIPT = """
+import os, signal, threading, time
+from harness.dist import RankPool, selftest_bodies
+pool = RankPool(2, backend="gloo")
+pool.start()
+print(pool.tmp_dir, *pool.pids, flush=True)
+threading.Thread(target=pool.run, args=(selftest_bodies.hang_on_rank, 0), daemon=True).start()
+time.sleep(1.0)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@dist
+def test_ranks_die_when_the_parent_is_killed():
+    # Popen, not run(): if ranks survived they would hold the stdout pipe open forever.
+    proc = subprocess.Popen([sys.executable, "-c", ORPHAN_SCRIPT], stdout=subprocess.PIPE, text=True)
+    with proc:
+        tmp_dir, *pids = proc.stdout.readline().split()
+        assert proc.wait(timeout=120) == -9
+    shutil.rmtree(tmp_dir, ignore_errors=True)  # a SIGKILLed parent cannot clean up after itself
+    assert len(pids) == 2
+    deadline = time.monotonic() + 30  # a bound for a slow CI box, not a speed claim
+    while any(running(int(p)) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [p for p in pids if running(int(p))]
+
+
+@dist
+def test_a_pool_started_from_a_short_lived_thread_outlives_that_thread():
+    # PR_SET_PDEATHSIG follows the forking *thread*: ranks must not be forked by this one.
+    pool = RankPool(1, backend="gloo")
+    try:
+        starter = threading.Thread(target=pool.start)
+        starter.start()
+        starter.join()
+        assert pool.run(bodies.echo, "alive") == ["alive"]
+    finally:
+        pool.close()
+
+
+@dist
+def test_two_pools_run_concurrently_without_colliding(pool2):
+    other = RankPool(2, backend="gloo")
+    try:
+        other.start()
+        results: dict[str, list] = {}
+
+        def drive(name: str, pool: RankPool) -> None:
+            sums = [pool.run(bodies.collective_round) for _ in range(20)]
+            results[name] = [sums, pool.run(bodies.rank_info)]
+
+        threads = [threading.Thread(target=drive, args=(n, p)) for n, p in (("a", pool2), ("b", other))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        for name in ("a", "b"):
+            sums, infos = results[name]
+            assert sums == [[2.0, 2.0]] * 20  # all_reduce of ones over 2 ranks
+            assert [i["rank"] for i in infos] == [0, 1]
+        a_infos, b_infos = results["a"][1], results["b"][1]
+        assert {i["pid"] for i in a_infos}.isdisjoint(i["pid"] for i in b_infos)
+        assert a_infos[0]["tmp_dir"] != b_infos[0]["tmp_dir"]
+    finally:
+        other.close()
+
+
+# -- external launcher ---------------------------------------------------------------------
+def torchrun(*args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           "-m", "harness.dist.launcher", *args]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env)
+
+
+@dist
+def test_torchrun_launcher_prints_every_ranks_result():
+    done = torchrun("harness.dist.selftest_bodies:rank_info")
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    assert len(lines) == 1  # rank 0 alone prints
+    report = json.loads(lines[0])
+    assert report["world_size"] == 2 and report["backend"] == "gloo"
+    assert [r["rank"] for r in report["results"]] == [0, 1]
+    assert [r["world_sum"] for r in report["results"]] == [3.0, 3.0]
+    assert report["results"][0]["pid"] != report["results"][1]["pid"]
+
+
+@dist
+def test_torchrun_launcher_exits_non_zero_when_a_rank_fails():
+    done = torchrun("harness.dist.selftest_bodies:raise_on_rank", "[1]")
+    assert done.returncode != 0
+    assert "rank 1 failed" in done.stderr
+    assert "ValueError: injected failure on rank 1" in done.stderr
+
+
+# -- bad input (no processes) --------------------------------------------------------------
+@unit
+@pytest.mark.parametrize("world_size", [0, -1, 9, 2.0, True])
+def test_world_size_outside_the_limit_is_a_config_error(world_size):
+    with pytest.raises(ConfigError) as err:
+        RankPool(world_size)
+    assert err.value.field == "parallel.world_size"
+    assert "1..8" in str(err.value)
+
+
+@unit
+def test_max_world_size_is_configurable():
+    with pytest.raises(ConfigError, match="1..2"):
+        RankPool(3, max_world_size=2)
+    assert RankPool(12, backend="gloo", max_world_size=16).world_size == 12  # not started
+
+
+@unit
+def test_unknown_backend_is_a_config_error():
+    with pytest.raises(ConfigError) as err:
+        RankPool(2, backend="mpi")
+    assert err.value.field == "runner.backend" and "auto, gloo, nccl" in str(err.value)
+
+
+@unit
+def test_nccl_without_a_card_per_rank_is_unavailable_not_an_error():
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.device_count() >= 2:
+        pytest.skip("this machine has cards for 2 NCCL ranks")
+    with pytest.raises(PoolUnavailable, match="one card per rank"):
+        RankPool(2, backend="nccl")
+
+
+@unit
+@pytest.mark.parametrize(
+    ("requested", "device_type", "cards", "want"),
+    [
+        ("auto", "auto", 4, ("nccl", "cuda:3")),
+        ("auto", "auto", 2, ("gloo", "cpu")),  # too few cards for one per rank
+        ("auto", "cpu", 4, ("gloo", "cpu")),
+        ("gloo", "cuda", 1, ("gloo", "cuda:0")),  # 4 ranks share one card
+        ("gloo", "cuda", 2, ("gloo", "cuda:1")),
+    ],
+)
+def test_backend_choice_and_device_of_rank_3(requested, device_type, cards, want):
+    choice = resolve_backend(requested, 4, device_type=device_type, card_count=cards, nccl_ok=True)
+    assert (choice.backend, choice.device(3)) == want
+
+
+@unit
+def test_explicit_nccl_or_cuda_without_cards_is_unavailable():
+    with pytest.raises(PoolUnavailable, match="4 ranks on this node, 3 CUDA"):
+        resolve_backend("nccl", 4, card_count=3, nccl_ok=True)
+    with pytest.raises(PoolUnavailable, match="no NCCL"):
+        resolve_backend("nccl", 4, card_count=4, nccl_ok=False)
+    with pytest.raises(PoolUnavailable, match="no CUDA device"):
+        resolve_backend("gloo", 2, device_type="cuda", card_count=0, nccl_ok=False)
+
+
+@unit
+def test_bodies_must_be_module_level_functions():
+    pool = RankPool(2, backend="gloo")
+    with pytest.raises(TypeError, match="module-level"):
+        pool.run(lambda ctx: None)
+    with pytest.raises(ValueError, match="package.module:function"):
+        pool.run("harness.dist.selftest_bodies.echo")
+    with pytest.raises(AttributeError):
+        pool.run("harness.dist.selftest_bodies:no_such_body")
+    assert not pool.started  # nothing was spawned for a bad call
+
+
+@unit
+def test_registry_keeps_one_pool_per_key_until_close_all():
+    pool = get_pool(3, "gloo")
+    assert get_pool(3, "gloo") is pool and not pool.started  # ranks start on the first run
+    assert get_pool(3, "auto", device_type="cpu") is pool  # auto on CPU resolves to this same pool
+    assert get_pool(2, "gloo") is not pool
+    registry.close_all()
+    assert get_pool(3, "gloo") is not pool
+    registry.close_all()
+
+
+@unit
+def test_unpicklable_arguments_fail_before_any_rank_is_started():
+    pool = RankPool(2, backend="gloo")
+    with pytest.raises(Exception, match="pickle"):
+        pool.run(bodies.echo, threading.Lock())
+    assert not pool.started
+
+
+@dist
+def test_registry_closes_least_recently_used_pools_beyond_the_rank_cap():
+    registry.configure(max_live_ranks=2)
+    try:
+        small = get_pool(1, "gloo")
+        assert small.run(bodies.echo, "x") == ["x"]
+        pids = small.pids
+        bigger = get_pool(2, "gloo")  # 1 live + 2 wanted > 2: the 1-rank pool goes
+        assert not small.started and not any(running(p) for p in pids)
+        assert registry.live_pools() == [bigger]
+    finally:
+        registry.configure(max_live_ranks=None)
+        registry.close_all()
