@@ -28,21 +28,40 @@ STACK_FILE = "faulthandler-rank{rank}.txt"
 
 
 def die_with_parent(parent_pid: int) -> None:
-    """SIGKILL this process when its parent goes (prctl), with a polling thread as fallback."""
+    """SIGKILL this process when the pool's owner goes.
+
+    Ranks are forked by a forkserver that exits with the owner, so prctl's parent-death
+    signal (fired when the forking process ends) covers the fast path; a thread polling
+    the owner's pid covers the rest.
+    """
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
         pass  # not Linux: the watchdog below still works
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+    if not _alive(parent_pid):  # the owner died before prctl took effect
         os._exit(1)
 
     def watch() -> None:
-        while os.getppid() == parent_pid:
+        while _alive(parent_pid):
             time.sleep(0.5)
         os._exit(1)
 
     threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # an unreaped zombie is gone for our purpose
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except OSError:
+        return True
 
 
 def resolve(ref: str) -> Callable[..., Any]:

@@ -40,19 +40,26 @@ def pool2():
 
 
 def child_pids() -> set[int]:
-    """Live children of this process, read from /proc (no psutil)."""
-    me, found = os.getpid(), set()
+    """Live descendants of this process (ranks are forked by a forkserver child), from /proc."""
+    parent_of = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
+                fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == me:
-            found.add(int(entry))
+        if fields[0] != "Z":
+            parent_of[int(entry)] = int(fields[1])
+    me, found = os.getpid(), set()
+    for pid in parent_of:
+        p = parent_of.get(pid)
+        while p is not None and p > 1:
+            if p == me:
+                found.add(pid)
+                break
+            p = parent_of.get(p)
     return found
 
 
