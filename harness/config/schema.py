@@ -149,6 +149,23 @@ class ReportConfig:
     """Machine-readable results and Allure results, relative to the working directory."""
 
 
+TC_IDS = ["TC-01", "TC-02", "TC-03", "TC-04", "TC-05", "TC-06", "TC-07"]
+
+
+@dataclass
+class SuiteConfig:
+    """Which TCs ``python -m harness`` runs for its one configuration (``conf/suite/<name>.yaml``)."""
+
+    name: str = "all"
+    """Option name."""
+    tcs: List[str] = field(default_factory=lambda: list(TC_IDS))
+    """TC ids (TC-01 .. TC-07) to run."""
+    matrix: str = "ci"
+    """``conf/matrix/<name>.yaml`` the TC suites draw their cases from (narrowed to this configuration)."""
+    mode: str = "suite"
+    """``suite``: run the TCs on rank processes; ``plan``: only plan (no process group). Group ``mode`` sets it."""
+
+
 @dataclass
 class Config:
     """The whole configuration ``conf/config.yaml`` composes."""
@@ -175,3 +192,5 @@ class Config:
     """Distributed runner settings."""
     report: ReportConfig = field(default_factory=ReportConfig)
     """Result locations."""
+    suite: SuiteConfig = field(default_factory=SuiteConfig)
+    """What ``python -m harness`` runs (groups ``suite`` and ``mode``)."""

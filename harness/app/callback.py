@@ -1,0 +1,176 @@
+"""Hydra callback: a progress line per job, and a finished sweep's results.csv/.md/.png.
+
+Registered in ``conf/config.yaml`` (``hydra.callbacks.sweep``). With a remote
+launcher (Slurm) the job hooks run in the job's process and only
+``on_multirun_start``/``on_multirun_end`` here, so the summary is built from the
+``result.json`` files in the sweep directory, against the job list expanded from the
+sweep's overrides: a job that left no result is a ``missing`` row, never dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from harness.app import aggregate, progress
+from harness.app import status as st
+from harness.app.atomic import write_atomic
+from harness.app.job import RESULT_FILE
+
+OUTPUTS = ("results.csv", "results.md", "results.png")
+
+
+class SweepCallback(Callback):
+    """Progress lines and the sweep summary (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.jobs: list[list[str]] = []
+        self.varying: set[str] = set()
+        self.returns: dict[int, dict] = {}
+
+    # ---- per job ----------------------------------------------------------------------------
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self.jobs = expected_jobs(config)
+        self.varying = varying_keys(self.jobs)
+        self.returns = {}
+        _say(f"sweep: {_jobs(len(self.jobs))} -> {config.hydra.sweep.dir}")
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        stale = Path(config.hydra.runtime.output_dir) / RESULT_FILE
+        stale.unlink(missing_ok=True)  # a rerun into the same directory must not read an old result
+        if OmegaConf.select(config, "suite.mode") == "suite" and _multirun(config):
+            index, total = self._position(config)
+            _say(progress.start_line(index, total, self._shown(config)))
+
+    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        result = result_of_return(job_return)
+        index, total = self._position(config)
+        self.returns[index - 1] = result
+        st.record(index - 1, result.get("status", st.ERROR))
+        _say(progress.job_line(index, total, self._shown(config), result))
+        if not _multirun(config):
+            _say(f"result: {Path(config.hydra.runtime.output_dir) / RESULT_FILE}")
+
+    def _shown(self, config: DictConfig) -> list[str]:
+        """The overrides that tell this sweep's jobs apart (all of them outside a sweep)."""
+        overrides = list(config.hydra.overrides.task)
+        if not _multirun(config) or not self.varying:
+            return overrides
+        return [o for o in overrides if _key(o) in self.varying]
+
+    def _position(self, config: DictConfig) -> tuple[int, int]:
+        if not _multirun(config):
+            return 1, 1
+        num = int(OmegaConf.select(config, "hydra.job.num", default=0))
+        return num + 1, max(len(self.jobs), num + 1)
+
+    # ---- the sweep ----------------------------------------------------------------------------
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        jobs = self.jobs or expected_jobs(config)
+        results = collect(sweep_dir, jobs, self.returns)
+        for result in results:
+            st.record(result["job"]["num"], result.get("status", st.ERROR))
+        try:
+            paths = write_summary(sweep_dir, results, command=sweep_command(config))
+        except OSError as exc:
+            st.record("sweep summary", st.ERROR)
+            print(f"error: cannot write the sweep summary into {sweep_dir}: {exc.strerror or exc}", file=sys.stderr)
+            return
+        rows = aggregate.rows(results)
+        bad = aggregate.failed(rows)
+        tally = ", ".join(f"{sum(r['status'] == s for r in rows)} {s}" for s in dict.fromkeys(r["status"] for r in rows))
+        _say(f"sweep done: {_jobs(len(rows))} ({tally}) -> {paths[1]}")
+        for r in bad:
+            counts = {k: r[k] for k in progress.COUNT_ORDER if r.get(k)}
+            _say(f"  {r['status'].upper()} job {r['job']} ({r['overrides']}): {r['message'] or progress.counts_text(counts)}")
+
+
+def _multirun(config: DictConfig) -> bool:
+    from hydra.types import RunMode
+
+    return OmegaConf.select(config, "hydra.mode") == RunMode.MULTIRUN
+
+
+def _jobs(n: int) -> str:
+    return f"{n} job" if n == 1 else f"{n} jobs"
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def expected_jobs(config: DictConfig) -> list[list[str]]:
+    """The sweep's job overrides in job-number order (``hydra.sweeper.params`` first, as the basic sweeper)."""
+    from harness.app.validate import expand
+
+    params = OmegaConf.select(config, "hydra.sweeper.params") or {}
+    overrides = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
+    return expand(overrides)
+
+
+def _key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def varying_keys(jobs: list[list[str]]) -> set[str]:
+    """Keys whose value is not the same in every job."""
+    values: dict[str, set[str]] = {}
+    for job in jobs:
+        for override in job:
+            values.setdefault(_key(override), set()).add(override)
+    return {key for key, seen in values.items() if len(seen) > 1}
+
+
+def result_of_return(job_return: Any) -> dict:
+    """The job's result dict from Hydra's ``JobReturn`` (an exception becomes an ``error`` result)."""
+    from hydra.core.utils import JobStatus
+
+    if getattr(job_return, "status", None) == JobStatus.COMPLETED and isinstance(job_return._return_value, dict):
+        return job_return._return_value
+    value = getattr(job_return, "_return_value", None)
+    message = f"{type(value).__name__}: {value}" if isinstance(value, BaseException) else "the job returned no result"
+    return {"status": st.ERROR, "message": message}
+
+
+def collect(sweep_dir: Path, jobs: list[list[str]], returns: Optional[dict] = None) -> list[dict]:
+    """One result per expected job: its result.json, else what the job returned here, else ``missing``."""
+    found: dict[int, dict] = {}
+    for path in sorted(sweep_dir.rglob(RESULT_FILE)):
+        try:
+            result = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        num = (result.get("job") or {}).get("num")
+        if isinstance(num, int):
+            found[num] = result
+    out = []
+    for num, overrides in enumerate(jobs):
+        result = found.get(num) or dict((returns or {}).get(num) or {})
+        if not result:
+            result = {"status": st.MISSING, "message": f"no {RESULT_FILE} (the job died or was killed)"}
+        result.setdefault("job", {})
+        result["job"] = {"num": num, "overrides": overrides, **result["job"]}
+        out.append(result)
+    return out
+
+
+def sweep_command(config: DictConfig) -> str:
+    """The sweep's command line, as the table's caption (hydra.* overrides left out)."""
+    return " ".join(["python -m harness -m", *config.hydra.overrides.task])
+
+
+def write_summary(sweep_dir: Path, results: list[dict], command: str = "") -> tuple[Path, Path, Path]:
+    """results.csv, results.md and results.png in ``sweep_dir``, each written atomically."""
+    rows = aggregate.rows(results)
+    csv_path = write_atomic(sweep_dir / OUTPUTS[0], aggregate.to_csv(rows))
+    md_path = write_atomic(sweep_dir / OUTPUTS[1], aggregate.to_markdown(rows, results, command=command))
+    png_path = write_atomic(sweep_dir / OUTPUTS[2], aggregate.to_png(rows))
+    return csv_path, md_path, png_path

@@ -1,0 +1,327 @@
+"""One job of ``python -m harness``: one configuration, its TCs or its plan, and ``result.json``.
+
+``mode=suite`` runs the selected TCs through the same pytest suites CI runs
+(``pytest.main`` in this process on ``testcases/tc``), narrowed to this job's
+configuration with ``--lw-override`` (its config-group choices and key overrides).
+Rank pools outlive the session (``--lw-keep-pools``), so the jobs of a local sweep
+share them; they close at interpreter exit. ``mode=plan`` only plans.
+
+``result.json`` (written atomically into the job directory) holds the job's
+overrides and choices, its status (``harness.app.status``), the plan numbers
+(``harness.app.figures``), and for a suite run the per-TC outcome counts, each
+case's result line (``harness.suites.results``: per-rank estimated and measured
+bytes, n_blocks, savings, capacity gain) and the measured per-rank bytes of the
+job's own configuration.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Mapping, Optional, Sequence
+
+from implementations.errors import UserError
+
+from harness.app import status as st
+from harness.app.atomic import write_atomic, write_json_atomic
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TC_DIR = REPO_ROOT / "testcases" / "tc"
+RESULT_FILE = "result.json"
+MATRIX_GROUPS = ("model", "layerwise", "parallel", "implementation", "hardware")
+"""Config groups that are matrix axes: the job narrows each to its own choice."""
+APP_KEYS = ("suite",)
+"""Keys for this app only (``suite.*``; ``mode`` is a group): the TC suites never see them."""
+SUMMARY_TCS = ("TC-02", "TC-01")
+"""TCs whose result lines carry measured per-rank bytes (first found wins)."""
+
+_TC_RE = re.compile(r"test_tc0*(\d+)")
+
+
+def run_job(
+    task_overrides: Sequence[str],
+    choices: Mapping[str, Optional[str]],
+    job_dir: Path,
+    job_num: int = 0,
+    *,
+    quiet: bool = False,
+) -> dict:
+    """Run one configuration; always returns (and writes) a result, whatever happened."""
+    from harness.app.validate import check_app_config
+    from harness.config.build import build_implementation, build_run_spec
+    from harness.config.compose import compose_config
+
+    start = time.monotonic()
+    job_dir = Path(job_dir)
+    result: dict = {
+        "job": {"num": job_num, "overrides": list(task_overrides), "dir": str(job_dir),
+                "choices": {k: v for k, v in choices.items() if not k.startswith("hydra/")}},
+        "mode": None,
+        "status": st.ERROR,
+        "message": "",
+    }
+    try:
+        cfg = compose_config(list(task_overrides))
+        check_app_config(cfg)
+        result["mode"] = mode = str(cfg.suite.mode)
+        result["config"] = config_facts(cfg, choices)
+        run, impl = build_run_spec(cfg), build_implementation(cfg)
+        result.update(_plan(impl, run, strict=mode == "plan"))
+        if mode == "plan":
+            result["status"] = st.PLANNED if result["plan"] else st.REJECTED
+            result["message"] = result.get("plan_error", "")
+        else:
+            axes, extra = matrix_choices(cfg, choices, key_overrides(task_overrides, choices))
+            result.update(run_suite(cfg, axes, extra, job_dir, quiet=quiet))
+    except UserError as exc:
+        result.update(status=st.ERROR, message=str(exc))
+    except Exception as exc:  # a bug: one line here, the traceback beside the result
+        _write_quietly(job_dir / "error.txt", traceback.format_exc())
+        result.update(status=st.ERROR, message=f"{type(exc).__name__}: {exc} (traceback: error.txt)")
+    result["duration_s"] = round(time.monotonic() - start, 3)
+    try:
+        write_json_atomic(job_dir / RESULT_FILE, result)
+    except OSError as exc:
+        result.update(status=st.ERROR, message=f"cannot write {job_dir / RESULT_FILE}: {exc.strerror or exc}")
+    return result
+
+
+def _plan(impl, run, *, strict: bool) -> dict:
+    """Plan numbers, or why there are none. In suite mode the TCs judge, so any failure is data."""
+    from harness.app.figures import plan_numbers
+
+    try:
+        return {"plan": plan_numbers(impl, run)}
+    except UserError as exc:
+        return {"plan": None, "plan_error": str(exc)}
+    except Exception as exc:
+        if strict:
+            raise
+        return {"plan": None, "plan_error": f"{type(exc).__name__}: {exc}"}
+
+
+def config_facts(cfg, choices: Mapping[str, Optional[str]]) -> dict:
+    """The job's configuration in the words of a results table."""
+    lw, par, hw = cfg.layerwise, cfg.parallel, cfg.hardware
+    effective = int(lw.split_size) if lw.enable and lw.split_size > 1 else 1
+    return {
+        "model": str(cfg.model.name),
+        "implementation": choices.get("implementation"),
+        "hardware": str(hw.name),
+        "parallel": choices.get("parallel"),
+        "layerwise": choices.get("layerwise"),
+        "draft": choices.get("draft"),
+        "suite": choices.get("suite"),
+        "enable": bool(lw.enable),
+        "split_size": effective,
+        "split_size_flag": int(lw.split_size),
+        "world_size": int(par.world_size),
+        "dp_size": int(par.dp_size),
+        "block_size": int(cfg.cache.block_size),
+        "kv_cache_dtype": str(cfg.cache.kv_cache_dtype),
+        "hbm_mib_per_card": int(hw.hbm_mib_per_card),
+        "reserved_mib_per_card": int(hw.reserved_mib_per_card),
+        "num_cards": int(hw.num_cards),
+    }
+
+
+def key_overrides(task_overrides: Sequence[str], choices: Mapping[str, Optional[str]]) -> list[str]:
+    """The job's overrides other than group choices and this app's own keys (``suite.*``)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    groups = {k for k in choices if not k.startswith("hydra/")}
+    out = []
+    for text in task_overrides:
+        key = parser.parse_override(text).key_or_group
+        if key in groups or key.split(".", 1)[0] in APP_KEYS:
+            continue
+        out.append(text)
+    return out
+
+
+def matrix_choices(cfg, choices: Mapping[str, Optional[str]], extra: Sequence[str]) -> tuple[dict, list[str]]:
+    """The matrix axes for this job, and the key overrides left for every case.
+
+    Key overrides apply to every case of every TC, so ``layerwise.enable=true`` would
+    also turn on the split in TC-06's disabled cases. When the job's ``layerwise`` or
+    ``parallel`` node equals a shipped option (``layerwise.enable=true
+    layerwise.split_size=2`` is ``layerwise=s2``), the job narrows that axis to the
+    option instead and drops those key overrides.
+    """
+    axes = {group: choices.get(group) for group in MATRIX_GROUPS}
+    extra = list(extra)
+    for group in ("layerwise", "parallel"):
+        touched = [o for o in extra if o.lstrip("+~").startswith(f"{group}.")]
+        option = _equal_option(group, cfg[group], prefer=choices.get(group)) if touched else None
+        if option is not None:
+            axes[group] = option
+            extra = [o for o in extra if o not in touched]
+    return axes, extra
+
+
+def _equal_option(group: str, node, prefer: Optional[str]) -> Optional[str]:
+    from omegaconf import OmegaConf
+
+    from harness.config import schema
+    from harness.config.compose import CONF_DIR
+
+    node_schema = {"layerwise": schema.LayerwiseConfig, "parallel": schema.ParallelConfig}[group]
+    wanted = OmegaConf.to_container(node, resolve=True)
+    paths = sorted((CONF_DIR / group).glob("*.yaml"), key=lambda p: p.stem != prefer)
+    for path in paths:
+        option = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(node_schema), OmegaConf.load(path)))
+        if option == wanted:
+            return path.stem
+    return None
+
+
+def tc_files(tcs: Sequence[str]) -> tuple[list[Path], list[str]]:
+    """(test modules of ``tcs`` under testcases/tc, TCs without one)."""
+    files, missing = [], []
+    for tc in tcs:
+        found = sorted(TC_DIR.glob(f"test_tc{tc.split('-')[-1]}_*.py"))
+        files += found
+        if not found:
+            missing.append(tc)
+    return files, missing
+
+
+def pytest_args(cfg, choices, extra: Sequence[str], files: Sequence[Path], alluredir: Path, results: Path) -> list[str]:
+    args = [str(f) for f in files]
+    args += ["-q", "-p", "no:cacheprovider", "-p", "no:xdist", "--rootdir", str(REPO_ROOT),
+             # hydra-core ships a pytest plugin, and this process imported hydra before pytest started
+             "-W", "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning",
+             "--lw-matrix", str(cfg.suite.matrix), "--lw-keep-pools",
+             "--alluredir", str(alluredir), "--lw-results", str(results)]
+    for group in MATRIX_GROUPS:
+        args += ["--lw-override", f"{group}={choices[group]}"]
+    args += ["--lw-override", "tc=" + ",".join(cfg.suite.tcs)]
+    for item in extra:
+        args += ["--lw-override", item]
+    return args
+
+
+class Outcomes:
+    """pytest plugin: outcome counts per TC, setup/teardown errors included."""
+
+    def __init__(self) -> None:
+        self.by_tc: dict[str, Counter] = defaultdict(Counter)
+
+    def pytest_runtest_logreport(self, report) -> None:
+        outcome = outcome_of(report)
+        if outcome:
+            self.by_tc[tc_of(report.nodeid)][outcome] += 1
+
+    def pytest_collectreport(self, report) -> None:
+        if report.failed:
+            self.by_tc[tc_of(report.nodeid)]["error"] += 1
+
+
+def outcome_of(report) -> Optional[str]:
+    """The word pytest's summary uses for this report, or None when it adds nothing."""
+    xfail = hasattr(report, "wasxfail")
+    if report.when == "call":
+        if xfail:
+            return "xfailed" if report.skipped else "xpassed"
+        return report.outcome
+    if report.failed:
+        return "error"
+    if report.when == "setup" and report.skipped:
+        return "xfailed" if xfail else "skipped"
+    return None
+
+
+def tc_of(nodeid: str) -> str:
+    match = _TC_RE.search(nodeid)
+    return f"TC-{int(match.group(1)):02d}" if match else "other"
+
+
+def run_suite(cfg, choices, extra: Sequence[str], job_dir: Path, *, quiet: bool) -> dict:
+    """The TCs of ``cfg.suite`` for this configuration; ``quiet`` sends pytest's output to pytest.log."""
+    import pytest
+
+    files, missing = tc_files(list(cfg.suite.tcs))
+    if missing:
+        return {"status": st.ERROR, "message": f"suite.tcs: no test module for {', '.join(missing)} in {TC_DIR}"}
+    work = Path(tempfile.mkdtemp(prefix="lwsplit-job-"))
+    try:
+        results_path = work / "results.jsonl"
+        alluredir = job_dir / "allure-results"
+        args = pytest_args(cfg, choices, extra, files, alluredir, results_path)
+        outcomes = Outcomes()
+        log_path = job_dir / "pytest.log"
+        with contextlib.ExitStack() as stack:
+            if quiet:
+                log = stack.enter_context(open(log_path, "w", encoding="utf-8"))
+                stack.enter_context(contextlib.redirect_stdout(log))
+                stack.enter_context(contextlib.redirect_stderr(log))
+            exit_code = int(pytest.main(args, plugins=[outcomes]))
+        lines = _read_lines(results_path)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    out = suite_summary(cfg.suite.tcs, outcomes.by_tc, lines, exit_code)
+    out["allure_results"] = str(alluredir)
+    if quiet:
+        out["log"] = str(log_path)
+    out["measured"] = measured_of(lines, job_case_id(choices, extra))
+    return out
+
+
+def suite_summary(tcs: Sequence[str], by_tc: Mapping[str, Counter], lines: list[dict], exit_code: int) -> dict:
+    total: Counter = Counter()
+    per_tc = {}
+    for tc in list(tcs) + sorted(set(by_tc) - set(tcs)):
+        counts = dict(by_tc.get(tc, {}))
+        total.update(counts)
+        per_tc[tc] = {"counts": counts, "cases": [line for line in lines if line.get("tc") == tc]}
+    if exit_code == 0:
+        status, message = st.PASSED, ""
+    elif exit_code == 1:
+        status, message = st.FAILED, ""
+    else:
+        reasons = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected"}
+        status, message = st.ERROR, f"pytest exit code {exit_code} ({reasons.get(exit_code, 'unknown')})"
+    return {"status": status, "message": message, "exit_code": exit_code, "counts": dict(total), "tcs": per_tc}
+
+
+def job_case_id(choices: Mapping[str, Optional[str]], extra: Sequence[str]) -> str:
+    """The case id the TC suites give this job's own configuration."""
+    from harness.suites.case import Case
+
+    return Case(tc="", model=choices["model"], layerwise=choices["layerwise"], parallel=choices["parallel"],
+                implementation=choices["implementation"], hardware=choices["hardware"], extra=tuple(extra)).id
+
+
+def measured_of(lines: list[dict], case_id: str) -> Optional[dict]:
+    """Per-rank estimated and measured bytes of the job's own case, from TC-02 (else TC-01)."""
+    for tc in SUMMARY_TCS:
+        for line in lines:
+            if line.get("tc") == tc and line.get("case") == case_id and line.get("ranks"):
+                return {"tc": tc, "case": case_id, "n_blocks": line.get("n_blocks"), "ranks": line["ranks"]}
+    return None
+
+
+def _read_lines(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    out = []
+    for text in path.read_text(encoding="utf-8").splitlines():
+        if text.strip():
+            out.append(json.loads(text))
+    return out
+
+
+def _write_quietly(path: Path, text: str) -> None:
+    try:
+        write_atomic(path, text)
+    except OSError:
+        print(text, file=sys.stderr)

@@ -1,0 +1,59 @@
+"""``python -m harness``: check the command line, then hand it to Hydra (``run`` is the job).
+
+Exit status: 0 when every job passed (or planned; a rejected plan is a result),
+1 when a job failed, errored or left no result, 2 for a mistake on the command line
+(one ``error:`` line, nothing run).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from harness.app import status as st
+from harness.cli import command
+from harness.config.compose import CONF_DIR, CONFIG_NAME
+from harness.config.store import register
+
+register()  # base_config must be in the ConfigStore before Hydra composes
+
+
+@hydra.main(config_path=str(CONF_DIR), config_name=CONFIG_NAME, version_base=None)
+def run(cfg: DictConfig) -> dict:
+    """One Hydra job: one configuration (``harness.app.job``)."""
+    from harness.app.job import run_job
+
+    hc = HydraConfig.get()
+    multirun = hc.mode == RunMode.MULTIRUN
+    num = OmegaConf.select(hc, "job.num", default=0) if multirun else 0
+    result = run_job(
+        list(hc.overrides.task), dict(hc.runtime.choices), Path(hc.runtime.output_dir), int(num or 0), quiet=multirun,
+    )
+    st.record(int(num or 0), result["status"])
+    return result
+
+
+@command
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    from harness.app.validate import check_invocation, parse_argv
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    check_invocation(parse_argv(argv))
+    st.reset()
+    saved = sys.argv
+    sys.argv = [saved[0] if saved else "harness", *argv]
+    try:
+        run()
+    finally:
+        sys.argv = saved
+    failed = st.failed_jobs()
+    if failed:
+        print(f"failed: {len(failed)} job{'' if len(failed) == 1 else 's'} (listed above)", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,33 @@
+"""Job statuses, and which of them make ``python -m harness`` exit non-zero.
+
+``passed``/``failed``: the job's TCs (``mode=suite``); ``planned``/``rejected``: the
+plan (``mode=plan``; ``rejected`` is the implementation refusing the configuration,
+e.g. llama3_8b with s > 1, which is the spec's answer, not a failure); ``error``: the
+job could not run (bad config, pytest usage error, a bug); ``missing``: a sweep job
+that left no ``result.json`` (killed, or its Slurm job died).
+"""
+
+from __future__ import annotations
+
+PASSED, FAILED, PLANNED, REJECTED, ERROR, MISSING = "passed", "failed", "planned", "rejected", "error", "missing"
+FAILING = frozenset({FAILED, ERROR, MISSING})
+
+_failed_jobs: set = set()
+
+
+def is_failure(status: str) -> bool:
+    return status in FAILING
+
+
+def record(job: object, status: str) -> None:
+    """Remember a failed job (its number, or a name) of this process: the exit status reads it."""
+    if is_failure(status):
+        _failed_jobs.add(job)
+
+
+def failed_jobs() -> list:
+    return sorted(_failed_jobs, key=str)
+
+
+def reset() -> None:
+    _failed_jobs.clear()

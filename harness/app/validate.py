@@ -1,0 +1,261 @@
+"""Check a ``python -m harness`` command line before Hydra starts: one ``error:`` line per mistake.
+
+Hydra reports a bad override with a traceback-like block (and in a sweep only when
+the job that uses the value runs), and a results directory it cannot create with an
+``OSError``. So every override is composed here first with
+``harness.config.compose.compose_config`` (the vocabulary and messages of every
+harness command); a sweep override value by value (``model=a,b`` composes ``model=a``
+and ``model=b``, each with the first value of the other sweeps). Then the results
+directory (``hydra.run.dir``, or ``hydra.sweep.dir`` with ``-m``) must be creatable
+and writable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+from implementations.errors import ConfigError
+
+MODES = ("suite", "plan")
+APP_GROUPS = ("suite", "mode", "launcher")
+"""Config groups of this app: ``harness.config.errors`` does not list their options, so they are checked here."""
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """What the command line asks Hydra for."""
+
+    multirun: bool
+    overrides: list[str]
+    """Task overrides (``model=...``, ``layerwise.split_size=1,2``)."""
+    hydra_overrides: list[str]
+    """``hydra.*`` / ``hydra/*`` overrides."""
+    check: bool
+    """False for ``--help``/``--info``/``--cfg``-like calls and other config sources, which run nothing."""
+
+
+def parse_argv(argv: Sequence[str]) -> Invocation:
+    """Hydra's own argument parser, with its usage errors as one line."""
+    from hydra._internal.utils import get_args_parser
+
+    from harness.cli import fail
+
+    parser = get_args_parser()
+    parser.prog = "python -m harness"
+
+    def error(message: str):
+        fail(f"{message} (see python -m harness --help)")
+
+    parser.error = error  # type: ignore[method-assign]
+    args: argparse.Namespace = parser.parse_args(list(argv))
+    task, hydra = [], []
+    for text in args.overrides:
+        (hydra if text.lstrip("+~").startswith(("hydra.", "hydra/")) else task).append(text)
+    runs_nothing = any((args.help, args.hydra_help, args.info, args.shell_completion, args.cfg, args.resolve))
+    other_source = any((args.config_path, args.config_name, args.config_dir, args.experimental_rerun))
+    return Invocation(multirun=bool(args.multirun), overrides=task, hydra_overrides=hydra,
+                      check=not (runs_nothing or other_source))
+
+
+def check_invocation(inv: Invocation) -> Optional[Path]:
+    """Raise ``ConfigError`` for any mistake; returns the results directory checked."""
+    if not inv.check:
+        return None
+    jobs = check_overrides(inv.overrides, multirun=inv.multirun)
+    return check_results_dir(jobs[0], inv.hydra_overrides, multirun=inv.multirun)
+
+
+# ---- overrides ---------------------------------------------------------------------------
+
+
+def sweep_values(text: str) -> tuple[str, list[str]]:
+    """(key element, value strings) of one override; one value unless it is a sweep."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import Glob
+    from hydra.errors import HydraException
+
+    from harness.config.compose import CONF_DIR
+    from harness.config.errors import GROUPS, group_options
+
+    try:
+        override = OverridesParser.create().parse_override(text)
+    except HydraException as exc:
+        key = text.split("=", 1)[0].lstrip("+~")
+        if "empty choice" in str(exc):
+            raise _empty(key) from None
+        detail = str(exc).strip().splitlines()
+        raise ConfigError("override", text,
+                          "malformed; use group=option (model=deepseek_v3), key=value (layerwise.split_size=2) "
+                          "or a sweep (model=a,b)", detail[-1] if detail else "") from None
+    key = override.get_key_element()
+    if override.is_delete():
+        return key, [text]
+    if not override.is_sweep_override():
+        if override.get_value_element_as_str() == "":
+            raise _empty(override.key_or_group)
+        return key, [text]
+    if override.is_interval_sweep():
+        raise ConfigError(override.key_or_group, text.split("=", 1)[1],
+                          "interval() needs an optimizing sweeper; give values a,b,c or range(start,stop)")
+    value = override.value()
+    if isinstance(value, Glob):
+        group = override.key_or_group
+        if group not in GROUPS + APP_GROUPS:
+            raise ConfigError(group, text.split("=", 1)[1], "glob() only selects options of a config group")
+        values = value.filter(group_options(CONF_DIR, group))
+    else:
+        values = list(override.sweep_string_iterator())
+    if not values:
+        raise _empty(override.key_or_group)
+    return key, [f"{key}={v}" for v in values]
+
+
+def _empty(key: str) -> ConfigError:
+    from harness.config.compose import CONF_DIR
+    from harness.config.errors import GROUPS, group_options
+
+    if key in GROUPS + APP_GROUPS:
+        allowed = f"give one or more of {', '.join(group_options(CONF_DIR, key))}, e.g. {key}=a,b"
+    else:
+        allowed = f"give one or more values, e.g. {key}=1,2"
+    return ConfigError(key, "", f"no value (an empty sweep); {allowed}")
+
+
+def expand(overrides: Sequence[str]) -> list[list[str]]:
+    """Every job's overrides, in the order Hydra's basic sweeper runs them (last key varies fastest)."""
+    axes = [sweep_values(text)[1] for text in overrides]
+    return [list(job) for job in itertools.product(*axes)]
+
+
+def check_overrides(overrides: Sequence[str], *, multirun: bool) -> list[list[str]]:
+    """Compose every value of every override; returns the jobs (one without ``-m``)."""
+    axes = [sweep_values(text)[1] for text in overrides]
+    if not multirun:
+        for text, values in zip(overrides, axes):
+            if len(values) > 1:
+                key = text.split("=", 1)[0].lstrip("+~")
+                raise ConfigError(key, text.split("=", 1)[1],
+                                  "one value here; sweeps (a,b / range()) need `python -m harness -m ...`")
+    for values in axes:
+        for value in values:
+            _check_app_group(value)
+    firsts = [values[0] for values in axes]
+    tried = set()
+    for i, values in enumerate(axes):
+        for value in values:
+            job = tuple(firsts[:i] + [value] + firsts[i + 1:])
+            if job not in tried:
+                tried.add(job)
+                check_config(list(job))
+    if not axes:
+        check_config([])
+    return [list(job) for job in itertools.product(*axes)]
+
+
+def check_config(overrides: list[str]) -> None:
+    """Compose, check this app's keys, and build what a job builds (run spec, implementation)."""
+    from harness.config.build import build_implementation, build_run_spec
+    from harness.config.compose import compose_config
+
+    cfg = compose_config(overrides)
+    check_app_config(cfg)
+    build_run_spec(cfg)
+    build_implementation(cfg)
+
+
+def _check_app_group(override: str) -> None:
+    from harness.config.compose import CONF_DIR
+    from harness.config.errors import group_options
+
+    key, sep, value = override.partition("=")
+    if sep and key.lstrip("+") in APP_GROUPS:
+        options = group_options(CONF_DIR, key.lstrip("+"))
+        if value not in options:
+            raise ConfigError(key.lstrip("+"), value, f"unknown option; allowed: {', '.join(options)}")
+
+
+def check_app_config(cfg) -> None:
+    """Keys only this app reads: ``suite.mode``, ``suite.tcs``, ``suite.matrix``."""
+    from harness.suites.matrix import TC_IDS, available
+
+    if cfg.suite.mode not in MODES:
+        raise ConfigError("suite.mode", cfg.suite.mode, f"allowed: {', '.join(MODES)} (or mode=plan)")
+    tcs = list(cfg.suite.tcs)
+    if not tcs:
+        raise ConfigError("suite.tcs", tcs, f"at least one of {', '.join(TC_IDS)}")
+    for tc in tcs:
+        if tc not in TC_IDS:
+            raise ConfigError("suite.tcs", tc, f"allowed: {', '.join(TC_IDS)}")
+    if cfg.suite.matrix not in available("matrix"):
+        raise ConfigError("suite.matrix", cfg.suite.matrix, f"allowed: {', '.join(available('matrix'))}")
+
+
+# ---- results directory ---------------------------------------------------------------------
+
+
+def results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, multirun: bool) -> tuple[str, str, Path]:
+    """(the key naming it, the value given for that key, the directory) Hydra will write results to."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.utils import setup_globals
+    from omegaconf import OmegaConf
+
+    from harness.config.compose import CONF_DIR, CONFIG_NAME, _fresh_hydra
+    from harness.config.store import register
+
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    register()
+    setup_globals()  # the ${now:...} resolver
+    try:
+        with _fresh_hydra(), initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+            cfg = compose(config_name=CONFIG_NAME, overrides=list(job) + list(hydra_overrides),
+                          return_hydra_config=True)
+        path = str(OmegaConf.select(cfg, key, throw_on_missing=True))
+    except Exception as exc:  # a bad hydra.* override: Hydra's message, first line
+        text = str(exc).strip().splitlines()
+        bad = ", ".join(hydra_overrides) or key
+        raise ConfigError("hydra override", bad, "Hydra rejects it", text[0] if text else type(exc).__name__) from None
+    given = {o.split("=", 1)[0].lstrip("+~"): o.split("=", 1)[1] for o in list(job) + list(hydra_overrides) if "=" in o}
+    if key in given:
+        return key, given[key], Path(path)
+    if "report.results_dir" in given:
+        return "report.results_dir", given["report.results_dir"], Path(path)
+    return key, path, Path(path)
+
+
+def check_results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, multirun: bool) -> Path:
+    key, value, path = results_dir(job, hydra_overrides, multirun=multirun)
+    check_writable(path, key, value)
+    return path
+
+
+def check_writable(path: Path, key: str, value: Optional[str] = None) -> None:
+    """Create ``path`` (and parents), write a probe file, then remove what this created."""
+    path = Path(path).absolute()
+    value = str(path) if value is None else value
+    created: list[Path] = []
+    try:
+        missing, existing = [], path
+        while not existing.exists():
+            missing.append(existing)
+            existing = existing.parent
+        if not existing.is_dir():
+            raise ConfigError(key, value, "a writable directory for the results", f"{existing} is not a directory")
+        for directory in reversed(missing):
+            directory.mkdir()
+            created.append(directory)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise ConfigError(key, value, "a writable directory for the results",
+                          f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        for directory in reversed(created):
+            try:
+                directory.rmdir()
+            except OSError:
+                pass

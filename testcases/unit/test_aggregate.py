@@ -1,0 +1,235 @@
+"""Sweep aggregation: rows, CSV, Markdown and PNG from hand-written job results (no Hydra run).
+
+The sample numbers are FEATURE.md section 6's worked example (DeepSeek-V3.2 on 16 GiB
+of KV per rank: one layer 180,224 B/block; 1562 blocks uniform, 2978 at s = 2, 5607
+at s = 4; the s = 2 peak rank holds 31 owned layers + 1 scratch).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+
+import pytest
+
+from harness.app import aggregate, callback, progress, status
+from harness.app.atomic import write_atomic
+from harness.app.figures import limit_layers
+from harness.app.job import Outcomes, key_overrides, outcome_of, suite_summary, tc_of
+
+pytestmark = pytest.mark.unit
+
+LAYER = 180_224
+MIB = 1024 * 1024
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+BI_V100 = {"hardware": "bi_v100", "hbm_mib_per_card": 32768, "reserved_mib_per_card": 16384,
+           "block_size": 128, "kv_cache_dtype": "auto"}
+
+
+def planned(num, s, n_blocks, owned_peak, impl="reference", model="deepseek_v32"):
+    per_block = (owned_peak + (1 if s > 1 else 0)) * LAYER
+    return {
+        "job": {"num": num, "overrides": [f"model={model}", f"layerwise.split_size={s}"]},
+        "mode": "plan", "status": "planned", "message": "", "duration_s": 0.1,
+        "config": {"model": model, "implementation": impl, "parallel": "tp4", "layerwise": f"s{s}",
+                   "split_size": s, "world_size": 4, **BI_V100},
+        "plan": {"n_blocks": n_blocks, "uniform_n_blocks": 1562, "peak_bytes": n_blocks * per_block,
+                 "uniform_peak_bytes": n_blocks * 61 * LAYER, "savings_bytes": n_blocks * (61 * LAYER - per_block),
+                 "capacity_gain": n_blocks / 1562, "linear_state_bytes": 0, "full_layers": 61,
+                 "same_capacity_peak_bytes": 1562 * per_block,
+                 "peak_layers": float(per_block // LAYER), "limit_layers": limit_layers(61, s)},
+    }
+
+
+def failed_suite_job(num=3):
+    return {
+        "job": {"num": num, "overrides": ["model=qwen3_5_moe", "implementation=mutant_owner_off_by_one"]},
+        "mode": "suite", "status": "failed", "message": "", "duration_s": 4.1,
+        "config": {"model": "qwen3_5_moe", "implementation": "mutant_owner_off_by_one", "parallel": "tp4",
+                   "layerwise": "s2", "split_size": 2, "world_size": 4, "hardware": "cpu",
+                   "hbm_mib_per_card": 512, "reserved_mib_per_card": 384, "block_size": 128,
+                   "kv_cache_dtype": "auto"},
+        "counts": {"passed": 5, "failed": 2},
+        "plan": None, "plan_error": "",
+    }
+
+
+SAMPLES = [planned(2, 4, 5607, 15), planned(0, 1, 1562, 61), planned(1, 2, 2978, 31)]
+
+
+def test_limit_is_full_layers_over_s_plus_one_scratch():
+    assert limit_layers(61, 1) == 61          # uniform: every full layer
+    assert limit_layers(61, 2) == 32          # FEATURE 6: 31 owned + scratch
+    assert limit_layers(61, 4) == 17          # ceil(61 / 4) = 16 owned + scratch
+    assert limit_layers(10, 2) == 6           # Qwen3.5: 10 full layers, 5 owned + scratch
+
+
+def test_rows_sorted_by_split_size_with_the_plan_numbers():
+    rows = aggregate.rows(SAMPLES)
+    assert [r["split_size"] for r in rows] == [1, 2, 4]
+    s2 = rows[1]
+    assert (s2["job"], s2["status"], s2["n_blocks"], s2["uniform_n_blocks"]) == (1, "planned", 2978, 1562)
+    assert s2["peak_bytes"] == 2978 * 32 * LAYER
+    assert s2["kv_budget_bytes"] == 16384 * MIB
+    assert (s2["peak_layers"], s2["limit_layers"]) == (32.0, 32)
+    assert s2["passed"] is None  # plan mode has no test counts
+
+
+def test_csv_has_every_column_and_the_numbers():
+    text = aggregate.to_csv(aggregate.rows(SAMPLES + [failed_suite_job()]))
+    table = list(csv.DictReader(io.StringIO(text)))
+    assert list(table[0]) == list(aggregate.COLUMNS)
+    by_job = {r["job"]: r for r in table}
+    assert by_job["1"]["n_blocks"] == "2978" and by_job["2"]["n_blocks"] == "5607"
+    assert float(by_job["1"]["capacity_gain"]) == pytest.approx(2978 / 1562)
+    assert by_job["3"]["status"] == "failed"
+    assert (by_job["3"]["passed"], by_job["3"]["failed"]) == ("5", "2")
+    assert by_job["3"]["n_blocks"] == ""
+
+
+def _md_rows(text):
+    lines = [l for l in text.splitlines() if l.startswith("|")]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    return header, [dict(zip(header, (c.strip() for c in l.strip("|").split(" | ")))) for l in lines[2:]]
+
+
+def test_markdown_table_cells_and_budget_line():
+    text = aggregate.to_markdown(aggregate.rows(SAMPLES), SAMPLES, command="python -m harness -m x=1,2")
+    assert "`python -m harness -m x=1,2`" in text
+    assert "32,768 MiB per card, 16,384 MiB reserved" in text and "16,384 MiB of KV cache per rank" in text
+    header, rows = _md_rows(text)
+    assert "limit: full layers / s + 1 scratch (layers)" in header and "tests" not in header
+    s2 = next(r for r in rows if r["s"] == "2")
+    assert (s2["n_blocks"], s2["uniform n_blocks"], s2["capacity gain"]) == ("2978", "1562", "1.91x")
+    assert (s2["peak (layers)"], s2["limit: full layers / s + 1 scratch (layers)"]) == ("32", "32")
+    assert s2["peak KV MiB/rank"] == f"{2978 * 32 * LAYER / MIB:,.1f}"
+    assert "3 jobs: 3 planned." in text
+
+
+def test_a_failed_or_missing_job_is_a_row_with_its_status():
+    missing = {"job": {"num": 4, "overrides": ["model=glm_moe_dsa"]}, "status": "missing",
+               "message": "no result.json (the job died or was killed)"}
+    results = SAMPLES + [failed_suite_job(), missing]
+    rows = aggregate.rows(results)
+    assert [r["job"] for r in aggregate.failed(rows)] == [3, 4]
+    text = aggregate.to_markdown(rows, results)
+    header, md = _md_rows(text)
+    assert "tests" in header  # a suite job is in the sweep
+    by_job = {r["job"]: r for r in md}
+    assert by_job["3"]["status"] == "failed" and by_job["3"]["tests"] == "2 failed, 5 passed"
+    assert by_job["4"]["status"] == "missing" and "model=glm_moe_dsa" in by_job["4"]["note"]
+    assert "1 failed" in text and "1 missing" in text
+
+
+def test_png_is_a_png_with_or_without_numbers():
+    assert aggregate.to_png(aggregate.rows(SAMPLES)).startswith(PNG_MAGIC)
+    assert aggregate.to_png(aggregate.rows([failed_suite_job()])).startswith(PNG_MAGIC)
+
+
+def test_pipes_in_a_message_do_not_break_the_table():
+    bad = failed_suite_job()
+    bad.update(status="error", message="a | b\nc")
+    _, rows = _md_rows(aggregate.to_markdown(aggregate.rows([bad]), [bad]))
+    assert rows[0]["note"] == "a \\| b c"
+
+
+# ---- progress lines --------------------------------------------------------------------------
+
+
+def test_progress_line_as_the_issue_shows_it():
+    result = {"status": "passed", "counts": {"xfailed": 1, "passed": 7}, "duration_s": 4.1}
+    line = progress.job_line(3, 9, ["model=qwen3_5_moe", "layerwise.split_size=2"], result)
+    assert line == "[3/9] model=qwen3_5_moe layerwise.split_size=2: 7 passed, 1 xfailed (4.1 s)"
+
+
+def test_progress_line_of_a_failure_and_a_plan():
+    failed = {"status": "failed", "counts": {"passed": 5, "failed": 2}, "duration_s": 2.0, "log": "/r/3/pytest.log"}
+    assert progress.job_line(1, 2, ["a=1"], failed) == "[1/2] a=1: FAILED 2 failed, 5 passed (2.0 s) -> /r/3/pytest.log"
+    plan = planned(1, 2, 2978, 31)
+    assert progress.outcome_text(plan).startswith("n_blocks 2978 (uniform 1562)")
+    assert progress.outcome_text({"status": "error", "message": "x: y"}) == "ERROR: x: y"
+
+
+# ---- job pieces -------------------------------------------------------------------------------
+
+
+class _Report:
+    def __init__(self, when, outcome, nodeid="testcases/tc/test_tc02_estimation.py::test_tc02[a]", xfail=False):
+        self.when, self.outcome, self.nodeid = when, outcome, nodeid
+        self.failed, self.skipped, self.passed = outcome == "failed", outcome == "skipped", outcome == "passed"
+        if xfail:
+            self.wasxfail = "reason"
+
+
+def test_outcomes_counted_per_tc_like_pytests_summary():
+    outcomes = Outcomes()
+    for report in (
+        _Report("setup", "passed"), _Report("call", "passed"), _Report("teardown", "passed"),
+        _Report("call", "skipped", xfail=True),
+        _Report("call", "failed", nodeid="testcases/tc/test_tc01_allocation.py::test_tc01[b]"),
+        _Report("setup", "failed"), _Report("setup", "skipped"), _Report("teardown", "failed"),
+    ):
+        outcomes.pytest_runtest_logreport(report)
+    assert outcomes.by_tc["TC-02"] == {"passed": 1, "xfailed": 1, "error": 2, "skipped": 1}
+    assert outcomes.by_tc["TC-01"] == {"failed": 1}
+    assert outcome_of(_Report("call", "passed", xfail=True)) == "xpassed"
+    assert tc_of("testcases/tc/test_tc07_speculative.py::test_tc07[x]") == "TC-07"
+
+
+@pytest.mark.parametrize("exit_code, expected", [(0, "passed"), (1, "failed"), (4, "error"), (5, "error")])
+def test_suite_status_from_pytest_exit_code(exit_code, expected):
+    out = suite_summary(["TC-01"], {"TC-01": {"passed": 2}}, [{"tc": "TC-01", "case": "c"}], exit_code)
+    assert out["status"] == expected
+    assert out["tcs"]["TC-01"] == {"counts": {"passed": 2}, "cases": [{"tc": "TC-01", "case": "c"}]}
+    assert status.is_failure(expected) == (exit_code != 0)
+
+
+def test_key_overrides_leave_out_group_choices_and_app_keys():
+    choices = {"model": "deepseek_v32", "layerwise": "s2", "suite": "quick", "mode": "plan", "launcher": "local",
+               "hydra/launcher": "basic"}
+    overrides = ["model=deepseek_v32", "layerwise.split_size=2", "suite=quick", "suite.tcs=[TC-01]", "mode=plan",
+                 "+hardware.facts.rack=3", "cache.block_size=64", "launcher=local"]
+    assert key_overrides(overrides, choices) == ["layerwise.split_size=2", "+hardware.facts.rack=3",
+                                                 "cache.block_size=64"]
+
+
+# ---- the sweep's job list and result collection ------------------------------------------------
+
+
+def test_job_list_is_the_order_hydras_basic_sweeper_runs():
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from harness.app.validate import expand
+
+    overrides = ["mode=plan", "model=deepseek_v32,qwen3_5_moe", "layerwise.split_size=range(1,3)", "layerwise=s2,s4"]
+    hydra_jobs = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(overrides), None)[0]
+    assert expand(overrides) == hydra_jobs
+    assert len(hydra_jobs) == 2 * 2 * 2
+    assert callback.varying_keys(expand(overrides)) == {"model", "layerwise.split_size", "layerwise"}
+
+
+def test_collect_reads_results_and_reports_missing_jobs(tmp_path):
+    jobs = [list(j) for j in itertools.product(["model=a", "model=b"], ["layerwise=s2"])] + [["model=c"]]
+    (tmp_path / "0").mkdir()
+    (tmp_path / "0" / "result.json").write_text(json.dumps(planned(0, 2, 2978, 31)))
+    (tmp_path / "1").mkdir()
+    (tmp_path / "1" / "result.json").write_text("{not json")  # a torn file reads as missing
+    returns = {2: {"status": "error", "message": "boom"}}
+    results = callback.collect(tmp_path, jobs, returns)
+    assert [r["status"] for r in results] == ["planned", "missing", "error"]
+    assert results[1]["job"] == {"num": 1, "overrides": ["model=b", "layerwise=s2"]}
+    paths = callback.write_summary(tmp_path, results)
+    assert [p.name for p in paths] == ["results.csv", "results.md", "results.png"]
+    assert paths[2].read_bytes().startswith(PNG_MAGIC)
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_write_atomic_replaces_whole_files(tmp_path):
+    target = tmp_path / "sub" / "f.txt"
+    write_atomic(target, "old")
+    write_atomic(target, b"new")
+    assert target.read_text() == "new"
+    assert [p.name for p in target.parent.iterdir()] == ["f.txt"]

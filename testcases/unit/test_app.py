@@ -1,0 +1,221 @@
+"""``python -m harness``: composition (suite, launcher), one-line errors, plan runs, sweeps, suite runs.
+
+Expected numbers are FEATURE.md section 6's worked example (DeepSeek-V3.2 on BI-V100,
+16 GiB of KV per rank, tp4, s = 2: one layer 180,224 B/block; 1562 blocks uniform,
+2978 split; split rank 0 owns 31 of the 61 layers, split rank 1 owns 30, each plus
+one scratch layer). Subprocess tests are few: each starts Python (and Hydra).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+
+from implementations.errors import ConfigError
+
+from harness.app import validate
+from harness.config.compose import CONF_DIR, compose_config
+
+pytestmark = pytest.mark.unit
+
+LAYER = 180_224
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+WORKED = ["hardware=bi_v100", "model=deepseek_v32", "parallel=tp4"]
+
+
+def _harness(args, cwd, timeout=300):
+    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=timeout)
+
+
+def _hydra_compose(overrides):
+    from hydra import compose, initialize_config_dir
+
+    from harness.config.store import register
+
+    register()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        return compose(config_name="config", overrides=overrides, return_hydra_config=True)
+
+
+# ---- composition ---------------------------------------------------------------------------------
+
+
+def test_slurm_launcher_composes_to_submitit():
+    cfg = _hydra_compose(["launcher=slurm"])
+    launcher = cfg.hydra.launcher
+    assert launcher._target_ == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
+    assert (launcher.gpus_per_node, launcher.tasks_per_node, launcher.nodes) == (4, 1, 1)
+    assert launcher.timeout_min > 0
+    assert cfg.hydra.runtime.choices["hydra/launcher"] == "submitit_slurm"
+
+
+def test_default_launcher_is_hydras_basic_one_and_results_go_under_reports():
+    cfg = _hydra_compose([])
+    assert cfg.hydra.launcher._target_ == "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
+    assert cfg.hydra.runtime.choices["launcher"] == "local"
+    assert cfg.hydra.callbacks.sweep._target_ == "harness.app.callback.SweepCallback"
+    raw = (CONF_DIR / "config.yaml").read_text()
+    assert "dir: ${report.results_dir}/runs/" in raw and "dir: ${report.results_dir}/sweeps/" in raw
+
+
+def test_suite_group_and_mode():
+    cfg = compose_config([])
+    assert cfg.suite.mode == "suite" and "mode" not in cfg  # a group: `modle` still suggests `model`
+    assert list(cfg.suite.tcs) == [f"TC-0{n}" for n in range(1, 8)]
+    assert list(compose_config(["suite=quick"]).suite.tcs) == ["TC-01", "TC-02"]
+    assert list(compose_config(["suite=l2"]).suite.tcs) == ["TC-06", "TC-07"]
+    assert compose_config(["mode=plan", "launcher=slurm"]).suite.mode == "plan"
+    assert compose_config(["mode=plan", "suite=quick"]).suite.mode == "plan"
+
+
+# ---- bad input: validated before Hydra, in-process ---------------------------------------------------
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["model=foo"], "model='foo': unknown option; allowed: deepseek_v3,"),
+    (["layerwise.spilt_size=2"], "layerwise.spilt_size: no such key (did you mean split_size?)"),
+    (["layerwise.split_size=two"], "layerwise.split_size='two': must be an int"),
+    (["nothing.here=1"], "nothing: no such key"),
+    (["-m", "model="], "model='': no value (an empty sweep); give one or more of deepseek_v3,"),
+    (["-m", "layerwise.split_size="], "layerwise.split_size='': no value (an empty sweep)"),
+    (["-m", "model=choice()"], "model='': no value (an empty sweep)"),
+    (["-m", "model=deepseek_v32,nope"], "model='nope': unknown option"),
+    (["-m", "layerwise.split_size=1,x"], "layerwise.split_size='x': must be an int"),
+    (["model=deepseek_v32,qwen3_5_moe"], "one value here; sweeps (a,b / range()) need `python -m harness -m"),
+    (["suite=nope"], "suite='nope': unknown option; allowed: all, l1, l2, quick"),
+    (["launcher=nope"], "launcher='nope': unknown option; allowed: local, slurm"),
+    (["mode=fast"], "mode='fast': unknown option; allowed: plan, suite"),
+    (["suite.mode=fast"], "suite.mode='fast': allowed: suite, plan"),
+    (["suite.tcs=[TC-09]"], "suite.tcs='TC-09': allowed: TC-01,"),
+    (["mode=plan", "hydra.run.dir=/proc/lwsplit/x"], "hydra.run.dir='/proc/lwsplit/x': a writable directory"),
+    (["-m", "mode=plan", "hydra.sweep.dir=/proc/lwsplit"], "hydra.sweep.dir='/proc/lwsplit': a writable directory"),
+    (["mode=plan", "report.results_dir=/proc/lwsplit"], "report.results_dir='/proc/lwsplit': a writable directory"),
+])
+def test_mistakes_are_one_line_before_hydra_starts(argv, expected):
+    with pytest.raises(ConfigError) as info:
+        validate.check_invocation(validate.parse_argv(argv))
+    assert expected in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_results_dir_check_leaves_nothing_behind(tmp_path):
+    target = tmp_path / "a" / "b" / "c"
+    validate.check_writable(target, "hydra.run.dir")
+    assert not (tmp_path / "a").exists()
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(ConfigError, match="is not a directory"):
+        validate.check_writable(blocker / "x", "hydra.run.dir")
+
+
+@pytest.mark.parametrize("argv", [
+    ["model=foo"],                                      # unknown config group option
+    ["layerwise.spilt_size=2"],                         # misspelled key
+    ["parallel.world_size=1.5"],                        # wrong type
+    ["cache.nonexistent=1"],                            # override on a key that does not exist
+    ["-m", "layerwise.split_size="],                    # empty sweep
+    ["-m", "mode=plan", "hydra.sweep.dir=/proc/lwsplit/sweep"],  # results dir that cannot be written
+])
+def test_bad_input_exits_non_zero_with_one_error_line(tmp_path, argv):
+    proc = _harness(argv, tmp_path, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+# ---- plan mode and a plan sweep --------------------------------------------------------------------
+
+
+def test_plan_run_writes_the_worked_example(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = _harness(["mode=plan", *WORKED, "layerwise=s2", f"hydra.run.dir={run_dir}"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert (result["mode"], result["status"]) == ("plan", "planned")
+    plan = result["plan"]
+    assert (plan["n_blocks"], plan["uniform_n_blocks"]) == (2978, 1562)
+    assert plan["capacity_gain"] == pytest.approx(2978 / 1562)
+    assert plan["budget_bytes"] == 16 * 1024**3
+    # split groups (0, 1), (2, 3): split rank 0 owns 31 layers, split rank 1 owns 30; each + scratch
+    assert [r["estimated_bytes"] for r in plan["ranks"]] == [2978 * n * LAYER for n in (32, 31, 32, 31)]
+    assert plan["peak_bytes"] == 2978 * 32 * LAYER
+    assert plan["uniform_peak_bytes"] == 2978 * 61 * LAYER
+    assert (plan["peak_layers"], plan["limit_layers"]) == (32, 32)
+    assert result["config"]["hbm_mib_per_card"] - result["config"]["reserved_mib_per_card"] == 16384
+    assert (run_dir / ".hydra" / "config.yaml").is_file()
+    assert "2978" in proc.stdout
+
+
+def test_plan_sweep_writes_csv_markdown_and_png(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    proc = _harness(["-m", "mode=plan", *WORKED, "layerwise=s2,s4", f"hydra.sweep.dir={sweep_dir}"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "[1/2] layerwise=s2: n_blocks 2978" in proc.stdout
+    assert "[2/2] layerwise=s4: n_blocks 5607" in proc.stdout
+    rows = list(csv.DictReader((sweep_dir / "results.csv").open()))
+    assert [(r["layerwise"], r["n_blocks"], r["status"]) for r in rows] == [("s2", "2978", "planned"),
+                                                                          ("s4", "5607", "planned")]
+    assert [r["limit_layers"] for r in rows] == ["32", "17"]
+    md = (sweep_dir / "results.md").read_text()
+    assert "| 2978 | 1562 | 1.91x |" in md and "| 5607 | 1562 | 3.59x |" in md
+    assert "16,384 MiB reserved" in md
+    assert (sweep_dir / "results.png").read_bytes().startswith(PNG_MAGIC)
+    assert (sweep_dir / "0" / "result.json").is_file() and (sweep_dir / "1" / "result.json").is_file()
+
+
+# ---- suite mode (rank processes: slower) ------------------------------------------------------------
+
+
+@pytest.mark.dist
+def test_single_configuration_suite_run(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = _harness(["model=deepseek_v32", "layerwise=s2", "suite.tcs=[TC-02]", f"hydra.run.dir={run_dir}"],
+                    tmp_path)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert (result["mode"], result["status"]) == ("suite", "passed")
+    assert result["counts"].get("passed", 0) >= 1 and not result["counts"].get("failed")
+    assert list(result["tcs"]) == ["TC-02"]
+    case = result["tcs"]["TC-02"]["cases"][0]
+    assert (case["model"], case["split_size"], case["outcome"]) == ("deepseek_v32", 2, "passed")
+    measured = result["measured"]["ranks"]
+    assert len(measured) == 4 and all(r["measured_bytes"] == r["estimated_bytes"] for r in measured)
+    assert list((run_dir / "allure-results").glob("*-result.json"))
+    assert "[1/1] model=deepseek_v32 layerwise=s2 suite.tcs=[TC-02]: 1 passed" in proc.stdout
+
+
+@pytest.mark.dist
+def test_failed_job_is_reported_and_the_sweep_exits_non_zero(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    proc = _harness(["-m", "model=deepseek_v32", "layerwise=s2", "suite.tcs=[TC-02]",
+                     "implementation=reference,mutant_max_block_count", f"hydra.sweep.dir={sweep_dir}"], tmp_path)
+    assert proc.returncode == 1, (proc.stdout + proc.stderr)[-3000:]
+    assert "[1/2] implementation=reference: 1 passed" in proc.stdout
+    assert "[2/2] implementation=mutant_max_block_count: FAILED 1 failed" in proc.stdout
+    rows = {r["implementation"]: r for r in csv.DictReader((sweep_dir / "results.csv").open())}
+    assert rows["reference"]["status"] == "passed" and rows["mutant_max_block_count"]["status"] == "failed"
+    assert "| failed |" in (sweep_dir / "results.md").read_text()
+    assert (sweep_dir / "1" / "pytest.log").read_text().count("failed") >= 1
+
+
+def test_layerwise_key_overrides_become_the_equal_option():
+    from harness.app.job import matrix_choices
+
+    choices = {"model": "deepseek_v32", "layerwise": "off", "parallel": "tp4", "implementation": "reference",
+               "hardware": "cpu"}
+    extra = ["layerwise.enable=true", "layerwise.split_size=2", "cache.block_size=64"]
+    axes, rest = matrix_choices(compose_config(extra), choices, extra)
+    assert axes["layerwise"] == "s2" and rest == ["cache.block_size=64"]
+    odd = ["layerwise.enable=false", "layerwise.split_size=2"]  # no shipped option says this: keep the keys
+    axes, rest = matrix_choices(compose_config(odd), choices, odd)
+    assert axes["layerwise"] == "off" and rest == odd
+    par = ["parallel.world_size=8", "parallel.dp_size=2"]
+    axes, rest = matrix_choices(compose_config(par), choices, par)
+    assert axes["parallel"] == "dp2_tp4" and rest == []
