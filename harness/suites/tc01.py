@@ -34,11 +34,17 @@ VARIANT_MODELS = ("deepseek_v32", "qwen3_5_moe")
 
 
 def cases(matrix):
-    out = standard_cases(TC, matrix)
+    return standard_cases(TC, matrix) + variant_cases(TC, matrix)
+
+
+def variant_cases(tc: str, matrix, names=None) -> list:
+    out = []
     for variant, lw, par, extra in VARIANTS:
+        if names is not None and variant not in names:
+            continue
         for model in (m for m in VARIANT_MODELS if m in matrix.models):
             for impl in matrix.implementations:
-                out.append(Case(tc=TC, model=model, layerwise=lw, parallel=par, implementation=impl,
+                out.append(Case(tc=tc, model=model, layerwise=lw, parallel=par, implementation=impl,
                                 hardware=matrix.hardware[0], variant=variant, extra=tuple(matrix.extra) + extra))
     return out
 

@@ -23,7 +23,10 @@ __all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "report_view", "sum
 
 
 def cases(matrix):
-    return standard_cases(TC, matrix)
+    """The standard axes plus TC-01's quantized-cache variants (scale bytes change the estimate)."""
+    from harness.suites.tc01 import variant_cases
+
+    return standard_cases(TC, matrix) + variant_cases(TC, matrix, ("int8", "fp8"))
 
 
 def check(facts: list[dict], run) -> list[str]:

@@ -66,7 +66,13 @@ def cases(matrix) -> list[Case]:
     for model, lw, impl in itertools.product(models, layerwise, matrix.implementations):
         out.append(Case(tc=TC, model=model, layerwise=lw, parallel="tp4", implementation=impl,
                         hardware=BI_V100[0], extra=tuple(matrix.extra)))
+    for impl in matrix.implementations:  # two ranks per card: the master must refuse (HBM)
+        out.append(Case(tc=TC, model=models[0], layerwise="s2", parallel="tp4", implementation=impl,
+                        hardware="cpu", variant="oversubscribed", extra=(OVERSUBSCRIBED, *matrix.extra)))
     return out
+
+
+OVERSUBSCRIBED = "placement=[0,0,1,1]"
 
 
 # ---- rank side --------------------------------------------------------------------------
@@ -204,6 +210,9 @@ def check(facts: list[dict], run) -> list[str]:
     reason = expected_rejection(run)
     if reason:
         return [] if master_error(facts) else [f"master accepted a config the spec rejects ({reason})"]
+    refusal = spec_refuses_cards(run)
+    if refusal:
+        return [] if master_error(facts) else [f"master accepted a placement the spec refuses: {refusal}"]
     if master_error(facts):
         return [f"master rejected a valid config: {master_error(facts)}"]
     plan = plan_of(facts)
@@ -258,6 +267,33 @@ def _check_groups(plan, run) -> list[str]:
 def _code_of(score: tuple[int, int]) -> str:
     tier, value = score
     return {3: "X", 2: f"NV{value}", 0: SAME_CARD}.get(tier) or _PCIE_WORST_FIRST[value]
+
+
+def spec_refuses_cards(run) -> str | None:
+    """Why FEATURE section 4 forbids this placement outright, from the spec's own numbers.
+
+    A lower bound per rank (the smallest split rank's bytes at the spec's block count)
+    is enough: if even that overfills a card's HBM with its reserve, no plan can fit.
+    """
+    where = expected_placement(run)
+    tp, s = oracle.attn_tp_size(run), oracle.split_size(run)
+    for tp_group in oracle.expected_split_groups_consecutive(run.parallel.world_size, run.parallel.dp_size,
+                                                             run.parallel.cp_size, tp):
+        if s > 1 and best_bottleneck(run, where, tp_group, s) is None:
+            return f"TP group {tp_group}: no split grouping keeps each group on distinct cards"
+    hw = run.hardware
+    n_blocks, _ = oracle.expected_block_counts(run, hw.kv_budget_bytes)
+    full = oracle.expected_full_layers(run.model)
+    owner = oracle.expected_owner(full, s)
+    least = min(oracle.expected_rank_bytes(run, n_blocks, [l for l in full if owner[l] == r]) for r in range(s))
+    ranks_on: dict[tuple[int, int], int] = {}
+    for card in where:
+        ranks_on[card] = ranks_on.get(card, 0) + 1
+    for card, count in sorted(ranks_on.items()):
+        if count * (least + hw.reserved_bytes_per_card) > hw.hbm_bytes_per_card:
+            return (f"node {card[0]} card {card[1]} holds {count} ranks: at least {count} x ({least} B KV + "
+                    f"{hw.reserved_bytes_per_card} B reserved) > HBM {hw.hbm_bytes_per_card} B")
+    return None
 
 
 def _check_cards(plan, run) -> list[str]:

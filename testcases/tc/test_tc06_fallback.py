@@ -3,12 +3,9 @@
 import pytest
 
 from harness.suites import tc06 as SUITE
+from harness.suites.execute import run_case
 
 
 def test_tc06(lw_case, lw_run):
-    reason = SUITE.missing_baseline(lw_case.resolved.run)
-    if reason:
-        pytest.skip(reason)
-    facts = lw_run(SUITE.body)
-    problems = SUITE.check(facts, lw_case.resolved.run)
+    problems = run_case(SUITE, lw_case, lw_run, skip=pytest.skip)
     assert not problems, "\n".join(problems)

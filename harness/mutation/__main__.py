@@ -1,0 +1,86 @@
+"""``python -m harness.mutation [--out reports/mutation] [--first] [--mutant NAME ...] [--rows DIR]``
+
+Runs every TC suite against the reference and each mutant on ``conf/matrix/mutation.yaml``,
+prints the kill matrix, and writes ``kill_matrix.md`` and ``kill_matrix.json`` under ``--out``.
+Exit status 0 when the reference passes every case and every mutant is caught, else 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m harness.mutation", description=__doc__.split("\n\n")[1])
+    p.add_argument("--out", default="reports/mutation", help="output folder (default: reports/mutation)")
+    p.add_argument("--first", action="store_true",
+                   help="stop each mutant x TC at its first catching case (faster; counts become lower bounds)")
+    p.add_argument("--mutant", action="append", default=[], metavar="NAME",
+                   help="only these mutants (short name, repeatable); the reference row always runs")
+    p.add_argument("--rows", default=None, metavar="DIR",
+                   help="do not run: assemble the table from per-mutant row files (*.json) that "
+                        "testcases/meta wrote with LW_MUTATION_ROWS=DIR")
+    return p
+
+
+def _load_rows(folder: Path):
+    import json
+
+    from implementations.mutants import MUTANTS
+
+    from harness.mutation.killmatrix import REFERENCE
+    from harness.mutation.render import row_from_json
+
+    order = [REFERENCE, *(cls.name for cls in MUTANTS.values())]
+    rows = [row_from_json(json.loads(p.read_text())) for p in folder.glob("*.json")]
+    return sorted(rows, key=lambda r: order.index(r.implementation) if r.implementation in order else len(order))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from implementations.errors import UserError
+    from implementations.mutants import MUTANTS
+
+    from harness.mutation import killmatrix, render
+
+    unknown = [m for m in args.mutant if m not in MUTANTS]
+    if unknown:
+        print(f"error: --mutant {unknown[0]!r}: allowed: {', '.join(MUTANTS)}", file=sys.stderr)
+        return 2
+    start = time.perf_counter()
+    if args.rows:
+        rows = _load_rows(Path(args.rows))
+        if not rows:
+            print(f"error: --rows {args.rows}: no row files (*.json) there", file=sys.stderr)
+            return 2
+    else:
+        try:
+            matrix = killmatrix.load()
+        except UserError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        rows = []
+        for name in (killmatrix.REFERENCE, *(args.mutant or MUTANTS)):
+            rows.append(killmatrix.row(name, matrix=matrix, stop_at_first=args.first))
+            r = rows[-1]
+            print(f"[{time.perf_counter() - start:6.1f}s] {r.implementation}: caught by "
+                  f"{', '.join(r.caught_by) or 'none'} ({r.seconds:.1f}s)", file=sys.stderr)
+    elapsed = time.perf_counter() - start
+    text = render.markdown(rows) + f"\nWall time: {elapsed:.1f} s ({'first catch' if args.first else 'every case'}).\n"
+    print(text)
+    out = Path(args.out)
+    render.write_atomic(out / "kill_matrix.md", text)
+    render.write_json(out / "kill_matrix.json", render.to_json(
+        rows, matrix=killmatrix.MATRIX, stop_at_first=args.first, wall_s=round(elapsed, 2)))
+    print(f"wrote {out / 'kill_matrix.md'} and {out / 'kill_matrix.json'}", file=sys.stderr)
+    reference_ok = all(o.verdict == "pass" for r in rows if r.implementation == killmatrix.REFERENCE
+                       for c in r.cells.values() for o in c.outcomes)
+    all_caught = all(r.caught_by for r in rows if r.implementation != killmatrix.REFERENCE)
+    return 0 if reference_ok and all_caught else 1
+
+
+if __name__ == "__main__":  # the rank pools' forkserver imports this module as __mp_main__
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""How one case of a TC runs: the call convention every TC test and the mutation self-test share.
+
+``run_body(body, *args, world_size=None) -> facts`` runs a rank body on a pool (the
+``lw_run`` fixture in pytest, ``pool_runner`` outside it). A suite may add hooks:
+``missing_baseline(run)`` (a reason to skip), ``separate_draft(case)`` (an extra body
+argument) and ``world_size(case)`` (processes beyond the plan's world).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NoReturn
+
+from harness.dist import RankSkip, get_pool
+
+RunBody = Callable[..., list]
+
+
+def _raise_skip(reason: str) -> NoReturn:
+    raise RankSkip(reason)
+
+
+def run_case(suite, case, run_body: RunBody, *, skip: Callable[[str], Any] = _raise_skip) -> list[str]:
+    """Run ``case`` of ``suite`` and return its problems (empty: pass).
+
+    ``skip(reason)`` is called for a case with nothing to compare with (pytest passes
+    ``pytest.skip``; the default raises RankSkip). Rank failures propagate.
+    """
+    resolved = case.resolved
+    missing = getattr(suite, "missing_baseline", None)
+    reason = missing(resolved.run) if missing else None
+    if reason:
+        skip(reason)
+        return []
+    args = (suite.separate_draft(case),) if hasattr(suite, "separate_draft") else ()
+    world_size = suite.world_size(case) if hasattr(suite, "world_size") else None
+    facts = run_body(suite.body, *args, world_size=world_size)
+    return suite.check(facts, resolved.run)
+
+
+def pool_runner(case, pool_getter: Callable[..., Any] = get_pool) -> RunBody:
+    """``run_body`` for ``case`` on pools from ``pool_getter`` (as ``lw_run`` does, without pytest)."""
+    resolved = case.resolved
+
+    def run_body(body, *args, world_size=None):
+        pool = pool_getter(world_size or resolved.world_size, resolved.backend, timeout_s=resolved.timeout_s)
+        return pool.run(body, resolved.run, resolved.impl_cfg, *args)
+
+    return run_body

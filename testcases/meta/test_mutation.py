@@ -1,0 +1,90 @@
+"""Mutation self-test (issue 5): the TC suites catch the mutants, and the reference passes them all.
+
+Runs on the reduced matrix ``conf/matrix/mutation.yaml`` through ``harness.mutation.killmatrix``
+(the TC modules' own cases, bodies and checks, on this worker's rank pools). "Caught" means
+what fails the pytest test: a case with problems or a failure. Each test computes its own
+row, so the tests run in parallel under xdist; ``python -m harness.mutation`` builds the whole
+table (or ``--rows DIR`` from the row files written here when ``LW_MUTATION_ROWS=DIR``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from harness.mutation import killmatrix, render
+from harness.suites.matrix import TC_IDS
+from implementations.mutants import MUTANTS
+
+pytestmark = pytest.mark.meta
+
+KNOWN_GAPS: dict[str, str] = {}
+"""Mutants no TC catches yet, with the missing case. Strict xfail: closing the gap turns the
+test XPASS, which fails until the entry is removed."""
+
+
+def _publish(r: killmatrix.Row) -> None:
+    """Attach the row to Allure; also write it to $LW_MUTATION_ROWS/<implementation>.json if set."""
+    text = render.markdown([r], title=f"Kill matrix row: {r.implementation}")
+    try:
+        import allure
+
+        allure.attach(text, name=f"kill matrix row {r.implementation}", attachment_type="text/markdown",
+                      extension="md")
+    except ImportError:  # allure-pytest is a dev dependency; the assertion does not need it
+        pass
+    folder = os.environ.get("LW_MUTATION_ROWS")
+    if folder:
+        render.write_json(Path(folder) / f"{r.implementation}.json", render.to_json([r])["rows"][0])
+
+
+def _describe(r: killmatrix.Row) -> str:
+    return render.markdown([r], title=r.implementation)
+
+
+@pytest.mark.parametrize("name", list(MUTANTS), ids=list(MUTANTS))
+def test_mutant_is_caught(name, request):
+    """Caught by every TC its ``expected_catchers`` names (so by at least one)."""
+    if name in KNOWN_GAPS:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[name]))
+    expected = MUTANTS[name].expected_catchers
+    # Predicted catchers first, each up to its first catching case: the cheap path when all hold.
+    r = killmatrix.row(name, tcs=expected, stop_at_first=True)
+    missed = [tc for tc in expected if not r.cells[tc].caught]
+    if missed:  # find out who else catches it, for the message
+        rest = killmatrix.row(name, tcs=[tc for tc in TC_IDS if tc not in expected], stop_at_first=True)
+        r = killmatrix.Row(implementation=r.implementation, cells={**r.cells, **rest.cells},
+                           component=r.component, rule=r.rule, expected_catchers=r.expected_catchers)
+    _publish(r)
+    assert r.caught_by, f"mutant {name} survives every TC ({MUTANTS[name].rule})\n{_describe(r)}"
+    assert not missed, (f"mutant {name} is not caught by {', '.join(missed)} although expected_catchers "
+                        f"names it; caught by {', '.join(r.caught_by)}\n{_describe(r)}")
+
+
+def test_reference_passes_every_case():
+    """The control: without it, "caught" would mean nothing."""
+    r = killmatrix.row(killmatrix.REFERENCE, stop_at_first=False)
+    _publish(r)
+    ran = [o for c in r.cells.values() for o in c.outcomes]
+    assert len(ran) == sum(c.total_cases for c in r.cells.values()) and ran, "every case must run"
+    bad = [f"{tc} [{o.case_id}] {o.verdict}: {o.detail}" for tc, c in r.cells.items() for o in c.outcomes
+           if o.verdict != killmatrix.PASS]
+    assert not bad, "the reference does not pass the mutation matrix:\n" + "\n".join(bad)
+    assert set(r.cells) == set(TC_IDS) and all(c.total_cases for c in r.cells.values()), \
+        f"every TC needs cases on the mutation matrix: {[(tc, c.total_cases) for tc, c in r.cells.items()]}"
+
+
+@pytest.mark.parametrize("tc", TC_IDS)
+def test_every_tc_catches_a_mutant(tc):
+    """No toothless suite: each TC fails on at least one mutant (tried predicted ones first)."""
+    predicted = [n for n, cls in MUTANTS.items() if tc in cls.expected_catchers and n not in KNOWN_GAPS]
+    others = [n for n in MUTANTS if n not in predicted]
+    tried = []
+    for name in predicted + others:
+        cell = killmatrix.evaluate(killmatrix.implementation_option(name), tc, stop_at_first=True)
+        tried.append(f"{name}: {cell.kills}/{len(cell.outcomes)}")
+        if cell.caught:
+            return
+    pytest.fail(f"{tc} catches no mutant ({'; '.join(tried)})")
