@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -36,6 +37,7 @@ def pytest_addoption(parser) -> None:
     )
 
 
+@pytest.hookimpl(tryfirst=True)  # before allure's, which creates --alluredir (a traceback when it cannot)
 def pytest_configure(config) -> None:
     for name, text in (("L1", "level 1 of the seed test plan"), ("L2", "level 2 of the seed test plan")):
         config.addinivalue_line("markers", f"{name}: {text}")
@@ -52,7 +54,9 @@ def pytest_configure(config) -> None:
         overrides.append(f"runner.timeout_s={config.getoption('lw_timeout')}")
     try:
         config.stash[_MATRIX_KEY] = load_matrix(config.getoption("lw_matrix"), overrides)
-        _check_extra_overrides(config.stash[_MATRIX_KEY])
+        if not hasattr(config, "workerinput"):  # the controller checks once for every xdist worker
+            _check_options(config)
+            _check_extra_overrides(config.stash[_MATRIX_KEY])
     except UserError as exc:
         raise pytest.UsageError(f"error: {exc}") from None
     from harness.dist import registry
@@ -83,13 +87,66 @@ def _write_allure_meta(alluredir: str, matrix) -> None:
     )
 
 
+def _check_options(config) -> None:
+    """Output paths must be writable and the timeout positive: a usage error now, not a traceback later."""
+    from harness.app.validate import check_writable
+    from harness.dist.backend import check_seconds
+
+    if config.getoption("lw_timeout") is not None:
+        check_seconds("--lw-timeout", config.getoption("lw_timeout"))
+    alluredir = getattr(config.option, "allure_report_dir", None)
+    if alluredir:
+        check_writable(Path(alluredir), "--alluredir")
+    results = config.getoption("lw_results")
+    if results:
+        check_writable(Path(results).absolute().parent, "--lw-results", results)
+
+
+RUNNER_KEYS = ("runner.", "report.")
+"""Key overrides that change how cases run, not what they plan."""
+
+
 def _check_extra_overrides(matrix) -> None:
-    """Compose once with the key overrides so a misspelled key fails at start-up, not per case."""
+    """Compose the key overrides with every combination of the matrix axes and plan it with the reference.
+
+    A mistake (misspelled key, wrong type, a split size that does not divide the
+    attention TP size, a budget below one block) is then one usage error at start-up
+    naming the combination, not a failure in every case. A rejection the spec expects
+    (FEATURE section 3: split with cp, host cache, an unsupported model, ...) is left
+    to the TCs, which check that the implementation under test refuses it.
+    """
     if not matrix.extra:
         return
-    from harness.config.compose import compose_config
+    from itertools import product
 
-    compose_config(list(matrix.extra))
+    from implementations.errors import ConfigError, UserError
+    from implementations.reference import ReferenceImplementation
+
+    from harness.dist.backend import BACKENDS, check_seconds
+    from harness.suites.case import Case
+
+    planned = [o for o in matrix.extra if not o.lstrip("+~").startswith(RUNNER_KEYS)]
+    combos = product(matrix.hardware, matrix.models, matrix.layerwise, matrix.parallel) if planned else [
+        (matrix.hardware[0], matrix.models[0], matrix.layerwise[0], matrix.parallel[0])]
+    reference = ReferenceImplementation()
+    for hardware, model, layerwise, parallel in combos:
+        case = Case(tc="", model=model, layerwise=layerwise, parallel=parallel, hardware=hardware,
+                    implementation=matrix.implementations[0], extra=tuple(matrix.extra))
+        resolved = case.resolved  # composes: unknown keys, wrong types, malformed overrides
+        if resolved.backend not in BACKENDS:
+            raise ConfigError("runner.backend", resolved.backend, f"one of {', '.join(BACKENDS)}")
+        check_seconds("runner.timeout_s", resolved.timeout_s)
+        if not planned:
+            return
+        try:
+            reference.plan(resolved.run)
+        except UserError as exc:
+            from harness.suites.common import expected_rejection  # imports torch: only when needed
+
+            if expected_rejection(resolved.run) is None:
+                exc.args = (f"{exc} (with model={model} layerwise={layerwise} parallel={parallel} "
+                            f"hardware={hardware} and {' '.join(planned)})",)
+                raise
 
 
 def pytest_generate_tests(metafunc) -> None:

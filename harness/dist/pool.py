@@ -20,6 +20,7 @@ import contextlib
 import multiprocessing
 import multiprocessing.connection as mp_connection
 import os
+import re
 import shutil
 import signal
 import threading
@@ -281,7 +282,9 @@ class RankPool:
         # A dead rank is always a root cause; peers then raise connection errors, so it goes first.
         for label, group in (("exited", exits), ("raised", raised)):
             if group:
-                summary.append(f"rank{'s' if len(group) > 1 else ''} {_ranks(group)} {label}")
+                # The root cause's own words on the first line: exit codes; the exception when no rank died.
+                why = _root_cause(label, group) if label == "exited" or not exits else ""
+                summary.append(f"rank{'s' if len(group) > 1 else ''} {_ranks(group)} {label}{why}")
                 sections += [f"--- rank {r} {label} ---\n{group[r].rstrip()}" for r in sorted(group)]
         if checks:
             last_line = next(iter(checks.values())).rstrip().splitlines()[-1]
@@ -294,6 +297,7 @@ class RankPool:
         every = {**{r: t for r, (_, t) in errors.items() if r not in skips}, **{r: stacks.get(r, "") for r in pending}}
         if not errors:
             msg = f"{head} did not finish within {limit_s:g} s; unfinished ranks: {_ranks(pending)}"
+            msg += _where_stuck(stacks)
             return RankTimeout(msg + "\n" + "\n".join(sections), rank_errors=every, pool_rebuilt=True)
         msg = f"{head} failed: " + "; ".join(summary)
         sections.append(
@@ -435,6 +439,48 @@ atexit.register(close_live_pools)
 
 def _ranks(ranks: Any) -> str:
     return ", ".join(str(r) for r in sorted(ranks))
+
+
+def _root_cause(label: str, group: dict[int, str]) -> str:
+    """`` (exit code 3)`` for exits; ``: ValueError: ...`` (lowest rank's exception line) for raises."""
+    if label == "exited":
+        codes = {r: t.splitlines()[0].split(") ", 1)[-1] for r, t in group.items() if t.strip()}
+        if len(codes) == 1 and len(group) == 1:
+            return f" ({next(iter(codes.values()))})"
+        return " (" + "; ".join(f"rank {r}: {c}" for r, c in sorted(codes.items())) + ")" if codes else ""
+    lines = group[min(group)].rstrip().splitlines()
+    last = lines[-1].strip() if lines else ""
+    return f": {last[:200]}" if last else ""
+
+
+def _where_stuck(stacks: dict[int, str]) -> str:
+    """`` (rank 3 at faulty.py:127 in _sleep_forever; ranks 0, 1, 2 at ...)``: the body's innermost frame.
+
+    Names the hung rank on the summary line: peers waiting in a collective show a
+    torch.distributed frame, the culprit shows its own.
+    """
+    by_frame: dict[str, list[int]] = {}
+    for rank, text in stacks.items():
+        frame = _body_frame(text)
+        if frame:
+            by_frame.setdefault(frame, []).append(rank)
+    if not by_frame:
+        return ""
+    parts = sorted((sorted(r), f) for f, r in by_frame.items())
+    return " (" + "; ".join(f"rank{'s' if len(r) > 1 else ''} {_ranks(r)} at {f}" for r, f in parts) + ")"
+
+
+def _body_frame(stack: str) -> str | None:
+    """Innermost frame of the thread running the body (the one through ``rank_main.serve``)."""
+    for block in stack.split("\n\n"):
+        frames = [line.strip() for line in block.splitlines() if line.strip().startswith("File ")]
+        if any("rank_main.py" in f and f.endswith(" in serve") for f in frames):
+            match = _FRAME_RE.match(frames[0])
+            return f"{os.path.basename(match.group(1))}:{match.group(2)} in {match.group(3)}" if match else frames[0]
+    return None
+
+
+_FRAME_RE = re.compile(r'File "(.+)", line (\d+) in (\S+)')
 
 
 def _cpu_ticks(pid: int) -> int | None:

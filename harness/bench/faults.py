@@ -1,0 +1,158 @@
+"""Time to detect each injected fault, whether the pool recovers, and what is left behind.
+
+    python -m harness.bench.faults [--timeout 8] [--cases fault_raise fault_hang ...] [--json PATH]
+
+Each fault case is an implementation option (``conf/implementation/fault_*.yaml``:
+the reference misbehaving on one rank) run through TC-01's body on a warm pool of
+real rank processes, as ``pytest --lw-override implementation=fault_*`` runs it.
+Per case: how it was detected (``broken``: the runner raised RankFailure /
+RankTimeout; ``failed``: TC-01's check found the problem; ``passed``: missed) with
+the reason's first line, the seconds from sending the work to the verdict (the pool
+is started first, so a rebuild is not counted), the timeout in force, the ranks of
+the failed generation still alive afterwards, and whether the next run (the
+reference, same world size) passes. Last, after every pool is closed, the
+processes that carry this run's tag other than this one and its forkserver.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import uuid
+
+TAG_ENV = "LWSPLIT_RUN_TAG"
+CASES = (
+    "fault_raise", "fault_raise_master", "fault_exit", "fault_crash", "fault_hang", "fault_layout", "fault_overalloc",
+)
+BASE = ("model=deepseek_v32", "layerwise=s2", "parallel=tp4", "hardware=cpu", "draft=none")
+
+
+def overrides(implementation: str, timeout_s: float) -> tuple[str, ...]:
+    return BASE + (f"implementation={implementation}", f"runner.timeout_s={timeout_s}")
+
+
+def run_case(implementation: str, timeout_s: float) -> dict:
+    """One run of TC-01's body on the shared pool; the verdict as pytest would give it."""
+    from harness.dist import RankFailure, get_pool
+    from harness.suites import tc01
+    from harness.suites.case import resolve
+
+    resolved = resolve(overrides(implementation, timeout_s))
+    pool = get_pool(resolved.world_size, resolved.backend, timeout_s=timeout_s)
+    pool.start()
+    pids, generation = pool.pids, pool.generation
+    start = time.perf_counter()
+    try:
+        facts = pool.run(tc01.body, resolved.run, resolved.impl_cfg)
+    except RankFailure as exc:
+        outcome, reason = "broken", _summary(str(exc).splitlines()[0])
+    else:
+        problems = tc01.check(facts, resolved.run)
+        outcome, reason = ("failed", problems[0]) if problems else ("passed", "")
+    detect_s = time.perf_counter() - start
+    live = set(pool.pids) if pool.generation == generation else set()
+    left = [pid for pid in pids if pid not in live and _alive(pid)]
+    return {"case": implementation, "outcome": outcome, "reason": reason, "detect_s": round(detect_s, 3),
+            "timeout_s": timeout_s, "left": len(left), "rebuilt": pool.generation != generation or not pool.started}
+
+
+def _summary(line: str) -> str:
+    """The runner's first line without its head (``<body> on 4 ranks (gloo, pool generation 3)``)."""
+    for marker in (" failed: ", " did not finish "):
+        if marker in line:
+            return line.split(marker, 1)[1] if marker == " failed: " else "did not finish " + line.split(marker, 1)[1]
+    return line
+
+
+def recovered(timeout_s: float) -> tuple[bool, float]:
+    """Does the reference pass on the same pool right after a fault? (and the seconds, rebuild included)"""
+    start = time.perf_counter()
+    result = run_case("reference", timeout_s)
+    return result["outcome"] == "passed", round(time.perf_counter() - start, 3)
+
+
+def leftovers(tag: str) -> list[int]:
+    """Processes carrying ``tag`` in their environment, other than this one and the multiprocessing
+    helpers it keeps until it exits (forkserver, resource tracker)."""
+    from multiprocessing import forkserver, resource_tracker
+
+    mine = {os.getpid(), getattr(forkserver._forkserver, "_forkserver_pid", None),
+            getattr(resource_tracker._resource_tracker, "_pid", None)}
+    return [pid for pid in tagged(tag) if pid not in mine]
+
+
+def tagged(tag: str) -> list[int]:
+    needle = f"{TAG_ENV}={tag}".encode()
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                if needle in fh.read().split(b"\0"):
+                    out.append(int(name))
+        except OSError:
+            continue
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+def table(rows: list[dict]) -> str:
+    lines = [
+        "| fault case | detected as | reason (first line) | time to detect (s) | timeout (s) | ranks left | "
+        "next run passes (s) |",
+        "| --- | --- | --- | ---: | ---: | ---: | --- |",
+    ]
+    for r in rows:
+        reason = r["reason"] if len(r["reason"]) <= 200 else r["reason"][:197] + "..."
+        lines.append(f"| {r['case']} | {r['outcome']} | {reason.replace('|', '/')} | {r['detect_s']:.2f} | "
+                     f"{r['timeout_s']:g} | {r['left']} | {'yes' if r['recovered'] else 'NO'} ({r['recover_s']:.2f}) |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.bench.faults", description=__doc__.splitlines()[0])
+    parser.add_argument("--timeout", type=float, default=8.0, help="runner.timeout_s for every case (default 8)")
+    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES, metavar="CASE",
+                        help=f"fault cases (default all: {' '.join(CASES)})")
+    parser.add_argument("--json", help="also write the rows as JSON here")
+    args = parser.parse_args(argv)
+    tag = os.environ.setdefault(TAG_ENV, f"bench-faults-{uuid.uuid4().hex[:8]}")  # inherited by every rank
+
+    from harness.dist import close_all
+
+    run_case("reference", args.timeout)  # warm: forkserver and first pool start are not a fault's cost
+    rows = []
+    for case in args.cases:
+        row = run_case(case, args.timeout)
+        row["recovered"], row["recover_s"] = recovered(args.timeout)
+        rows.append(row)
+        print(f"{case}: {row['outcome']} in {row['detect_s']:.2f} s", file=sys.stderr, flush=True)
+    close_all()
+    deadline = time.monotonic() + 5.0
+    left = leftovers(tag)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = leftovers(tag)
+    print(table(rows))
+    missed = [r["case"] for r in rows if r["outcome"] == "passed"]
+    print(f"\n{len(rows)} fault cases, {len(rows) - len(missed)} detected; load average "
+          f"{os.getloadavg()[0]:.1f}; processes left after closing every pool: {len(left)} {left or ''}")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump({"rows": rows, "left_after_close": left}, fh, indent=2)
+    return 1 if missed or left or any(r["left"] or not r["recovered"] for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,241 @@
+"""Bad input, end to end: one clear error line, a non-zero exit, no traceback, nothing written.
+
+Each row of ``ROWS`` is one user mistake, spelled for each entry point it applies to:
+``python -m harness.plan`` (its ``main`` in-process for every row, plus a few real
+subprocesses), ``python -m harness`` and ``pytest`` with ``--lw-override`` / options
+(subprocesses, run in an empty directory that must stay empty). The error line must
+name the field and something that is allowed.
+
+What counts as a mistake per entry point: everything the config schema or the
+startup rules refuse. The FEATURE section 3 rules for an *active* split (unsupported
+model, cp, KV split, host cache, sleep mode, xtensor) are mistakes for the plan
+command only; through pytest and ``python -m harness`` (suite mode) they are test
+inputs: the TCs check that the implementation under test refuses them
+(``harness.suites.common.expected_rejection``), see ``test_spec_rejections_are_test_inputs``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from harness import plan as plan_cli
+
+pytestmark = pytest.mark.meta
+
+REPO = Path(__file__).resolve().parents[2]
+TC01 = str(REPO / "testcases" / "tc" / "test_tc01_allocation.py")
+NARROW = ("--lw-override", "model=deepseek_v32", "--lw-override", "layerwise=s2", "--lw-override", "parallel=tp4",
+          "--lw-override", "implementation=reference")
+UNWRITABLE = "/proc/lwsplit-no-such-dir/results"  # /proc refuses new entries, even to root
+
+
+@dataclass(frozen=True)
+class Bad:
+    """One mistake. ``field`` and ``allowed`` must both appear in the error line."""
+
+    id: str
+    field: str
+    allowed: str
+    plan: tuple[str, ...] | None = None
+    harness: tuple[str, ...] | None = None
+    pytest: tuple[str, ...] | None = None
+
+
+def _same(*overrides: str, pytest_too: bool = True) -> dict:
+    """The same Hydra overrides for the plan command, ``python -m harness`` and (as --lw-override) pytest."""
+    lw = tuple(a for o in overrides for a in ("--lw-override", o))
+    return {"plan": overrides, "harness": overrides, "pytest": lw if pytest_too else None}
+
+
+ROWS = (
+    # config groups: unknown options
+    Bad("unknown-model", "model", "deepseek_v32", **_same("model=gpt5")),
+    Bad("unknown-hardware", "hardware", "bi_v100", **_same("hardware=h100")),
+    Bad("unknown-parallel", "parallel", "tp4", **_same("parallel=tp3")),
+    Bad("unknown-layerwise", "layerwise", "s2", **_same("layerwise=s3")),
+    Bad("unknown-implementation", "implementation", "reference", **_same("implementation=nope")),
+    Bad("unknown-draft", "draft", "deepseek_mtp", **_same("draft=eagle")),
+    # keys and types
+    Bad("misspelled-key", "layerwise.spilt_size", "split_size", **_same("layerwise.spilt_size=2")),
+    Bad("nonexistent-key", "cache.colour", "block_size", **_same("cache.colour=red")),
+    Bad("appended-unknown-key", "cache.colour", "block_size", **_same("+cache.colour=red")),
+    Bad("split-size-word", "layerwise.split_size", "int", **_same("layerwise.split_size=two")),
+    Bad("block-size-float", "cache.block_size", "int", **_same("cache.block_size=1.5")),
+    Bad("enable-not-bool", "layerwise.enable", "bool", **_same("layerwise.enable=maybe")),
+    # startup rules that hold whatever the TC (FEATURE section 3, first two bullets)
+    Bad("split-size-0", "layerwise.split_size", ">= 1", **_same("layerwise.split_size=0")),
+    Bad("split-size-negative", "layerwise.split_size", ">= 1", **_same("layerwise.split_size=-1")),
+    Bad("split-3-tp-4", "layerwise.split_size", "divisor of attention tp 4", **_same("layerwise.split_size=3")),
+    Bad("split-8-tp-4", "layerwise.split_size", "divisor of attention tp 4", **_same("layerwise.split_size=8")),
+    Bad("world-not-dp-cp-multiple", "parallel.world_size", "multiple of parallel.dp_size * parallel.cp_size",
+        **_same("parallel.dp_size=3")),
+    Bad("budget-below-one-block", "hardware.reserved", "a budget holding one block",
+        **_same("hardware.reserved_mib_per_card=511")),
+    Bad("reserve-above-hbm", "hardware.reserved_mib_per_card", "at most hardware.hbm_mib_per_card",
+        **_same("hardware.reserved_mib_per_card=600")),
+    Bad("unknown-kv-dtype", "cache.kv_cache_dtype", "fp8_e4m3", **_same("cache.kv_cache_dtype=fp4")),
+    Bad("block-size-0", "cache.block_size", ">= 1", **_same("cache.block_size=0")),
+    # FEATURE section 3 rules for an active split: a mistake for the plan command (see the module docstring)
+    Bad("unsupported-model-split", "model", "supports layerwise split", plan=("model=llama3_8b", "layerwise=s2")),
+    Bad("cp-with-split", "parallel.cp_size", "context parallel is not supported", plan=("layerwise=s2", "parallel=dp2_tp4", "parallel.dp_size=1",
+                                                         "parallel.cp_size=2")),
+    Bad("kv-split-with-split", "parallel.kv_split_size", "KV split is not supported", plan=("layerwise=s2", "parallel.kv_split_size=2")),
+    Bad("host-cache-with-split", "cache.host_blocks_factor", "<= 1", plan=("layerwise=s2", "cache.host_blocks_factor=2")),
+    Bad("sleep-mode-with-split", "cache.enable_sleep_mode", "false", plan=("layerwise=s2", "cache.enable_sleep_mode=true")),
+    Bad("xtensor-with-split", "cache.enable_xtensor", "false", plan=("layerwise=s2", "cache.enable_xtensor=true")),
+    # override syntax and sweeps
+    Bad("malformed-override", "layerwise.split_size=[2", "key=value", plan=("layerwise.split_size=[2",),
+        harness=("layerwise.split_size=[2",)),
+    Bad("malformed-lw-override", "--lw-override", "key=value", pytest=("--lw-override", "=2")),
+    Bad("empty-sweep", "model", "deepseek_v32", harness=("model=",)),
+    Bad("empty-axis", "model", "at least one value", pytest=("--lw-override", "model=")),
+    Bad("sweep-without-multirun", "model", "-m", plan=("model=deepseek_v3,qwen3_5_moe",),
+        harness=("model=deepseek_v3,qwen3_5_moe",)),
+    Bad("unknown-tc", "tc", "TC-01", pytest=("--lw-override", "tc=TC-09")),
+    Bad("unknown-suite-tc", "suite.tcs", "TC-01", harness=("suite.tcs=[TC-09]",)),
+    Bad("unknown-mode", "mode", "plan", harness=("mode=dry",)),
+    # command-line options
+    Bad("bad-lw-matrix", "matrix", "ci", pytest=("--lw-matrix", "nightly")),
+    Bad("bad-lw-backend", "--lw-backend", "gloo", pytest=("--lw-backend", "mpi")),
+    Bad("bad-runner-backend", "runner.backend", "gloo", harness=("runner.backend=mpi",),
+        pytest=("--lw-override", "runner.backend=mpi")),
+    Bad("bad-lw-timeout", "--lw-timeout", "> 0", pytest=("--lw-timeout", "0")),
+    Bad("bad-gflags", "layerwise_split_size", "whole number", plan=("--gflags", "--layerwise_split_size=two")),
+    Bad("missing-parallel-config", "--parallel-config", "readable JSON",
+        plan=("--parallel-config", "/nonexistent/parallel_config.json")),
+    # model_path (a local config.json)
+    Bad("model-path-missing", "model_path", "config.json", **_same("model_path=/nonexistent/config.json")),
+    Bad("model-path-invalid-json", "model_path", "JSON", **_same("model_path={inputs}/broken/config.json")),
+    Bad("model-path-missing-field", "num_hidden_layers", "int", **_same("model_path={inputs}/no_layers/config.json")),
+    # where results go
+    Bad("unwritable-results-dir", "report.results_dir", "writable directory",
+        harness=(f"report.results_dir={UNWRITABLE}",)),
+    Bad("unwritable-alluredir", "--alluredir", "writable directory", pytest=("--alluredir", UNWRITABLE)),
+    Bad("unwritable-lw-results", "--lw-results", "writable directory", pytest=("--lw-results", f"{UNWRITABLE}/r.jsonl")),
+)
+SUBPROCESS_PLAN_ROWS = ("unknown-model", "split-3-tp-4", "model-path-invalid-json", "bad-gflags")
+"""Rows also run as a real ``python -m harness.plan`` process (the rest call its main in-process)."""
+
+
+APP_PLAN_GAP = (
+    "split-size-0", "split-size-negative", "split-3-tp-4", "split-8-tp-4", "world-not-dp-cp-multiple",
+    "budget-below-one-block", "unknown-kv-dtype", "block-size-0", "bad-runner-backend",
+)
+"""Mistakes ``python -m harness`` only finds inside the job: its pre-run check (harness.app.validate) composes
+and builds the run spec but does not plan, so the job's pytest reports the usage error (exit 1, a run
+directory written). Strict xfail: a fix in the app turns these into XPASS, which fails until removed."""
+
+
+def _rows(entry: str) -> list:
+    out = []
+    for row in ROWS:
+        if getattr(row, entry) is None:
+            continue
+        marks = ()
+        if entry == "harness" and row.id in APP_PLAN_GAP:
+            marks = pytest.mark.xfail(strict=True, reason="python -m harness does not plan before the job runs: "
+                                      "exit 1 and a run directory instead of exit 2 and nothing written")
+        out.append(pytest.param(row, id=row.id, marks=marks))
+    return out
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> Path:
+    """Bad model files: invalid JSON; valid JSON without the layer count."""
+    root = tmp_path_factory.mktemp("bad-inputs")
+    (root / "broken").mkdir()
+    (root / "broken" / "config.json").write_text('{"model_type": "deepseek_v3", "num_hidden_layers": ')
+    (root / "no_layers").mkdir()
+    (root / "no_layers" / "config.json").write_text(json.dumps({"model_type": "deepseek_v3", "kv_lora_rank": 512}))
+    return root
+
+
+def _args(args: tuple[str, ...], inputs: Path) -> list[str]:
+    return [a.replace("{inputs}", str(inputs)) for a in args]
+
+
+def _error_line(output: str, row: Bad) -> str:
+    assert "Traceback" not in output and "INTERNALERROR" not in output, output[-3000:]
+    lines = [line for line in output.splitlines() if "error:" in line]
+    assert len(lines) == 1, f"want exactly one error line, got {len(lines)}:\n{output[-3000:]}"
+    line = lines[0]
+    assert row.field in line, f"{row.field!r} not named in: {line}"
+    assert row.allowed in line, f"{row.allowed!r} (what is allowed) not in: {line}"
+    return line
+
+
+def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LWSPLIT_"))}
+    return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, timeout=180, env=env)
+
+
+def test_table_size():
+    assert len(ROWS) >= 25
+    assert len({row.id for row in ROWS}) == len(ROWS)
+    for entry in ("plan", "harness", "pytest"):
+        assert len(_rows(entry)) >= 15, entry
+
+
+@pytest.mark.parametrize("row", _rows("plan"))
+def test_plan_command(row, inputs, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        plan_cli.main(_args(row.plan, inputs))
+    out, err = capsys.readouterr()
+    assert exit_info.value.code == 2
+    assert out == ""
+    assert len(err.splitlines()) == 1
+    assert err.startswith("error: ")
+    _error_line(err, row)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("row", [r for r in _rows("plan") if r.values[0].id in SUBPROCESS_PLAN_ROWS])
+def test_plan_command_process(row, inputs, tmp_path):
+    proc = _run([sys.executable, "-m", "harness.plan", *_args(row.plan, inputs)], tmp_path)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.stdout == ""
+    assert len(proc.stderr.splitlines()) == 1
+    _error_line(proc.stderr, row)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("row", _rows("harness"))
+def test_harness_app(row, inputs, tmp_path):
+    """``python -m harness``, run where its default results directory (./reports) would land."""
+    proc = _run([sys.executable, "-m", "harness", *_args(row.harness, inputs)], tmp_path)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 2, output[-3000:]
+    _error_line(output, row)
+    assert list(tmp_path.iterdir()) == [], "a rejected command must write nothing"
+
+
+@pytest.mark.parametrize("row", _rows("pytest"))
+def test_pytest_entry(row, inputs, tmp_path):
+    """pytest with the TC-01 suite narrowed to one configuration, plus the mistake: a usage error (exit 4)."""
+    argv = [sys.executable, "-m", "pytest", TC01, *NARROW, *_args(row.pytest, inputs), "-q", "-p", "no:cacheprovider",
+            "-p", "no:randomly"]
+    proc = _run(argv, tmp_path)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 4, output[-3000:]
+    _error_line(output, row)
+    assert "passed" not in output and "failed" not in output  # nothing ran
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_spec_rejections_are_test_inputs(tmp_path):
+    """Through pytest, a config the spec refuses (xtensor with split; llama3_8b does not support split) is
+    what TC-01 checks the implementation refuses: the reference refuses it, so every case passes."""
+    argv = [sys.executable, "-m", "pytest", TC01, "--lw-override", "model=llama3_8b,deepseek_v32",
+            "--lw-override", "layerwise=s2", "--lw-override", "parallel=tp4", "--lw-override", "implementation=reference",
+            "--lw-override", "cache.enable_xtensor=true", "-q", "-p", "no:cacheprovider", "-k", "not cp2"]
+    proc = _run(argv, tmp_path)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert "5 passed" in proc.stdout  # llama3_8b: 1 case; deepseek_v32: the plain case and 3 variants
