@@ -21,6 +21,7 @@ from typing import Optional, Sequence
 
 from implementations.errors import ConfigError
 
+BACKENDS = ("auto", "gloo", "nccl")
 MODES = ("suite", "plan")
 APP_GROUPS = ("suite", "mode", "launcher")
 """Config groups of this app: ``harness.config.errors`` does not list their options, so they are checked here."""
@@ -164,8 +165,36 @@ def check_config(overrides: list[str]) -> None:
 
     cfg = compose_config(overrides)
     check_app_config(cfg)
-    build_run_spec(cfg)
+    run = build_run_spec(cfg)
     build_implementation(cfg)
+    check_runner(cfg)
+    check_plannable(run)
+
+
+def check_runner(cfg) -> None:
+    from harness.dist.backend import check_seconds
+
+    if cfg.runner.backend not in BACKENDS:
+        raise ConfigError("runner.backend", cfg.runner.backend, f"allowed: {', '.join(BACKENDS)}")
+    check_seconds("runner.timeout_s", cfg.runner.timeout_s)
+
+
+def check_plannable(run) -> None:
+    """Plan with the reference (the spec's rules): a user mistake fails here, before any job.
+
+    The startup rules an active split must refuse (unsupported model, cp, KV split,
+    host cache, sleep mode, xtensor) are test inputs, not mistakes: the TCs check that
+    the implementation under test refuses them, and plan mode reports them as rejected.
+    """
+    from harness.suites.common import expected_rejection
+    from implementations.errors import UserError
+    from implementations.reference import ReferenceImplementation
+
+    try:
+        ReferenceImplementation().plan(run)
+    except UserError:
+        if expected_rejection(run) is None:
+            raise
 
 
 def _check_app_group(override: str) -> None:

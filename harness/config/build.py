@@ -83,6 +83,8 @@ def build_implementation(cfg: DictConfig) -> KVShardingImplementation:
     try:
         impl = instantiate(node)
     except InstantiationException as exc:
+        if isinstance(exc.__cause__, UserError):  # the constructor refused its own arguments
+            raise exc.__cause__ from None
         text = str(exc)
         if "Error locating target" not in text and "TypeError" not in text:
             raise  # the class was found and failed on its own: a bug, keep the traceback

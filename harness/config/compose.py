@@ -48,9 +48,15 @@ def compose_config(overrides: Sequence[str] = (), config_dir: Optional[Union[str
             cfg = compose(config_name=CONFIG_NAME, overrides=overrides)
     except Exception as exc:  # Hydra/OmegaConf raise many types; each is the user's input here
         raise errors.translate(exc, conf_dir, overrides) from None
-    if any(o.is_add() or o.is_force_add() for o in parsed):
-        _check_schema(cfg, conf_dir)
-    _check_missing(cfg, conf_dir)
+    try:
+        if any(o.is_add() or o.is_force_add() for o in parsed):
+            _check_schema(cfg, conf_dir)
+        _check_missing(cfg, conf_dir)
+        OmegaConf.to_container(cfg, resolve=True)  # a bad ${...} given by the user fails here, as one line
+    except ConfigError:
+        raise
+    except Exception as exc:  # OmegaConf interpolation / resolver errors
+        raise errors.translate(exc, conf_dir, overrides) from None
     if cfg.model_path is not None:
         _load_model_path(cfg, parsed)
     return cfg

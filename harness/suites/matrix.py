@@ -78,7 +78,8 @@ def _apply(matrix: Matrix, item: str) -> None:
     if key in AXIS_KEYS:
         values = [v.strip() for v in value.split(",") if v.strip()]
         if not values:
-            raise ConfigError(key, value, "at least one value (empty sweep)")
+            allowed = TC_IDS if key == "tc" else available(key)
+            raise ConfigError(key, value, f"at least one value (empty sweep); allowed: {', '.join(allowed)}")
         setattr(matrix, AXIS_KEYS[key], values)
     else:
         matrix.extra.append(item)

@@ -124,25 +124,12 @@ SUBPROCESS_PLAN_ROWS = ("unknown-model", "split-3-tp-4", "model-path-invalid-jso
 """Rows also run as a real ``python -m harness.plan`` process (the rest call its main in-process)."""
 
 
-APP_PLAN_GAP = (
-    "split-size-0", "split-size-negative", "split-3-tp-4", "split-8-tp-4", "world-not-dp-cp-multiple",
-    "budget-below-one-block", "unknown-kv-dtype", "block-size-0", "bad-runner-backend",
-)
-"""Mistakes ``python -m harness`` only finds inside the job: its pre-run check (harness.app.validate) composes
-and builds the run spec but does not plan, so the job's pytest reports the usage error (exit 1, a run
-directory written). Strict xfail: a fix in the app turns these into XPASS, which fails until removed."""
-
-
 def _rows(entry: str) -> list:
     out = []
     for row in ROWS:
         if getattr(row, entry) is None:
             continue
-        marks = ()
-        if entry == "harness" and row.id in APP_PLAN_GAP:
-            marks = pytest.mark.xfail(strict=True, reason="python -m harness does not plan before the job runs: "
-                                      "exit 1 and a run directory instead of exit 2 and nothing written")
-        out.append(pytest.param(row, id=row.id, marks=marks))
+        out.append(pytest.param(row, id=row.id))
     return out
 
 
