@@ -42,8 +42,8 @@ def variant_cases(tc: str, matrix, names=None) -> list:
     for variant, lw, par, extra in VARIANTS:
         if names is not None and variant not in names:
             continue
-        if lw not in matrix.layerwise or par not in matrix.parallel:
-            continue  # a narrowed matrix (one job's configuration) keeps only its own variants
+        if lw not in matrix.layerwise:
+            continue  # a narrowed matrix (one job's split size) keeps only its own variants
         for model in (m for m in VARIANT_MODELS if m in matrix.models):
             for impl in matrix.implementations:
                 out.append(Case(tc=tc, model=model, layerwise=lw, parallel=par, implementation=impl,
