@@ -210,14 +210,14 @@ def lw_run(request, lw_case):
     Returns the per-rank results. A skip raised on the ranks, or a machine that cannot
     host the pool (e.g. NCCL without enough cards), skips the test with the reason.
     """
-    from harness.dist import PoolUnavailable, RankSkip, get_pool
+    from harness.dist import PoolUnavailable, RankSkip
+    from harness.suites.execute import pool_runner
 
-    resolved = lw_case.resolved
+    run_body = pool_runner(lw_case)
 
     def run(body, *args, world_size=None):
         try:
-            pool = get_pool(world_size or resolved.world_size, resolved.backend, timeout_s=resolved.timeout_s)
-            facts = pool.run(body, resolved.run, resolved.impl_cfg, *args)
+            facts = run_body(body, *args, world_size=world_size)
         except (RankSkip, PoolUnavailable) as exc:
             pytest.skip(exc.reason)
         request.node.stash[_FACTS_KEY] = {"facts": facts}
