@@ -227,6 +227,16 @@ def lw_run(request, lw_case):
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem):
+    case = _case_of(pyfuncitem)
+    if case is not None and getattr(pyfuncitem.config.option, "allure_report_dir", None):
+        from harness.reporting import allure_labels
+
+        allure_labels.apply_title(case, pyfuncitem.module.SUITE)
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
     case = _case_of(item)

@@ -15,11 +15,12 @@ SEVERITY = {"L1": "critical", "L2": "normal"}
 
 
 def apply(case, suite, resolved) -> None:
+    """Labels and parameters, at fixture setup. Title and description go in ``apply_title``:
+    allure-pytest rewrites both when setup ends."""
     import allure
 
+    allure.dynamic.parameter("lw_case", case.id, mode=allure.parameter_mode.HIDDEN)
     allure.dynamic.id(suite.TC)
-    allure.dynamic.title(case.title)
-    allure.dynamic.description(suite.__doc__ or "")
     allure.dynamic.epic("Layerwise split KV cache sharding")
     allure.dynamic.feature(COMPONENTS[suite.TC])
     allure.dynamic.story(f"{suite.TC} {suite.TITLE}")
@@ -38,6 +39,14 @@ def apply(case, suite, resolved) -> None:
         ("draft", case.draft),
     ):
         allure.dynamic.parameter(name, str(value))
+
+
+def apply_title(case, suite) -> None:
+    """Called in the call phase, after allure-pytest has named the test from its node id."""
+    import allure
+
+    allure.dynamic.title(case.title)
+    allure.dynamic.description(suite.__doc__ or "")
 
 
 def attach_results(item, case, facts, report, excinfo=None) -> None:
