@@ -80,7 +80,7 @@ def _write_allure_meta(alluredir: str, matrix) -> None:
     write_allure_meta(
         alluredir,
         torch_version=torch.__version__,
-        backend=resolved.backend,
+        backend=_backend_label(resolved.backend, resolved.world_size),
         device_names=devices or ["cpu (simulated cards)"],
         hardware_profile=",".join(matrix.hardware),
         topology=resolved.run.hardware.topology.name,
@@ -104,6 +104,18 @@ def _check_options(config) -> None:
 
 RUNNER_KEYS = ("runner.", "report.")
 """Key overrides that change how cases run, not what they plan."""
+
+
+def _backend_label(requested: str, world_size: int) -> str:
+    """``auto (gloo on cpu)``: what a pool of this world size resolves to on this machine."""
+    from harness.dist import PoolUnavailable
+    from harness.dist.backend import resolve_backend
+
+    try:
+        choice = resolve_backend(requested, world_size)
+    except PoolUnavailable as exc:
+        return f"{requested} (unavailable: {exc.reason})"
+    return requested if requested == choice.backend else f"{requested} ({choice.backend} on {choice.device_type})"
 
 
 def _check_extra_overrides(matrix) -> None:
