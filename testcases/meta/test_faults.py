@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.bench.faults import TAG_ENV, tagged
+
 pytestmark = pytest.mark.meta
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,23 +48,18 @@ EXPECTED = {
     "fault_layout": ("rank 1 (split rank 1) owns full layers",),
     "fault_overalloc": ("rank 2: allocated",),
 }
-TAG_ENV = "LWSPLIT_RUN_TAG"
 
 
 def _tagged(tag: str) -> list[str]:
-    needle = f"{TAG_ENV}={tag}".encode()
+    """Live processes carrying ``tag`` (found by the bench's /proc scan), with their command lines."""
     found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
+    for pid in tagged(tag):
         try:
-            with open(f"/proc/{name}/environ", "rb") as fh:
-                if needle in fh.read().split(b"\0"):
-                    with open(f"/proc/{name}/cmdline", "rb") as cmd:
-                        command = cmd.read().replace(b"\0", b" ").decode(errors="replace")
-                    found.append(f"{name}: {command[:200]}")
+            with open(f"/proc/{pid}/cmdline", "rb") as cmd:
+                command = cmd.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
+        found.append(f"{pid}: {command[:200]}")
     return found
 
 

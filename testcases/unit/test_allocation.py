@@ -8,6 +8,8 @@ helpers.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import gc
 import weakref
 
@@ -33,6 +35,8 @@ from implementations.specs import (
     Topology,
 )
 
+from testcases.unit._models import QWEN3_5_MOE  # noqa: E402
+
 pytestmark = pytest.mark.unit
 
 MiB = 1 << 20
@@ -45,12 +49,7 @@ MLA_DSA = ModelSpec(
 )
 # 8-layer Qwen3.5-shaped hybrid: full attention every 4th layer (3, 7), GQA 2 KV heads x 256,
 # GDN 16 key / 32 value heads of 128, conv kernel 4.
-HYBRID = ModelSpec(
-    name="tiny_hybrid", model_type="qwen3_5_moe", num_hidden_layers=8, attention="gqa",
-    num_key_value_heads=2, head_dim=256, full_attention_interval=4,
-    linear_num_key_heads=16, linear_num_value_heads=32, linear_key_head_dim=128,
-    linear_value_head_dim=128, linear_conv_kernel_dim=4, supports_layerwise_split=True,
-)
+HYBRID = replace(QWEN3_5_MOE, name="tiny_hybrid", num_hidden_layers=8)
 # 2-layer dense GQA control: 8 KV heads x 64.
 GQA = ModelSpec(
     name="tiny_gqa", model_type="llama", num_hidden_layers=2, attention="gqa",

@@ -23,30 +23,8 @@ pytestmark = pytest.mark.unit
 
 GiB = 1 << 30
 
-DEEPSEEK_V3 = ModelSpec(
-    name="deepseek_v3", model_type="deepseek_v3", num_hidden_layers=61, attention="mla",
-    kv_lora_rank=512, qk_rope_head_dim=64, supports_layerwise_split=True,
-)
-DEEPSEEK_V32 = ModelSpec(
-    name="deepseek_v32", model_type="deepseek_v32", num_hidden_layers=61, attention="mla",
-    kv_lora_rank=512, qk_rope_head_dim=64, index_n_heads=64, index_head_dim=128,
-    supports_layerwise_split=True,
-)
-GLM_5 = ModelSpec(
-    name="glm_moe_dsa", model_type="glm_moe_dsa", num_hidden_layers=78, attention="mla",
-    kv_lora_rank=512, qk_rope_head_dim=64, index_n_heads=32, index_head_dim=128,
-    supports_layerwise_split=True,
-)
-QWEN3_5_MOE = ModelSpec(
-    name="qwen3_5_moe", model_type="qwen3_5_moe", num_hidden_layers=40, attention="gqa",
-    num_key_value_heads=2, head_dim=256, full_attention_interval=4,
-    linear_num_key_heads=16, linear_num_value_heads=32, linear_key_head_dim=128,
-    linear_value_head_dim=128, linear_conv_kernel_dim=4, supports_layerwise_split=True,
-)
-LLAMA3_8B = ModelSpec(
-    name="llama3_8b", model_type="llama", num_hidden_layers=32, attention="gqa",
-    num_key_value_heads=8, head_dim=128,
-)
+# Public architecture numbers (FEATURE section 10), shared with the other unit tests.
+from testcases.unit._models import DEEPSEEK_V3, DEEPSEEK_V32, GLM_5, LLAMA3_8B, QWEN3_5_MOE  # noqa: E402
 
 
 def _run(model: ModelSpec, *, world: int = 4, split: int = 1, cache: CacheSpec | None = None) -> RunSpec:
