@@ -59,7 +59,7 @@ def pytest_configure(config) -> None:
             _check_extra_overrides(config.stash[_MATRIX_KEY])
     except UserError as exc:
         raise pytest.UsageError(f"error: {exc}") from None
-    from harness.dist import registry
+    from harness.rankpool import registry
 
     registry.configure(max_live_ranks=config.getoption("lw_max_live_ranks"))
     alluredir = getattr(config.option, "allure_report_dir", None)
@@ -90,7 +90,7 @@ def _write_allure_meta(alluredir: str, matrix) -> None:
 def _check_options(config) -> None:
     """Output paths must be writable and the timeout positive: a usage error now, not a traceback later."""
     from harness.app.validate import check_writable
-    from harness.dist.backend import check_seconds
+    from harness.rankpool.backend import check_seconds
 
     if config.getoption("lw_timeout") is not None:
         check_seconds("--lw-timeout", config.getoption("lw_timeout"))
@@ -108,8 +108,8 @@ RUNNER_KEYS = ("runner.", "report.")
 
 def _backend_label(requested: str, world_size: int) -> str:
     """``auto (gloo on cpu)``: what a pool of this world size resolves to on this machine."""
-    from harness.dist import PoolUnavailable
-    from harness.dist.backend import resolve_backend
+    from harness.rankpool import PoolUnavailable
+    from harness.rankpool.backend import resolve_backend
 
     try:
         choice = resolve_backend(requested, world_size)
@@ -134,7 +134,7 @@ def _check_extra_overrides(matrix) -> None:
     from implementations.errors import ConfigError, UserError
     from implementations.reference import ReferenceImplementation
 
-    from harness.dist.backend import BACKENDS, check_seconds
+    from harness.rankpool.backend import BACKENDS, check_seconds
     from harness.suites.case import Case
 
     planned = [o for o in matrix.extra if not o.lstrip("+~").startswith(RUNNER_KEYS)]
@@ -222,7 +222,7 @@ def lw_run(request, lw_case):
     Returns the per-rank results. A skip raised on the ranks, or a machine that cannot
     host the pool (e.g. NCCL without enough cards), skips the test with the reason.
     """
-    from harness.dist import PoolUnavailable, RankSkip
+    from harness.rankpool import PoolUnavailable, RankSkip
     from harness.suites.execute import pool_runner
 
     run_body = pool_runner(lw_case)
@@ -276,6 +276,6 @@ def _append_result(path: str, item, case, report, facts) -> None:
 def pytest_sessionfinish(session) -> None:
     if session.config.getoption("lw_keep_pools"):
         return
-    from harness.dist import close_all
+    from harness.rankpool import close_all
 
     close_all()

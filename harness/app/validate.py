@@ -172,7 +172,7 @@ def check_config(overrides: list[str]) -> None:
 
 
 def check_runner(cfg) -> None:
-    from harness.dist.backend import check_seconds
+    from harness.rankpool.backend import check_seconds
 
     if cfg.runner.backend not in BACKENDS:
         raise ConfigError("runner.backend", cfg.runner.backend, f"allowed: {', '.join(BACKENDS)}")

@@ -36,7 +36,7 @@ def overrides(implementation: str, timeout_s: float) -> tuple[str, ...]:
 
 def run_case(implementation: str, timeout_s: float) -> dict:
     """One run of TC-01's body on the shared pool; the verdict as pytest would give it."""
-    from harness.dist import RankFailure, get_pool
+    from harness.rankpool import RankFailure, get_pool
     from harness.suites import tc01
     from harness.suites.case import resolve
 
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     tag = os.environ.setdefault(TAG_ENV, f"bench-faults-{uuid.uuid4().hex[:8]}")  # inherited by every rank
 
-    from harness.dist import close_all
+    from harness.rankpool import close_all
 
     run_case("reference", args.timeout)  # warm: forkserver and first pool start are not a fault's cost
     rows = []

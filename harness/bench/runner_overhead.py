@@ -78,7 +78,7 @@ def empty_body(ctx) -> None:  # noqa: ANN001 - RankContext
 
 
 def pooled(world_size: int, repeats: int) -> tuple[float, list[float], list[float]]:
-    from harness.dist import RankPool
+    from harness.rankpool import RankPool
 
     with RankPool(world_size, backend="gloo", device_type="cpu") as pool:
         start = time.perf_counter()

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from harness.dist import PoolUnavailable, RankSkip, get_pool
+from harness.rankpool import PoolUnavailable, RankSkip, get_pool
 from harness.suites.execute import pool_runner, run_case
 from harness.suites.matrix import TC_IDS, Matrix, load_matrix
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NoReturn
 
-from harness.dist import RankSkip, get_pool
+from harness.rankpool import RankSkip, get_pool
 
 RunBody = Callable[..., list]
 

@@ -98,8 +98,8 @@ def _loopback(address: str) -> bool:
 
 
 def test_ranks_use_loopback_and_a_file_store():
-    from harness.dist import RankPool
-    from harness.dist.rendezvous import STORE_FILE
+    from harness.rankpool import RankPool
+    from harness.rankpool.rendezvous import STORE_FILE
 
     with RankPool(4, backend="gloo", timeout_s=60) as pool:
         facts = pool.run(rendezvous_facts)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from harness.dist import RankFailure, RankSkip
+from harness.rankpool import RankFailure, RankSkip
 from harness.mutation import killmatrix, render
 from harness.mutation.killmatrix import CaseOutcome, Cell, Row
 from harness.suites.case import Case

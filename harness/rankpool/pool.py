@@ -38,7 +38,7 @@ from .spawn import start_processes
 # forkserver: one process per pool owner imports torch once; every rank is then a
 # cheap fork of it (spawn paid ~1.8 s of torch import per rank, per pool start).
 _MP = multiprocessing.get_context("forkserver")
-_MP.set_forkserver_preload(["torch", "torch.distributed", "harness.dist.rank_main"])
+_MP.set_forkserver_preload(["torch", "torch.distributed", "harness.rankpool.rank_main"])
 _live_pools: "weakref.WeakSet[RankPool]" = weakref.WeakSet()
 
 

@@ -27,4 +27,4 @@ def __getattr__(name: str):
         from .context import RankContext
 
         return RankContext
-    raise AttributeError(f"module 'harness.dist' has no attribute {name!r}")
+    raise AttributeError(f"module 'harness.rankpool' has no attribute {name!r}")

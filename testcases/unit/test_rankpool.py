@@ -1,4 +1,4 @@
-"""The generic distributed runner (harness.dist): results, subgroups, faults, clean-up, torchrun mode.
+"""The generic distributed runner (harness.rankpool): results, subgroups, faults, clean-up, torchrun mode.
 
 Tests marked ``dist`` start real rank processes (gloo on CPU); they share two module
 pools so that only the fault tests pay for a rebuild. Expected values are computed here
@@ -18,9 +18,9 @@ import time
 
 import pytest
 
-from harness.dist import PoolUnavailable, RankFailure, RankPool, RankSkip, RankTimeout, get_pool, registry
-from harness.dist import selftest_bodies as bodies
-from harness.dist.backend import resolve_backend
+from harness.rankpool import PoolUnavailable, RankFailure, RankPool, RankSkip, RankTimeout, get_pool, registry
+from harness.rankpool import selftest_bodies as bodies
+from harness.rankpool.backend import resolve_backend
 from implementations.errors import ConfigError
 
 dist = pytest.mark.dist
@@ -81,7 +81,7 @@ def test_object_collectives_and_tmp_dir(pool4):
     assert pool4.run(bodies.broadcast_from, 2) == ["from rank 2"] * 4
     assert pool4.run(bodies.write_then_read) == ["written by rank 0"] * 4
     payload = {"nested": [1, 2.5, "x"], "t": (3, None)}
-    assert pool4.run("harness.dist.selftest_bodies:echo", payload) == [payload] * 4
+    assert pool4.run("harness.rankpool.selftest_bodies:echo", payload) == [payload] * 4
 
 
 @dist
@@ -211,7 +211,7 @@ def running(pid: int) -> bool:
 # only PR_SET_PDEATHSIG or the parent watchdog can end them.
 ORPHAN_SCRIPT = """
 import os, signal, threading, time
-from harness.dist import RankPool, selftest_bodies
+from harness.rankpool import RankPool, selftest_bodies
 pool = RankPool(2, backend="gloo")
 pool.start()
 print(pool.tmp_dir, *pool.pids, flush=True)
@@ -279,14 +279,14 @@ def test_two_pools_run_concurrently_without_colliding(pool2):
 # -- external launcher ---------------------------------------------------------------------
 def torchrun(*args: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           "-m", "harness.dist.launcher", *args]
+           "-m", "harness.rankpool.launcher", *args]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env)
 
 
 @dist
 def test_torchrun_launcher_prints_every_ranks_result():
-    done = torchrun("harness.dist.selftest_bodies:rank_info")
+    done = torchrun("harness.rankpool.selftest_bodies:rank_info")
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     assert len(lines) == 1  # rank 0 alone prints
@@ -299,7 +299,7 @@ def test_torchrun_launcher_prints_every_ranks_result():
 
 @dist
 def test_torchrun_launcher_exits_non_zero_when_a_rank_fails():
-    done = torchrun("harness.dist.selftest_bodies:raise_on_rank", "[1]")
+    done = torchrun("harness.rankpool.selftest_bodies:raise_on_rank", "[1]")
     assert done.returncode != 0
     assert "rank 1 failed" in done.stderr
     assert "ValueError: injected failure on rank 1" in done.stderr
@@ -371,9 +371,9 @@ def test_bodies_must_be_module_level_functions():
     with pytest.raises(TypeError, match="module-level"):
         pool.run(lambda ctx: None)
     with pytest.raises(ValueError, match="package.module:function"):
-        pool.run("harness.dist.selftest_bodies.echo")
+        pool.run("harness.rankpool.selftest_bodies.echo")
     with pytest.raises(AttributeError):
-        pool.run("harness.dist.selftest_bodies:no_such_body")
+        pool.run("harness.rankpool.selftest_bodies:no_such_body")
     assert not pool.started  # nothing was spawned for a bad call
 
 

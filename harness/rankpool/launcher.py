@@ -1,8 +1,8 @@
 """External-launcher mode: run a pool body under torchrun (env:// rendezvous), e.g. for 2 nodes x 4 cards.
 
-    torchrun --standalone --nproc-per-node 4 -m harness.dist.launcher harness.dist.selftest_bodies:rank_info
+    torchrun --standalone --nproc-per-node 4 -m harness.rankpool.launcher harness.rankpool.selftest_bodies:rank_info
     torchrun --nnodes 2 --nproc-per-node 4 --rdzv-backend c10d --rdzv-endpoint HOST:29400 \\
-        -m harness.dist.launcher package.module:body '[1, "two"]'
+        -m harness.rankpool.launcher package.module:body '[1, "two"]'
 
 Each rank builds the same RankContext as in a RankPool (backend chosen per node: nccl
 with one card per local rank when available, else gloo; ``--backend`` overrides), calls
@@ -38,7 +38,7 @@ from .rank_main import classify, resolve
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m harness.dist.launcher", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m harness.rankpool.launcher", description=__doc__.split("\n")[0])
     parser.add_argument("body", help="module-level body as package.module:function")
     parser.add_argument("args", nargs="?", default="[]", help="JSON list of positional arguments for the body")
     parser.add_argument("--backend", default="auto", choices=BACKENDS)
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     opts = parse_args(argv)
     env = {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")}
     if env["RANK"] is None or env["WORLD_SIZE"] is None:
-        print("harness.dist.launcher: RANK/WORLD_SIZE not set; start it with torchrun", file=sys.stderr)
+        print("harness.rankpool.launcher: RANK/WORLD_SIZE not set; start it with torchrun", file=sys.stderr)
         return 2
     try:
         args = json.loads(opts.args)
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
                                  device_type=opts.device_type)
         body = resolve(opts.body)
     except (ValueError, UserError, PoolUnavailable, ImportError, AttributeError) as exc:
-        print(f"harness.dist.launcher: {exc}", file=sys.stderr)
+        print(f"harness.rankpool.launcher: {exc}", file=sys.stderr)
         return 2
     ctx = join_group(choice.backend, choice.device(local_rank), local_rank, timeout_s)
 
@@ -91,7 +91,7 @@ def fail(ctx: Any, what: str, dump_stacks: bool = False) -> None:
     """Report on stderr and leave at once: peers may be stuck in a collective, and torchrun
     stops them when this rank exits non-zero. The node's tmp_dir goes first (nobody else will)."""
     sys.stdout.flush()
-    print(f"harness.dist.launcher: rank {ctx.rank} {what}", file=sys.stderr, flush=True)
+    print(f"harness.rankpool.launcher: rank {ctx.rank} {what}", file=sys.stderr, flush=True)
     if dump_stacks:
         faulthandler.dump_traceback(all_threads=True)
     shutil.rmtree(ctx.tmp_dir, ignore_errors=True)
