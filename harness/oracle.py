@@ -875,6 +875,27 @@ def expected_report(run, budget_bytes: Optional[int] = None, *, owner_rule: str 
     )
 
 
+def expected_ranks_over_uniform_peak(run, budget_bytes: Optional[int] = None, *,
+                                     owner_rule: str = "round_robin", rule: str = "topology") -> list:
+    """Section 4: [(rank, bytes above the uniform peak)] for every rank whose estimate exceeds
+    the uniform allocation at the same n_blocks (what upstream's ``layer_id % s`` does to a
+    hybrid model: the predicted problem an expected failure names). Empty when none does."""
+    report = expected_report(run, budget_bytes, owner_rule=owner_rule, rule=rule)
+    return [(rank, b - report.uniform_peak_bytes) for rank, b in enumerate(report.rank_bytes)
+            if b > report.uniform_peak_bytes]
+
+
+def expected_card_bytes(run, budget_bytes: Optional[int] = None, *, owner_rule: str = "round_robin") -> dict:
+    """Section 4: (node, card) -> planned bytes of every rank placed on it (target + draft),
+    to compare with the card's HBM (no card may be oversubscribed)."""
+    report = expected_report(run, budget_bytes, owner_rule=owner_rule)
+    out = {}
+    for rank, b in enumerate(report.rank_bytes):
+        where = expected_rank_location(run, rank)
+        out[where] = out.get(where, 0) + b + report.draft_rank_bytes
+    return out
+
+
 # ---- section 7: tensors a layer must expose --------------------------------------------------
 
 

@@ -555,3 +555,19 @@ def test_no_rejection_for_valid_or_inactive_configs():
     assert [f.name for f in fields(oracle.Rejection)] == ["field", "reason"]
     r = run_spec(DEEPSEEK_V32, split=3, cache=cache(host_blocks_factor=2.0))
     assert oracle.expected_rejection(r).field == "layerwise.split_size"
+
+
+def test_ranks_over_uniform_peak_name_the_upstream_rule_problem():
+    # v2 defaults at 128 MiB, upstream rule: ranks 1 and 3 (split rank 1) hold
+    # 134,045,696 B vs the uniform 127,098,880 B at the same 53 blocks: 6,946,816 B more
+    run = _qwen_cpu_s2(V2_DEFAULTS)
+    assert oracle.expected_ranks_over_uniform_peak(run, owner_rule="layer_id_mod_s") == [
+        (1, 6_946_816), (3, 6_946_816)]
+    assert oracle.expected_ranks_over_uniform_peak(run) == []
+
+
+def test_card_bytes_sum_the_ranks_placed_on_a_card():
+    run = replace(run_spec(DEEPSEEK_V32, world=4, split=2), placement=(0, 0, 1, 2))
+    cards = oracle.expected_card_bytes(run, 16 * GiB)
+    # groups [0,2],[1,3]: ranks 0 and 1 are both split rank 0 (31 layers + scratch)
+    assert cards == {(0, 0): 2 * 2978 * 32 * 180_224, (0, 1): 2978 * 31 * 180_224, (0, 2): 2978 * 31 * 180_224}
