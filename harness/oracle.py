@@ -1007,7 +1007,7 @@ def expected_draft_layer_tensors(run, n_blocks: int) -> dict:
 
 @dataclass(frozen=True)
 class Rejection:
-    """The startup rule a config breaks: the config field named and why."""
+    """Section 3: the startup rule a config breaks: the config field named and why."""
 
     field: str
     reason: str
