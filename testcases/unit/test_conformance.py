@@ -164,3 +164,13 @@ def test_readable_size_and_its_interval(n_bytes, text):
     if interval.lo > 0:
         assert readable_size(interval.lo - 1) != text
     assert readable_size(interval.hi + 1) != text
+
+
+def test_gflags_spelling_of_the_split(tmp_path, capsys):
+    log = write_log(tmp_path, WORKER.format(i=0), capacity_line())
+    argv = [log, "--gflags", "--enable_layerwise_split=true --layerwise_split_size=2", "model=deepseek_v32"]
+    code, out, err = run_main(argv, capsys)
+    assert code == 0, out + err
+    assert "layerwise.enable=true layerwise.split_size=2" in out
+    code, _, err = run_main([log, "--gflags", "--enable_layerwise_split=maybe", "model=deepseek_v32"], capsys)
+    assert code == 2 and err.startswith("error: --gflags:")
