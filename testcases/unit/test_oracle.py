@@ -571,3 +571,15 @@ def test_card_bytes_sum_the_ranks_placed_on_a_card():
     cards = oracle.expected_card_bytes(run, 16 * GiB)
     # groups [0,2],[1,3]: ranks 0 and 1 are both split rank 0 (31 layers + scratch)
     assert cards == {(0, 0): 2 * 2978 * 32 * 180_224, (0, 1): 2978 * 31 * 180_224, (0, 2): 2978 * 31 * 180_224}
+
+
+def test_pinned_figures_through_the_composed_cpu_profile():
+    from harness.config.build import build_run_spec
+    from harness.config.compose import compose_config
+
+    run = build_run_spec(compose_config(["model=qwen3_5_moe", "hardware=cpu", "parallel=tp4", "layerwise=s2"]))
+    assert oracle.run_budget_bytes(run) == CPU_BUDGET  # 512 - 384 MiB
+    old = replace(run, cache=cache(**OLD_DEFAULTS))
+    assert oracle.expected_report(old, owner_rule="layer_id_mod_s").peak_bytes == 133_021_696
+    v2 = replace(run, cache=cache(**V2_DEFAULTS))
+    assert oracle.expected_report(v2, owner_rule="layer_id_mod_s").peak_bytes == 134_045_696
