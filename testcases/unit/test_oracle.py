@@ -548,7 +548,8 @@ def test_no_rejection_for_valid_or_inactive_configs():
         run_spec(QWEN3_5_MOE, split=4),
         run_spec(LLAMA3_8B, split=2, enable=False),  # inactive: the model rule does not apply
         run_spec(DEEPSEEK_V32, split=2, enable=False, cache=cache(enable_sleep_mode=True)),
-        run_spec(DEEPSEEK_V3, cache=cache(kv_cache_dtype="int8")),  # cpu allows it
+        replace(run_spec(DEEPSEEK_V3, cache=cache(kv_cache_dtype="int8")),  # a profile that allows it
+                hardware=_hw(quantized_kv_cache_dtypes=("int8", "fp8_e4m3", "fp8_e5m2"))),
     ):
         assert oracle.expected_rejection(run) is None, run
     # the contracted order and field names
