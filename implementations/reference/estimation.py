@@ -62,10 +62,14 @@ def check_linear_reservation(*, budget_bytes: int, linear_state_bytes: int, line
     """Upstream CHECK: the linear-state reservation leaves room for full-attention KV."""
     if linear_state_bytes <= 0 or budget_bytes > linear_state_bytes:
         return
+    most = budget_bytes // linear_bytes_per_slot - LINEAR_STATE_PADDING_SLOTS
+    allowed = (f"less than {most}" if most > 0 else
+               f"any value: the budget holds fewer than {LINEAR_STATE_PADDING_SLOTS} linear-state slots; "
+               "raise cache.kv_budget_bytes or lower hardware.reserved_bytes_per_card")
     raise PlanError(
-        "cache.max_seqs_per_batch", max_seqs_per_batch,
-        f"less than {budget_bytes // linear_bytes_per_slot - LINEAR_STATE_PADDING_SLOTS}",
-        f"linear state {linear_state_bytes} B >= per-rank KV budget {budget_bytes} B",
+        "cache.max_seqs_per_batch", max_seqs_per_batch, allowed,
+        f"linear state {linear_state_bytes} B >= per-rank KV budget {budget_bytes} B "
+        f"({linear_bytes_per_slot} B per slot over all linear layers)",
     )
 
 

@@ -45,7 +45,6 @@ MiB = 1 << 20
 MLA_DSA = ModelSpec(
     name="tiny_dsa", model_type="deepseek_v32", num_hidden_layers=4, attention="mla",
     kv_lora_rank=512, qk_rope_head_dim=64, index_n_heads=64, index_head_dim=128,
-    supports_layerwise_split=True,
 )
 # 8-layer Qwen3.5-shaped hybrid: full attention every 4th layer (3, 7), GQA 2 KV heads x 256,
 # GDN 16 key / 32 value heads of 128, conv kernel 4.
@@ -73,13 +72,13 @@ def cpu_hardware(world_size: int, *, kv_layout: str = "heads_major",
 
 def run_spec(model: ModelSpec, *, world_size: int = 4, dp_size: int = 1, split_size: int = 2,
              enable: bool = True, kv_layout: str = "heads_major", block_size: int = 16,
-             kv_cache_dtype: str = "auto", index_cache_dtype: str = "auto",
+             kv_cache_dtype: str = "auto", indexer_cache_dtype: str = "auto",
              draft: ModelSpec | None = None, budget_bytes: int = 64 * MiB) -> RunSpec:
     return RunSpec(
         model=model,
         parallel=ParallelSpec(world_size=world_size, dp_size=dp_size),
         cache=CacheSpec(block_size=block_size, kv_cache_dtype=kv_cache_dtype,
-                        index_cache_dtype=index_cache_dtype),
+                        indexer_cache_dtype=indexer_cache_dtype),
         layerwise=LayerwiseFlags(enable=enable, split_size=split_size),
         hardware=cpu_hardware(world_size, kv_layout=kv_layout, budget_bytes=budget_bytes),
         draft=draft,
@@ -103,20 +102,23 @@ def expected_full_bytes_per_block(model: ModelSpec, run: RunSpec, attn_tp: int) 
         scale = 2 * 4 * heads if quantized else 0
     index = 0
     if model.index_n_heads > 0:
-        index = model.index_head_dim + 4 if run.cache.index_cache_dtype == "int8" else d * model.index_head_dim
+        index = model.index_head_dim + 4 if run.cache.indexer_cache_dtype == "int8" else d * model.index_head_dim
     return run.cache.block_size * (slot + scale + index)
 
 
-def expected_linear_layer_bytes(model: ModelSpec, run: RunSpec, attn_tp: int) -> int:
+LINEAR_SLOTS = 6
+"""Linear-state slots the hand-built plans give (what a planner decided; allocation follows the plan)."""
+
+
+def expected_linear_layer_bytes(model: ModelSpec, run: RunSpec, attn_tp: int, slots: int = LINEAR_SLOTS) -> int:
     d = DTYPE_BYTES[model.dtype]
-    ssm = run.cache.ssm_cache_dtype
-    d_ssm = d if ssm == "auto" else DTYPE_BYTES[ssm]
+    d_ssm = DTYPE_BYTES[model.mamba_ssm_dtype or model.dtype]
     nk = max(1, model.linear_num_key_heads // attn_tp)
     nv = max(1, model.linear_num_value_heads // attn_tp)
     conv = d * (2 * model.linear_key_head_dim * nk + model.linear_value_head_dim * nv) * (
         model.linear_conv_kernel_dim - 1)
     recurrent = d_ssm * nv * model.linear_key_head_dim * model.linear_value_head_dim
-    return (run.cache.max_seqs_per_batch + 2) * (conv + recurrent)
+    return slots * (conv + recurrent)
 
 
 def full_layer_ids(model: ModelSpec) -> tuple[int, ...]:
@@ -160,7 +162,7 @@ def hand_plan(model: ModelSpec, run: RunSpec, *, n_blocks: int = 3) -> KVPlan:
         layer_owner=tuple(owner.items()) if active else (), n_blocks=n_blocks,
         uniform_n_blocks=n_blocks, peak_bytes=peak, mean_bytes=sum(r.estimated_bytes for r in ranks) // world,
         uniform_peak_bytes=uniform_peak, savings_bytes=uniform_peak - peak, capacity_gain=1.0,
-        ranks=tuple(ranks),
+        ranks=tuple(ranks), num_linear_state_blocks=LINEAR_SLOTS,
     )
 
 
@@ -350,7 +352,7 @@ def test_quantized_kv_adds_float32_scales(kv_dtype, torch_dtype, model_key):
 
 
 def test_int8_index_cache_has_a_float32_scale():
-    run = run_spec(MLA_DSA, split_size=2, index_cache_dtype="int8", block_size=16)
+    run = run_spec(MLA_DSA, split_size=2, indexer_cache_dtype="int8", block_size=16)
     cache = allocate(hand_plan(MLA_DSA, run), run, rank=0)
     tensors = cache.layer(0).tensors
     assert tensors["index"].dtype == torch.int8 and tensors["index"].nbytes == N_BLOCKS * 16 * 128
