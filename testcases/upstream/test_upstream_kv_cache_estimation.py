@@ -214,3 +214,25 @@ def test_every_upstream_test_is_ported_or_listed() -> None:
     ported = {c.test.split("/")[0] for c in CASES} | {c.test for c in SPECULATIVE_CASES}
     assert not ported & set(OUT_OF_SCOPE)
     assert len(ported) + len(OUT_OF_SCOPE) == 15
+
+
+SLOT_CASES = [c for c in CASES if "num_linear_state_blocks" in {**c.expected, **c.greater_than}
+              and c.model.linear_num_value_heads]
+
+
+@pytest.mark.parametrize("case", SLOT_CASES, ids=[c.test for c in SLOT_CASES])
+def test_baseline_recorder_slots_match_upstream(case: EstimateCase) -> None:
+    """The recorded TC-06 baseline's slot rule (harness/suites/baseline.py) gives upstream's numbers."""
+    from harness.suites import baseline
+
+    model, o = case.model, {"max_linear_state_cache_slots": 0, "enable_prefix_cache": False, **case.options}
+    ls = 2 * (2 * 4 * 2 + 8 * 2) * 2 + 2 * 2 * 4 * 8  # fp16 conv (kernel 3) + ssm of make_linear_attention_args
+    full = o["block_size"] * 2 * (2 * 2 * model.head_dim * model.num_key_value_heads)  # 2 full layers
+    slots = baseline.linear_state_slots(
+        budget_bytes=o["cache_size_in_bytes"], num_linear_layers=2, linear_slot_bytes=ls, full_bytes_per_block=full,
+        max_seqs_per_batch=o["max_seqs_per_batch"], max_linear_state_cache_slots=o["max_linear_state_cache_slots"],
+        enable_prefix_cache=o["enable_prefix_cache"])
+    if "num_linear_state_blocks" in case.expected:
+        assert slots == case.expected["num_linear_state_blocks"]
+    else:
+        assert slots > case.greater_than["num_linear_state_blocks"]
