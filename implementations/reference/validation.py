@@ -166,7 +166,7 @@ def check_supported_model(model: ModelSpec, supported: tuple[str, ...], split_si
     if model.model_type not in supported:
         raise ConfigError(
             "model.model_type", model.model_type,
-            f"one of the model types that support layerwise split ({', '.join(supported)})",
+            f"a model type that supports layerwise split ({', '.join(supported)})",
             f"{model.name} with layerwise.split_size {split_size}; use layerwise.split_size=1",
         )
 

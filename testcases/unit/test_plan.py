@@ -302,3 +302,17 @@ def test_random_hybrid_plans(case):
         # busiest owner's ceil(F / s) layers plus the scratch are fewer than all F layers.
         n_full, s = len(plan.full_layers), plan.split_size
         assert (plan.peak_bytes <= plan.uniform_peak_bytes) == (-(-n_full // s) + 1 <= n_full)
+
+
+def test_plan_json_carries_the_capacity_figures():
+    # Upstream KVCacheCapacity's figures beside the plan's keys (and what the engine log prints).
+    out = REF.plan(run_spec(QWEN3_5_MOE, split=2)).to_json()
+    figures = {k: out[k] for k in ("slot_size", "index_slot_size", "scale_slot_size", "linear_slot_size",
+                                   "num_full_attention_layers", "num_linear_attention_layers",
+                                   "num_linear_state_blocks", "linear_cache_bytes")}
+    assert figures == {"slot_size": 1024, "index_slot_size": 0, "scale_slot_size": 0, "linear_slot_size": 274_432,
+                       "num_full_attention_layers": 10, "num_linear_attention_layers": 30,
+                       "num_linear_state_blocks": 988, "linear_cache_bytes": 30 * 988 * 274_432}
+    assert out["linear_cache_bytes"] == out["linear_state_bytes"]
+    dsa = REF.plan(run_spec(DEEPSEEK_V32, split=2)).to_json()
+    assert (dsa["slot_size"], dsa["index_slot_size"], dsa["num_indexer_layers"]) == (1152, 256, 61)
