@@ -77,12 +77,16 @@ class ReferenceImplementation:
         )
 
     def full_bytes_per_block(self, model: ModelSpec, cache: CacheSpec, attn_tp_size: int) -> int:
-        """Uniform F: every full layer's slot + scale, plus the index slot of the indexer layers."""
-        spec = self.full_layer_spec(model, cache, attn_tp_size)
+        """Uniform F: the sum over full layers of ``layer_bytes_per_block`` (upstream
+        ``standard_full_cache_block_size_in_bytes``, which counts max(full layers, 1))."""
+        full = self.full_layers(model)
+        if full:
+            layer_bytes = self.layer_bytes_per_block(model, cache, attn_tp_size)
+            return sum(layer_bytes[l] for l in full)
+        spec = kv_bytes.full_spec(model, cache, attn_tp_size, with_indexer=False)
         return estimation.full_bytes_per_block(
-            block_size=cache.block_size, num_full_layers=len(self.full_layers(model)),
-            slot_bytes=spec.slot_bytes, scale_slot_bytes=spec.scale_slot_bytes,
-            num_indexer_layers=len(layers.indexer_layers(model)), index_slot_bytes=spec.index_slot_bytes)
+            block_size=cache.block_size, num_full_layers=0, slot_bytes=spec.slot_bytes,
+            scale_slot_bytes=spec.scale_slot_bytes, num_indexer_layers=0, index_slot_bytes=0)
 
     def scratch_bytes_per_block(self, model: ModelSpec, cache: CacheSpec, attn_tp_size: int) -> int:
         """One full layer, with the index slot if any layer has an indexer."""

@@ -159,6 +159,10 @@ def _budget_for(impl, case: ShapeCase) -> int:
 @pytest.mark.parametrize("case", CASES, ids=[c.test.split(".")[1] for c in CASES])
 def test_kv_cache_shapes(impl, case: ShapeCase) -> None:
     """Allocated tensors of layer 0 have upstream's shapes, dtypes and presence."""
+    check_shapes(impl, case)
+
+
+def check_shapes(impl, case: ShapeCase) -> None:
     where = source(KV_CACHE_TEST, case.test.split(".")[1])
     device = HEADS_MAJOR_DEVICE if case.heads_major else UNIT_TEST_DEVICE
     budget = case.cache_size_in_bytes or _budget_for(impl, case)
@@ -177,6 +181,18 @@ def test_kv_cache_shapes(impl, case: ShapeCase) -> None:
         assert name in tensors, f"no {name} tensor ({where}); have {sorted(tensors)}"
     for name in case.absent:
         assert name not in tensors, f"unexpected {name} tensor ({where})"
+
+
+def test_ported_shapes_catch_swapped_axes() -> None:
+    """The ported shape expectations can fail: the layout-axes mutant fails every case that states a 4-d shape."""
+    broken = implementation("mutant_wrong_layout_axes")
+    failing = set()
+    for case in CASES:
+        try:
+            check_shapes(broken, case)
+        except AssertionError:
+            failing.add(case.test)
+    assert failing == {c.test for c in CASES if c.shapes}
 
 
 def test_every_upstream_test_is_ported_or_listed() -> None:

@@ -155,6 +155,10 @@ def impl(request):
 @pytest.mark.parametrize("case", CASES, ids=[c.test for c in CASES])
 def test_estimation(impl, case: EstimateCase) -> None:
     """Plan figures equal upstream's ``KVCacheCapacity`` for the TEST named by the case id."""
+    check_estimate(impl, case)
+
+
+def check_estimate(impl, case: EstimateCase) -> None:
     run = run_spec(case.model, **case.options)
     need_shapes = case.conv_state_len is not None
     plan, cache = allocate(impl, run) if need_shapes else (impl.plan(run), None)
@@ -207,6 +211,27 @@ def test_speculative_blocks(impl, case: SpeculativeCase) -> None:
     got = impl.speculative_n_blocks(case.target, case.draft, share_device=True, draft_body_tp1=case.draft_body_tp1)
     assert got == case.expected_n_blocks, f"{got} != upstream {case.expected_n_blocks} " \
                                           f"({source(ESTIMATION_TEST, case.test)})"
+
+
+@pytest.mark.parametrize("mutant, caught_by", [
+    ("mutant_linear_slots_unpadded", {"ReservesLinearAttentionState",
+                                      "LinearStateCapacityVariants/NoPrefixCacheCapsLinearStateBlocksByBudget",
+                                      "LinearStateCapacityVariants/ExplicitLinearStateSlotsOverrideAutoSizing",
+                                      "LinearStateCapacityVariants/PrefixCacheUsesLinearStateMemoryRatio",
+                                      "LinearStateCapacityVariants/UnlimitedConcurrencyFallsBackToPaddingSlots",
+                                      "Qwen35MtpExpandsConvStateLen", "Qwen35TextMtpUsesSsmCheckpointStride"}),
+    ("mutant_index_slot_dropped", {"IndexerScaleUsesLogicalCacheCapacity"}),
+])
+def test_ported_cases_catch_broken_rules(mutant, caught_by) -> None:
+    """The ported expectations can fail: one-rule mutants fail exactly the cases their rule decides."""
+    broken = implementation(mutant)
+    failing = set()
+    for case in CASES:
+        try:
+            check_estimate(broken, case)
+        except AssertionError:
+            failing.add(case.test)
+    assert failing == caught_by
 
 
 def test_every_upstream_test_is_ported_or_listed() -> None:
