@@ -16,6 +16,8 @@ import weakref
 import pytest
 import torch
 
+from implementations.reference import ReferenceImplementation
+
 from implementations.errors import ConfigError, PlanError
 from implementations.plan_types import KVPlan, RankPlan
 from implementations.reference.allocation import (
@@ -347,6 +349,8 @@ def test_quantized_kv_adds_float32_scales(kv_dtype, torch_dtype, model_key):
     for name, slot_bytes in scales.items():
         assert tensors[name].dtype == torch.float32
         assert tensors[name].nbytes == N_BLOCKS * 16 * slot_bytes
+        # Upstream's scale shape: the cache tensor's shape without its last dim (heads-major here).
+        assert tuple(tensors[name].shape) == (N_BLOCKS, heads, 16)
     assert layer_own_bytes(cache, layer_id) == N_BLOCKS * expected_full_bytes_per_block(model, run, 4)
     assert distinct_storage_bytes(cache.scratch.values()) == layer_own_bytes(cache, layer_id)
 
@@ -448,3 +452,43 @@ def test_cuda_allocator_counts_match_the_distinct_storage_bytes():
     del cache
     gc.collect()
     assert torch.cuda.memory_allocated(0) == before
+
+
+@pytest.mark.parametrize("n_spec", [0, 2])
+def test_linear_state_takes_upstream_shapes(n_spec):
+    # FEATURE 7: conv [slots, conv_state_len, channels], recurrent [slots * (n_spec + 1), v_heads, k_dim, v_dim].
+    run = run_spec(HYBRID, split_size=2)
+    run = replace(run, cache=replace(run.cache, num_speculative_tokens=n_spec))
+    cache = allocate(hand_plan(HYBRID, run), run, rank=0)
+    tensors = cache.layer(0).tensors
+    channels = 2 * 128 * (16 // 4) + 128 * (32 // 4)
+    assert tuple(tensors["conv"].shape) == (LINEAR_SLOTS, 3 + n_spec, channels)
+    assert tuple(tensors["recurrent"].shape) == (LINEAR_SLOTS * (n_spec + 1), 32 // 4, 128, 128)
+
+
+def test_conv_value_channels_counted_with_key_head_dim():
+    # Upstream init_conv_cache_shape: value channels use linear_key_head_dim, so the allocation
+    # departs from the estimate only when key and value head dims differ (FEATURE 7).
+    model = replace(HYBRID, linear_key_head_dim=4, linear_value_head_dim=8, linear_num_key_heads=8,
+                    linear_num_value_heads=8)
+    run = run_spec(model, split_size=2)
+    conv = allocate(hand_plan(model, run), run, rank=0).layer(0).tensors["conv"]
+    assert conv.shape[2] == 4 * 2 * 2 + 4 * 2 != 4 * 2 * 2 + 8 * 2
+
+
+def test_mamba_ssm_dtype_sets_the_recurrent_dtype():
+    model = replace(HYBRID, mamba_ssm_dtype="float32")
+    run = run_spec(model, split_size=2)
+    tensors = allocate(hand_plan(model, run), run, rank=0).layer(0).tensors
+    assert (tensors["recurrent"].dtype, tensors["conv"].dtype) == (torch.float32, torch.bfloat16)
+
+
+def test_draft_allocates_the_targets_cache_shape():
+    # FEATURE 6: the draft's KV takes the target's shape (index included) unless its body runs at TP 1.
+    run = run_spec(MLA_DSA, split_size=2, draft=replace(MLA_DSA, name="mtp", num_hidden_layers=1, index_n_heads=0))
+    impl = ReferenceImplementation()
+    plan = impl.plan(run)
+    message = impl.engine_message(plan, run, "draft")
+    cache = impl.init_worker(message, run, rank=0, role="draft", device="cpu", expected_digest=message.digest)
+    assert sorted(cache.layer(0).tensors) == ["index", "latent", "rope"]
+    assert distinct_storage_bytes(cache.all_tensors()) == plan.ranks[0].draft_estimated_bytes
