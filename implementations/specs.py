@@ -76,6 +76,7 @@ class ParallelSpec:
     dp_size: int = 1
     cp_size: int = 1
     kv_split_size: int = 1
+    """KV split size; 0 follows cp_size (upstream). Split requires an effective size of 1."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -104,7 +104,7 @@ class ParallelConfig:
     cp_size: int = 1
     """Context-parallel size (split requires 1)."""
     kv_split_size: int = 1
-    """KV split size (split requires 1)."""
+    """KV split size; 0 follows cp_size (upstream); split requires an effective size of 1."""
 
 
 @dataclass

@@ -124,7 +124,7 @@ def check_parallel(parallel: ParallelSpec) -> None:
     _at_least("parallel.world_size", parallel.world_size, 1)
     _at_least("parallel.dp_size", parallel.dp_size, 1)
     _at_least("parallel.cp_size", parallel.cp_size, 1)
-    _at_least("parallel.kv_split_size", parallel.kv_split_size, 1)
+    _at_least("parallel.kv_split_size", parallel.kv_split_size, 0, "0 follows cp_size (upstream)")
     dp, cp, world = parallel.dp_size, parallel.cp_size, parallel.world_size
     if world % (dp * cp) != 0:
         raise ConfigError(
@@ -132,6 +132,11 @@ def check_parallel(parallel: ParallelSpec) -> None:
             f"world_size {world} != dp {dp} * cp {cp} * tp for any whole tp "
             f"({world} % {dp * cp} = {world % (dp * cp)})",
         )
+
+
+def effective_kv_split_size(parallel: ParallelSpec) -> int:
+    """Upstream ``kv_split_size_effective``: 0 means follow the context-parallel size."""
+    return parallel.cp_size if parallel.kv_split_size == 0 else parallel.kv_split_size
 
 
 def attn_tp_size(parallel: ParallelSpec) -> int:
@@ -181,8 +186,8 @@ def check_active_split(run: RunSpec, full_layers: tuple[int, ...]) -> None:
     if parallel.cp_size > 1:
         raise ConfigError("parallel.cp_size", parallel.cp_size, "1",
                           f"context parallel is not supported {active}")
-    if parallel.kv_split_size > 1:
-        raise ConfigError("parallel.kv_split_size", parallel.kv_split_size, "1",
+    if effective_kv_split_size(parallel) > 1:
+        raise ConfigError("parallel.kv_split_size", parallel.kv_split_size, "1 (or 0 with cp_size 1)",
                           f"KV split is not supported {active}")
     if cache.enable_sleep_mode:
         raise ConfigError("cache.enable_sleep_mode", True, "false",

@@ -16,10 +16,9 @@ import weakref
 import pytest
 import torch
 
-from implementations.reference import ReferenceImplementation
-
 from implementations.errors import ConfigError, PlanError
 from implementations.plan_types import KVPlan, RankPlan
+from implementations.reference import ReferenceImplementation
 from implementations.reference.allocation import (
     allocate_worker_cache,
     cache_bytes,

@@ -98,7 +98,7 @@ def test_world_not_divisible():
         (dict(dp=0), "parallel.dp_size"),
         (dict(cp=0), "parallel.cp_size"),
         (dict(dp=-2), "parallel.dp_size"),
-        (dict(kv_split_size=0), "parallel.kv_split_size"),
+        (dict(kv_split_size=-1), "parallel.kv_split_size"),
     ],
 )
 def test_parallel_sizes_at_least_one(kwargs, field):
@@ -144,6 +144,14 @@ def test_upstream_has_no_enable_flag():
 )
 def test_incompatible_features_when_active(kwargs, field):
     rejected(run_spec(DEEPSEEK_V32, split=2, **kwargs), field, "not supported", "layerwise split active")
+
+
+def test_kv_split_zero_follows_cp():
+    # Upstream's 0 means "follow cp": effective 1 without context parallel.
+    REF.validate(run_spec(DEEPSEEK_V32, split=2, kv_split_size=0))
+    with pytest.raises(ConfigError) as err:
+        REF.validate(run_spec(DEEPSEEK_V32, split=1, kv_split_size=-1))
+    assert err.value.field == "parallel.kv_split_size"
 
 
 def test_host_cache_factor_one_is_off():
