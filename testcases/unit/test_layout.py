@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from implementations.errors import ConfigError, PlanError
+from implementations.errors import PlanError
 from implementations.reference import ReferenceImplementation, layers, layout
 from implementations.specs import ParallelSpec
 from implementations.upstream_owner_rule import UpstreamOwnerRuleImplementation

@@ -28,7 +28,6 @@ from implementations.specs import ModelSpec
 from testcases.upstream._upstream import (
     ESTIMATION_TEST,
     IMPLEMENTATIONS,
-    MIB,
     allocate,
     implementation,
     run_spec,
