@@ -31,8 +31,6 @@ IMPLEMENTATIONS = ("reference", "xllm_upstream")
 """Implementations (``conf/implementation/<name>.yaml``) the ported tests run on; both must pass."""
 CONF_IMPLEMENTATION = Path(__file__).resolve().parents[2] / "conf" / "implementation"
 
-MIB = 1024 * 1024
-
 UNIT_TEST_DEVICE = HardwareProfile(
     name="upstream_unit_test",
     device_type="cpu",
