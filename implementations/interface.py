@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from implementations.plan_types import KVPlan
+from implementations.plan_types import CacheCapacity, KVPlan
 from implementations.specs import RunSpec
 
 if TYPE_CHECKING:  # torch only where tensors exist
@@ -97,4 +97,19 @@ class KVShardingImplementation(Protocol):
         Raises ``implementations.errors.PlanError`` if the message is not the
         layout the master published or does not fit this rank.
         """
+        ...
+
+
+@runtime_checkable
+class SpeculativeCapacityEstimator(Protocol):
+    """Optional: the speculative block count on two engines' cache figures.
+
+    Upstream's ``estimate_speculative_kv_cache_blocks`` takes the target's and the
+    draft's ``KVCacheCapacity`` directly; its unit tests call it with figures no
+    real model has. An implementation offering this lets the harness run those
+    tests as written (``testcases/upstream``).
+    """
+
+    def speculative_n_blocks(self, target: CacheCapacity, draft: CacheCapacity, *, share_device: bool = True,
+                             draft_body_tp1: bool = False) -> int:
         ...

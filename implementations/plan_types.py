@@ -35,6 +35,29 @@ class RankPlan:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CacheCapacity:
+    """One engine's cache figures, as upstream's ``KVCacheCapacity`` carries them.
+
+    What the speculative block count reads (upstream
+    ``estimate_speculative_kv_cache_blocks``); slot sizes are bytes per token slot.
+    """
+
+    cache_size_bytes: int
+    """The engine's per-rank KV budget."""
+    block_size: int
+    slot_size: int = 0
+    index_slot_size: int = 0
+    scale_slot_size: int = 0
+    num_full_attention_layers: int = 0
+    num_indexer_layers: int = 0
+    n_layers: int = 0
+    linear_cache_bytes: int = 0
+    """Linear-state reservation (target only)."""
+    n_blocks: int = 0
+    """The engine's own block count (used when target and draft do not share a device)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class DraftPlan:
     """The speculative draft model's KV: never split, shares the target's n_blocks."""
 
@@ -42,6 +65,8 @@ class DraftPlan:
     num_layers: int
     full_layers: tuple[int, ...]
     layer_bytes_per_block: tuple[int, ...]
+    body_tp1: bool = False
+    """The draft body runs at TP 1 and its KV takes its own shape; else the target's cache shape."""
 
     @property
     def bytes_per_block(self) -> int:
@@ -92,6 +117,31 @@ class KVPlan:
     ranks: tuple[RankPlan, ...]
     draft: Optional[DraftPlan] = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    slot_size: int = 0
+    """Bytes per token slot of one full layer's KV (upstream ``slot_size``)."""
+    index_slot_size: int = 0
+    """Bytes per token slot of one indexer cache (0 without a DSA indexer)."""
+    scale_slot_size: int = 0
+    """Bytes per token slot of quantization scales (0 unless the KV cache is quantized)."""
+    num_indexer_layers: int = 0
+    """Full layers that carry an indexer cache."""
+    linear_slot_size: int = 0
+    """Bytes of one sequence slot of one linear layer's state (conv + recurrent)."""
+    num_linear_state_blocks: int = 0
+    """Linear-state sequence slots per linear layer (upstream ``num_linear_state_blocks``)."""
+
+    @property
+    def num_full_attention_layers(self) -> int:
+        return len(self.full_layers)
+
+    @property
+    def num_linear_attention_layers(self) -> int:
+        return self.num_layers - len(self.full_layers)
+
+    @property
+    def linear_cache_bytes(self) -> int:
+        """Upstream ``linear_cache_size_in_bytes``: the linear-state reservation."""
+        return self.linear_state_bytes
 
     def owner_of(self, layer_id: int) -> Optional[int]:
         """Owner split rank of a full layer, or None (linear layer, or not active)."""
@@ -99,6 +149,9 @@ class KVPlan:
 
     def to_json(self) -> dict:
         out = asdict(self)
+        out["num_full_attention_layers"] = self.num_full_attention_layers
+        out["num_linear_attention_layers"] = self.num_linear_attention_layers
+        out["linear_cache_bytes"] = self.linear_cache_bytes
         out["digest"] = self.digest
         return out
 

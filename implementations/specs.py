@@ -21,9 +21,10 @@ DTYPE_BYTES = {
     "fp8_e5m2": 1,
 }
 KV_CACHE_DTYPES = ("auto", "int8", "fp8_e4m3", "fp8_e5m2")
-INDEX_CACHE_DTYPES = ("auto", "int8")
-FULL_ATTENTION_TYPES = ("full_attention", "attention", "indexed_attention")
-LINEAR_ATTENTION_TYPES = ("linear_attention",)
+QUANTIZED_KV_CACHE_DTYPES = ("int8", "fp8_e4m3", "fp8_e5m2")
+INDEXER_CACHE_DTYPES = ("auto", "int8")
+FULL_ATTENTION_TYPES = ("full_attention", "attention")
+"""``layer_types`` values of a full-attention layer; every other value is linear (upstream's rule)."""
 KV_LAYOUTS = ("heads_major", "tokens_major")
 
 
@@ -34,7 +35,7 @@ class ModelSpec:
     name: str
     """Config name in ``conf/model`` (or the path of a loaded config.json)."""
     model_type: str
-    """Hugging Face ``model_type``; decides whether layerwise split is supported."""
+    """Hugging Face ``model_type``; decides whether layerwise split is supported (FEATURE 3)."""
     num_hidden_layers: int
     attention: str
     """``mla`` (one latent KV head) or ``gqa`` (GQA/MHA, K and V per KV head)."""
@@ -55,8 +56,16 @@ class ModelSpec:
     linear_key_head_dim: int = 0
     linear_value_head_dim: int = 0
     linear_conv_kernel_dim: int = 0
-    supports_layerwise_split: bool = False
-    """Per-model flag (upstream: deepseek_v32, glm_moe_dsa; adaptation: more)."""
+    mamba_ssm_dtype: Optional[str] = None
+    """dtype of the linear-attention recurrent (SSM) state; None means the model dtype."""
+    num_attention_heads: int = 0
+    """Query heads (informational; ``head_dim`` falls back to hidden_size / this)."""
+    num_nextn_predict_layers: int = 0
+    """MTP layers. As a speculative draft, the draft engine's layer count when > 0
+    (upstream: ``n_layers = num_nextn_predict_layers`` for a draft engine)."""
+    body_tp1: bool = False
+    """As a speculative draft: its body runs at TP 1 (upstream ``enable_mtp_draft_body_tp1``),
+    so its KV takes its own cache shape instead of the target's."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,6 +76,7 @@ class ParallelSpec:
     dp_size: int = 1
     cp_size: int = 1
     kv_split_size: int = 1
+    """KV split size; 0 follows cp_size (upstream). Split requires an effective size of 1."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,10 +85,19 @@ class CacheSpec:
 
     block_size: int = 128
     kv_cache_dtype: str = "auto"
-    index_cache_dtype: str = "auto"
-    ssm_cache_dtype: str = "auto"
-    """dtype of linear-attention conv/recurrent state; ``auto`` = model dtype."""
-    max_seqs_per_batch: int = 4
+    """auto (model dtype), int8, fp8_e4m3 or fp8_e5m2."""
+    indexer_cache_dtype: str = "auto"
+    """DSA indexer cache dtype: auto (model dtype) or int8 (+ one float32 scale per token)."""
+    max_seqs_per_batch: int = 200
+    """Concurrent sequences; sizes the linear state without prefix cache (0 = unlimited)."""
+    max_linear_state_cache_slots: int = 0
+    """> 0: exactly this many linear-state slots (+ 2 padding); 0 = auto-size."""
+    enable_prefix_cache: bool = True
+    """Prefix cache (upstream default on): auto-sizes the linear state to ~0.9/1.9 of the budget."""
+    num_speculative_tokens: int = 0
+    """Speculative tokens; grow a Qwen3.5 target's conv and SSM state."""
+    kv_budget_bytes: int = 0
+    """> 0: the per-rank KV budget in bytes, overriding the one the hardware profile derives."""
     host_blocks_factor: float = 0.0
     """> 1 enables the host (hierarchical) cache, which split does not support."""
     enable_sleep_mode: bool = False
@@ -125,9 +144,14 @@ class HardwareProfile:
     """Weights, activations and runtime: what is not for KV."""
     topology: Topology
     warp_size: int = 32
+    quantized_kv_cache_dtypes: tuple[str, ...] = ()
+    """Quantized KV cache dtypes the cards support (upstream: int8 on MLU only)."""
+    int8_indexer_cache: bool = False
+    """Whether the cards support the int8 DSA indexer cache (upstream: NPU and MLU)."""
 
     @property
     def kv_budget_bytes(self) -> int:
+        """Per-rank KV budget the profile derives: HBM minus the reserve."""
         return self.hbm_bytes_per_card - self.reserved_bytes_per_card
 
 
@@ -144,3 +168,10 @@ class RunSpec:
     """Speculative draft model (never split); None when not speculative."""
     placement: Optional[tuple[int, ...]] = None
     """Card of each rank within its node; None means rank % num_cards."""
+
+    @property
+    def kv_budget_bytes(self) -> int:
+        """The per-rank KV budget: ``cache.kv_budget_bytes`` when > 0, else the hardware profile's."""
+        if self.cache.kv_budget_bytes > 0:
+            return self.cache.kv_budget_bytes
+        return self.hardware.kv_budget_bytes

@@ -29,7 +29,7 @@ def hybrid_run(num_layers: int = 1000, split_size: int = 4) -> RunSpec:
         name=f"hybrid_{num_layers}", model_type="qwen3_next", num_hidden_layers=num_layers, attention="gqa",
         num_key_value_heads=2, head_dim=256, full_attention_interval=4,
         linear_num_key_heads=16, linear_num_value_heads=32, linear_key_head_dim=128,
-        linear_value_head_dim=128, linear_conv_kernel_dim=4, supports_layerwise_split=True,
+        linear_value_head_dim=128, linear_conv_kernel_dim=4
     )
     hardware = HardwareProfile(
         name="pcie8", device_type="cuda", kv_layout="heads_major", num_cards=8,

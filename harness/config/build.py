@@ -54,6 +54,8 @@ def hardware_profile(node: Any) -> HardwareProfile:
         reserved_bytes_per_card=hw["reserved_mib_per_card"] * MIB,
         topology=load_topology(hw["topology"]),
         warp_size=hw["warp_size"],
+        quantized_kv_cache_dtypes=tuple(hw.get("quantized_kv_cache_dtypes") or ()),
+        int8_indexer_cache=hw.get("int8_indexer_cache", False),
     )
 
 

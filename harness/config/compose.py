@@ -11,7 +11,8 @@ A model from a local Hugging Face ``config.json``: give ``model_path=PATH`` (a
 schema key, so it is typed, shown in the composed config and sweepable). The
 loaded numbers replace the ``model`` node; ``model.<key>=...`` overrides given with
 it still apply on top, e.g.
-``model_path=/ckpt/Qwen3.5/config.json model.supports_layerwise_split=false``.
+``model_path=/ckpt/Qwen3.5/config.json model.mamba_ssm_dtype=float32``.
+``draft_path=PATH`` does the same for the speculative draft (``draft.<key>=...`` on top).
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def compose_config(overrides: Sequence[str] = (), config_dir: Optional[Union[str
         raise errors.translate(exc, conf_dir, overrides) from None
     if cfg.model_path is not None:
         _load_model_path(cfg, parsed)
+    if cfg.draft_path is not None:
+        _load_model_path(cfg, parsed, node="draft")
     return cfg
 
 
@@ -128,16 +131,16 @@ def _check_missing(cfg: DictConfig, conf_dir: Path) -> None:
     raise ConfigError(key, None, "missing: the chosen options do not set it", f"{len(missing)} missing: {', '.join(missing)}")
 
 
-def _load_model_path(cfg: DictConfig, parsed: list) -> None:
-    """Replace ``cfg.model`` by the config.json's numbers, then re-apply ``model.*`` overrides."""
+def _load_model_path(cfg: DictConfig, parsed: list, node: str = "model") -> None:
+    """Replace ``cfg.<node>`` by the config.json at ``<node>_path``, then re-apply ``<node>.*`` overrides."""
     from harness.config.hf_loader import model_spec_from_hf_config
 
-    spec = model_spec_from_hf_config(cfg.model_path)
+    spec = model_spec_from_hf_config(cfg[f"{node}_path"], field=f"{node}_path")
     values = {f.name: getattr(spec, f.name) for f in dataclasses.fields(ModelConfig)}
     if values["layer_types"] is not None:
         values["layer_types"] = list(values["layer_types"])
-    cfg.model = OmegaConf.structured(ModelConfig(**values))
+    cfg[node] = OmegaConf.structured(ModelConfig(**values))
     for override in parsed:
         key = override.key_or_group
-        if key.startswith("model.") and not override.is_delete():
+        if key.startswith(f"{node}.") and not override.is_delete():
             OmegaConf.update(cfg, key, override.value(), merge=False)

@@ -4,6 +4,15 @@ Plain ``json.load`` of a local file: no ``trust_remote_code``, no imports of mod
 code, no network. Multimodal configs (Qwen3.5) keep the language model's numbers
 in ``text_config``; those are read from there, ``model_type`` from the top.
 Every mistake is a ``ConfigError`` naming the JSON key and the expected type.
+
+Keys read (every one the byte formulas use): ``model_type``, ``num_hidden_layers``,
+``head_dim`` (else ``hidden_size / num_attention_heads``), ``num_attention_heads``,
+``num_key_value_heads``, ``torch_dtype`` (or ``dtype``), ``layer_types``,
+``full_attention_interval``, ``linear_num_key_heads``, ``linear_num_value_heads``,
+``linear_key_head_dim``, ``linear_value_head_dim``, ``linear_conv_kernel_dim``,
+``mamba_ssm_dtype``, ``index_n_heads``, ``index_head_dim``, ``kv_lora_rank``,
+``qk_rope_head_dim``, ``num_nextn_predict_layers``. Whether layerwise split
+supports the model is the implementation's rule (by ``model_type``), not the loader's.
 """
 
 from __future__ import annotations
@@ -15,8 +24,6 @@ from typing import Any, Mapping, Optional, Union
 from implementations.errors import ConfigError
 from implementations.specs import DTYPE_BYTES, ModelSpec
 
-SPLIT_MODEL_TYPES = ("deepseek_v3", "deepseek_v32", "glm_moe_dsa", "qwen3_5_moe", "qwen3_5", "qwen3_next")
-"""model_types whose configs support layerwise split (upstream's two plus the adaptation's)."""
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 """A config.json is a few KiB; refuse to read anything this large."""
 FIELD = "model_path"
@@ -29,31 +36,34 @@ _OPTIONAL_INTS = (
     "linear_key_head_dim",
     "linear_value_head_dim",
     "linear_conv_kernel_dim",
+    "num_attention_heads",
+    "num_nextn_predict_layers",
 )
+SSM_DTYPES = ("bfloat16", "float16", "float32")
 
 
-def load_config_json(path: Union[str, Path]) -> dict:
-    """The JSON object of a config.json (or of ``<dir>/config.json``)."""
+def load_config_json(path: Union[str, Path], field: str = FIELD) -> dict:
+    """The JSON object of a config.json (or of ``<dir>/config.json``); errors name ``field``."""
     path = Path(path).expanduser()
     if path.is_dir():
         path = path / "config.json"
     if not path.is_file():
-        raise ConfigError(FIELD, str(path), "an existing local config.json (or a directory holding one)")
+        raise ConfigError(field, str(path), "an existing local config.json (or a directory holding one)")
     if path.stat().st_size > MAX_CONFIG_BYTES:
-        raise ConfigError(FIELD, str(path), f"a config.json under {MAX_CONFIG_BYTES // 2**20} MiB")
+        raise ConfigError(field, str(path), f"a config.json under {MAX_CONFIG_BYTES // 2**20} MiB")
     try:
         with path.open("rb") as fh:
             obj = json.load(fh)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(FIELD, str(path), "a readable JSON file", str(exc).splitlines()[0]) from None
+        raise ConfigError(field, str(path), "a readable JSON file", str(exc).splitlines()[0]) from None
     if not isinstance(obj, dict):
-        raise ConfigError(FIELD, str(path), "a JSON object at the top level", f"got {type(obj).__name__}")
+        raise ConfigError(field, str(path), "a JSON object at the top level", f"got {type(obj).__name__}")
     return obj
 
 
-def model_spec_from_hf_config(path: Union[str, Path]) -> ModelSpec:
-    """Parse a local config.json into a ``ModelSpec`` named by its path."""
-    return model_spec_from_dict(load_config_json(path), name=str(path))
+def model_spec_from_hf_config(path: Union[str, Path], field: str = FIELD) -> ModelSpec:
+    """Parse a local config.json into a ``ModelSpec`` named by its path (``field``: model_path or draft_path)."""
+    return model_spec_from_dict(load_config_json(path, field), name=str(path))
 
 
 def model_spec_from_dict(obj: Mapping[str, Any], *, name: str) -> ModelSpec:
@@ -80,6 +90,10 @@ def model_spec_from_dict(obj: Mapping[str, Any], *, name: str) -> ModelSpec:
         value = reader.integer(key, minimum=0)
         if value is not None:
             fields[key] = value
+    if "num_nextn_predict_layers" not in fields:  # Qwen3.5 names its MTP layers so (upstream qwen3_5.h)
+        mtp = reader.integer("mtp_num_hidden_layers", minimum=0)
+        if mtp is not None:
+            fields["num_nextn_predict_layers"] = mtp
     if fields.get("index_n_heads", 0) > 0:
         reader.integer("index_head_dim", required=True, minimum=1)
     interval = reader.integer("full_attention_interval", minimum=1)
@@ -90,13 +104,17 @@ def model_spec_from_dict(obj: Mapping[str, Any], *, name: str) -> ModelSpec:
         if len(layer_types) != num_layers:
             raise reader.error("layer_types", layer_types[:4], f"a list of {num_layers} strings (num_hidden_layers)")
         fields["layer_types"] = tuple(layer_types)
+    ssm_dtype = reader.string("mamba_ssm_dtype")
+    if ssm_dtype is not None:
+        if ssm_dtype not in SSM_DTYPES:
+            raise reader.error("mamba_ssm_dtype", ssm_dtype, f"one of {', '.join(SSM_DTYPES)}")
+        fields["mamba_ssm_dtype"] = ssm_dtype
 
     return ModelSpec(
         name=name,
         model_type=model_type,
         num_hidden_layers=num_layers,
         dtype=_dtype(reader, _Reader(obj, name)),
-        supports_layerwise_split=model_type in SPLIT_MODEL_TYPES,
         **fields,
     )
 

@@ -42,7 +42,7 @@ class ModelConfig:
     index_head_dim: int = 0
     """DSA indexer head dim."""
     layer_types: Optional[List[str]] = None
-    """Per-layer kind (full_attention / linear_attention / ...); null: use the interval."""
+    """Per-layer kind (full_attention / attention are full, anything else linear); null: use the interval."""
     full_attention_interval: int = 1
     """Layer l is full iff interval <= 1 or (l + 1) % interval == 0."""
     linear_num_key_heads: int = 0
@@ -55,8 +55,14 @@ class ModelConfig:
     """Gated DeltaNet value head dim."""
     linear_conv_kernel_dim: int = 0
     """Gated DeltaNet short-convolution kernel."""
-    supports_layerwise_split: bool = False
-    """Per-model flag: may layerwise split be enabled on it."""
+    mamba_ssm_dtype: Optional[str] = None
+    """Recurrent (SSM) state dtype; null: the model dtype."""
+    num_attention_heads: int = 0
+    """Query heads (informational)."""
+    num_nextn_predict_layers: int = 0
+    """MTP layers; as a draft, the draft engine's layer count when > 0."""
+    body_tp1: bool = False
+    """As a draft only: its body runs at TP 1 (upstream enable_mtp_draft_body_tp1) and its KV keeps its own shape."""
 
 
 @dataclass
@@ -79,6 +85,10 @@ class HardwareConfig:
     """Fixture name in ``conf/topology`` or a path to a topo -m text / YAML file."""
     warp_size: int = 32
     """Threads per warp (64 on Iluvatar)."""
+    quantized_kv_cache_dtypes: List[str] = field(default_factory=list)
+    """Quantized KV cache dtypes the cards support (int8, fp8_e4m3, fp8_e5m2); empty: none."""
+    int8_indexer_cache: bool = False
+    """Whether the cards support the int8 DSA indexer cache."""
     facts: Dict[str, Any] = field(default_factory=dict)
     """Facts the spec does not carry (bus ids, clocks, SDK versions), kept for reports."""
 
@@ -94,7 +104,7 @@ class ParallelConfig:
     cp_size: int = 1
     """Context-parallel size (split requires 1)."""
     kv_split_size: int = 1
-    """KV split size (split requires 1)."""
+    """KV split size; 0 follows cp_size (upstream); split requires an effective size of 1."""
 
 
 @dataclass
@@ -115,12 +125,18 @@ class CacheConfig:
     """Token slots per block."""
     kv_cache_dtype: str = "auto"
     """auto (model dtype), int8, fp8_e4m3 or fp8_e5m2."""
-    index_cache_dtype: str = "auto"
+    indexer_cache_dtype: str = "auto"
     """DSA indexer cache dtype: auto or int8."""
-    ssm_cache_dtype: str = "auto"
-    """Linear-attention conv/recurrent state dtype; auto = model dtype."""
-    max_seqs_per_batch: int = 4
-    """Sequence slots of the linear-attention state (upstream pads by 2)."""
+    max_seqs_per_batch: int = 200
+    """Concurrent sequences (upstream default 200); sizes linear state without prefix cache; 0 = unlimited."""
+    max_linear_state_cache_slots: int = 0
+    """> 0: exactly this many linear-state slots (+ 2 padding); 0 = auto-size."""
+    enable_prefix_cache: bool = True
+    """Prefix cache (upstream default on): linear state auto-sized to ~0.9/1.9 of the budget."""
+    num_speculative_tokens: int = 0
+    """Speculative tokens per step; grow a Qwen3.5 target's linear state."""
+    kv_budget_bytes: int = 0
+    """> 0: per-rank KV budget in bytes, overriding the hardware profile's (hbm - reserved)."""
     host_blocks_factor: float = 0.0
     """> 1 enables the host (hierarchical) cache."""
     enable_sleep_mode: bool = False
@@ -188,6 +204,8 @@ class Config:
     """Card of each rank within its node; null = rank % num_cards."""
     model_path: Optional[str] = None
     """A local Hugging Face config.json that replaces ``model`` (see ``compose``)."""
+    draft_path: Optional[str] = None
+    """A local Hugging Face config.json that replaces ``draft`` (see ``compose``)."""
     runner: RunnerConfig = field(default_factory=RunnerConfig)
     """Distributed runner settings."""
     report: ReportConfig = field(default_factory=ReportConfig)

@@ -10,9 +10,11 @@ section 5 (bytes and heads per rank), section 6 (the uniform block count, via
 ``[n_blocks, n_heads, block_size, head_dim]``; MLA latent + rope, GQA k + v, an index
 tensor on DSA layers; linear layers keep conv + recurrent state). Tensor names are
 the interface's (``implementations/interface.py``: latent/rope, k/v, index,
-conv/recurrent). Linear state shapes follow the upstream GDN layout: conv
-``[slots, conv_dim, kernel - 1]``, recurrent ``[slots, v_heads, key_dim, value_dim]``,
-slots = max_seqs_per_batch + 2. Provenance: testcases/baselines/README.md.
+conv/recurrent). Linear state shapes follow upstream's ``KVCacheShape`` (FEATURE v2
+section 7): conv ``[slots, kernel - 1, conv_dim]``, recurrent ``[slots, v_heads,
+key_dim, value_dim]``; slots per FEATURE v2 section 5 (upstream
+``calculate_linear_state_blocks``, written out here in ``linear_state_slots``).
+Provenance: testcases/baselines/README.md.
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ BASELINE_PATH = Path(__file__).resolve().parents[2] / "testcases" / "baselines" 
 MODELS = ("deepseek_v3", "deepseek_v32", "glm_moe_dsa", "qwen3_5_moe", "qwen3_next", "llama3_8b")
 PARALLEL = ("tp4", "dp2_tp4")
 HARDWARE = ("cpu",)
-FORMAT = 1
+FORMAT = 2
+"""2: FEATURE v2 defaults (prefix cache on, 200 sequences) and upstream's linear-state slots / conv shape."""
+LINEAR_STATE_PADDING_SLOTS = 2
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "int8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
 _TORCH_DTYPE = {"fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2"}
 """The names torch prints (the suites record ``str(tensor.dtype)`` without ``torch.``)."""
@@ -45,13 +49,34 @@ def conditions(run) -> dict:
     c = run.cache
     return {
         "kv_layout": run.hardware.kv_layout,
-        "kv_budget_bytes": run.hardware.kv_budget_bytes,
+        "kv_budget_bytes": run.kv_budget_bytes,
         "block_size": c.block_size,
         "kv_cache_dtype": c.kv_cache_dtype,
-        "index_cache_dtype": c.index_cache_dtype,
-        "ssm_cache_dtype": c.ssm_cache_dtype,
+        "indexer_cache_dtype": c.indexer_cache_dtype,
         "max_seqs_per_batch": c.max_seqs_per_batch,
+        "max_linear_state_cache_slots": c.max_linear_state_cache_slots,
+        "enable_prefix_cache": c.enable_prefix_cache,
+        "num_speculative_tokens": c.num_speculative_tokens,
     }
+
+
+def linear_state_slots(*, budget_bytes: int, num_linear_layers: int, linear_slot_bytes: int,
+                       full_bytes_per_block: int, max_seqs_per_batch: int, max_linear_state_cache_slots: int,
+                       enable_prefix_cache: bool) -> int:
+    """FEATURE v2 section 5, as written there (C budget, L layers, ls slot bytes, F uniform bytes per block)."""
+    pad = LINEAR_STATE_PADDING_SLOTS
+    if num_linear_layers == 0 or linear_slot_bytes == 0:
+        return pad
+    per_slot = num_linear_layers * linear_slot_bytes
+    c, f = budget_bytes, full_bytes_per_block
+    cap = max(pad, min((c - 1) // per_slot, (c + pad * f) // (per_slot + f)))
+    if max_linear_state_cache_slots > 0:
+        if max_linear_state_cache_slots + pad > cap:
+            raise ValueError(f"max_linear_state_cache_slots {max_linear_state_cache_slots} + 2 > cap {cap}")
+        return max_linear_state_cache_slots + pad
+    if not enable_prefix_cache:
+        return max(pad, min(max_seqs_per_batch + pad, cap))
+    return min(max(pad, int(float(c) * (0.9 / 1.9)) // per_slot), cap)
 
 
 def _tensor(shape: list[int], dtype: str) -> dict:
@@ -70,7 +95,7 @@ def _blocks(layout: str, n_blocks: int, block_size: int, heads: int, dim: int) -
 def full_layer_tensors(model, cache, tp: int, layout: str, n_blocks: int) -> dict:
     """FEATURE sections 5 and 7, unquantized KV (the recorded conditions say which)."""
     kv_dtype = model.dtype if cache.kv_cache_dtype == "auto" else cache.kv_cache_dtype
-    if kv_dtype != model.dtype or cache.index_cache_dtype != "auto":
+    if kv_dtype != model.dtype or cache.indexer_cache_dtype != "auto":
         raise ValueError("the baseline records unquantized KV and index caches only (kv/index cache dtype auto)")
     bs = cache.block_size
     if model.attention == "mla":
@@ -85,32 +110,65 @@ def full_layer_tensors(model, cache, tp: int, layout: str, n_blocks: int) -> dic
     return out
 
 
-def linear_layer_tensors(model, cache, tp: int) -> dict:
-    slots = cache.max_seqs_per_batch + 2
-    k_heads, v_heads = model.linear_num_key_heads // tp, model.linear_num_value_heads // tp
-    conv_dim = 2 * model.linear_key_head_dim * k_heads + model.linear_value_head_dim * v_heads
-    ssm_dtype = model.dtype if cache.ssm_cache_dtype == "auto" else cache.ssm_cache_dtype
+def linear_layer_tensors(model, cache, tp: int, slots: int) -> dict:
+    """One linear layer's state (no speculative tokens: the recorded conditions say 0)."""
+    if cache.num_speculative_tokens:
+        raise ValueError("the baseline records runs without speculative tokens only")
+    k_heads, v_heads = max(1, model.linear_num_key_heads // tp), max(1, model.linear_num_value_heads // tp)
+    # Upstream init_conv_cache_shape counts value channels with linear_key_head_dim (FEATURE 7).
+    conv_dim = 2 * model.linear_key_head_dim * k_heads + model.linear_key_head_dim * v_heads
+    ssm_dtype = getattr(model, "mamba_ssm_dtype", None) or model.dtype
     return {
-        "conv": _tensor([slots, conv_dim, model.linear_conv_kernel_dim - 1], model.dtype),
+        "conv": _tensor([slots, model.linear_conv_kernel_dim - 1, conv_dim], model.dtype),
         "recurrent": _tensor([slots, v_heads, model.linear_key_head_dim, model.linear_value_head_dim], ssm_dtype),
     }
+
+
+def _full_slot_bytes(model, tp: int) -> int:
+    """Bytes per token slot of one full layer, FEATURE section 5, unquantized (KV and index dtype auto)."""
+    d = _DTYPE_BYTES[model.dtype]
+    if model.attention == "mla":
+        slot = d * (model.kv_lora_rank + model.qk_rope_head_dim)
+    else:
+        slot = 2 * d * model.head_dim * max(1, model.num_key_value_heads // tp)
+    return slot + (d * model.index_head_dim if model.index_n_heads > 0 else 0)
+
+
+def _linear_slot_bytes(model, tp: int) -> int:
+    """ls of FEATURE v2 section 5 (no speculative tokens), from the model numbers."""
+    d = _DTYPE_BYTES[model.dtype]
+    d_ssm = _DTYPE_BYTES[getattr(model, "mamba_ssm_dtype", None) or model.dtype]
+    nk, nv = max(1, model.linear_num_key_heads // tp), max(1, model.linear_num_value_heads // tp)
+    conv = d * (2 * model.linear_key_head_dim * nk + model.linear_value_head_dim * nv) * (
+        model.linear_conv_kernel_dim - 1)
+    return conv + d_ssm * nv * model.linear_key_head_dim * model.linear_value_head_dim
 
 
 def entry(run, model: str, parallel: str, hardware: str) -> dict:
     """The uniform allocation of one configuration: identical on every rank."""
     tp = oracle.attn_tp_size(run)
-    budget = run.hardware.kv_budget_bytes
-    _, n_blocks = oracle.expected_block_counts(run, budget)
+    budget = run.kv_budget_bytes
     full = oracle.expected_full_layers(run.model)
+    per_layer = [run.cache.block_size * _full_slot_bytes(run.model, tp) if layer in full else 0
+                 for layer in range(run.model.num_hidden_layers)]
+    full_bytes = sum(per_layer[layer] for layer in full)
+    n_linear = run.model.num_hidden_layers - len(full)
+    ls = _linear_slot_bytes(run.model, tp) if n_linear else 0
+    c = run.cache
+    slots = linear_state_slots(
+        budget_bytes=budget, num_linear_layers=n_linear, linear_slot_bytes=ls, full_bytes_per_block=full_bytes,
+        max_seqs_per_batch=c.max_seqs_per_batch, max_linear_state_cache_slots=c.max_linear_state_cache_slots,
+        enable_prefix_cache=c.enable_prefix_cache)
+    n_blocks = (budget - n_linear * slots * ls) // full_bytes  # FEATURE section 6, uniform
     layout = run.hardware.kv_layout
     layers = []
     for layer in range(run.model.num_hidden_layers):
         if layer in full:
             tensors = full_layer_tensors(run.model, run.cache, tp, layout, n_blocks)
         else:
-            tensors = linear_layer_tensors(run.model, run.cache, tp)
+            tensors = linear_layer_tensors(run.model, run.cache, tp, slots)
         layers.append({"layer": layer, "kind": "full" if layer in full else "linear", "tensors": tensors})
-    _cross_check(run, layers, n_blocks, tp)
+    _cross_check(run, layers, n_blocks, per_layer, slots * ls)
     return {
         "model": model,
         "parallel": parallel,
@@ -120,15 +178,14 @@ def entry(run, model: str, parallel: str, hardware: str) -> dict:
         "attn_tp_size": tp,
         "conditions": conditions(run),
         "n_blocks": n_blocks,
+        "num_linear_state_blocks": slots,
         "rank_bytes": sum(t["bytes"] for layer in layers for t in layer["tensors"].values()),
         "layers": layers,
     }
 
 
-def _cross_check(run, layers: list[dict], n_blocks: int, tp: int) -> None:
-    """The shapes must add up to the oracle's byte formulas (two spellings of section 5)."""
-    per_layer = oracle.expected_layer_bytes_per_block(run.model, run.cache, tp)
-    linear = oracle.expected_linear_state_bytes_per_slot(run.model, run.cache, tp) * (run.cache.max_seqs_per_batch + 2)
+def _cross_check(run, layers: list[dict], n_blocks: int, per_layer, linear: int) -> None:
+    """The shapes must add up to the byte formulas (two spellings of section 5)."""
     for layer in layers:
         got = sum(t["bytes"] for t in layer["tensors"].values())
         want = n_blocks * per_layer[layer["layer"]] if layer["kind"] == "full" else linear

@@ -55,7 +55,8 @@ def expected_rejection(run) -> str | None:
         return None
     par, cache = run.parallel, run.cache
     for refused, reason in (
-        (not run.model.supports_layerwise_split, "model does not support layerwise split"),
+        (run.model.model_type not in ("deepseek_v32", "glm_moe_dsa", "deepseek_v3", "qwen3_5_moe", "qwen3_next"),
+         "model does not support layerwise split"),  # FEATURE 3 (by model_type)
         (par.cp_size > 1, "context parallel (cp_size > 1) with split"),
         (par.kv_split_size > 1, "KV split (kv_split_size > 1) with split"),
         (cache.host_blocks_factor > 1, "host cache (host_blocks_factor > 1) with split"),

@@ -2,7 +2,8 @@
 
 FEATURE section 4: upstream's literal owner rule (``layer_id % s``) differs from the
 round-robin over full-attention layers on hybrid models; suites that check the owner
-rule or the peak memory must then fail for ``xllm_upstream``. Marking those cases
+rule or the peak memory must then fail for ``upstream_owner_rule`` (the reference with
+only upstream's owner rule). Marking those cases
 strict-xfail shows the finding in the report, and a fix would turn them XPASS (a failure).
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from harness import oracle
 
-UPSTREAM_IMPLEMENTATIONS = ("xllm_upstream",)
+UPSTREAM_IMPLEMENTATIONS = ("upstream_owner_rule",)
 
 
 def upstream_rule_breaks(run) -> bool:

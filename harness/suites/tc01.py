@@ -27,7 +27,7 @@ __all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "report_view", "sum
 VARIANTS = (
     ("cp2", "s2", "dp2_tp4", ("parallel.dp_size=1", "parallel.cp_size=2")),
     ("hostcache", "s2", "tp4", ("cache.host_blocks_factor=2.0",)),
-    ("int8", "s2", "tp4", ("cache.kv_cache_dtype=int8", "cache.index_cache_dtype=int8")),
+    ("int8", "s2", "tp4", ("cache.kv_cache_dtype=int8", "cache.indexer_cache_dtype=int8")),
     ("fp8", "s4", "tp4", ("cache.kv_cache_dtype=fp8_e4m3",)),
 )
 VARIANT_MODELS = ("deepseek_v32", "qwen3_5_moe")

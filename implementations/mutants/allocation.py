@@ -41,7 +41,9 @@ class WrongLayoutAxes(Mutant):
         self.check_message(message, expected_digest, rank)
         mask = self.ownership_mask(message, rank)
         swapped = replace(message, kv_layout=_SWAPPED_LAYOUT.get(message.kv_layout, message.kv_layout))
-        cache = allocation.allocate_worker_cache(swapped, run, rank=rank, role=role, mask=mask, device=device)
+        shape_model = run.model if role == "target" else self.draft_shape_model(run)
+        cache = allocation.allocate_worker_cache(swapped, run, rank=rank, role=role, mask=mask, device=device,
+                                                 shape_model=shape_model)
         # Report the layout it was asked for: only the tensors' axis order is wrong.
         cache.plan_digest, cache.kv_layout = message.digest, message.kv_layout
         return cache

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from implementations.mutants.base import Mutant
-from implementations.reference import kv_bytes, layers
+from implementations.reference import estimation, kv_bytes, layers
 
 
 class NoScratchInEstimate(Mutant):
@@ -50,18 +50,15 @@ class IndexSlotDropped(Mutant):
 
 
 class LinearSlotsUnpadded(Mutant):
-    """Linear-state reservation uses max_seqs_per_batch slots, not max_seqs_per_batch + 2 (FEATURE 5, slots padded by 2)."""
+    """Linear-state reservation drops upstream's 2 padding slots (FEATURE 5, slots padded by 2)."""
 
     name = "mutant_linear_slots_unpadded"
     component = "estimation"
-    # Not TC-01: the allocation keeps max_seqs + 2 slots; only the estimate and block count differ.
     expected_catchers = ("TC-02", "TC-06", "TC-07")
 
-    def linear_state_bytes(self, model, cache, attn_tp_size):
-        n_linear = model.num_hidden_layers - len(self.full_layers(model))
-        if n_linear == 0:
-            return 0
-        return n_linear * cache.max_seqs_per_batch * kv_bytes.linear_spec(model, cache, attn_tp_size).seq_bytes
+    def linear_state_slots(self, cache, **figures):
+        slots = super().linear_state_slots(cache, **figures)
+        return slots - estimation.LINEAR_STATE_PADDING_SLOTS if figures["num_linear_layers"] > 0 else slots
 
 
 class ScaleBytesMissing(Mutant):
@@ -103,7 +100,9 @@ class DraftAdditionalIgnored(Mutant):
             return super().plan(run)
         self.validate(run)
         target = super().plan(replace(run, draft=None))
-        draft = self.draft_plan(run, target.attn_tp_size)
+        draft = self.draft_plan(run, target.attn_tp_size,
+                                self.target_capacity(run, target.attn_tp_size,
+                                                     linear_cache_bytes=target.linear_state_bytes))
         ranks = tuple(replace(r, draft_estimated_bytes=target.n_blocks * draft.bytes_per_block)
                       for r in target.ranks)
         return replace(target, draft=draft, ranks=ranks)

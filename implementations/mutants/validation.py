@@ -16,8 +16,8 @@ class NoValidationUnsupported(Mutant):
     # Not TC-06: it only runs disabled configs, where nothing is validated for a split.
     expected_catchers = ("TC-01", "TC-02")
 
-    def validate(self, run):
-        super().validate(replace(run, model=replace(run.model, supports_layerwise_split=True)))
+    def check_supported_model(self, run):
+        return None  # the mutation: every model type accepted
 
 
 class CpSplitAccepted(Mutant):
@@ -32,9 +32,13 @@ class CpSplitAccepted(Mutant):
         validation.check_model(run.model)
         validation.check_cache(run.cache)
         validation.check_hardware(run.hardware)
+        validation.check_split_size_positive(run.layerwise)
         validation.check_parallel(run.parallel)
         validation.check_split_size(run.layerwise, self.attn_tp_size(run.parallel))
+        validation.check_linear_with_indexer(run.model)
+        validation.check_quantized_support(run)
         if self.is_active(run.layerwise):
+            self.check_supported_model(run)
             no_cp = replace(run, parallel=replace(run.parallel, cp_size=1))  # the mutation
             validation.check_active_split(no_cp, self.full_layers(run.model))
         if run.draft is not None:

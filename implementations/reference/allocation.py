@@ -7,7 +7,12 @@ A worker allocates, for the model of its role:
   ``tokens_major`` [n_blocks, block_size, n_heads, dim] on CUDA/NPU);
 * each non-owned full-attention layer: views of the rank's one scratch layer
   (no storage of its own, ``owned=False``);
-* each linear-attention layer: conv + recurrent state, on every rank.
+* each linear-attention layer: conv + recurrent state, on every rank, in
+  upstream's shapes: conv ``[slots, conv_state_len, channels]`` (value channels
+  counted with ``linear_key_head_dim``, as upstream's ``init_conv_cache_shape``),
+  recurrent ``[slots * checkpoint_stride, v_heads, key_dim, value_dim]``;
+* quantization scales as upstream: the cache tensor's shape without its last
+  dim (``[n_blocks, heads, block_size]`` heads-major), float32.
 
 Only ``torch.empty`` is used: untouched CPU pages cost no resident memory, so
 the harness can allocate a plan's full byte count on a laptop. The byte helpers
@@ -25,9 +30,8 @@ from implementations.interface import LayerCache, WorkerKVCache
 from implementations.plan_types import KVPlan, RankPlan
 from implementations.specs import KV_LAYOUTS, ModelSpec, RunSpec
 
-QUANTIZED_KV_DTYPES = ("int8", "fp8_e4m3", "fp8_e5m2")
-SSM_STATE_SLOT_PADDING = 2
-"""Upstream pads the linear-state sequence slots by 2."""
+from implementations.reference import kv_bytes
+from implementations.specs import QUANTIZED_KV_CACHE_DTYPES
 
 _TORCH_DTYPE_NAMES = {
     "bfloat16": "bfloat16",
@@ -55,10 +59,10 @@ def _resolve(name: str, model: ModelSpec, *, field: str) -> torch.dtype:
     return torch_dtype(model.dtype if name == "auto" else name, field=field)
 
 
-def _block_shape(layout: str, n_blocks: int, block_size: int, heads: int, dim: int) -> tuple:
-    if layout == "heads_major":
-        return (n_blocks, heads, block_size, dim)
-    return (n_blocks, block_size, heads, dim)
+def _block_shape(layout: str, n_blocks: int, block_size: int, heads: int, dim: Optional[int]) -> tuple:
+    """A cache tensor's shape; ``dim`` None gives its scale's shape (the same without the last dim)."""
+    shape = (n_blocks, heads, block_size) if layout == "heads_major" else (n_blocks, block_size, heads)
+    return shape if dim is None else shape + (dim,)
 
 
 def _full_layer_tensors(model: ModelSpec, run: RunSpec, message: KVPlan, *,
@@ -66,53 +70,53 @@ def _full_layer_tensors(model: ModelSpec, run: RunSpec, message: KVPlan, *,
     """Fresh tensors of one full-attention layer (one storage per tensor)."""
     cache = run.cache
     kv_dtype = _resolve(cache.kv_cache_dtype, model, field="cache.kv_cache_dtype")
-    quantized = cache.kv_cache_dtype in QUANTIZED_KV_DTYPES
+    quantized = cache.kv_cache_dtype in QUANTIZED_KV_CACHE_DTYPES
 
-    specs: dict[str, tuple[int, int, torch.dtype]] = {}  # name -> (heads, dim, dtype)
+    specs: dict[str, tuple[int, Optional[int], torch.dtype]] = {}  # name -> (heads, dim or None, dtype)
     if model.attention == "mla":
         specs["latent"] = (1, model.kv_lora_rank, kv_dtype)
         specs["rope"] = (1, model.qk_rope_head_dim, kv_dtype)
-        if quantized:
-            specs["latent_scale"] = (1, 1, torch.float32)
+        if quantized:  # one float32 scale per token slot (FEATURE 5: scale slot 4 B)
+            specs["latent_scale"] = (1, None, torch.float32)
     elif model.attention == "gqa":
-        n_local_kv_heads = max(1, model.num_key_value_heads // message.attn_tp_size)
+        n_local_kv_heads = kv_bytes.local_heads(model.num_key_value_heads, message.attn_tp_size)
         specs["k"] = (n_local_kv_heads, model.head_dim, kv_dtype)
         specs["v"] = (n_local_kv_heads, model.head_dim, kv_dtype)
         if quantized:
-            specs["k_scale"] = (n_local_kv_heads, 1, torch.float32)
-            specs["v_scale"] = (n_local_kv_heads, 1, torch.float32)
+            specs["k_scale"] = (n_local_kv_heads, None, torch.float32)
+            specs["v_scale"] = (n_local_kv_heads, None, torch.float32)
     else:
         raise ConfigError("model", model.attention, "attention must be 'mla' or 'gqa'",
                           f"model {model.name}")
     if with_index:
-        if cache.index_cache_dtype == "int8":
+        if cache.indexer_cache_dtype == "int8":
             specs["index"] = (1, model.index_head_dim, torch.int8)
-            specs["index_scale"] = (1, 1, torch.float32)
+            specs["index_scale"] = (1, None, torch.float32)
         else:
             index_dtype = torch_dtype(model.dtype, field="model")
             specs["index"] = (1, model.index_head_dim, index_dtype)
     return {
-        name: torch.empty(_block_shape(message.kv_layout, message.n_blocks, message.block_size,
-                                       heads, dim), dtype=dtype, device=device)
+        name: torch.empty(_block_shape(message.kv_layout, message.n_blocks, message.block_size, heads, dim),
+                          dtype=dtype, device=device)
         for name, (heads, dim, dtype) in specs.items()
     }
 
 
-def _linear_layer_tensors(model: ModelSpec, run: RunSpec, message: KVPlan, *,
+def _linear_layer_tensors(model: ModelSpec, run: RunSpec, message: KVPlan, *, role: str,
                           device: str) -> dict[str, torch.Tensor]:
-    """Conv + recurrent state of one linear-attention (GDN) layer, never split."""
-    tp = message.attn_tp_size
-    n_local_k = max(1, model.linear_num_key_heads // tp)
-    n_local_v = max(1, model.linear_num_value_heads // tp)
-    slots = run.cache.max_seqs_per_batch + SSM_STATE_SLOT_PADDING
-    conv_dim = 2 * model.linear_key_head_dim * n_local_k + model.linear_value_head_dim * n_local_v
-    conv_dtype = torch_dtype(model.dtype, field="model")
-    ssm_dtype = _resolve(run.cache.ssm_cache_dtype, model, field="cache.ssm_cache_dtype")
+    """Conv + recurrent state of one linear-attention (GDN) layer, never split (upstream shapes)."""
+    spec = kv_bytes.linear_spec(
+        model, run.cache, message.attn_tp_size,
+        speculative_tokens=kv_bytes.speculative_state_tokens(model, run.cache, is_draft=role == "draft"))
+    slots = message.num_linear_state_blocks
+    # Upstream init_conv_cache_shape counts the value channels with linear_key_head_dim.
+    conv_dim = spec.key_head_dim * spec.n_local_k_heads * 2 + spec.key_head_dim * spec.n_local_v_heads
+    conv_dtype = torch_dtype(model.dtype, field="model.dtype")
+    ssm_dtype = torch_dtype(kv_bytes.ssm_dtype(model), field="model.mamba_ssm_dtype")
     return {
-        "conv": torch.empty((slots, conv_dim, model.linear_conv_kernel_dim - 1),
-                            dtype=conv_dtype, device=device),
-        "recurrent": torch.empty((slots, n_local_v, model.linear_key_head_dim,
-                                  model.linear_value_head_dim), dtype=ssm_dtype, device=device),
+        "conv": torch.empty((slots, spec.conv_state_len, conv_dim), dtype=conv_dtype, device=device),
+        "recurrent": torch.empty((slots * spec.ssm_checkpoint_stride, spec.n_local_v_heads, spec.key_head_dim,
+                                  spec.value_head_dim), dtype=ssm_dtype, device=device),
     }
 
 
@@ -125,14 +129,17 @@ def _rank_plan(message: KVPlan, rank: int) -> RankPlan:
 
 
 def allocate_worker_cache(message: KVPlan, run: RunSpec, *, rank: int, role: str,
-                          mask: tuple[bool, ...], device: str) -> WorkerKVCache:
+                          mask: tuple[bool, ...], device: str,
+                          shape_model: Optional[ModelSpec] = None) -> WorkerKVCache:
     """Allocate rank ``rank``'s caches for ``role`` as ``message`` and ``mask`` say.
 
     ``mask[layer_id]`` is True where this rank owns the full layer; entries of
     linear layers are ignored (linear state is never split). One scratch layer
     is allocated whenever the split is active, as the estimate counts it.
+    ``shape_model`` is the model whose cache shape the layers take (a draft's KV
+    takes the target's shape unless its body runs at TP 1); default: the role's model.
     """
-    model = run.draft if role == "draft" else run.model
+    model = shape_model if shape_model is not None else (run.draft if role == "draft" else run.model)
     if model is None:
         raise ConfigError("draft", None, "a draft model is needed for role 'draft'")
     if message.kv_layout not in KV_LAYOUTS:
@@ -150,7 +157,7 @@ def allocate_worker_cache(message: KVPlan, run: RunSpec, *, rank: int, role: str
     layers = []
     for layer_id in range(message.num_layers):
         if layer_id not in full:
-            tensors = _linear_layer_tensors(model, run, message, device=device)
+            tensors = _linear_layer_tensors(model, run, message, role=role, device=device)
             layers.append(LayerCache(layer_id=layer_id, kind="linear", owned=True, tensors=tensors))
         elif mask[layer_id]:
             tensors = _full_layer_tensors(model, run, message, with_index=with_index, device=device)

@@ -12,7 +12,7 @@ from typing import Iterable, Optional, Sequence
 
 from implementations.errors import ConfigError, PlanError
 from implementations.interface import ROLES, WorkerKVCache
-from implementations.plan_types import DraftPlan, KVPlan, RankPlan
+from implementations.plan_types import CacheCapacity, DraftPlan, KVPlan, RankPlan
 from implementations.reference import estimation, kv_bytes, layers, layout, topology, validation
 from implementations.specs import CacheSpec, LayerwiseFlags, ModelSpec, ParallelSpec, RunSpec
 
@@ -24,30 +24,46 @@ class ReferenceImplementation:
     """Layerwise split KV cache sharding as FEATURE.md sections 2 to 8 specify."""
 
     name = "reference"
+    supported_model_types: tuple[str, ...] = validation.SUPPORTED_MODEL_TYPES
+    """Model types an active split accepts (FEATURE section 3: upstream's two plus the adaptation's)."""
 
     # ---- rules (one method each) ---------------------------------------------------
 
     def is_active(self, flags: LayerwiseFlags) -> bool:
-        """Active iff enabled and s > 1."""
+        """Active iff enabled and s > 1 (the enable flag is the adaptation's)."""
         return flags.enable and flags.split_size > 1
 
     def validate(self, run: RunSpec) -> None:
-        """Startup rules (FEATURE section 3); raises ``ConfigError``."""
+        """Startup rules (FEATURE section 3) in the order of the shared rejection list; raises ``ConfigError``."""
         validation.check_model(run.model)
         validation.check_cache(run.cache)
         validation.check_hardware(run.hardware)
+        validation.check_split_size_positive(run.layerwise)
         validation.check_parallel(run.parallel)
         validation.check_split_size(run.layerwise, self.attn_tp_size(run.parallel))
+        validation.check_linear_with_indexer(run.model)
+        if run.draft is not None:
+            validation.check_linear_with_indexer(run.draft, prefix="draft")
+        validation.check_quantized_support(run)
         if self.is_active(run.layerwise):
+            self.check_supported_model(run)
             validation.check_active_split(run, self.full_layers(run.model))
         if run.draft is not None:
             validation.check_draft(run.draft)
+
+    def check_supported_model(self, run: RunSpec) -> None:
+        """Active split: ``model_type`` in ``supported_model_types``."""
+        validation.check_supported_model(run.model, self.supported_model_types, run.layerwise.split_size)
 
     def attn_tp_size(self, parallel: ParallelSpec) -> int:
         return validation.attn_tp_size(parallel)
 
     def full_layers(self, model: ModelSpec) -> tuple[int, ...]:
         return layers.full_layers(model)
+
+    def full_layer_spec(self, model: ModelSpec, cache: CacheSpec, attn_tp_size: int) -> kv_bytes.FullSpec:
+        """One full-attention layer of ``model`` on one rank, with the index slot when it has an indexer."""
+        return kv_bytes.full_spec(model, cache, attn_tp_size, with_indexer=layers.has_indexer(model))
 
     def layer_bytes_per_block(self, model: ModelSpec, cache: CacheSpec, attn_tp_size: int) -> tuple[int, ...]:
         """Bytes per block of each layer id; 0 for linear-attention layers."""
@@ -60,18 +76,42 @@ class ReferenceImplementation:
             for l in range(model.num_hidden_layers)
         )
 
+    def full_bytes_per_block(self, model: ModelSpec, cache: CacheSpec, attn_tp_size: int) -> int:
+        """Uniform F: the sum over full layers of ``layer_bytes_per_block`` (upstream
+        ``standard_full_cache_block_size_in_bytes``, which counts max(full layers, 1))."""
+        full = self.full_layers(model)
+        if full:
+            layer_bytes = self.layer_bytes_per_block(model, cache, attn_tp_size)
+            return sum(layer_bytes[l] for l in full)
+        spec = kv_bytes.full_spec(model, cache, attn_tp_size, with_indexer=False)
+        return estimation.full_bytes_per_block(
+            block_size=cache.block_size, num_full_layers=0, slot_bytes=spec.slot_bytes,
+            scale_slot_bytes=spec.scale_slot_bytes, num_indexer_layers=0, index_slot_bytes=0)
+
     def scratch_bytes_per_block(self, model: ModelSpec, cache: CacheSpec, attn_tp_size: int) -> int:
         """One full layer, with the index slot if any layer has an indexer."""
         spec = kv_bytes.full_spec(model, cache, attn_tp_size, with_indexer=bool(layers.indexer_layers(model)))
         return spec.block_bytes
 
-    def linear_state_bytes(self, model: ModelSpec, cache: CacheSpec, attn_tp_size: int) -> int:
-        """Per-rank reservation for every linear layer's conv + recurrent state."""
-        n_linear = model.num_hidden_layers - len(self.full_layers(model))
-        if n_linear == 0:
+    def speculative_state_tokens(self, model: ModelSpec, cache: CacheSpec) -> int:
+        """n_spec of the target's linear state: num_speculative_tokens for a Qwen3.5 target, else 0."""
+        return kv_bytes.speculative_state_tokens(model, cache, is_draft=False)
+
+    def linear_slot_bytes(self, model: ModelSpec, cache: CacheSpec, attn_tp_size: int) -> int:
+        """ls: one sequence slot of one linear layer (conv + recurrent); 0 without linear layers."""
+        if model.linear_num_value_heads <= 0 or not layers.linear_layers(model):
             return 0
-        per_seq = kv_bytes.linear_spec(model, cache, attn_tp_size).seq_bytes
-        return n_linear * kv_bytes.linear_state_slots(cache) * per_seq
+        n_spec = self.speculative_state_tokens(model, cache)
+        return kv_bytes.linear_spec(model, cache, attn_tp_size, speculative_tokens=n_spec).seq_bytes
+
+    def linear_state_slots(self, cache: CacheSpec, *, budget_bytes: int, num_linear_layers: int,
+                           linear_slot_bytes: int, full_bytes_per_block: int) -> int:
+        """Sequence slots per linear layer (upstream ``calculate_linear_state_blocks``)."""
+        return estimation.linear_state_slots(
+            budget_bytes=budget_bytes, num_linear_layers=num_linear_layers, linear_slot_bytes=linear_slot_bytes,
+            full_bytes_per_block=full_bytes_per_block, max_seqs_per_batch=cache.max_seqs_per_batch,
+            max_linear_state_cache_slots=cache.max_linear_state_cache_slots,
+            enable_prefix_cache=cache.enable_prefix_cache)
 
     def place_ranks(self, run: RunSpec) -> Placement:
         return topology.place_ranks(run)
@@ -91,6 +131,13 @@ class ReferenceImplementation:
         """Round-robin over the full-attention layers: the k-th is owned by split rank k % s."""
         return layout.round_robin_owners(full_layers, split_size)
 
+    def worker_split_rank(self, message: KVPlan, rank: int) -> int:
+        """The worker's split rank: its position in its split group, as the master published it."""
+        split_rank = next((r.split_rank for r in message.ranks if r.rank == rank), None)
+        if split_rank is None:
+            raise PlanError("rank", rank, f"a rank of the plan (0..{message.world_size - 1})")
+        return split_rank
+
     def block_count(self, available_bytes: int, costs_per_block: Iterable[int]) -> int:
         """Min over ranks of available // cost."""
         return estimation.block_count(available_bytes, costs_per_block)
@@ -102,17 +149,88 @@ class ReferenceImplementation:
         topology.check_cards(split_groups, placement, per_rank_bytes, hw.hbm_bytes_per_card,
                              hw.reserved_bytes_per_card)
 
+    # ---- speculative decoding ---------------------------------------------------------
+
+    def draft_attn_tp_size(self, run: RunSpec, attn_tp_size: int) -> int:
+        """The draft body's TP: 1 with ``draft.body_tp1``, else the target's."""
+        return 1 if run.draft is not None and run.draft.body_tp1 else attn_tp_size
+
+    def target_capacity(self, run: RunSpec, attn_tp_size: int, *, linear_cache_bytes: int) -> CacheCapacity:
+        """The target engine's figures that the speculative block count reads."""
+        model, cache = run.model, run.cache
+        spec = self.full_layer_spec(model, cache, attn_tp_size)
+        return CacheCapacity(
+            cache_size_bytes=run.kv_budget_bytes, block_size=cache.block_size, slot_size=spec.slot_bytes,
+            index_slot_size=spec.index_slot_bytes, scale_slot_size=spec.scale_slot_bytes,
+            num_full_attention_layers=len(self.full_layers(model)),
+            num_indexer_layers=len(layers.indexer_layers(model)), n_layers=model.num_hidden_layers,
+            linear_cache_bytes=linear_cache_bytes)
+
+    def draft_capacity(self, run: RunSpec, attn_tp_size: int) -> CacheCapacity:
+        """The draft engine's figures (its own shape, at the draft body's TP)."""
+        draft, cache = run.draft, run.cache
+        n_layers = validation.draft_num_layers(draft)
+        spec = self.full_layer_spec(draft, cache, self.draft_attn_tp_size(run, attn_tp_size))
+        return CacheCapacity(
+            cache_size_bytes=run.kv_budget_bytes, block_size=cache.block_size, slot_size=spec.slot_bytes,
+            index_slot_size=spec.index_slot_bytes, scale_slot_size=spec.scale_slot_bytes,
+            num_full_attention_layers=n_layers,
+            num_indexer_layers=n_layers if layers.has_indexer(draft) else 0, n_layers=n_layers)
+
+    def draft_layer_bytes_per_block(self, target: CacheCapacity, draft: CacheCapacity, *,
+                                    draft_body_tp1: bool) -> tuple[int, ...]:
+        """Bytes per block of each draft layer (upstream ``SpeculativeEngine::calculate_kv_cache``).
+
+        The draft's KV takes the target's cache shape (slot + index + scale of the
+        target), and its own slot may not exceed the target's; only a draft body at
+        TP 1 costs its own shape.
+        """
+        target_slot = target.slot_size + target.index_slot_size + target.scale_slot_size
+        draft_slot = draft.slot_size + draft.index_slot_size + draft.scale_slot_size
+        if draft_body_tp1:
+            per_layer = draft.slot_size + draft.scale_slot_size
+            return tuple(target.block_size * (per_layer + (draft.index_slot_size if l < draft.num_indexer_layers
+                                                           else 0))
+                         for l in range(draft.n_layers))
+        if draft_slot > target_slot:
+            raise ConfigError(
+                "draft", f"slot {draft_slot} B",
+                f"a draft slot <= the target's {target_slot} B, or draft.body_tp1=true",
+                f"draft slot {draft.slot_size} + index {draft.index_slot_size} + scale {draft.scale_slot_size}"
+                f" > target slot {target.slot_size} + index {target.index_slot_size} + scale "
+                f"{target.scale_slot_size}: the draft's KV takes the target's cache shape",
+            )
+        return (target.block_size * target_slot,) * draft.n_layers
+
+    def speculative_n_blocks(self, target: CacheCapacity, draft: CacheCapacity, *, share_device: bool = True,
+                             draft_body_tp1: bool = False) -> int:
+        """Upstream ``estimate_speculative_kv_cache_blocks`` on the engines' figures (no split)."""
+        if not share_device:
+            return min(target.n_blocks, draft.n_blocks)
+        if target.block_size != draft.block_size:
+            raise ConfigError("cache.block_size", draft.block_size,
+                              f"the target's block size {target.block_size}")
+        budget = min(target.cache_size_bytes, draft.cache_size_bytes)
+        full = estimation.full_bytes_per_block(
+            block_size=target.block_size, num_full_layers=target.num_full_attention_layers,
+            slot_bytes=target.slot_size, scale_slot_bytes=target.scale_slot_size,
+            num_indexer_layers=target.num_indexer_layers, index_slot_bytes=target.index_slot_size)
+        additional = sum(self.draft_layer_bytes_per_block(target, draft, draft_body_tp1=draft_body_tp1))
+        return self.block_count(budget - target.linear_cache_bytes, [full + additional])
+
     # ---- master ---------------------------------------------------------------------
 
-    def draft_plan(self, run: RunSpec, attn_tp_size: int) -> Optional[DraftPlan]:
+    def draft_plan(self, run: RunSpec, attn_tp_size: int, target: CacheCapacity) -> Optional[DraftPlan]:
         """The draft's KV (never split), or None when not speculative."""
         if run.draft is None:
             return None
+        draft = self.draft_capacity(run, attn_tp_size)
         return DraftPlan(
             model=run.draft.name,
-            num_layers=run.draft.num_hidden_layers,
-            full_layers=self.full_layers(run.draft),
-            layer_bytes_per_block=self.layer_bytes_per_block(run.draft, run.cache, attn_tp_size),
+            num_layers=draft.n_layers,
+            full_layers=tuple(range(draft.n_layers)),
+            layer_bytes_per_block=self.draft_layer_bytes_per_block(target, draft, draft_body_tp1=run.draft.body_tp1),
+            body_tp1=run.draft.body_tp1,
         )
 
     def plan(self, run: RunSpec) -> KVPlan:
@@ -123,15 +241,23 @@ class ReferenceImplementation:
         s = run.layerwise.split_size if active else 1
 
         full = self.full_layers(model)
+        n_linear = model.num_hidden_layers - len(full)
         layer_bytes = self.layer_bytes_per_block(model, cache, tp)
+        spec = self.full_layer_spec(model, cache, tp)
+        full_bytes = self.full_bytes_per_block(model, cache, tp)
         scratch = self.scratch_bytes_per_block(model, cache, tp) if active else 0
-        draft = self.draft_plan(run, tp)
-        additional = draft.bytes_per_block if draft is not None else 0
-        linear = self.linear_state_bytes(model, cache, tp)
-        budget = run.hardware.kv_budget_bytes
+        budget = run.kv_budget_bytes
+        linear_slot = self.linear_slot_bytes(model, cache, tp)
+        slots = self.linear_state_slots(cache, budget_bytes=budget, num_linear_layers=n_linear,
+                                        linear_slot_bytes=linear_slot, full_bytes_per_block=full_bytes)
+        linear = n_linear * slots * linear_slot
+        estimation.check_linear_reservation(budget_bytes=budget, linear_state_bytes=linear,
+                                            linear_bytes_per_slot=n_linear * linear_slot,
+                                            max_seqs_per_batch=cache.max_seqs_per_batch)
         available = budget - linear
+        draft = self.draft_plan(run, tp, self.target_capacity(run, tp, linear_cache_bytes=linear))
+        additional = draft.bytes_per_block if draft is not None else 0
 
-        full_bytes = estimation.owned_bytes_per_block(layer_bytes, full)
         uniform_cost = estimation.uniform_bytes_per_block([full_bytes], additional)
         uniform_n_blocks = self.block_count(available, [uniform_cost])
         notes: list[str] = []
@@ -157,7 +283,8 @@ class ReferenceImplementation:
                                  split_size=s, n_blocks=n_blocks, scratch=scratch, linear=linear,
                                  draft_bytes_per_block=additional)
         per_rank = {r.rank: r.estimated_bytes for r in ranks}
-        uniform_peak = estimation.rank_bytes(n_blocks, full_bytes, 0, linear)
+        uniform_peak = estimation.rank_bytes(n_blocks, estimation.owned_bytes_per_block(layer_bytes, full), 0,
+                                             linear)
         peak = estimation.peak_bytes(per_rank)
         if peak > uniform_peak:
             notes.append(f"split peak {peak} B exceeds the uniform peak {uniform_peak} B at the same "
@@ -195,6 +322,12 @@ class ReferenceImplementation:
             ranks=ranks,
             draft=draft,
             notes=tuple(notes),
+            slot_size=spec.slot_bytes,
+            index_slot_size=spec.index_slot_bytes,
+            scale_slot_size=spec.scale_slot_bytes,
+            num_indexer_layers=len(layers.indexer_layers(model)),
+            linear_slot_size=linear_slot,
+            num_linear_state_blocks=slots,
         )
 
     def _rank_plans(self, run: RunSpec, tp: int, placement: Placement,
@@ -238,6 +371,8 @@ class ReferenceImplementation:
         """The draft engine's plan: never split, the target's n_blocks, every draft layer owned."""
         draft = plan.draft
         draft_bytes = plan.n_blocks * draft.bytes_per_block
+        draft_tp = self.draft_attn_tp_size(run, plan.attn_tp_size)
+        shape = self.full_layer_spec(self.draft_shape_model(run), run.cache, draft_tp)
         ranks = tuple(
             RankPlan(rank=r.rank, node=r.node, card=r.card, dp_rank=r.dp_rank, cp_rank=r.cp_rank,
                      tp_rank=r.tp_rank, split_group=i, split_rank=0,
@@ -250,7 +385,7 @@ class ReferenceImplementation:
             world_size=plan.world_size,
             dp_size=plan.dp_size,
             cp_size=plan.cp_size,
-            attn_tp_size=plan.attn_tp_size,
+            attn_tp_size=draft_tp,
             split_size=1,
             active=False,
             block_size=plan.block_size,
@@ -274,7 +409,16 @@ class ReferenceImplementation:
             capacity_gain=1.0,
             ranks=ranks,
             notes=(f"draft engine of {plan.model}: split reset to 1",),
+            slot_size=shape.slot_bytes,
+            index_slot_size=shape.index_slot_bytes,
+            scale_slot_size=shape.scale_slot_bytes,
+            num_indexer_layers=draft.num_layers if shape.index_slot_bytes else 0,
+            num_linear_state_blocks=0,
         )
+
+    def draft_shape_model(self, run: RunSpec) -> ModelSpec:
+        """Whose cache shape the draft's KV takes: the target's, unless the draft body runs at TP 1."""
+        return run.draft if run.draft.body_tp1 else run.model
 
     # ---- worker ---------------------------------------------------------------------
 
@@ -290,9 +434,7 @@ class ReferenceImplementation:
         """Per layer id: True where this rank holds real storage (linear layers always)."""
         if not message.active:
             return (True,) * message.num_layers
-        split_rank = next((r.split_rank for r in message.ranks if r.rank == rank), None)
-        if split_rank is None:
-            raise PlanError("rank", rank, f"a rank of the plan (0..{message.world_size - 1})")
+        split_rank = self.worker_split_rank(message, rank)
         owners = dict(message.layer_owner)
         full = set(message.full_layers)
         return tuple(l not in full or owners.get(l) == split_rank for l in range(message.num_layers))
@@ -305,4 +447,6 @@ class ReferenceImplementation:
         mask = self.ownership_mask(message, rank)
         from implementations.reference import allocation  # torch only where tensors are made
 
-        return allocation.allocate_worker_cache(message, run, rank=rank, role=role, mask=mask, device=device)
+        shape_model = run.model if role == "target" else self.draft_shape_model(run)
+        return allocation.allocate_worker_cache(message, run, rank=rank, role=role, mask=mask, device=device,
+                                                shape_model=shape_model)

@@ -14,8 +14,8 @@ from implementations.specs import DTYPE_BYTES, CacheSpec, ModelSpec
 
 SCALE_BYTES = 4
 """One float32 scale per quantized vector."""
-LINEAR_STATE_PAD_SEQS = 2
-"""Upstream reserves linear state for max_seqs_per_batch + 2 sequence slots."""
+QWEN3_5_TARGET_MODEL_TYPES = ("qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text")
+"""Upstream ``is_qwen3_5_target_model_type``: speculative tokens grow their linear state."""
 
 
 def dtype_bytes(name: str, model_dtype: str) -> int:
@@ -109,7 +109,12 @@ class GQAFullSpec(FullAttentionSpec):
 
 @dataclass(frozen=True, kw_only=True)
 class LinearStateSpec:
-    """Gated DeltaNet state of one layer: causal-conv window plus recurrent matrix."""
+    """Gated DeltaNet state of one layer: causal-conv window plus recurrent matrix.
+
+    ``speculative_tokens`` (n_spec) is > 0 only for a Qwen3.5 target engine with
+    speculative decoding: the conv window grows by n_spec and the recurrent state
+    keeps n_spec + 1 checkpoints (upstream ``linear_slot_size``).
+    """
 
     conv_dtype_bytes: int
     ssm_dtype_bytes: int
@@ -118,18 +123,29 @@ class LinearStateSpec:
     key_head_dim: int
     value_head_dim: int
     conv_kernel_dim: int
+    speculative_tokens: int = 0
+
+    @property
+    def conv_state_len(self) -> int:
+        return self.conv_kernel_dim - 1 + self.speculative_tokens
+
+    @property
+    def ssm_checkpoint_stride(self) -> int:
+        return self.speculative_tokens + 1
 
     @property
     def conv_seq_bytes(self) -> int:
         channels = 2 * self.key_head_dim * self.n_local_k_heads + self.value_head_dim * self.n_local_v_heads
-        return self.conv_dtype_bytes * channels * (self.conv_kernel_dim - 1)
+        return self.conv_dtype_bytes * channels * self.conv_state_len
 
     @property
     def recurrent_seq_bytes(self) -> int:
-        return self.ssm_dtype_bytes * self.n_local_v_heads * self.key_head_dim * self.value_head_dim
+        one = self.ssm_dtype_bytes * self.n_local_v_heads * self.key_head_dim * self.value_head_dim
+        return one * self.ssm_checkpoint_stride
 
     @property
     def seq_bytes(self) -> int:
+        """Bytes of one sequence slot of this layer (upstream ``linear_slot_size``)."""
         return self.conv_seq_bytes + self.recurrent_seq_bytes
 
 
@@ -143,7 +159,7 @@ def full_spec(model: ModelSpec, cache: CacheSpec, attn_tp_size: int, *, with_ind
         indexer = IndexerSpec(
             index_head_dim=model.index_head_dim,
             dtype_bytes=DTYPE_BYTES[model.dtype],
-            int8=cache.index_cache_dtype == "int8",
+            int8=cache.indexer_cache_dtype == "int8",
         )
     common = dict(
         block_size=cache.block_size,
@@ -160,11 +176,25 @@ def full_spec(model: ModelSpec, cache: CacheSpec, attn_tp_size: int, *, with_ind
     )
 
 
-def linear_spec(model: ModelSpec, cache: CacheSpec, attn_tp_size: int) -> LinearStateSpec:
+def ssm_dtype(model: ModelSpec) -> str:
+    """The recurrent state's dtype: the model's ``mamba_ssm_dtype``, else the model dtype."""
+    return model.mamba_ssm_dtype or model.dtype
+
+
+def speculative_state_tokens(model: ModelSpec, cache: CacheSpec, *, is_draft: bool) -> int:
+    """n_spec of a linear-state slot: num_speculative_tokens for a Qwen3.5 target, else 0."""
+    if is_draft or cache.num_speculative_tokens <= 0:
+        return 0
+    return cache.num_speculative_tokens if model.model_type in QWEN3_5_TARGET_MODEL_TYPES else 0
+
+
+def linear_spec(model: ModelSpec, cache: CacheSpec, attn_tp_size: int, *,
+                speculative_tokens: int = 0) -> LinearStateSpec:
     """The state spec of one linear-attention layer of ``model`` on one rank."""
     return LinearStateSpec(
+        speculative_tokens=speculative_tokens,
         conv_dtype_bytes=DTYPE_BYTES[model.dtype],
-        ssm_dtype_bytes=dtype_bytes(cache.ssm_cache_dtype, model.dtype),
+        ssm_dtype_bytes=DTYPE_BYTES[ssm_dtype(model)],
         n_local_k_heads=local_heads(model.linear_num_key_heads, attn_tp_size),
         n_local_v_heads=local_heads(model.linear_num_value_heads, attn_tp_size),
         key_head_dim=model.linear_key_head_dim,
@@ -172,7 +202,3 @@ def linear_spec(model: ModelSpec, cache: CacheSpec, attn_tp_size: int) -> Linear
         conv_kernel_dim=model.linear_conv_kernel_dim,
     )
 
-
-def linear_state_slots(cache: CacheSpec) -> int:
-    """Sequence slots reserved per linear layer."""
-    return cache.max_seqs_per_batch + LINEAR_STATE_PAD_SEQS

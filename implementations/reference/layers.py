@@ -3,25 +3,19 @@
 from __future__ import annotations
 
 from implementations.errors import ConfigError
-from implementations.specs import FULL_ATTENTION_TYPES, LINEAR_ATTENTION_TYPES, ModelSpec
+from implementations.specs import FULL_ATTENTION_TYPES, ModelSpec
 
 
 def is_full_layer_kind(model: ModelSpec, layer_id: int) -> bool:
-    """True for a full-attention layer, False for a linear-attention (GDN) one."""
+    """True for a full-attention layer, False for a linear-attention (GDN) one.
+
+    ``layer_types`` ``full_attention`` / ``attention`` is full, every other value
+    linear (upstream's rule); without ``layer_types`` the interval decides.
+    """
     if model.layer_types is None:
         interval = model.full_attention_interval
         return interval <= 1 or (layer_id + 1) % interval == 0
-    kind = model.layer_types[layer_id]
-    if kind in FULL_ATTENTION_TYPES:
-        return True
-    if kind in LINEAR_ATTENTION_TYPES:
-        return False
-    raise ConfigError(
-        "model.layer_types",
-        kind,
-        f"one of {', '.join(FULL_ATTENTION_TYPES + LINEAR_ATTENTION_TYPES)}",
-        f"layer {layer_id} of {model.name}",
-    )
+    return model.layer_types[layer_id] in FULL_ATTENTION_TYPES
 
 
 def check_layer_types(model: ModelSpec) -> None:
@@ -34,8 +28,6 @@ def check_layer_types(model: ModelSpec) -> None:
             f"{len(model.layer_types)} entries",
             f"one entry per layer (model.num_hidden_layers {model.num_hidden_layers})",
         )
-    for layer_id in range(model.num_hidden_layers):
-        is_full_layer_kind(model, layer_id)
 
 
 def full_layers(model: ModelSpec) -> tuple[int, ...]:

@@ -10,7 +10,7 @@ from implementations.errors import ConfigError
 from implementations.reference import layers
 from implementations.specs import (
     DTYPE_BYTES,
-    INDEX_CACHE_DTYPES,
+    INDEXER_CACHE_DTYPES,
     KV_CACHE_DTYPES,
     KV_LAYOUTS,
     CacheSpec,
@@ -22,9 +22,11 @@ from implementations.specs import (
 )
 
 ATTENTION_KINDS = ("mla", "gqa")
-SSM_CACHE_DTYPES = ("auto",) + tuple(DTYPE_BYTES)
-SUPPORTED_MODEL_TYPES = ("deepseek_v32", "glm_moe_dsa", "deepseek_v3", "qwen3_5_moe", "qwen3_next")
-"""Model types whose configs set supports_layerwise_split (upstream's two, then the adaptation's)."""
+SSM_DTYPES = ("bfloat16", "float16", "float32")
+UPSTREAM_SPLIT_MODEL_TYPES = ("deepseek_v32", "glm_moe_dsa")
+"""Upstream ``is_layerwise_split_supported_model`` at 494f293b5."""
+SUPPORTED_MODEL_TYPES = UPSTREAM_SPLIT_MODEL_TYPES + ("deepseek_v3", "qwen3_5_moe", "qwen3_next")
+"""Model types the adaptation supports: upstream's two, then the seed's (FEATURE section 3)."""
 
 
 def _at_least(field: str, value: int, minimum: int, detail: str = "") -> None:
@@ -52,6 +54,9 @@ def check_model(model: ModelSpec, prefix: str = "model") -> None:
     _at_least(f"{prefix}.index_n_heads", model.index_n_heads, 0)
     if model.index_n_heads > 0:
         _at_least(f"{prefix}.index_head_dim", model.index_head_dim, 1, "index_n_heads > 0")
+    if model.mamba_ssm_dtype is not None:
+        _one_of(f"{prefix}.mamba_ssm_dtype", model.mamba_ssm_dtype, SSM_DTYPES)
+    _at_least(f"{prefix}.num_nextn_predict_layers", model.num_nextn_predict_layers, 0)
     if layers.linear_layers(model):
         detail = "the model has linear-attention layers"
         for name in ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
@@ -59,12 +64,48 @@ def check_model(model: ModelSpec, prefix: str = "model") -> None:
             _at_least(f"{prefix}.{name}", getattr(model, name), 1, detail)
 
 
+def check_linear_with_indexer(model: ModelSpec, prefix: str = "model") -> None:
+    """Upstream worker CHECK: no model has both linear-attention layers and a DSA indexer."""
+    linear = layers.linear_layers(model)
+    if linear and model.index_n_heads > 0:
+        raise ConfigError(
+            f"{prefix}.index_n_heads", model.index_n_heads,
+            "0 on a model with linear-attention layers (no DSA indexer with linear attention)",
+            f"{model.name} has {len(linear)} linear-attention layers and index_n_heads "
+            f"{model.index_n_heads}; upstream refuses conv/ssm and index caches together",
+        )
+
+
+def check_quantized_support(run: RunSpec) -> None:
+    """Quantized KV caches and the int8 indexer cache only where the hardware profile supports them."""
+    cache, hw = run.cache, run.hardware
+    if cache.kv_cache_dtype != "auto" and cache.kv_cache_dtype not in hw.quantized_kv_cache_dtypes:
+        supported = ", ".join(hw.quantized_kv_cache_dtypes) or "none"
+        raise ConfigError(
+            "cache.kv_cache_dtype", cache.kv_cache_dtype,
+            f"auto, or a quantized KV cache hardware {hw.name} supports ({supported})",
+            "upstream allows an int8 KV cache on MLU only",
+        )
+    indexed = [m.name for m in (run.model, run.draft) if m is not None and m.index_n_heads > 0]
+    if cache.indexer_cache_dtype == "int8" and indexed and not hw.int8_indexer_cache:
+        raise ConfigError(
+            "cache.indexer_cache_dtype", "int8",
+            f"auto (hardware {hw.name} has no int8 indexer cache)",
+            f"{', '.join(indexed)} carries a DSA indexer; upstream documents the int8 indexer "
+            "cache for NPU and MLU only",
+        )
+
+
 def check_cache(cache: CacheSpec) -> None:
     _at_least("cache.block_size", cache.block_size, 1)
     _one_of("cache.kv_cache_dtype", cache.kv_cache_dtype, KV_CACHE_DTYPES)
-    _one_of("cache.index_cache_dtype", cache.index_cache_dtype, INDEX_CACHE_DTYPES)
-    _one_of("cache.ssm_cache_dtype", cache.ssm_cache_dtype, SSM_CACHE_DTYPES)
-    _at_least("cache.max_seqs_per_batch", cache.max_seqs_per_batch, 1)
+    _one_of("cache.indexer_cache_dtype", cache.indexer_cache_dtype, INDEXER_CACHE_DTYPES)
+    _at_least("cache.max_seqs_per_batch", cache.max_seqs_per_batch, 0, "0 = unlimited (2 padding slots)")
+    _at_least("cache.max_linear_state_cache_slots", cache.max_linear_state_cache_slots, 0, "0 = auto-size")
+    _at_least("cache.num_speculative_tokens", cache.num_speculative_tokens, 0)
+    _at_least("cache.kv_budget_bytes", cache.kv_budget_bytes, 0, "0 = the hardware profile's budget")
+    if not isinstance(cache.enable_prefix_cache, bool):
+        raise ConfigError("cache.enable_prefix_cache", cache.enable_prefix_cache, "true or false")
     if cache.host_blocks_factor < 0:
         raise ConfigError("cache.host_blocks_factor", cache.host_blocks_factor, "a number >= 0")
 
@@ -74,6 +115,8 @@ def check_hardware(hardware: HardwareProfile) -> None:
     _at_least("hardware.num_cards", hardware.num_cards, 1)
     _at_least("hardware.hbm_bytes_per_card", hardware.hbm_bytes_per_card, 1)
     _at_least("hardware.reserved_bytes_per_card", hardware.reserved_bytes_per_card, 0)
+    for dtype in hardware.quantized_kv_cache_dtypes:
+        _one_of("hardware.quantized_kv_cache_dtypes", dtype, KV_CACHE_DTYPES[1:])
 
 
 def check_parallel(parallel: ParallelSpec) -> None:
@@ -81,7 +124,7 @@ def check_parallel(parallel: ParallelSpec) -> None:
     _at_least("parallel.world_size", parallel.world_size, 1)
     _at_least("parallel.dp_size", parallel.dp_size, 1)
     _at_least("parallel.cp_size", parallel.cp_size, 1)
-    _at_least("parallel.kv_split_size", parallel.kv_split_size, 1)
+    _at_least("parallel.kv_split_size", parallel.kv_split_size, 0, "0 follows cp_size (upstream)")
     dp, cp, world = parallel.dp_size, parallel.cp_size, parallel.world_size
     if world % (dp * cp) != 0:
         raise ConfigError(
@@ -91,17 +134,26 @@ def check_parallel(parallel: ParallelSpec) -> None:
         )
 
 
+def effective_kv_split_size(parallel: ParallelSpec) -> int:
+    """Upstream ``kv_split_size_effective``: 0 means follow the context-parallel size."""
+    return parallel.cp_size if parallel.kv_split_size == 0 else parallel.kv_split_size
+
+
 def attn_tp_size(parallel: ParallelSpec) -> int:
     """Attention TP size = world_size / (dp_size * cp_size); ``check_parallel`` first."""
     return parallel.world_size // (parallel.dp_size * parallel.cp_size)
 
 
-def check_split_size(flags: LayerwiseFlags, attn_tp: int) -> None:
-    """s >= 1 even when disabled; s <= attention tp and divides it."""
+def check_split_size_positive(flags: LayerwiseFlags) -> None:
+    """s >= 1 even when disabled."""
     if not isinstance(flags.enable, bool):
         raise ConfigError("layerwise.enable", flags.enable, "true or false")
+    _at_least("layerwise.split_size", flags.split_size, 1, "1 disables the split; this holds even when disabled")
+
+
+def check_split_size(flags: LayerwiseFlags, attn_tp: int) -> None:
+    """s <= attention tp and divides it."""
     s = flags.split_size
-    _at_least("layerwise.split_size", s, 1, "1 disables the split; this holds even when disabled")
     if s > attn_tp:
         raise ConfigError(
             "layerwise.split_size", s, f"a divisor of attention tp {attn_tp}",
@@ -114,24 +166,28 @@ def check_split_size(flags: LayerwiseFlags, attn_tp: int) -> None:
         )
 
 
+def check_supported_model(model: ModelSpec, supported: tuple[str, ...], split_size: int) -> None:
+    """Active split: the model's ``model_type`` must be one the feature supports."""
+    if model.model_type not in supported:
+        raise ConfigError(
+            "model.model_type", model.model_type,
+            f"a model type that supports layerwise split ({', '.join(supported)})",
+            f"{model.name} with layerwise.split_size {split_size}; use layerwise.split_size=1",
+        )
+
+
 def check_active_split(run: RunSpec, full_layers: tuple[int, ...]) -> None:
     """Rules that only apply when the split is active (enabled and s > 1)."""
     model, cache, parallel = run.model, run.cache, run.parallel
     active = f"with layerwise split active (layerwise.split_size {run.layerwise.split_size})"
-    if not model.supports_layerwise_split:
-        raise ConfigError(
-            "model", model.model_type,
-            f"a model that supports layerwise split ({', '.join(SUPPORTED_MODEL_TYPES)})",
-            f"{model.name} does not set supports_layerwise_split; set layerwise.enable=false",
-        )
     if cache.host_blocks_factor > 1:
         raise ConfigError("cache.host_blocks_factor", cache.host_blocks_factor,
                           "<= 1 (host cache off)", f"the host cache is not supported {active}")
     if parallel.cp_size > 1:
         raise ConfigError("parallel.cp_size", parallel.cp_size, "1",
                           f"context parallel is not supported {active}")
-    if parallel.kv_split_size > 1:
-        raise ConfigError("parallel.kv_split_size", parallel.kv_split_size, "1",
+    if effective_kv_split_size(parallel) > 1:
+        raise ConfigError("parallel.kv_split_size", parallel.kv_split_size, "1 (or 0 with cp_size 1)",
                           f"KV split is not supported {active}")
     if cache.enable_sleep_mode:
         raise ConfigError("cache.enable_sleep_mode", True, "false",
@@ -147,9 +203,16 @@ def check_active_split(run: RunSpec, full_layers: tuple[int, ...]) -> None:
 def check_draft(draft: ModelSpec) -> None:
     """A speculative draft: a valid model of full-attention layers only (it never splits)."""
     check_model(draft, prefix="draft")
-    linear = layers.linear_layers(draft)
+    _one_of("draft.body_tp1", draft.body_tp1, (False, True))
+    check_linear_with_indexer(draft, prefix="draft")
+    linear = [l for l in layers.linear_layers(draft) if l < draft_num_layers(draft)]
     if linear:
         field = "draft.layer_types" if draft.layer_types is not None else "draft.full_attention_interval"
         raise ConfigError(field, draft.name, "full-attention layers only",
                           f"linear-attention layers {list(linear)} in a draft are not supported")
 
+
+
+def draft_num_layers(draft: ModelSpec) -> int:
+    """Layers a draft engine holds: ``num_nextn_predict_layers`` when > 0 (upstream), else all."""
+    return draft.num_nextn_predict_layers if draft.num_nextn_predict_layers > 0 else draft.num_hidden_layers

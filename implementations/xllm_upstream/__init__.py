@@ -1,4 +1,4 @@
-"""Upstream xLLM's literal layerwise split (owner = layer_id % s)."""
+"""Upstream xLLM's layerwise split at 494f293b5, rule for rule."""
 
 from implementations.xllm_upstream.impl import XllmUpstreamImplementation
 

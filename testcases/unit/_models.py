@@ -22,7 +22,7 @@ MiB = 1 << 20
 
 DEEPSEEK_V3 = ModelSpec(
     name="deepseek_v3", model_type="deepseek_v3", num_hidden_layers=61, attention="mla",
-    kv_lora_rank=512, qk_rope_head_dim=64, supports_layerwise_split=True,
+    kv_lora_rank=512, qk_rope_head_dim=64
 )
 DEEPSEEK_V32 = replace(
     DEEPSEEK_V3, name="deepseek_v32", model_type="deepseek_v32", index_n_heads=64, index_head_dim=128,
@@ -30,13 +30,12 @@ DEEPSEEK_V32 = replace(
 GLM_5 = ModelSpec(
     name="glm_moe_dsa", model_type="glm_moe_dsa", num_hidden_layers=78, attention="mla",
     kv_lora_rank=512, qk_rope_head_dim=64, index_n_heads=32, index_head_dim=128,
-    supports_layerwise_split=True,
 )
 QWEN3_5_MOE = ModelSpec(
     name="qwen3_5_moe", model_type="qwen3_5_moe", num_hidden_layers=40, attention="gqa",
     num_key_value_heads=2, head_dim=256, full_attention_interval=4,
     linear_num_key_heads=16, linear_num_value_heads=32, linear_key_head_dim=128,
-    linear_value_head_dim=128, linear_conv_kernel_dim=4, supports_layerwise_split=True,
+    linear_value_head_dim=128, linear_conv_kernel_dim=4
 )
 QWEN3_NEXT = replace(QWEN3_5_MOE, name="qwen3_next", model_type="qwen3_next", num_hidden_layers=48)
 LLAMA3_8B = ModelSpec(
@@ -58,12 +57,19 @@ def flat_topology(num_cards: int, code: str = "PIX") -> Topology:
     return Topology(cards=cards, links=links, name=f"flat_{num_cards}")
 
 
-def hardware(num_cards: int = 4, *, hbm_bytes: int = 32 * GiB, reserved_bytes: int = 16 * GiB) -> HardwareProfile:
-    """BI-V100-like cards (32 GiB, heads-major, flat PIX) with ``hbm - reserved`` for KV."""
+def hardware(num_cards: int = 4, *, hbm_bytes: int = 32 * GiB, reserved_bytes: int = 16 * GiB,
+             quantized: bool = True) -> HardwareProfile:
+    """BI-V100-like cards (32 GiB, heads-major, flat PIX) with ``hbm - reserved`` for KV.
+
+    ``quantized``: the cards allow every quantized KV cache and the int8 indexer
+    cache (as the CPU simulation does); False: none (as BI-V100).
+    """
     return HardwareProfile(
         name="test_flat", device_type="cpu", kv_layout="heads_major", num_cards=num_cards,
         hbm_bytes_per_card=hbm_bytes, reserved_bytes_per_card=reserved_bytes,
         topology=flat_topology(num_cards), warp_size=64,
+        quantized_kv_cache_dtypes=("int8", "fp8_e4m3", "fp8_e5m2") if quantized else (),
+        int8_indexer_cache=quantized,
     )
 
 

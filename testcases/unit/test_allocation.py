@@ -18,6 +18,7 @@ import torch
 
 from implementations.errors import ConfigError, PlanError
 from implementations.plan_types import KVPlan, RankPlan
+from implementations.reference import ReferenceImplementation
 from implementations.reference.allocation import (
     allocate_worker_cache,
     cache_bytes,
@@ -45,7 +46,6 @@ MiB = 1 << 20
 MLA_DSA = ModelSpec(
     name="tiny_dsa", model_type="deepseek_v32", num_hidden_layers=4, attention="mla",
     kv_lora_rank=512, qk_rope_head_dim=64, index_n_heads=64, index_head_dim=128,
-    supports_layerwise_split=True,
 )
 # 8-layer Qwen3.5-shaped hybrid: full attention every 4th layer (3, 7), GQA 2 KV heads x 256,
 # GDN 16 key / 32 value heads of 128, conv kernel 4.
@@ -73,13 +73,13 @@ def cpu_hardware(world_size: int, *, kv_layout: str = "heads_major",
 
 def run_spec(model: ModelSpec, *, world_size: int = 4, dp_size: int = 1, split_size: int = 2,
              enable: bool = True, kv_layout: str = "heads_major", block_size: int = 16,
-             kv_cache_dtype: str = "auto", index_cache_dtype: str = "auto",
+             kv_cache_dtype: str = "auto", indexer_cache_dtype: str = "auto",
              draft: ModelSpec | None = None, budget_bytes: int = 64 * MiB) -> RunSpec:
     return RunSpec(
         model=model,
         parallel=ParallelSpec(world_size=world_size, dp_size=dp_size),
         cache=CacheSpec(block_size=block_size, kv_cache_dtype=kv_cache_dtype,
-                        index_cache_dtype=index_cache_dtype),
+                        indexer_cache_dtype=indexer_cache_dtype),
         layerwise=LayerwiseFlags(enable=enable, split_size=split_size),
         hardware=cpu_hardware(world_size, kv_layout=kv_layout, budget_bytes=budget_bytes),
         draft=draft,
@@ -103,20 +103,23 @@ def expected_full_bytes_per_block(model: ModelSpec, run: RunSpec, attn_tp: int) 
         scale = 2 * 4 * heads if quantized else 0
     index = 0
     if model.index_n_heads > 0:
-        index = model.index_head_dim + 4 if run.cache.index_cache_dtype == "int8" else d * model.index_head_dim
+        index = model.index_head_dim + 4 if run.cache.indexer_cache_dtype == "int8" else d * model.index_head_dim
     return run.cache.block_size * (slot + scale + index)
 
 
-def expected_linear_layer_bytes(model: ModelSpec, run: RunSpec, attn_tp: int) -> int:
+LINEAR_SLOTS = 6
+"""Linear-state slots the hand-built plans give (what a planner decided; allocation follows the plan)."""
+
+
+def expected_linear_layer_bytes(model: ModelSpec, run: RunSpec, attn_tp: int, slots: int = LINEAR_SLOTS) -> int:
     d = DTYPE_BYTES[model.dtype]
-    ssm = run.cache.ssm_cache_dtype
-    d_ssm = d if ssm == "auto" else DTYPE_BYTES[ssm]
+    d_ssm = DTYPE_BYTES[model.mamba_ssm_dtype or model.dtype]
     nk = max(1, model.linear_num_key_heads // attn_tp)
     nv = max(1, model.linear_num_value_heads // attn_tp)
     conv = d * (2 * model.linear_key_head_dim * nk + model.linear_value_head_dim * nv) * (
         model.linear_conv_kernel_dim - 1)
     recurrent = d_ssm * nv * model.linear_key_head_dim * model.linear_value_head_dim
-    return (run.cache.max_seqs_per_batch + 2) * (conv + recurrent)
+    return slots * (conv + recurrent)
 
 
 def full_layer_ids(model: ModelSpec) -> tuple[int, ...]:
@@ -160,7 +163,7 @@ def hand_plan(model: ModelSpec, run: RunSpec, *, n_blocks: int = 3) -> KVPlan:
         layer_owner=tuple(owner.items()) if active else (), n_blocks=n_blocks,
         uniform_n_blocks=n_blocks, peak_bytes=peak, mean_bytes=sum(r.estimated_bytes for r in ranks) // world,
         uniform_peak_bytes=uniform_peak, savings_bytes=uniform_peak - peak, capacity_gain=1.0,
-        ranks=tuple(ranks),
+        ranks=tuple(ranks), num_linear_state_blocks=LINEAR_SLOTS,
     )
 
 
@@ -345,12 +348,14 @@ def test_quantized_kv_adds_float32_scales(kv_dtype, torch_dtype, model_key):
     for name, slot_bytes in scales.items():
         assert tensors[name].dtype == torch.float32
         assert tensors[name].nbytes == N_BLOCKS * 16 * slot_bytes
+        # Upstream's scale shape: the cache tensor's shape without its last dim (heads-major here).
+        assert tuple(tensors[name].shape) == (N_BLOCKS, heads, 16)
     assert layer_own_bytes(cache, layer_id) == N_BLOCKS * expected_full_bytes_per_block(model, run, 4)
     assert distinct_storage_bytes(cache.scratch.values()) == layer_own_bytes(cache, layer_id)
 
 
 def test_int8_index_cache_has_a_float32_scale():
-    run = run_spec(MLA_DSA, split_size=2, index_cache_dtype="int8", block_size=16)
+    run = run_spec(MLA_DSA, split_size=2, indexer_cache_dtype="int8", block_size=16)
     cache = allocate(hand_plan(MLA_DSA, run), run, rank=0)
     tensors = cache.layer(0).tensors
     assert tensors["index"].dtype == torch.int8 and tensors["index"].nbytes == N_BLOCKS * 16 * 128
@@ -446,3 +451,43 @@ def test_cuda_allocator_counts_match_the_distinct_storage_bytes():
     del cache
     gc.collect()
     assert torch.cuda.memory_allocated(0) == before
+
+
+@pytest.mark.parametrize("n_spec", [0, 2])
+def test_linear_state_takes_upstream_shapes(n_spec):
+    # FEATURE 7: conv [slots, conv_state_len, channels], recurrent [slots * (n_spec + 1), v_heads, k_dim, v_dim].
+    run = run_spec(HYBRID, split_size=2)
+    run = replace(run, cache=replace(run.cache, num_speculative_tokens=n_spec))
+    cache = allocate(hand_plan(HYBRID, run), run, rank=0)
+    tensors = cache.layer(0).tensors
+    channels = 2 * 128 * (16 // 4) + 128 * (32 // 4)
+    assert tuple(tensors["conv"].shape) == (LINEAR_SLOTS, 3 + n_spec, channels)
+    assert tuple(tensors["recurrent"].shape) == (LINEAR_SLOTS * (n_spec + 1), 32 // 4, 128, 128)
+
+
+def test_conv_value_channels_counted_with_key_head_dim():
+    # Upstream init_conv_cache_shape: value channels use linear_key_head_dim, so the allocation
+    # departs from the estimate only when key and value head dims differ (FEATURE 7).
+    model = replace(HYBRID, linear_key_head_dim=4, linear_value_head_dim=8, linear_num_key_heads=8,
+                    linear_num_value_heads=8)
+    run = run_spec(model, split_size=2)
+    conv = allocate(hand_plan(model, run), run, rank=0).layer(0).tensors["conv"]
+    assert conv.shape[2] == 4 * 2 * 2 + 4 * 2 != 4 * 2 * 2 + 8 * 2
+
+
+def test_mamba_ssm_dtype_sets_the_recurrent_dtype():
+    model = replace(HYBRID, mamba_ssm_dtype="float32")
+    run = run_spec(model, split_size=2)
+    tensors = allocate(hand_plan(model, run), run, rank=0).layer(0).tensors
+    assert (tensors["recurrent"].dtype, tensors["conv"].dtype) == (torch.float32, torch.bfloat16)
+
+
+def test_draft_allocates_the_targets_cache_shape():
+    # FEATURE 6: the draft's KV takes the target's shape (index included) unless its body runs at TP 1.
+    run = run_spec(MLA_DSA, split_size=2, draft=replace(MLA_DSA, name="mtp", num_hidden_layers=1, index_n_heads=0))
+    impl = ReferenceImplementation()
+    plan = impl.plan(run)
+    message = impl.engine_message(plan, run, "draft")
+    cache = impl.init_worker(message, run, rank=0, role="draft", device="cpu", expected_digest=message.digest)
+    assert sorted(cache.layer(0).tensors) == ["index", "latent", "rope"]
+    assert distinct_storage_bytes(cache.all_tensors()) == plan.ranks[0].draft_estimated_bytes

@@ -46,12 +46,18 @@ def test_qwen3_5_hybrid_layers_and_block_count(recorded):
     e = recorded["qwen3_5_moe/tp4/cpu"]
     full = [l["layer"] for l in e["layers"] if l["kind"] == "full"]
     assert full == list(range(3, 40, 4))
-    linear_per_layer = 6 * (2 * (2 * 128 * 4 + 128 * 8) * 3 + 2 * 8 * 128 * 128)  # slots 4 + 2, tp 4
+    ls = 2 * (2 * 128 * 4 + 128 * 8) * 3 + 2 * 8 * 128 * 128  # 274,432 B per slot, tp 4
     full_per_block = 10 * 2 * 2 * 256 * 1 * 128  # 10 layers x K,V x bf16 x head_dim x 1 head x block
-    assert e["n_blocks"] == (CPU_BUDGET_BYTES - 30 * linear_per_layer) // full_per_block == 64
-    assert e["layers"][3]["tensors"]["k"]["shape"] == [64, 1, 128, 256]  # 2 KV heads // tp 4 -> 1
-    assert e["layers"][0]["tensors"]["recurrent"]["shape"] == [6, 8, 128, 128]
-    assert e["rank_bytes"] == 64 * full_per_block + 30 * linear_per_layer
+    # FEATURE v2 section 5, prefix cache on (the default): min(floor(C * 0.9 / 1.9) // (30 ls), cap).
+    cap = min((CPU_BUDGET_BYTES - 1) // (30 * ls), (CPU_BUDGET_BYTES + 2 * full_per_block) // (30 * ls + full_per_block))
+    slots = min(CPU_BUDGET_BYTES * 9 // 19 // (30 * ls), cap)
+    assert (cap, slots) == (14, 7)
+    linear_per_layer = slots * ls
+    assert e["n_blocks"] == (CPU_BUDGET_BYTES - 30 * linear_per_layer) // full_per_block == 58
+    assert e["layers"][3]["tensors"]["k"]["shape"] == [58, 1, 128, 256]  # 2 KV heads // tp 4 -> 1
+    assert e["layers"][0]["tensors"]["recurrent"]["shape"] == [7, 8, 128, 128]
+    assert e["layers"][0]["tensors"]["conv"]["shape"] == [7, 3, 2 * 128 * 4 + 128 * 8]  # [slots, kernel - 1, ch]
+    assert e["rank_bytes"] == 58 * full_per_block + 30 * linear_per_layer
 
 
 def test_dp2_entry_has_the_same_rank_allocation_as_tp4(recorded):

@@ -23,19 +23,19 @@ MIB = 1024 * 1024
 # Public architecture numbers (FEATURE.md section 10; Hugging Face config.json of each model).
 MODELS = {
     "deepseek_v3": dict(model_type="deepseek_v3", num_hidden_layers=61, attention="mla", kv_lora_rank=512,
-                        qk_rope_head_dim=64, index_n_heads=0, supports_layerwise_split=True),
+                        qk_rope_head_dim=64, index_n_heads=0),
     "deepseek_v32": dict(model_type="deepseek_v32", num_hidden_layers=61, attention="mla", kv_lora_rank=512,
-                         qk_rope_head_dim=64, index_n_heads=64, index_head_dim=128, supports_layerwise_split=True),
+                         qk_rope_head_dim=64, index_n_heads=64, index_head_dim=128),
     "glm_moe_dsa": dict(model_type="glm_moe_dsa", num_hidden_layers=78, attention="mla", kv_lora_rank=512,
-                        qk_rope_head_dim=64, index_n_heads=32, index_head_dim=128, supports_layerwise_split=True),
+                        qk_rope_head_dim=64, index_n_heads=32, index_head_dim=128),
     "qwen3_5_moe": dict(model_type="qwen3_5_moe", num_hidden_layers=40, attention="gqa", num_key_value_heads=2,
                         head_dim=256, linear_num_key_heads=16, linear_num_value_heads=32, linear_key_head_dim=128,
-                        linear_value_head_dim=128, linear_conv_kernel_dim=4, supports_layerwise_split=True),
+                        linear_value_head_dim=128, linear_conv_kernel_dim=4),
     "qwen3_next": dict(model_type="qwen3_next", num_hidden_layers=48, attention="gqa", num_key_value_heads=2,
                        head_dim=256, linear_num_key_heads=16, linear_num_value_heads=32, linear_key_head_dim=128,
-                       linear_value_head_dim=128, linear_conv_kernel_dim=4, supports_layerwise_split=True),
+                       linear_value_head_dim=128, linear_conv_kernel_dim=4),
     "llama3_8b": dict(num_hidden_layers=32, attention="gqa", num_key_value_heads=8, head_dim=128,
-                      kv_lora_rank=0, index_n_heads=0, supports_layerwise_split=False),
+                      kv_lora_rank=0, index_n_heads=0),
 }
 DRAFTS = {
     "deepseek_mtp": dict(num_hidden_layers=1, attention="mla", kv_lora_rank=512, qk_rope_head_dim=64, index_n_heads=0),
@@ -104,7 +104,7 @@ def test_hybrids_have_full_attention_every_fourth_layer(name, n_layers):
 def test_draft_numbers(name):
     draft = build_run_spec(compose_config([f"draft={name}"])).draft
     assert draft is not None and draft.name == name
-    assert draft.supports_layerwise_split is False  # drafts never split
+    assert draft.body_tp1 is False  # the draft's KV takes the target's shape unless set
     for key, expected in DRAFTS[name].items():
         assert getattr(draft, key) == expected, key
     assert _full_layers(draft) == [0]
@@ -119,6 +119,7 @@ def test_bi_v100_is_feature_section_9():
     assert hw.device_type == "cuda"
     assert hw.kv_layout == "heads_major"
     assert hw.kv_budget_bytes == 16 * 1024**3  # the 16 GiB of FEATURE's worked example
+    assert (hw.quantized_kv_cache_dtypes, hw.int8_indexer_cache) == ((), False)  # FEATURE 3: none on BI-V100
     assert len(hw.topology.cards) == 4
     assert {hw.topology.links[i][j] for i in range(4) for j in range(4) if i != j} == {"PIX"}
     facts = cfg.hardware.facts
@@ -134,6 +135,7 @@ def test_cpu_and_cuda_profiles():
     cpu = build_run_spec(compose_config(["hardware=cpu"])).hardware
     assert (cpu.device_type, cpu.num_cards, len(cpu.topology.cards)) == ("cpu", 8, 8)
     assert cpu.kv_budget_bytes == 128 * MIB  # small: allocations stay in memory
+    assert (cpu.quantized_kv_cache_dtypes, cpu.int8_indexer_cache) == (("int8", "fp8_e4m3", "fp8_e5m2"), True)
     cuda = build_run_spec(compose_config(["hardware=cuda_generic"])).hardware
     assert (cuda.device_type, cuda.kv_layout, cuda.num_cards) == ("cuda", "tokens_major", 8)
     assert any(code.startswith("NV") for row in cuda.topology.links for code in row)
@@ -264,10 +266,10 @@ def test_model_path_loads_a_config_json_and_model_keys_apply_on_top(tmp_path):
         "model_type": "deepseek_v3", "num_hidden_layers": 3, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
         "torch_dtype": "bfloat16",
     }))
-    cfg = compose_config([f"model_path={path}", "model.supports_layerwise_split=false"])
+    cfg = compose_config([f"model_path={path}", "model.num_nextn_predict_layers=2"])
     model = build_run_spec(cfg).model
     assert (model.name, model.num_hidden_layers, model.attention) == (str(path), 3, "mla")
-    assert model.supports_layerwise_split is False  # the override, not the loader's default (True)
+    assert model.num_nextn_predict_layers == 2  # the override, not the loader's value (0)
 
 
 def test_model_path_errors_are_config_errors(tmp_path):
@@ -310,3 +312,15 @@ def test_config_dir_must_hold_config_yaml(tmp_path):
     with pytest.raises(ConfigError, match="config_dir="):
         compose_config([], config_dir=tmp_path)
     assert Path(CONF_DIR / "config.yaml").is_file()
+
+
+def test_cache_inputs_and_budget_override():
+    spec = build_run_spec(compose_config([]))
+    assert (spec.cache.block_size, spec.cache.max_seqs_per_batch, spec.cache.enable_prefix_cache) == (128, 200, True)
+    assert (spec.cache.max_linear_state_cache_slots, spec.cache.num_speculative_tokens) == (0, 0)
+    assert spec.kv_budget_bytes == spec.hardware.kv_budget_bytes  # 0 = the profile's
+    spec = build_run_spec(compose_config(["cache.kv_budget_bytes=1048576", "cache.indexer_cache_dtype=int8",
+                                          "cache.num_speculative_tokens=2", "cache.enable_prefix_cache=false"]))
+    assert spec.kv_budget_bytes == 1048576 != spec.hardware.kv_budget_bytes
+    assert (spec.cache.indexer_cache_dtype, spec.cache.num_speculative_tokens) == ("int8", 2)
+    assert spec.cache.enable_prefix_cache is False

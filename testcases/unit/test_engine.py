@@ -232,7 +232,8 @@ def test_reference_workers_hold_one_layout_covering_every_full_layer_once(refere
         assert cache_coverage_errors(caches) == []
         tp = world // dp
         full_bpb = expected_full_bytes_per_block(model, run, tp)
-        linear = (model.num_hidden_layers - len(full_layer_ids(model))) * expected_linear_layer_bytes(model, run, tp)
+        linear = (model.num_hidden_layers - len(full_layer_ids(model))) * expected_linear_layer_bytes(
+            model, run, tp, plan.num_linear_state_blocks)
         for cache in caches:
             first = cache.rank - cache.rank % s
             assert cache.split_group == tuple(range(first, first + s))  # consecutive, inside one TP group

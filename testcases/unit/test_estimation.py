@@ -6,7 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from implementations.errors import PlanError
+from implementations.errors import ConfigError, PlanError
+from implementations.plan_types import CacheCapacity
 from implementations.reference import ReferenceImplementation, estimation
 from implementations.specs import CacheSpec
 from testcases.unit._models import (
@@ -87,7 +88,7 @@ def test_owner_costs_skip_ranks_owning_nothing():
 
 
 def test_hybrid_reserves_linear_state_first():
-    cache = CacheSpec(max_seqs_per_batch=4)
+    cache = CacheSpec(max_seqs_per_batch=4, enable_prefix_cache=False)  # 4 + 2 slots
     plan = REF.plan(run_spec(QWEN3_5_MOE, split=2, cache=cache))
     linear = 30 * 6 * 274_432  # see test_kv_bytes
     assert plan.linear_state_bytes == linear
@@ -99,7 +100,96 @@ def test_hybrid_reserves_linear_state_first():
         assert rank.estimated_bytes == plan.n_blocks * 6 * layer + linear
 
 
+def test_prefix_cache_auto_sizes_linear_state():
+    # FEATURE 5 with prefix cache (the default): slots = min(max(2, floor(C * 0.9 / 1.9) // (L * ls)), cap).
+    plan = REF.plan(run_spec(QWEN3_5_MOE, split=2))
+    per_slot = 30 * 274_432
+    full = 10 * 128 * 1024
+    cap = max(2, min((16 * GiB - 1) // per_slot, (16 * GiB + 2 * full) // (per_slot + full)))
+    assert cap == 1800
+    assert plan.num_linear_state_blocks == min(max(2, (16 * GiB * 9 // 19) // per_slot), cap) == 988
+    assert plan.linear_state_bytes == plan.linear_cache_bytes == 30 * 988 * 274_432
+
+
+@pytest.mark.parametrize("max_seqs, slots", [(0, 2), (4, 6), (100_000, 1800)])
+def test_linear_state_without_prefix_cache(max_seqs, slots):
+    # max(2, min(max_seqs + 2, cap)): 0 sequences is valid (2 padding slots); the cap bounds the rest.
+    cache = CacheSpec(max_seqs_per_batch=max_seqs, enable_prefix_cache=False)
+    assert REF.plan(run_spec(QWEN3_5_MOE, cache=cache)).num_linear_state_blocks == slots
+
+
+def test_explicit_linear_state_slots():
+    plan = REF.plan(run_spec(QWEN3_5_MOE, cache=CacheSpec(max_linear_state_cache_slots=32)))
+    assert plan.num_linear_state_blocks == 34
+    with pytest.raises(PlanError) as err:
+        REF.plan(run_spec(QWEN3_5_MOE, cache=CacheSpec(max_linear_state_cache_slots=1799)))
+    assert err.value.field == "cache.max_linear_state_cache_slots"
+    assert "1801 slots > cap 1800" in str(err.value)
+
+
+def test_linear_state_only_for_hybrids():
+    plan = REF.plan(run_spec(DEEPSEEK_V32, cache=CacheSpec(max_linear_state_cache_slots=32)))
+    assert (plan.num_linear_state_blocks, plan.linear_cache_bytes, plan.linear_slot_size) == (2, 0, 0)
+
+
+def test_kv_budget_bytes_overrides_profile():
+    plan = REF.plan(run_spec(DEEPSEEK_V32, cache=CacheSpec(kv_budget_bytes=1 * GiB)))
+    assert plan.budget_bytes == 1 * GiB
+    assert plan.n_blocks == GiB // (61 * LAYER)
+
+
+def test_plan_figures():
+    plan = REF.plan(run_spec(DEEPSEEK_V32, split=2))
+    assert (plan.slot_size, plan.index_slot_size, plan.scale_slot_size) == (1152, 256, 0)
+    assert (plan.num_full_attention_layers, plan.num_linear_attention_layers, plan.num_indexer_layers) == (61, 0, 61)
+    hybrid = REF.plan(run_spec(QWEN3_5_MOE, cache=CacheSpec(kv_cache_dtype="int8")))
+    assert (hybrid.slot_size, hybrid.scale_slot_size, hybrid.linear_slot_size) == (512, 8, 274_432)
+    assert (hybrid.num_full_attention_layers, hybrid.num_linear_attention_layers) == (10, 30)
+
+
 # ---- speculative ------------------------------------------------------------------
+
+
+def test_draft_takes_target_cache_shape():
+    # FEATURE 6: the draft costs draft_layers * (target slot + index + scale) unless its body runs at TP 1.
+    plan = REF.plan(run_spec(DEEPSEEK_V32, split=2, draft=DEEPSEEK_MTP))
+    assert plan.additional_bytes_per_block == 128 * (1152 + 256)  # the target's slot, index included
+    tp1 = REF.plan(run_spec(DEEPSEEK_V32, split=2, draft=replace(DEEPSEEK_MTP, body_tp1=True)))
+    assert tp1.additional_bytes_per_block == 128 * 1152  # the draft's own shape
+    assert tp1.n_blocks >= plan.n_blocks
+
+
+def test_draft_slot_above_target_refused():
+    draft = replace(DEEPSEEK_MTP, index_n_heads=64, index_head_dim=128)  # 1152 + 256 > the target's 1152
+    with pytest.raises(ConfigError) as err:
+        REF.plan(run_spec(DEEPSEEK_V3, split=2, draft=draft))
+    assert err.value.field == "draft"
+    assert "draft.body_tp1" in str(err.value)
+    REF.plan(run_spec(DEEPSEEK_V3, split=2, draft=replace(draft, body_tp1=True)))
+
+
+def test_draft_layers_from_nextn():
+    # A draft given as its full config: the draft engine holds num_nextn_predict_layers layers.
+    draft = replace(DEEPSEEK_V3, name="v3_as_draft", num_nextn_predict_layers=1)
+    plan = REF.plan(run_spec(DEEPSEEK_V3, split=2, draft=draft))
+    assert plan.draft.num_layers == 1 and plan.additional_bytes_per_block == 128 * 1152
+
+
+@pytest.mark.parametrize("tp1, expected", [(False, 1666), (True, 476)])
+def test_speculative_n_blocks_on_capacities(tp1, expected):
+    # Upstream's SpeculativeDecode* tests (see testcases/upstream); here as a unit of the reference.
+    if tp1:
+        target = CacheCapacity(cache_size_bytes=100000, block_size=10, slot_size=2, scale_slot_size=1,
+                               index_slot_size=3, num_full_attention_layers=2, num_indexer_layers=1)
+        draft = CacheCapacity(cache_size_bytes=100000, block_size=10, slot_size=4, scale_slot_size=1,
+                              index_slot_size=2, num_indexer_layers=1, n_layers=2)
+    else:
+        target = CacheCapacity(cache_size_bytes=100000, block_size=10, slot_size=2, num_full_attention_layers=1)
+        draft = CacheCapacity(cache_size_bytes=100000, block_size=10, slot_size=1, n_layers=2)
+    assert REF.speculative_n_blocks(target, draft, draft_body_tp1=tp1) == expected
+    assert REF.speculative_n_blocks(replace(target, n_blocks=7), replace(draft, n_blocks=5),
+                                    share_device=False) == 5
+
 
 
 @pytest.mark.parametrize("s", [1, 2, 4])
@@ -141,11 +231,11 @@ def test_budget_below_one_block(s):
 
 
 def test_linear_state_exceeding_budget():
-    budget = 1 * 1024 * 1024  # below the 49 MB of Qwen3.5 linear state
+    budget = 1 * 1024 * 1024  # below even the 2 padding slots: 30 x 2 x 274,432 B
     with pytest.raises(PlanError) as err:
         REF.plan(run_spec(QWEN3_5_MOE, split=2, budget_bytes=budget))
-    assert "linear state 49397760 B" in str(err.value)
-    assert f"available {budget - 49_397_760} B" in str(err.value)
+    assert err.value.field == "cache.max_seqs_per_batch"
+    assert "linear state 16465920 B >= per-rank KV budget 1048576 B" in str(err.value)
 
 
 def test_block_count_needs_an_owner():
@@ -162,10 +252,9 @@ def test_split_fits_where_uniform_does_not():
     assert any("uniform" in note for note in plan.notes)
 
 
-def test_no_kv_layer_when_disabled():
-    # A model with only linear layers has no KV block to count, split or not.
+def test_no_full_layer_when_disabled():
+    # Upstream's F counts max(full layers, 1): an all-linear model still gets blocks of one layer's slot.
     all_linear = replace(QWEN3_5_MOE, num_hidden_layers=3, full_attention_interval=8)
-    with pytest.raises(PlanError) as err:
-        REF.plan(run_spec(all_linear, split=1))
-    assert err.value.field == "model"
-    assert "full-attention layer" in str(err.value)
+    plan = REF.plan(run_spec(all_linear, split=1))
+    assert plan.full_layers == () and plan.num_linear_attention_layers == 3
+    assert plan.n_blocks == plan.available_bytes // (128 * 1024)

@@ -14,6 +14,8 @@ from implementations.reference.kv_bytes import (
     MLAFullSpec,
     full_spec,
     linear_spec,
+    speculative_state_tokens,
+    ssm_dtype,
 )
 from implementations.specs import CacheSpec
 from testcases.unit._models import (
@@ -55,7 +57,7 @@ def test_mla_quantized_adds_one_scale(kv_dtype):
 def test_int8_indexer_slot():
     ix = IndexerSpec(index_head_dim=128, dtype_bytes=2, int8=True)
     assert ix.index_slot_bytes == 128 + 4
-    spec = full_spec(GLM_5, CacheSpec(block_size=64, index_cache_dtype="int8"), 8, with_indexer=True)
+    spec = full_spec(GLM_5, CacheSpec(block_size=64, indexer_cache_dtype="int8"), 8, with_indexer=True)
     assert spec.block_bytes == 64 * (1152 + 132)
 
 
@@ -92,7 +94,7 @@ def test_qwen35_linear_state_tp4():
 
 
 def test_linear_state_ssm_dtype():
-    spec = linear_spec(QWEN3_NEXT, CacheSpec(ssm_cache_dtype="float32"), 8)
+    spec = linear_spec(replace(QWEN3_NEXT, mamba_ssm_dtype="float32"), CacheSpec(), 8)
     # conv stays model dtype; recurrent in float32. 16/8 = 2 key heads, 32/8 = 4 value heads.
     assert spec.conv_seq_bytes == 2 * (2 * 128 * 2 + 128 * 4) * 3
     assert spec.recurrent_seq_bytes == 4 * 4 * 128 * 128
@@ -124,7 +126,24 @@ def test_scratch_is_one_full_layer_with_index():
     assert REF.scratch_bytes_per_block(QWEN3_5_MOE, CacheSpec(), 4) == 128 * 1024
 
 
-def test_linear_reservation_qwen35():
-    # 30 linear layers x (4 + 2) sequence slots x 274,432 B.
-    assert REF.linear_state_bytes(QWEN3_5_MOE, CacheSpec(max_seqs_per_batch=4), 4) == 30 * 6 * 274_432
-    assert REF.linear_state_bytes(DEEPSEEK_V3, CacheSpec(), 4) == 0
+def test_linear_slot_bytes_qwen35():
+    assert REF.linear_slot_bytes(QWEN3_5_MOE, CacheSpec(), 4) == 274_432
+    assert REF.linear_slot_bytes(DEEPSEEK_V3, CacheSpec(), 4) == 0
+
+
+@pytest.mark.parametrize("n_spec", [1, 3])
+def test_speculative_tokens_grow_qwen35_target_state(n_spec):
+    # FEATURE 5: conv window kernel - 1 + n_spec, recurrent state n_spec + 1 checkpoints (Qwen3.5 targets only).
+    cache = CacheSpec(num_speculative_tokens=n_spec)
+    conv = 2 * (2 * 128 * 4 + 128 * 8) * (3 + n_spec)
+    recurrent = 2 * 8 * 128 * 128 * (n_spec + 1)
+    assert REF.linear_slot_bytes(QWEN3_5_MOE, cache, 4) == conv + recurrent
+    # Qwen3-Next is not a Qwen3.5 target: no growth; nor is any draft engine.
+    assert REF.linear_slot_bytes(QWEN3_NEXT, cache, 4) == 274_432
+    assert speculative_state_tokens(QWEN3_5_MOE, cache, is_draft=True) == 0
+    assert speculative_state_tokens(replace(QWEN3_5_MOE, model_type="qwen3_5_moe_text"), cache, is_draft=False) == n_spec
+
+
+def test_mamba_ssm_dtype_defaults_to_model_dtype():
+    assert ssm_dtype(QWEN3_5_MOE) == "bfloat16"
+    assert ssm_dtype(replace(QWEN3_5_MOE, mamba_ssm_dtype="float32")) == "float32"

@@ -9,15 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from implementations.errors import ConfigError, PlanError
+from implementations.errors import PlanError
 from implementations.reference import ReferenceImplementation, layers, layout
 from implementations.specs import ParallelSpec
-from implementations.xllm_upstream import XllmUpstreamImplementation
+from implementations.upstream_owner_rule import UpstreamOwnerRuleImplementation
 from testcases.unit._models import DEEPSEEK_V3, DEEPSEEK_V32, GLM_5, QWEN3_5_MOE, QWEN3_NEXT
 
 pytestmark = pytest.mark.unit
 REF = ReferenceImplementation()
-UPSTREAM = XllmUpstreamImplementation()
+UPSTREAM = UpstreamOwnerRuleImplementation()
 QWEN35_FULL = (3, 7, 11, 15, 19, 23, 27, 31, 35, 39)  # FEATURE section 4
 
 
@@ -89,10 +89,10 @@ def test_interval_rule(interval, expected):
 def test_layer_types_kinds():
     kinds = ("attention", "linear_attention", "indexed_attention", "full_attention", "linear_attention")
     model = replace(QWEN3_5_MOE, num_hidden_layers=5, layer_types=kinds, full_attention_interval=1)
-    assert layers.full_layers(model) == (0, 2, 3)
-    bad = replace(model, layer_types=kinds[:4] + ("mamba",))
-    with pytest.raises(ConfigError, match="model.layer_types='mamba'"):
-        layers.full_layers(bad)
+    # Upstream's rule (FEATURE 4): full_attention / attention are full, every other value linear.
+    assert layers.full_layers(model) == (0, 3)
+    other = replace(model, layer_types=kinds[:4] + ("mamba",))
+    assert layers.linear_layers(other) == (1, 2, 4)
 
 
 # ---- owner rules ------------------------------------------------------------------

@@ -12,6 +12,7 @@ from implementations.errors import ConfigError, PlanError, TopologyError
 from implementations.interface import KVShardingImplementation
 from implementations.reference import ReferenceImplementation, layers
 from implementations.specs import CacheSpec
+from implementations.upstream_owner_rule import UpstreamOwnerRuleImplementation
 from implementations.xllm_upstream import XllmUpstreamImplementation
 from testcases.unit._models import (
     ALL_MODELS,
@@ -30,6 +31,7 @@ from testcases.unit._models import (
 pytestmark = pytest.mark.unit
 REF = ReferenceImplementation()
 UPSTREAM = XllmUpstreamImplementation()
+OWNER_RULE = UpstreamOwnerRuleImplementation()
 
 
 def independent_n_blocks(plan) -> int:
@@ -58,7 +60,8 @@ def assert_coverage(plan) -> None:
 def test_satisfies_interface():
     assert isinstance(REF, KVShardingImplementation)
     assert isinstance(UPSTREAM, KVShardingImplementation)
-    assert (REF.name, UPSTREAM.name) == ("reference", "xllm_upstream")
+    assert isinstance(OWNER_RULE, KVShardingImplementation)
+    assert (REF.name, UPSTREAM.name, OWNER_RULE.name) == ("reference", "xllm_upstream", "upstream_owner_rule")
 
 
 # ---- disabled == uniform ----------------------------------------------------------
@@ -114,7 +117,7 @@ def test_linear_layers_never_split(model, s):
 
 @pytest.mark.parametrize("s", [2, 4])
 def test_upstream_rule_peak_above_uniform_on_qwen35(s):
-    plan = UPSTREAM.plan(run_spec(QWEN3_5_MOE, split=s))
+    plan = OWNER_RULE.plan(run_spec(QWEN3_5_MOE, split=s))
     owner_rank = s - 1  # every full layer is 3 mod 4
     assert {o for _, o in plan.layer_owner} == {owner_rank}
     # The owner holds all 10 full layers plus the scratch: 11 layers against uniform's 10.
@@ -128,9 +131,29 @@ def test_upstream_rule_peak_above_uniform_on_qwen35(s):
 
 
 @pytest.mark.parametrize("model", [DEEPSEEK_V3, DEEPSEEK_V32, GLM_5], ids=lambda m: m.name)
-def test_upstream_equals_reference_on_all_full_models(model):
-    up, ref = UPSTREAM.plan(run_spec(model, split=4)), REF.plan(run_spec(model, split=4))
+def test_owner_rule_equals_reference_on_all_full_models(model):
+    up, ref = OWNER_RULE.plan(run_spec(model, split=4)), REF.plan(run_spec(model, split=4))
     assert replace(up, implementation="reference") == ref
+
+
+@pytest.mark.parametrize("model", [DEEPSEEK_V32, GLM_5], ids=lambda m: m.name)
+@pytest.mark.parametrize("s", [1, 2, 4])
+def test_upstream_equals_reference_on_its_models(model, s):
+    # deepseek_v32 / glm_moe_dsa on flat cards: consecutive groups and layer_id % s agree with the reference.
+    up, ref = UPSTREAM.plan(run_spec(model, split=s)), REF.plan(run_spec(model, split=s))
+    assert replace(up, implementation="reference") == ref
+
+
+def test_upstream_worker_split_rank_is_global_rank_mod_s():
+    plan = UPSTREAM.plan(run_spec(DEEPSEEK_V32, split=2))
+    regrouped = replace(plan, ranks=tuple(replace(r, split_rank=1 - r.split_rank) for r in plan.ranks))
+    assert [UPSTREAM.worker_split_rank(regrouped, r) for r in range(4)] == [0, 1, 0, 1]
+    assert [REF.worker_split_rank(regrouped, r) for r in range(4)] == [1, 0, 1, 0]
+
+
+def test_upstream_ignores_the_enable_flag():
+    assert UPSTREAM.plan(run_spec(DEEPSEEK_V32, split=2, enable=False)).active
+    assert not REF.plan(run_spec(DEEPSEEK_V32, split=2, enable=False)).active
 
 
 def test_dp2_tp4_groups():
@@ -261,7 +284,7 @@ def hybrid_runs(draw):
 @given(hybrid_runs())
 def test_random_hybrid_plans(case):
     run, upstream = case
-    plan = (UPSTREAM if upstream else REF).plan(run)
+    plan = (OWNER_RULE if upstream else REF).plan(run)
     assert_coverage(plan)
     assert plan.n_blocks == independent_n_blocks(plan)
     owners = [len(plan.ranks[r].owned_full_layers) for r in plan.split_groups[0]]
@@ -279,3 +302,17 @@ def test_random_hybrid_plans(case):
         # busiest owner's ceil(F / s) layers plus the scratch are fewer than all F layers.
         n_full, s = len(plan.full_layers), plan.split_size
         assert (plan.peak_bytes <= plan.uniform_peak_bytes) == (-(-n_full // s) + 1 <= n_full)
+
+
+def test_plan_json_carries_the_capacity_figures():
+    # Upstream KVCacheCapacity's figures beside the plan's keys (and what the engine log prints).
+    out = REF.plan(run_spec(QWEN3_5_MOE, split=2)).to_json()
+    figures = {k: out[k] for k in ("slot_size", "index_slot_size", "scale_slot_size", "linear_slot_size",
+                                   "num_full_attention_layers", "num_linear_attention_layers",
+                                   "num_linear_state_blocks", "linear_cache_bytes")}
+    assert figures == {"slot_size": 1024, "index_slot_size": 0, "scale_slot_size": 0, "linear_slot_size": 274_432,
+                       "num_full_attention_layers": 10, "num_linear_attention_layers": 30,
+                       "num_linear_state_blocks": 988, "linear_cache_bytes": 30 * 988 * 274_432}
+    assert out["linear_cache_bytes"] == out["linear_state_bytes"]
+    dsa = REF.plan(run_spec(DEEPSEEK_V32, split=2)).to_json()
+    assert (dsa["slot_size"], dsa["index_slot_size"], dsa["num_indexer_layers"]) == (1152, 256, 61)

@@ -8,6 +8,7 @@ import pytest
 
 from implementations.errors import ConfigError
 from implementations.reference import ReferenceImplementation
+from implementations.xllm_upstream import XllmUpstreamImplementation
 from implementations.specs import CacheSpec, LayerwiseFlags
 from testcases.unit._models import (
     DEEPSEEK_MTP,
@@ -97,19 +98,38 @@ def test_world_not_divisible():
         (dict(dp=0), "parallel.dp_size"),
         (dict(cp=0), "parallel.cp_size"),
         (dict(dp=-2), "parallel.dp_size"),
-        (dict(kv_split_size=0), "parallel.kv_split_size"),
+        (dict(kv_split_size=-1), "parallel.kv_split_size"),
     ],
 )
 def test_parallel_sizes_at_least_one(kwargs, field):
-    rejected(run_spec(**kwargs), field, ">= 1")
+    rejected(run_spec(**kwargs), field, ">= 0" if field == "parallel.kv_split_size" else ">= 1")
 
 
 # ---- active-only rules ------------------------------------------------------------
 
 
 def test_unsupported_model_when_active():
-    err = rejected(run_spec(LLAMA3_8B, split=2), "model", "'llama'", "deepseek_v32", "glm_moe_dsa")
+    err = rejected(run_spec(LLAMA3_8B, split=2), "model.model_type", "'llama'", "deepseek_v32", "glm_moe_dsa",
+                   "qwen3_5_moe")
     assert err.value == "llama"
+
+
+@pytest.mark.parametrize("model", [DEEPSEEK_V3, QWEN3_5_MOE, LLAMA3_8B])
+def test_upstream_supports_only_its_two_model_types(model):
+    # Upstream's is_layerwise_split_supported_model: deepseek_v32 and glm_moe_dsa only.
+    with pytest.raises(ConfigError) as err:
+        XllmUpstreamImplementation().validate(run_spec(model, split=2))
+    assert err.value.field == "model.model_type"
+    XllmUpstreamImplementation().validate(run_spec(model, split=1))
+    XllmUpstreamImplementation().validate(run_spec(DEEPSEEK_V32, split=2))
+
+
+def test_upstream_has_no_enable_flag():
+    # s > 1 alone activates the split upstream: the unsupported model is refused even with enable=false.
+    with pytest.raises(ConfigError) as err:
+        XllmUpstreamImplementation().validate(run_spec(LLAMA3_8B, split=2, enable=False))
+    assert err.value.field == "model.model_type"
+    REF.validate(run_spec(LLAMA3_8B, split=2, enable=False))
 
 
 @pytest.mark.parametrize(
@@ -124,6 +144,14 @@ def test_unsupported_model_when_active():
 )
 def test_incompatible_features_when_active(kwargs, field):
     rejected(run_spec(DEEPSEEK_V32, split=2, **kwargs), field, "not supported", "layerwise split active")
+
+
+def test_kv_split_zero_follows_cp():
+    # Upstream's 0 means "follow cp": effective 1 without context parallel.
+    REF.validate(run_spec(DEEPSEEK_V32, split=2, kv_split_size=0))
+    with pytest.raises(ConfigError) as err:
+        REF.validate(run_spec(DEEPSEEK_V32, split=1, kv_split_size=-1))
+    assert err.value.field == "parallel.kv_split_size"
 
 
 def test_host_cache_factor_one_is_off():
@@ -143,9 +171,12 @@ def test_num_hidden_layers(layers):
     rejected(run_spec(replace(DEEPSEEK_V3, num_hidden_layers=layers)), "model.num_hidden_layers", ">= 1")
 
 
-def test_unknown_layer_type():
-    model = replace(QWEN3_5_MOE, num_hidden_layers=2, layer_types=("linear_attention", "sliding_window"))
-    rejected(run_spec(model), "model.layer_types", "'sliding_window'", "full_attention", "linear_attention")
+def test_layer_types_other_than_attention_are_linear():
+    # Upstream's rule: full_attention / attention are full, every other value linear.
+    model = replace(QWEN3_5_MOE, num_hidden_layers=4,
+                    layer_types=("linear_attention", "sliding_window", "attention", "full_attention"))
+    REF.validate(run_spec(model))
+    assert REF.full_layers(model) == (2, 3)
 
 
 def test_layer_types_length():
@@ -186,15 +217,64 @@ def test_gqa_hybrid_model_fields(change, field):
     "cache, field, fragment",
     [
         (CacheSpec(kv_cache_dtype="fp4"), "cache.kv_cache_dtype", "auto, int8, fp8_e4m3, fp8_e5m2"),
-        (CacheSpec(index_cache_dtype="fp8_e4m3"), "cache.index_cache_dtype", "auto, int8"),
-        (CacheSpec(ssm_cache_dtype="int4"), "cache.ssm_cache_dtype", "float32"),
+        (CacheSpec(indexer_cache_dtype="fp8_e4m3"), "cache.indexer_cache_dtype", "auto, int8"),
         (CacheSpec(block_size=0), "cache.block_size", ">= 1"),
-        (CacheSpec(max_seqs_per_batch=0), "cache.max_seqs_per_batch", ">= 1"),
+        (CacheSpec(max_seqs_per_batch=-1), "cache.max_seqs_per_batch", ">= 0"),
+        (CacheSpec(max_linear_state_cache_slots=-1), "cache.max_linear_state_cache_slots", ">= 0"),
+        (CacheSpec(num_speculative_tokens=-1), "cache.num_speculative_tokens", ">= 0"),
+        (CacheSpec(kv_budget_bytes=-1), "cache.kv_budget_bytes", ">= 0"),
         (CacheSpec(host_blocks_factor=-1.0), "cache.host_blocks_factor", ">= 0"),
     ],
 )
 def test_cache_fields(cache, field, fragment):
     rejected(run_spec(cache=cache, split=2), field, fragment)
+
+
+def test_max_seqs_zero_is_valid():
+    # Upstream: 0 sequences per batch means unlimited (2 padding slots of linear state).
+    REF.validate(run_spec(QWEN3_5_MOE, cache=CacheSpec(max_seqs_per_batch=0)))
+
+
+def test_mamba_ssm_dtype_checked():
+    rejected(run_spec(replace(QWEN3_5_MOE, mamba_ssm_dtype="int4")), "model.mamba_ssm_dtype", "float32")
+
+
+# ---- always-on rules (split or not) -----------------------------------------------
+
+
+@pytest.mark.parametrize("split", [1, 2])
+def test_linear_attention_with_indexer_refused(split):
+    model = replace(QWEN3_5_MOE, index_n_heads=64, index_head_dim=128)
+    rejected(run_spec(model, split=split), "model.index_n_heads", "linear-attention")
+
+
+def test_draft_linear_attention_with_indexer_refused():
+    draft = replace(QWEN3_5_MTP, num_hidden_layers=2, layer_types=("linear_attention", "full_attention"),
+                    num_nextn_predict_layers=0, index_n_heads=8, index_head_dim=64)
+    rejected(run_spec(QWEN3_5_MOE, draft=draft), "draft.index_n_heads")
+
+
+@pytest.mark.parametrize("dtype", ["int8", "fp8_e4m3", "fp8_e5m2"])
+@pytest.mark.parametrize("split", [1, 2])
+def test_quantized_kv_cache_refused_where_unsupported(dtype, split):
+    run = run_spec(split=split, cache=CacheSpec(kv_cache_dtype=dtype))
+    REF.validate(run)  # the fixture's cards allow it
+    no_quant = replace(run, hardware=replace(run.hardware, quantized_kv_cache_dtypes=()))
+    rejected(no_quant, "cache.kv_cache_dtype", "test_flat", "none")
+    only_int8 = replace(run, hardware=replace(run.hardware, quantized_kv_cache_dtypes=("int8",)))
+    if dtype == "int8":
+        REF.validate(only_int8)
+    else:
+        rejected(only_int8, "cache.kv_cache_dtype", "(int8)")
+
+
+def test_int8_indexer_cache_refused_where_unsupported():
+    run = run_spec(DEEPSEEK_V32, cache=CacheSpec(indexer_cache_dtype="int8"))
+    REF.validate(run)
+    no_int8 = replace(run, hardware=replace(run.hardware, int8_indexer_cache=False))
+    rejected(no_int8, "cache.indexer_cache_dtype", "no int8 indexer cache")
+    # No indexer, nothing to quantize (upstream's IndexerInt8WithoutIndexerDoesNotCreateScaleShape).
+    REF.validate(replace(no_int8, model=DEEPSEEK_V3))
 
 
 def test_hardware_layout():
@@ -217,6 +297,13 @@ def test_draft_with_linear_layers_rejected():
     rejected(run_spec(QWEN3_5_MOE, split=2, draft=draft), "draft.full_attention_interval", "full-attention")
     draft = replace(QWEN3_5_MTP, num_hidden_layers=2, layer_types=("full_attention", "linear_attention"))
     rejected(run_spec(QWEN3_5_MOE, split=2, draft=draft), "draft.layer_types", "[1]")
+
+
+def test_draft_with_nextn_layers_uses_only_those():
+    # A draft loaded from a full config.json: only its num_nextn_predict_layers MTP layers count.
+    draft = replace(QWEN3_5_MOE, name="qwen_mtp", num_nextn_predict_layers=1, layer_types=None,
+                    full_attention_interval=1)
+    REF.validate(run_spec(QWEN3_5_MOE, split=2, draft=draft))
 
 
 def test_draft_model_fields_checked():
