@@ -550,6 +550,10 @@ def test_no_rejection_for_valid_or_inactive_configs():
         run_spec(DEEPSEEK_V32, split=2, enable=False, cache=cache(enable_sleep_mode=True)),
         replace(run_spec(DEEPSEEK_V3, cache=cache(kv_cache_dtype="int8")),  # a profile that allows it
                 hardware=_hw(quantized_kv_cache_dtypes=("int8", "fp8_e4m3", "fp8_e5m2"))),
+        # int8 indexer cache on a model without an indexer allocates no indexed cache (upstream
+        # kv_cache_test IndexerInt8WithoutIndexerDoesNotCreateScaleShape), so nothing refuses it
+        replace(run_spec(DEEPSEEK_V3, cache=cache(indexer_cache_dtype="int8")),
+                hardware=_hw(int8_indexer_cache=False)),
     ):
         assert oracle.expected_rejection(run) is None, run
     # the contracted order and field names
