@@ -1,6 +1,6 @@
 """The recorded pre-feature uniform allocation that TC-06 compares against.
 
-    python -m harness.suites.baseline --record   # (re)write testcases/baselines/uniform_allocation.json
+    python -m harness.suites.baseline --record   # (re)write harness/baselines/uniform_allocation.json
     python -m harness.suites.baseline --check    # recompute and diff against the recorded file
 
 Computed from the model config numbers (the ``conf/model`` options, composed as the
@@ -12,7 +12,7 @@ tensor on DSA layers; linear layers keep conv + recurrent state). Tensor names a
 the interface's (``implementations/interface.py``: latent/rope, k/v, index,
 conv/recurrent). Linear state shapes follow the upstream GDN layout: conv
 ``[slots, conv_dim, kernel - 1]``, recurrent ``[slots, v_heads, key_dim, value_dim]``,
-slots = max_seqs_per_batch + 2. Provenance: testcases/baselines/README.md.
+slots = max_seqs_per_batch + 2. Provenance: harness/baselines/README.md.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import sys
 from pathlib import Path
 
 from harness import oracle
+from harness.paths import BASELINE_PATH, REPO_ROOT  # package data: an installed harness has it too
 
-BASELINE_PATH = Path(__file__).resolve().parents[2] / "testcases" / "baselines" / "uniform_allocation.json"
 MODELS = ("deepseek_v3", "deepseek_v32", "glm_moe_dsa", "qwen3_5_moe", "qwen3_next", "llama3_8b")
 PARALLEL = ("tp4", "dp2_tp4")
 HARDWARE = ("cpu",)
@@ -192,7 +192,7 @@ def diff(recorded: dict, fresh: dict) -> list[str]:
 def _git_commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
-                              cwd=Path(__file__).resolve().parents[2]).stdout.strip()
+                              cwd=REPO_ROOT).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 

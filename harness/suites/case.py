@@ -6,8 +6,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-import yaml
-
 
 @dataclass(frozen=True, kw_only=True)
 class Case:
@@ -46,15 +44,17 @@ class Case:
         Read without composing (Hydra composition costs ~0.1 s): ids and ordering are
         needed for every case at collection, composition only for the cases a worker runs.
         """
+        from harness.config.compose import parse_override
+
         values = {
             "parallel": dict(_option("parallel", self.parallel)),
             "layerwise": dict(_option("layerwise", self.layerwise)),
         }
         for item in self.extra:
-            key, _, value = item.lstrip("+").partition("=")
-            group, _, name = key.partition(".")
-            if group in values and name:
-                values[group][name] = yaml.safe_load(value)
+            override = parse_override(item)
+            group, _, name = override.key_or_group.partition(".")
+            if group in values and name and not override.is_delete():
+                values[group][name] = override.value()
         par, lw = values["parallel"], values["layerwise"]
         return {
             "world_size": int(par.get("world_size", 1)),
@@ -101,10 +101,12 @@ class Resolved:
 
 @lru_cache(maxsize=None)
 def _option(group: str, option: str) -> tuple:
-    from harness.suites.matrix import CONF_DIR
+    from omegaconf import OmegaConf
+
+    from harness.paths import CONF_DIR
 
     path = CONF_DIR / group / f"{option}.yaml"
-    data = yaml.safe_load(path.read_text()) if path.is_file() else None
+    data = OmegaConf.to_container(OmegaConf.load(path)) if path.is_file() else None
     return tuple((data or {}).items())
 
 
