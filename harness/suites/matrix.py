@@ -72,9 +72,13 @@ def load_matrix(name: str, overrides: list[str] = ()) -> Matrix:
 def _apply(matrix: Matrix, item: str) -> None:
     from harness.config.compose import parse_override
 
+    usage = "use key=value, e.g. model=qwen3_5_moe or cache.block_size=64"
     if not isinstance(item, str) or "=" not in item:
-        raise ConfigError("--lw-override", item, "use key=value, e.g. model=qwen3_5_moe or cache.block_size=64")
-    override = parse_override(item, sweep=True)
+        raise ConfigError("--lw-override", item, usage)
+    try:
+        override = parse_override(item, sweep=True)
+    except ConfigError as exc:
+        raise ConfigError("--lw-override", item, usage, str(exc)) from None
     key = override.key_or_group
     if key in AXIS_KEYS:
         if override.is_sweep_override():
