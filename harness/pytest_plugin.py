@@ -43,9 +43,8 @@ def pytest_configure(config) -> None:
         config.addinivalue_line("markers", f"{name}: {text}")
     for n in range(1, 8):
         config.addinivalue_line("markers", f"tc0{n}: TC-0{n} of the seed test plan")
-    from implementations.errors import UserError
-
     from harness.suites.matrix import load_matrix
+    from implementations.errors import UserError
 
     overrides = list(config.getoption("lw_override"))
     if config.getoption("lw_backend"):
@@ -125,10 +124,9 @@ def _check_extra_overrides(matrix) -> None:
     """
     if not matrix.extra:
         return
-    from implementations.errors import ConfigError
-
     from harness.rankpool.backend import BACKENDS, check_seconds
     from harness.suites.case import Case
+    from implementations.errors import ConfigError
 
     case = Case(tc="", model=matrix.models[0], layerwise=matrix.layerwise[0], parallel=matrix.parallel[0],
                 hardware=matrix.hardware[0], implementation=matrix.implementations[0], extra=tuple(matrix.extra))
@@ -179,8 +177,8 @@ def _case_of(item):
 @pytest.fixture
 def lw_case(request):
     """The case; applies Allure labels and the strict xfail for the upstream owner rule."""
-    from harness.suites import expectations
     from harness.reporting import allure_labels
+    from harness.suites import expectations
 
     case = request.param
     suite = request.module.SUITE

@@ -28,11 +28,10 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
-from implementations.errors import UserError
-
 from harness.app import status as st
 from harness.app.atomic import write_atomic, write_json_atomic
 from harness.paths import REPO_ROOT, TC_DIR
+from implementations.errors import UserError
 
 RESULT_FILE = "result.json"
 MATRIX_GROUPS = ("model", "layerwise", "parallel", "implementation", "hardware")

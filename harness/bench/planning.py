@@ -16,13 +16,11 @@ import statistics
 import time
 from dataclasses import replace
 
-from implementations.reference import ReferenceImplementation
-from implementations.formats import load_topology
-from implementations.specs import CacheSpec, HardwareProfile, LayerwiseFlags, ModelSpec, ParallelSpec, RunSpec
-
-from implementations.units import GIB as GiB
-
 from harness.paths import TOPOLOGY_DIR
+from implementations.formats import load_topology
+from implementations.reference import ReferenceImplementation
+from implementations.specs import CacheSpec, HardwareProfile, LayerwiseFlags, ModelSpec, ParallelSpec, RunSpec
+from implementations.units import GIB as GiB
 
 TARGET_S = 0.050
 

@@ -63,9 +63,8 @@ def model_spec(node: Any) -> ModelSpec:
 
 def hardware_profile(node: Any) -> HardwareProfile:
     """A ``HardwareConfig`` node -> ``HardwareProfile``: MiB -> bytes, topology loaded."""
-    from implementations.formats import load_topology
-
     from harness.paths import TOPOLOGY_DIR
+    from implementations.formats import load_topology
 
     hw = _plain(node)
     if hw["reserved_mib_per_card"] > hw["hbm_mib_per_card"]:

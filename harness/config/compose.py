@@ -23,10 +23,10 @@ from typing import Iterator, Optional, Sequence, Union
 
 from omegaconf import DictConfig, OmegaConf
 
-from implementations.errors import ConfigError
 from harness.config import errors
 from harness.config.schema import Config, ModelConfig
 from harness.paths import CONF_DIR, CONFIG_NAME  # noqa: F401  (re-exported: callers' one config dir)
+from implementations.errors import ConfigError
 
 
 def compose_config(overrides: Sequence[str] = (), config_dir: Optional[Union[str, Path]] = None) -> DictConfig:
@@ -149,9 +149,8 @@ def _check_missing(cfg: DictConfig, conf_dir: Path) -> None:
 
 def _load_model_path(cfg: DictConfig, parsed: list) -> None:
     """Replace ``cfg.model`` by the config.json's numbers, then re-apply ``model.*`` overrides."""
-    from harness.config.hf_loader import model_spec_from_hf_config
-
     from harness.config.build import node_values
+    from harness.config.hf_loader import model_spec_from_hf_config
 
     cfg.model = OmegaConf.structured(ModelConfig(**node_values(model_spec_from_hf_config(cfg.model_path))))
     for override in parsed:

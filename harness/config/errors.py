@@ -15,9 +15,8 @@ import typing
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from implementations.errors import ConfigError
-
 from harness.config.schema import Config
+from implementations.errors import ConfigError
 
 GROUPS = ("model", "draft", "hardware", "parallel", "layerwise", "implementation")
 """Config groups: a directory of YAML options each."""

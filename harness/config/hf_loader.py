@@ -101,7 +101,7 @@ def model_spec_from_dict(obj: Mapping[str, Any], *, name: str) -> ModelSpec:
     )
 
 
-def _head_dim(reader: "_Reader") -> int:
+def _head_dim(reader: _Reader) -> int:
     head_dim = reader.integer("head_dim", minimum=1)
     if head_dim is not None:
         return head_dim
@@ -110,14 +110,14 @@ def _head_dim(reader: "_Reader") -> int:
     return hidden // heads
 
 
-def _kv_heads(reader: "_Reader") -> int:
+def _kv_heads(reader: _Reader) -> int:
     kv_heads = reader.integer("num_key_value_heads", minimum=1)
     if kv_heads is not None:
         return kv_heads
     return reader.integer("num_attention_heads", required=True, minimum=1)  # MHA, as transformers defaults
 
 
-def _dtype(reader: "_Reader", top: "_Reader") -> str:
+def _dtype(reader: _Reader, top: _Reader) -> str:
     """``torch_dtype`` (or ``dtype``, newer transformers); absent means bfloat16, the harness default."""
     for r in (reader, top):
         for key in ("torch_dtype", "dtype"):

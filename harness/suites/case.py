@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 
@@ -35,7 +35,7 @@ class Case:
         return out + list(self.extra)
 
     @property
-    def resolved(self) -> "Resolved":
+    def resolved(self) -> Resolved:
         return resolve(tuple(self.overrides()))
 
     def shape(self) -> dict:
@@ -99,7 +99,7 @@ class Resolved:
     timeout_s: float
 
 
-@lru_cache(maxsize=None)
+@cache
 def _option(group: str, option: str) -> tuple:
     from omegaconf import OmegaConf
 
@@ -110,7 +110,7 @@ def _option(group: str, option: str) -> tuple:
     return tuple((data or {}).items())
 
 
-@lru_cache(maxsize=None)
+@cache
 def resolve(overrides: tuple[str, ...]) -> Resolved:
     """Compose once per distinct override set (cached per process: ids and tests share it)."""
     from omegaconf import OmegaConf

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
-from implementations.errors import ConfigError
-
 from harness.config.schema import TC_IDS
 from harness.paths import CONF_DIR
+from implementations.errors import ConfigError
 
 # override key -> matrix axis it narrows
 AXIS_KEYS = {

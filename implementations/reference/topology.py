@@ -10,31 +10,26 @@ groups (FEATURE section 4). Pure Python: no torch, no process groups.
 from __future__ import annotations
 
 import itertools
-import re
 from collections import Counter
-from pathlib import Path
 from typing import Sequence
 
-import yaml
-
 from implementations.errors import ConfigError, PlanError, TopologyError
-from implementations.specs import RunSpec, Topology
-
 from implementations.formats import (  # noqa: F401  (the shared topology text parsing)
+    _NV_BASE_SCORE,
+    _NV_RE,
+    _PCIE_SCORES,
+    _SELF_SCORE,
     ALLOWED_CODES,
     FIELD,
     LINK_CODES,
     TOPOLOGY_SUFFIXES,
     _is_code,
-    _NV_BASE_SCORE,
-    _NV_RE,
-    _PCIE_SCORES,
-    _SELF_SCORE,
     available_topologies,
     flat_topology,
     load_topology,
     parse_topo_text,
 )
+from implementations.specs import RunSpec, Topology
 
 EXACT_SEARCH_MAX_RANKS = 8
 """Largest TP group searched exhaustively when the link matrix is not a tree."""

@@ -16,10 +16,9 @@ import sys
 
 import pytest
 
-from implementations.errors import ConfigError
-
 from harness.app import validate
 from harness.config.compose import CONF_DIR, compose_config
+from implementations.errors import ConfigError
 
 pytestmark = pytest.mark.unit
 

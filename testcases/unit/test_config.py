@@ -6,6 +6,7 @@ public config.json files, not read back from conf/.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from harness.config.build import build_implementation, build_run_spec, layerwise_overrides
 from harness.config.compose import CONF_DIR, compose_config
 from implementations.errors import ConfigError
+from implementations.specs import ModelSpec
 
 pytestmark = pytest.mark.unit
 
@@ -310,3 +312,29 @@ def test_config_dir_must_hold_config_yaml(tmp_path):
     with pytest.raises(ConfigError, match="config_dir="):
         compose_config([], config_dir=tmp_path)
     assert Path(CONF_DIR / "config.yaml").is_file()
+
+
+def test_spec_groups_have_one_definition():
+    """model/draft, parallel, layerwise and cache keys ARE the domain specs' fields: same names, types, defaults."""
+    import typing
+
+    from harness.config import schema
+    from harness.config.build import node_values, spec_from_node
+
+    for config_cls in schema.SPEC_CONFIGS:
+        spec = config_cls.spec
+        config_fields = {f.name: f for f in dataclasses.fields(config_cls)}
+        spec_fields = {f.name: f for f in dataclasses.fields(spec)}
+        assert list(config_fields) == list(spec_fields), config_cls.__name__
+        hints = typing.get_type_hints(spec)
+        for name, f in spec_fields.items():
+            c = config_fields[name]
+            assert schema._config_type(hints[name]) == typing.get_type_hints(config_cls)[name], name
+            if f.default is not dataclasses.MISSING:
+                assert c.default == f.default, name
+            elif f.default_factory is dataclasses.MISSING:
+                assert c.default == "???", name  # OmegaConf MISSING: a YAML must set it
+    cfg = compose_config(["model=qwen3_5_moe", "layerwise=s2"])
+    model = spec_from_node(ModelSpec, cfg.model)
+    assert isinstance(model.layer_types, tuple)  # lists in the config, tuples in the frozen spec
+    assert spec_from_node(ModelSpec, node_values(model)) == model  # and back, unchanged
