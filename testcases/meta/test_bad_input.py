@@ -29,11 +29,11 @@ from pathlib import Path
 import pytest
 
 from harness import plan as plan_cli
+from harness.paths import TC_DIR
 
 pytestmark = pytest.mark.meta
 
-REPO = Path(__file__).resolve().parents[2]
-TC01 = str(REPO / "testcases" / "tc" / "test_tc01_allocation.py")
+TC01 = str(TC_DIR / "test_tc01_allocation.py")
 NARROW = ("--lw-override", "model=deepseek_v32", "--lw-override", "layerwise=s2", "--lw-override", "parallel=tp4",
           "--lw-override", "implementation=reference")
 UNWRITABLE = "/proc/lwsplit-no-such-dir/results"  # /proc refuses new entries, even to root

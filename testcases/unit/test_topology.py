@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.paths import TOPOLOGY_DIR
 from implementations import formats
 from implementations.errors import ConfigError, PlanError, TopologyError
 from implementations.reference import topology as topo
@@ -22,7 +23,7 @@ from implementations.specs import HardwareProfile, ModelSpec, ParallelSpec, RunS
 pytestmark = pytest.mark.unit
 
 FIXTURES = Path(__file__).parent / "fixtures"
-CONF_TOPOLOGY = Path(__file__).resolve().parents[2] / "conf" / "topology"
+CONF_TOPOLOGY = TOPOLOGY_DIR
 
 
 def load_fixture(path_or_name: str) -> Topology:
