@@ -14,8 +14,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 from harness.app import status as st
 from harness.app.progress import counts_text, job_label
+from implementations.units import MIB
 
-MIB = 1024 * 1024
 COLUMNS = (
     "job", "status", "mode", "model", "implementation", "hardware", "parallel", "layerwise", "split_size",
     "world_size", "n_blocks", "uniform_n_blocks", "peak_bytes", "uniform_peak_bytes", "savings_bytes",

@@ -14,10 +14,11 @@ from typing import Any, Mapping, Optional, Union
 
 from implementations.errors import ConfigError
 from implementations.specs import DTYPE_BYTES, ModelSpec
+from implementations.units import MIB
 
 SPLIT_MODEL_TYPES = ("deepseek_v3", "deepseek_v32", "glm_moe_dsa", "qwen3_5_moe", "qwen3_5", "qwen3_next")
 """model_types whose configs support layerwise split (upstream's two plus the adaptation's)."""
-MAX_CONFIG_BYTES = 16 * 1024 * 1024
+MAX_CONFIG_BYTES = 16 * MIB
 """A config.json is a few KiB; refuse to read anything this large."""
 FIELD = "model_path"
 

@@ -17,10 +17,9 @@ from harness.config.build import build_implementation, build_run_spec, layerwise
 from harness.config.compose import CONF_DIR, compose_config
 from implementations.errors import ConfigError
 from implementations.specs import ModelSpec
+from implementations.units import MIB
 
 pytestmark = pytest.mark.unit
-
-MIB = 1024 * 1024
 
 # Public architecture numbers (FEATURE.md section 10; Hugging Face config.json of each model).
 MODELS = {

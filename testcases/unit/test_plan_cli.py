@@ -14,10 +14,10 @@ import sys
 import pytest
 
 from harness import plan as plan_cli
+from implementations.units import GIB
 
 pytestmark = pytest.mark.unit
 
-GIB = 1024**3
 ISSUE_KEYS = (
     "model", "implementation", "world_size", "attn_tp_size", "split_size", "active", "block_size",
     "available_bytes", "full_layers", "layer_bytes_per_block", "n_blocks", "uniform_n_blocks", "peak_bytes",
