@@ -72,16 +72,22 @@ def hardware_profile(node: Any) -> HardwareProfile:
             "hardware.reserved_mib_per_card", hw["reserved_mib_per_card"],
             f"at most hardware.hbm_mib_per_card ({hw['hbm_mib_per_card']})",
         )
-    return HardwareProfile(
-        name=hw["name"],
-        device_type=hw["device_type"],
-        kv_layout=hw["kv_layout"],
-        num_cards=hw["num_cards"],
+    values = {key: value for key, value in hw.items() if key in HARDWARE_SAME_FIELDS}
+    values.update(
         hbm_bytes_per_card=hw["hbm_mib_per_card"] * MIB,
         reserved_bytes_per_card=hw["reserved_mib_per_card"] * MIB,
         topology=load_topology(hw["topology"], TOPOLOGY_DIR),
-        warp_size=hw["warp_size"],
     )
+    return spec_from_node(HardwareProfile, values)
+
+
+HARDWARE_CONVERTED = {"hbm_mib_per_card": "hbm_bytes_per_card", "reserved_mib_per_card": "reserved_bytes_per_card",
+                      "topology": "topology"}
+"""``hardware`` keys that ``hardware_profile`` converts (MiB -> bytes, a fixture name -> ``Topology``)."""
+HARDWARE_CONFIG_ONLY = ("facts",)
+"""``hardware`` keys kept for reports only."""
+HARDWARE_SAME_FIELDS = frozenset(f.name for f in dataclasses.fields(HardwareProfile)) - set(HARDWARE_CONVERTED.values())
+"""``HardwareProfile`` fields a ``hardware`` key of the same name fills as is."""
 
 
 def build_run_spec(cfg: DictConfig) -> RunSpec:

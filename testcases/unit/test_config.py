@@ -16,7 +16,7 @@ import pytest
 from harness.config.build import build_implementation, build_run_spec, layerwise_overrides
 from harness.config.compose import CONF_DIR, compose_config
 from implementations.errors import ConfigError
-from implementations.specs import ModelSpec
+from implementations.specs import HardwareProfile, ModelSpec
 from implementations.units import MIB
 
 pytestmark = pytest.mark.unit
@@ -337,3 +337,18 @@ def test_spec_groups_have_one_definition():
     model = spec_from_node(ModelSpec, cfg.model)
     assert isinstance(model.layer_types, tuple)  # lists in the config, tuples in the frozen spec
     assert spec_from_node(ModelSpec, node_values(model)) == model  # and back, unchanged
+
+
+def test_hardware_schema_and_profile_keep_in_step():
+    """``hardware`` is the one group with a schema of its own (MiB and a fixture name where the profile holds
+    bytes and a Topology): every profile field has its key, and every key reaches the profile or the reports."""
+    from harness.config import build, schema
+
+    config_keys = {f.name for f in dataclasses.fields(schema.HardwareConfig)}
+    profile_fields = {f.name for f in dataclasses.fields(HardwareProfile)}
+    assert build.HARDWARE_SAME_FIELDS <= config_keys
+    assert profile_fields == build.HARDWARE_SAME_FIELDS | set(build.HARDWARE_CONVERTED.values())
+    assert config_keys == build.HARDWARE_SAME_FIELDS | set(build.HARDWARE_CONVERTED) | set(build.HARDWARE_CONFIG_ONLY)
+    profile = build_run_spec(compose_config(["hardware=bi_v100"])).hardware
+    assert (profile.hbm_bytes_per_card, profile.reserved_bytes_per_card) == (32768 * MIB, 16384 * MIB)
+    assert profile.warp_size == 64 and profile.topology.name == "bi_v100_pix4"
