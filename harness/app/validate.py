@@ -85,8 +85,9 @@ def sweep_values(text: str) -> tuple[str, list[str]]:
     from hydra.core.override_parser.types import Glob
     from hydra.errors import HydraException
 
-    from harness.config.compose import CONF_DIR, _parser
+    from harness.config.compose import _parser
     from harness.config.errors import GROUPS, group_options
+    from harness.paths import CONF_DIR
 
     try:
         override = _parser().parse_override(text)
@@ -122,8 +123,8 @@ def sweep_values(text: str) -> tuple[str, list[str]]:
 
 
 def _empty(key: str) -> ConfigError:
-    from harness.config.compose import CONF_DIR
     from harness.config.errors import GROUPS, group_options
+    from harness.paths import CONF_DIR
 
     if key in GROUPS + APP_GROUPS:
         allowed = f"give one or more of {', '.join(group_options(CONF_DIR, key))}, e.g. {key}=a,b"
@@ -190,8 +191,9 @@ def check_runner(cfg) -> None:
 
 
 def _check_app_group(text: str) -> None:
-    from harness.config.compose import CONF_DIR, parse_override
+    from harness.config.compose import parse_override
     from harness.config.errors import group_options
+    from harness.paths import CONF_DIR
 
     override = parse_override(text)
     key = override.key_or_group
@@ -228,8 +230,9 @@ def results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, multirun:
     from hydra.core.utils import setup_globals
     from omegaconf import OmegaConf
 
-    from harness.config.compose import CONF_DIR, CONFIG_NAME, _fresh_hydra
+    from harness.config.compose import _fresh_hydra
     from harness.config.store import register
+    from harness.paths import CONF_DIR, CONFIG_NAME
 
     key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
     register()

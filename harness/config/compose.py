@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.config import errors
 from harness.config.schema import Config, ModelConfig
-from harness.paths import CONF_DIR, CONFIG_NAME  # noqa: F401  (re-exported: callers' one config dir)
+from harness.paths import CONF_DIR, CONFIG_NAME
 from implementations.errors import ConfigError
 
 

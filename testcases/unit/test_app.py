@@ -17,7 +17,8 @@ import sys
 import pytest
 
 from harness.app import validate
-from harness.config.compose import CONF_DIR, compose_config
+from harness.config.compose import compose_config
+from harness.paths import CONF_DIR
 from implementations.errors import ConfigError
 
 pytestmark = pytest.mark.unit

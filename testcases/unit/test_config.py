@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from harness.config.build import build_implementation, build_run_spec, layerwise_overrides
-from harness.config.compose import CONF_DIR, compose_config
+from harness.config.compose import compose_config
+from harness.paths import CONF_DIR
 from implementations.errors import ConfigError
 from implementations.specs import HardwareProfile, ModelSpec
 from implementations.units import MIB
