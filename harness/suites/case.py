@@ -44,14 +44,12 @@ class Case:
         Read without composing (Hydra composition costs ~0.1 s): ids and ordering are
         needed for every case at collection, composition only for the cases a worker runs.
         """
-        from harness.config.compose import parse_override
-
         values = {
             "parallel": dict(_option("parallel", self.parallel)),
             "layerwise": dict(_option("layerwise", self.layerwise)),
         }
         for item in self.extra:
-            override = parse_override(item)
+            override = _parsed(item)
             group, _, name = override.key_or_group.partition(".")
             if group in values and name and not override.is_delete():
                 values[group][name] = override.value()
@@ -97,6 +95,14 @@ class Resolved:
     enable: bool
     backend: str
     timeout_s: float
+
+
+@cache
+def _parsed(item: str):
+    """The harness's one override parser (Hydra's), once per distinct override text."""
+    from harness.config.compose import parse_override
+
+    return parse_override(item)
 
 
 @cache
