@@ -26,7 +26,9 @@ def pytest_addoption(parser) -> None:
         help="Hydra override; on an axis (model, layerwise, parallel, implementation, hardware, topology, tc) "
         "it narrows the matrix (comma lists allowed), otherwise it applies to every case",
     )
-    group.addoption("--lw-backend", default=None, choices=["auto", "gloo", "nccl"], help="runner.backend for every case")
+    from harness.rankpool.backend import BACKENDS
+
+    group.addoption("--lw-backend", default=None, choices=list(BACKENDS), help="runner.backend for every case")
     group.addoption("--lw-timeout", default=None, type=float, help="seconds before a hung rank fails its test (runner.timeout_s)")
     group.addoption("--lw-results", default=None, help="append one JSON line per case result to this file")
     group.addoption("--lw-max-live-ranks", default=12, type=int, help="rank processes kept alive per pytest worker")

@@ -27,7 +27,6 @@ from typing import Optional, Sequence
 
 from implementations.errors import ConfigError
 
-BACKENDS = ("auto", "gloo", "nccl")
 MODES = ("suite", "plan")
 APP_GROUPS = ("suite", "mode", "launcher")
 """Config groups of this app: ``harness.config.errors`` does not list their options, so they are checked here."""
@@ -181,7 +180,7 @@ def check_config(overrides: list[str]) -> None:
 
 def check_runner(cfg) -> None:
     """Runner keys; in suite mode, a world size the rank pool can start."""
-    from harness.rankpool.backend import check_seconds, check_world_size
+    from harness.rankpool.backend import BACKENDS, check_seconds, check_world_size
 
     if cfg.runner.backend not in BACKENDS:
         raise ConfigError("runner.backend", cfg.runner.backend, f"allowed: {', '.join(BACKENDS)}")
