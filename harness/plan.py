@@ -20,8 +20,7 @@ import sys
 from typing import Optional, Sequence
 
 from harness.cli import command, fail
-
-MIB = 1024 * 1024
+from implementations.units import MIB
 
 
 class _Parser(argparse.ArgumentParser):

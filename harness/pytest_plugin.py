@@ -26,7 +26,9 @@ def pytest_addoption(parser) -> None:
         help="Hydra override; on an axis (model, layerwise, parallel, implementation, hardware, topology, tc) "
         "it narrows the matrix (comma lists allowed), otherwise it applies to every case",
     )
-    group.addoption("--lw-backend", default=None, choices=["auto", "gloo", "nccl"], help="runner.backend for every case")
+    from harness.rankpool.backend import BACKENDS
+
+    group.addoption("--lw-backend", default=None, choices=list(BACKENDS), help="runner.backend for every case")
     group.addoption("--lw-timeout", default=None, type=float, help="seconds before a hung rank fails its test (runner.timeout_s)")
     group.addoption("--lw-results", default=None, help="append one JSON line per case result to this file")
     group.addoption("--lw-max-live-ranks", default=12, type=int, help="rank processes kept alive per pytest worker")
@@ -43,9 +45,8 @@ def pytest_configure(config) -> None:
         config.addinivalue_line("markers", f"{name}: {text}")
     for n in range(1, 8):
         config.addinivalue_line("markers", f"tc0{n}: TC-0{n} of the seed test plan")
-    from implementations.errors import UserError
-
     from harness.suites.matrix import load_matrix
+    from implementations.errors import UserError
 
     overrides = list(config.getoption("lw_override"))
     if config.getoption("lw_backend"):
@@ -102,10 +103,6 @@ def _check_options(config) -> None:
         check_writable(Path(results).absolute().parent, "--lw-results", results)
 
 
-RUNNER_KEYS = ("runner.", "report.")
-"""Key overrides that change how cases run, not what they plan."""
-
-
 def _backend_label(requested: str, world_size: int) -> str:
     """``auto (gloo on cpu)``: what a pool of this world size resolves to on this machine."""
     from harness.rankpool import PoolUnavailable
@@ -119,46 +116,26 @@ def _backend_label(requested: str, world_size: int) -> str:
 
 
 def _check_extra_overrides(matrix) -> None:
-    """Compose the key overrides with every combination of the matrix axes and plan it with the reference.
+    """Compose the key overrides once, with the first value of every matrix axis.
 
-    A mistake (misspelled key, wrong type, a split size that does not divide the
-    attention TP size, a budget below one block) is then one usage error at start-up
-    naming the combination, not a failure in every case. A rejection the spec expects
-    (FEATURE section 3: split with cp, host cache, an unsupported model, ...) is left
-    to the TCs, which check that the implementation under test refuses it.
+    What the schema cannot hold (a misspelled key, a wrong type, a malformed
+    override, an unknown runner backend) is then one usage error at start-up, not a
+    failure in every case. Nothing is planned: a configuration the spec refuses
+    (FEATURE section 3) is left to the TCs, which check that the implementation
+    under test refuses it.
     """
     if not matrix.extra:
         return
-    from itertools import product
-
-    from implementations.errors import ConfigError, UserError
-    from implementations.reference import ReferenceImplementation
-
     from harness.rankpool.backend import BACKENDS, check_seconds
     from harness.suites.case import Case
+    from implementations.errors import ConfigError
 
-    planned = [o for o in matrix.extra if not o.lstrip("+~").startswith(RUNNER_KEYS)]
-    combos = product(matrix.hardware, matrix.models, matrix.layerwise, matrix.parallel) if planned else [
-        (matrix.hardware[0], matrix.models[0], matrix.layerwise[0], matrix.parallel[0])]
-    reference = ReferenceImplementation()
-    for hardware, model, layerwise, parallel in combos:
-        case = Case(tc="", model=model, layerwise=layerwise, parallel=parallel, hardware=hardware,
-                    implementation=matrix.implementations[0], extra=tuple(matrix.extra))
-        resolved = case.resolved  # composes: unknown keys, wrong types, malformed overrides
-        if resolved.backend not in BACKENDS:
-            raise ConfigError("runner.backend", resolved.backend, f"one of {', '.join(BACKENDS)}")
-        check_seconds("runner.timeout_s", resolved.timeout_s)
-        if not planned:
-            return
-        try:
-            reference.plan(resolved.run)
-        except UserError as exc:
-            from harness.suites.common import expected_rejection  # imports torch: only when needed
-
-            if expected_rejection(resolved.run) is None:
-                exc.args = (f"{exc} (with model={model} layerwise={layerwise} parallel={parallel} "
-                            f"hardware={hardware} and {' '.join(planned)})",)
-                raise
+    case = Case(tc="", model=matrix.models[0], layerwise=matrix.layerwise[0], parallel=matrix.parallel[0],
+                hardware=matrix.hardware[0], implementation=matrix.implementations[0], extra=tuple(matrix.extra))
+    resolved = case.resolved  # composes: unknown keys, wrong types, malformed overrides
+    if resolved.backend not in BACKENDS:
+        raise ConfigError("runner.backend", resolved.backend, f"one of {', '.join(BACKENDS)}")
+    check_seconds("runner.timeout_s", resolved.timeout_s)
 
 
 def pytest_generate_tests(metafunc) -> None:
@@ -202,8 +179,8 @@ def _case_of(item):
 @pytest.fixture
 def lw_case(request):
     """The case; applies Allure labels and the strict xfail for the upstream owner rule."""
-    from harness.suites import expectations
     from harness.reporting import allure_labels
+    from harness.suites import expectations
 
     case = request.param
     suite = request.module.SUITE

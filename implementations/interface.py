@@ -37,7 +37,7 @@ class LayerCache:
     """``full`` (attention KV) or ``linear`` (conv + recurrent state)."""
     owned: bool
     """upstream ``owns_layer_cache()``; False for a full layer served by the scratch."""
-    tensors: dict[str, "torch.Tensor"] = field(default_factory=dict)
+    tensors: dict[str, torch.Tensor] = field(default_factory=dict)
     """full: k/v (GQA) or latent/rope (MLA), plus index and *_scale; linear: conv/recurrent."""
 
 
@@ -55,7 +55,7 @@ class WorkerKVCache:
     kv_layout: str
     device: str
     layers: list[LayerCache]
-    scratch: dict[str, "torch.Tensor"] = field(default_factory=dict)
+    scratch: dict[str, torch.Tensor] = field(default_factory=dict)
 
     def layer(self, layer_id: int) -> LayerCache:
         return self.layers[layer_id]
@@ -63,7 +63,7 @@ class WorkerKVCache:
     def owns_layer_cache(self, layer_id: int) -> bool:
         return self.layers[layer_id].owned
 
-    def all_tensors(self) -> list["torch.Tensor"]:
+    def all_tensors(self) -> list[torch.Tensor]:
         out = [t for layer in self.layers for t in layer.tensors.values()]
         return out + list(self.scratch.values())
 

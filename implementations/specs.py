@@ -113,7 +113,13 @@ class LayerwiseFlags:
 
     @property
     def active(self) -> bool:
+        """The split is on: enabled with s > 1 (the one owner of this rule outside the oracle)."""
         return self.enable and self.split_size > 1
+
+    @property
+    def effective_split_size(self) -> int:
+        """s when the split is active, else 1."""
+        return self.split_size if self.active else 1
 
 
 @dataclass(frozen=True, kw_only=True)

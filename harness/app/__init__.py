@@ -56,6 +56,10 @@ directory must be on a file system the compute nodes share: the jobs write their
 job's log, not here.
 
 Mistakes (unknown option, misspelled key, wrong type, an empty sweep such as
-``model=``, a results directory that cannot be written) are one ``error:`` line and
-exit 2 before anything runs (``harness.app.validate``).
+``model=``, a results directory that cannot be written, more ranks than the runner
+starts) are one ``error:`` line and exit 2 before anything runs
+(``harness.app.validate``). A configuration the spec refuses (FEATURE section 3) is
+not one: the job runs, prints ``note: the spec refuses this configuration ...``, and
+the implementation's answer is the result (``rejected`` in plan mode; in suite mode
+the TCs check that the implementation under test refuses it).
 """

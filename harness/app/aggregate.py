@@ -14,8 +14,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 from harness.app import status as st
 from harness.app.progress import counts_text, job_label
+from implementations.units import MIB
 
-MIB = 1024 * 1024
 COLUMNS = (
     "job", "status", "mode", "model", "implementation", "hardware", "parallel", "layerwise", "split_size",
     "world_size", "n_blocks", "uniform_n_blocks", "peak_bytes", "uniform_peak_bytes", "savings_bytes",
@@ -107,7 +107,7 @@ def _cell(text: Any) -> str:
 
 def budget_lines(results: Sequence[Mapping[str, Any]]) -> list[str]:
     """One sentence per hardware profile of the sweep: HBM, the reserve assumed, the KV budget."""
-    seen: "OrderedDict[str, str]" = OrderedDict()
+    seen: OrderedDict[str, str] = OrderedDict()
     for result in results:
         cfg = result.get("config") or {}
         name = cfg.get("hardware")
@@ -135,7 +135,7 @@ def to_markdown(rows_: Sequence[Mapping[str, Any]], results: Sequence[Mapping[st
     if command:
         lines += [f"`{command}`", ""]
     lines += budget_lines(results)
-    tally: "OrderedDict[str, int]" = OrderedDict()
+    tally: OrderedDict[str, int] = OrderedDict()
     for r in rows_:
         tally[r["status"]] = tally.get(r["status"], 0) + 1
     lines += ["", f"{len(rows_)} job{'' if len(rows_) == 1 else 's'}: " + ", ".join(f"{n} {s}" for s, n in tally.items()) + ".", ""]
@@ -162,11 +162,11 @@ def to_markdown(rows_: Sequence[Mapping[str, Any]], results: Sequence[Mapping[st
 # ---- PNG ------------------------------------------------------------------------------------
 
 
-def _series(rows_: Sequence[Mapping[str, Any]]) -> "OrderedDict[tuple, list[dict]]":
+def _series(rows_: Sequence[Mapping[str, Any]]) -> OrderedDict[tuple, list[dict]]:
     """Plotted rows grouped into lines: (model, implementation, hardware, parallel) -> rows by split size."""
     plotted = [r for r in rows_ if r["same_capacity_peak_bytes"] is not None and r["split_size"] is not None
                and not st.is_failure(r["status"])]
-    series: "OrderedDict[tuple, list[dict]]" = OrderedDict()
+    series: OrderedDict[tuple, list[dict]] = OrderedDict()
     for r in plotted:
         series.setdefault((r["model"], r["implementation"], r["hardware"], r["parallel"]), []).append(r)
     for points in series.values():

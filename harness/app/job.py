@@ -28,13 +28,11 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
-from implementations.errors import UserError
-
 from harness.app import status as st
 from harness.app.atomic import write_atomic, write_json_atomic
+from harness.paths import REPO_ROOT, TC_DIR
+from implementations.errors import UserError
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-TC_DIR = REPO_ROOT / "testcases" / "tc"
 RESULT_FILE = "result.json"
 MATRIX_GROUPS = ("model", "layerwise", "parallel", "implementation", "hardware")
 """Config groups that are matrix axes: the job narrows each to its own choice."""
@@ -47,6 +45,7 @@ _TC_RE = re.compile(r"test_tc0*(\d+)")
 
 
 def run_job(
+    cfg,
     task_overrides: Sequence[str],
     choices: Mapping[str, Optional[str]],
     job_dir: Path,
@@ -54,10 +53,14 @@ def run_job(
     *,
     quiet: bool = False,
 ) -> dict:
-    """Run one configuration; always returns (and writes) a result, whatever happened."""
+    """Run one configuration; always returns (and writes) a result, whatever happened.
+
+    ``cfg`` is the config Hydra composed for this job from ``task_overrides``; it is
+    finished (``compose.finish``), not composed again.
+    """
     from harness.app.validate import check_app_config
     from harness.config.build import build_implementation, build_run_spec
-    from harness.config.compose import compose_config
+    from harness.config.compose import finish, parse_overrides
 
     start = time.monotonic()
     job_dir = Path(job_dir)
@@ -69,11 +72,17 @@ def run_job(
         "message": "",
     }
     try:
-        cfg = compose_config(list(task_overrides))
+        cfg = finish(cfg, parse_overrides(list(task_overrides)))
         check_app_config(cfg)
         result["mode"] = mode = str(cfg.suite.mode)
         result["config"] = config_facts(cfg, choices)
         run, impl = build_run_spec(cfg), build_implementation(cfg)
+        refusal = spec_refusal(run)
+        if refusal:
+            result["spec_refuses"] = refusal
+            print(f"note: the spec refuses this configuration at startup (FEATURE section 3): {refusal}; "
+                  + ("the plan shows the implementation's answer" if mode == "plan"
+                     else "the TCs check that the implementation under test refuses it"))
         result.update(_plan(impl, run, strict=mode == "plan"))
         if mode == "plan":
             result["status"] = st.PLANNED if result["plan"] else st.REJECTED
@@ -94,6 +103,20 @@ def run_job(
     return result
 
 
+def spec_refusal(run) -> Optional[str]:
+    """``field: reason`` of the first FEATURE section 3 startup rule ``run`` breaks, from the oracle; else None."""
+    from harness import oracle
+
+    expected = getattr(oracle, "expected_rejection", None)
+    if expected is not None:
+        rejection = expected(run)
+        return f"{rejection.field}: {rejection.reason}" if rejection is not None else None
+    # An oracle without expected_rejection: the suites' rule list (FEATURE section 3, active split only).
+    from harness.suites.common import expected_rejection
+
+    return expected_rejection(run)
+
+
 def _plan(impl, run, *, strict: bool) -> dict:
     """Plan numbers, or why there are none. In suite mode the TCs judge, so any failure is data."""
     from harness.app.figures import plan_numbers
@@ -110,8 +133,11 @@ def _plan(impl, run, *, strict: bool) -> dict:
 
 def config_facts(cfg, choices: Mapping[str, Optional[str]]) -> dict:
     """The job's configuration in the words of a results table."""
+    from harness.config.build import spec_from_node
+    from implementations.specs import LayerwiseFlags
+
     lw, par, hw = cfg.layerwise, cfg.parallel, cfg.hardware
-    effective = int(lw.split_size) if lw.enable and lw.split_size > 1 else 1
+    effective = spec_from_node(LayerwiseFlags, lw).effective_split_size
     return {
         "model": str(cfg.model.name),
         "implementation": choices.get("implementation"),
@@ -135,13 +161,12 @@ def config_facts(cfg, choices: Mapping[str, Optional[str]]) -> dict:
 
 def key_overrides(task_overrides: Sequence[str], choices: Mapping[str, Optional[str]]) -> list[str]:
     """The job's overrides other than group choices and this app's own keys (``suite.*``)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from harness.config.compose import parse_override
 
-    parser = OverridesParser.create()
     groups = {k for k in choices if not k.startswith("hydra/")}
     out = []
     for text in task_overrides:
-        key = parser.parse_override(text).key_or_group
+        key = parse_override(text).key_or_group
         if key in groups or key.split(".", 1)[0] in APP_KEYS:
             continue
         out.append(text)
@@ -172,7 +197,7 @@ def _equal_option(group: str, node, prefer: Optional[str]) -> Optional[str]:
     from omegaconf import OmegaConf
 
     from harness.config import schema
-    from harness.config.compose import CONF_DIR
+    from harness.paths import CONF_DIR
 
     node_schema = {"layerwise": schema.LayerwiseConfig, "parallel": schema.ParallelConfig}[group]
     wanted = OmegaConf.to_container(node, resolve=True)

@@ -18,22 +18,23 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.app import status as st
 from harness.cli import command
-from harness.config.compose import CONF_DIR, CONFIG_NAME
 from harness.config.store import register
+from harness.paths import CONF_DIR, CONFIG_NAME
 
 register()  # base_config must be in the ConfigStore before Hydra composes
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name=CONFIG_NAME, version_base=None)
 def run(cfg: DictConfig) -> dict:
-    """One Hydra job: one configuration (``harness.app.job``)."""
+    """One Hydra job: one configuration (``harness.app.job``), on the config Hydra composed for it."""
     from harness.app.job import run_job
 
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
     num = OmegaConf.select(hc, "job.num", default=0) if multirun else 0
     result = run_job(
-        list(hc.overrides.task), dict(hc.runtime.choices), Path(hc.runtime.output_dir), int(num or 0), quiet=multirun,
+        cfg, list(hc.overrides.task), dict(hc.runtime.choices), Path(hc.runtime.output_dir), int(num or 0),
+        quiet=multirun,
     )
     st.record(int(num or 0), result["status"])
     return result

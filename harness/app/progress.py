@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from harness.app import status as st
+from implementations.units import MIB
 
-MIB = 1024 * 1024
 COUNT_ORDER = ("failed", "error", "passed", "skipped", "xfailed", "xpassed")
 """pytest's summary order (errors after failures, so a failure is read first)."""
 

@@ -8,6 +8,12 @@ harness command); a sweep override value by value (``model=a,b`` composes ``mode
 and ``model=b``, each with the first value of the other sweeps). Then the results
 directory (``hydra.run.dir``, or ``hydra.sweep.dir`` with ``-m``) must be creatable
 and writable.
+
+Only what the schema cannot hold is refused here: unknown options and keys, wrong
+types, unreadable files, an implementation that cannot be built, more ranks than the
+runner can start. Nothing is planned: whether the spec refuses a configuration
+(FEATURE section 3) is the implementation under test's answer, which the job reports
+and the TCs check.
 """
 
 from __future__ import annotations
@@ -21,7 +27,6 @@ from typing import Optional, Sequence
 
 from implementations.errors import ConfigError
 
-BACKENDS = ("auto", "gloo", "nccl")
 MODES = ("suite", "plan")
 APP_GROUPS = ("suite", "mode", "launcher")
 """Config groups of this app: ``harness.config.errors`` does not list their options, so they are checked here."""
@@ -76,15 +81,15 @@ def check_invocation(inv: Invocation) -> Optional[Path]:
 
 def sweep_values(text: str) -> tuple[str, list[str]]:
     """(key element, value strings) of one override; one value unless it is a sweep."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.override_parser.types import Glob
     from hydra.errors import HydraException
 
-    from harness.config.compose import CONF_DIR
+    from harness.config.compose import _parser
     from harness.config.errors import GROUPS, group_options
+    from harness.paths import CONF_DIR
 
     try:
-        override = OverridesParser.create().parse_override(text)
+        override = _parser().parse_override(text)
     except HydraException as exc:
         key = text.split("=", 1)[0].lstrip("+~")
         if "empty choice" in str(exc):
@@ -117,8 +122,8 @@ def sweep_values(text: str) -> tuple[str, list[str]]:
 
 
 def _empty(key: str) -> ConfigError:
-    from harness.config.compose import CONF_DIR
     from harness.config.errors import GROUPS, group_options
+    from harness.paths import CONF_DIR
 
     if key in GROUPS + APP_GROUPS:
         allowed = f"give one or more of {', '.join(group_options(CONF_DIR, key))}, e.g. {key}=a,b"
@@ -159,58 +164,49 @@ def check_overrides(overrides: Sequence[str], *, multirun: bool) -> list[list[st
 
 
 def check_config(overrides: list[str]) -> None:
-    """Compose, check this app's keys, and build what a job builds (run spec, implementation)."""
+    """Compose, check this app's keys, and build what a job builds (run spec, implementation).
+
+    Plans nothing: a configuration the spec refuses is a test input, not a mistake.
+    """
     from harness.config.build import build_implementation, build_run_spec
     from harness.config.compose import compose_config
 
     cfg = compose_config(overrides)
     check_app_config(cfg)
-    run = build_run_spec(cfg)
+    build_run_spec(cfg)
     build_implementation(cfg)
     check_runner(cfg)
-    check_plannable(run)
 
 
 def check_runner(cfg) -> None:
-    from harness.rankpool.backend import check_seconds
+    """Runner keys; in suite mode, a world size the rank pool can start."""
+    from harness.rankpool.backend import BACKENDS, check_seconds, check_world_size
 
     if cfg.runner.backend not in BACKENDS:
         raise ConfigError("runner.backend", cfg.runner.backend, f"allowed: {', '.join(BACKENDS)}")
     check_seconds("runner.timeout_s", cfg.runner.timeout_s)
+    if cfg.suite.mode == "suite":
+        check_world_size(cfg.parallel.world_size)
 
 
-def check_plannable(run) -> None:
-    """Plan with the reference (the spec's rules): a user mistake fails here, before any job.
-
-    The startup rules an active split must refuse (unsupported model, cp, KV split,
-    host cache, sleep mode, xtensor) are test inputs, not mistakes: the TCs check that
-    the implementation under test refuses them, and plan mode reports them as rejected.
-    """
-    from harness.suites.common import expected_rejection
-    from implementations.errors import UserError
-    from implementations.reference import ReferenceImplementation
-
-    try:
-        ReferenceImplementation().plan(run)
-    except UserError:
-        if expected_rejection(run) is None:
-            raise
-
-
-def _check_app_group(override: str) -> None:
-    from harness.config.compose import CONF_DIR
+def _check_app_group(text: str) -> None:
+    from harness.config.compose import parse_override
     from harness.config.errors import group_options
+    from harness.paths import CONF_DIR
 
-    key, sep, value = override.partition("=")
-    if sep and key.lstrip("+") in APP_GROUPS:
-        options = group_options(CONF_DIR, key.lstrip("+"))
+    override = parse_override(text)
+    key = override.key_or_group
+    if key in APP_GROUPS and not override.is_delete():
+        options = group_options(CONF_DIR, key)
+        value = override.get_value_element_as_str()
         if value not in options:
-            raise ConfigError(key.lstrip("+"), value, f"unknown option; allowed: {', '.join(options)}")
+            raise ConfigError(key, value, f"unknown option; allowed: {', '.join(options)}")
 
 
 def check_app_config(cfg) -> None:
     """Keys only this app reads: ``suite.mode``, ``suite.tcs``, ``suite.matrix``."""
-    from harness.suites.matrix import TC_IDS, available
+    from harness.config.schema import TC_IDS
+    from harness.suites.matrix import available
 
     if cfg.suite.mode not in MODES:
         raise ConfigError("suite.mode", cfg.suite.mode, f"allowed: {', '.join(MODES)} (or mode=plan)")
@@ -233,8 +229,9 @@ def results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, multirun:
     from hydra.core.utils import setup_globals
     from omegaconf import OmegaConf
 
-    from harness.config.compose import CONF_DIR, CONFIG_NAME, _fresh_hydra
+    from harness.config.compose import _fresh_hydra
     from harness.config.store import register
+    from harness.paths import CONF_DIR, CONFIG_NAME
 
     key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
     register()
@@ -248,7 +245,10 @@ def results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, multirun:
         text = str(exc).strip().splitlines()
         bad = ", ".join(hydra_overrides) or key
         raise ConfigError("hydra override", bad, "Hydra rejects it", text[0] if text else type(exc).__name__) from None
-    given = {o.split("=", 1)[0].lstrip("+~"): o.split("=", 1)[1] for o in list(job) + list(hydra_overrides) if "=" in o}
+    from harness.config.compose import parse_override
+
+    given = {o.key_or_group: o.get_value_element_as_str()
+             for o in (parse_override(text) for text in list(job) + list(hydra_overrides)) if not o.is_delete()}
     if key in given:
         return key, given[key], Path(path)
     if "report.results_dir" in given:

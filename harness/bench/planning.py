@@ -16,12 +16,13 @@ import statistics
 import time
 from dataclasses import replace
 
+from harness.paths import TOPOLOGY_DIR
+from implementations.formats import load_topology
 from implementations.reference import ReferenceImplementation
-from implementations.reference.topology import load_topology
 from implementations.specs import CacheSpec, HardwareProfile, LayerwiseFlags, ModelSpec, ParallelSpec, RunSpec
+from implementations.units import GIB as GiB
 
 TARGET_S = 0.050
-GiB = 1 << 30
 
 
 def hybrid_run(num_layers: int = 1000, split_size: int = 4) -> RunSpec:
@@ -33,7 +34,7 @@ def hybrid_run(num_layers: int = 1000, split_size: int = 4) -> RunSpec:
     )
     hardware = HardwareProfile(
         name="pcie8", device_type="cuda", kv_layout="heads_major", num_cards=8,
-        hbm_bytes_per_card=96 * GiB, reserved_bytes_per_card=16 * GiB, topology=load_topology("pcie_2switch_8"),
+        hbm_bytes_per_card=96 * GiB, reserved_bytes_per_card=16 * GiB, topology=load_topology("pcie_2switch_8", TOPOLOGY_DIR),
     )
     return RunSpec(
         model=model, parallel=ParallelSpec(world_size=64, dp_size=8), cache=CacheSpec(max_seqs_per_batch=8),

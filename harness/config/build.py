@@ -7,8 +7,10 @@ the same composition and schema checks.
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Optional, Sequence, TypeVar, Union
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -22,22 +24,47 @@ from implementations.specs import (
     ParallelSpec,
     RunSpec,
 )
+from implementations.units import MIB
 
-MIB = 1024 * 1024
 IMPLEMENTATION_METHODS = ("plan", "engine_message", "init_worker")
+
+S = TypeVar("S")
+
+
+def spec_from_node(spec: type[S], node: Any) -> S:
+    """A config node of a spec-derived schema (``schema.SPEC_CONFIGS``) -> the frozen spec.
+
+    Lists become tuples where the spec's field is a tuple; nothing else changes.
+    """
+    values = _plain(node)
+    hints = typing.get_type_hints(spec)
+    for f in dataclasses.fields(spec):
+        if isinstance(values.get(f.name), list) and _is_tuple(hints[f.name]):
+            values[f.name] = tuple(values[f.name])
+    return spec(**values)
+
+
+def node_values(spec_value: Any) -> dict:
+    """A spec -> plain values its derived schema takes (tuples as lists): the other direction."""
+    return {f.name: list(v) if isinstance(v := getattr(spec_value, f.name), tuple) else v
+            for f in dataclasses.fields(spec_value)}
+
+
+def _is_tuple(annotation: Any) -> bool:
+    if typing.get_origin(annotation) is Union:
+        return any(_is_tuple(a) for a in typing.get_args(annotation))
+    return typing.get_origin(annotation) is tuple
 
 
 def model_spec(node: Any) -> ModelSpec:
-    """A ``ModelConfig`` node -> ``ModelSpec`` (``layer_types`` as a tuple)."""
-    values = _plain(node)
-    if values.get("layer_types") is not None:
-        values["layer_types"] = tuple(values["layer_types"])
-    return ModelSpec(**values)
+    """A ``model`` / ``draft`` node -> ``ModelSpec``."""
+    return spec_from_node(ModelSpec, node)
 
 
 def hardware_profile(node: Any) -> HardwareProfile:
     """A ``HardwareConfig`` node -> ``HardwareProfile``: MiB -> bytes, topology loaded."""
-    from implementations.reference.topology import load_topology
+    from harness.paths import TOPOLOGY_DIR
+    from implementations.formats import load_topology
 
     hw = _plain(node)
     if hw["reserved_mib_per_card"] > hw["hbm_mib_per_card"]:
@@ -45,18 +72,22 @@ def hardware_profile(node: Any) -> HardwareProfile:
             "hardware.reserved_mib_per_card", hw["reserved_mib_per_card"],
             f"at most hardware.hbm_mib_per_card ({hw['hbm_mib_per_card']})",
         )
-    return HardwareProfile(
-        name=hw["name"],
-        device_type=hw["device_type"],
-        kv_layout=hw["kv_layout"],
-        num_cards=hw["num_cards"],
+    values = {key: value for key, value in hw.items() if key in HARDWARE_SAME_FIELDS}
+    values.update(
         hbm_bytes_per_card=hw["hbm_mib_per_card"] * MIB,
         reserved_bytes_per_card=hw["reserved_mib_per_card"] * MIB,
-        topology=load_topology(hw["topology"]),
-        warp_size=hw["warp_size"],
-        quantized_kv_cache_dtypes=tuple(hw.get("quantized_kv_cache_dtypes") or ()),
-        int8_indexer_cache=hw.get("int8_indexer_cache", False),
+        topology=load_topology(hw["topology"], TOPOLOGY_DIR),
     )
+    return spec_from_node(HardwareProfile, values)
+
+
+HARDWARE_CONVERTED = {"hbm_mib_per_card": "hbm_bytes_per_card", "reserved_mib_per_card": "reserved_bytes_per_card",
+                      "topology": "topology"}
+"""``hardware`` keys that ``hardware_profile`` converts (MiB -> bytes, a fixture name -> ``Topology``)."""
+HARDWARE_CONFIG_ONLY = ("facts",)
+"""``hardware`` keys kept for reports only."""
+HARDWARE_SAME_FIELDS = frozenset(f.name for f in dataclasses.fields(HardwareProfile)) - set(HARDWARE_CONVERTED.values())
+"""``HardwareProfile`` fields a ``hardware`` key of the same name fills as is."""
 
 
 def build_run_spec(cfg: DictConfig) -> RunSpec:
@@ -65,9 +96,9 @@ def build_run_spec(cfg: DictConfig) -> RunSpec:
     return RunSpec(
         model=model_spec(cfg.model),
         draft=model_spec(cfg.draft) if cfg.draft is not None else None,
-        parallel=ParallelSpec(**_plain(cfg.parallel)),
-        cache=CacheSpec(**_plain(cfg.cache)),
-        layerwise=LayerwiseFlags(**_plain(cfg.layerwise)),
+        parallel=spec_from_node(ParallelSpec, cfg.parallel),
+        cache=spec_from_node(CacheSpec, cfg.cache),
+        layerwise=spec_from_node(LayerwiseFlags, cfg.layerwise),
         hardware=hardware_profile(cfg.hardware),
         placement=tuple(placement) if placement is not None else None,
     )
@@ -100,8 +131,8 @@ def build_implementation(cfg: DictConfig) -> KVShardingImplementation:
 
 
 def _implementation_error(target: object, allowed: str, detail: str = "") -> UserError:
-    from harness.config.compose import CONF_DIR
     from harness.config.errors import group_options
+    from harness.paths import CONF_DIR
 
     options = ", ".join(group_options(CONF_DIR, "implementation"))
     return ConfigError("implementation", target, f"{allowed}; options: {options}", detail)
@@ -117,7 +148,7 @@ def layerwise_overrides(
     (``"--enable_layerwise_split=true --layerwise_split_size=2"``), so the command
     line wins, as on xllm_server. Append the result after the user's overrides.
     """
-    from implementations.reference.flags import flags_from_gflags, flags_from_parallel_config_json
+    from implementations.formats import flags_from_gflags, flags_from_parallel_config_json
 
     out: list[str] = []
     if parallel_config is not None:

@@ -17,19 +17,17 @@ it still apply on top, e.g.
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Optional, Sequence, Union
 
 from omegaconf import DictConfig, OmegaConf
 
-from implementations.errors import ConfigError
 from harness.config import errors
 from harness.config.schema import Config, ModelConfig
-
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
-CONFIG_NAME = "config"
+from harness.paths import CONF_DIR, CONFIG_NAME
+from implementations.errors import ConfigError
 
 
 def compose_config(overrides: Sequence[str] = (), config_dir: Optional[Union[str, Path]] = None) -> DictConfig:
@@ -42,13 +40,22 @@ def compose_config(overrides: Sequence[str] = (), config_dir: Optional[Union[str
     if not (conf_dir / f"{CONFIG_NAME}.yaml").is_file():
         raise ConfigError("config_dir", str(conf_dir), f"a directory holding {CONFIG_NAME}.yaml")
     overrides = list(overrides)
-    parsed = _parse(overrides)
+    parsed = parse_overrides(overrides)
     register()
     try:
         with _fresh_hydra(), initialize_config_dir(config_dir=str(conf_dir), version_base=None):
             cfg = compose(config_name=CONFIG_NAME, overrides=overrides)
     except Exception as exc:  # Hydra/OmegaConf raise many types; each is the user's input here
         raise errors.translate(exc, conf_dir, overrides) from None
+    return finish(cfg, parsed, conf_dir)
+
+
+def finish(cfg: DictConfig, parsed: Sequence, conf_dir: Path = CONF_DIR) -> DictConfig:
+    """The checks Hydra's composition leaves out, and ``model_path``; on a composed ``cfg``.
+
+    ``parsed`` are the overrides it was composed with (``parse_overrides``). The app
+    calls this on the config Hydra composed for its job, so a job composes once.
+    """
     try:
         if any(o.is_add() or o.is_force_add() for o in parsed):
             _check_schema(cfg, conf_dir)
@@ -57,7 +64,7 @@ def compose_config(overrides: Sequence[str] = (), config_dir: Optional[Union[str
     except ConfigError:
         raise
     except Exception as exc:  # OmegaConf interpolation / resolver errors
-        raise errors.translate(exc, conf_dir, overrides) from None
+        raise errors.translate(exc, conf_dir, [o.input_line for o in parsed]) from None
     if cfg.model_path is not None:
         _load_model_path(cfg, parsed)
     if cfg.draft_path is not None:
@@ -65,34 +72,46 @@ def compose_config(overrides: Sequence[str] = (), config_dir: Optional[Union[str
     return cfg
 
 
-def _parse(overrides: list[str]) -> list:
-    """Hydra's parse of each override, one at a time so an error names the one at fault."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+def parse_override(text: str, *, sweep: bool = False):
+    """Hydra's parse of one override (its ``Override``): the one override parser of the harness.
+
+    ``ConfigError`` naming the override when it is malformed, has no key, or (unless
+    ``sweep``) is a sweep where one value is needed. ``.key_or_group`` is the key,
+    ``.value()`` the typed value (what Hydra itself would set).
+    """
     from hydra.errors import HydraException
 
-    parser = OverridesParser.create()
-    out = []
-    for text in overrides:
-        if not isinstance(text, str):
-            raise ConfigError("override", text, "a string key=value")
-        try:
-            override = parser.parse_override(text)
-        except HydraException as exc:
-            detail = str(exc).strip().splitlines()
-            raise ConfigError(
-                "override", text,
-                "malformed; use group=option (model=deepseek_v3) or key=value (layerwise.split_size=2)",
-                detail[1] if len(detail) > 1 else "",
-            ) from None
-        if not override.key_or_group:
-            raise ConfigError("override", text, "a key or group before '='")
-        if override.is_sweep_override():
-            raise ConfigError(
-                override.key_or_group, override.input_line.split("=", 1)[-1],
-                "one value here; sweeps (a,b / range()) need `python -m harness -m ...`",
-            )
-        out.append(override)
-    return out
+    if not isinstance(text, str):
+        raise ConfigError("override", text, "a string key=value")
+    try:
+        override = _parser().parse_override(text)
+    except HydraException as exc:
+        detail = str(exc).strip().splitlines()
+        raise ConfigError(
+            "override", text,
+            "malformed; use group=option (model=deepseek_v3) or key=value (layerwise.split_size=2)",
+            detail[1] if len(detail) > 1 else "",
+        ) from None
+    if not override.key_or_group:
+        raise ConfigError("override", text, "a key or group before '='")
+    if override.is_sweep_override() and not sweep:
+        raise ConfigError(
+            override.key_or_group, override.input_line.split("=", 1)[-1],
+            "one value here; sweeps (a,b / range()) need `python -m harness -m ...`",
+        )
+    return override
+
+
+def parse_overrides(overrides: Sequence[str]) -> list:
+    """``parse_override`` of each, one at a time so an error names the one at fault."""
+    return [parse_override(text) for text in overrides]
+
+
+@functools.lru_cache(maxsize=1)
+def _parser():
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create()
 
 
 @contextmanager
@@ -133,13 +152,11 @@ def _check_missing(cfg: DictConfig, conf_dir: Path) -> None:
 
 def _load_model_path(cfg: DictConfig, parsed: list, node: str = "model") -> None:
     """Replace ``cfg.<node>`` by the config.json at ``<node>_path``, then re-apply ``<node>.*`` overrides."""
+    from harness.config.build import node_values
     from harness.config.hf_loader import model_spec_from_hf_config
 
     spec = model_spec_from_hf_config(cfg[f"{node}_path"], field=f"{node}_path")
-    values = {f.name: getattr(spec, f.name) for f in dataclasses.fields(ModelConfig)}
-    if values["layer_types"] is not None:
-        values["layer_types"] = list(values["layer_types"])
-    cfg[node] = OmegaConf.structured(ModelConfig(**values))
+    cfg[node] = OmegaConf.structured(ModelConfig(**node_values(spec)))
     for override in parsed:
         key = override.key_or_group
         if key.startswith(f"{node}.") and not override.is_delete():

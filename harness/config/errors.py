@@ -15,9 +15,8 @@ import typing
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from implementations.errors import ConfigError
-
 from harness.config.schema import Config
+from implementations.errors import ConfigError
 
 GROUPS = ("model", "draft", "hardware", "parallel", "layerwise", "implementation")
 """Config groups: a directory of YAML options each."""
@@ -154,11 +153,12 @@ def translate(exc: BaseException, conf_dir: Path, overrides: Sequence[str]) -> C
     if isinstance(cause, ConfigTypeError) and full_key and "deletion" in text + str(cause):
         return ConfigError(full_key, None, "cannot be deleted: the schema needs it; set a value instead")
     if "Unexpected type for root: NoneType" in text:
-        pairs = [o.lstrip("+~").partition("=") for o in overrides]
-        draft_pairs = [(k, v) for k, _, v in pairs if k.startswith("draft.")]
-        if draft_pairs:
+        from harness.config.compose import parse_overrides
+
+        draft_keys = [o for o in parse_overrides(overrides) if o.key_or_group.startswith("draft.")]
+        if draft_keys:
             return ConfigError(
-                draft_pairs[0][0], draft_pairs[0][1],
+                draft_keys[0].key_or_group, draft_keys[0].get_value_element_as_str(),
                 f"no draft model is selected (draft=none); choose one first: "
                 f"draft={' / draft='.join(o for o in group_options(conf_dir, 'draft') if o != 'none')}",
             )

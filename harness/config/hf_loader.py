@@ -23,8 +23,9 @@ from typing import Any, Mapping, Optional, Union
 
 from implementations.errors import ConfigError
 from implementations.specs import DTYPE_BYTES, ModelSpec
+from implementations.units import MIB
 
-MAX_CONFIG_BYTES = 16 * 1024 * 1024
+MAX_CONFIG_BYTES = 16 * MIB
 """A config.json is a few KiB; refuse to read anything this large."""
 FIELD = "model_path"
 
@@ -119,7 +120,7 @@ def model_spec_from_dict(obj: Mapping[str, Any], *, name: str) -> ModelSpec:
     )
 
 
-def _head_dim(reader: "_Reader") -> int:
+def _head_dim(reader: _Reader) -> int:
     head_dim = reader.integer("head_dim", minimum=1)
     if head_dim is not None:
         return head_dim
@@ -128,14 +129,14 @@ def _head_dim(reader: "_Reader") -> int:
     return hidden // heads
 
 
-def _kv_heads(reader: "_Reader") -> int:
+def _kv_heads(reader: _Reader) -> int:
     kv_heads = reader.integer("num_key_value_heads", minimum=1)
     if kv_heads is not None:
         return kv_heads
     return reader.integer("num_attention_heads", required=True, minimum=1)  # MHA, as transformers defaults
 
 
-def _dtype(reader: "_Reader", top: "_Reader") -> str:
+def _dtype(reader: _Reader, top: _Reader) -> str:
     """``torch_dtype`` (or ``dtype``, newer transformers); absent means bfloat16, the harness default."""
     for r in (reader, top):
         for key in ("torch_dtype", "dtype"):

@@ -1,73 +1,81 @@
 """Structured config schemas: what ``conf/`` may contain, key by key, with types.
 
-Each dataclass mirrors one of ``implementations.specs`` so a YAML option or an
-override maps onto a spec field of the same name. OmegaConf enforces them: a
-misspelled key or a wrong type fails at composition (``compose``), before any
-planning. Hardware sizes are MiB here (what a spec sheet says) and bytes in the
-spec.
+One definition per config group: ``model``, ``draft``, ``parallel``, ``layerwise`` and
+``cache`` ARE the domain specs of ``implementations.specs`` (``ModelSpec``,
+``ParallelSpec``, ``LayerwiseFlags``, ``CacheSpec``): their schema classes here are
+derived from those dataclasses field by field (``structured_from_spec``), so a
+field added to a spec is a config key at once, with the same name, type and
+default (tuples become lists, a field without a default is ``MISSING``). Only
+``hardware`` has a schema of its own: a YAML states sizes in MiB and names a
+topology fixture, where ``specs.HardwareProfile`` holds bytes and a parsed
+``Topology`` (``harness.config.build.hardware_profile`` converts).
+
+OmegaConf enforces these: a misspelled key or a wrong type fails at composition
+(``compose``), before any planning.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from omegaconf import MISSING
 
+from implementations.specs import CacheSpec, LayerwiseFlags, ModelSpec, ParallelSpec
 
-@dataclass
-class ModelConfig:
-    """One model's architecture numbers (``conf/model/<name>.yaml``); mirrors ``specs.ModelSpec``."""
+TC_IDS = ("TC-01", "TC-02", "TC-03", "TC-04", "TC-05", "TC-06", "TC-07")
+"""The seed test plan's TCs (the one owner of this list in the harness)."""
 
-    name: str = MISSING
-    """Option name, or the path of a loaded config.json."""
-    model_type: str = MISSING
-    """Hugging Face ``model_type``."""
-    num_hidden_layers: int = MISSING
-    """Decoder layers."""
-    attention: str = MISSING
-    """``mla`` (one latent KV head) or ``gqa`` (K and V per KV head)."""
-    dtype: str = "bfloat16"
-    """Model dtype; KV dtype ``auto`` means this one."""
-    num_key_value_heads: int = 0
-    """GQA KV heads (0 for MLA)."""
-    head_dim: int = 0
-    """GQA head dim (0 for MLA)."""
-    kv_lora_rank: int = 0
-    """MLA latent rank."""
-    qk_rope_head_dim: int = 0
-    """MLA rope part of a key."""
-    index_n_heads: int = 0
-    """DSA indexer heads; > 0 means full-attention layers carry an indexer cache."""
-    index_head_dim: int = 0
-    """DSA indexer head dim."""
-    layer_types: Optional[List[str]] = None
-    """Per-layer kind (full_attention / attention are full, anything else linear); null: use the interval."""
-    full_attention_interval: int = 1
-    """Layer l is full iff interval <= 1 or (l + 1) % interval == 0."""
-    linear_num_key_heads: int = 0
-    """Gated DeltaNet key heads."""
-    linear_num_value_heads: int = 0
-    """Gated DeltaNet value heads."""
-    linear_key_head_dim: int = 0
-    """Gated DeltaNet key head dim."""
-    linear_value_head_dim: int = 0
-    """Gated DeltaNet value head dim."""
-    linear_conv_kernel_dim: int = 0
-    """Gated DeltaNet short-convolution kernel."""
-    mamba_ssm_dtype: Optional[str] = None
-    """Recurrent (SSM) state dtype; null: the model dtype."""
-    num_attention_heads: int = 0
-    """Query heads (informational)."""
-    num_nextn_predict_layers: int = 0
-    """MTP layers; as a draft, the draft engine's layer count when > 0."""
-    body_tp1: bool = False
-    """As a draft only: its body runs at TP 1 (upstream enable_mtp_draft_body_tp1) and its KV keeps its own shape."""
+
+def _config_type(annotation: Any) -> Any:
+    """The OmegaConf-typed twin of a spec annotation: ``tuple[str, ...]`` -> ``List[str]``."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Union:
+        inner = [_config_type(a) for a in args if a is not type(None)]
+        return Optional[inner[0]] if len(inner) == 1 and type(None) in args else annotation
+    if origin is tuple:
+        item = args[0] if args else Any
+        return List[_config_type(item)]
+    if origin is list:
+        return List[_config_type(args[0])] if args else List[Any]
+    return annotation
+
+
+def structured_from_spec(spec: type, name: str, doc: str) -> type:
+    """A mutable dataclass OmegaConf can type-check, with ``spec``'s fields, types and defaults."""
+    hints = typing.get_type_hints(spec)
+    fields = []
+    for f in dataclasses.fields(spec):
+        if f.default is not dataclasses.MISSING:
+            default = field(default=f.default)
+        elif f.default_factory is not dataclasses.MISSING:
+            default = field(default_factory=f.default_factory)
+        else:
+            default = field(default=MISSING)
+        fields.append((f.name, _config_type(hints[f.name]), default))
+    cls = dataclasses.make_dataclass(name, fields, namespace={"__doc__": doc, "spec": spec})
+    cls.__module__ = __name__  # (make_dataclass's module= is Python 3.12+)
+    return cls
+
+
+ModelConfig = structured_from_spec(
+    ModelSpec, "ModelConfig", "One model's architecture numbers (``conf/model/<name>.yaml``): ``specs.ModelSpec``.")
+ParallelConfig = structured_from_spec(
+    ParallelSpec, "ParallelConfig", "Process layout (``conf/parallel/<name>.yaml``): ``specs.ParallelSpec``.")
+LayerwiseConfig = structured_from_spec(
+    LayerwiseFlags, "LayerwiseConfig",
+    "``--enable_layerwise_split`` / ``--layerwise_split_size`` (``conf/layerwise``): ``specs.LayerwiseFlags``.")
+CacheConfig = structured_from_spec(CacheSpec, "CacheConfig", "KV cache options of the engine: ``specs.CacheSpec``.")
+SPEC_CONFIGS = (ModelConfig, ParallelConfig, LayerwiseConfig, CacheConfig)
+"""Schema classes derived from a domain spec (``cls.spec``)."""
 
 
 @dataclass
 class HardwareConfig:
-    """One machine kind (``conf/hardware/<name>.yaml``); mirrors ``specs.HardwareProfile``."""
+    """One machine kind (``conf/hardware/<name>.yaml``) (MiB and a topology name; ``specs.HardwareProfile`` holds bytes)."""
 
     name: str = MISSING
     """Option name."""
@@ -86,63 +94,11 @@ class HardwareConfig:
     warp_size: int = 32
     """Threads per warp (64 on Iluvatar)."""
     quantized_kv_cache_dtypes: List[str] = field(default_factory=list)
-    """Quantized KV cache dtypes the cards support (int8, fp8_e4m3, fp8_e5m2); empty: none."""
+    """Quantized KV cache dtypes this hardware supports (none on bi_v100 and CUDA; FEATURE section 3)."""
     int8_indexer_cache: bool = False
-    """Whether the cards support the int8 DSA indexer cache."""
+    """Whether an int8 DSA indexer cache is supported (upstream: NPU and MLU only)."""
     facts: Dict[str, Any] = field(default_factory=dict)
     """Facts the spec does not carry (bus ids, clocks, SDK versions), kept for reports."""
-
-
-@dataclass
-class ParallelConfig:
-    """Process layout (``conf/parallel/<name>.yaml``); mirrors ``specs.ParallelSpec``."""
-
-    world_size: int = MISSING
-    """Ranks in all."""
-    dp_size: int = 1
-    """Data-parallel replicas."""
-    cp_size: int = 1
-    """Context-parallel size (split requires 1)."""
-    kv_split_size: int = 1
-    """KV split size; 0 follows cp_size (upstream); split requires an effective size of 1."""
-
-
-@dataclass
-class LayerwiseConfig:
-    """``--enable_layerwise_split`` / ``--layerwise_split_size``; mirrors ``specs.LayerwiseFlags``."""
-
-    enable: bool = False
-    """enable_layerwise_split."""
-    split_size: int = 1
-    """layerwise_split_size (s)."""
-
-
-@dataclass
-class CacheConfig:
-    """KV cache options of the engine; mirrors ``specs.CacheSpec``."""
-
-    block_size: int = 128
-    """Token slots per block."""
-    kv_cache_dtype: str = "auto"
-    """auto (model dtype), int8, fp8_e4m3 or fp8_e5m2."""
-    indexer_cache_dtype: str = "auto"
-    """DSA indexer cache dtype: auto or int8."""
-    max_seqs_per_batch: int = 200
-    """Concurrent sequences (upstream default 200); sizes linear state without prefix cache; 0 = unlimited."""
-    max_linear_state_cache_slots: int = 0
-    """> 0: exactly this many linear-state slots (+ 2 padding); 0 = auto-size."""
-    enable_prefix_cache: bool = True
-    """Prefix cache (upstream default on): linear state auto-sized to ~0.9/1.9 of the budget."""
-    num_speculative_tokens: int = 0
-    """Speculative tokens per step; grow a Qwen3.5 target's linear state."""
-    kv_budget_bytes: int = 0
-    """> 0: per-rank KV budget in bytes, overriding the hardware profile's (hbm - reserved)."""
-    host_blocks_factor: float = 0.0
-    """> 1 enables the host (hierarchical) cache."""
-    enable_sleep_mode: bool = False
-    """Sleep mode (split requires false)."""
-    enable_xtensor: bool = False
-    """xtensor (split requires false)."""
 
 
 @dataclass
@@ -153,8 +109,6 @@ class RunnerConfig:
     """auto, gloo or nccl."""
     timeout_s: float = 60.0
     """Seconds before a hung rank fails its test."""
-    start_method: str = "spawn"
-    """multiprocessing start method of rank processes."""
 
 
 @dataclass
@@ -163,9 +117,6 @@ class ReportConfig:
 
     results_dir: str = "reports"
     """Machine-readable results and Allure results, relative to the working directory."""
-
-
-TC_IDS = ["TC-01", "TC-02", "TC-03", "TC-04", "TC-05", "TC-06", "TC-07"]
 
 
 @dataclass

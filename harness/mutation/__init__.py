@@ -4,6 +4,6 @@
 ``testcases/meta/test_mutation.py`` asserts on it under pytest.
 """
 
-from harness.mutation.killmatrix import Cell, CaseOutcome, Row, cases_for, evaluate, full_matrix, row
+from harness.mutation.killmatrix import CaseOutcome, Cell, Row, cases_for, evaluate, full_matrix, row
 
 __all__ = ["CaseOutcome", "Cell", "Row", "cases_for", "evaluate", "full_matrix", "row"]

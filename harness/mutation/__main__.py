@@ -29,10 +29,9 @@ def _parser() -> argparse.ArgumentParser:
 def _load_rows(folder: Path):
     import json
 
-    from implementations.mutants import MUTANTS
-
     from harness.mutation.killmatrix import REFERENCE
     from harness.mutation.render import row_from_json
+    from implementations.mutants import MUTANTS
 
     order = [REFERENCE, *(cls.name for cls in MUTANTS.values())]
     rows = [row_from_json(json.loads(p.read_text())) for p in folder.glob("*.json")]
@@ -41,10 +40,9 @@ def _load_rows(folder: Path):
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    from harness.mutation import killmatrix, render
     from implementations.errors import UserError
     from implementations.mutants import MUTANTS
-
-    from harness.mutation import killmatrix, render
 
     unknown = [m for m in args.mutant if m not in MUTANTS]
     if unknown:

@@ -46,7 +46,7 @@ class RankContext:
         self._partitions: dict[tuple[tuple[int, ...], ...], Any] = {}
 
     @classmethod
-    def after_init(cls, *, local_rank: int, device: str, tmp_dir: str) -> "RankContext":
+    def after_init(cls, *, local_rank: int, device: str, tmp_dir: str) -> RankContext:
         """Build the context once the default process group exists (creates the control group)."""
         backend = str(dist.get_backend())
         control = dist.group.WORLD if backend == "gloo" else dist.new_group(backend="gloo")

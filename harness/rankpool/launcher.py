@@ -99,10 +99,10 @@ def fail(ctx: Any, what: str, dump_stacks: bool = False) -> None:
 
 
 def join_group(backend: str, device: str, local_rank: int, timeout_s: float):
+    import torch
+
     from . import rendezvous
     from .context import RankContext
-
-    import torch
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     if device.startswith("cuda"):

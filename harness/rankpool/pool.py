@@ -4,7 +4,7 @@
     sums = pool.run(my_module.body, 3)            # body(ctx, 3) on ranks 0..3 -> [r0, r1, r2, r3]
     pool.close()
 
-Ranks are started (multiprocessing spawn) and join their process group once; every
+Ranks are started (forked from a forkserver, see .spawn) and join their process group once; every
 ``run`` reuses that live group, so a test costs a few ms instead of a group start-up.
 A rank that raises, exits or hangs fails the call in bounded time (RankFailure /
 RankTimeout, with the rank's traceback or live stack); the pool then kills its
@@ -39,7 +39,7 @@ from .spawn import start_processes
 # cheap fork of it (spawn paid ~1.8 s of torch import per rank, per pool start).
 _MP = multiprocessing.get_context("forkserver")
 _MP.set_forkserver_preload(["torch", "torch.distributed", "harness.rankpool.rank_main"])
-_live_pools: "weakref.WeakSet[RankPool]" = weakref.WeakSet()
+_live_pools: weakref.WeakSet[RankPool] = weakref.WeakSet()
 
 
 class RankPool:
@@ -149,7 +149,7 @@ class RankPool:
         with self._lock:
             self._close()
 
-    def __enter__(self) -> "RankPool":
+    def __enter__(self) -> RankPool:
         return self
 
     def __exit__(self, *exc: object) -> None:

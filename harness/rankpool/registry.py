@@ -15,7 +15,7 @@ from collections import OrderedDict
 from .backend import DEFAULT_MAX_WORLD_SIZE, check_seconds, check_world_size, resolve_backend
 from .pool import RankPool
 
-_pools: "OrderedDict[tuple[int, str, str], RankPool]" = OrderedDict()
+_pools: OrderedDict[tuple[int, str, str], RankPool] = OrderedDict()
 _lock = threading.Lock()
 _settings = {"max_live_ranks": None}
 

@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from harness.paths import REPO_ROOT
 
 UPSTREAM_RULE_MARKER = "upstream owner rule"
 """Expected failures of the xllm_upstream implementation must carry this in their reason."""

@@ -21,8 +21,9 @@ import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from implementations.units import MIB as MiB
+
 OWN, SCRATCH, LINEAR = "own", "scratch", "linear"
-MiB = 1 << 20
 
 
 # ---- layout table ---------------------------------------------------------------------

@@ -21,7 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from harness.paths import REPO_ROOT
+
 LOCAL_CLI = REPO_ROOT / ".tools" / "allure" / "node_modules" / ".bin" / "allure"
 DEFAULT_RESULTS = REPO_ROOT / "reports" / "allure-results"
 DEFAULT_OUT = REPO_ROOT / "reports" / "allure-report"

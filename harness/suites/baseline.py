@@ -1,6 +1,6 @@
 """The recorded pre-feature uniform allocation that TC-06 compares against.
 
-    python -m harness.suites.baseline --record   # (re)write testcases/baselines/uniform_allocation.json
+    python -m harness.suites.baseline --record   # (re)write harness/baselines/uniform_allocation.json
     python -m harness.suites.baseline --check    # recompute and diff against the recorded file
 
 Computed from the model config numbers (the ``conf/model`` options, composed as the
@@ -14,7 +14,7 @@ conv/recurrent). Linear state shapes follow upstream's ``KVCacheShape`` (FEATURE
 section 7): conv ``[slots, kernel - 1, conv_dim]``, recurrent ``[slots, v_heads,
 key_dim, value_dim]``; slots per FEATURE v2 section 5 (upstream
 ``calculate_linear_state_blocks``, written out here in ``linear_state_slots``).
-Provenance: testcases/baselines/README.md.
+Provenance: harness/baselines/README.md.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import sys
 from pathlib import Path
 
 from harness import oracle
+from harness.paths import BASELINE_PATH, REPO_ROOT  # package data: an installed harness has it too
 
-BASELINE_PATH = Path(__file__).resolve().parents[2] / "testcases" / "baselines" / "uniform_allocation.json"
 MODELS = ("deepseek_v3", "deepseek_v32", "glm_moe_dsa", "qwen3_5_moe", "qwen3_next", "llama3_8b")
 PARALLEL = ("tp4", "dp2_tp4")
 HARDWARE = ("cpu",)
@@ -249,7 +249,7 @@ def diff(recorded: dict, fresh: dict) -> list[str]:
 def _git_commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
-                              cwd=Path(__file__).resolve().parents[2]).stdout.strip()
+                              cwd=REPO_ROOT).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from typing import Any
-
-import yaml
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,7 +35,7 @@ class Case:
         return out + list(self.extra)
 
     @property
-    def resolved(self) -> "Resolved":
+    def resolved(self) -> Resolved:
         return resolve(tuple(self.overrides()))
 
     def shape(self) -> dict:
@@ -51,10 +49,10 @@ class Case:
             "layerwise": dict(_option("layerwise", self.layerwise)),
         }
         for item in self.extra:
-            key, _, value = item.lstrip("+").partition("=")
-            group, _, name = key.partition(".")
-            if group in values and name:
-                values[group][name] = yaml.safe_load(value)
+            override = _parsed(item)
+            group, _, name = override.key_or_group.partition(".")
+            if group in values and name and not override.is_delete():
+                values[group][name] = override.value()
         par, lw = values["parallel"], values["layerwise"]
         return {
             "world_size": int(par.get("world_size", 1)),
@@ -99,16 +97,26 @@ class Resolved:
     timeout_s: float
 
 
-@lru_cache(maxsize=None)
+@cache
+def _parsed(item: str):
+    """The harness's one override parser (Hydra's), once per distinct override text."""
+    from harness.config.compose import parse_override
+
+    return parse_override(item)
+
+
+@cache
 def _option(group: str, option: str) -> tuple:
-    from harness.suites.matrix import CONF_DIR
+    from omegaconf import OmegaConf
+
+    from harness.paths import CONF_DIR
 
     path = CONF_DIR / group / f"{option}.yaml"
-    data = yaml.safe_load(path.read_text()) if path.is_file() else None
+    data = OmegaConf.to_container(OmegaConf.load(path)) if path.is_file() else None
     return tuple((data or {}).items())
 
 
-@lru_cache(maxsize=None)
+@cache
 def resolve(overrides: tuple[str, ...]) -> Resolved:
     """Compose once per distinct override set (cached per process: ids and tests share it)."""
     from omegaconf import OmegaConf

@@ -8,12 +8,10 @@ axis's values; any other override (``cache.block_size=64``,
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 
+from harness.config.schema import TC_IDS
+from harness.paths import CONF_DIR
 from implementations.errors import ConfigError
-
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
-TC_IDS = ("TC-01", "TC-02", "TC-03", "TC-04", "TC-05", "TC-06", "TC-07")
 
 # override key -> matrix axis it narrows
 AXIS_KEYS = {
@@ -71,15 +69,26 @@ def load_matrix(name: str, overrides: list[str] = ()) -> Matrix:
 
 
 def _apply(matrix: Matrix, item: str) -> None:
-    key, sep, value = item.partition("=")
-    key = key.strip().lstrip("+~")
-    if not sep or not key:
-        raise ConfigError("--lw-override", item, "use key=value, e.g. model=qwen3_5_moe or cache.block_size=64")
+    from harness.config.compose import parse_override
+
+    usage = "use key=value, e.g. model=qwen3_5_moe or cache.block_size=64"
+    if not isinstance(item, str) or "=" not in item:
+        raise ConfigError("--lw-override", item, usage)
+    try:
+        override = parse_override(item, sweep=True)
+    except ConfigError as exc:
+        raise ConfigError("--lw-override", item, usage, str(exc)) from None
+    key = override.key_or_group
     if key in AXIS_KEYS:
-        values = [v.strip() for v in value.split(",") if v.strip()]
+        if override.is_sweep_override():
+            values = [str(v).strip() for v in override.sweep_string_iterator()]
+        else:
+            values = [override.get_value_element_as_str().strip()]
+        values = [v for v in values if v]
         if not values:
             allowed = TC_IDS if key == "tc" else available(key)
-            raise ConfigError(key, value, f"at least one value (empty sweep); allowed: {', '.join(allowed)}")
+            raise ConfigError(key, override.get_value_element_as_str(),
+                              f"at least one value (empty sweep); allowed: {', '.join(allowed)}")
         setattr(matrix, AXIS_KEYS[key], values)
     else:
         matrix.extra.append(item)

@@ -11,7 +11,14 @@ from __future__ import annotations
 from harness import oracle
 from harness.suites.case import Case
 from harness.suites.common import (
-    expected_rejection, master_error, plan_of, report_view, run_of, standard_body, standard_cases, summarize,
+    expected_rejection,
+    master_error,
+    plan_of,
+    report_view,
+    run_of,
+    standard_body,
+    standard_cases,
+    summarize,
 )
 
 TC = "TC-01"

@@ -4,7 +4,7 @@ With the flag off (``layerwise=off``), with s = 1 and the flag on (``layerwise=s
 with the flag off but s = 2 (variant ``off-s2``), every rank must allocate exactly the
 pre-feature uniform allocation: every layer owned, no scratch, the uniform block count,
 and per layer the same tensor names, shapes, dtypes and bytes as the RECORDED baseline
-``testcases/baselines/uniform_allocation.json`` (made by ``harness/suites/baseline.py``
+``harness/baselines/uniform_allocation.json`` (made by ``harness/suites/baseline.py``
 from FEATURE.md and the model numbers, never from an implementation; see the README
 next to it).
 """

@@ -13,6 +13,7 @@ from implementations.interface import WorkerKVCache
 from implementations.plan_types import KVPlan
 from implementations.reference.impl import ReferenceImplementation
 from implementations.specs import RunSpec
+from implementations.units import MIB
 
 BEHAVIOURS = {
     "raise": "raises RuntimeError (its peers go on into the next collective)",
@@ -25,7 +26,6 @@ BEHAVIOURS = {
 POINTS = ("init_worker", "plan")
 """Where the fault fires: in the worker step (every rank), or in the master's plan (rank 0 only)."""
 _WORKER_ONLY = ("layout", "overalloc")
-MIB = 1024 * 1024
 
 
 class InjectedFault(RuntimeError):

@@ -1,17 +1,20 @@
 """Bad input, end to end: one clear error line, a non-zero exit, no traceback, nothing written.
 
 Each row of ``ROWS`` is one user mistake, spelled for each entry point it applies to:
-``python -m harness.plan`` (its ``main`` in-process for every row, plus a few real
-subprocesses), ``python -m harness`` and ``pytest`` with ``--lw-override`` / options
-(subprocesses, run in an empty directory that must stay empty). The error line must
-name the field and something that is allowed.
+``python -m harness.plan``, ``python -m harness`` and ``pytest`` with ``--lw-override`` /
+options, each run in an empty directory that must stay empty. Every row runs
+in-process through the entry point's main function (captured output, exit code); a
+few rows per entry point also run as a real subprocess. The error line must name
+the field and something that is allowed.
 
-What counts as a mistake per entry point: everything the config schema or the
-startup rules refuse. The FEATURE section 3 rules for an *active* split (unsupported
-model, cp, KV split, host cache, sleep mode, xtensor) are mistakes for the plan
-command only; through pytest and ``python -m harness`` (suite mode) they are test
-inputs: the TCs check that the implementation under test refuses them
-(``harness.suites.common.expected_rejection``), see ``test_spec_rejections_are_test_inputs``.
+What counts as a mistake per entry point: the harness refuses only what its schema
+cannot hold (unknown options and keys, wrong types, unreadable files, a runner
+setting it cannot use). Every FEATURE section 3 startup rule (split size, world
+size, divisibility, and the rules of an active split) and every other refusal of
+the implementation is the implementation's answer: for the plan command that answer
+is the user's error line; through pytest and ``python -m harness`` the configuration
+is a test input whose refusal the TCs check, see ``test_spec_rejections_are_test_inputs``
+and ``test_app_runs_a_config_the_spec_refuses``.
 """
 
 from __future__ import annotations
@@ -26,11 +29,11 @@ from pathlib import Path
 import pytest
 
 from harness import plan as plan_cli
+from harness.paths import TC_DIR
 
 pytestmark = pytest.mark.meta
 
-REPO = Path(__file__).resolve().parents[2]
-TC01 = str(REPO / "testcases" / "tc" / "test_tc01_allocation.py")
+TC01 = str(TC_DIR / "test_tc01_allocation.py")
 NARROW = ("--lw-override", "model=deepseek_v32", "--lw-override", "layerwise=s2", "--lw-override", "parallel=tp4",
           "--lw-override", "implementation=reference")
 UNWRITABLE = "/proc/lwsplit-no-such-dir/results"  # /proc refuses new entries, even to root
@@ -69,20 +72,20 @@ ROWS = (
     Bad("split-size-word", "layerwise.split_size", "int", **_same("layerwise.split_size=two")),
     Bad("block-size-float", "cache.block_size", "int", **_same("cache.block_size=1.5")),
     Bad("enable-not-bool", "layerwise.enable", "bool", **_same("layerwise.enable=maybe")),
-    # startup rules that hold whatever the TC (FEATURE section 3, first two bullets)
-    Bad("split-size-0", "layerwise.split_size", ">= 1", **_same("layerwise.split_size=0")),
-    Bad("split-size-negative", "layerwise.split_size", ">= 1", **_same("layerwise.split_size=-1")),
-    Bad("split-3-tp-4", "layerwise.split_size", "divisor of attention tp 4", **_same("layerwise.split_size=3")),
-    Bad("split-8-tp-4", "layerwise.split_size", "divisor of attention tp 4", **_same("layerwise.split_size=8")),
+    # the implementation's refusals (FEATURE section 3 and its other checks): the plan command's error line
+    Bad("split-size-0", "layerwise.split_size", ">= 1", plan=("layerwise.split_size=0",)),
+    Bad("split-size-negative", "layerwise.split_size", ">= 1", plan=("layerwise.split_size=-1",)),
+    Bad("split-3-tp-4", "layerwise.split_size", "divisor of attention tp 4", plan=("layerwise.split_size=3",)),
+    Bad("split-8-tp-4", "layerwise.split_size", "divisor of attention tp 4", plan=("layerwise.split_size=8",)),
     Bad("world-not-dp-cp-multiple", "parallel.world_size", "multiple of parallel.dp_size * parallel.cp_size",
-        **_same("parallel.dp_size=3")),
+        plan=("parallel.dp_size=3",)),
     Bad("budget-below-one-block", "hardware.reserved", "a budget holding one block",
-        **_same("hardware.reserved_mib_per_card=511")),
+        plan=("hardware.reserved_mib_per_card=511",)),
     Bad("reserve-above-hbm", "hardware.reserved_mib_per_card", "at most hardware.hbm_mib_per_card",
         **_same("hardware.reserved_mib_per_card=600")),
-    Bad("unknown-kv-dtype", "cache.kv_cache_dtype", "fp8_e4m3", **_same("cache.kv_cache_dtype=fp4")),
-    Bad("block-size-0", "cache.block_size", ">= 1", **_same("cache.block_size=0")),
-    # FEATURE section 3 rules for an active split: a mistake for the plan command (see the module docstring)
+    Bad("unknown-kv-dtype", "cache.kv_cache_dtype", "fp8_e4m3", plan=("cache.kv_cache_dtype=fp4",)),
+    Bad("block-size-0", "cache.block_size", ">= 1", plan=("cache.block_size=0",)),
+    # FEATURE section 3 rules for an active split: the same
     Bad("unsupported-model-split", "model", "supports layerwise split", plan=("model=llama3_8b", "layerwise=s2")),
     Bad("cp-with-split", "parallel.cp_size", "context parallel is not supported", plan=("layerwise=s2", "parallel=dp2_tp4", "parallel.dp_size=1",
                                                          "parallel.cp_size=2")),
@@ -121,7 +124,11 @@ ROWS = (
     Bad("unwritable-lw-results", "--lw-results", "writable directory", pytest=("--lw-results", f"{UNWRITABLE}/r.jsonl")),
 )
 SUBPROCESS_PLAN_ROWS = ("unknown-model", "split-3-tp-4", "model-path-invalid-json", "bad-gflags")
-"""Rows also run as a real ``python -m harness.plan`` process (the rest call its main in-process)."""
+"""Rows also run as a real ``python -m harness.plan`` process (every row calls its main in-process)."""
+SUBPROCESS_HARNESS_ROWS = ("unknown-model", "empty-sweep", "unwritable-results-dir")
+"""Rows also run as a real ``python -m harness`` process."""
+SUBPROCESS_PYTEST_ROWS = ("misspelled-key", "bad-lw-backend", "unwritable-alluredir")
+"""Rows also run as a real ``pytest`` process."""
 
 
 def _rows(entry: str) -> list:
@@ -194,9 +201,29 @@ def test_plan_command_process(row, inputs, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def _harness_in_process(argv: list[str], capsys) -> tuple[int, str]:
+    from harness.app.main import main
+
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out + err
+
+
 @pytest.mark.parametrize("row", _rows("harness"))
-def test_harness_app(row, inputs, tmp_path):
-    """``python -m harness``, run where its default results directory (./reports) would land."""
+def test_harness_app(row, inputs, tmp_path, capsys, monkeypatch):
+    """``python -m harness``'s main, run where its default results directory (./reports) would land."""
+    monkeypatch.chdir(tmp_path)
+    code, output = _harness_in_process(_args(row.harness, inputs), capsys)
+    assert code == 2, output[-3000:]
+    _error_line(output, row)
+    assert list(tmp_path.iterdir()) == [], "a rejected command must write nothing"
+
+
+@pytest.mark.parametrize("row", [r for r in _rows("harness") if r.values[0].id in SUBPROCESS_HARNESS_ROWS])
+def test_harness_app_process(row, inputs, tmp_path):
     proc = _run([sys.executable, "-m", "harness", *_args(row.harness, inputs)], tmp_path)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 2, output[-3000:]
@@ -204,12 +231,25 @@ def test_harness_app(row, inputs, tmp_path):
     assert list(tmp_path.iterdir()) == [], "a rejected command must write nothing"
 
 
+def _pytest_argv(row: Bad, inputs: Path) -> list[str]:
+    return [TC01, *NARROW, *_args(row.pytest, inputs), "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
+
+
 @pytest.mark.parametrize("row", _rows("pytest"))
-def test_pytest_entry(row, inputs, tmp_path):
-    """pytest with the TC-01 suite narrowed to one configuration, plus the mistake: a usage error (exit 4)."""
-    argv = [sys.executable, "-m", "pytest", TC01, *NARROW, *_args(row.pytest, inputs), "-q", "-p", "no:cacheprovider",
-            "-p", "no:randomly"]
-    proc = _run(argv, tmp_path)
+def test_pytest_entry(row, inputs, pytester):
+    """pytest's main with the TC-01 suite narrowed to one configuration, plus the mistake: a usage error (exit 4)."""
+    before = sorted(pytester.path.iterdir())
+    result = pytester.runpytest_inprocess(*_pytest_argv(row, inputs))
+    output = "\n".join(result.outlines + result.errlines)
+    assert result.ret == 4, output[-3000:]
+    _error_line(output, row)
+    assert "passed" not in output and "failed" not in output  # nothing ran
+    assert sorted(pytester.path.iterdir()) == before
+
+
+@pytest.mark.parametrize("row", [r for r in _rows("pytest") if r.values[0].id in SUBPROCESS_PYTEST_ROWS])
+def test_pytest_entry_process(row, inputs, tmp_path):
+    proc = _run([sys.executable, "-m", "pytest", *_pytest_argv(row, inputs)], tmp_path)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 4, output[-3000:]
     _error_line(output, row)
@@ -217,12 +257,16 @@ def test_pytest_entry(row, inputs, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_spec_rejections_are_test_inputs(tmp_path):
-    """Through pytest, a config the spec refuses (xtensor with split; llama3_8b does not support split) is
-    what TC-01 checks the implementation refuses: the reference refuses it, so every case passes."""
-    argv = [sys.executable, "-m", "pytest", TC01, "--lw-override", "model=llama3_8b,deepseek_v32",
-            "--lw-override", "layerwise=s2", "--lw-override", "parallel=tp4", "--lw-override", "implementation=reference",
-            "--lw-override", "cache.enable_xtensor=true", "-q", "-p", "no:cacheprovider", "-k", "not cp2"]
-    proc = _run(argv, tmp_path)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
-    assert "4 passed" in proc.stdout  # llama3_8b: 1 case; deepseek_v32: the plain case and its s2 variants (hostcache, int8)
+def test_app_runs_a_config_the_spec_refuses(tmp_path, capsys, monkeypatch):
+    """``python -m harness`` does not refuse what the spec refuses: the job runs, says so plainly, and
+    the implementation's answer is the result (plan mode: ``rejected``, exit 0)."""
+    monkeypatch.chdir(tmp_path)
+    run_dir = tmp_path / "run"
+    code, output = _harness_in_process(["mode=plan", "layerwise=s2", "cache.enable_xtensor=true",
+                                        f"hydra.run.dir={run_dir}"], capsys)
+    assert code == 0, output[-3000:]
+    assert "error:" not in output
+    assert "note: the spec refuses this configuration" in output and "xtensor" in output
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["status"] == "rejected" and "cache.enable_xtensor" in result["plan_error"]
+    assert "xtensor" in result["spec_refuses"]

@@ -8,10 +8,9 @@ helpers.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import gc
 import weakref
+from dataclasses import replace
 
 import pytest
 import torch
@@ -35,7 +34,6 @@ from implementations.specs import (
     RunSpec,
     Topology,
 )
-
 from testcases.unit._models import QWEN3_5_MOE  # noqa: E402
 
 pytestmark = pytest.mark.unit

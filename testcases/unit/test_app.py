@@ -16,10 +16,10 @@ import sys
 
 import pytest
 
-from implementations.errors import ConfigError
-
 from harness.app import validate
-from harness.config.compose import CONF_DIR, compose_config
+from harness.config.compose import compose_config
+from harness.paths import CONF_DIR
+from implementations.errors import ConfigError
 
 pytestmark = pytest.mark.unit
 
@@ -31,6 +31,19 @@ WORKED = ["hardware=bi_v100", "model=deepseek_v32", "parallel=tp4"]
 def _harness(args, cwd, timeout=300):
     return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True,
                           cwd=cwd, timeout=timeout)
+
+
+def _harness_in_process(args, capsys, monkeypatch, cwd):
+    """``python -m harness``'s main in this process: (exit code, stdout, stderr)."""
+    from harness.app.main import main
+
+    monkeypatch.chdir(cwd)
+    try:
+        code = main(list(args))
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 def _hydra_compose(overrides):
@@ -134,10 +147,11 @@ def test_bad_input_exits_non_zero_with_one_error_line(tmp_path, argv):
 # ---- plan mode and a plan sweep --------------------------------------------------------------------
 
 
-def test_plan_run_writes_the_worked_example(tmp_path):
+def test_plan_run_writes_the_worked_example(tmp_path, capsys, monkeypatch):
     run_dir = tmp_path / "run"
-    proc = _harness(["mode=plan", *WORKED, "layerwise=s2", f"hydra.run.dir={run_dir}"], tmp_path)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    code, out, err = _harness_in_process(["mode=plan", *WORKED, "layerwise=s2", f"hydra.run.dir={run_dir}"],
+                                         capsys, monkeypatch, tmp_path)
+    assert code == 0, err[-2000:]
     result = json.loads((run_dir / "result.json").read_text())
     assert (result["mode"], result["status"]) == ("plan", "planned")
     plan = result["plan"]
@@ -151,15 +165,16 @@ def test_plan_run_writes_the_worked_example(tmp_path):
     assert (plan["peak_layers"], plan["limit_layers"]) == (32, 32)
     assert result["config"]["hbm_mib_per_card"] - result["config"]["reserved_mib_per_card"] == 16384
     assert (run_dir / ".hydra" / "config.yaml").is_file()
-    assert "2978" in proc.stdout
+    assert "2978" in out
 
 
-def test_plan_sweep_writes_csv_markdown_and_png(tmp_path):
+def test_plan_sweep_writes_csv_markdown_and_png(tmp_path, capsys, monkeypatch):
     sweep_dir = tmp_path / "sweep"
-    proc = _harness(["-m", "mode=plan", *WORKED, "layerwise=s2,s4", f"hydra.sweep.dir={sweep_dir}"], tmp_path)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "[1/2] layerwise=s2: n_blocks 2978" in proc.stdout
-    assert "[2/2] layerwise=s4: n_blocks 5607" in proc.stdout
+    code, out, err = _harness_in_process(["-m", "mode=plan", *WORKED, "layerwise=s2,s4", f"hydra.sweep.dir={sweep_dir}"],
+                                         capsys, monkeypatch, tmp_path)
+    assert code == 0, err[-2000:]
+    assert "[1/2] layerwise=s2: n_blocks 2978" in out
+    assert "[2/2] layerwise=s4: n_blocks 5607" in out
     rows = list(csv.DictReader((sweep_dir / "results.csv").open()))
     assert [(r["layerwise"], r["n_blocks"], r["status"]) for r in rows] == [("s2", "2978", "planned"),
                                                                           ("s4", "5607", "planned")]

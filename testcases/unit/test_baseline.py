@@ -1,7 +1,7 @@
 """The recorded uniform baseline (TC-06) and the case selection of TC-05, TC-06 and TC-07.
 
 Expected numbers are FEATURE.md's worked example and hand arithmetic from the public
-model numbers (the same arithmetic is written out in testcases/baselines/README.md).
+model numbers (the same arithmetic is written out in harness/baselines/README.md).
 """
 
 from __future__ import annotations

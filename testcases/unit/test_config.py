@@ -6,6 +6,7 @@ public config.json files, not read back from conf/.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -13,12 +14,13 @@ from pathlib import Path
 import pytest
 
 from harness.config.build import build_implementation, build_run_spec, layerwise_overrides
-from harness.config.compose import CONF_DIR, compose_config
+from harness.config.compose import compose_config
+from harness.paths import CONF_DIR
 from implementations.errors import ConfigError
+from implementations.specs import HardwareProfile, ModelSpec
+from implementations.units import MIB
 
 pytestmark = pytest.mark.unit
-
-MIB = 1024 * 1024
 
 # Public architecture numbers (FEATURE.md section 10; Hugging Face config.json of each model).
 MODELS = {
@@ -324,3 +326,44 @@ def test_cache_inputs_and_budget_override():
     assert spec.kv_budget_bytes == 1048576 != spec.hardware.kv_budget_bytes
     assert (spec.cache.indexer_cache_dtype, spec.cache.num_speculative_tokens) == ("int8", 2)
     assert spec.cache.enable_prefix_cache is False
+
+
+def test_spec_groups_have_one_definition():
+    """model/draft, parallel, layerwise and cache keys ARE the domain specs' fields: same names, types, defaults."""
+    import typing
+
+    from harness.config import schema
+    from harness.config.build import node_values, spec_from_node
+
+    for config_cls in schema.SPEC_CONFIGS:
+        spec = config_cls.spec
+        config_fields = {f.name: f for f in dataclasses.fields(config_cls)}
+        spec_fields = {f.name: f for f in dataclasses.fields(spec)}
+        assert list(config_fields) == list(spec_fields), config_cls.__name__
+        hints = typing.get_type_hints(spec)
+        for name, f in spec_fields.items():
+            c = config_fields[name]
+            assert schema._config_type(hints[name]) == typing.get_type_hints(config_cls)[name], name
+            if f.default is not dataclasses.MISSING:
+                assert c.default == f.default, name
+            elif f.default_factory is dataclasses.MISSING:
+                assert c.default == "???", name  # OmegaConf MISSING: a YAML must set it
+    cfg = compose_config(["model=qwen3_5_moe", "layerwise=s2"])
+    model = spec_from_node(ModelSpec, cfg.model)
+    assert isinstance(model.layer_types, tuple)  # lists in the config, tuples in the frozen spec
+    assert spec_from_node(ModelSpec, node_values(model)) == model  # and back, unchanged
+
+
+def test_hardware_schema_and_profile_keep_in_step():
+    """``hardware`` is the one group with a schema of its own (MiB and a fixture name where the profile holds
+    bytes and a Topology): every profile field has its key, and every key reaches the profile or the reports."""
+    from harness.config import build, schema
+
+    config_keys = {f.name for f in dataclasses.fields(schema.HardwareConfig)}
+    profile_fields = {f.name for f in dataclasses.fields(HardwareProfile)}
+    assert build.HARDWARE_SAME_FIELDS <= config_keys
+    assert profile_fields == build.HARDWARE_SAME_FIELDS | set(build.HARDWARE_CONVERTED.values())
+    assert config_keys == build.HARDWARE_SAME_FIELDS | set(build.HARDWARE_CONVERTED) | set(build.HARDWARE_CONFIG_ONLY)
+    profile = build_run_spec(compose_config(["hardware=bi_v100"])).hardware
+    assert (profile.hbm_bytes_per_card, profile.reserved_bytes_per_card) == (32768 * MIB, 16384 * MIB)
+    assert profile.warp_size == 64 and profile.topology.name == "bi_v100_pix4"

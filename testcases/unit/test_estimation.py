@@ -14,9 +14,9 @@ from testcases.unit._models import (
     DEEPSEEK_MTP,
     DEEPSEEK_V3,
     DEEPSEEK_V32,
-    GiB,
     QWEN3_5_MOE,
     QWEN3_5_MTP,
+    GiB,
     run_spec,
 )
 

@@ -27,8 +27,8 @@ from testcases.unit._models import (
     DEEPSEEK_V3,
     DEEPSEEK_V32,
     LLAMA3_8B,
-    MiB,
     QWEN3_5_MOE,
+    MiB,
     run_spec,
 )
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from harness.rankpool import RankFailure, RankSkip
 from harness.mutation import killmatrix, render
 from harness.mutation.killmatrix import CaseOutcome, Cell, Row
+from harness.rankpool import RankFailure, RankSkip
 from harness.suites.case import Case
 
 pytestmark = pytest.mark.unit

@@ -20,11 +20,11 @@ from testcases.unit._models import (
     DEEPSEEK_V3,
     DEEPSEEK_V32,
     GLM_5,
-    GiB,
-    MiB,
     QWEN3_5_MOE,
     QWEN3_NEXT,
     SPLIT_MODELS,
+    GiB,
+    MiB,
     run_spec,
 )
 

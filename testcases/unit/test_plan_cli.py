@@ -14,10 +14,10 @@ import sys
 import pytest
 
 from harness import plan as plan_cli
+from implementations.units import GIB
 
 pytestmark = pytest.mark.unit
 
-GIB = 1024**3
 ISSUE_KEYS = (
     "model", "implementation", "world_size", "attn_tp_size", "split_size", "active", "block_size",
     "available_bytes", "full_layers", "layer_bytes_per_block", "n_blocks", "uniform_n_blocks", "peak_bytes",
@@ -60,13 +60,17 @@ def test_worked_example_json_without_torch(tmp_path):
     assert list(tmp_path.iterdir()) == []  # nothing written (no Hydra outputs/ dir)
 
 
-@pytest.mark.parametrize("args, expected", [
+BAD_INPUT = [
     (["model=nosuch"], "model='nosuch': unknown option; allowed: deepseek_v3,"),
     (["layerwise.spilt_size=2"], "layerwise.spilt_size: no such key"),
     (["layerwise.split_size=two"], "layerwise.split_size='two': must be an int"),
     ([*WORKED, "layerwise.enable=true", "layerwise.split_size=3"], "layerwise.split_size=3"),
-])
-def test_bad_input_exits_2_with_one_line(tmp_path, args, expected):
+]
+
+
+def test_bad_input_process_exits_2_with_one_line(tmp_path):
+    """One real process (the rest below run main in-process): exit 2, one line, no traceback, nothing written."""
+    args, expected = BAD_INPUT[-1]
     proc = _run(args, tmp_path)
     assert proc.returncode == 2
     assert proc.stdout == ""
@@ -74,6 +78,20 @@ def test_bad_input_exits_2_with_one_line(tmp_path, args, expected):
     assert errors == [errors[0]] and errors[0].startswith("error: ")
     assert expected in errors[0]
     assert "Traceback" not in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args, expected", BAD_INPUT)
+def test_bad_input_exits_2_with_one_line(tmp_path, monkeypatch, capsys, args, expected):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        plan_cli.main(args)
+    out, err = capsys.readouterr()
+    assert info.value.code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("error: ")
+    assert expected in err
+    assert "Traceback" not in err
     assert list(tmp_path.iterdir()) == []
 
 

@@ -14,6 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.paths import TOPOLOGY_DIR
+from implementations import formats
 from implementations.errors import ConfigError, PlanError, TopologyError
 from implementations.reference import topology as topo
 from implementations.specs import HardwareProfile, ModelSpec, ParallelSpec, RunSpec, Topology
@@ -21,7 +23,12 @@ from implementations.specs import HardwareProfile, ModelSpec, ParallelSpec, RunS
 pytestmark = pytest.mark.unit
 
 FIXTURES = Path(__file__).parent / "fixtures"
-CONF_TOPOLOGY = Path(__file__).resolve().parents[2] / "conf" / "topology"
+CONF_TOPOLOGY = TOPOLOGY_DIR
+
+
+def load_fixture(path_or_name: str) -> Topology:
+    """A topology by path, or by name from ``conf/topology`` (the harness's fixtures folder)."""
+    return formats.load_topology(path_or_name, CONF_TOPOLOGY)
 
 # This file's own ranking (FEATURE section 4 / nvidia-smi legend), worst first.
 PCIE_WORST_FIRST = ["NET", "SYS", "NODE", "PHB", "PXB", "PIX"]
@@ -82,7 +89,7 @@ def make_run(topology: Topology, *, num_cards: int, world: int, placement=None) 
 
 
 def groups_for(name: str, tp: int, s: int, placement=None):
-    t = topo.load_topology(name)
+    t = load_fixture(name)
     n = len(t.cards)
     where = topo.place_ranks(make_run(t, num_cards=n, world=tp, placement=placement))
     return t, where, topo.form_split_groups(tuple(range(tp)), s, where, t)
@@ -108,52 +115,52 @@ def test_link_score_rejects_unknown(code):
 
 
 def test_bi_v100_fixture_is_flat_pix4():
-    t = topo.load_topology("bi_v100_pix4")
+    t = load_fixture("bi_v100_pix4")
     assert t.cards == ("GPU0", "GPU1", "GPU2", "GPU3") and t.name == "bi_v100_pix4"
     for i, j in itertools.product(range(4), repeat=2):
         assert t.links[i][j] == ("X" if i == j else "PIX")
 
 
 def test_bi_v100_yaml_twin_matches_text():
-    txt = topo.load_topology(str(CONF_TOPOLOGY / "bi_v100_pix4.txt"))
-    yml = topo.load_topology(str(CONF_TOPOLOGY / "bi_v100_pix4.yaml"))
+    txt = load_fixture(str(CONF_TOPOLOGY / "bi_v100_pix4.txt"))
+    yml = load_fixture(str(CONF_TOPOLOGY / "bi_v100_pix4.yaml"))
     assert (yml.cards, yml.links, yml.name) == (txt.cards, txt.links, "bi_v100_pix4")
 
 
 def test_two_switch_fixture_cells_nic_column_dropped():
-    t = topo.load_topology("pcie_2switch_8")  # has ANSI escapes and a NIC0 row/column
+    t = load_fixture("pcie_2switch_8")  # has ANSI escapes and a NIC0 row/column
     assert t.cards == tuple(f"GPU{i}" for i in range(8))
     assert (t.links[0][3], t.links[0][4], t.links[5][7], t.links[7][0], t.links[6][6]) == (
         "PIX", "SYS", "PIX", "SYS", "X")
 
 
 def test_interleaved_fixture_cells():
-    t = topo.load_topology("pcie_2switch_8_interleaved")
+    t = load_fixture("pcie_2switch_8_interleaved")
     for i, j in itertools.product(range(8), repeat=2):
         expected = "X" if i == j else "PIX" if i % 2 == j % 2 else "NODE"
         assert t.links[i][j] == expected, (i, j)
 
 
 def test_nvlink_fixture_all_to_all():
-    t = topo.load_topology("nvlink_8")
+    t = load_fixture("nvlink_8")
     assert len(t.cards) == 8
     assert {t.links[i][j] for i in range(8) for j in range(8) if i != j} == {"NV12"}
 
 
 def test_nvlink_mesh_fixture_cells():
-    t = topo.load_topology("nvlink_mesh_8")  # old format: mlx5_* columns, CPU Affinity only
+    t = load_fixture("nvlink_mesh_8")  # old format: mlx5_* columns, CPU Affinity only
     assert len(t.cards) == 8
     assert (t.links[0][3], t.links[1][4], t.links[2][6], t.links[7][4]) == ("NV2", "SYS", "NV1", "NV2")
 
 
 def test_cpu_sim_yaml_is_flat_pix8():
-    t = topo.load_topology("cpu_sim_8")
+    t = load_fixture("cpu_sim_8")
     assert len(t.cards) == 8 and t.links == topo.flat_topology(8).links
 
 
 @pytest.mark.parametrize("path", sorted(p.name for p in CONF_TOPOLOGY.iterdir()))
 def test_every_fixture_loads_square_symmetric(path):
-    t = topo.load_topology(str(CONF_TOPOLOGY / path))
+    t = load_fixture(str(CONF_TOPOLOGY / path))
     n = len(t.cards)
     assert n >= 1 and len(t.links) == n and all(len(row) == n for row in t.links)
     for i, j in itertools.product(range(n), repeat=2):
@@ -194,7 +201,7 @@ def test_flat_topology_shape():
 ])
 def test_malformed_file_rejected_clearly(fixture, fragments):
     with pytest.raises(TopologyError) as err:
-        topo.load_topology(str(FIXTURES / fixture))
+        load_fixture(str(FIXTURES / fixture))
     assert err.value.field == "hardware.topology"
     for fragment in fragments:
         assert fragment in str(err.value)
@@ -212,14 +219,14 @@ def test_extra_link_entry_rejected():
 
 def test_missing_name_lists_available():
     with pytest.raises(TopologyError) as err:
-        topo.load_topology("no_such_box")
+        load_fixture("no_such_box")
     assert err.value.field == "hardware.topology"
     for name in ("bi_v100_pix4", "pcie_2switch_8", "nvlink_8", "cpu_sim_8"):
         assert name in str(err.value)
 
 
 def test_wrong_card_count_vs_hardware():
-    three = topo.load_topology(str(FIXTURES / "topology_bad_3cards.txt"))
+    three = load_fixture(str(FIXTURES / "topology_bad_3cards.txt"))
     assert len(three.cards) == 3
     with pytest.raises(TopologyError) as err:
         topo.place_ranks(make_run(three, num_cards=4, world=4))
@@ -249,7 +256,7 @@ def test_place_ranks_bad_placement(placement, fragment):
 
 
 def test_link_same_node_cross_node_same_card():
-    t = topo.load_topology("pcie_2switch_8")
+    t = load_fixture("pcie_2switch_8")
     where = ((0, 0), (0, 5), (1, 0), (0, 0))
     assert topo.link(t, where, 0, 1) == "SYS"
     assert topo.link(t, where, 0, 2) == "NET"
@@ -453,7 +460,7 @@ def test_property_large_tree_partition_not_worse(box):
 
 
 def test_large_non_tree_group_falls_back_to_valid_grouping():
-    mesh = topo.load_topology("nvlink_mesh_8")  # not a tree; 16 ranks exceed the exact search
+    mesh = load_fixture("nvlink_mesh_8")  # not a tree; 16 ranks exceed the exact search
     tp_group = tuple(range(16))
     plain = topo.place_ranks(make_run(mesh, num_cards=8, world=16))
     assert topo.form_split_groups(tp_group, 2, plain, mesh) == consecutive(tp_group, 2)

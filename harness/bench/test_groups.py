@@ -1,0 +1,101 @@
+"""Where the test run spends its time: one pytest run, wall time per test group and per file.
+
+    python -m harness.bench.test_groups                     # the README's test command: pytest -n 4
+    python -m harness.bench.test_groups -- -n 2 testcases/unit testcases/meta
+    python -m harness.bench.test_groups --json durations.json -- -n 4
+
+Runs pytest once (arguments after ``--``; default ``-n 4``) with a JUnit XML report and
+reads each test's duration from it (setup + call + teardown). Prints the run's wall time,
+then per group (``unit``, ``tc``, ``meta``, ...) and per file: the tests, the summed test
+time, its share, and the slowest test, slowest first, so the next slow test is easy to
+find. Under ``-n N`` the summed times add up to about N x the wall time; a file's share
+is what matters. Nothing is asserted: figures only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from pathlib import Path
+
+from harness.paths import REPO_ROOT
+
+DEFAULT_ARGS = ("-n", "4")
+
+
+def parse_junit(path: Path) -> list[dict]:
+    """One dict per test case: file (``unit/test_app.py``), group (``unit``), name, seconds."""
+    out = []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        classname = case.get("classname", "")
+        parts = classname.split(".")
+        if parts and parts[0] == "testcases":
+            parts = parts[1:]
+        module = [p for p in parts if p.startswith("test_")]
+        stem = parts[: parts.index(module[0]) + 1] if module else parts
+        file = "/".join(stem) + ".py" if stem else "(unknown)"
+        out.append({"file": file, "group": stem[0] if len(stem) > 1 else "(top)",
+                    "name": case.get("name", ""), "seconds": float(case.get("time", 0) or 0)})
+    return out
+
+
+def summarize(cases: list[dict]) -> dict:
+    files: dict[str, dict] = defaultdict(lambda: {"tests": 0, "seconds": 0.0, "slowest": ("", 0.0)})
+    groups: dict[str, dict] = defaultdict(lambda: {"tests": 0, "seconds": 0.0})
+    for c in cases:
+        f, g = files[c["file"]], groups[c["group"]]
+        f["group"] = c["group"]
+        for entry in (f, g):
+            entry["tests"] += 1
+            entry["seconds"] += c["seconds"]
+        if c["seconds"] > f["slowest"][1]:
+            f["slowest"] = (c["name"], c["seconds"])
+    return {"groups": dict(groups), "files": dict(files)}
+
+
+def render(summary: dict, wall_s: float, exit_code: int, args: list[str]) -> str:
+    total = sum(g["seconds"] for g in summary["groups"].values()) or 1.0
+    lines = [f"pytest {' '.join(args)}: wall {wall_s:.1f} s (exit {exit_code}); summed test time {total:.1f} s", "",
+             f"{'group / file':<48} {'tests':>6} {'summed s':>9} {'share':>6}  slowest test"]
+    for group, g in sorted(summary["groups"].items(), key=lambda kv: -kv[1]["seconds"]):
+        lines.append(f"{group:<48} {g['tests']:>6} {g['seconds']:>9.1f} {g['seconds'] / total:>6.0%}")
+        members = [(name, f) for name, f in summary["files"].items() if f["group"] == group]
+        for name, f in sorted(members, key=lambda kv: -kv[1]["seconds"]):
+            slow_name, slow_s = f["slowest"]
+            lines.append(f"  {name:<46} {f['tests']:>6} {f['seconds']:>9.1f} {f['seconds'] / total:>6.0%}"
+                         f"  {slow_s:.1f} s {slow_name[:60]}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    own, pytest_args = (argv[: argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+    parser = argparse.ArgumentParser(prog="python -m harness.bench.test_groups", description=__doc__.split("\n")[0])
+    parser.add_argument("--json", metavar="PATH", help="also write the per-test durations and the summary here")
+    args = parser.parse_args(own)
+    pytest_args = pytest_args or list(DEFAULT_ARGS)
+    with tempfile.TemporaryDirectory(prefix="lwsplit-durations-") as tmp:
+        xml = Path(tmp) / "junit.xml"
+        cmd = [sys.executable, "-m", "pytest", *pytest_args, "-q", "-p", "no:cacheprovider",
+               f"--junitxml={xml}", "-o", "junit_duration_report=total", "-o", "junit_family=xunit2"]
+        start = time.monotonic()
+        proc = subprocess.run(cmd, cwd=REPO_ROOT, env=dict(os.environ), stdout=subprocess.DEVNULL)
+        wall_s = time.monotonic() - start
+        cases = parse_junit(xml) if xml.is_file() else []
+    summary = summarize(cases)
+    print(render(summary, wall_s, proc.returncode, pytest_args))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"wall_s": wall_s, "exit_code": proc.returncode, "args": pytest_args,
+                                               "cases": cases, **summary}, indent=1, default=list))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

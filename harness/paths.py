@@ -1,0 +1,30 @@
+"""Where the harness finds its data: the one owner of every repository and package path.
+
+In a checkout, ``conf/`` (Hydra config groups and topology fixtures) sits next to the
+``harness`` package. An installed wheel carries a copy of it built from that same
+folder at build time (``harness/_conf``, see ``setup.py``), so ``python -m harness.plan``
+works from any directory without a checkout. The recorded pre-feature baseline is
+package data (``harness/baselines``) in both cases.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+"""The ``harness`` package."""
+REPO_ROOT = PACKAGE_DIR.parent
+"""The checkout (or, installed, the site-packages folder holding the package)."""
+CONFIG_NAME = "config"
+"""The primary config: ``<CONF_DIR>/config.yaml``."""
+_CHECKOUT_CONF = REPO_ROOT / "conf"
+_PACKAGED_CONF = PACKAGE_DIR / "_conf"
+CONF_DIR = _CHECKOUT_CONF if (_CHECKOUT_CONF / f"{CONFIG_NAME}.yaml").is_file() else _PACKAGED_CONF
+"""Hydra config groups: the checkout's ``conf/``, else the copy an installed wheel carries."""
+TOPOLOGY_DIR = CONF_DIR / "topology"
+"""Named topology fixtures (``hardware.topology: bi_v100_pix4``)."""
+BASELINE_DIR = PACKAGE_DIR / "baselines"
+"""Recorded pre-feature allocation and its provenance README."""
+BASELINE_PATH = BASELINE_DIR / "uniform_allocation.json"
+TC_DIR = REPO_ROOT / "testcases" / "tc"
+"""The TC test modules ``python -m harness mode=suite`` runs (a checkout only)."""

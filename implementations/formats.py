@@ -1,0 +1,326 @@
+"""Text formats shared by the harness and the implementations: parsing only, no rules.
+
+Neutral contract-layer module: the harness (config building, ``python -m harness.plan``)
+and the reference implementation both read these spellings, so neither imports the
+other's internals for them.
+
+* Layerwise flags from the three places they come from: gflag-style arguments, as
+  xllm_server takes them (``--enable_layerwise_split=true --layerwise_split_size=2``;
+  a bare bool flag means true, ``--noFLAG`` false); a ParallelConfig JSON (upstream
+  writes ``layerwise_split_size`` only when it is not the default 1, and has no enable
+  key: there a size > 1 is what enables); plain values (the harness's Hydra config).
+  Parsing only checks spelling; the rules on the values are the implementation's.
+* Card topologies: the matrix ``nvidia-smi topo -m`` prints (Iluvatar's ``ixsmi topo
+  -m`` prints the same format) or a YAML topology, into a ``specs.Topology``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import shlex
+from collections import Counter
+from pathlib import Path
+from typing import Mapping, Optional, Sequence, Union
+
+import yaml
+
+from implementations.errors import ConfigError, TopologyError
+from implementations.specs import LayerwiseFlags, Topology
+
+# ================================================================ layerwise flags
+
+ENABLE_FLAG = "enable_layerwise_split"
+SIZE_FLAG = "layerwise_split_size"
+TRUE_WORDS = ("true", "1")
+FALSE_WORDS = ("false", "0")
+BOOL_ALLOWED = "true, false, 1 or 0 (any case)"
+INT_ALLOWED = "a whole number, e.g. 2"
+
+
+def parse_bool(field: str, value: object) -> bool:
+    """A bool, or one of true/false/1/0 in any case."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in TRUE_WORDS:
+            return True
+        if word in FALSE_WORDS:
+            return False
+    raise ConfigError(field, value, BOOL_ALLOWED)
+
+
+def parse_int(field: str, value: object) -> int:
+    """An int, or its decimal spelling (a bool or a fraction is not a size)."""
+    if isinstance(value, bool):
+        raise ConfigError(field, value, INT_ALLOWED)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip(), 10)
+        except ValueError:
+            pass
+    raise ConfigError(field, value, INT_ALLOWED)
+
+
+def flags_from_values(enable: object = False, split_size: object = 1) -> LayerwiseFlags:
+    """From plain values (``layerwise.enable``, ``layerwise.split_size``)."""
+    return LayerwiseFlags(
+        enable=parse_bool("layerwise.enable", enable),
+        split_size=parse_int("layerwise.split_size", split_size),
+    )
+
+
+def _split_flag(arg: str) -> tuple[str, Union[str, None]]:
+    """``--name=value`` -> (name, value); ``--name`` -> (name, None). One or two dashes, as gflags."""
+    body = arg[2:] if arg.startswith("--") else arg[1:]
+    name, eq, value = body.partition("=")
+    return name, (value if eq else None)
+
+
+def flags_from_gflags(args: Union[str, Sequence[str]]) -> LayerwiseFlags:
+    """From an xllm_server command line (a string or an argv list); other flags are ignored.
+
+    A later occurrence of a flag overrides an earlier one, as gflags does.
+    """
+    argv = shlex.split(args) if isinstance(args, str) else list(args)
+    enable, split_size = False, 1
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if not arg.startswith("-") or arg in ("-", "--"):
+            continue
+        name, value = _split_flag(arg)
+        if name == ENABLE_FLAG:
+            enable = True if value is None else parse_bool(f"--{ENABLE_FLAG}", value)
+        elif name == f"no{ENABLE_FLAG}":
+            if value is not None:
+                raise ConfigError(f"--no{ENABLE_FLAG}", value, "no value (it means false)")
+            enable = False
+        elif name == SIZE_FLAG:
+            if value is None:  # gflags also takes "--flag value" for non-bool flags
+                if i >= len(argv):
+                    raise ConfigError(f"--{SIZE_FLAG}", None, INT_ALLOWED, "the flag has no value")
+                value = argv[i]
+                i += 1
+            split_size = parse_int(f"--{SIZE_FLAG}", value)
+        elif "layerwise" in name:
+            raise ConfigError(
+                arg, value, f"one of --{ENABLE_FLAG}[=BOOL], --no{ENABLE_FLAG}, --{SIZE_FLAG}=N",
+                "unknown layerwise flag",
+            )
+    return LayerwiseFlags(enable=enable, split_size=split_size)
+
+
+def flags_from_parallel_config_json(obj: Union[str, bytes, Mapping]) -> LayerwiseFlags:
+    """From a ParallelConfig JSON object (dict or JSON text).
+
+    A missing ``layerwise_split_size`` means 1; a missing ``enable_layerwise_split``
+    means "enabled iff the size > 1" (upstream has only the size).
+    """
+    if isinstance(obj, (str, bytes)):
+        try:
+            obj = json.loads(obj)
+        except json.JSONDecodeError as exc:
+            raise ConfigError("parallel_config", str(obj)[:60], "a JSON object", str(exc)) from None
+    if not isinstance(obj, Mapping):
+        raise ConfigError("parallel_config", type(obj).__name__, "a JSON object")
+    size_value = obj.get(SIZE_FLAG, 1)
+    if isinstance(size_value, float):  # JSON ints only; 2.0 is a writer's mistake
+        raise ConfigError(SIZE_FLAG, size_value, "a JSON integer")
+    split_size = parse_int(SIZE_FLAG, size_value)
+    enable = parse_bool(ENABLE_FLAG, obj[ENABLE_FLAG]) if ENABLE_FLAG in obj else split_size > 1
+    return LayerwiseFlags(enable=enable, split_size=split_size)
+
+
+# ================================================================ topology text
+
+TOPOLOGY_SUFFIXES = (".txt", ".yaml", ".yml")
+FIELD = "hardware.topology"
+
+LINK_CODES = ("X", "NV<n>", "PIX", "PXB", "PHB", "NODE", "SYS", "NET")
+"""Best to worst. NV<n>: n bonded NVLinks (more is better); NET: ranks on different nodes."""
+ALLOWED_CODES = (
+    "link codes are X (diagonal only), NV<n> (n >= 1 bonded NVLinks), PIX, PXB, PHB, NODE, SYS, NET"
+)
+_PCIE_SCORES = {"PIX": 6, "PXB": 5, "PHB": 4, "NODE": 3, "SYS": 2, "NET": 1}
+_NV_BASE_SCORE = 100
+_SELF_SCORE = 10_000
+_NV_RE = re.compile(r"NV([1-9][0-9]{0,2})")
+_ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_GPU_RE = re.compile(r"GPU[0-9]+")
+# A link cell (known code or not) starts with a letter; affinity values (0-47, N/A) do not look like one.
+_CELL_RE = re.compile(r"[A-Za-z][A-Za-z0-9#]*")
+# Words of the trailing "CPU Affinity", "NUMA Affinity", "GPU NUMA ID" header columns.
+_AFFINITY_WORDS = frozenset({"CPU", "NUMA", "GPU", "Affinity", "ID"})
+_YAML_KEYS = ("name", "description", "cards", "links")
+
+
+def _is_code(token: str) -> bool:
+    return token == "X" or token in _PCIE_SCORES or _NV_RE.fullmatch(token) is not None
+
+
+# ---------------------------------------------------------------- building and parsing
+
+
+def _error(name: str, rule: str, detail: str = "") -> TopologyError:
+    return TopologyError(FIELD, name, rule, detail)
+
+
+def _validated(cards: Sequence[str], links: Sequence[Sequence[str]], name: str) -> Topology:
+    """Check the matrix is square, symmetric, X exactly on the diagonal, known codes only."""
+    if not cards:
+        raise _error(name, "a topology needs at least one card")
+    dupes = sorted(card for card, count in Counter(cards).items() if count > 1)
+    if dupes:
+        raise _error(name, "card names must be unique", f"repeated: {', '.join(dupes)}")
+    n = len(cards)
+    if len(links) != n:
+        raise _error(name, "the link matrix must be square", f"{n} cards but {len(links)} rows")
+    for i, row in enumerate(links):
+        if len(row) != n:
+            raise _error(
+                name, "the link matrix must be square",
+                f"row {cards[i]} has {len(row)} entries, expected {n} ({' '.join(cards)})",
+            )
+        for j, code in enumerate(row):
+            where = f"row {cards[i]}, column {cards[j]}: {code!r}"
+            if not isinstance(code, str) or not _is_code(code):
+                raise _error(name, ALLOWED_CODES, where)
+            if (code == "X") != (i == j):
+                raise _error(name, "X (self) must appear exactly on the diagonal", where)
+    for i, j in itertools.combinations(range(n), 2):
+        if links[i][j] != links[j][i]:
+            raise _error(
+                name, "the link matrix must be symmetric",
+                f"{cards[i]}->{cards[j]} is {links[i][j]} but {cards[j]}->{cards[i]} is {links[j][i]}",
+            )
+    return Topology(cards=tuple(cards), links=tuple(tuple(row) for row in links), name=name)
+
+
+def flat_topology(num_cards: int, code: str = "PIX") -> Topology:
+    """``num_cards`` cards, every pair joined by ``code`` (BI-V100: one PCIe bridge, PIX)."""
+    if isinstance(num_cards, bool) or not isinstance(num_cards, int) or num_cards < 1:
+        raise TopologyError("hardware.num_cards", num_cards, "must be an integer >= 1")
+    if code == "X" or not _is_code(code):
+        raise TopologyError(FIELD, code, ALLOWED_CODES, "flat topology link between distinct cards")
+    cards = tuple(f"GPU{i}" for i in range(num_cards))
+    links = [["X" if i == j else code for j in range(num_cards)] for i in range(num_cards)]
+    return _validated(cards, links, f"flat_{code.lower()}{num_cards}")
+
+
+def parse_topo_text(text: str, *, name: str = "topology") -> Topology:
+    """Parse ``nvidia-smi topo -m`` / ``ixsmi topo -m`` output.
+
+    The header row names the columns (GPU<i>, NIC or mlx columns, then the affinity
+    columns); each GPU<i> row holds one link code per column. NIC rows and columns,
+    affinity values, the legend, ``#`` comment lines and ANSI escapes are ignored.
+    """
+    header: list[str] | None = None
+    rows: list[tuple[str, list[str]]] = []
+    for raw in text.splitlines():
+        tokens = _ANSI_RE.sub("", raw).split()
+        if not tokens or tokens[0].startswith("#"):
+            continue
+        if "Legend:" in tokens:
+            break
+        if header is None:
+            if any(_GPU_RE.fullmatch(t) for t in tokens):
+                header = tokens
+            continue
+        if _GPU_RE.fullmatch(tokens[0]):
+            rows.append((tokens[0], tokens[1:]))
+    if header is None:
+        raise _error(name, "expected `nvidia-smi topo -m` output: a header row of card names "
+                     "(GPU0 GPU1 ...) followed by one row per card", "no header row found")
+    if any(_is_code(t) for t in header):
+        raise _error(name, "the first row naming GPU<i> must be the header of card names",
+                     f"it holds link codes: {' '.join(header)}")
+    columns = list(itertools.takewhile(lambda t: t not in _AFFINITY_WORDS, header))
+    gpu_cols = [k for k, col in enumerate(columns) if _GPU_RE.fullmatch(col)]
+    cards = [columns[k] for k in gpu_cols]
+    links = []
+    for row_name, tokens in rows:
+        cells = list(itertools.takewhile(_CELL_RE.fullmatch, tokens))
+        if len(cells) != len(columns):
+            raise _error(
+                name, "the link matrix must be square",
+                f"row {row_name} has {len(cells)} link entries but the header "
+                f"has {len(columns)} columns ({' '.join(columns)})",
+            )
+        links.append([cells[k] for k in gpu_cols])
+    row_names = [row_name for row_name, _ in rows]
+    if row_names != cards:
+        raise _error(
+            name, "the link matrix must be square: one row per header card, in header order",
+            f"header cards {' '.join(cards) or '(none)'}; rows {' '.join(row_names) or '(none)'}",
+        )
+    return _validated(cards, links, name)
+
+
+def _parse_yaml(text: str, name: str) -> Topology:
+    rule = "a YAML topology is a mapping {name, cards: [names], links: [[codes per card], ...]}"
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise _error(name, rule, f"not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise _error(name, rule, f"got {type(data).__name__}")
+    unknown = sorted(str(k) for k in data if k not in _YAML_KEYS)
+    if unknown:
+        raise _error(name, rule, f"unknown keys: {', '.join(unknown)}; allowed: {', '.join(_YAML_KEYS)}")
+    cards, links = data.get("cards"), data.get("links")
+    if not isinstance(cards, list) or not all(isinstance(c, str) for c in cards):
+        raise _error(name, rule, f"cards must be a list of names, got {cards!r}")
+    if not isinstance(links, list) or not all(isinstance(row, list) for row in links):
+        raise _error(name, rule, f"links must be a list of rows (lists of codes), got {links!r}")
+    display = data.get("name", name)
+    return _validated(cards, links, display if isinstance(display, str) else name)
+
+
+def available_topologies(fixtures_dir: Optional[Path]) -> tuple[str, ...]:
+    """Names that ``load_topology`` resolves from ``fixtures_dir``."""
+    if fixtures_dir is None or not Path(fixtures_dir).is_dir():
+        return ()
+    return tuple(sorted({p.stem for p in Path(fixtures_dir).iterdir() if p.suffix in TOPOLOGY_SUFFIXES}))
+
+
+def _resolve(path_or_name: str, fixtures_dir: Optional[Path]) -> Path:
+    given = Path(str(path_or_name)).expanduser()
+    candidates = [given] if given.suffix in TOPOLOGY_SUFFIXES or given.parent != Path(".") else []
+    if given.parent == Path("."):
+        names = [given.name] if given.suffix in TOPOLOGY_SUFFIXES else [given.name + s for s in TOPOLOGY_SUFFIXES]
+        if fixtures_dir is not None:
+            candidates += [Path(fixtures_dir) / n for n in names]  # .txt wins over a .yaml twin
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise _error(
+        str(path_or_name),
+        f"a file (.txt from `nvidia-smi topo -m`, or .yaml) or a name in {fixtures_dir}: "
+        f"{', '.join(available_topologies(fixtures_dir)) or '(none)'}",
+        "not found",
+    )
+
+
+def load_topology(path_or_name: str, fixtures_dir: Optional[Path] = None) -> Topology:
+    """Load a topology by file path, or by fixture name from ``fixtures_dir`` (the harness passes
+    its ``conf/topology``; this module reads no folder on its own)."""
+    path = _resolve(path_or_name, fixtures_dir)
+    if path.suffix not in TOPOLOGY_SUFFIXES:
+        raise _error(str(path), f"a topology file ends in {', '.join(TOPOLOGY_SUFFIXES)}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _error(str(path), "a readable UTF-8 text file", str(exc)) from None
+    if path.suffix == ".txt":
+        return parse_topo_text(text, name=path.stem)
+    return _parse_yaml(text, path.stem)
