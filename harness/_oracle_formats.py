@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
 
-TOPOLOGY_DIR = Path(__file__).resolve().parents[1] / "conf" / "topology"
+from harness.paths import TOPOLOGY_DIR  # the one owner of paths (imports nothing from implementations/)
+
 LINK_KINDS = ("X", "PIX", "PXB", "PHB", "NODE", "SYS")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _DEVICE = re.compile(r"^GPU\d+$")

@@ -35,7 +35,7 @@ Choices where FEATURE.md leaves one (say so if an implementation disagrees):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -757,7 +757,7 @@ def best_partition(members: Sequence[int], s: int, score) -> Optional[list]:
 
     from itertools import combinations
 
-    @lru_cache(maxsize=None)
+    @cache
     def solve(remaining: tuple):
         if not remaining:
             return (), ()

@@ -38,10 +38,10 @@ def parser() -> argparse.ArgumentParser:
 
 @command
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from harness.conformance.check import check, render
-    from harness.conformance.log import LogError, read_log
     from harness.config.build import build_run_spec
     from harness.config.compose import compose_config
+    from harness.conformance.check import check, render
+    from harness.conformance.log import LogError, read_log
 
     args = parser().parse_intermixed_args(_join_flag_values(sys.argv[1:] if argv is None else list(argv)))
     overrides = list(args.overrides)

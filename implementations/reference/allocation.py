@@ -28,10 +28,8 @@ import torch
 from implementations.errors import ConfigError, PlanError
 from implementations.interface import LayerCache, WorkerKVCache
 from implementations.plan_types import KVPlan, RankPlan
-from implementations.specs import KV_LAYOUTS, ModelSpec, RunSpec
-
 from implementations.reference import kv_bytes
-from implementations.specs import QUANTIZED_KV_CACHE_DTYPES
+from implementations.specs import KV_LAYOUTS, QUANTIZED_KV_CACHE_DTYPES, ModelSpec, RunSpec
 
 _TORCH_DTYPE_NAMES = {
     "bfloat16": "bfloat16",

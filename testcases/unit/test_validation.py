@@ -8,8 +8,8 @@ import pytest
 
 from implementations.errors import ConfigError
 from implementations.reference import ReferenceImplementation
-from implementations.xllm_upstream import XllmUpstreamImplementation
 from implementations.specs import CacheSpec, LayerwiseFlags
+from implementations.xllm_upstream import XllmUpstreamImplementation
 from testcases.unit._models import (
     DEEPSEEK_MTP,
     DEEPSEEK_V3,
