@@ -13,9 +13,67 @@ import tempfile
 STORE_FILE = "filestore"
 
 
+OWNED_DIR_KINDS = ("pool", "job", "torchrun")
+"""Temp folders this harness makes, each named ``lwsplit-<kind>-<owner pid>-<random>``."""
+
+
+def make_owned_dir(kind: str) -> str:
+    """A fresh private (0700) temp folder named after its owner process, so a sweep can find it if the owner dies."""
+    if kind not in OWNED_DIR_KINDS:
+        raise ValueError(f"kind {kind!r}: one of {', '.join(OWNED_DIR_KINDS)}")
+    return tempfile.mkdtemp(prefix=f"lwsplit-{kind}-{os.getpid()}-")
+
+
 def make_pool_dir() -> str:
     """A fresh private directory for one pool generation (store, stack dumps, tmp files)."""
-    return tempfile.mkdtemp(prefix=f"lwsplit-pool-{os.getpid()}-")
+    remove_stale_dirs()
+    return make_owned_dir("pool")
+
+
+def remove_stale_dirs(root: str | None = None) -> list[str]:
+    """Remove this user's harness temp folders whose owner process is gone; returns what went.
+
+    A process killed with SIGKILL (an xdist worker, the app) runs no clean-up; the
+    next pool, the pytest controller at session end and the app at exit sweep its
+    folders instead. A folder whose owner is alive, or not this user's, is left alone.
+    """
+    import shutil
+
+    root = root or tempfile.gettempdir()
+    removed = []
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return removed
+    for entry in entries:
+        owner = _owner_pid(entry.name)
+        if owner is None or _alive(owner):
+            continue
+        try:
+            if not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != os.getuid():
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(entry.path)
+    return removed
+
+
+def _owner_pid(name: str) -> int | None:
+    parts = name.split("-")
+    if len(parts) < 4 or parts[0] != "lwsplit" or parts[1] not in OWNED_DIR_KINDS or not parts[2].isdigit():
+        return None
+    return int(parts[2])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
 
 
 def pin_gloo_to_loopback() -> None:

@@ -1,0 +1,82 @@
+"""Which ``_target_`` a command line may name: code is chosen from a short list, never typed in.
+
+Hydra instantiates any importable callable named by ``_target_``, so a typo or a
+pasted line (``implementation._target_=builtins.open '+implementation._args_=[f,w]'``)
+could call arbitrary code before any interface check. The harness therefore accepts:
+
+* for ``implementation``: a class (not a function) whose class body provides the
+  implementation Protocol (``name``, ``plan``, ``engine_message``, ``init_worker``),
+  checked before anything is called; keyword arguments only, no nested ``_target_``;
+* for ``hydra.callbacks.*``: only the callbacks this project ships;
+* nowhere else: any other ``_target_`` override (launcher, sweeper, ...) is refused;
+  launchers are chosen with ``launcher=<option>``.
+
+Locating a class imports its module, as ``import`` would; that is the user's own
+code on their own command line, not a privilege boundary.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Mapping
+
+from implementations.errors import ConfigError
+
+IMPLEMENTATION_METHODS = ("plan", "engine_message", "init_worker")
+SHIPPED_CALLBACKS = ("harness.app.callback.SweepCallback",)
+FORBIDDEN_KEYS = ("_args_", "_partial_", "_recursive_", "_convert_")
+
+
+def check_override_targets(overrides: list[str]) -> None:
+    """Refuse ``_target_`` overrides outside ``implementation`` and the shipped callbacks."""
+    for text in overrides:
+        key, sep, value = text.partition("=")
+        key = key.lstrip("+~")
+        if not sep:
+            continue
+        parts = key.split(".")
+        if key.startswith("hydra.callbacks."):
+            if parts[-1] == "_target_" and value not in SHIPPED_CALLBACKS:
+                raise ConfigError(key, value, f"a callback this project ships: {', '.join(SHIPPED_CALLBACKS)}")
+            if any(p in FORBIDDEN_KEYS for p in parts):
+                raise ConfigError(key, value, "no instantiation options on the command line")
+            continue
+        if parts[0] == "implementation":
+            continue  # checked on the composed node by check_implementation_node
+        if "_target_" in parts or any(p in FORBIDDEN_KEYS for p in parts):
+            raise ConfigError(key, value, "no _target_ here: choose code with a config group "
+                                          "(implementation=<option>, launcher=<option>)")
+
+
+def check_implementation_node(node: Mapping[str, Any], field: str = "implementation") -> type:
+    """The class ``node._target_`` names, once it is known to be a Protocol class; nothing is called."""
+    from hydra._internal.utils import _locate
+
+    target = node.get("_target_")
+    if not isinstance(target, str) or not target:
+        raise ConfigError(field, target, "a node with _target_: <importable class>")
+    for key, value in node.items():
+        if key in FORBIDDEN_KEYS:
+            raise ConfigError(f"{field}.{key}", value, "keyword arguments only (no _args_, _partial_, ...)")
+        if key != "_target_" and _has_target(value):
+            raise ConfigError(f"{field}.{key}", "a nested _target_", "plain values (no nested instantiation)")
+    try:
+        obj = _locate(target)
+    except Exception as exc:  # ImportError, AttributeError, ...: the user's typo
+        raise ConfigError(field, target, "an importable class", str(exc).splitlines()[0]) from None
+    if not inspect.isclass(obj):
+        raise ConfigError(field, target, "a class implementing the KVShardingImplementation Protocol",
+                          f"it is a {type(obj).__name__}, not a class")
+    missing = [m for m in IMPLEMENTATION_METHODS if not callable(getattr(obj, m, None))]
+    if missing:
+        raise ConfigError(field, target, "a class implementing the KVShardingImplementation Protocol",
+                          f"it lacks {', '.join(missing)}")
+    return obj
+
+
+def _has_target(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        return "_target_" in value or any(_has_target(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_has_target(v) for v in value)
+    return False

@@ -1,0 +1,64 @@
+"""``_target_`` on the command line: only Protocol classes and shipped callbacks (harness.config.targets)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.config import targets
+from implementations.errors import ConfigError
+
+pytestmark = pytest.mark.unit
+
+
+def test_reference_class_is_accepted():
+    cls = targets.check_implementation_node({"_target_": "implementations.reference.ReferenceImplementation"})
+    assert cls.__name__ == "ReferenceImplementation"
+
+
+@pytest.mark.parametrize("target,why", [
+    ("builtins.open", "not a class"),
+    ("os.system", "not a class"),
+    ("subprocess.Popen", "lacks plan"),
+    ("collections.OrderedDict", "lacks plan"),
+    ("no_such_module_xyz.Thing", "importable"),
+])
+def test_callables_that_are_not_implementations_are_refused_before_any_call(target, why, tmp_path):
+    with pytest.raises(ConfigError) as info:
+        targets.check_implementation_node({"_target_": target})
+    assert info.value.field == "implementation"
+    assert why in str(info.value)
+
+
+@pytest.mark.parametrize("key", ["_args_", "_partial_", "_recursive_", "_convert_"])
+def test_instantiation_options_are_refused(key):
+    node = {"_target_": "implementations.reference.ReferenceImplementation", key: ["/tmp/x", "w"]}
+    with pytest.raises(ConfigError) as info:
+        targets.check_implementation_node(node)
+    assert info.value.field == f"implementation.{key}"
+
+
+def test_nested_target_is_refused():
+    node = {"_target_": "implementations.reference.ReferenceImplementation",
+            "helper": {"inner": {"_target_": "os.system", "command": "true"}}}
+    with pytest.raises(ConfigError, match="nested"):
+        targets.check_implementation_node(node)
+
+
+@pytest.mark.parametrize("override", [
+    "+hydra.callbacks.x._target_=os.system",
+    "hydra.callbacks.sweep._target_=builtins.print",
+    "hydra.launcher._target_=os.system",
+    "+model._target_=os.system",
+    "+hydra.callbacks.x._args_=[rm]",
+])
+def test_target_overrides_outside_implementation_are_refused(override):
+    with pytest.raises(ConfigError):
+        targets.check_override_targets([override])
+
+
+def test_shipped_callback_and_implementation_overrides_pass():
+    targets.check_override_targets([
+        "+hydra.callbacks.again._target_=harness.app.callback.SweepCallback",
+        "implementation._target_=implementations.reference.ReferenceImplementation",
+        "model=deepseek_v32", "layerwise.split_size=2",
+    ])
