@@ -8,6 +8,7 @@ and keeps its traceback.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from contextlib import contextmanager
 from typing import Callable, Iterator, NoReturn, TypeVar
@@ -37,11 +38,21 @@ def user_errors() -> Iterator[None]:
 
 
 def command(func: F) -> F:
-    """Decorator for a ``main``: user errors become one line and exit 2."""
+    """Decorator for a ``main``: user errors become one line and exit 2.
+
+    A reader that goes away (``python -m harness.plan | head -1``) is not an error of
+    ours: the rest of the output is dropped quietly (Python's documented recipe for
+    SIGPIPE: point stdout at devnull so the exit flush cannot fail again), exit 1.
+    """
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        with user_errors():
-            return func(*args, **kwargs)
+        try:
+            with user_errors():
+                return func(*args, **kwargs)
+        except BrokenPipeError:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            raise SystemExit(1) from None
 
     return wrapper  # type: ignore[return-value]

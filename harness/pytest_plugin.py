@@ -58,14 +58,21 @@ def pytest_configure(config) -> None:
         if not hasattr(config, "workerinput"):  # the controller checks once for every xdist worker
             _check_options(config)
             _check_extra_overrides(config.stash[_MATRIX_KEY])
+        from harness.rankpool import registry
+
+        registry.configure(max_live_ranks=config.getoption("lw_max_live_ranks"))
+        alluredir = getattr(config.option, "allure_report_dir", None)
+        if alluredir and not hasattr(config, "workerinput"):  # the controller writes it once
+            try:
+                _write_allure_meta(alluredir, config.stash[_MATRIX_KEY])
+            except OSError as exc:
+                raise UserError("--alluredir", alluredir, "a writable directory",
+                                f"cannot write its metadata: {exc.strerror or exc}") from None
     except UserError as exc:
         raise pytest.UsageError(f"error: {exc}") from None
-    from harness.rankpool import registry
+    from harness.reporting import write_guard
 
-    registry.configure(max_live_ranks=config.getoption("lw_max_live_ranks"))
-    alluredir = getattr(config.option, "allure_report_dir", None)
-    if alluredir and not hasattr(config, "workerinput"):  # the controller writes it once
-        _write_allure_meta(alluredir, config.stash[_MATRIX_KEY])
+    write_guard.guard_allure_writes()
 
 
 def _write_allure_meta(alluredir: str, matrix) -> None:
@@ -100,6 +107,10 @@ def _check_options(config) -> None:
         check_writable(Path(alluredir), "--alluredir")
     results = config.getoption("lw_results")
     if results:
+        if Path(results).is_dir():
+            from implementations.errors import UserError
+
+            raise UserError("--lw-results", results, "a file to append JSON lines to", "it is a directory")
         check_writable(Path(results).absolute().parent, "--lw-results", results)
 
 
@@ -237,7 +248,11 @@ def pytest_runtest_makereport(item, call):
             allure_labels.attach_results(item, case, stash.get("facts"), report, call.excinfo)
         path = item.config.getoption("lw_results")
         if path:
-            _append_result(path, item, case, report, stash.get("facts"))
+            try:
+                _append_result(path, item, case, report, stash.get("facts"))
+            except OSError as exc:  # this case's line is lost: fail this case, not the session
+                report.outcome = "failed"
+                report.longrepr = f"could not append this case's result to --lw-results {path}: {exc.strerror or exc}"
     return report
 
 
@@ -250,9 +265,35 @@ def _append_result(path: str, item, case, report, facts) -> None:
         fh.write(line + "\n")
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """xdist controller: collect the write failures a worker recorded."""
+    from harness.reporting import write_guard
+
+    write_guard.extend(list(getattr(node, "workeroutput", {}).get(write_guard.WORKEROUTPUT_KEY, [])))
+
+
 def pytest_sessionfinish(session) -> None:
-    if session.config.getoption("lw_keep_pools"):
+    from harness.reporting import write_guard
+
+    config = session.config
+    if hasattr(config, "workeroutput"):
+        config.workeroutput[write_guard.WORKEROUTPUT_KEY] = write_guard.failures()
+    elif write_guard.failures() and session.exitstatus == 0:
+        session.exitstatus = 1
+    if not hasattr(config, "workerinput"):
+        from harness.rankpool.rendezvous import remove_stale_dirs
+
+        remove_stale_dirs()  # temp folders of workers killed outright (SIGKILL)
+    if config.getoption("lw_keep_pools"):
         return
     from harness.rankpool import close_all
 
     close_all()
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    from harness.reporting import write_guard
+
+    if write_guard.failures() and not hasattr(terminalreporter.config, "workerinput"):
+        terminalreporter.write_line(write_guard.summary(), red=True)

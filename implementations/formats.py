@@ -16,16 +16,15 @@ other's internals for them.
 
 from __future__ import annotations
 
+import difflib
 import itertools
-import json
 import re
 import shlex
 from collections import Counter
 from pathlib import Path
 from typing import Mapping, Optional, Sequence, Union
 
-import yaml
-
+from implementations import inputs
 from implementations.errors import ConfigError, TopologyError
 from implementations.specs import LayerwiseFlags, Topology
 
@@ -36,6 +35,11 @@ SIZE_FLAG = "layerwise_split_size"
 TRUE_WORDS = ("true", "1")
 FALSE_WORDS = ("false", "0")
 BOOL_ALLOWED = "true, false, 1 or 0 (any case)"
+PARALLEL_CONFIG_KEYS = (
+    "world_size", "dp_size", "dp_rank", "tp_size", "tp_rank", "cp_size", "cp_rank", "ep_size", "ep_rank",
+    "moe_tp_size", "moe_tp_rank", "kv_split_size", SIZE_FLAG, "layerwise_split_rank", ENABLE_FLAG,
+)
+"""Keys of upstream's ParallelConfig JSON (and the adaptation's enable key); a close misspelling is refused."""
 INT_ALLOWED = "a whole number, e.g. 2"
 
 
@@ -62,11 +66,11 @@ def parse_int(field: str, value: object) -> int:
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str):
-        try:
-            return int(value.strip(), 10)
-        except ValueError:
-            pass
+    if isinstance(value, str):  # ASCII digits only: int() would also read "0_2" and "２" as 2
+        if re.fullmatch(r"[+-]?[0-9]+", value.strip()) and len(value.strip().lstrip("+-")) <= inputs.MAX_INT_DIGITS:
+            return int(value.strip())
+        raise ConfigError(field, value, INT_ALLOWED, "ASCII digits only, at most "
+                          f"{inputs.MAX_INT_DIGITS} of them (no '_', no other scripts)")
     raise ConfigError(field, value, INT_ALLOWED)
 
 
@@ -90,7 +94,10 @@ def flags_from_gflags(args: Union[str, Sequence[str]]) -> LayerwiseFlags:
 
     A later occurrence of a flag overrides an earlier one, as gflags does.
     """
-    argv = shlex.split(args) if isinstance(args, str) else list(args)
+    try:
+        argv = shlex.split(args) if isinstance(args, str) else list(args)
+    except ValueError as exc:  # an unbalanced quote
+        raise ConfigError("--gflags", args, "flags quoted as a shell would quote them", str(exc)) from None
     enable, split_size = False, 1
     i = 0
     while i < len(argv):
@@ -112,10 +119,11 @@ def flags_from_gflags(args: Union[str, Sequence[str]]) -> LayerwiseFlags:
                 value = argv[i]
                 i += 1
             split_size = parse_int(f"--{SIZE_FLAG}", value)
-        elif "layerwise" in name:
+        elif "layerwise" in name.lower():  # --ENABLE_LAYERWISE_SPLIT must not silently leave the split off
+            known = (ENABLE_FLAG, f"no{ENABLE_FLAG}", SIZE_FLAG)
+            hint = "gflags names are case-sensitive" if name.lower() in known else "unknown layerwise flag"
             raise ConfigError(
-                arg, value, f"one of --{ENABLE_FLAG}[=BOOL], --no{ENABLE_FLAG}, --{SIZE_FLAG}=N",
-                "unknown layerwise flag",
+                arg, value, f"one of --{ENABLE_FLAG}[=BOOL], --no{ENABLE_FLAG}, --{SIZE_FLAG}=N", hint,
             )
     return LayerwiseFlags(enable=enable, split_size=split_size)
 
@@ -127,12 +135,15 @@ def flags_from_parallel_config_json(obj: Union[str, bytes, Mapping]) -> Layerwis
     means "enabled iff the size > 1" (upstream has only the size).
     """
     if isinstance(obj, (str, bytes)):
-        try:
-            obj = json.loads(obj)
-        except json.JSONDecodeError as exc:
-            raise ConfigError("parallel_config", str(obj)[:60], "a JSON object", str(exc)) from None
+        text = obj.decode("utf-8", errors="replace") if isinstance(obj, bytes) else obj
+        obj = inputs.loads_json(text, "parallel_config")
     if not isinstance(obj, Mapping):
         raise ConfigError("parallel_config", type(obj).__name__, "a JSON object")
+    for key in obj:  # a near miss of a known key is a typo that would silently mean "no split"
+        if isinstance(key, str) and key not in PARALLEL_CONFIG_KEYS:
+            close = difflib.get_close_matches(key, PARALLEL_CONFIG_KEYS, n=1, cutoff=0.8)
+            if close:
+                raise ConfigError(f"parallel_config.{key}", obj[key], f"a ParallelConfig key; did you mean {close[0]}?")
     size_value = obj.get(SIZE_FLAG, 1)
     if isinstance(size_value, float):  # JSON ints only; 2.0 is a writer's mistake
         raise ConfigError(SIZE_FLAG, size_value, "a JSON integer")
@@ -269,8 +280,8 @@ def parse_topo_text(text: str, *, name: str = "topology") -> Topology:
 def _parse_yaml(text: str, name: str) -> Topology:
     rule = "a YAML topology is a mapping {name, cards: [names], links: [[codes per card], ...]}"
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
+        data = inputs.loads_yaml(text, FIELD, source=name)  # data only, bounded nesting
+    except ConfigError as exc:
         raise _error(name, rule, f"not valid YAML: {exc}") from None
     if not isinstance(data, dict):
         raise _error(name, rule, f"got {type(data).__name__}")
@@ -317,10 +328,7 @@ def load_topology(path_or_name: str, fixtures_dir: Optional[Path] = None) -> Top
     path = _resolve(path_or_name, fixtures_dir)
     if path.suffix not in TOPOLOGY_SUFFIXES:
         raise _error(str(path), f"a topology file ends in {', '.join(TOPOLOGY_SUFFIXES)}")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise _error(str(path), "a readable UTF-8 text file", str(exc)) from None
+    text = inputs.read_input_file(path, FIELD)  # bounded size; a FIFO or device is refused unread
     if path.suffix == ".txt":
         return parse_topo_text(text, name=path.stem)
     return _parse_yaml(text, path.stem)

@@ -2,7 +2,7 @@
 
 Every file option (``model_path``, ``draft_path``, ``--parallel-config``, topology
 files, matrices) and every number typed by a user goes through here, so a hostile
-or broken input is one ``UserError`` naming the field and the limit, never a
+or broken input is one ``ConfigError`` (a ``UserError``) naming the field and the limit, never a
 MemoryError, RecursionError, a hang on a FIFO or a silently reinterpreted value.
 
 The limits are far above any real input: an upstream ``config.json`` is a few KB
@@ -20,7 +20,7 @@ import stat
 from pathlib import Path
 from typing import Any, Union
 
-from implementations.errors import UserError
+from implementations.errors import ConfigError
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 """Largest input file read (a real config.json is ~10 KB)."""
@@ -47,23 +47,23 @@ def read_input_file(path: Union[str, Path], field: str, *, max_bytes: int = MAX_
     try:
         st = os.stat(p)
     except OSError as exc:
-        raise UserError(field, str(path), allowed, exc.strerror or type(exc).__name__) from None
+        raise ConfigError(field, str(path), allowed, exc.strerror or type(exc).__name__) from None
     if not stat.S_ISREG(st.st_mode):
         kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file (FIFO, device or socket)"
-        raise UserError(field, str(path), allowed, f"it is {kind}")
+        raise ConfigError(field, str(path), allowed, f"it is {kind}")
     if st.st_size > max_bytes:
-        raise UserError(field, str(path), allowed, f"it has {st.st_size} bytes")
+        raise ConfigError(field, str(path), allowed, f"it has {st.st_size} bytes")
     try:
         with open(p, "rb") as fh:
             data = fh.read(max_bytes + 1)
     except OSError as exc:
-        raise UserError(field, str(path), allowed, exc.strerror or type(exc).__name__) from None
+        raise ConfigError(field, str(path), allowed, exc.strerror or type(exc).__name__) from None
     if len(data) > max_bytes:  # grew since stat, or a /proc-like file reporting size 0
-        raise UserError(field, str(path), allowed, f"it has more than {max_bytes} bytes")
+        raise ConfigError(field, str(path), allowed, f"it has more than {max_bytes} bytes")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise UserError(field, str(path), "UTF-8 text", f"byte {exc.start} is not UTF-8") from None
+        raise ConfigError(field, str(path), "UTF-8 text", f"byte {exc.start} is not UTF-8") from None
 
 
 def nesting_depth(text: str) -> int:
@@ -88,44 +88,44 @@ def nesting_depth(text: str) -> int:
     return deepest
 
 
-def loads_json(text: str, field: str) -> Any:
-    """JSON with bounded nesting and integer size; NaN / Infinity refused."""
+def loads_json(text: str, field: str, source: str = "JSON") -> Any:
+    """JSON with bounded nesting and integer size; NaN / Infinity refused. ``source`` (a path) names the text in errors."""
     depth = nesting_depth(text)
     if depth > MAX_NESTING:
-        raise UserError(field, f"JSON nested {depth} deep", f"JSON nested at most {MAX_NESTING} deep")
+        raise ConfigError(field, f"JSON nested {depth} deep", f"JSON nested at most {MAX_NESTING} deep")
 
     def parse_int(digits: str) -> int:
         if len(digits.lstrip("+-")) > MAX_INT_DIGITS:
-            raise UserError(field, f"{digits[:12]}... ({len(digits)} digits)",
+            raise ConfigError(field, f"{digits[:12]}... ({len(digits)} digits)",
                             f"an integer of at most {MAX_INT_DIGITS} digits")
         return int(digits)
 
     def parse_constant(name: str) -> Any:
-        raise UserError(field, name, "a finite JSON number (NaN and Infinity are not JSON)")
+        raise ConfigError(field, name, "a finite JSON number (NaN and Infinity are not JSON)")
 
     try:
         return json.loads(text, parse_int=parse_int, parse_constant=parse_constant)
     except json.JSONDecodeError as exc:
-        raise UserError(field, f"line {exc.lineno} column {exc.colno}", "valid JSON", exc.msg) from None
+        raise ConfigError(field, f"{source} line {exc.lineno} column {exc.colno}", "valid JSON", exc.msg) from None
     except RecursionError:  # belt and braces: the scan above should have caught it
-        raise UserError(field, "deeply nested JSON", f"JSON nested at most {MAX_NESTING} deep") from None
+        raise ConfigError(field, "deeply nested JSON", f"JSON nested at most {MAX_NESTING} deep") from None
 
 
-def loads_yaml(text: str, field: str) -> Any:
+def loads_yaml(text: str, field: str, source: str = "YAML") -> Any:
     """``yaml.safe_load`` (data only) with bounded flow nesting; deep block nesting is caught too."""
     import yaml
 
     depth = nesting_depth(text)
     if depth > MAX_NESTING:
-        raise UserError(field, f"YAML nested {depth} deep", f"YAML nested at most {MAX_NESTING} deep")
+        raise ConfigError(field, f"YAML nested {depth} deep", f"YAML nested at most {MAX_NESTING} deep")
     try:
         return yaml.safe_load(text)
     except RecursionError:
-        raise UserError(field, "deeply nested YAML", f"YAML nested at most {MAX_NESTING} deep") from None
+        raise ConfigError(field, "deeply nested YAML", f"YAML nested at most {MAX_NESTING} deep") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1} column {mark.column + 1}" if mark is not None else "YAML"
-        raise UserError(field, where, "valid YAML", str(getattr(exc, "problem", "") or exc).strip()) from None
+        where = f"{source} line {mark.line + 1} column {mark.column + 1}" if mark is not None else source
+        raise ConfigError(field, where, "valid YAML", str(getattr(exc, "problem", "") or exc).strip()) from None
 
 
 def parse_int(field: str, value: object, allowed: str = "a whole number") -> int:
@@ -135,15 +135,15 @@ def parse_int(field: str, value: object, allowed: str = "a whole number") -> int
     (``２``) as 2; a flag value typed by a user must not change meaning that way.
     """
     if isinstance(value, bool):
-        raise UserError(field, value, allowed)
+        raise ConfigError(field, value, allowed)
     if isinstance(value, int):
         text = str(value)
     else:
         text = str(value).strip()
         if not _ASCII_INT.fullmatch(text):
-            raise UserError(field, value, allowed, "ASCII digits only, no '_' or other characters")
+            raise ConfigError(field, value, allowed, "ASCII digits only, no '_' or other characters")
     if len(text.lstrip("+-")) > MAX_INT_DIGITS:
-        raise UserError(field, f"{text[:12]}... ({len(text)} digits)", f"{allowed} of at most {MAX_INT_DIGITS} digits")
+        raise ConfigError(field, f"{text[:12]}... ({len(text)} digits)", f"{allowed} of at most {MAX_INT_DIGITS} digits")
     return int(text)
 
 
@@ -151,11 +151,11 @@ def finite(field: str, value: float, allowed: str = "a finite number") -> float:
     """``value`` unless it is NaN or infinite (every comparison with NaN is False)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         return value
-    raise UserError(field, value, allowed)
+    raise ConfigError(field, value, allowed)
 
 
 def at_most(field: str, value: int, maximum: int, what: str) -> int:
     """An upper bound with the reason, e.g. layer counts."""
     if value > maximum:
-        raise UserError(field, value, f"at most {maximum} ({what})")
+        raise ConfigError(field, value, f"at most {maximum} ({what})")
     return value

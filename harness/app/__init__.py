@@ -15,7 +15,7 @@ launcher (local, slurm). Overrides are the vocabulary of every harness command
 this configuration; ``mode=plan`` only plans (no process group: fast, and works for a
 hardware profile this machine cannot allocate, e.g. BI-V100's 16 GiB of KV per rank).
 
-Results go to ``reports/runs/<date>/<time>/`` (``report.results_dir=DIR`` or
+Results go to ``reports/runs/<date>/<time>-<run id>/`` (``report.results_dir=DIR`` or
 ``hydra.run.dir=DIR`` to move them): ``result.json`` (per-TC outcome counts, each
 case's per-rank estimated and measured bytes, n_blocks, savings, capacity gain; or
 the plan's numbers), ``allure-results/`` (build the HTML with
@@ -27,7 +27,7 @@ Sweeps (Hydra multirun)::
     python -m harness -m model=deepseek_v32,glm_moe_dsa,qwen3_5_moe layerwise.enable=true layerwise.split_size=1,2,4
     python -m harness -m model=deepseek_v32,qwen3_5_moe layerwise=off,s2,s4 implementation=reference,xllm_upstream
 
-Each job gets ``reports/sweeps/<date>/<time>/<job number>/`` with its ``result.json``
+Each job gets ``reports/sweeps/<date>/<time>-<run id>/<job number>/`` with its ``result.json``
 (and its pytest output in ``pytest.log``); a line per job reports progress, e.g.
 ``[3/9] model=qwen3_5_moe layerwise.split_size=2: 7 passed, 1 xfailed (4.1 s)``. At
 the end ``harness.app.callback.SweepCallback`` writes ``results.csv``, ``results.md``

@@ -21,7 +21,6 @@ import json
 import re
 import shutil
 import sys
-import tempfile
 import time
 import traceback
 from collections import Counter, defaultdict
@@ -107,14 +106,8 @@ def spec_refusal(run) -> Optional[str]:
     """``field: reason`` of the first FEATURE section 3 startup rule ``run`` breaks, from the oracle; else None."""
     from harness import oracle
 
-    expected = getattr(oracle, "expected_rejection", None)
-    if expected is not None:
-        rejection = expected(run)
-        return f"{rejection.field}: {rejection.reason}" if rejection is not None else None
-    # An oracle without expected_rejection: the suites' rule list (FEATURE section 3, active split only).
-    from harness.suites.common import expected_rejection
-
-    return expected_rejection(run)
+    rejection = oracle.expected_rejection(run)
+    return f"{rejection.field}: {rejection.reason}" if rejection is not None else None
 
 
 def _plan(impl, run, *, strict: bool) -> dict:
@@ -277,7 +270,10 @@ def run_suite(cfg, choices, extra: Sequence[str], job_dir: Path, *, quiet: bool)
     files, missing = tc_files(list(cfg.suite.tcs))
     if missing:
         return {"status": st.ERROR, "message": f"suite.tcs: no test module for {', '.join(missing)} in {TC_DIR}"}
-    work = Path(tempfile.mkdtemp(prefix="lwsplit-job-"))
+    from harness.app import signals
+    from harness.rankpool.rendezvous import make_owned_dir
+
+    work = Path(make_owned_dir("job"))
     try:
         results_path = work / "results.jsonl"
         alluredir = job_dir / "allure-results"
@@ -290,6 +286,9 @@ def run_suite(cfg, choices, extra: Sequence[str], job_dir: Path, *, quiet: bool)
                 stack.enter_context(contextlib.redirect_stdout(log))
                 stack.enter_context(contextlib.redirect_stderr(log))
             exit_code = int(pytest.main(args, plugins=[outcomes]))
+        stopped = signals.stop_requested()
+        if stopped:  # pytest turned the signal into exit code 2; the sweep must stop, not go on
+            raise signals.StopRequested(stopped)
         lines = _read_lines(results_path)
     finally:
         shutil.rmtree(work, ignore_errors=True)

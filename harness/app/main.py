@@ -16,10 +16,12 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from harness.app import signals
 from harness.app import status as st
 from harness.cli import command
 from harness.config.store import register
 from harness.paths import CONF_DIR, CONFIG_NAME
+from harness.rankpool.rendezvous import remove_stale_dirs
 
 register()  # base_config must be in the ConfigStore before Hydra composes
 
@@ -50,11 +52,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     saved = sys.argv
     sys.argv = [saved[0] if saved else "harness", *argv]
     try:
-        run()
+        with signals.stop_on_signals():
+            run()
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM or SIGHUP: stop between jobs, say what finished
+        name = getattr(exc, "signal_name", None) or signals.stop_requested() or "SIGINT"
+        print(interrupted_summary(name), file=sys.stderr)
+        return signals.exit_code(name)
     finally:
         sys.argv = saved
+        remove_stale_dirs()  # temp folders of earlier runs that were killed outright (SIGKILL)
     failed = st.failed_jobs()
     if failed:
         print(f"failed: {len(failed)} job{'' if len(failed) == 1 else 's'} (listed above)", file=sys.stderr)
         return 1
     return 0
+
+
+def interrupted_summary(signal_name: str) -> str:
+    """One line: which jobs finished (number and status) before the signal; the rest did not run."""
+    finished = st.finished_jobs()
+    done = ", ".join(f"{job} {status}" for job, status in finished.items()) or "none"
+    return (f"interrupted by {signal_name}: stopped between jobs; finished jobs: {done}; "
+            "the job under way and any later ones did not run (no result written for them)")

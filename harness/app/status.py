@@ -13,6 +13,7 @@ PASSED, FAILED, PLANNED, REJECTED, ERROR, MISSING = "passed", "failed", "planned
 FAILING = frozenset({FAILED, ERROR, MISSING})
 
 _failed_jobs: set = set()
+_finished: dict = {}
 
 
 def is_failure(status: str) -> bool:
@@ -20,9 +21,15 @@ def is_failure(status: str) -> bool:
 
 
 def record(job: object, status: str) -> None:
-    """Remember a failed job (its number, or a name) of this process: the exit status reads it."""
+    """Remember a finished job (its number, or a name) and its status: the exit status reads the failed ones."""
+    _finished[job] = status
     if is_failure(status):
         _failed_jobs.add(job)
+
+
+def finished_jobs() -> dict:
+    """Every job this process finished, with its status, in the order they finished."""
+    return dict(_finished)
 
 
 def failed_jobs() -> list:
@@ -31,3 +38,4 @@ def failed_jobs() -> list:
 
 def reset() -> None:
     _failed_jobs.clear()
+    _finished.clear()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -259,6 +260,15 @@ def results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, multirun:
 def check_results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, multirun: bool) -> Path:
     key, value, path = results_dir(job, hydra_overrides, multirun=multirun)
     check_writable(path, key, value)
+    if multirun:  # each job writes into <sweep dir>/<subdir>: a subdir may point anywhere (an absolute path)
+        from harness.config.compose import parse_override
+
+        for text in hydra_overrides:
+            override = parse_override(text)
+            if override.key_or_group == "hydra.sweep.subdir" and not override.is_delete():
+                given = override.get_value_element_as_str()
+                first_job = re.sub(r"\$\{[^}]*\}", "0", given)  # ${hydra.job.num} of the first job
+                check_writable(path / first_job, "hydra.sweep.subdir", given)
     return path
 
 

@@ -26,8 +26,6 @@ from implementations.specs import (
 )
 from implementations.units import MIB
 
-IMPLEMENTATION_METHODS = ("plan", "engine_message", "init_worker")
-
 S = TypeVar("S")
 
 
@@ -93,7 +91,7 @@ HARDWARE_SAME_FIELDS = frozenset(f.name for f in dataclasses.fields(HardwareProf
 def build_run_spec(cfg: DictConfig) -> RunSpec:
     """Everything a master needs for one configuration."""
     placement = cfg.placement
-    return RunSpec(
+    return check_bounds(RunSpec(
         model=model_spec(cfg.model),
         draft=model_spec(cfg.draft) if cfg.draft is not None else None,
         parallel=spec_from_node(ParallelSpec, cfg.parallel),
@@ -101,7 +99,32 @@ def build_run_spec(cfg: DictConfig) -> RunSpec:
         layerwise=spec_from_node(LayerwiseFlags, cfg.layerwise),
         hardware=hardware_profile(cfg.hardware),
         placement=tuple(placement) if placement is not None else None,
-    )
+    ))
+
+
+DEVICE_TYPES = ("cpu", "cuda")
+"""``hardware.device_type``: simulated cards, or cards the framework sees as CUDA devices (Iluvatar's too)."""
+
+
+def check_bounds(run: RunSpec) -> RunSpec:
+    """What the schema cannot hold, beyond types: sizes the harness could not even represent or run.
+
+    Upper bounds keep a typo (``model.num_hidden_layers=10**12``) from growing memory
+    until MemoryError; NaN would pass every ``>`` check. Spec rules stay with the
+    implementation under test.
+    """
+    from implementations import inputs
+
+    for prefix, model in (("model", run.model), ("draft", run.draft)):
+        if model is not None:
+            inputs.at_most(f"{prefix}.num_hidden_layers", model.num_hidden_layers, inputs.MAX_LAYERS, "layers per model")
+    inputs.at_most("parallel.world_size", run.parallel.world_size, inputs.MAX_WORLD_SIZE, "ranks per configuration")
+    inputs.finite("cache.host_blocks_factor", run.cache.host_blocks_factor, "a finite number (> 1 turns the host cache on)")
+    if run.hardware.device_type not in DEVICE_TYPES:
+        raise ConfigError("hardware.device_type", run.hardware.device_type, f"one of {', '.join(DEVICE_TYPES)}")
+    if run.hardware.warp_size < 1:
+        raise ConfigError("hardware.warp_size", run.hardware.warp_size, "a whole number >= 1 (64 on Iluvatar)")
+    return run
 
 
 def build_implementation(cfg: DictConfig) -> KVShardingImplementation:
@@ -109,12 +132,18 @@ def build_implementation(cfg: DictConfig) -> KVShardingImplementation:
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
+    from harness.config.targets import IMPLEMENTATION_METHODS, check_implementation_node
+
     node = cfg.implementation
     target = node.get("_target_") if isinstance(node, DictConfig) else None
     if not isinstance(target, str) or not target:
         raise _implementation_error(target, "a node with _target_: <importable class>")
+    try:  # before anything is called: a class with the Protocol's methods, keyword arguments only
+        check_implementation_node(OmegaConf.to_container(node, resolve=True))
+    except ConfigError as exc:
+        raise _implementation_error(target, exc.allowed, exc.detail) from None
     try:
-        impl = instantiate(node)
+        impl = instantiate(node, _recursive_=False)
     except InstantiationException as exc:
         if isinstance(exc.__cause__, UserError):  # the constructor refused its own arguments
             raise exc.__cause__ from None
@@ -152,11 +181,10 @@ def layerwise_overrides(
 
     out: list[str] = []
     if parallel_config is not None:
-        path = Path(parallel_config)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError("--parallel-config", str(path), "a readable JSON file", type(exc).__name__) from None
+        from implementations import inputs
+
+        # bounded: a FIFO or /dev/zero is refused unread, a huge file by its size
+        text = inputs.read_input_file(Path(parallel_config), "--parallel-config", max_bytes=inputs.MAX_FILE_BYTES)
         out += _as_overrides(flags_from_parallel_config_json(text))
     if gflags is not None:
         out += _as_overrides(flags_from_gflags(gflags))

@@ -18,6 +18,7 @@ it still apply on top, e.g.
 from __future__ import annotations
 
 import functools
+import re
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Optional, Sequence, Union
@@ -99,7 +100,49 @@ def parse_override(text: str, *, sweep: bool = False):
             override.key_or_group, override.input_line.split("=", 1)[-1],
             "one value here; sweeps (a,b / range()) need `python -m harness -m ...`",
         )
+    _check_values(override)
     return override
+
+
+_OPTION_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
+_ASCII_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:inf|nan)", re.IGNORECASE)
+
+
+def _check_values(override) -> None:
+    """What Hydra would accept but the harness must not: code, paths as options, numbers in disguise."""
+    from harness.config.errors import GROUPS
+    from harness.config.targets import check_override_targets
+
+    key = override.key_or_group
+    values = [] if override.is_delete() else _value_strings(override)
+    check_override_targets([f"{key}={v}" for v in values] or [override.input_line])
+    if key.lstrip("+~") in GROUPS + ("suite", "mode", "launcher"):
+        group = key.lstrip("+~")
+        for v in values:  # an option is a file name in conf/<group>/: no path may reach outside it
+            if v and not _OPTION_NAME.fullmatch(v):  # (an empty value has its own message)
+                hint = f"a Hugging Face config.json is given as {group}_path=PATH" if group in ("model", "draft") else ""
+                raise ConfigError(key, v, f"an option name of conf/{group}/ (letters, digits, _ and -; no path)", hint)
+    elif "." in key:
+        for v in values:  # int("0_2") and int("２") are 2, float("１.５") is 1.5: refuse what looks
+            try:           # like a number to Python but is not plain ASCII
+                float(v)
+            except ValueError:
+                continue
+            if not _ASCII_NUMBER.fullmatch(v.strip()):
+                raise ConfigError(key, v, "a number in plain ASCII digits (no '_', no other scripts)")
+
+
+def _value_strings(override) -> list:
+    """The value(s) as the user typed them; none for a glob() or interval() (no name to check)."""
+    if override.is_sweep_override():
+        try:
+            return [str(v) for v in override.sweep_string_iterator()]
+        except Exception:  # interval(): not enumerable (the app refuses it with its own message)
+            return []
+    value = override.value()
+    if isinstance(value, str):
+        return [value]
+    return [override.get_value_element_as_str()] if isinstance(value, (int, float, bool)) or value is None else []
 
 
 def parse_overrides(overrides: Sequence[str]) -> list:

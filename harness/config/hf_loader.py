@@ -1,6 +1,6 @@
 """A local Hugging Face ``config.json`` -> ``specs.ModelSpec``.
 
-Plain ``json.load`` of a local file: no ``trust_remote_code``, no imports of model
+Plain JSON (bounded: implementations.inputs) of a local file: no ``trust_remote_code``, no imports of model
 code, no network. Multimodal configs (Qwen3.5) keep the language model's numbers
 in ``text_config``; those are read from there, ``model_type`` from the top.
 Every mistake is a ``ConfigError`` naming the JSON key and the expected type.
@@ -17,15 +17,14 @@ supports the model is the implementation's rule (by ``model_type``), not the loa
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Mapping, Optional, Union
 
+from implementations import inputs
 from implementations.errors import ConfigError
 from implementations.specs import DTYPE_BYTES, ModelSpec
-from implementations.units import MIB
 
-MAX_CONFIG_BYTES = 16 * MIB
+MAX_CONFIG_BYTES = inputs.MAX_FILE_BYTES
 """A config.json is a few KiB; refuse to read anything this large."""
 FIELD = "model_path"
 
@@ -44,19 +43,18 @@ SSM_DTYPES = ("bfloat16", "float16", "float32")
 
 
 def load_config_json(path: Union[str, Path], field: str = FIELD) -> dict:
-    """The JSON object of a config.json (or of ``<dir>/config.json``); errors name ``field``."""
+    """The JSON object of a config.json (or of ``<dir>/config.json``); errors name ``field``.
+
+    Read through ``implementations.inputs``: a regular file of bounded size (a FIFO or
+    device is refused unread), bounded nesting and integer size, no NaN.
+    """
     path = Path(path).expanduser()
     if path.is_dir():
         path = path / "config.json"
-    if not path.is_file():
+    if not path.exists():
         raise ConfigError(field, str(path), "an existing local config.json (or a directory holding one)")
-    if path.stat().st_size > MAX_CONFIG_BYTES:
-        raise ConfigError(field, str(path), f"a config.json under {MAX_CONFIG_BYTES // 2**20} MiB")
-    try:
-        with path.open("rb") as fh:
-            obj = json.load(fh)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(field, str(path), "a readable JSON file", str(exc).splitlines()[0]) from None
+    text = inputs.read_input_file(path, field, max_bytes=MAX_CONFIG_BYTES)
+    obj = inputs.loads_json(text, field, source=str(path))
     if not isinstance(obj, dict):
         raise ConfigError(field, str(path), "a JSON object at the top level", f"got {type(obj).__name__}")
     return obj
@@ -75,6 +73,8 @@ def model_spec_from_dict(obj: Mapping[str, Any], *, name: str) -> ModelSpec:
     if isinstance(text, Mapping) and "num_hidden_layers" not in obj:
         reader = _Reader(text, name, prefix="text_config.")
     num_layers = reader.integer("num_hidden_layers", required=True, minimum=1)
+    if num_layers > inputs.MAX_LAYERS:
+        raise reader.error("num_hidden_layers", num_layers, f"at most {inputs.MAX_LAYERS} (layers per model)")
 
     kv_lora_rank = reader.integer("kv_lora_rank", minimum=0) or 0
     fields: dict[str, Any] = {}

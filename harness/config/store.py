@@ -6,7 +6,11 @@ typed node of it, so no group needs a schema of its own.
 
 from __future__ import annotations
 
+import os
+import secrets
+
 from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
 
 from harness.config.schema import Config
 
@@ -15,10 +19,22 @@ BASE_CONFIG = "base_config"
 _registered = False
 
 
+RUN_ID_RESOLVER = "run_id"
+"""``${run_id:}`` in ``conf/config.yaml``'s output folders: unique per process, stable within it."""
+_RUN_ID = f"{os.getpid()}-{secrets.token_hex(2)}"
+
+
+def run_id() -> str:
+    """This process's run id: two runs or sweeps started in the same second get different folders."""
+    return _RUN_ID
+
+
 def register() -> None:
-    """Store ``base_config`` (the ``Config`` schema)."""
+    """Store ``base_config`` (the ``Config`` schema) and the ``run_id`` resolver."""
     global _registered
     if _registered:
         return
     ConfigStore.instance().store(name=BASE_CONFIG, node=Config)
+    if not OmegaConf.has_resolver(RUN_ID_RESOLVER):
+        OmegaConf.register_new_resolver(RUN_ID_RESOLVER, run_id, use_cache=True)
     _registered = True

@@ -58,10 +58,14 @@ def check_world_size(world_size: object, max_world_size: int = DEFAULT_MAX_WORLD
     return world_size
 
 
+MAX_TIMEOUT_S = 86_400.0
+"""Longest timeout accepted (a day): ``inf`` or ``1e30`` would overflow the pool's waits."""
+
+
 def check_seconds(field: str, value: object) -> float:
-    """A positive number of seconds, else ConfigError naming the field."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ConfigError(field, value, "a number of seconds > 0")
+    """A finite number of seconds in (0, a day], else ConfigError naming the field."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_TIMEOUT_S:
+        raise ConfigError(field, value, f"a number of seconds > 0 and <= {MAX_TIMEOUT_S:g} (finite)")
     return float(value)
 
 

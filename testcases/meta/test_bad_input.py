@@ -111,7 +111,7 @@ ROWS = (
         pytest=("--lw-override", "runner.backend=mpi")),
     Bad("bad-lw-timeout", "--lw-timeout", "> 0", pytest=("--lw-timeout", "0")),
     Bad("bad-gflags", "layerwise_split_size", "whole number", plan=("--gflags", "--layerwise_split_size=two")),
-    Bad("missing-parallel-config", "--parallel-config", "readable JSON",
+    Bad("missing-parallel-config", "--parallel-config", "a readable regular file",
         plan=("--parallel-config", "/nonexistent/parallel_config.json")),
     # model_path (a local config.json)
     Bad("model-path-missing", "model_path", "config.json", **_same("model_path=/nonexistent/config.json")),

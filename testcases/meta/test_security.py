@@ -301,6 +301,8 @@ def test_static_scan_catches_each_pattern(tmp_path, monkeypatch):
 
 OMEGACONF_BUILTINS = {"oc.create", "oc.decode", "oc.deprecated", "oc.dict.keys", "oc.dict.values", "oc.env", "oc.select"}
 HYDRA_BUILTINS = {"now", "hydra", "python_version"}
+PROJECT_RESOLVERS = {"run_id"}
+"""``${run_id:}`` (harness.config.store): a fixed per-process token for output folders; takes no argument."""
 
 
 def _import_everything() -> None:
@@ -319,9 +321,16 @@ def test_only_builtin_resolvers_are_registered():
     _import_everything()
     setup_globals()  # what a running Hydra app registers
     registered = set(BaseContainer._resolvers)
-    assert registered - OMEGACONF_BUILTINS - HYDRA_BUILTINS == set()
+    assert registered - OMEGACONF_BUILTINS - HYDRA_BUILTINS - PROJECT_RESOLVERS == set()
     for name in ("eval", "python", "exec", "oc.eval"):
         assert not OmegaConf.has_resolver(name)
+    # the project's one resolver evaluates nothing it is given: an argument is an error, not code
+    from harness.config.store import register, run_id
+
+    register()
+    assert OmegaConf.create({"x": "${run_id:}"}).x == run_id()
+    with pytest.raises(Exception):
+        _ = OmegaConf.create({"x": "${run_id:__import__('os').getcwd()}"}).x
 
 
 def test_eval_interpolation_does_not_run(tmp_path):

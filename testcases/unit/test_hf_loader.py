@@ -201,7 +201,7 @@ def test_text_config_errors_name_the_nested_key(tmp_path):
 
 
 @pytest.mark.parametrize("text, expected", [
-    ("{not json", "a readable JSON file"),
+    ("{not json", "config.json line 1 column 2.: valid JSON"),
     ("[1, 2]", "a JSON object at the top level"),
 ])
 def test_not_a_config_json(tmp_path, text, expected):
