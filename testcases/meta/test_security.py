@@ -329,8 +329,10 @@ def test_only_builtin_resolvers_are_registered():
 
     register()
     assert OmegaConf.create({"x": "${run_id:}"}).x == run_id()
-    with pytest.raises(Exception):
-        _ = OmegaConf.create({"x": "${run_id:__import__('os').getcwd()}"}).x
+    from omegaconf.errors import InterpolationResolutionError
+
+    with pytest.raises(InterpolationResolutionError, match="takes 0 positional arguments"):
+        _ = OmegaConf.create({"x": "${run_id:os.getcwd}"}).x
 
 
 def test_eval_interpolation_does_not_run(tmp_path):
