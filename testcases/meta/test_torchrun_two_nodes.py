@@ -142,3 +142,69 @@ def test_two_agents_without_multi_node_stop_at_once():
     assert all(p.returncode != 0 for p in procs)
     assert "pass --multi-node" in results[0][1] + results[1][1]
     assert not _left_behind(tag)
+
+
+# -- gloo stays on loopback for single-host runs -------------------------------------------
+BOGUS_IFNAME = "lwsplit-no-such-if0"
+
+
+def test_pool_ranks_use_loopback_whatever_gloo_socket_ifname_was_inherited():
+    code = (
+        "import json\n"
+        "from harness.rankpool import RankPool\n"
+        "with RankPool(2, backend='gloo', device_type='cpu', timeout_s=60) as pool:\n"
+        "    infos = pool.run('harness.rankpool.selftest_bodies:rank_info')\n"
+        "    ifnames = pool.run('testcases.meta.test_torchrun_two_nodes:gloo_ifname')\n"
+        "print(json.dumps([i['world_sum'] for i in infos]))\n"
+        "print(json.dumps(ifnames))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LWSPLIT_"))}
+    env.update(GLOO_SOCKET_IFNAME=BOGUS_IFNAME, OMP_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=180)
+    assert done.returncode == 0, done.stderr[-4000:]
+    sums, ifnames = (json.loads(line) for line in done.stdout.strip().splitlines()[-2:])
+    assert sums == [3.0, 3.0] and ifnames == ["lo", "lo"]
+
+
+def gloo_ifname(ctx) -> str | None:
+    """Rank body: the interface gloo was told to use in this rank."""
+    return os.environ.get("GLOO_SOCKET_IFNAME")
+
+
+def test_single_node_torchrun_uses_loopback_whatever_gloo_socket_ifname_was_inherited():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LWSPLIT_"))}
+    env.update(GLOO_SOCKET_IFNAME=BOGUS_IFNAME, OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           "-m", "harness.rankpool.launcher", "testcases.meta.test_torchrun_two_nodes:gloo_ifname"]
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-4000:]
+    report = json.loads([line for line in done.stdout.splitlines() if line.startswith("{")][0])
+    assert report["results"] == ["lo", "lo"]
+
+
+@pytest.mark.parametrize(
+    ("env", "agents"),
+    [
+        ({"GROUP_WORLD_SIZE": "2", "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "4"}, 2),
+        ({"GROUP_WORLD_SIZE": "1", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4"}, 1),
+        ({"WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2"}, 2),  # launched without GROUP_WORLD_SIZE
+        ({"WORLD_SIZE": "4"}, 1),
+    ],
+)
+def test_agent_count_from_torchrun_environment(env, agents):
+    from harness.rankpool.launcher import agent_count
+
+    assert agent_count(env) == agents
+
+
+def test_multi_node_mode_honours_the_interface_and_single_node_pins_loopback(monkeypatch):
+    from harness.rankpool.launcher import choose_gloo_interface
+
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "eth7")
+    assert choose_gloo_interface(2, multi_node=True) == "eth7"
+    assert choose_gloo_interface(1, multi_node=True) == "eth7"
+    with pytest.raises(ValueError, match="pass --multi-node"):
+        choose_gloo_interface(2, multi_node=False)
+    assert choose_gloo_interface(1, multi_node=False) == "lo"
+    assert os.environ["GLOO_SOCKET_IFNAME"] == "lo"
