@@ -124,3 +124,19 @@ def test_topology_without_any_smi_tool_is_one_error_line(tmp_path):
     done = _tools("topology", "--cards", "1", env=env)
     assert done.returncode == 1
     assert done.stderr.strip() == "error: topology: neither ixsmi nor nvidia-smi is on PATH"
+
+
+def ranks_on_my_card(ctx) -> int:
+    """Rank body: bring-up's count of ranks sharing this rank's device."""
+    from harness.suites.bring_up import _ranks_on_my_card
+
+    return _ranks_on_my_card(ctx)
+
+
+@pytest.mark.dist
+def test_hbm_share_divides_by_the_ranks_on_one_device():
+    """All ranks of a pool on one device (gloo on a 1-card box; here the CPU) count each other."""
+    from harness.rankpool import RankPool
+
+    with RankPool(3, backend="gloo", device_type="cpu", timeout_s=60) as pool:
+        assert pool.run("testcases.meta.test_check_cards:ranks_on_my_card") == [3, 3, 3]
