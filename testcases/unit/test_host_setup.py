@@ -87,3 +87,25 @@ def test_runner_device_env_with_a_bad_value_is_a_config_error(monkeypatch):
     with pytest.raises(ConfigError) as err:
         resolve_backend("gloo", 2, card_count=1, nccl_ok=True)
     assert err.value.field == DEVICE_ENV and "auto, cpu, cuda" in str(err.value)
+
+
+# -- torch 2.1: storage liveness -------------------------------------------------------------
+def test_tc05_storage_ref_follows_the_storage_not_its_python_object():
+    """weakref.ref(t.untyped_storage()) dies at once on torch 2.1; TC-05's reference must not."""
+    import gc
+
+    import torch
+
+    from harness.suites.tc05 import _storage_ref
+
+    t = torch.ones(8)
+    ref = _storage_ref(t.untyped_storage())  # the storage's Python object is dropped right here
+    gc.collect()
+    assert ref() is not None
+    kept = t.untyped_storage()
+    del t
+    gc.collect()
+    assert ref() is not None  # a storage someone still holds is alive: a leak TC-05 reports
+    del kept
+    gc.collect()
+    assert ref() is None
