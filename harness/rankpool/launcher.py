@@ -2,7 +2,7 @@
 
     torchrun --standalone --nproc-per-node 4 -m harness.rankpool.launcher harness.rankpool.selftest_bodies:rank_info
     torchrun --nnodes 2 --nproc-per-node 4 --rdzv-backend c10d --rdzv-endpoint HOST:29400 \\
-        -m harness.rankpool.launcher package.module:body '[1, "two"]'
+        -m harness.rankpool.launcher --multi-node package.module:body '[1, "two"]'
 
 Each rank builds the same RankContext as in a RankPool (backend chosen per node: nccl
 with one card per local rank when available, else gloo; ``--backend`` overrides), calls
