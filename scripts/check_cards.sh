@@ -72,7 +72,7 @@ failed=0
 while IFS=$'\t' read -r name cmd; do
   echo "== $name: $cmd"
   start=$SECONDS
-  if bash -c "$cmd" > "$OUT/$name.log" 2>&1; then verdict=ok; else verdict=FAILED; failed=1; fi
+  if bash -c "$cmd" < /dev/null > "$OUT/$name.log" 2>&1; then verdict=ok; else verdict=FAILED; failed=1; fi
   tail -n 15 "$OUT/$name.log"
   echo "$name: $verdict ($((SECONDS - start)) s) -- $cmd" | tee -a "$summary"
 done < <(steps "$cards")

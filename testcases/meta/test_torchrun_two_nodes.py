@@ -42,16 +42,24 @@ def agent_command(node_rank: int, port: int, body_args: str) -> list[str]:
         sys.executable, "-m", "torch.distributed.run",
         "--nnodes=2", "--nproc-per-node=2", "--rdzv-backend=c10d",
         f"--rdzv-endpoint=127.0.0.1:{port}", f"--node-rank={node_rank}",
-        # node 0 hosts the rendezvous store; node 1 only connects (no race for the port between them)
-        f"--rdzv-conf=is_host={int(node_rank == 0)}",
+        # node 0 hosts the rendezvous store, node 1 only connects (no race for the port between
+        # them); an agent whose peer never shows up gives up after 120 s
+        f"--rdzv-conf=is_host={int(node_rank == 0)},join_timeout=120",
         "--max-restarts=0",
         "-m", "harness.rankpool.launcher", "--multi-node", "--timeout-s", "300", BODY, body_args,
     ]
 
 
 def run_two_agents(body_args: str, tag: str) -> list[subprocess.CompletedProcess]:
+    """Both agents on a fresh port; once more on another port if the first was taken meanwhile."""
+    done = _two_agents(body_args, tag, free_loopback_port())
+    if done[0].returncode != 0 and "address already in use" in done[0].stderr.lower():
+        done = _two_agents(body_args, tag, free_loopback_port())
+    return done
+
+
+def _two_agents(body_args: str, tag: str, port: int) -> list[subprocess.CompletedProcess]:
     """Start both agents, wait (bounded), and kill each agent's process group if it overruns."""
-    port = free_loopback_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LWSPLIT_"))}
     env.update({"OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", TAG_ENV: tag})
     procs = [
