@@ -17,11 +17,13 @@ PARTITION=lwsplit
 WAIT_S=${LWSPLIT_SLURM_WAIT_S:-60}
 
 die() { echo "error: start_slurm: $*" >&2; exit 1; }
-running() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# running PIDFILE NAME: the pid file names a live process called NAME (not a reused pid)
+running() { [ -f "$1" ] && [ "$(cat "/proc/$(cat "$1")/comm" 2>/dev/null)" = "$2" ]; }
 
 if [ "${1:-}" = --stop ]; then
-  for pid in /run/slurmd.pid /run/slurmctld.pid /run/munge/munged.pid; do
-    if running "$pid"; then kill "$(cat "$pid")"; fi
+  for daemon in slurmd:/run/slurmd.pid slurmctld:/run/slurmctld.pid munged:/run/munge/munged.pid; do
+    pidfile=${daemon#*:}
+    if running "$pidfile" "${daemon%%:*}"; then kill "$(cat "$pidfile")"; fi
   done
   echo "slurm: stopped"
   exit 0
@@ -42,7 +44,7 @@ fi
 install -d -o munge -g munge -m 0755 /run/munge
 install -d -o munge -g munge -m 0700 /var/lib/munge /var/log/munge
 chown munge:munge /etc/munge/munge.key && chmod 0400 /etc/munge/munge.key
-if ! running /run/munge/munged.pid; then
+if ! running /run/munge/munged.pid munged; then
   runuser -u munge -- /usr/sbin/munged
 fi
 for _ in $(seq 50); do munge -n </dev/null | unmunge >/dev/null 2>&1 && break; sleep 0.1; done
@@ -90,12 +92,12 @@ fi
 # cgroup.conf is read even with proctrack/linuxproc on some builds: make it inert
 [ -f "$CONF_DIR/cgroup.conf" ] || printf 'CgroupPlugin=autodetect\nIgnoreSystemd=yes\n' > "$CONF_DIR/cgroup.conf"
 
-if running /run/slurmctld.pid; then
+if running /run/slurmctld.pid slurmctld; then
   [ "$changed" = 0 ] || scontrol reconfigure
 else
   slurmctld
 fi
-running /run/slurmd.pid || slurmd
+running /run/slurmd.pid slurmd || slurmd
 
 # -- wait until the node takes jobs --
 state=""
