@@ -7,6 +7,7 @@ torch as CUDA devices, so the same rule serves them.
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from implementations.errors import ConfigError
 
@@ -15,6 +16,9 @@ from .errors import PoolUnavailable
 BACKENDS = ("auto", "gloo", "nccl")
 DEVICE_TYPES = ("auto", "cpu", "cuda")
 DEFAULT_MAX_WORLD_SIZE = 8
+DEVICE_ENV = "LWSPLIT_RUNNER_DEVICE"
+"""Environment variable that replaces a device_type of ``auto`` (``cuda`` puts every rank of a
+1-card box on that card under gloo; scripts/check_cards.sh sets it). Unset: no effect."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -84,11 +88,16 @@ def resolve_backend(
     the machine cannot serve (nccl without a card per rank, cuda without cards) raises
     PoolUnavailable, which the pytest layer reports as a skip; an unknown name or
     nccl on CPU is a ConfigError. ``card_count`` / ``nccl_ok`` default to asking torch.
+    A ``device_type`` of ``auto`` takes the value of ``$LWSPLIT_RUNNER_DEVICE`` when that is set.
     """
     if requested not in BACKENDS:
         raise ConfigError("runner.backend", requested, "one of " + ", ".join(BACKENDS))
     if device_type not in DEVICE_TYPES:
         raise ConfigError("runner.device", device_type, "one of " + ", ".join(DEVICE_TYPES))
+    if device_type == "auto" and os.environ.get(DEVICE_ENV):
+        device_type = os.environ[DEVICE_ENV]
+        if device_type not in DEVICE_TYPES:
+            raise ConfigError(DEVICE_ENV, device_type, "one of " + ", ".join(DEVICE_TYPES) + " (or unset)")
     if requested == "nccl" and device_type == "cpu":
         raise ConfigError("runner.device", device_type, "auto or cuda when runner.backend=nccl")
     cards = cuda_device_count() if card_count is None else card_count

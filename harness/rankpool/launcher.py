@@ -2,7 +2,7 @@
 
     torchrun --standalone --nproc-per-node 4 -m harness.rankpool.launcher harness.rankpool.selftest_bodies:rank_info
     torchrun --nnodes 2 --nproc-per-node 4 --rdzv-backend c10d --rdzv-endpoint HOST:29400 \\
-        -m harness.rankpool.launcher package.module:body '[1, "two"]'
+        -m harness.rankpool.launcher --multi-node package.module:body '[1, "two"]'
 
 Each rank builds the same RankContext as in a RankPool (backend chosen per node: nccl
 with one card per local rank when available, else gloo; ``--backend`` overrides), calls
@@ -16,6 +16,13 @@ and exits 1 the same way. ``ctx.tmp_dir`` has the same path on every node but is
 
 Unlike the pool (FileStore, no ports), torchrun's c10d rendezvous listens on a TCP port:
 with ``--standalone`` a free port on loopback that it picks itself. This mode is explicit.
+
+Network: with one launcher agent (``--nnodes 1`` / ``--standalone``) gloo is pinned to
+loopback whatever ``GLOO_SOCKET_IFNAME`` says. A world that spans several agents needs
+``--multi-node``: only then is an inherited ``GLOO_SOCKET_IFNAME`` honoured (set it to the
+interface the hosts share, e.g. ``GLOO_SOCKET_IFNAME=eth0``; ``lo`` for agents on one host);
+without it such a run stops at once with exit code 2 instead of hanging on a loopback
+address the other host cannot reach.
 """
 
 from __future__ import annotations
@@ -44,12 +51,41 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--backend", default="auto", choices=BACKENDS)
     parser.add_argument("--device-type", default="auto", choices=DEVICE_TYPES)
     parser.add_argument("--timeout-s", type=float, default=600.0, help="limit for the body on each rank")
+    parser.add_argument("--multi-node", action="store_true",
+                        help="the world spans several launcher agents (hosts): honour GLOO_SOCKET_IFNAME "
+                             "instead of pinning gloo to loopback")
     return parser.parse_args(argv)
+
+
+def agent_count(env: dict[str, str | None]) -> int:
+    """Launcher agents (nodes) in the world: torchrun's GROUP_WORLD_SIZE, else WORLD_SIZE / LOCAL_WORLD_SIZE."""
+    if env.get("GROUP_WORLD_SIZE"):
+        return int(env["GROUP_WORLD_SIZE"] or 1)
+    world, local = int(env.get("WORLD_SIZE") or 1), int(env.get("LOCAL_WORLD_SIZE") or env.get("WORLD_SIZE") or 1)
+    return max(1, -(-world // max(1, local)))
+
+
+def choose_gloo_interface(agents: int, multi_node: bool) -> str | None:
+    """Pin gloo to loopback for one agent; honour the inherited interface only in multi-node mode.
+
+    Returns the interface gloo will use (None: gloo resolves the hostname). ValueError when
+    a world spans several agents without ``--multi-node``.
+    """
+    from . import rendezvous
+
+    if not multi_node:
+        if agents > 1:
+            raise ValueError(
+                f"the world spans {agents} launcher agents: pass --multi-node (and set GLOO_SOCKET_IFNAME to the "
+                "interface the hosts share; lo for agents on one host)"
+            )
+        rendezvous.pin_gloo_to_loopback()
+    return os.environ.get("GLOO_SOCKET_IFNAME")
 
 
 def main(argv: list[str] | None = None) -> int:
     opts = parse_args(argv)
-    env = {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")}
+    env = {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_WORLD_SIZE")}
     if env["RANK"] is None or env["WORLD_SIZE"] is None:
         print("harness.rankpool.launcher: RANK/WORLD_SIZE not set; start it with torchrun", file=sys.stderr)
         return 2
@@ -58,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         if not isinstance(args, list):
             raise ValueError("not a JSON list")
         timeout_s = check_seconds("--timeout-s", opts.timeout_s)
+        choose_gloo_interface(agent_count(env), opts.multi_node)
         local_rank = int(env["LOCAL_RANK"] or 0)
         choice = resolve_backend(opts.backend, int(env["LOCAL_WORLD_SIZE"] or env["WORLD_SIZE"]),
                                  device_type=opts.device_type)

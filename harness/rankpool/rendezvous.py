@@ -76,13 +76,17 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def pin_gloo_to_loopback() -> None:
-    """Single-node gloo talks over ``lo`` unless the user chose an interface.
+LOOPBACK_IFNAME = "lo"
 
-    This also sidesteps gloo's failure on hosts whose hostname does not resolve.
+
+def pin_gloo_to_loopback() -> None:
+    """Single-host gloo talks over ``lo``, whatever ``GLOO_SOCKET_IFNAME`` was inherited.
+
+    Nothing of a single-host run listens on another interface; only the launcher's
+    ``--multi-node`` mode honours an inherited interface. This also sidesteps gloo's
+    failure on hosts whose hostname does not resolve.
     """
-    if "GLOO_SOCKET_IFNAME" not in os.environ and os.path.exists("/sys/class/net/lo"):
-        os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+    os.environ["GLOO_SOCKET_IFNAME"] = LOOPBACK_IFNAME
 
 
 def init_from_file_store(

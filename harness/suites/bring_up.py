@@ -155,7 +155,8 @@ def _engine_broadcast(ctx, group, message, leader: int, engine: EngineLayout):
 def _fit_to_card(ctx, run):
     """On cards shared by several pytest-xdist workers, cap the KV budget at this worker's share.
 
-    Each of N concurrent workers may use at most 90% of (free HBM / N); the cap lowers
+    Each of N concurrent workers may use at most 90% of (free HBM / N), split again among
+    the worker's ranks that share one card (gloo on a 1-card box); the cap lowers
     the budget (raises the reserve), so the plan itself shrinks and stays consistent.
     """
     if not ctx.device.startswith("cuda"):
@@ -164,13 +165,23 @@ def _fit_to_card(ctx, run):
 
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
     free_bytes, _ = torch.cuda.mem_get_info(ctx.device)
-    share = ctx.all_gather_object(int(free_bytes * 0.9) // workers)
+    sharing = _ranks_on_my_card(ctx)
+    share = ctx.all_gather_object(int(free_bytes * 0.9) // (workers * sharing))
     cap = min(share)
     hw = run.hardware
     if hw.kv_budget_bytes <= cap:
         return run
     hw = dataclasses.replace(hw, reserved_bytes_per_card=hw.hbm_bytes_per_card - cap)
     return dataclasses.replace(run, hardware=hw)
+
+
+# -- one card shared by several ranks (gloo with runner device cuda; scripts/check_cards.sh) --
+def _ranks_on_my_card(ctx) -> int:
+    """Ranks of this group on this rank's card (same host and device): 1 under NCCL, all of them on a 1-card box."""
+    import socket
+
+    where = ctx.all_gather_object((socket.gethostname(), ctx.device))
+    return where.count(where[ctx.rank])
 
 
 def _tensors(cache) -> list:

@@ -114,11 +114,22 @@ def _weak_refs(cache) -> list:
     refs, seen = [], set()
     for t in cache.all_tensors():
         refs.append(weakref.ref(t))
-        storage = t.untyped_storage()
-        if id(storage) not in seen:
-            seen.add(id(storage))
-            refs.append(weakref.ref(storage))
+        key = storage_key(t)
+        if key not in seen:
+            seen.add(key)
+            refs.append(_storage_ref(t.untyped_storage()))
     return refs
+
+
+# -- torch 2.1: a storage's Python object is not kept alive by its tensor there, so
+# weakref.ref(storage) dies at once (and may crash the interpreter). torch's own
+# StorageWeakRef follows the C++ storage itself on every supported torch.
+def _storage_ref(storage):
+    """A callable like weakref.ref(storage): None once the storage's memory is released."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    ref = StorageWeakRef(storage)
+    return lambda: None if ref.expired() else True
 
 
 def _exchange(ctx, run, plan, cache) -> tuple[list[str], dict]:

@@ -9,11 +9,11 @@ helpers.
 from __future__ import annotations
 
 import gc
-import weakref
 from dataclasses import replace
 
 import pytest
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from implementations.errors import ConfigError, PlanError
 from implementations.plan_types import KVPlan, RankPlan
@@ -381,12 +381,12 @@ def test_writing_a_non_owned_layer_writes_the_scratch_only():
 def test_release_frees_every_storage():
     run = run_spec(HYBRID, split_size=2)
     cache = allocate(hand_plan(HYBRID, run), run, rank=0)
-    refs = [weakref.ref(t.untyped_storage()) for t in cache.all_tensors()]
-    assert refs and all(r() is not None for r in refs)
+    refs = [StorageWeakRef(t.untyped_storage()) for t in cache.all_tensors()]  # torch 2.1: not weakref.ref
+    assert refs and not any(r.expired() for r in refs)
     release(cache)
     gc.collect()
     assert cache.layers == [] and cache.scratch == {}
-    assert [r for r in refs if r() is not None] == []
+    assert [r for r in refs if not r.expired()] == []
 
 
 def test_draft_role_allocates_the_draft_model():
