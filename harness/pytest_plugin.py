@@ -16,6 +16,7 @@ import pytest
 
 _MATRIX_KEY = pytest.StashKey["object"]()
 _FACTS_KEY = pytest.StashKey["dict"]()
+_REPRESENTATIVE_KEY = pytest.StashKey["set"]()
 
 
 def pytest_addoption(parser) -> None:
@@ -171,9 +172,21 @@ def pytest_generate_tests(metafunc) -> None:
 
 
 def pytest_collection_modifyitems(config, items) -> None:
+    from harness.reporting import allure_labels
+
+    # A TC the matrix does not apply to has no cases: not generated (deselected), rather than
+    # pytest's "got empty parameter set" skip.
+    empty = [item for item in items if _has_empty_case(item)]
+    if empty:
+        items[:] = [item for item in items if not _has_empty_case(item)]
+        config.hook.pytest_deselected(items=empty)
+    config.stash[_REPRESENTATIVE_KEY] = allure_labels.representatives(
+        [case for case in map(_case_of, items) if case is not None])
     for item in items:
         case = _case_of(item)
         if case is None:
+            for mark in allure_labels.self_test_markers(item):
+                item.add_marker(mark)
             continue
         suite = item.module.SUITE
         item.add_marker(getattr(pytest.mark, suite.LEVEL))
@@ -189,6 +202,11 @@ def _pool_size(item) -> int:
         return 0
     hook = getattr(item.module.SUITE, "world_size", None)
     return hook(case) if hook else case.world_size
+
+
+def _has_empty_case(item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and "lw_case" in callspec.params and _case_of(item) is None
 
 
 def _case_of(item):
@@ -257,7 +275,11 @@ def pytest_runtest_makereport(item, call):
 
         stash = item.stash.get(_FACTS_KEY, {})
         if getattr(item.config.option, "allure_report_dir", None):  # charts cost time; only when reported
-            allure_labels.attach_results(item, case, stash.get("facts"), report, call.excinfo)
+            representative = case.id in item.config.stash.get(_REPRESENTATIVE_KEY, set())
+            allure_labels.attach_results(item, case, stash.get("facts"), report, call.excinfo,
+                                         representative=representative)
+            if report.failed and call.excinfo is None and "XPASS(strict)" in str(report.longrepr):
+                allure_labels.mark_xpass(str(report.longrepr).replace("[XPASS(strict)]", "").strip())
         path = item.config.getoption("lw_results")
         if path:
             _append_result(path, item, case, report, stash.get("facts"))
