@@ -250,7 +250,7 @@ def memory_chart_png(
         uniform_bytes = max(uniform_bytes)  # one value per rank (older views): the same on every rank
     if uniform_bytes is not None:
         axes.axhline(uniform_bytes / MiB, color="#7f3fbf", linestyle="--", linewidth=1.5,
-                     label=f"uniform, no split (spec): {uniform_bytes / MiB:,.1f} MiB")
+                     label=f"uniform at the same n_blocks (spec): {uniform_bytes / MiB:,.1f} MiB")
     if budget_bytes is not None:
         axes.axhline(budget_bytes / MiB, color="#c00000", linewidth=1.5,
                      label=f"KV budget per rank: {budget_bytes / MiB:,.1f} MiB")

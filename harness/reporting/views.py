@@ -119,14 +119,16 @@ def spec_rank_bytes(run: Any, split_rank: int, n_blocks: int, role: str = TARGET
 
 
 def spec_uniform_peak_bytes(run: Any, role: str = TARGET) -> int:
-    """The spec's per-rank bytes without the split at the uniform block count (every full layer owned)."""
-    _, uniform = spec_block_counts(run)
+    """The spec's per-rank bytes without the split at the split's block count (every full layer owned):
+    what a rank would need to hold as many tokens as the split gives it (above the budget when it helps)."""
+    n_blocks, _ = spec_block_counts(run)
     if role == DRAFT:
-        return spec_rank_bytes(run, 0, uniform, DRAFT)
+        return spec_rank_bytes(run, 0, n_blocks, DRAFT)
     tp = oracle.attn_tp_size(run)
     per_layer = oracle.expected_layer_bytes_per_block(run.model, run.cache, tp)
     full = oracle.expected_full_layers(run.model)
-    return uniform * sum(per_layer[layer] for layer in full) + oracle.expected_linear_state_bytes(run.model, run.cache, tp)
+    linear = oracle.expected_linear_state_bytes(run.model, run.cache, tp)
+    return n_blocks * sum(per_layer[layer] for layer in full) + linear
 
 
 def _spec_applies(run: Any) -> bool:
@@ -165,7 +167,7 @@ def layout_view(facts: Sequence[Any], role: str = TARGET) -> Optional[dict]:
         "owned": {rank: owned_full(w) for rank, w in rows},
         "split_ranks": {rank: int(field(w, "split_rank", 0)) for rank, w in rows},
     }
-    if run is not None and (role == DRAFT or _spec_applies(run)):
+    if run is not None and (run.draft is not None if role == DRAFT else _spec_applies(run)):
         model = _model(run, role)
         if role == DRAFT:
             expected = {rank: list(oracle.expected_full_layers(model)) for rank, _ in rows}
@@ -202,7 +204,7 @@ def memory_view(facts: Sequence[Any], role: str = TARGET) -> Optional[dict]:
         n_spec, _ = spec_block_counts(run)
         view["spec_bytes"] = [spec_rank_bytes(run, int(field(w, "split_rank", 0)), n_spec, role) for _, w in rows]
         view["uniform_bytes"] = spec_uniform_peak_bytes(run, role)
-        if "draft_measured_bytes" in view:
+        if "draft_measured_bytes" in view and run.draft is not None:
             view["draft_spec_bytes"] = [spec_rank_bytes(run, 0, n_spec, DRAFT) for _ in drafts]
     return view
 
