@@ -153,12 +153,14 @@ def representatives(cases) -> set[str]:
 
 
 def attach_results(item, case, facts, report, excinfo=None, *, representative: bool = False) -> None:
-    """Config always; layout table and memory chart on failure and for a representative case;
-    on a rank failure the failing rank's log and one attachment with the other ranks'."""
+    """On failure (an expected one too) and for a representative case: the composed config, the
+    layout tables and the memory chart; on a rank failure the failing rank's log and one attachment
+    with the other ranks'. A passing case carries none (the single-file report stays small)."""
     from harness.reporting import attachments
 
-    attachments.attach_config(case.resolved.config_yaml)
     failed = report.failed or (excinfo is not None and not report.skipped) or bool(getattr(report, "wasxfail", ""))
+    if failed or representative:
+        attachments.attach_config(case.resolved.config_yaml)
     suite = item.module.SUITE
     view = suite.report_view(facts) if facts and hasattr(suite, "report_view") else None
     if view and (failed or representative):

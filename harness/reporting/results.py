@@ -39,6 +39,8 @@ _PYTEST_FRAME = re.compile(r"^(\S+\.py):(\d+): ", re.M)
 _MARKED = re.compile(r"^>>> (.*): the failure <<<$", re.M)
 _NUMBER = re.compile(r"(?<![A-Za-z_])-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
 _LIST = re.compile(r"\[[^\[\]]*\]")
+_EXCEPTION_LINE = re.compile(r"^(?:[a-z_]\w*\.)*[A-Z]\w*(?::\s.*)?$")
+"""``ValueError: boom``, ``implementations.faults.faulty.InjectedFault: ...``, ``KeyboardInterrupt``."""
 _REPO_DIRS = ("implementations/", "harness/", "testcases/")
 
 
@@ -49,7 +51,7 @@ class Verdict(NamedTuple):
     """What the trace starts with: the category line, then the case's own words."""
 
 
-def template(text: str, limit: int = 160) -> str:
+def template(text: str, limit: int = 200) -> str:
     """``rank 3 owns [1, 5], spec says [3]`` -> ``rank N owns [...], spec says [...]``."""
     line = _NUMBER.sub("N", _LIST.sub("[...]", " ".join(text.split())))
     return line if len(line) <= limit else line[: limit - 3] + "..."
@@ -87,7 +89,7 @@ def _exception_line(text: str) -> str:
     """The last line that names an exception (``ValueError: boom``), else the last non-empty line."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     for line in reversed(lines):
-        if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Failure|Timeout|Exit|Interrupt)\b", line):
+        if _EXCEPTION_LINE.match(line):
             return line
     return lines[-1] if lines else ""
 
@@ -109,7 +111,8 @@ def classify(status: str, message: str, trace: str, *, tc: str, xpass_reason: Op
     if status == "skipped" and message.startswith("XFAIL"):
         reason, _, rest = message.partition("\n\n")
         category = XFAIL if UPSTREAM_RULE_MARKER in reason else None
-        return Verdict(category, f"{prefix}{template(reason)}", f"category: {category or 'expected failure'}\n{rest}")
+        # the reason is the expectation's own fixed text: kept whole (only the assertion is per case)
+        return Verdict(category, f"{prefix}{' '.join(reason.split())}", f"category: {category or 'expected failure'}\n{rest}")
     if status == "failed":
         body = message.split(": ", 1)[1] if message.startswith("AssertionError") and ": " in message else message
         problems = [line for line in body.splitlines() if line.strip() and not line.startswith("assert ")]
