@@ -40,6 +40,9 @@ def pytest_addoption(parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before allure's, which creates --alluredir (a traceback when it cannot)
 def pytest_configure(config) -> None:
+    from harness.reporting import alluredir as allure_env
+
+    allure_env.take(config)  # $LW_ALLUREDIR (CI) when --alluredir is not given
     for name, text in (("L1", "level 1 of the seed test plan"), ("L2", "level 2 of the seed test plan")):
         config.addinivalue_line("markers", f"{name}: {text}")
     for n in range(1, 8):
@@ -66,6 +69,13 @@ def pytest_configure(config) -> None:
     alluredir = getattr(config.option, "allure_report_dir", None)
     if alluredir and not hasattr(config, "workerinput"):  # the controller writes it once
         _write_allure_meta(alluredir, config.stash[_MATRIX_KEY])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    from harness.reporting import alluredir as allure_env
+
+    allure_env.hand_to_worker(node)
 
 
 def _write_allure_meta(alluredir: str, matrix) -> None:

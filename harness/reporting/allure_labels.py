@@ -28,9 +28,13 @@ FEATURE_SECTIONS = {
     "TC-01": (4, 7), "TC-02": (5, 6), "TC-03": (4, 9), "TC-04": (8,), "TC-05": (8,), "TC-06": (2,), "TC-07": (6,),
 }
 """The FEATURE.md sections each TC checks (section 10 is the test plan of all of them)."""
-FEATURE_DOC = REPO_ROOT.parent / "shared" / "FEATURE.md"
+FEATURE_DOC = next((p for p in (REPO_ROOT.parent / "shared" / "FEATURE.md",
+                                 REPO_ROOT.parent.parent / "shared" / "FEATURE.md") if p.is_file()),
+                   REPO_ROOT.parent / "shared" / "FEATURE.md")
+"""The spec, ``../shared/FEATURE.md`` beside the checkout (a worktree's checkout one level deeper)."""
 FEATURE_URL_ENV = "LW_FEATURE_URL"
-"""Where the report links FEATURE.md (a wiki or repository page); default: the file beside the checkout."""
+"""Where the report links FEATURE.md (a published copy); default ``FEATURE.md`` beside the report
+(``harness.reporting.report`` copies it there). Allure shows http(s) and relative links only."""
 
 
 class Shown:
@@ -69,7 +73,7 @@ def feature_anchors() -> dict[int, str]:
 
 def feature_links(tc: str, base: str | None = None) -> list[tuple[str, str]]:
     """(name, url) of the FEATURE sections a TC checks, then the test plan's row."""
-    base = base or os.environ.get(FEATURE_URL_ENV) or FEATURE_DOC.as_uri()
+    base = base or os.environ.get(FEATURE_URL_ENV) or FEATURE_DOC.name
     anchors = feature_anchors()
     out = []
     for section in (*FEATURE_SECTIONS[tc], 10):

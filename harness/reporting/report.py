@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.reporting.allure_labels import FEATURE_DOC
 from harness.reporting.results import prepare
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -137,6 +138,8 @@ def generate(results: Path, out: Path, cli: Path | None = None, *, history: Path
             detail = (done.stderr or done.stdout).strip().splitlines()
             last = detail[-1] if detail else "no output"
             raise ReportError(f"allure generate failed (exit {done.returncode}): {last}")
+        if FEATURE_DOC.is_file():  # the TCs link their FEATURE sections relative to the report
+            shutil.copyfile(FEATURE_DOC, staging / FEATURE_DOC.name)
         _replace_dir(staging, out)
     finally:
         shutil.rmtree(staging_parent, ignore_errors=True)

@@ -198,6 +198,7 @@ def test_report_without_cli(tmp_path, monkeypatch, capsys):
     assert "\n" not in err and "Allure CLI not found" in err and "install_allure.sh" in err
 
 
+FEATURE = report.FEATURE_DOC.is_file()
 OUT_ARG = 'while [ $# -gt 0 ]; do [ "$1" = -o ] && out="$2"; shift; done\n'
 """Shell lines that set ``$out`` to the fake CLI's ``-o`` argument."""
 
@@ -229,7 +230,7 @@ def test_successful_generation_replaces_previous_report(tmp_path):
     (out / "old.txt").write_text("old")
     cli = _fake_cli(tmp_path, OUT_ARG + 'mkdir -p "$out" && echo new > "$out/index.html"\n')
     assert report.generate(_results(tmp_path), out, cli=cli) == out / "index.html"
-    assert sorted(p.name for p in out.iterdir()) == ["index.html"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(["index.html"] + (["FEATURE.md"] if FEATURE else []))
     assert sorted(p.name for p in out.parent.iterdir()) == ["allure-report"]
 
 
