@@ -285,7 +285,7 @@ def pytest_runtest_makereport(item, call):
 
         stash = item.stash.get(_FACTS_KEY, {})
         if getattr(item.config.option, "allure_report_dir", None):  # charts cost time; only when reported
-            representative = case.id in item.config.stash.get(_REPRESENTATIVE_KEY, set())
+            representative = (case.tc, case.id) in item.config.stash.get(_REPRESENTATIVE_KEY, set())
             allure_labels.attach_results(item, case, stash.get("facts"), report, call.excinfo,
                                          representative=representative)
             if report.failed and call.excinfo is None and "XPASS(strict)" in str(report.longrepr):

@@ -145,15 +145,14 @@ def mark_xpass(reason: str) -> None:
     allure.dynamic.label(XPASS_LABEL, reason)
 
 
-def representatives(cases) -> set[str]:
-    """Ids of one case per TC (its first in collection order) whose passing result carries the heavy
-    attachments too, so a reviewer sees a layout and a chart per TC without bloating the report."""
-    seen, out = set(), set()
+def representatives(cases) -> set[tuple[str, str]]:
+    """(TC, case id) of one case per TC (its first in collection order) whose passing result carries
+    the heavy attachments too, so a reviewer sees a layout and a chart per TC without bloating the
+    report. Every process of an xdist run collects the same order, so all pick the same cases."""
+    out: dict[str, str] = {}
     for case in cases:
-        if case.tc not in seen:
-            seen.add(case.tc)
-            out.add(case.id)
-    return out
+        out.setdefault(case.tc, case.id)
+    return set(out.items())
 
 
 def attach_results(item, case, facts, report, excinfo=None, *, representative: bool = False) -> None:
