@@ -24,7 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,14 +102,19 @@ def _last_build_order(history: Path | None) -> int:
     return max(orders, default=len(points))
 
 
-def generate(results: Path, out: Path, cli: Path | None = None, *, history: Path | None = None,
+def generate(results: Path | Sequence[Path], out: Path, cli: Path | None = None, *, history: Path | None = None,
              name: str = REPORT_NAME, executor: Mapping[str, Any] | None = None) -> Path:
-    """Build ``out/index.html`` from ``results``; returns its path.
+    """Build ``out/index.html`` from ``results`` (one folder, or several merged: a sweep's jobs);
+    returns its path.
 
     With ``history``, the previous run's trend files are read from it and the new
     report's are written back to it (only after the report is in place).
     """
-    check_results(results)
+    folders = [results] if isinstance(results, (str, Path)) else list(results)
+    if not folders:
+        raise ReportError("no results directory given")
+    for folder in folders:
+        check_results(Path(folder))
     cli = cli or find_cli()
     if cli is None:
         raise ReportError(f"Allure CLI not found ({LOCAL_CLI} or 'allure' on PATH); install it with: {INSTALL_HINT}")
@@ -122,7 +127,7 @@ def generate(results: Path, out: Path, cli: Path | None = None, *, history: Path
     try:
         staging = staging_parent / "report"
         try:
-            prepared = prepare(results, staging_parent / "results", history=history,
+            prepared = prepare(folders, staging_parent / "results", history=history,
                                executor=executor if executor is not None else executor_info(os.environ, history))
         except OSError as exc:
             raise ReportError(f"cannot prepare the results from {results}: {exc.strerror or exc}") from exc

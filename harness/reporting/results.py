@@ -24,9 +24,9 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Union
 
 from harness.reporting.allure_meta import UPSTREAM_RULE_MARKER, categories_json
 
@@ -164,10 +164,13 @@ def _link_or_copy(src: str, dst: str) -> None:
         shutil.copy2(src, dst)
 
 
-def prepare(results: Path, staging: Path, *, history: Optional[Path] = None,
+def prepare(results: Union[Path, Sequence[Path]], staging: Path, *, history: Optional[Path] = None,
             executor: Optional[Mapping[str, Any]] = None) -> Path:
-    """Copy ``results`` to ``staging`` (attachments linked), rewrite the results, add the extras."""
-    shutil.copytree(results, staging, copy_function=_link_or_copy, ignore=shutil.ignore_patterns("history"))
+    """Copy ``results`` (one folder or several, merged) to ``staging`` (attachments linked), rewrite
+    the results, add the extras."""
+    for folder in [results] if isinstance(results, (str, Path)) else results:
+        shutil.copytree(folder, staging, copy_function=_link_or_copy, ignore=shutil.ignore_patterns("history"),
+                        dirs_exist_ok=True)
     for path in staging.glob("*-result.json"):
         try:
             result = json.loads(path.read_text(encoding="utf-8"))
