@@ -133,7 +133,12 @@ def apply_title(case, suite) -> None:
     import allure
 
     allure.dynamic.title(case.title)
-    allure.dynamic.description(suite.__doc__ or "")
+    allure.dynamic.description(summary_of(suite.__doc__ or ""))
+
+
+def summary_of(doc: str) -> str:
+    """The docstring's first paragraph: what a passing case shows (the whole one on failure)."""
+    return doc.strip().split("\n\n", 1)[0]
 
 
 def mark_xpass(reason: str) -> None:
@@ -159,19 +164,25 @@ def attach_results(item, case, facts, report, excinfo=None, *, representative: b
     """On failure (an expected one too) and for a representative case: the composed config, the
     layout tables and the memory chart; on a rank failure the failing rank's log and one attachment
     with the other ranks'. A passing case carries none (the single-file report stays small)."""
+    import allure
+
     from harness.reporting import attachments
 
-    failed = report.failed or (excinfo is not None and not report.skipped) or bool(getattr(report, "wasxfail", ""))
-    if failed or representative:
-        attachments.attach_config(case.resolved.config_yaml)
+    expected = bool(getattr(report, "wasxfail", ""))  # a known finding: its layout says it, once per case
+    failed = not expected and (report.failed or (excinfo is not None and not report.skipped))
     suite = item.module.SUITE
+    if failed or representative:
+        allure.dynamic.description(suite.__doc__ or "")
+        attachments.attach_config(case.resolved.config_yaml)
+    if not (failed or representative or expected):
+        return
     view = suite.report_view(facts) if facts and hasattr(suite, "report_view") else None
-    if view and (failed or representative):
+    if view:
         if view.get("layout"):
             attachments.attach_layout(view["layout"], csv=failed)
         if view.get("draft_layout"):
             attachments.attach_layout(view["draft_layout"], name="draft layout", csv=failed)
-        if view.get("memory"):
+        if view.get("memory") and not expected:
             attachments.attach_memory_chart(**view["memory"])
     from harness.rankpool.errors import RankFailure
 

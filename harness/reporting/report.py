@@ -154,12 +154,28 @@ def generate(results: Path | Sequence[Path], out: Path, cli: Path | None = None,
     return index
 
 
+HISTORY_ITEMS = 5
+"""Earlier results kept per test in ``history.json`` (Allure keeps 20): each one is copied into every
+test's page of the next single-file report, so 20 would add megabytes; the trend files are untouched."""
+
+
+def cap_history(history_json: bytes, items: int = HISTORY_ITEMS) -> bytes:
+    """``history.json`` with each test's ``items`` cut to the newest ``items``."""
+    data = json.loads(history_json)
+    for entry in data.values():
+        if isinstance(entry, dict) and isinstance(entry.get("items"), list):
+            entry["items"] = sorted(entry["items"], key=lambda i: -((i.get("time") or {}).get("start") or 0))[:items]
+    return json.dumps(data).encode()
+
+
 def save_history(index_html: str, history: Path) -> list[Path]:
     """Write the report's embedded ``history/*.json`` into ``history`` (each file atomically)."""
     history.mkdir(parents=True, exist_ok=True)
     written = []
     for path, data in embedded_files(index_html).items():
         if path.startswith("history/") and path.endswith(".json"):
+            if path == "history/history.json":
+                data = cap_history(data)
             target = history / path.split("/", 1)[1]
             tmp = target.with_name(f".{target.name}.tmp")
             tmp.write_bytes(data)

@@ -605,3 +605,9 @@ def test_two_reports_in_a_row_show_two_trend_points(tmp_path):
     assert case["statusMessage"] == "TC-01: check failed: rank N owns [...]"
     assert len(case["extra"]["history"]["items"]) == 1  # the first run, as this one's history
     assert "<title>Layerwise split KV cache sharding</title>" in page or report.REPORT_NAME in page
+
+
+def test_history_keeps_the_newest_results_per_test():
+    items = [{"uid": str(n), "status": "passed", "time": {"start": n}} for n in range(30)]
+    capped = json.loads(report.cap_history(json.dumps({"h1": {"statistic": {}, "items": items}}).encode(), 5))
+    assert [i["uid"] for i in capped["h1"]["items"]] == ["29", "28", "27", "26", "25"]
