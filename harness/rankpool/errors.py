@@ -93,8 +93,10 @@ def split_sections(message: str) -> tuple[str, int | None, str]:
     if len(lines) > 1 and lines[-1].startswith("(") and lines[-1].endswith(")"):
         note = lines[-1]
         sections[-1] = (rank, label, "\n".join(lines[:-1]))
+    rarity = _frame_rarity([text for _, label, text in sections if label == "stack"])
     root = min(range(len(sections)), key=lambda i: (ROOT_LABELS.index(sections[i][1])
-                                                    if sections[i][1] in ROOT_LABELS else len(ROOT_LABELS), i))
+                                                    if sections[i][1] in ROOT_LABELS else len(ROOT_LABELS),
+                                                    rarity.get(sections[i][2], 0), i))
     root_rank, root_label, root_text = sections[root]
     body = root_text.split("\n", 1)[1] if "\n" in root_text else ""
     who = f"rank {root_rank} {root_label}" if root_rank is not None else root_label
@@ -104,3 +106,16 @@ def split_sections(message: str) -> tuple[str, int | None, str]:
         marked += f"\n({len(sections) - 1} other rank section{'s' if len(sections) > 2 else ''} in other_ranks)"
     short = "\n".join(part for part in (head, marked, note) if part)
     return short, root_rank, others
+
+
+_BODY_FRAME = re.compile(r'File "[^"]+", line \d+ in \S+')
+
+
+def _frame_rarity(stacks: list[str]) -> dict[str, int]:
+    """Per hung rank's stack: how many ranks stand at the same innermost frame. The hung rank is
+    where few stand (its own code); its peers wait together in a collective."""
+    frames = {text: (_BODY_FRAME.search(text).group(0) if _BODY_FRAME.search(text) else text) for text in stacks}
+    counts: dict[str, int] = {}
+    for frame in frames.values():
+        counts[frame] = counts.get(frame, 0) + 1
+    return {text: counts[frame] for text, frame in frames.items()}

@@ -539,9 +539,12 @@ def test_rank_failure_message_keeps_the_failing_rank_and_moves_the_others():
     assert "stack 1" in err.other_ranks and "--- rank 0 stack ---" in err.other_ranks
     assert text.endswith("(the ranks were killed; the next run starts a fresh group)")
     assert err.full_message == message
-    hung = RankTimeout("x did not finish within 3 s; unfinished ranks: 0, 1\n--- rank 0 stack ---\nA\n"
-                       "--- rank 1 stack ---\nB", rank_errors={0: "A", 1: "B"})
-    assert hung.failed_rank == 0 and "B" not in str(hung) and ">>> rank 0 stack: the failure <<<\nA" in str(hung)
+    wait = 'Thread 0x1 (most recent call first):\n  File "/t/distributed_c10d.py", line 9 in barrier\n'
+    stuck = 'Thread 0x2 (most recent call first):\n  File "/w/faulty.py", line 5 in _sleep_forever\n'
+    hung = RankTimeout(f"x did not finish within 3 s; unfinished ranks: 0, 1, 2\n--- rank 0 stack ---\n{wait}"
+                       f"--- rank 1 stack ---\n{stuck}--- rank 2 stack ---\n{wait}", rank_errors={0: "A", 1: "B", 2: "C"})
+    assert hung.failed_rank == 1 and "distributed_c10d" not in str(hung)  # the hung rank, not a waiting peer
+    assert ">>> rank 1 stack: the failure <<<\n" + stuck.rstrip() in str(hung)
     assert str(RankFailure("plain")) == "plain"
     texts = attachments.rank_failure_texts(err.rank_errors, err.failed_rank, err.other_ranks)
     assert [name for name, _ in texts] == ["rank 2 log: the failure", "other ranks (0, 1, 3)"]
