@@ -266,7 +266,8 @@ def to_png(rows_: Sequence[Mapping[str, Any]], title: str = "Per-rank KV cache a
         limit = [(r["split_size"], _at_uniform_blocks(r, r["limit_layers"])) for r in points
                  if r["limit_layers"] is not None and _at_uniform_blocks(r, r["limit_layers"]) is not None]
         if limit:
-            peak_ax.plot(*zip(*limit), linestyle=":", color=colour, linewidth=1.5, alpha=0.9, zorder=2)
+            peak_ax.plot(*zip(*limit), linestyle=":", marker="_", markersize=16, color=colour, linewidth=1.5,
+                         alpha=0.9, zorder=2)
         measured = [(r["split_size"], r["measured_same_capacity_peak_bytes"] / MIB) for r in points
                     if r["measured_same_capacity_peak_bytes"] is not None]
         if measured:
