@@ -316,10 +316,8 @@ def rank_failure_texts(rank_errors: Mapping[int, str], failed_rank: Optional[int
     if first is not None:
         out.append((f"rank {first} log: the failure", rank_log_text(int(first), rank_errors[first])))
     rest = [r for r in ranks if r != first]
-    if rest:
-        body = "".join(rank_log_text(int(r), rank_errors[r]) for r in rest)
-        if other_ranks:
-            body += "\n===== the runner's sections for the other ranks =====\n" + other_ranks.rstrip() + "\n"
+    if rest:  # the runner's own sections when it gave them (the same texts, with what each rank did)
+        body = other_ranks.rstrip() + "\n" if other_ranks else "".join(rank_log_text(int(r), rank_errors[r]) for r in rest)
         out.append((f"other ranks ({', '.join(str(r) for r in rest)})", body))
     return out
 

@@ -614,3 +614,34 @@ def test_history_keeps_the_newest_results_per_test():
     items = [{"uid": str(n), "status": "passed", "time": {"start": n}} for n in range(30)]
     capped = json.loads(report.cap_history(json.dumps({"h1": {"statistic": {}, "items": items}}).encode(), 5))
     assert [i["uid"] for i in capped["h1"]["items"]] == ["29", "28", "27", "26", "25"]
+
+
+# ---- browser check: what it opens (the real browser runs in testcases/meta/test_allure_report.py) --------
+
+
+def _page(files: dict) -> str:
+    import base64
+
+    return "".join(f"d('{path}','{base64.b64encode(json.dumps(data).encode()).decode()}')" for path, data in files.items())
+
+
+def test_browser_check_opens_the_failing_tc_with_most_attachments(tmp_path, monkeypatch, capsys):
+    from harness.reporting import browser
+
+    def case(uid, status, n, tc="TC-01"):
+        return {"uid": uid, "name": f"{tc}[{uid}]", "status": status, "labels": [{"name": "as_id", "value": tc}],
+                "testStage": {"attachments": [{"name": f"a{i}"} for i in range(n)]}}
+
+    files = {"widgets/summary.json": {"reportName": "R", "statistic": {"total": 3}},
+             "data/categories.json": {"children": [{"name": "Product defect"}]},
+             "data/test-cases/a.json": case("a", "passed", 3), "data/test-cases/b.json": case("b", "failed", 1),
+             "data/test-cases/c.json": case("c", "broken", 2), "data/test-cases/u.json": {"uid": "u", "labels": []}}
+    facts = browser.report_facts(_page(files))
+    assert (facts["name"], facts["total"], facts["categories"]) == ("R", 3, ["Product defect"])
+    assert facts["case"]["uid"] == "c"
+    del files["data/test-cases/b.json"], files["data/test-cases/c.json"]
+    assert browser.report_facts(_page(files))["case"]["uid"] == "a"  # all passed: a representative case
+    monkeypatch.setattr(browser, "find_chromium", lambda: None)
+    assert browser.main(["--report", str(tmp_path / "index.html")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("error: Chromium not found") and "apt-get install -y chromium" in err
