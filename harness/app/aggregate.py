@@ -118,7 +118,7 @@ HARDWARE_NAMES = {"cpu": "CPU simulation", "bi_v100": "Iluvatar BI-V100", "cuda_
 
 def budget_lines(results: Sequence[Mapping[str, Any]]) -> list[str]:
     """One sentence per hardware profile of the sweep: HBM, the reserve assumed, the KV budget."""
-    seen: "OrderedDict[str, str]" = OrderedDict()
+    seen: OrderedDict[str, str] = OrderedDict()
     for result in results:
         cfg = result.get("config") or {}
         name = cfg.get("hardware")
@@ -133,7 +133,7 @@ def budget_lines(results: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def hardware_title(results: Sequence[Mapping[str, Any]]) -> str:
     """``CPU simulation, 128 MiB of KV per rank`` (one part per hardware profile of the sweep)."""
-    parts: "OrderedDict[str, str]" = OrderedDict()
+    parts: OrderedDict[str, str] = OrderedDict()
     for result in results:
         cfg = result.get("config") or {}
         name = cfg.get("hardware")
@@ -171,7 +171,7 @@ def to_markdown(rows_: Sequence[Mapping[str, Any]], results: Sequence[Mapping[st
     if command:
         lines += [f"`{command}`", ""]
     lines += budget_lines(results)
-    tally: "OrderedDict[str, int]" = OrderedDict()
+    tally: OrderedDict[str, int] = OrderedDict()
     for r in rows_:
         tally[r["status"]] = tally.get(r["status"], 0) + 1
     lines += ["", f"{len(rows_)} job{'' if len(rows_) == 1 else 's'}: " + ", ".join(f"{n} {s}" for s, n in tally.items()) + "."]
@@ -201,11 +201,11 @@ def to_markdown(rows_: Sequence[Mapping[str, Any]], results: Sequence[Mapping[st
 # ---- PNG ------------------------------------------------------------------------------------
 
 
-def _series(rows_: Sequence[Mapping[str, Any]]) -> "OrderedDict[tuple, list[dict]]":
+def _series(rows_: Sequence[Mapping[str, Any]]) -> OrderedDict[tuple, list[dict]]:
     """Rows with numbers (failed ones too) grouped into lines: (model, implementation, hardware, parallel)
     -> rows by split size."""
     plotted = [r for r in rows_ if r["same_capacity_peak_bytes"] is not None and r["split_size"] is not None]
-    series: "OrderedDict[tuple, list[dict]]" = OrderedDict()
+    series: OrderedDict[tuple, list[dict]] = OrderedDict()
     for r in plotted:
         series.setdefault((r["model"], r["implementation"], r["hardware"], r["parallel"]), []).append(r)
     for points in series.values():
@@ -222,7 +222,7 @@ def _at_uniform_blocks(r: Mapping[str, Any], layers: float) -> Optional[float]:
 
 def chart_title(rows_: Sequence[Mapping[str, Any]], title: str) -> str:
     """``<title>: CPU simulation, 128 MiB of KV per rank``."""
-    parts: "OrderedDict[str, str]" = OrderedDict()
+    parts: OrderedDict[str, str] = OrderedDict()
     for r in rows_:
         if r["hardware"] and r["kv_budget_bytes"] is not None and r["hardware"] not in parts:
             parts[r["hardware"]] = (f"{HARDWARE_NAMES.get(r['hardware'], r['hardware'])}, "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -60,7 +60,7 @@ def _slug(heading: str) -> str:
     return text.replace(" ", "-")
 
 
-@lru_cache(maxsize=None)
+@cache
 def feature_anchors() -> dict[int, str]:
     """Section number -> anchor, read from FEATURE.md's headings (empty when the file is not here)."""
     try:

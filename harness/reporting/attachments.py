@@ -131,8 +131,9 @@ _DEPART_COLOUR = "#ff9b9b"
 _STYLE = (
     "<style>body{font:13px sans-serif}table{border-collapse:collapse}"
     "td,th{border:1px solid #999;padding:2px 8px;text-align:center}"
-    "td.bad{background:%s;font-weight:bold}tr.fold td{background:#f4f4f4;text-align:left;font-style:italic}"
-    "details summary{cursor:pointer}.note{margin:4px 0}</style>" % _DEPART_COLOUR
+    f"td.bad{{background:{_DEPART_COLOUR};font-weight:bold}}"
+    "tr.fold td{background:#f4f4f4;text-align:left;font-style:italic}"
+    "details summary{cursor:pointer}.note{margin:4px 0}</style>"
 )
 
 

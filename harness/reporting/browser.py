@@ -178,7 +178,7 @@ class Chromium:
                     pass
             shutil.rmtree(self._profile, ignore_errors=True)
 
-    def __enter__(self) -> "Chromium":
+    def __enter__(self) -> Chromium:
         return self
 
     def __exit__(self, *exc: object) -> None:

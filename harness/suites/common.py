@@ -5,12 +5,12 @@ from __future__ import annotations
 from itertools import product
 
 from harness import oracle
-from harness.suites.bring_up import bring_up
-from harness.suites.case import Case
-from harness.suites.facts import worker_facts
 
 # The report views live in harness.reporting.views (re-exported here until the suites import them there).
 from harness.reporting.views import layout_view, memory_view, report_view  # noqa: F401
+from harness.suites.bring_up import bring_up
+from harness.suites.case import Case
+from harness.suites.facts import worker_facts
 
 
 def standard_cases(tc: str, matrix, *, layerwise=None, parallel=None, models=None) -> list[Case]:

@@ -364,9 +364,8 @@ def test_layout_folds_long_runs_that_match_the_spec():
 
 def _facts(owner_rule=None, draft="none"):
     """Rank facts of a qwen3_5_moe s2 tp4 run as the ranks report them (dicts), from the reference plan."""
-    from implementations.reference import ReferenceImplementation
-
     from harness.suites.case import Case
+    from implementations.reference import ReferenceImplementation
 
     run = Case(tc="TC-01", model="qwen3_5_moe", layerwise="s2", parallel="tp4", implementation="reference",
                draft=draft).resolved.run
