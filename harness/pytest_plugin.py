@@ -16,6 +16,7 @@ import pytest
 
 _MATRIX_KEY = pytest.StashKey["object"]()
 _FACTS_KEY = pytest.StashKey["dict"]()
+_REPRESENTATIVE_KEY = pytest.StashKey["set"]()
 
 
 def pytest_addoption(parser) -> None:
@@ -41,6 +42,9 @@ def pytest_addoption(parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before allure's, which creates --alluredir (a traceback when it cannot)
 def pytest_configure(config) -> None:
+    from harness.reporting import alluredir as allure_env
+
+    allure_env.take(config)  # $LW_ALLUREDIR (CI) when --alluredir is not given
     for name, text in (("L1", "level 1 of the seed test plan"), ("L2", "level 2 of the seed test plan")):
         config.addinivalue_line("markers", f"{name}: {text}")
     for n in range(1, 8):
@@ -73,6 +77,13 @@ def pytest_configure(config) -> None:
     from harness.reporting import write_guard
 
     write_guard.guard_allure_writes()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    from harness.reporting import alluredir as allure_env
+
+    allure_env.hand_to_worker(node)
 
 
 def _write_allure_meta(alluredir: str, matrix) -> None:
@@ -159,9 +170,21 @@ def pytest_generate_tests(metafunc) -> None:
 
 
 def pytest_collection_modifyitems(config, items) -> None:
+    from harness.reporting import allure_labels
+
+    # A TC the matrix does not apply to has no cases: not generated (deselected), rather than
+    # pytest's "got empty parameter set" skip.
+    empty = [item for item in items if _has_empty_case(item)]
+    if empty:
+        items[:] = [item for item in items if not _has_empty_case(item)]
+        config.hook.pytest_deselected(items=empty)
+    config.stash[_REPRESENTATIVE_KEY] = allure_labels.representatives(
+        [case for case in map(_case_of, items) if case is not None])
     for item in items:
         case = _case_of(item)
         if case is None:
+            for mark in allure_labels.self_test_markers(item):
+                item.add_marker(mark)
             continue
         suite = item.module.SUITE
         item.add_marker(getattr(pytest.mark, suite.LEVEL))
@@ -177,6 +200,11 @@ def _pool_size(item) -> int:
         return 0
     hook = getattr(item.module.SUITE, "world_size", None)
     return hook(case) if hook else case.world_size
+
+
+def _has_empty_case(item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and "lw_case" in callspec.params and _case_of(item) is None
 
 
 def _case_of(item):
@@ -245,7 +273,11 @@ def pytest_runtest_makereport(item, call):
 
         stash = item.stash.get(_FACTS_KEY, {})
         if getattr(item.config.option, "allure_report_dir", None):  # charts cost time; only when reported
-            allure_labels.attach_results(item, case, stash.get("facts"), report, call.excinfo)
+            representative = (case.tc, case.id) in item.config.stash.get(_REPRESENTATIVE_KEY, set())
+            allure_labels.attach_results(item, case, stash.get("facts"), report, call.excinfo,
+                                         representative=representative)
+            if report.failed and call.excinfo is None and "XPASS(strict)" in str(report.longrepr):
+                allure_labels.mark_xpass(str(report.longrepr).replace("[XPASS(strict)]", "").strip())
         path = item.config.getoption("lw_results")
         if path:
             try:

@@ -78,7 +78,7 @@ def topology(cards: int, file: str | None, save: str | None) -> int:
 
 
 def nccl(world: int) -> int:
-    from harness.rankpool import RankPool, RankFailure, RankTimeout
+    from harness.rankpool import RankFailure, RankPool, RankTimeout
     from harness.rankpool.errors import PoolUnavailable
 
     expected_sum = float(world * (world + 1) // 2)

@@ -78,8 +78,9 @@ class SweepCallback(Callback):
         results = collect(sweep_dir, jobs, self.returns)
         for result in results:
             st.record(result["job"]["num"], result.get("status", st.ERROR))
+        allure_link = combined_allure_report(sweep_dir, results)
         try:
-            paths = write_summary(sweep_dir, results, command=sweep_command(config))
+            paths = write_summary(sweep_dir, results, command=sweep_command(config), allure_report=allure_link)
         except OSError as exc:
             st.record("sweep summary", st.ERROR)
             print(f"error: cannot write the sweep summary into {sweep_dir}: {exc.strerror or exc}", file=sys.stderr)
@@ -167,10 +168,43 @@ def sweep_command(config: DictConfig) -> str:
     return " ".join(["python -m harness -m", *config.hydra.overrides.task])
 
 
-def write_summary(sweep_dir: Path, results: list[dict], command: str = "") -> tuple[Path, Path, Path]:
+ALLURE_REPORT_DIR = "allure-report"
+
+
+def allure_results_of(sweep_dir: Path, results: list[dict]) -> list[Path]:
+    """The jobs' Allure results folders that hold results (suite mode), in job order."""
+    out = []
+    for result in results:
+        folder = result.get("allure_results")
+        if folder and any(Path(folder).glob("*-result.json")):
+            out.append(Path(folder))
+    return out
+
+
+def combined_allure_report(sweep_dir: Path, results: list[dict], cli: Optional[Path] = None) -> str:
+    """One Allure report of every job's tests in ``<sweep>/allure-report``; its link relative to the
+    sweep directory, or "" (a plan sweep, no Allure CLI, or a failed build: said on one line)."""
+    from harness.reporting import report
+
+    folders = allure_results_of(sweep_dir, results)
+    if not folders:
+        return ""
+    try:
+        index = report.generate(folders, sweep_dir / ALLURE_REPORT_DIR, cli=cli,
+                                name=f"{report.REPORT_NAME}: sweep {sweep_dir.name}")
+    except report.ReportError as exc:
+        _say(f"sweep: no combined Allure report ({exc})")
+        return ""
+    _say(f"sweep: Allure report of {len(folders)} job{'' if len(folders) == 1 else 's'} -> {index}")
+    return str(index.relative_to(sweep_dir))
+
+
+def write_summary(sweep_dir: Path, results: list[dict], command: str = "",
+                  allure_report: str = "") -> tuple[Path, Path, Path]:
     """results.csv, results.md and results.png in ``sweep_dir``, each written atomically."""
     rows = aggregate.rows(results)
     csv_path = write_atomic(sweep_dir / OUTPUTS[0], aggregate.to_csv(rows))
-    md_path = write_atomic(sweep_dir / OUTPUTS[1], aggregate.to_markdown(rows, results, command=command))
+    md_path = write_atomic(sweep_dir / OUTPUTS[1], aggregate.to_markdown(rows, results, command=command,
+                                                                         allure_report=allure_report))
     png_path = write_atomic(sweep_dir / OUTPUTS[2], aggregate.to_png(rows))
     return csv_path, md_path, png_path

@@ -8,6 +8,7 @@ backend name is a user mistake and raises ``implementations.errors.ConfigError``
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 
@@ -21,6 +22,11 @@ class RankFailure(DistRunnerError):
     ``rank_errors`` maps rank -> formatted error text (traceback, exit code or stack);
     ``pool_rebuilt`` is False only when every rank reported cleanly (an agreed check
     failure, see ``RankContext.assert_all``) so the live group was kept.
+
+    The message keeps the summary and the first failing rank's section only, marked
+    (``>>> rank 2 raised: the failure <<<``); the other ranks' sections (peers that
+    raised afterwards, idle ranks' stacks) are in ``other_ranks`` (the report attaches
+    them once). ``failed_rank`` is that first rank (None for an agreed check).
     """
 
     def __init__(
@@ -30,7 +36,9 @@ class RankFailure(DistRunnerError):
         rank_errors: Mapping[int, str] | None = None,
         pool_rebuilt: bool = True,
     ) -> None:
-        super().__init__(message)
+        short, self.failed_rank, self.other_ranks = split_sections(message)
+        super().__init__(short)
+        self.full_message = message
         self.rank_errors = dict(rank_errors or {})
         self.pool_rebuilt = pool_rebuilt
 
@@ -57,3 +65,57 @@ class PoolUnavailable(DistRunnerError):
 
 class CollectiveCheckFailed(AssertionError):
     """Raised on every rank by ``RankContext.assert_all`` when any rank's verdict is False."""
+
+
+SECTION = re.compile(r"^--- (?:rank (\d+) )?([a-z][a-z ]*) ---$", re.M)
+"""A section header of the runner's message: ``--- rank 2 raised ---``, ``--- agreed check ---``."""
+ROOT_LABELS = ("exited", "raised", "agreed check", "stack")
+"""Which section is the failure, in order: a dead rank, a raising rank, an agreed check, a hung rank."""
+
+
+def split_sections(message: str) -> tuple[str, int | None, str]:
+    """(summary + the failing rank's section, marked; that rank; every other section).
+
+    A trailing note in parentheses (``(the ranks were killed; ...)``) stays in the summary.
+    """
+    found = list(SECTION.finditer(message))
+    if not found:
+        return message, None, ""
+    head = message[: found[0].start()].rstrip("\n")
+    sections = []
+    for i, match in enumerate(found):
+        end = found[i + 1].start() if i + 1 < len(found) else len(message)
+        rank = int(match.group(1)) if match.group(1) is not None else None
+        sections.append((rank, match.group(2), message[match.start() : end].rstrip("\n")))
+    rank, label, last = sections[-1]
+    note = ""
+    lines = last.splitlines()
+    if len(lines) > 1 and lines[-1].startswith("(") and lines[-1].endswith(")"):
+        note = lines[-1]
+        sections[-1] = (rank, label, "\n".join(lines[:-1]))
+    rarity = _frame_rarity([text for _, label, text in sections if label == "stack"])
+    root = min(range(len(sections)), key=lambda i: (ROOT_LABELS.index(sections[i][1])
+                                                    if sections[i][1] in ROOT_LABELS else len(ROOT_LABELS),
+                                                    rarity.get(sections[i][2], 0), i))
+    root_rank, root_label, root_text = sections[root]
+    body = root_text.split("\n", 1)[1] if "\n" in root_text else ""
+    who = f"rank {root_rank} {root_label}" if root_rank is not None else root_label
+    marked = f">>> {who}: the failure <<<\n{body}"
+    others = "\n".join(text for i, (_, _, text) in enumerate(sections) if i != root)
+    if others:
+        marked += f"\n({len(sections) - 1} other rank section{'s' if len(sections) > 2 else ''} in other_ranks)"
+    short = "\n".join(part for part in (head, marked, note) if part)
+    return short, root_rank, others
+
+
+_BODY_FRAME = re.compile(r'File "[^"]+", line \d+ in \S+')
+
+
+def _frame_rarity(stacks: list[str]) -> dict[str, int]:
+    """Per hung rank's stack: how many ranks stand at the same innermost frame. The hung rank is
+    where few stand (its own code); its peers wait together in a collective."""
+    frames = {text: (_BODY_FRAME.search(text).group(0) if _BODY_FRAME.search(text) else text) for text in stacks}
+    counts: dict[str, int] = {}
+    for frame in frames.values():
+        counts[frame] = counts.get(frame, 0) + 1
+    return {text: counts[frame] for text, frame in frames.items()}

@@ -18,21 +18,24 @@ from harness.paths import REPO_ROOT
 UPSTREAM_RULE_MARKER = "upstream owner rule"
 """Expected failures of the xllm_upstream implementation must carry this in their reason."""
 
-# Allure 2 matches messageRegex against the whole status message (DOTALL); a result
-# may fall in several categories. allure-pytest reports an AssertionError as
-# "failed", any other exception as "broken", and an xfail as "skipped" with
-# "XFAIL <reason>" as the message.
+# Allure 2 matches messageRegex / traceRegex against the whole status message / trace
+# (DOTALL) and files a result in every category it matches, so these exclude each other.
+# harness.reporting.results starts each failure's trace with ``category: <name>``
+# (decided from where the exception was raised) and gives like cases the same message.
 CATEGORIES = (
     {
         "name": "Product defect",
-        "description": "An assertion about the implementation's plan, bytes or KV data failed.",
-        "matchedStatuses": ["failed"],
+        "description": "The implementation under test is wrong: a check against the spec failed, or an "
+        "exception was raised inside implementations/.",
+        "matchedStatuses": ["failed", "broken"],
+        "traceRegex": "category: product defect.*",
     },
     {
-        "name": "Harness or infrastructure error",
-        "description": "The test could not reach a verdict: RankTimeout, RankFailure, "
-        "PoolUnavailable or another error outside an assertion.",
+        "name": "Harness error",
+        "description": "The test could not reach a verdict: an exception raised in harness or test code "
+        "(RankTimeout, a rank that died outside the implementation, PoolUnavailable, ...).",
         "matchedStatuses": ["broken"],
+        "traceRegex": "category: harness error.*",
     },
     {
         "name": "Expected failure: upstream owner rule",
@@ -40,6 +43,13 @@ CATEGORIES = (
         "kept as a strict expected failure.",
         "matchedStatuses": ["skipped"],
         "messageRegex": f".*{UPSTREAM_RULE_MARKER}.*",
+    },
+    {
+        "name": "Unexpected pass: upstream owner rule",
+        "description": "A strict expected failure of the upstream owner rule passed: upstream (or the "
+        "implementation under test) now assigns owners as the spec says; drop the expectation.",
+        "matchedStatuses": ["failed"],
+        "traceRegex": "category: unexpected pass.*",
     },
 )
 

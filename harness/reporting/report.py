@@ -1,31 +1,42 @@
-"""Turn Allure results into one offline HTML file.
+"""Turn Allure results into one offline HTML file, with the trend of earlier runs.
 
-    python -m harness.reporting.report [--results DIR] [--out DIR]
+    python -m harness.reporting.report [--results DIR] [--out DIR] [--history DIR | --no-history]
 
-Runs ``allure generate --single-file --clean`` (Allure 2; install it with
-``bash scripts/install_allure.sh``). The report is built in a temporary directory
-beside ``--out`` and renamed into place only when the CLI succeeds, so ``--out`` is
-either the previous report or the complete new one. A single-file report opens
-from disk (file://); a multi-file one needs an HTTP server.
+Runs ``allure generate --single-file --clean --name ...`` (Allure 2; install it with
+``bash scripts/install_allure.sh``) on a prepared copy of the results
+(``harness.reporting.results``: categories by origin, stable messages, executor,
+history). The report is built in a temporary directory beside ``--out`` and renamed
+into place only when the CLI succeeds, so ``--out`` is either the previous report or
+the complete new one. The new report's ``history/*.json`` (trend, duration, retries,
+categories) is then kept in ``--history`` (default ``reports/allure-history``) for the
+next run, so trends show from the second report on. A single-file report opens from
+disk (file://); a multi-file one needs an HTTP server.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from harness.paths import REPO_ROOT
+from harness.reporting.allure_labels import FEATURE_DOC
+from harness.reporting.results import prepare
 
 LOCAL_CLI = REPO_ROOT / ".tools" / "allure" / "node_modules" / ".bin" / "allure"
 DEFAULT_RESULTS = REPO_ROOT / "reports" / "allure-results"
 DEFAULT_OUT = REPO_ROOT / "reports" / "allure-report"
+DEFAULT_HISTORY = REPO_ROOT / "reports" / "allure-history"
+REPORT_NAME = "Layerwise split KV cache sharding"
 INSTALL_HINT = "bash scripts/install_allure.sh"
 GENERATE_TIMEOUT_S = 300
 
@@ -52,9 +63,58 @@ def check_results(results: Path) -> int:
     return count
 
 
-def generate(results: Path, out: Path, cli: Path | None = None) -> Path:
-    """Build ``out/index.html`` from ``results``; returns its path."""
-    check_results(results)
+def executor_info(env: Mapping[str, str], history: Path | None = None) -> dict:
+    """Allure's ``executor.json``: the CI's name, build number and link when the environment has them.
+
+    Known CIs: GitHub Actions, GitLab CI, Jenkins, Buildkite; any other may set
+    ``CI_NAME``, ``CI_BUILD_NUMBER`` and ``CI_BUILD_URL``. Without a build number the
+    build order continues the previous report's history (so trend points stay in order).
+    """
+    if env.get("GITHUB_ACTIONS") == "true":
+        name, kind, number = "GitHub Actions", "github", env.get("GITHUB_RUN_NUMBER")
+        url = (f"{env.get('GITHUB_SERVER_URL', 'https://github.com')}/{env['GITHUB_REPOSITORY']}/actions/runs/"
+               f"{env['GITHUB_RUN_ID']}" if env.get("GITHUB_REPOSITORY") and env.get("GITHUB_RUN_ID") else None)
+    elif env.get("GITLAB_CI"):
+        name, kind, number, url = "GitLab CI", "gitlab", env.get("CI_PIPELINE_IID"), env.get("CI_JOB_URL")
+    elif env.get("JENKINS_URL"):
+        name, kind, number, url = "Jenkins", "jenkins", env.get("BUILD_NUMBER"), env.get("BUILD_URL")
+    elif env.get("BUILDKITE"):
+        name, kind, number, url = "Buildkite", "buildkite", env.get("BUILDKITE_BUILD_NUMBER"), env.get("BUILDKITE_BUILD_URL")
+    elif env.get("CI_NAME"):
+        name, kind, number, url = env["CI_NAME"], "ci", env.get("CI_BUILD_NUMBER"), env.get("CI_BUILD_URL")
+    else:
+        name, kind, number, url = "local run", "local", None, None
+    order = int(number) if number and number.isdigit() else _last_build_order(history) + 1
+    info = {"name": name, "type": kind, "buildOrder": order, "buildName": f"{name} #{number or order}",
+            "reportName": REPORT_NAME}
+    if url:
+        info["buildUrl"] = url
+    return info
+
+
+def _last_build_order(history: Path | None) -> int:
+    """The highest ``buildOrder`` in ``history/history-trend.json`` (0 without one)."""
+    try:
+        points = json.loads((history / "history-trend.json").read_text(encoding="utf-8")) if history else []
+    except (OSError, ValueError):
+        return 0
+    orders = [p.get("buildOrder") for p in points if isinstance(p, dict) and isinstance(p.get("buildOrder"), int)]
+    return max(orders, default=len(points))
+
+
+def generate(results: Path | Sequence[Path], out: Path, cli: Path | None = None, *, history: Path | None = None,
+             name: str = REPORT_NAME, executor: Mapping[str, Any] | None = None) -> Path:
+    """Build ``out/index.html`` from ``results`` (one folder, or several merged: a sweep's jobs);
+    returns its path.
+
+    With ``history``, the previous run's trend files are read from it and the new
+    report's are written back to it (only after the report is in place).
+    """
+    folders = [results] if isinstance(results, (str, Path)) else list(results)
+    if not folders:
+        raise ReportError("no results directory given")
+    for folder in folders:
+        check_results(Path(folder))
     cli = cli or find_cli()
     if cli is None:
         raise ReportError(f"Allure CLI not found ({LOCAL_CLI} or 'allure' on PATH); install it with: {INSTALL_HINT}")
@@ -66,10 +126,15 @@ def generate(results: Path, out: Path, cli: Path | None = None) -> Path:
 
     try:
         staging = staging_parent / "report"
+        try:
+            prepared = prepare(folders, staging_parent / "results", history=history,
+                               executor=executor if executor is not None else executor_info(os.environ, history))
+        except OSError as exc:
+            raise ReportError(f"cannot prepare the results from {results}: {exc.strerror or exc}") from exc
         env = dict(os.environ, ALLURE_NO_ANALYTICS="true")
         try:
             done = subprocess.run(
-                [str(cli), "generate", "--single-file", "--clean", "-o", str(staging), str(results)],
+                [str(cli), "generate", "--single-file", "--clean", "--name", name, "-o", str(staging), str(prepared)],
                 env=env, capture_output=True, text=True, timeout=GENERATE_TIMEOUT_S,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -78,10 +143,45 @@ def generate(results: Path, out: Path, cli: Path | None = None) -> Path:
             detail = (done.stderr or done.stdout).strip().splitlines()
             last = detail[-1] if detail else "no output"
             raise ReportError(f"allure generate failed (exit {done.returncode}): {last}")
+        if FEATURE_DOC.is_file():  # the TCs link their FEATURE sections relative to the report
+            shutil.copyfile(FEATURE_DOC, staging / FEATURE_DOC.name)
         _replace_dir(staging, out)
     finally:
         shutil.rmtree(staging_parent, ignore_errors=True)
-    return out / "index.html"
+    index = out / "index.html"
+    if history is not None:
+        save_history(index.read_text(encoding="utf-8"), history)
+    return index
+
+
+HISTORY_ITEMS = 5
+"""Earlier results kept per test in ``history.json`` (Allure keeps 20): each one is copied into every
+test's page of the next single-file report, so 20 would add megabytes; the trend files are untouched."""
+
+
+def cap_history(history_json: bytes, items: int = HISTORY_ITEMS) -> bytes:
+    """``history.json`` with each test's ``items`` cut to the newest ``items``."""
+    data = json.loads(history_json)
+    for entry in data.values():
+        if isinstance(entry, dict) and isinstance(entry.get("items"), list):
+            entry["items"] = sorted(entry["items"], key=lambda i: -((i.get("time") or {}).get("start") or 0))[:items]
+    return json.dumps(data).encode()
+
+
+def save_history(index_html: str, history: Path) -> list[Path]:
+    """Write the report's embedded ``history/*.json`` into ``history`` (each file atomically)."""
+    history.mkdir(parents=True, exist_ok=True)
+    written = []
+    for path, data in embedded_files(index_html).items():
+        if path.startswith("history/") and path.endswith(".json"):
+            if path == "history/history.json":
+                data = cap_history(data)
+            target = history / path.split("/", 1)[1]
+            tmp = target.with_name(f".{target.name}.tmp")
+            tmp.write_bytes(data)
+            tmp.replace(target)
+            written.append(target)
+    return written
 
 
 def _replace_dir(new: Path, target: Path) -> None:
@@ -110,13 +210,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.reporting.report", description=__doc__.split("\n")[0])
     parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="Allure results (pytest --alluredir)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="report directory (index.html inside)")
+    parser.add_argument("--history", type=Path, default=DEFAULT_HISTORY,
+                        help="trend history carried from report to report (default reports/allure-history)")
+    parser.add_argument("--no-history", action="store_true", help="neither read nor write the trend history")
+    parser.add_argument("--name", default=REPORT_NAME, help="the report's title")
     args = parser.parse_args(argv)
     try:
-        index = generate(args.results, args.out)
+        index = generate(args.results, args.out, history=None if args.no_history else args.history, name=args.name)
     except ReportError as exc:
         print(f"report: {exc}", file=sys.stderr)
         return 2
-    print(f"report: {index}")
+    print(f"report: {index} ({index.stat().st_size / 2**20:.1f} MiB)")
     return 0
 
 

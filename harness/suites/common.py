@@ -5,9 +5,12 @@ from __future__ import annotations
 from itertools import product
 
 from harness import oracle
+
+# The report views live in harness.reporting.views (re-exported here until the suites import them there).
+from harness.reporting.views import layout_view, memory_view, report_view  # noqa: F401
 from harness.suites.bring_up import bring_up
 from harness.suites.case import Case
-from harness.suites.facts import owned_full, worker_facts
+from harness.suites.facts import worker_facts
 
 
 def standard_cases(tc: str, matrix, *, layerwise=None, parallel=None, models=None) -> list[Case]:
@@ -66,37 +69,6 @@ def expected_rejection(run) -> str | None:
         if refused:
             return reason
     return None
-
-
-def layout_view(facts: list[dict], role: str = "target") -> dict | None:
-    plan = plan_of(facts)
-    if plan is None:
-        return None
-    ranks = [f["rank"] for f in facts if role in f["workers"]]
-    return {
-        "ranks": ranks,
-        "layers": list(range(plan.num_layers)),
-        "full_layers": list(plan.full_layers),
-        "owned": {f["rank"]: owned_full(f["workers"][role]) for f in facts if role in f["workers"]},
-    }
-
-
-def memory_view(facts: list[dict], role: str = "target") -> dict | None:
-    plan = plan_of(facts)
-    if plan is None:
-        return None
-    rows = [f for f in facts if role in f["workers"]]
-    est = {rp.rank: rp.estimated_bytes for rp in plan.ranks}
-    return {
-        "ranks": [f["rank"] for f in rows],
-        "estimated_bytes": [est.get(f["workers"][role]["plan_rank"], 0) for f in rows],
-        "measured_bytes": [f["workers"][role]["measured_bytes"] for f in rows],
-        "uniform_bytes": [plan.uniform_peak_bytes for _ in rows],
-    }
-
-
-def report_view(facts: list[dict]) -> dict:
-    return {"layout": layout_view(facts), "memory": memory_view(facts)}
 
 
 def summarize(facts: list[dict]) -> dict:

@@ -38,7 +38,7 @@ def planned(num, s, n_blocks, owned_peak, impl="reference", model="deepseek_v32"
         "plan": {"n_blocks": n_blocks, "uniform_n_blocks": 1562, "peak_bytes": n_blocks * per_block,
                  "uniform_peak_bytes": n_blocks * 61 * LAYER, "savings_bytes": n_blocks * (61 * LAYER - per_block),
                  "capacity_gain": n_blocks / 1562, "linear_state_bytes": 0, "full_layers": 61,
-                 "same_capacity_peak_bytes": 1562 * per_block,
+                 "same_capacity_peak_bytes": 1562 * per_block, "layer_bytes_per_block": LAYER,
                  "peak_layers": float(per_block // LAYER), "limit_layers": limit_layers(61, s)},
     }
 
@@ -70,7 +70,8 @@ def test_rows_sorted_by_split_size_with_the_plan_numbers():
     rows = aggregate.rows(SAMPLES)
     assert [r["split_size"] for r in rows] == [1, 2, 4]
     s2 = rows[1]
-    assert (s2["job"], s2["status"], s2["n_blocks"], s2["uniform_n_blocks"]) == (1, "planned", 2978, 1562)
+    # numbered from 1 (as the progress lines); the directory keeps Hydra's number
+    assert (s2["job"], s2["job_dir"], s2["status"], s2["n_blocks"], s2["uniform_n_blocks"]) == (2, "1", "planned", 2978, 1562)
     assert s2["peak_bytes"] == 2978 * 32 * LAYER
     assert s2["kv_budget_bytes"] == 16384 * MIB
     assert (s2["peak_layers"], s2["limit_layers"]) == (32.0, 32)
@@ -82,11 +83,11 @@ def test_csv_has_every_column_and_the_numbers():
     table = list(csv.DictReader(io.StringIO(text)))
     assert list(table[0]) == list(aggregate.COLUMNS)
     by_job = {r["job"]: r for r in table}
-    assert by_job["1"]["n_blocks"] == "2978" and by_job["2"]["n_blocks"] == "5607"
-    assert float(by_job["1"]["capacity_gain"]) == pytest.approx(2978 / 1562)
-    assert by_job["3"]["status"] == "failed"
-    assert (by_job["3"]["passed"], by_job["3"]["failed"]) == ("5", "2")
-    assert by_job["3"]["n_blocks"] == ""
+    assert by_job["2"]["n_blocks"] == "2978" and by_job["3"]["n_blocks"] == "5607"
+    assert float(by_job["2"]["capacity_gain"]) == pytest.approx(2978 / 1562)
+    assert by_job["4"]["status"] == "failed" and by_job["4"]["job_dir"] == "3"
+    assert (by_job["4"]["passed"], by_job["4"]["failed"]) == ("5", "2")
+    assert by_job["4"]["n_blocks"] == ""
 
 
 def _md_rows(text):
@@ -106,6 +107,11 @@ def test_markdown_table_cells_and_budget_line():
     assert (s2["peak (layers)"], s2["limit: full layers / s + 1 scratch (layers)"]) == ("32", "32")
     assert s2["peak KV MiB/rank"] == f"{2978 * 32 * LAYER / MIB:,.1f}"
     assert "3 jobs: 3 planned." in text
+    assert text.startswith("# Sweep results: Iluvatar BI-V100, 16,384 MiB of KV per rank\n")
+    assert [r["job"] for r in rows] == ["[1](0/)", "[2](1/)", "[3](2/)"]
+    assert "Allure report" not in text
+    linked = aggregate.to_markdown(aggregate.rows(SAMPLES), SAMPLES, allure_report="allure-report/index.html")
+    assert "[allure-report/index.html](allure-report/index.html)" in linked
 
 
 def test_a_failed_or_missing_job_is_a_row_with_its_status():
@@ -113,19 +119,55 @@ def test_a_failed_or_missing_job_is_a_row_with_its_status():
                "message": "no result.json (the job died or was killed)"}
     results = SAMPLES + [failed_suite_job(), missing]
     rows = aggregate.rows(results)
-    assert [r["job"] for r in aggregate.failed(rows)] == [3, 4]
+    assert [r["job"] for r in aggregate.failed(rows)] == [4, 5]
     text = aggregate.to_markdown(rows, results)
     header, md = _md_rows(text)
     assert "tests" in header  # a suite job is in the sweep
     by_job = {r["job"]: r for r in md}
-    assert by_job["3"]["status"] == "failed" and by_job["3"]["tests"] == "2 failed, 5 passed"
-    assert by_job["4"]["status"] == "missing" and "model=glm_moe_dsa" in by_job["4"]["note"]
+    assert by_job["[4](3/)"]["status"] == "**✗ failed**" and by_job["[4](3/)"]["tests"] == "2 failed, 5 passed"
+    assert by_job["[5](4/)"]["status"] == "**✗ missing**" and "model=glm_moe_dsa" in by_job["[5](4/)"]["note"]
+    assert by_job["[1](0/)"]["status"] == "planned"
     assert "1 failed" in text and "1 missing" in text
+    assert "CPU simulation, 128 MiB of KV per rank" in text.splitlines()[0]
 
 
 def test_png_is_a_png_with_or_without_numbers():
     assert aggregate.to_png(aggregate.rows(SAMPLES)).startswith(PNG_MAGIC)
     assert aggregate.to_png(aggregate.rows([failed_suite_job()])).startswith(PNG_MAGIC)
+
+
+def test_chart_keeps_failed_jobs_and_names_hardware_and_budget():
+    failing = dict(planned(3, 2, 2978, 31, impl="mutant_owner_off_by_one"), mode="suite", status="failed")
+    rows = aggregate.rows(SAMPLES + [failing, failed_suite_job(5)])
+    series = aggregate._series(rows)
+    assert [r["job"] for r in series[("deepseek_v32", "mutant_owner_off_by_one", "bi_v100", "tp4")]] == [4]
+    assert aggregate.chart_title(rows, "KV") == (
+        "KV: Iluvatar BI-V100, 16,384 MiB of KV per rank; CPU simulation, 128 MiB of KV per rank")
+    s2 = next(r for r in rows if r["job"] == 2)
+    assert aggregate._at_uniform_blocks(s2, s2["limit_layers"]) == pytest.approx(32 * LAYER * 1562 / MIB)
+    assert aggregate.to_png(rows).startswith(PNG_MAGIC)
+
+
+def test_a_sweep_builds_one_combined_allure_report(tmp_path, monkeypatch):
+    from harness.reporting import report
+
+    jobs = []
+    for num in (0, 1):
+        folder = tmp_path / str(num) / "allure-results"
+        folder.mkdir(parents=True)
+        (folder / f"u{num}-result.json").write_text(json.dumps({"uuid": f"u{num}", "name": "t", "status": "passed"}))
+        jobs.append({"job": {"num": num}, "allure_results": str(folder)})
+    jobs.append({"job": {"num": 2}, "status": "missing"})
+    cli = tmp_path / "fake-allure"  # records the folder it was given and writes an index
+    cli.write_text('#!/bin/sh\nwhile [ $# -gt 1 ]; do [ "$1" = -o ] && out="$2"; shift; done\n'
+                   'mkdir -p "$out" && ls "$1" > "$out/index.html"\n')
+    cli.chmod(0o755)
+    assert callback.combined_allure_report(tmp_path, jobs, cli=cli) == "allure-report/index.html"
+    merged = (tmp_path / "allure-report" / "index.html").read_text().split()
+    assert {"u0-result.json", "u1-result.json", "categories.json", "executor.json"} <= set(merged)
+    assert callback.combined_allure_report(tmp_path, [{"job": {"num": 0}}]) == ""  # a plan sweep: none
+    monkeypatch.setattr(report, "find_cli", lambda: None)
+    assert callback.combined_allure_report(tmp_path, jobs) == ""  # no CLI: said, not raised
 
 
 def test_pipes_in_a_message_do_not_break_the_table():

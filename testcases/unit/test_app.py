@@ -217,7 +217,10 @@ def test_failed_job_is_reported_and_the_sweep_exits_non_zero(tmp_path):
     assert re.search(r"\[2/2\] implementation=mutant_max_block_count: FAILED \d+ failed", proc.stdout)
     rows = {r["implementation"]: r for r in csv.DictReader((sweep_dir / "results.csv").open())}
     assert rows["reference"]["status"] == "passed" and rows["mutant_max_block_count"]["status"] == "failed"
-    assert "| failed |" in (sweep_dir / "results.md").read_text()
+    summary = (sweep_dir / "results.md").read_text()
+    assert "| **✗ failed** |" in summary
+    if (sweep_dir / "allure-report" / "index.html").is_file():  # one combined report (when the Allure CLI is here)
+        assert "(allure-report/index.html)" in summary
     assert (sweep_dir / "1" / "pytest.log").read_text().count("failed") >= 1
 
 

@@ -75,7 +75,9 @@ def test_layout_html():
 
 def test_memory_chart_is_png():
     png = attachments.memory_chart_png(
-        [0, 1, 2, 3], estimated_bytes=[5 << 30] * 4, measured_bytes=[5 << 30] * 4, uniform_bytes=[9 << 30] * 4
+        [0, 1, 2, 3], estimated_bytes=[5 << 30] * 4, measured_bytes=[5 << 30] * 4, uniform_bytes=9 << 30,
+        spec_bytes=[5 << 30] * 4, budget_bytes=10 << 30, draft_measured_bytes=[1 << 30] * 4,
+        draft_estimated_bytes=[1 << 30] * 4, draft_spec_bytes=[1 << 30] * 4, title="m, s 2, world 4",
     )
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
     assert len(png) > 1000
@@ -150,8 +152,16 @@ def test_git_commit(tmp_path):
 def test_categories_file(tmp_path):
     path = allure_meta.write_categories(tmp_path)
     categories = {c["name"]: c for c in json.loads(path.read_text())}
-    assert categories["Product defect"]["matchedStatuses"] == ["failed"]
-    assert categories["Harness or infrastructure error"]["matchedStatuses"] == ["broken"]
+    assert categories["Product defect"]["matchedStatuses"] == ["failed", "broken"]
+    assert categories["Harness error"]["matchedStatuses"] == ["broken"]
+    assert categories["Unexpected pass: upstream owner rule"]["matchedStatuses"] == ["failed"]
+    # the trace's first line (harness.reporting.results) decides between them: they exclude each other
+    traces = {"Product defect": "category: product defect: x\ny", "Harness error": "category: harness error: x",
+              "Unexpected pass: upstream owner rule": "category: unexpected pass: x"}
+    for name, trace in traces.items():
+        matched = [n for n, c in categories.items() if "traceRegex" in c
+                   and re.compile(c["traceRegex"], re.DOTALL).fullmatch(trace)]
+        assert matched == [name]
     upstream = categories["Expected failure: upstream owner rule"]
     assert upstream["matchedStatuses"] == ["skipped"]
     # Allure 2 matches the whole message with DOTALL; an xfail message spans lines
@@ -188,6 +198,11 @@ def test_report_without_cli(tmp_path, monkeypatch, capsys):
     assert "\n" not in err and "Allure CLI not found" in err and "install_allure.sh" in err
 
 
+FEATURE = report.FEATURE_DOC.is_file()
+OUT_ARG = 'while [ $# -gt 0 ]; do [ "$1" = -o ] && out="$2"; shift; done\n'
+"""Shell lines that set ``$out`` to the fake CLI's ``-o`` argument."""
+
+
 def _fake_cli(tmp_path, body: str):
     cli = tmp_path / "fake-allure"
     cli.write_text("#!/bin/sh\n" + body)
@@ -199,8 +214,8 @@ def test_failed_generation_leaves_previous_report(tmp_path):
     out = tmp_path / "reports" / "allure-report"
     out.mkdir(parents=True)
     (out / "index.html").write_text("previous")
-    # writes half a report into -o (argument 5), then fails
-    cli = _fake_cli(tmp_path, 'mkdir -p "$5" && echo half > "$5/index.html"; echo "boom" >&2; exit 1\n')
+    # writes half a report into -o, then fails
+    cli = _fake_cli(tmp_path, OUT_ARG + 'mkdir -p "$out" && echo half > "$out/index.html"; echo "boom" >&2; exit 1\n')
     results = _results(tmp_path)
     with pytest.raises(report.ReportError, match="exit 1.*boom"):
         report.generate(results, out, cli=cli)
@@ -213,9 +228,9 @@ def test_successful_generation_replaces_previous_report(tmp_path):
     out = tmp_path / "reports" / "allure-report"
     out.mkdir(parents=True)
     (out / "old.txt").write_text("old")
-    cli = _fake_cli(tmp_path, 'mkdir -p "$5" && echo new > "$5/index.html"\n')
+    cli = _fake_cli(tmp_path, OUT_ARG + 'mkdir -p "$out" && echo new > "$out/index.html"\n')
     assert report.generate(_results(tmp_path), out, cli=cli) == out / "index.html"
-    assert sorted(p.name for p in out.iterdir()) == ["index.html"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(["index.html"] + (["FEATURE.md"] if FEATURE else []))
     assert sorted(p.name for p in out.parent.iterdir()) == ["allure-report"]
 
 
@@ -247,7 +262,7 @@ TINY_SUITE = textwrap.dedent(
 
     @allure.id("TC-02")
     def test_fails():
-        attachments.attach_rank_logs({1: "Traceback: rank 1 broke"})
+        attachments.attach_rank_failure({0: "stack of rank 0", 1: "Traceback: rank 1 broke"}, 1)
         assert 1 == 2
 
     @allure.id("TC-06")
@@ -303,8 +318,329 @@ def test_report_end_to_end(tmp_path):
         "layout (table)": "text/html", "layout.csv": "text/csv",
         "per-rank KV memory": "image/png", "composed config": "application/yaml",
     }
-    assert [a["name"] for a in cases["TC-02"]["testStage"]["attachments"]] == ["rank 1 log"]
+    assert [a["name"] for a in cases["TC-02"]["testStage"]["attachments"]] == [
+        "rank 1 log: the failure", "other ranks (0)"]
+    assert cases["TC-02"]["statusMessage"] == "TC-02: check failed: assert N == N"
 
     environment = json.loads(report.embedded_files(page)["widgets/environment.json"])
     assert {"name": "torch", "values": ["2.13.0"]} in environment
     assert {"name": "git_commit", "values": ["abc123"]} in environment
+
+
+# ---- expected next to actual: layout marks and folds, views from facts -----------------
+
+
+def _layout(n_layers: int, owned: dict, expected: dict) -> dict:
+    return {"ranks": sorted(owned), "layers": list(range(n_layers)), "full_layers": list(range(n_layers)),
+            "owned": owned, "expected_owned": expected, "split_ranks": {r: r for r in owned}}
+
+
+def test_layout_marks_departures_from_the_spec():
+    layout = dict(LAYOUT, expected_owned={0: [3], 1: [1]})  # the spec gives the other rank each layer
+    _, rows = attachments.layout_cells(layout)
+    assert rows[1] == ["1", "own ≠ spec: scratch", "scratch ≠ spec: own"]
+    assert rows[0] == ["0", "linear", "linear"]
+    assert attachments.departures(layout) == 4
+    assert attachments.departures(dict(LAYOUT, expected_owned=LAYOUT["owned"])) == 0
+    page = attachments.layout_html(layout)
+    assert page.count("class='bad'") == 4 + 0  # totals agree (1 / 1): only the four cells
+    assert "2 of 4 layers depart from the spec" in page
+
+
+def test_layout_folds_long_runs_that_match_the_spec():
+    owned = {0: list(range(0, 61, 2)), 1: list(range(1, 61, 2))}
+    page = attachments.layout_html(_layout(61, owned, owned))
+    top = page.split("<details>")[0]
+    assert len(re.findall(r"<tr><th>\d+</th>", top)) == attachments.FOLD_EDGE  # first rows shown
+    assert "layers 2&ndash;58: 57 layers as the spec says (rank 0 owns 29, rank 1 owns 28)" in page
+    assert page.count("<details>") == 1 and "All 61 layers match the spec" in page
+    # a departure in the middle stays visible, the runs around it fold
+    bad = {0: owned[0] + [31], 1: owned[1]}
+    page = attachments.layout_html(_layout(61, bad, owned))
+    assert page.count("<details>") == 2 and "1 of 61 layers depart" in page
+    assert re.search(r"<tr><th>31</th><td class='bad'[^>]*>own ≠ spec: scratch</td>", page)
+    assert "<td class='bad'>32 / 31</td>" in page  # the totals row: implementation / spec
+
+
+def _facts(owner_rule=None, draft="none"):
+    """Rank facts of a qwen3_5_moe s2 tp4 run as the ranks report them (dicts), from the reference plan."""
+    from harness.suites.case import Case
+    from implementations.reference import ReferenceImplementation
+
+    run = Case(tc="TC-01", model="qwen3_5_moe", layerwise="s2", parallel="tp4", implementation="reference",
+               draft=draft).resolved.run
+    plan = ReferenceImplementation().plan(run)
+    facts = []
+    for rp in plan.ranks:
+        owned = set(owner_rule(plan.full_layers, rp.split_rank) if owner_rule else rp.owned_full_layers)
+        layers = [{"layer": l, "kind": "full" if l in plan.full_layers else "linear", "owned": l in owned}
+                  for l in range(plan.num_layers)]
+        facts.append({"rank": rp.rank, "plan": plan if rp.rank == 0 else None, "run": run if rp.rank == 0 else None,
+                      "error": None, "workers": {"target": {"plan_rank": rp.rank, "split_rank": rp.split_rank,
+                                                            "measured_bytes": rp.estimated_bytes, "layers": layers}}})
+    return facts, plan, run
+
+
+def test_views_take_expected_owners_from_the_oracle_not_the_plan():
+    from harness import oracle
+    from harness.reporting import views
+
+    upstream = lambda full, split_rank: [l for l in full if l % 2 == split_rank]  # noqa: E731  layer_id % s
+    facts, plan, run = _facts(upstream)
+    layout = views.layout_view(facts)
+    spec = oracle.expected_owner(oracle.expected_full_layers(run.model), 2)
+    assert layout["expected_owned"][0] == [l for l, o in spec.items() if o == 0]
+    assert layout["owned"][1] == list(plan.full_layers) and layout["owned"][0] == []  # full layer ids are all odd
+    assert attachments.departures(layout) > 0
+    assert "qwen3_5_moe, s 2, world 4" in layout["title"]
+    memory = views.memory_view(facts)
+    n, uniform_n = oracle.expected_block_counts(run, run.hardware.kv_budget_bytes)
+    assert memory["budget_bytes"] == run.hardware.kv_budget_bytes
+    assert memory["spec_bytes"][0] == oracle.expected_rank_bytes(run, n, layout["expected_owned"][0])
+    assert memory["uniform_bytes"] > max(memory["spec_bytes"])  # the split saves memory
+    assert memory["estimated_bytes"] == [rp.estimated_bytes for rp in plan.ranks]
+    assert "draft_measured_bytes" not in memory
+    assert attachments.memory_chart_png(**memory).startswith(b"\x89PNG")
+
+
+def test_views_read_frozen_dataclass_facts_alike():
+    from dataclasses import dataclass
+
+    from harness.reporting import views
+
+    @dataclass(frozen=True)
+    class Layer:
+        layer: int
+        kind: str
+        owned: bool
+
+    @dataclass(frozen=True)
+    class Worker:
+        plan_rank: int
+        split_rank: int
+        measured_bytes: int
+        layers: tuple
+
+    @dataclass(frozen=True)
+    class RankFacts:
+        rank: int
+        plan: object
+        run: object
+        error: object
+        workers: dict
+
+    facts, _, _ = _facts()
+    typed = [RankFacts(rank=f["rank"], plan=f["plan"], run=f["run"], error=None, workers={
+        "target": Worker(**{**f["workers"]["target"], "layers": tuple(Layer(**l) for l in f["workers"]["target"]["layers"])})
+    }) for f in facts]
+    assert views.report_view(typed) == views.report_view(facts)
+    assert attachments.departures(views.layout_view(facts)) == 0
+
+
+def test_views_show_the_draft_of_a_speculative_case():
+    from harness import oracle
+    from harness.reporting import views
+
+    facts, plan, run = _facts(draft="qwen3_5_mtp")
+    draft_full = oracle.expected_full_layers(run.draft)
+    for f in facts:
+        f["workers"]["draft"] = {"plan_rank": f["rank"], "split_rank": 0, "measured_bytes": 7 << 20,
+                                 "layers": [{"layer": l, "kind": "full", "owned": True} for l in draft_full]}
+    view = views.report_view(facts)
+    assert view["draft_layout"]["owned"] == {r: list(draft_full) for r in range(4)}
+    assert attachments.departures(view["draft_layout"]) == 0 and "draft qwen3_5_mtp" in view["draft_layout"]["title"]
+    memory = view["memory"]
+    assert memory["draft_measured_bytes"] == [7 << 20] * 4
+    n, _ = views.spec_block_counts(run)
+    per_layer = oracle.expected_layer_bytes_per_block(run.draft, run.cache, 4)
+    assert memory["draft_spec_bytes"] == [n * sum(per_layer.values())] * 4
+    assert attachments.memory_chart_png(**memory).startswith(b"\x89PNG")
+
+
+# ---- categories by origin, stable messages -----------------------------------------------
+
+from harness.reporting import results as rs  # noqa: E402
+
+RANK_TRACE = """harness.rankpool.errors.RankFailure: step on 4 ranks (gloo, pool generation 2) failed: rank 2 raised
+>>> rank 2 raised: the failure <<<
+Traceback (most recent call last):
+  File "/w/harness/rankpool/rank_main.py", line 80, in _serve
+    out = fn(ctx, *args)
+  File "/w/harness/suites/common.py", line 33, in standard_body
+    session = bring_up(ctx, run, impl_cfg, engines=engines)
+  File "/w/implementations/reference/allocation.py", line {line}, in allocate
+    raise ValueError(f"bad block {n}")
+ValueError: bad block {n}
+(3 other rank sections in other_ranks)"""
+
+
+def test_an_exception_from_the_implementation_is_a_product_defect_with_a_stable_message():
+    one = rs.classify("broken", RANK_TRACE.format(line=41, n=7), "", tc="TC-01")
+    two = rs.classify("broken", RANK_TRACE.format(line=41, n=9123), "", tc="TC-01")
+    assert one.category == rs.PRODUCT
+    assert one.message == two.message == (
+        "TC-01: rank N raised: ValueError: bad block N (in implementations/reference/allocation.py)")
+    assert one.detail.startswith("category: product defect: raised by the implementation under test at "
+                                 "implementations/reference/allocation.py:41\n")
+    assert "bad block 7" in one.detail  # the case's own words stay, in the trace
+
+
+def test_an_exception_from_harness_code_is_a_harness_error():
+    trace = RANK_TRACE.replace("/w/implementations/reference/allocation.py", "/w/harness/suites/bring_up.py")
+    verdict = rs.classify("broken", trace.format(line=5, n=1), "", tc="TC-04")
+    assert verdict.category == rs.HARNESS and "(in harness/suites/bring_up.py)" in verdict.message
+    # an exception in the parent: pytest's long form names the frames
+    longrepr = ("harness/suites/execute.py:36: in run_case\n    facts = run_body()\n"
+                "/usr/lib/python3.10/site-packages/torch/x.py:9: in f\n    raise\nE   KeyError: 'target'\n\n"
+                "/usr/lib/python3.10/site-packages/torch/x.py:9: KeyError")
+    verdict = rs.classify("broken", "KeyError: 'target'", longrepr, tc="TC-07")
+    assert verdict.category == rs.HARNESS and verdict.detail.startswith(
+        "category: harness error: raised in harness code at harness/suites/execute.py:36")
+    longrepr = longrepr.replace("harness/suites/execute.py:36", "implementations/mutants/m.py:3")
+    assert rs.classify("broken", "KeyError: 'target'", longrepr, tc="TC-07").category == rs.PRODUCT
+
+
+def test_failed_checks_group_by_rule_not_by_case():
+    msg = "AssertionError: rank {r} (split rank 1) owns full layers [{a}], spec says [7, 15]\nrank 3 ...\nassert not [...]"
+    one = rs.classify("failed", msg.format(r=1, a="3, 11"), "", tc="TC-01")
+    two = rs.classify("failed", msg.format(r=3, a="1, 3, 5, 7"), "", tc="TC-01")
+    assert one.category == rs.PRODUCT and one.message == two.message
+    assert one.message == "TC-01: check failed: rank N (split rank N) owns full layers [...], spec says [...]"
+
+
+def test_expected_failures_and_unexpected_passes_of_the_upstream_rule():
+    reason = "upstream owner rule (layer_id % s) puts every full-attention layer on one split rank"
+    xfail = rs.classify("skipped", f"XFAIL {reason}\n\nAssertionError: rank 0 owns [3, 7]", "", tc="TC-07")
+    assert xfail.category == rs.XFAIL and xfail.message == f"TC-07: XFAIL {reason}"
+    assert "rank 0 owns [3, 7]" in xfail.detail
+    xpass = rs.classify("failed", "", "", tc="TC-07", xpass_reason=reason)
+    assert xpass.category == rs.XPASS and xpass.message.startswith("TC-07: XPASS(strict) upstream owner rule")
+    assert xpass.detail.startswith("category: unexpected pass")
+    result = {"status": "failed", "labels": [{"name": "as_id", "value": "TC-07"},
+                                             {"name": rs.XPASS_LABEL, "value": reason}]}
+    assert rs.rewrite(result)["statusDetails"]["trace"].startswith("category: unexpected pass")
+    passed = {"status": "passed", "labels": []}
+    assert rs.rewrite(dict(passed)) == passed
+
+
+def test_rank_failure_message_keeps_the_failing_rank_and_moves_the_others():
+    from harness.rankpool.errors import RankFailure, RankTimeout
+
+    message = ("step on 4 ranks (gloo, pool generation 1) failed: rank 2 raised ValueError: boom; ranks 0, 1, 3 "
+               "still running\n--- rank 2 raised ---\nTraceback ...\nValueError: boom\n"
+               "--- rank 0 stack ---\nThread 0x1 (most recent call first):\n  File \"/x.py\", line 1 in wait\n"
+               "--- rank 1 stack ---\nstack 1\n(the ranks were killed; the next run starts a fresh group)")
+    err = RankFailure(message, rank_errors={0: "s0", 1: "s1", 2: "tb2", 3: "s3"})
+    text = str(err)
+    assert text.splitlines()[0].startswith("step on 4 ranks") and err.failed_rank == 2
+    assert ">>> rank 2 raised: the failure <<<\nTraceback ...\nValueError: boom" in text
+    assert "stack 1" not in text and "most recent call first" not in text
+    assert "stack 1" in err.other_ranks and "--- rank 0 stack ---" in err.other_ranks
+    assert text.endswith("(the ranks were killed; the next run starts a fresh group)")
+    assert err.full_message == message
+    wait = 'Thread 0x1 (most recent call first):\n  File "/t/distributed_c10d.py", line 9 in barrier\n'
+    stuck = 'Thread 0x2 (most recent call first):\n  File "/w/faulty.py", line 5 in _sleep_forever\n'
+    hung = RankTimeout(f"x did not finish within 3 s; unfinished ranks: 0, 1, 2\n--- rank 0 stack ---\n{wait}"
+                       f"--- rank 1 stack ---\n{stuck}--- rank 2 stack ---\n{wait}", rank_errors={0: "A", 1: "B", 2: "C"})
+    assert hung.failed_rank == 1 and "distributed_c10d" not in str(hung)  # the hung rank, not a waiting peer
+    assert ">>> rank 1 stack: the failure <<<\n" + stuck.rstrip() in str(hung)
+    assert str(RankFailure("plain")) == "plain"
+    texts = attachments.rank_failure_texts(err.rank_errors, err.failed_rank, err.other_ranks)
+    assert [name for name, _ in texts] == ["rank 2 log: the failure", "other ranks (0, 1, 3)"]
+
+
+# ---- executor and history -----------------------------------------------------------------
+
+
+def test_executor_names_the_ci_and_its_build(tmp_path):
+    github = report.executor_info({"GITHUB_ACTIONS": "true", "GITHUB_RUN_NUMBER": "17", "GITHUB_RUN_ID": "99",
+                                   "GITHUB_REPOSITORY": "o/r"})
+    assert (github["name"], github["buildOrder"], github["buildName"]) == ("GitHub Actions", 17, "GitHub Actions #17")
+    assert github["buildUrl"] == "https://github.com/o/r/actions/runs/99"
+    generic = report.executor_info({"CI_NAME": "nightly", "CI_BUILD_NUMBER": "5", "CI_BUILD_URL": "http://ci/5"})
+    assert (generic["name"], generic["buildOrder"], generic["buildUrl"]) == ("nightly", 5, "http://ci/5")
+    (tmp_path / "history-trend.json").write_text(json.dumps([{"buildOrder": 4}, {"buildOrder": 3}]))
+    local = report.executor_info({}, tmp_path)
+    assert (local["type"], local["buildOrder"]) == ("local", 5) and "buildUrl" not in local
+    assert report.executor_info({}, tmp_path / "none")["buildOrder"] == 1
+
+
+def test_self_tests_get_their_own_epic():
+    from types import SimpleNamespace
+
+    from harness.reporting import allure_labels
+
+    marks = allure_labels.self_test_markers(SimpleNamespace(nodeid="testcases/unit/test_layout.py::test_x"))
+    labels = {(m.kwargs["label_type"], m.args[0]) for m in marks}
+    assert ("epic", allure_labels.SELF_TEST_EPIC) in labels and ("feature", "Unit tests") in labels
+    assert allure_labels.self_test_markers(SimpleNamespace(nodeid="testcases/tc/test_tc01_allocation.py::t[x]")) == []
+    assert [allure_labels.feature_name(f"TC-0{n}") for n in range(1, 8)] == sorted(
+        allure_labels.feature_name(f"TC-0{n}") for n in range(1, 8))
+    assert repr(allure_labels.Shown(4)) == "4"
+    links = allure_labels.feature_links("TC-02", base="http://doc/FEATURE.md")
+    assert [name for name, _ in links] == ["FEATURE section 5", "FEATURE section 6", "FEATURE section 10 (test plan)"]
+    assert all(url.startswith("http://doc/FEATURE.md#") for _, url in links)
+
+
+def test_two_reports_in_a_row_show_two_trend_points(tmp_path):
+    cli = report.find_cli()
+    if cli is None or shutil.which("java") is None:
+        pytest.skip("Allure CLI (bash scripts/install_allure.sh) and Java needed")
+    results = tmp_path / "allure-results"
+    results.mkdir()
+    result = {"uuid": "u1", "historyId": "h1", "testCaseId": "c1", "fullName": "m.t", "name": "t", "status": "failed",
+              "start": 1, "stop": 2,
+              "statusDetails": {"message": "AssertionError: rank 1 owns [3]"}, "labels": [{"name": "as_id", "value": "TC-01"}]}
+    (results / "u1-result.json").write_text(json.dumps(result))
+    history = tmp_path / "allure-history"
+    for n in (1, 2):
+        page = report.generate(results, tmp_path / "report", cli=cli, history=history).read_text()
+        trend = json.loads(report.embedded_files(page)["widgets/history-trend.json"])
+        assert len(trend) == n, trend
+    assert sorted(p["buildOrder"] for p in trend) == [1, 2]
+    assert json.loads((history / "history-trend.json").read_text()) == json.loads(
+        report.embedded_files(page)["history/history-trend.json"])
+    assert (results / "u1-result.json").read_text() == json.dumps(result)  # pytest's results untouched
+    assert not (results / "history").exists()
+    case = next(json.loads(d) for p, d in report.embedded_files(page).items() if p.startswith("data/test-cases/"))
+    assert [c["name"] for c in case["extra"]["categories"]] == ["Product defect"]
+    assert case["statusMessage"] == "TC-01: check failed: rank N owns [...]"
+    assert len(case["extra"]["history"]["items"]) == 1  # the first run, as this one's history
+    assert "<title>Layerwise split KV cache sharding</title>" in page or report.REPORT_NAME in page
+
+
+def test_history_keeps_the_newest_results_per_test():
+    items = [{"uid": str(n), "status": "passed", "time": {"start": n}} for n in range(30)]
+    capped = json.loads(report.cap_history(json.dumps({"h1": {"statistic": {}, "items": items}}).encode(), 5))
+    assert [i["uid"] for i in capped["h1"]["items"]] == ["29", "28", "27", "26", "25"]
+
+
+# ---- browser check: what it opens (the real browser runs in testcases/meta/test_allure_report.py) --------
+
+
+def _page(files: dict) -> str:
+    import base64
+
+    return "".join(f"d('{path}','{base64.b64encode(json.dumps(data).encode()).decode()}')" for path, data in files.items())
+
+
+def test_browser_check_opens_the_failing_tc_with_most_attachments(tmp_path, monkeypatch, capsys):
+    from harness.reporting import browser
+
+    def case(uid, status, n, tc="TC-01"):
+        return {"uid": uid, "name": f"{tc}[{uid}]", "status": status, "labels": [{"name": "as_id", "value": tc}],
+                "testStage": {"attachments": [{"name": f"a{i}"} for i in range(n)]}}
+
+    files = {"widgets/summary.json": {"reportName": "R", "statistic": {"total": 3}},
+             "data/categories.json": {"children": [{"name": "Product defect"}]},
+             "data/test-cases/a.json": case("a", "passed", 3), "data/test-cases/b.json": case("b", "failed", 1),
+             "data/test-cases/c.json": case("c", "broken", 2), "data/test-cases/u.json": {"uid": "u", "labels": []}}
+    facts = browser.report_facts(_page(files))
+    assert (facts["name"], facts["total"], facts["categories"]) == ("R", 3, ["Product defect"])
+    assert facts["case"]["uid"] == "c"
+    del files["data/test-cases/b.json"], files["data/test-cases/c.json"]
+    assert browser.report_facts(_page(files))["case"]["uid"] == "a"  # all passed: a representative case
+    monkeypatch.setattr(browser, "find_chromium", lambda: None)
+    assert browser.main(["--report", str(tmp_path / "index.html")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("error: Chromium not found") and "apt-get install -y chromium" in err
