@@ -2,10 +2,14 @@
 
 import pytest
 
-from harness.suites import tc03 as SUITE
+from harness.suites import load_suite
 from harness.suites.execute import run_case
+from harness.suites.expectations import judge
+
+SUITE = load_suite("TC-03")
 
 
 def test_tc03(lw_case, lw_run):
     problems = run_case(SUITE, lw_case, lw_run, skip=pytest.skip)
-    assert not problems, "\n".join(problems)
+    failures = judge(SUITE.TC, lw_case.implementation, lw_case.resolved.run, problems)
+    assert not failures, "\n".join(failures)
