@@ -186,7 +186,7 @@ def check_plannable(run) -> None:
     host cache, sleep mode, xtensor) are test inputs, not mistakes: the TCs check that
     the implementation under test refuses them, and plan mode reports them as rejected.
     """
-    from harness.suites.common import expected_rejection
+    from harness.suites.expectations import expected_rejection
     from implementations.errors import UserError
     from implementations.reference import ReferenceImplementation
 

@@ -36,12 +36,13 @@ def standard_cases(tc: str, matrix, *, layerwise=None, parallel=None, models=Non
 
 def regrouped_cases(tc: str, matrix, models, *, layerwise=("s2",), draft: Optional[dict] = None) -> list[Case]:
     """Workers on the regrouped topology at world 4 (tp4) and 8 (dp2_tp4), CPU profile: the first
-    model the matrix offers of ``models``, each split size of ``layerwise`` the matrix offers."""
+    model the matrix offers of ``models``, each split size of ``layerwise`` the matrix offers (s = 2:
+    at s = 4 a TP group of 4 is one split group, whose positions equal ``rank % s``)."""
     if REGROUPED not in matrix.topologies and matrix.topologies:
         return []
     model = preferred(models, matrix.models)[0]
     out = []
-    for lw, par, impl in product([lw for lw in layerwise if lw in matrix.layerwise] or list(layerwise)[:1],
+    for lw, par, impl in product([lw for lw in layerwise if lw in matrix.layerwise],
                                  REGROUPED_PARALLEL, matrix.implementations):
         out.append(Case(tc=tc, model=model, layerwise=lw, parallel=par, implementation=impl, hardware="cpu",
                         draft=(draft or {}).get(model, "none"), variant=REGROUPED,
