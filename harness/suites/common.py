@@ -129,9 +129,10 @@ def ownership_problems(facts: list, run, role: str = "target", owner: Optional[d
         if got != want:
             group, position = ownership.expected_position(groups, wf.plan_rank) if oracle.split_size(run) > 1 \
                 else ((wf.plan_rank,), 0)
-            out.append(Problem(f"rank {f.rank} ({role} plan rank {wf.plan_rank}, position {position} in split group "
-                               f"{list(group)}; it reports split rank {wf.split_rank}) owns full layers {got}, "
-                               f"spec says {want}", rule="owner", rank=f.rank))
+            out.append(Problem(f"rank {f.rank} (split rank {position}) owns full layers {got}, spec says {want} "
+                               f"({role} plan rank {wf.plan_rank} at position {position} of split group "
+                               f"{list(group)}; the worker reports split rank {wf.split_rank})",
+                               rule="owner", rank=f.rank))
     return out
 
 

@@ -19,9 +19,8 @@ def case_result(suite, case, report, facts) -> dict:
     }
     if report.failed and report.longrepr is not None:
         out["message"] = str(report.longrepr)[-2000:]
-    summary = getattr(suite, "summarize", None)
-    if facts and summary is not None:
-        out.update(summary(facts))
+    if facts:
+        out.update(suite.summarize(facts))
     return out
 
 

@@ -1,9 +1,14 @@
 """TC-01 (L1) Allocation correctness.
 
-Each rank allocates exactly the layers the layout gives it; non-owned full layers
-hold zero bytes of their own (views of the rank's scratch layer); per-rank totals
-add up to the sum of per-layer bytes plus scratch (plus linear state). Expected
-values come from ``harness.oracle`` (FEATURE sections 4-7), not from the plan.
+Each rank allocates exactly the layers the spec gives its POSITION in its split group
+(groups from the parallel layout and the topology, ``harness.suites.ownership``; also on
+a regrouped topology at world 4 and 8, where a position differs from ``rank % s``);
+non-owned full layers hold zero bytes of their own (views of the rank's scratch layer)
+and expose the same tensor names, shapes and dtypes as an owned layer (every cache
+dtype); per-rank totals add up to the sum of per-layer bytes plus scratch (plus linear
+state); nothing survives teardown. Every startup rule of FEATURE section 3 has a case
+the implementation must refuse with a UserError naming the rule's field. Expected
+values come from ``harness.oracle`` (FEATURE sections 3-7), not from the plan or the workers.
 """
 
 from __future__ import annotations

@@ -10,9 +10,12 @@ Pass when (FEATURE section 8):
   layers cover every full layer exactly once (checked on the ranks, re-checked here
   against ``harness.oracle``);
 - draft workers reset the split to size 1 / rank 0 and hold every draft layer;
+- each target worker owns what the published layout gives its POSITION in its split
+  group (the spec's groups; also on a regrouped topology at world 4 and 8);
+- every engine, target and draft, leaves nothing alive after teardown;
 - a tampered layout is rejected: plan rank 1 of each engine gets a message with one
-  layer owner (or n_blocks) altered, and its ``init_worker`` must raise PlanError
-  while the untouched workers accept theirs.
+  layer owner (or n_blocks) altered (bring_up's ``tamper`` hook), and its
+  ``init_worker`` must raise PlanError while the untouched workers accept theirs.
 """
 
 from __future__ import annotations

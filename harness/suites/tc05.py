@@ -14,8 +14,12 @@ On a live group with the split active, after a normal bring-up:
    scratch; receivers check the bytes at once, since the next layer overwrites it;
 4. owners read their written blocks back (no receive or other layer landed there) and
    every guard still holds its sentinel (nothing written outside the layer meant);
-5. teardown: weak references to every tensor and storage are dead after release + gc;
-   on a card the allocator's counter is back to its value before bring-up.
+5. teardown (``RankSession.teardown``): weak references to every tensor and (C++ level)
+   storage are dead once the harness drops the engine; on a card the allocator's counter
+   is back to its value before bring-up.
+
+Also run on an int8 cache (scales and index included) and on a regrouped topology at
+world 4 and 8; non-owned views must look like an owned layer (names, shapes, dtypes).
 
 Patterns are bytes: copies and broadcasts are bitwise, so every dtype (bf16, int8, fp8,
 fp32 scales) carries them unchanged; the sentinel 0xFF never occurs in a pattern.

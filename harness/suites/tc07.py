@@ -6,7 +6,9 @@ layers = the spec's round-robin for the rank's split rank, non-owned ones scratc
 bytes per the spec); the draft's KV is uniform on every rank (every draft layer owned,
 no scratch, split size 1 / rank 0, the target's block count); both fit the budget
 together: per rank target + draft bytes <= the KV budget, and n_blocks is the spec's
-count with the draft's full-attention bytes per block as ``additional`` (FEATURE section 6).
+count with the draft's full-attention bytes per block as ``additional`` (FEATURE section 6);
+target ownership by the spec's split groups and positions (also on a regrouped topology at
+world 4 and 8); after teardown nothing of either engine is alive.
 """
 
 from __future__ import annotations
