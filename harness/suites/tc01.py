@@ -51,7 +51,7 @@ REJECTIONS = (
     ("unsupported-model", "llama3_8b", "s2", "tp4", "cpu", ()),
     ("cp2", "deepseek_v32", "s2", "tp4", "cpu", ("parallel.cp_size=2",)),
     ("kv-split", "deepseek_v32", "s2", "tp4", "cpu", ("parallel.kv_split_size=2",)),
-    ("hostcache", "qwen3_5_moe", "s2", "tp4", "cpu", ("cache.host_blocks_factor=2.0",)),
+    ("hostcache", "deepseek_v32", "s2", "tp4", "cpu", ("cache.host_blocks_factor=2.0",)),
     ("sleep-mode", "deepseek_v32", "s2", "tp4", "cpu", ("cache.enable_sleep_mode=true",)),
     ("xtensor", "qwen3_5_moe", "s2", "tp4", "cpu", ("cache.enable_xtensor=true",)),
     ("linear-and-indexer", "qwen3_5_moe", "s2", "tp4", "cpu", ("model.index_n_heads=64", "model.index_head_dim=128")),
