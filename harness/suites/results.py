@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from harness.suites.expectations import prediction
+
 
 def case_result(suite, case, report, facts) -> dict:
     resolved = case.resolved
@@ -17,6 +19,9 @@ def case_result(suite, case, report, facts) -> dict:
         "outcome": _outcome(report),
         "duration_s": round(report.duration, 4),
     }
+    predicted = prediction(suite.TC, case.implementation, resolved.run)
+    if predicted is not None:
+        out["predicted"] = predicted.reason  # judged against the spec's predicted problems
     if report.failed and report.longrepr is not None:
         out["message"] = str(report.longrepr)[-2000:]
     if facts:
