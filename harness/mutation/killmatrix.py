@@ -10,14 +10,14 @@ The reference must pass every case, or "caught" means nothing.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from harness.rankpool import PoolUnavailable, RankSkip, get_pool
 from harness.suites.execute import pool_runner, run_case
-from harness.suites.matrix import TC_IDS, Matrix, load_matrix
+from harness.suites.expectations import judge
+from harness.suites.matrix import Matrix, load_matrix
 
 MATRIX = "mutation"
 REFERENCE = "reference"
@@ -87,10 +87,10 @@ class Row:
 
 
 def suite_module(tc: str):
-    """``TC-03`` -> ``harness.suites.tc03``."""
-    if tc not in TC_IDS:
-        raise ValueError(f"unknown TC {tc!r}; known: {', '.join(TC_IDS)}")
-    return importlib.import_module(f"harness.suites.tc{tc[3:]}")
+    """``TC-03`` -> ``harness.suites.tc03``, checked against ``harness.suites.Suite``."""
+    from harness.suites import load_suite
+
+    return load_suite(tc)
 
 
 def implementation_option(name: str) -> str:
@@ -121,7 +121,8 @@ def run_one(suite, case, pool_getter: Callable[..., Any] = get_pool) -> CaseOutc
     """Run one case; never raises for what the implementation does (only for interrupts)."""
     start = time.perf_counter()
     try:
-        problems = run_case(suite, case, pool_runner(case, pool_getter))
+        problems = judge(suite.TC, case.implementation, case.resolved.run,
+                         run_case(suite, case, pool_runner(case, pool_getter)))
     except (RankSkip, PoolUnavailable) as exc:
         return CaseOutcome(case_id=case.id, verdict=SKIPPED, detail=exc.reason,
                            seconds=time.perf_counter() - start)

@@ -33,6 +33,7 @@ from typing import Any
 from . import rank_main, rendezvous
 from .backend import DEFAULT_MAX_WORLD_SIZE, BackendChoice, check_seconds, check_world_size, resolve_backend
 from .errors import RankFailure, RankSkip, RankTimeout
+from .messages import Call, Close, Done, Failed, Ready, State, StateQuery, ToParent
 from .spawn import start_processes
 
 # forkserver: one process per pool owner imports torch once; every rank is then a
@@ -125,7 +126,7 @@ class RankPool:
         with self._lock:
             self._call_id += 1
             # Pickled once, before any rank is told anything: unpicklable args fail here, cleanly.
-            message = ForkingPickler.dumps(("run", self._call_id, ref, args, {}))
+            message = ForkingPickler.dumps(Call(self._call_id, ref, tuple(args)))
             try:
                 if not self._procs:
                     self._start()
@@ -230,10 +231,12 @@ class RankPool:
                 msg = self._receive(r, call_id) if not isinstance(obj, int) or self._conns[r].poll() else None
                 if msg is None:
                     errors[r] = ("exit", self._describe_exit(r))
-                elif msg[0] == expect and (expect == "ready" or msg[1] == call_id):
-                    results[r] = msg[1] if expect == "ready" else msg[2]
-                elif msg[0] == "error" and (expect == "ready" or msg[1] in (call_id, None)):
-                    errors[r] = (msg[2], msg[3])
+                elif expect == "ready" and isinstance(msg, Ready):
+                    results[r] = msg.pid
+                elif expect == "ok" and isinstance(msg, Done) and msg.call_id == call_id:
+                    results[r] = msg.result
+                elif isinstance(msg, Failed) and (expect == "ready" or msg.call_id in (call_id, None)):
+                    errors[r] = (msg.kind, msg.text)
                 else:
                     continue  # a stale message from an earlier call
                 pending.discard(r)
@@ -257,13 +260,13 @@ class RankPool:
             cpu_seen[r] = ticks
         return moved
 
-    def _receive(self, rank: int, call_id: int) -> tuple | None:
+    def _receive(self, rank: int, call_id: int) -> ToParent | None:
         try:
             return self._conns[rank].recv()
         except (EOFError, OSError):
             return None
         except Exception as exc:  # the result does not unpickle here (e.g. a class only the rank has)
-            return ("error", call_id, "exception", f"rank {rank}'s reply could not be unpickled by the parent: {exc!r}")
+            return Failed(call_id, "exception", f"rank {rank}'s reply could not be unpickled by the parent: {exc!r}")
 
     def _failure(self, what: str, limit_s: float, errors: dict[int, tuple[str, str]], pending: set[int]) -> Exception:
         stacks = self._dump_stacks(sorted(pending)) if pending else {}
@@ -314,15 +317,15 @@ class RankPool:
         states = []
         for conn in self._conns:
             try:
-                conn.send(("state",))
+                conn.send(StateQuery())
                 if not conn.poll(max(10.0, 5 * self.grace_s)):  # idle ranks answer at once; allow for load
                     return False
                 reply = conn.recv()
             except Exception:  # noqa: BLE001 - a broken pipe, or anything odd: rebuild
                 return False
-            if reply[0] != "state" or reply[1] is None:
+            if not isinstance(reply, State) or reply.state is None:
                 return False
-            states.append(reply[1])
+            states.append(reply.state)
         if len({(s["group_count"], tuple(map(str, s["created"]))) for s in states}) != 1:
             return False
         seqs: dict[Any, set[int]] = {}
@@ -380,7 +383,7 @@ class RankPool:
         if polite:
             for conn in self._conns:
                 with contextlib.suppress(OSError):
-                    conn.send(("close",))
+                    conn.send(Close())
             _wait_exit(self._procs, self.close_timeout_s)
         self._kill()
 

@@ -1,9 +1,9 @@
 """The rank process: join the group once, then run bodies sent by the parent until told to stop.
 
-Protocol over this rank's Pipe (all messages are tuples):
-  parent -> rank   ("run", call_id, "module:qualname", args, kwargs) | ("state",) | ("close",)
-  rank -> parent   ("ready", pid) | ("ok", call_id, result) | ("error", call_id, kind, text)
-                   | ("state", RankContext.sync_state()) | ("closed",)
+Protocol over this rank's Pipe (frozen dataclasses of ``harness.rankpool.messages``):
+  parent -> rank   Call(call_id, "module:qualname", args, kwargs) | StateQuery() | Close()
+  rank -> parent   Ready(pid) | Done(call_id, result) | Failed(call_id, kind, text)
+                   | State(RankContext.sync_state()) | Closed()
 ``kind`` is "exception", "check" (an agreed ``assert_all`` failure) or "skip" (text = reason);
 call_id None answers the current call (its arguments could not be unpickled).
 Only stdlib is imported at module level: torch is imported after the thread limits are set.
@@ -22,6 +22,8 @@ import time
 import traceback
 import unittest
 from typing import Any, Callable
+
+from .messages import Call, Close, Closed, Done, Failed, Ready, State, StateQuery
 
 PR_SET_PDEATHSIG = 1
 STACK_FILE = "faulthandler-rank{rank}.txt"
@@ -88,9 +90,9 @@ def classify(exc: BaseException) -> tuple[str, str]:
 
 def send_result(conn: Any, call_id: int, result: Any) -> None:
     try:
-        conn.send(("ok", call_id, result))
+        conn.send(Done(call_id, result))
     except Exception as exc:  # pickling happens before any byte is written
-        conn.send(("error", call_id, "exception", f"result of rank could not be sent to the parent: {exc!r}"))
+        conn.send(Failed(call_id, "exception", f"result of rank could not be sent to the parent: {exc!r}"))
 
 
 def main(
@@ -113,9 +115,9 @@ def main(
         ctx = start_group(rank=rank, world_size=world_size, backend=backend, device=device, tmp_dir=tmp_dir,
                           pg_timeout_s=pg_timeout_s)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, then exit
-        conn.send(("error", 0, "exception", "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))))
+        conn.send(Failed(0, "exception", "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))))
         os._exit(1)
-    conn.send(("ready", os.getpid()))
+    conn.send(Ready(os.getpid()))
     serve(ctx, conn)
 
 
@@ -143,20 +145,23 @@ def serve(ctx: Any, conn: Any) -> None:
         except (EOFError, OSError):  # parent gone
             os._exit(1)
         except Exception as exc:  # noqa: BLE001 - the arguments do not unpickle in this rank
-            conn.send(("error", None, "exception", f"the call's arguments could not be unpickled: {exc!r}"))
+            conn.send(Failed(None, "exception", f"the call's arguments could not be unpickled: {exc!r}"))
             continue
-        if msg[0] == "close":
+        if isinstance(msg, Close):
             shut_down(conn)
-        if msg[0] == "state":
-            conn.send(("state", ctx.sync_state()))
+        if isinstance(msg, StateQuery):
+            conn.send(State(ctx.sync_state()))
             continue
-        _, call_id, ref, args, kwargs = msg
+        if not isinstance(msg, Call):
+            conn.send(Failed(None, "exception", f"unknown message {type(msg).__name__}"))
+            continue
+        call_id = msg.call_id
         try:
-            result = resolve(ref)(ctx, *args, **kwargs)
+            result = resolve(msg.ref)(ctx, *msg.args, **msg.kwargs)
         except BaseException as exc:  # noqa: BLE001 - every outcome goes back to the parent
             kind, text = classify(exc)
             del exc
-            conn.send(("error", call_id, kind, text))
+            conn.send(Failed(call_id, kind, text))
         else:
             send_result(conn, call_id, result)
             del result
@@ -171,7 +176,7 @@ def shut_down(conn: Any) -> None:
             dist.destroy_process_group()
     finally:
         try:
-            conn.send(("closed",))
+            conn.send(Closed())
         finally:
             sys.stdout.flush()
             sys.stderr.flush()

@@ -81,8 +81,8 @@ def _rows(facts: Sequence[Any], role: str) -> list[tuple[int, Any]]:
 
 
 def budget_bytes(run: Any) -> int:
-    """The per-rank KV budget the case plans with (hardware profile)."""
-    return int(run.hardware.kv_budget_bytes)
+    """The per-rank KV budget the case plans with (``cache.kv_budget_bytes``, else the hardware profile's)."""
+    return oracle.run_budget_bytes(run)
 
 
 def _model(run: Any, role: str) -> Any:
@@ -90,32 +90,28 @@ def _model(run: Any, role: str) -> Any:
 
 
 def draft_bytes_per_block(run: Any) -> int:
-    if getattr(run, "draft", None) is None:
-        return 0
-    return oracle.expected_full_bytes_per_block(run.draft, run.cache, oracle.attn_tp_size(run))
+    return oracle.expected_draft_bytes_per_block(run)  # D (FEATURE 6), 0 without a draft
 
 
 def spec_block_counts(run: Any) -> tuple[int, int]:
     """(split, uniform) n_blocks the spec gives this run at its budget (a draft's bytes as additional)."""
-    return oracle.expected_block_counts(run, budget_bytes(run), additional_bytes_per_block=draft_bytes_per_block(run))
+    return oracle.expected_block_counts(run, budget_bytes(run))
 
 
-def spec_owned(run: Any, split_rank: int) -> list[int]:
-    """Full layers the spec gives ``split_rank`` of the target (every full layer without a split)."""
-    full = list(oracle.expected_full_layers(run.model))
-    s = oracle.split_size(run)
-    if s == 1:
-        return full
-    owner = oracle.expected_owner(full, s)
-    return [layer for layer in full if owner[layer] == split_rank]
+def spec_owned(run: Any, plan_rank: int) -> list[int]:
+    """Full layers the spec gives the target rank ``plan_rank``: its position in its split group from
+    the oracle's groups (topology-aware), never the worker's own report of its split rank."""
+    try:
+        return list(oracle.expected_rank_owned_layers(run, plan_rank))
+    except ValueError:  # no valid grouping: the checks report it; the view shows no expectation
+        return []
 
 
-def spec_rank_bytes(run: Any, split_rank: int, n_blocks: int, role: str = TARGET) -> int:
+def spec_rank_bytes(run: Any, plan_rank: int, n_blocks: int, role: str = TARGET) -> int:
     """The spec's bytes for one rank: target (owned + scratch + linear state) or the uniform draft."""
     if role == DRAFT:
-        per_layer = oracle.expected_layer_bytes_per_block(run.draft, run.cache, oracle.attn_tp_size(run))
-        return n_blocks * sum(per_layer.values())
-    return oracle.expected_rank_bytes(run, n_blocks, spec_owned(run, split_rank))
+        return oracle.expected_draft_rank_bytes(run, n_blocks)
+    return oracle.expected_rank_bytes(run, n_blocks, spec_owned(run, plan_rank))
 
 
 def spec_uniform_peak_bytes(run: Any, role: str = TARGET) -> int:
@@ -127,15 +123,13 @@ def spec_uniform_peak_bytes(run: Any, role: str = TARGET) -> int:
     tp = oracle.attn_tp_size(run)
     per_layer = oracle.expected_layer_bytes_per_block(run.model, run.cache, tp)
     full = oracle.expected_full_layers(run.model)
-    linear = oracle.expected_linear_state_bytes(run.model, run.cache, tp)
+    linear = oracle.expected_linear_state_bytes(run.model, run.cache, tp, budget_bytes(run))
     return n_blocks * sum(per_layer[layer] for layer in full) + linear
 
 
 def _spec_applies(run: Any) -> bool:
     """False when the spec says the run must be refused (no layout to compare with)."""
-    from harness.suites.common import expected_rejection  # the suites' single owner of section 3
-
-    return expected_rejection(run) is None
+    return oracle.expected_rejection(run) is None
 
 
 def case_title(run: Any, role: str = TARGET) -> str:
@@ -172,7 +166,7 @@ def layout_view(facts: Sequence[Any], role: str = TARGET) -> Optional[dict]:
         if role == DRAFT:
             expected = {rank: list(oracle.expected_full_layers(model)) for rank, _ in rows}
         else:
-            expected = {rank: spec_owned(run, view["split_ranks"][rank]) for rank, _ in rows}
+            expected = {rank: spec_owned(run, int(field(w, "plan_rank", rank))) for rank, w in rows}
         view["expected_full_layers"] = list(oracle.expected_full_layers(model))
         view["expected_owned"] = expected
     return view
@@ -202,7 +196,7 @@ def memory_view(facts: Sequence[Any], role: str = TARGET) -> Optional[dict]:
     view["budget_bytes"] = budget_bytes(run)
     if _spec_applies(run):
         n_spec, _ = spec_block_counts(run)
-        view["spec_bytes"] = [spec_rank_bytes(run, int(field(w, "split_rank", 0)), n_spec, role) for _, w in rows]
+        view["spec_bytes"] = [spec_rank_bytes(run, int(field(w, "plan_rank", rank)), n_spec, role) for rank, w in rows]
         view["uniform_bytes"] = spec_uniform_peak_bytes(run, role)
         if "draft_measured_bytes" in view and run.draft is not None:
             view["draft_spec_bytes"] = [spec_rank_bytes(run, 0, n_spec, DRAFT) for _ in drafts]
@@ -234,8 +228,8 @@ def plan_report_view(facts: Sequence[Any]) -> dict:
                     "title": layout["title"].replace("planned KV layout", "Per-rank KV memory (planned)")}
     if run is not None and _spec_applies(run):
         layout["expected_full_layers"] = list(oracle.expected_full_layers(run.model))
-        layout["expected_owned"] = {int(rp.rank): spec_owned(run, int(rp.split_rank)) for rp in plan.ranks}
+        layout["expected_owned"] = {int(rp.rank): spec_owned(run, int(rp.rank)) for rp in plan.ranks}
         n_spec, _ = spec_block_counts(run)
         memory.update(budget_bytes=budget_bytes(run), uniform_bytes=spec_uniform_peak_bytes(run),
-                      spec_bytes=[spec_rank_bytes(run, int(rp.split_rank), n_spec) for rp in plan.ranks])
+                      spec_bytes=[spec_rank_bytes(run, int(rp.rank), n_spec) for rp in plan.ranks])
     return {"layout": layout, "memory": memory}

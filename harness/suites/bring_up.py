@@ -9,14 +9,25 @@ interface methods of the implementation under test are called.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import torch.distributed as dist
 
+from harness.suites.facts import LeakFacts, MasterError, master_error_of
 from harness.suites.measure import allocator_bytes, distinct_storage_bytes
 from implementations.errors import UserError
+
+if TYPE_CHECKING:
+    from harness.rankpool.context import RankContext
+    from implementations.interface import KVShardingImplementation, WorkerKVCache
+    from implementations.plan_types import KVPlan
+    from implementations.specs import RunSpec
+
+Tamper = Callable[["KVPlan", int], "KVPlan"]
+"""``tamper(message, plan_rank) -> message``: alters what one worker receives after the wire."""
 
 
 @dataclass(frozen=True)
@@ -31,73 +42,134 @@ class EngineLayout:
 class Worker:
     role: str
     plan_rank: int
-    cache: Any
+    cache: Optional[WorkerKVCache]
     measured_bytes: int
-    message: Any
+    message: KVPlan
+    tampered: bool = False
+    """The message was altered by bring_up's ``tamper`` hook before ``init_worker``."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class InitRefusal:
+    """A worker's ``init_worker`` raised (recorded only when bring_up is asked to record refusals)."""
+
+    role: str
+    plan_rank: int
+    tampered: bool
+    error: MasterError
 
 
 @dataclass
 class RankSession:
-    """What one rank holds after bring-up. ``error`` is the master's UserError text, if any."""
+    """What one rank holds after bring-up. ``error`` is the master's refusal, if any."""
 
-    ctx: Any
-    run: Any
-    impl: Any
-    plan: Any = None
-    error: Optional[str] = None
+    ctx: RankContext
+    run: RunSpec
+    impl: Optional[KVShardingImplementation]
+    plan: Optional[KVPlan] = None
+    error: Optional[MasterError] = None
     workers: dict[str, Worker] = field(default_factory=dict)
-    digests: dict[str, list] = field(default_factory=dict)
+    digests: dict[str, tuple] = field(default_factory=dict)
+    refusals: dict[str, InitRefusal] = field(default_factory=dict)
+    engines: tuple[EngineLayout, ...] = ()
+    allocator_before: int = 0
 
-    def teardown(self) -> None:
-        """Drop every reference to the caches; storage is freed by refcount (no gc pass: it costs ~0.5 s)."""
+    def teardown(self) -> dict[str, LeakFacts]:
+        """Drop the harness's references to every worker's cache and to the engine, then count what
+        is still alive: weak references to each tensor and (C++ level) to each storage. Nothing of
+        a torn-down engine, target or draft, may survive (the seed's "ASAN clean")."""
+        refs = {role: _weak_refs(w.cache) for role, w in self.workers.items() if w.cache is not None}
         for worker in self.workers.values():
-            _release(worker.cache)
             worker.cache = None
+        self.impl = None
+        alive = {role: _alive(rs) for role, rs in refs.items()}
+        if any(alive.values()):  # a reference cycle may hold them until a collection
+            gc.collect()
+            alive = {role: _alive(rs) for role, rs in refs.items()}
+        after = allocator_bytes(self.ctx.device)
+        return {role: LeakFacts(tracked=len(rs), alive=alive[role], allocator_before=self.allocator_before,
+                                allocator_after=after) for role, rs in refs.items()}
 
 
-def instantiate(impl_cfg: dict) -> Any:
+def _weak_refs(cache) -> list:
+    import weakref
+
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    out, seen = [], set()
+    for t in cache.all_tensors():
+        out.append(weakref.ref(t))
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in seen:
+            seen.add(storage.data_ptr())
+            out.append(StorageWeakRef(storage))
+    return out
+
+
+def _alive(refs: list) -> int:
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    return sum(1 for r in refs if ((not r.expired()) if isinstance(r, StorageWeakRef) else r() is not None))
+
+
+def instantiate(impl_cfg: dict) -> KVShardingImplementation:
     from hydra.utils import instantiate as hydra_instantiate
 
     return hydra_instantiate(impl_cfg)
 
 
-def engines_for(world_size: int, run, *, separate_draft: bool = False) -> list[EngineLayout]:
+def engines_for(world_size: int, run, *, separate_draft: bool = False) -> tuple[EngineLayout, ...]:
     """Target engine over all ranks; a draft engine on the same ranks, or on its own ranks."""
     if run.draft is None:
-        return [EngineLayout("target", tuple(range(world_size)))]
+        return (EngineLayout("target", tuple(range(world_size))),)
     if separate_draft:
         half = world_size // 2
-        return [EngineLayout("target", tuple(range(half))), EngineLayout("draft", tuple(range(half, world_size)))]
+        return (EngineLayout("target", tuple(range(half))), EngineLayout("draft", tuple(range(half, world_size))))
     everyone = tuple(range(world_size))
-    return [EngineLayout("target", everyone), EngineLayout("draft", everyone)]
+    return (EngineLayout("target", everyone), EngineLayout("draft", everyone))
+
+
+@dataclass(frozen=True)
+class _Published:
+    """What the master broadcasts: its plan and each engine message's digest, or its refusal."""
+
+    plan: Optional[KVPlan]
+    digests: dict[str, str]
+    error: Optional[MasterError]
 
 
 def bring_up(
-    ctx,
-    run,
+    ctx: RankContext,
+    run: RunSpec,
     impl_cfg: dict,
     *,
-    engines: Optional[list[EngineLayout]] = None,
-    tamper: Optional[Callable[[Any, int], Any]] = None,
+    engines: Optional[tuple[EngineLayout, ...]] = None,
+    tamper: Optional[Tamper] = None,
+    record_refusals: bool = False,
+    plan_only: bool = False,
 ) -> RankSession:
     """Plan on rank 0, propagate through the engines, init every worker hosted on this rank.
 
     ``tamper(message, plan_rank)`` may alter a message after it crossed the wire (TC-04
-    uses it to check that workers reject a layout that is not the published one).
+    uses it to check that workers reject a layout that is not the published one). With
+    ``record_refusals`` an ``init_worker`` that raises is recorded in ``session.refusals``
+    instead of failing the rank, and the digest all-gather still runs (None for it), so no
+    rank is left waiting in a collective. With ``plan_only`` only the master plans (a config the
+    spec refuses: nothing is allocated even if the implementation wrongly accepts it).
     """
     impl = instantiate(impl_cfg)
-    engines = engines or engines_for(ctx.world_size, run)
+    engines = tuple(engines or engines_for(ctx.world_size, run))
     run = _fit_to_card(ctx, run)
-    session = RankSession(ctx=ctx, run=run, impl=impl)
+    session = RankSession(ctx=ctx, run=run, impl=impl, engines=engines, allocator_before=allocator_bytes(ctx.device))
 
-    published = None
-    if ctx.rank == 0:
-        published = _master(impl, run, engines)
+    published = _master(impl, run, engines) if ctx.rank == 0 else None
     published = ctx.broadcast_object(published, src=0)
-    if published["error"]:
-        session.error = published["error"]
+    if published.error is not None:
+        session.error = published.error
         return session
-    session.plan = published["plan"]
+    session.plan = published.plan
+    if plan_only:
+        return session
 
     groups = _engine_groups(ctx, engines)
     for engine in engines:
@@ -107,31 +179,40 @@ def bring_up(
         if ctx.rank not in engine.ranks:
             continue
         plan_rank = engine.ranks.index(ctx.rank)
-        if tamper is not None:
-            message = tamper(message, plan_rank)
+        received = tamper(message, plan_rank) if tamper is not None else message
+        tampered = received is not message
         before = allocator_bytes(ctx.device)
-        cache = impl.init_worker(
-            message, run, rank=plan_rank, role=engine.role, device=ctx.device,
-            expected_digest=published["digests"][engine.role],
-        )
+        try:
+            cache = impl.init_worker(
+                received, run, rank=plan_rank, role=engine.role, device=ctx.device,
+                expected_digest=published.digests[engine.role],
+            )
+        except Exception as exc:  # noqa: BLE001 - recorded as data only when asked; else the rank fails
+            if not record_refusals:
+                raise
+            session.refusals[engine.role] = InitRefusal(role=engine.role, plan_rank=plan_rank, tampered=tampered,
+                                                        error=master_error_of(exc))
+            continue
         measured = allocator_bytes(ctx.device) - before if ctx.device.startswith("cuda") else distinct_storage_bytes(_tensors(cache))
-        session.workers[engine.role] = Worker(engine.role, plan_rank, cache, measured, message)
+        session.workers[engine.role] = Worker(engine.role, plan_rank, cache, measured, received, tampered)
     for engine in engines:
         worker = session.workers.get(engine.role)
-        session.digests[engine.role] = ctx.all_gather_object(worker.cache.plan_digest if worker else None)
+        session.digests[engine.role] = tuple(ctx.all_gather_object(worker.cache.plan_digest if worker else None))
     return session
 
 
-def _master(impl, run, engines) -> dict:
+def _master(impl, run, engines) -> _Published:
+    """Rank 0: plan and hash each engine's message. A UserError is the master's refusal (data for the
+    checks); any other exception is a crash and fails the rank with its type and message."""
     try:
         plan = impl.plan(run)
         digests = {e.role: impl.engine_message(plan, run, e.role).digest for e in engines}
     except UserError as exc:
-        return {"error": f"{type(exc).__name__}: {exc}", "plan": None, "digests": {}}
-    return {"error": None, "plan": plan, "digests": digests}
+        return _Published(plan=None, digests={}, error=master_error_of(exc))
+    return _Published(plan=plan, digests=digests, error=None)
 
 
-def _engine_groups(ctx, engines: list[EngineLayout]) -> dict:
+def _engine_groups(ctx, engines: tuple[EngineLayout, ...]) -> dict:
     """A real subgroup per engine; an engine over every rank uses the control group."""
     out = {}
     for engine in engines:  # same order on every rank: new_group is collective
@@ -169,8 +250,10 @@ def _fit_to_card(ctx, run):
     share = ctx.all_gather_object(int(free_bytes * 0.9) // (workers * sharing))
     cap = min(share)
     hw = run.hardware
-    if hw.kv_budget_bytes <= cap:
+    if run.kv_budget_bytes <= cap:
         return run
+    if run.cache.kv_budget_bytes > 0:  # an explicit budget (cache.kv_budget_bytes) is capped the same way
+        return dataclasses.replace(run, cache=dataclasses.replace(run.cache, kv_budget_bytes=cap))
     hw = dataclasses.replace(hw, reserved_bytes_per_card=hw.hbm_bytes_per_card - cap)
     return dataclasses.replace(run, hardware=hw)
 
@@ -186,12 +269,3 @@ def _ranks_on_my_card(ctx) -> int:
 
 def _tensors(cache) -> list:
     return list(cache.all_tensors())
-
-
-def _release(cache) -> None:
-    if cache is None:
-        return
-    for layer in cache.layers:
-        layer.tensors.clear()
-    cache.scratch.clear()
-    cache.layers.clear()

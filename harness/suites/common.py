@@ -1,16 +1,23 @@
-"""Pieces several TCs share: the standard case axes, the standard body, the layout view."""
+"""Pieces several TCs share: the standard case axes, the standard body, the shared checks, the views."""
 
 from __future__ import annotations
 
+import dataclasses
 from itertools import product
+from typing import Optional
 
 from harness import oracle
-
-# The report views live in harness.reporting.views (re-exported here until the suites import them there).
-from harness.reporting.views import layout_view, memory_view, report_view  # noqa: F401
-from harness.suites.bring_up import bring_up
+from harness.reporting.views import layout_view, memory_view, report_view  # noqa: F401  (the suites' views)
+from harness.suites import ownership
+from harness.suites.bring_up import EngineLayout, bring_up
 from harness.suites.case import Case
-from harness.suites.facts import worker_facts
+from harness.suites.expectations import Problem, expected_rejection, rejection_problems
+from harness.suites.facts import RankFacts, worker_facts
+
+REGROUPED = "pcie_2switch_8_interleaved"
+"""A topology whose split groups are not consecutive (even/odd switches): a rank's position in its
+split group differs from ``rank % s``. TCs that start workers also run on it, at world 4 and 8."""
+REGROUPED_PARALLEL = ("tp4", "dp2_tp4")
 
 
 def standard_cases(tc: str, matrix, *, layerwise=None, parallel=None, models=None) -> list[Case]:
@@ -28,55 +35,139 @@ def standard_cases(tc: str, matrix, *, layerwise=None, parallel=None, models=Non
     return out
 
 
-def standard_body(ctx, run, impl_cfg, engines=None) -> dict:
-    """Bring up, report what each worker on this rank holds, tear down."""
-    session = bring_up(ctx, run, impl_cfg, engines=engines)
-    out = {"rank": ctx.rank, "error": session.error, "plan": session.plan if ctx.rank == 0 else None,
-           "run": session.run if ctx.rank == 0 else None, "workers": {}}
-    for role, worker in session.workers.items():
-        out["workers"][role] = worker_facts(worker, ctx.device)
-    out["digests"] = session.digests
-    session.teardown()
+def regrouped_cases(tc: str, matrix, models, *, layerwise=("s2",), draft: Optional[dict] = None) -> list[Case]:
+    """Workers on the regrouped topology at world 4 (tp4) and 8 (dp2_tp4), CPU profile: the first
+    model the matrix offers of ``models``, each split size of ``layerwise`` the matrix offers (s = 2:
+    at s = 4 a TP group of 4 is one split group, whose positions equal ``rank % s``)."""
+    if REGROUPED not in matrix.topologies and matrix.topologies:
+        return []
+    model = preferred(models, matrix.models)[0]
+    out = []
+    for lw, par, impl in product([lw for lw in layerwise if lw in matrix.layerwise],
+                                 REGROUPED_PARALLEL, matrix.implementations):
+        out.append(Case(tc=tc, model=model, layerwise=lw, parallel=par, implementation=impl, hardware="cpu",
+                        draft=(draft or {}).get(model, "none"), variant=REGROUPED,
+                        extra=(f"hardware.topology={REGROUPED}", *matrix.extra)))
     return out
 
 
-def plan_of(facts: list[dict]):
-    return facts[0]["plan"]
+def standard_body(ctx, run, impl_cfg, engines: Optional[tuple[EngineLayout, ...]] = None) -> RankFacts:
+    """Bring up, report what each worker on this rank holds, tear down and check nothing survived."""
+    session = bring_up(ctx, run, impl_cfg, engines=engines, plan_only=expected_rejection(run) is not None)
+    workers = {role: worker_facts(w, ctx.device) for role, w in session.workers.items()}
+    leaks = session.teardown()
+    workers = {role: dataclasses.replace(wf, leak=leaks.get(role)) for role, wf in workers.items()}
+    return RankFacts(rank=ctx.rank, error=session.error, plan=session.plan if ctx.rank == 0 else None,
+                     run=session.run if ctx.rank == 0 else None, workers=workers, digests=session.digests)
 
 
-def run_of(facts: list[dict]):
-    return facts[0]["run"]
+def plan_of(facts: list):
+    return facts[0].plan
 
 
-def master_error(facts: list[dict]):
-    return facts[0]["error"]
+def run_of(facts: list):
+    return facts[0].run
 
 
-def expected_rejection(run) -> str | None:
-    """The spec's reason a config must be refused at startup (FEATURE section 3), if any."""
-    if oracle.split_size(run) == 1:
-        return None
-    par, cache = run.parallel, run.cache
-    for refused, reason in (
-        (run.model.model_type not in ("deepseek_v32", "glm_moe_dsa", "deepseek_v3", "qwen3_5_moe", "qwen3_next"),
-         "model does not support layerwise split"),  # FEATURE 3 (by model_type)
-        (par.cp_size > 1, "context parallel (cp_size > 1) with split"),
-        (par.kv_split_size > 1, "KV split (kv_split_size > 1) with split"),
-        (cache.host_blocks_factor > 1, "host cache (host_blocks_factor > 1) with split"),
-        (cache.enable_sleep_mode, "sleep mode with split"),
-        (cache.enable_xtensor, "xtensor with split"),
-    ):
-        if refused:
-            return reason
+def master_error(facts: list):
+    return facts[0].error
+
+
+def startup_problems(facts: list, run) -> Optional[list[str]]:
+    """The startup verdict shared by every TC: None when the config is valid and the master accepted
+    it (go on checking); else the problems (empty when the spec's rejection came as it should)."""
+    rejected = rejection_problems(master_error(facts), run)
+    if rejected is not None:
+        return rejected
+    if master_error(facts) is not None:
+        return [f"master rejected a valid config: {master_error(facts)}"]
     return None
 
 
-def summarize(facts: list[dict]) -> dict:
+def leak_problems(facts: list) -> list[str]:
+    """Every engine a TC started, target and draft, left nothing alive after teardown."""
+    out = []
+    for f in facts:
+        for role, wf in sorted(f.workers.items()):
+            leak = wf.leak
+            if leak is None:
+                out.append(Problem(f"rank {f.rank} {role}: no after-teardown leak check ran", rule="leak",
+                                   rank=f.rank))
+                continue
+            if leak.tracked == 0:
+                out.append(Problem(f"rank {f.rank} {role}: no tensor tracked for the leak check", rule="leak",
+                                   rank=f.rank))
+            if leak.alive:
+                out.append(Problem(f"rank {f.rank} {role} engine: {leak.alive} of {leak.tracked} tensors/storages "
+                                   f"still alive after teardown (leaked)", rule="leak", rank=f.rank))
+            if leak.allocator_after != leak.allocator_before:
+                out.append(Problem(f"rank {f.rank} {role} engine: {wf.device} allocator holds {leak.allocator_after} "
+                                   f"B after teardown, {leak.allocator_before} B before bring-up", rule="leak",
+                                   rank=f.rank))
+    return out
+
+
+def ownership_problems(facts: list, run, role: str = "target", owner: Optional[dict] = None) -> list[str]:
+    """Each worker owns the full layers the SPEC gives its position in its split group (FEATURE 4):
+    groups from the parallel layout and the topology (harness.suites.ownership), never from the
+    worker's own report of its split rank. ``owner`` (layer -> split rank) replaces the spec's
+    round-robin where a TC judges propagation of the published layout, not the rule."""
+    plan = plan_of(facts)
+    groups, problem = ownership.groups_to_judge(run, plan.split_groups if plan is not None else ())
+    if groups is None:
+        return [problem]
+    out = []
+    for f in facts:
+        wf = f.workers.get(role)
+        if wf is None:
+            continue
+        if owner is None or oracle.split_size(run) == 1:
+            want = ownership.expected_owned_full(run, groups, wf.plan_rank)
+        else:
+            position = ownership.expected_position(groups, wf.plan_rank)[1]
+            want = sorted(l for l, o in owner.items() if o == position)
+        got = sorted(wf.owned_full())
+        if got != want:
+            group, position = ownership.expected_position(groups, wf.plan_rank) if oracle.split_size(run) > 1 \
+                else ((wf.plan_rank,), 0)
+            out.append(Problem(f"rank {f.rank} (split rank {position}) owns full layers {got}, spec says {want} "
+                               f"({role} plan rank {wf.plan_rank} at position {position} of split group "
+                               f"{list(group)}; the worker reports split rank {wf.split_rank})",
+                               rule="owner", rank=f.rank))
+    return out
+
+
+def view_problems(facts: list, role: str = "target") -> list[str]:
+    """Every non-owned full layer's view exposes the same tensor names, shapes and dtypes as an owned
+    full layer of the same rank (FEATURE 7: a view of the scratch, shaped like the layer it stands for)."""
+    out = []
+    for f in facts:
+        wf = f.workers.get(role)
+        if wf is None:
+            continue
+        full = [l for l in wf.layers if l.kind == "full"]
+        owned = [l for l in full if l.owned]
+        shapes = {tuple(sorted(l.geometry.items())) for l in owned}
+        if len(shapes) > 1:
+            out.append(Problem(f"rank {f.rank} {role}: owned full layers differ in tensors: {sorted(shapes)}",
+                               rule="view", rank=f.rank))
+        if not owned:
+            continue
+        want = owned[0].geometry
+        for l in full:
+            if not l.owned and l.geometry != want:
+                out.append(Problem(f"rank {f.rank} {role} layer {l.layer}: non-owned view exposes {l.geometry}, an "
+                                   f"owned layer (layer {owned[0].layer}) {want}", rule="view", rank=f.rank))
+                break
+    return out
+
+
+def summarize(facts: list) -> dict:
     """Numbers a sweep aggregates: per-rank estimated vs measured bytes, blocks, savings."""
     plan = plan_of(facts)
     if plan is None:
-        return {"error": master_error(facts)}
-    measured = {f["rank"]: f["workers"]["target"]["measured_bytes"] for f in facts if "target" in f["workers"]}
+        return {"error": str(master_error(facts))}
+    measured = {f.rank: f.workers["target"].measured_bytes for f in facts if "target" in f.workers}
     return {
         "n_blocks": plan.n_blocks,
         "uniform_n_blocks": plan.uniform_n_blocks,
@@ -95,3 +186,18 @@ def preferred(values, axis) -> list[str]:
     """The ``values`` a TC prefers that the matrix axis still offers; the whole axis if none do
     (a run narrowed to other values gets those, rather than no cases)."""
     return [v for v in values if v in axis] or list(axis)
+
+
+# ---- hooks every suite declares (harness.suites.Suite); these are the defaults -------------
+
+
+def no_missing_baseline(run) -> Optional[str]:
+    return None
+
+
+def no_separate_draft(case) -> bool:
+    return False
+
+
+def plan_world_size(case) -> int:
+    return case.world_size

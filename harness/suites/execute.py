@@ -1,9 +1,9 @@
 """How one case of a TC runs: the call convention every TC test and the mutation self-test share.
 
 ``run_body(body, *args, world_size=None) -> facts`` runs a rank body on a pool (the
-``lw_run`` fixture in pytest, ``pool_runner`` outside it). A suite may add hooks:
-``missing_baseline(run)`` (a reason to skip), ``separate_draft(case)`` (an extra body
-argument) and ``world_size(case)`` (processes beyond the plan's world).
+``lw_run`` fixture in pytest, ``pool_runner`` outside it). Every suite declares the hooks
+of ``harness.suites.Suite``: ``missing_baseline(run)`` (a reason to skip),
+``separate_draft(case)`` (an extra body argument) and ``world_size(case)``.
 """
 
 from __future__ import annotations
@@ -26,14 +26,12 @@ def run_case(suite, case, run_body: RunBody, *, skip: Callable[[str], Any] = _ra
     ``pytest.skip``; the default raises RankSkip). Rank failures propagate.
     """
     resolved = case.resolved
-    missing = getattr(suite, "missing_baseline", None)
-    reason = missing(resolved.run) if missing else None
+    reason = suite.missing_baseline(resolved.run)
     if reason:
         skip(reason)
         return []
-    args = (suite.separate_draft(case),) if hasattr(suite, "separate_draft") else ()
-    world_size = suite.world_size(case) if hasattr(suite, "world_size") else None
-    facts = run_body(suite.body, *args, world_size=world_size)
+    args = (True,) if suite.separate_draft(case) else ()
+    facts = run_body(suite.body, *args, world_size=suite.world_size(case))
     return suite.check(facts, resolved.run)
 
 

@@ -1,11 +1,129 @@
-"""Rank side: what a worker really holds, measured from its tensors (plain data for the parent)."""
+"""What the ranks report to the parent: frozen dataclasses of builtins and tuples.
+
+They cross the process boundary by pickling (a rank body returns one per rank), so
+they hold plain data only: no tensors, no caches. ``worker_facts`` measures a
+worker's tensors on the rank; everything else is built by ``bring_up`` and the TC
+bodies. A worker's report about itself (its split rank, its digest) is a FACT to
+check against the spec, never an expectation.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
 
 from harness.suites.measure import storage_key, tensor_bytes
 
 
-def worker_facts(worker, device: str) -> dict:
+@dataclass(frozen=True, kw_only=True)
+class TensorFacts:
+    shape: tuple[int, ...]
+    dtype: str
+    """``bfloat16``, ``int8``, ... (torch's name without the ``torch.`` prefix)."""
+    bytes: int
+    """numel x element size of this tensor (a view counts what it spans, not what it owns)."""
+
+    @property
+    def geometry(self) -> tuple[tuple[int, ...], str]:
+        return self.shape, self.dtype
+
+
+@dataclass(frozen=True, kw_only=True)
+class LayerFacts:
+    layer: int
+    kind: str
+    """``full`` or ``linear``."""
+    owned: bool
+    own_bytes: int
+    """Bytes of storage this layer holds apart from the scratch and earlier layers."""
+    scratch_view: bool
+    """Every tensor of the layer is a view of the rank's scratch."""
+    tensors: dict[str, TensorFacts] = field(default_factory=dict)
+
+    @property
+    def geometry(self) -> dict[str, tuple[tuple[int, ...], str]]:
+        """Tensor name -> (shape, dtype): what a non-owned view must share with an owned layer."""
+        return {name: t.geometry for name, t in sorted(self.tensors.items())}
+
+
+@dataclass(frozen=True, kw_only=True)
+class LeakFacts:
+    """After teardown: weak references to a worker's tensors and storages that are still alive."""
+
+    tracked: int
+    alive: int
+    allocator_before: int = 0
+    allocator_after: int = 0
+    """Device allocator bytes before bring-up and after teardown (0 on CPU)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerFacts:
+    role: str
+    plan_rank: int
+    device: str
+    digest: str
+    n_blocks: int
+    split_size: int
+    split_rank: int
+    split_group: tuple[int, ...]
+    kv_layout: str
+    measured_bytes: int
+    scratch_bytes: int
+    scratch_tensors: dict[str, tuple[int, ...]]
+    layers: tuple[LayerFacts, ...]
+    received_digest: str = ""
+    """Digest of the engine message this worker received (hashed by plan_types on the rank)."""
+    leak: Optional[LeakFacts] = None
+    """Filled by teardown: None means the leak check did not run for this worker."""
+
+    def owned_full(self) -> list[int]:
+        return [l.layer for l in self.layers if l.kind == "full" and l.owned]
+
+    def layer(self, layer_id: int) -> Optional[LayerFacts]:
+        return next((l for l in self.layers if l.layer == layer_id), None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MasterError:
+    """The master's refusal: the error type, the field it names (UserError.field) and its text."""
+
+    type: str
+    field: Optional[str]
+    message: str
+    user_error: bool = True
+    """True when the error is ``implementations.errors.UserError`` or a subclass."""
+    classes: tuple[str, ...] = ()
+    """Names of the error's classes, most derived first (``PlanError``, ``UserError``, ...)."""
+
+    def __str__(self) -> str:
+        return f"{self.type}: {self.message}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankFacts:
+    """One rank's answer from a standard body. ``plan`` and ``run`` are sent by rank 0 only."""
+
+    rank: int
+    error: Optional[MasterError] = None
+    plan: Any = None
+    run: Any = None
+    workers: dict[str, WorkerFacts] = field(default_factory=dict)
+    digests: dict[str, tuple] = field(default_factory=dict)
+    """Role -> the digests all-gathered from every rank (None where a rank hosts no worker)."""
+    problems: tuple[str, ...] = ()
+    """Problems the rank itself found (leaks, an exchange that went wrong)."""
+
+
+def master_error_of(exc: BaseException) -> MasterError:
+    from implementations.errors import UserError
+
+    return MasterError(type=type(exc).__name__, field=exc.field if isinstance(exc, UserError) else None,
+                       message=str(exc), user_error=isinstance(exc, UserError),
+                       classes=tuple(c.__name__ for c in type(exc).__mro__))
+
+
+def worker_facts(worker, device: str, *, leak: Optional[LeakFacts] = None) -> WorkerFacts:
     """Per layer: owned flag, tensor names/shapes/dtypes and bytes of its own storage."""
     cache = worker.cache
     scratch_keys = {storage_key(t) for t in cache.scratch.values()}
@@ -16,35 +134,39 @@ def worker_facts(worker, device: str) -> dict:
         tensors = {}
         for name, t in layer.tensors.items():
             key = storage_key(t)
-            tensors[name] = {"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""), "bytes": tensor_bytes(t)}
+            tensors[name] = TensorFacts(shape=tuple(int(x) for x in t.shape),
+                                        dtype=str(t.dtype).replace("torch.", ""), bytes=tensor_bytes(t))
             if key not in seen:
                 seen.add(key)
                 own_bytes += t.untyped_storage().nbytes()
-        layers.append({
-            "layer": layer.layer_id,
-            "kind": layer.kind,
-            "owned": bool(layer.owned),
-            "own_bytes": own_bytes,
-            "scratch_view": bool(layer.tensors) and all(storage_key(t) in scratch_keys for t in layer.tensors.values()),
-            "tensors": tensors,
-        })
-    scratch_bytes = sum(t.untyped_storage().nbytes() for t in {storage_key(t): t for t in cache.scratch.values()}.values())
-    return {
-        "role": worker.role,
-        "plan_rank": worker.plan_rank,
-        "device": device,
-        "digest": cache.plan_digest,
-        "n_blocks": cache.n_blocks,
-        "split_size": cache.split_size,
-        "split_rank": cache.split_rank,
-        "split_group": list(cache.split_group),
-        "kv_layout": cache.kv_layout,
-        "measured_bytes": worker.measured_bytes,
-        "scratch_bytes": scratch_bytes,
-        "scratch_tensors": {n: list(t.shape) for n, t in cache.scratch.items()},
-        "layers": layers,
-    }
+        layers.append(LayerFacts(
+            layer=layer.layer_id,
+            kind=layer.kind,
+            owned=bool(layer.owned),
+            own_bytes=own_bytes,
+            scratch_view=bool(layer.tensors) and all(storage_key(t) in scratch_keys for t in layer.tensors.values()),
+            tensors=tensors,
+        ))
+    distinct = {storage_key(t): t for t in cache.scratch.values()}
+    scratch_bytes = sum(t.untyped_storage().nbytes() for t in distinct.values())
+    return WorkerFacts(
+        role=worker.role,
+        plan_rank=worker.plan_rank,
+        device=device,
+        digest=cache.plan_digest,
+        n_blocks=cache.n_blocks,
+        split_size=cache.split_size,
+        split_rank=cache.split_rank,
+        split_group=tuple(cache.split_group),
+        kv_layout=cache.kv_layout,
+        measured_bytes=worker.measured_bytes,
+        scratch_bytes=scratch_bytes,
+        scratch_tensors={n: tuple(int(x) for x in t.shape) for n, t in cache.scratch.items()},
+        layers=tuple(layers),
+        received_digest=worker.message.digest,
+        leak=leak,
+    )
 
 
-def owned_full(wf: dict) -> list[int]:
-    return [l["layer"] for l in wf["layers"] if l["kind"] == "full" and l["owned"]]
+def owned_full(wf: WorkerFacts) -> list[int]:
+    return wf.owned_full()

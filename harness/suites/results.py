@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from harness.suites.expectations import prediction
+
 
 def case_result(suite, case, report, facts) -> dict:
     resolved = case.resolved
@@ -17,11 +19,13 @@ def case_result(suite, case, report, facts) -> dict:
         "outcome": _outcome(report),
         "duration_s": round(report.duration, 4),
     }
+    predicted = prediction(suite.TC, case.implementation, resolved.run)
+    if predicted is not None:
+        out["predicted"] = predicted.reason  # judged against the spec's predicted problems
     if report.failed and report.longrepr is not None:
         out["message"] = str(report.longrepr)[-2000:]
-    summary = getattr(suite, "summarize", None)
-    if facts and summary is not None:
-        out.update(summary(facts))
+    if facts:
+        out.update(suite.summarize(facts))
     return out
 
 

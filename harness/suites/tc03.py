@@ -18,16 +18,41 @@ the BI-V100 profile (16 GiB of KV per card) run on the CPU.
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass, field
+from typing import Optional
 
 from harness import oracle
 from harness.suites.case import Case
-from harness.suites.common import expected_rejection, master_error, plan_of, preferred
+from harness.suites.common import (
+    master_error,
+    no_missing_baseline,
+    no_separate_draft,
+    plan_of,
+    plan_world_size,
+    preferred,
+    startup_problems,
+)
+from harness.suites.expectations import expected_rejection
+from harness.suites.facts import RankFacts, master_error_of
+from harness.suites.ownership import (
+    best_bottleneck,
+    expected_placement,
+    link_rank,
+    worst_link,
+)
+from harness.suites.ownership import bottleneck as _bottleneck
+from harness.suites.ownership import (
+    code_of as _code_of,
+)
 
 TC = "TC-03"
 LEVEL = "L1"
 TITLE = "ILU PCIe topology mapping"
-CHECKS_OWNER_RULE = False  # coverage holds for any owner rule; the owner rule itself is TC-01's
-__all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "report_view", "summarize"]
+missing_baseline = no_missing_baseline
+separate_draft = no_separate_draft
+world_size = plan_world_size
+__all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "report_view", "summarize", "missing_baseline",
+           "separate_draft", "world_size", "link_rank"]
 
 MODELS = ("deepseek_v32", "qwen3_5_moe")
 LAYERWISE = ("s2", "s4")
@@ -41,9 +66,6 @@ EXPECT_REGROUPED = ("pcie_2switch_8_interleaved",)
 upstream's groups; even-odd interleaved switches must regroup whenever a TP group holds more
 than one split group."""
 
-_PCIE_WORST_FIRST = ("NET", "SYS", "NODE", "PHB", "PXB", "PIX")
-SAME_CARD = "same card"
-"""Two ranks of one group on one card: NCCL refuses it, so it ranks below every link."""
 
 
 # ---- cases ------------------------------------------------------------------------------
@@ -78,7 +100,30 @@ OVERSUBSCRIBED = "placement=[0,0,1,1]"
 # ---- rank side --------------------------------------------------------------------------
 
 
-def body(ctx, run, impl_cfg) -> dict:
+@dataclass(frozen=True, kw_only=True)
+class Member:
+    """One rank of a split group, as all-gathered over the real subgroup."""
+
+    rank: int
+    node: int
+    card: int
+    owned: tuple[int, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LiveGroup:
+    members: tuple[Member, ...]
+    card_counts: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopologyFacts(RankFacts):
+    device: str = ""
+    group: Optional[LiveGroup] = None
+    unusable: Optional[str] = None
+
+
+def body(ctx, run, impl_cfg) -> TopologyFacts:
     """Master plans; every rank joins its real split subgroup and reports who is in it, on which card."""
     import torch
     import torch.distributed as dist
@@ -89,19 +134,17 @@ def body(ctx, run, impl_cfg) -> dict:
     published = None
     if ctx.rank == 0:
         try:
-            published = {"plan": instantiate(impl_cfg).plan(run), "error": None}
+            published = (instantiate(impl_cfg).plan(run), None)
         except UserError as exc:
-            published = {"plan": None, "error": f"{type(exc).__name__}: {exc}"}
-    published = ctx.broadcast_object(published, src=0)
-    plan = published["plan"]
-    out = {"rank": ctx.rank, "device": ctx.device, "error": published["error"],
-           "plan": plan if ctx.rank == 0 else None, "group": None, "unusable": None}
+            published = (None, master_error_of(exc))
+    plan, error = ctx.broadcast_object(published, src=0)
+    base = {"rank": ctx.rank, "device": ctx.device, "error": error, "plan": plan if ctx.rank == 0 else None}
     if plan is None:
-        return out
+        return TopologyFacts(**base)
     # Decided from the broadcast plan alone, so every rank takes the same branch.
-    out["unusable"] = _unusable(plan, ctx.world_size)
-    if out["unusable"]:
-        return out
+    unusable = _unusable(plan, ctx.world_size)
+    if unusable:
+        return TopologyFacts(**base, unusable=unusable)
 
     group = ctx.split_groups(plan.split_groups)
     mine = next(rp for rp in plan.ranks if rp.rank == ctx.rank)
@@ -111,15 +154,13 @@ def body(ctx, run, impl_cfg) -> dict:
     dist.all_reduce(onehot, group=group)
     size = dist.get_world_size(group)
     members = [None] * size
-    dist.all_gather_object(members, {"rank": ctx.rank, "node": mine.node, "card": mine.card,
-                                     "owned": list(mine.owned_full_layers)}, group=group)
+    dist.all_gather_object(members, Member(rank=ctx.rank, node=mine.node, card=mine.card,
+                                           owned=tuple(mine.owned_full_layers)), group=group)
     counts = onehot.cpu().tolist()
     names = {i: key for key, i in slots.items()}
-    out["group"] = {
-        "members": members,
-        "card_counts": {str(names.get(i, "invalid")): c for i, c in enumerate(counts) if c},
-    }
-    return out
+    live = LiveGroup(members=tuple(members),
+                     card_counts={str(names.get(i, "invalid")): c for i, c in enumerate(counts) if c})
+    return TopologyFacts(**base, group=live)
 
 
 def _unusable(plan, world_size: int) -> str | None:
@@ -137,87 +178,27 @@ def _card_slots(plan, num_cards: int) -> dict:
     return {(n, c): i for i, (n, c) in enumerate(itertools.product(nodes, range(num_cards)))}
 
 
-# ---- the independent expectation --------------------------------------------------------
-
-
-def link_rank(code: str) -> tuple[int, int]:
-    """Higher is better: X > NV<n> (more links better) > PIX > PXB > PHB > NODE > SYS > NET."""
-    if code == "X":
-        return (3, 0)
-    if code == SAME_CARD:
-        return (0, 0)
-    if code.startswith("NV") and code[2:].isdigit():
-        return (2, int(code[2:]))
-    if code in _PCIE_WORST_FIRST:
-        return (1, _PCIE_WORST_FIRST.index(code))
-    raise ValueError(f"unknown link code {code!r}")
-
-
-def expected_placement(run) -> list[tuple[int, int]]:
-    """(node, card) per rank: RunSpec.placement, else rank % num_cards on node rank // num_cards."""
-    n = run.hardware.num_cards
-    cards = list(run.placement) if run.placement is not None else [r % n for r in range(run.parallel.world_size)]
-    return [(r // n, card) for r, card in enumerate(cards)]
-
-
-def _link(run, where, a: int, b: int) -> str:
-    if where[a] == where[b]:
-        return SAME_CARD
-    if where[a][0] != where[b][0]:
-        return "NET"
-    return run.hardware.topology.links[where[a][1]][where[b][1]]
-
-
-def worst_link(run, where, group) -> str:
-    """Worst link inside a group ("X" for a single rank)."""
-    codes = [_link(run, where, a, b) for a, b in itertools.combinations(group, 2)]
-    return min(codes, key=link_rank, default="X")
-
-
-def _bottleneck(run, where, groups) -> tuple[int, int]:
-    return min((link_rank(worst_link(run, where, g)) for g in groups), default=link_rank("X"))
-
-
-def _partitions(members: tuple[int, ...], s: int):
-    """Every partition of ``members`` into groups of ``s`` (each group in ascending order)."""
-    if not members:
-        yield []
-        return
-    first, rest = members[0], members[1:]
-    for mates in itertools.combinations(rest, s - 1):
-        remaining = tuple(r for r in rest if r not in mates)
-        for tail in _partitions(remaining, s):
-            yield [(first, *mates), *tail]
-
-
-def best_bottleneck(run, where, tp_group, s: int) -> tuple[int, int] | None:
-    """Best worst-link over partitions whose groups use distinct cards; None if none exists."""
-    best = None
-    for groups in _partitions(tuple(tp_group), s):
-        if any(len({where[r] for r in g}) < len(g) for g in groups):
-            continue
-        score = _bottleneck(run, where, groups)
-        if best is None or score > best:
-            best = score
-    return best
+# ---- the independent expectation: harness.suites.ownership (link ranking, brute force) ---
 
 
 # ---- parent side ------------------------------------------------------------------------
 
 
-def check(facts: list[dict], run) -> list[str]:
+def check(facts: list, run) -> list[str]:
     """Problems found (empty: pass). ``run`` is the composed RunSpec of the case."""
-    reason = expected_rejection(run)
-    if reason:
-        return [] if master_error(facts) else [f"master accepted a config the spec rejects ({reason})"]
-    refusal = spec_refuses_cards(run)
-    if refusal:
-        return [] if master_error(facts) else [f"master accepted a placement the spec refuses: {refusal}"]
-    if master_error(facts):
-        return [f"master rejected a valid config: {master_error(facts)}"]
+    if expected_rejection(run) is None:
+        refusal = spec_refuses_cards(run)
+        if refusal:
+            err = master_error(facts)
+            if err is None:
+                return [f"master accepted a placement the spec refuses: {refusal}"]
+            return [] if err.user_error else [f"master refused with {err}, not a UserError ({refusal})"]
+    verdict = startup_problems(facts, run)
+    if verdict is not None:
+        return verdict
     plan = plan_of(facts)
-    if facts[0]["unusable"]:
-        return [f"plan cannot form subgroups: {facts[0]['unusable']}"]
+    if facts[0].unusable:
+        return [f"plan cannot form subgroups: {facts[0].unusable}"]
     problems = _check_groups(plan, run)
     problems += _check_cards(plan, run)
     problems += _check_live(facts, plan, run)
@@ -264,11 +245,6 @@ def _check_groups(plan, run) -> list[str]:
     return problems
 
 
-def _code_of(score: tuple[int, int]) -> str:
-    tier, value = score
-    return {3: "X", 2: f"NV{value}", 0: SAME_CARD}.get(tier) or _PCIE_WORST_FIRST[value]
-
-
 def spec_refuses_cards(run) -> str | None:
     """Why FEATURE section 4 forbids this placement outright, from the spec's own numbers.
 
@@ -282,7 +258,7 @@ def spec_refuses_cards(run) -> str | None:
         if s > 1 and best_bottleneck(run, where, tp_group, s) is None:
             return f"TP group {tp_group}: no split grouping keeps each group on distinct cards"
     hw = run.hardware
-    n_blocks, _ = oracle.expected_block_counts(run, hw.kv_budget_bytes)
+    n_blocks, _ = oracle.expected_block_counts(run, oracle.run_budget_bytes(run))
     full = oracle.expected_full_layers(run.model)
     owner = oracle.expected_owner(full, s)
     least = min(oracle.expected_rank_bytes(run, n_blocks, [l for l in full if owner[l] == r]) for r in range(s))
@@ -309,15 +285,14 @@ def _check_cards(plan, run) -> list[str]:
         cards = [where[r] for r in g]
         if len(set(cards)) != len(cards):
             problems.append(f"split group {list(g)} puts two ranks on one card: {cards}")
-    tp = oracle.attn_tp_size(run)
-    draft_per_block = oracle.expected_full_bytes_per_block(run.draft, run.cache, tp) if run.draft else 0
+    draft_per_rank = oracle.expected_draft_rank_bytes(run, plan.n_blocks)  # n_blocks * D (FEATURE 6), 0 without a draft
     on_card: dict[tuple[int, int], list] = {}
     for rp in plan.ranks:
         on_card.setdefault(where[rp.rank], []).append(rp)
     for card, rps in sorted(on_card.items()):
         planned = sum(rp.estimated_bytes + rp.draft_estimated_bytes for rp in rps)
         spec = sum(oracle.expected_rank_bytes(run, plan.n_blocks, rp.owned_full_layers)
-                   + plan.n_blocks * draft_per_block for rp in rps)
+                   + draft_per_rank for rp in rps)
         reserved = hw.reserved_bytes_per_card * len(rps)
         if max(planned, spec) + reserved > hw.hbm_bytes_per_card:
             problems.append(f"node {card[0]} card {card[1]} (ranks {[rp.rank for rp in rps]}): KV planned "
@@ -332,26 +307,26 @@ def _check_live(facts, plan, run) -> list[str]:
     by_rank = {r: tuple(g) for g in plan.split_groups for r in g}
     problems = []
     for f in facts:
-        r, live = f["rank"], f["group"]
-        members = sorted(m["rank"] for m in live["members"])
+        r, live = f.rank, f.group
+        members = sorted(m.rank for m in live.members)
         if members != sorted(by_rank[r]):
             problems.append(f"rank {r}: its real split subgroup holds {members}, plan says {sorted(by_rank[r])}")
-        cards = [(m["node"], m["card"]) for m in live["members"]]
-        if any(where[m["rank"]] != (m["node"], m["card"]) for m in live["members"]):
+        cards = [(m.node, m.card) for m in live.members]
+        if any(where[m.rank] != (m.node, m.card) for m in live.members):
             problems.append(f"rank {r}: subgroup members report cards {cards}, placement says "
-                            f"{[where[m['rank']] for m in live['members']]}")
-        over = {card: n for card, n in live["card_counts"].items() if n != 1}
-        if over or sum(live["card_counts"].values()) != len(members):
-            problems.append(f"rank {r}: all-reduced card counts in its subgroup {live['card_counts']} "
+                            f"{[where[m.rank] for m in live.members]}")
+        over = {card: n for card, n in live.card_counts.items() if n != 1}
+        if over or sum(live.card_counts.values()) != len(members):
+            problems.append(f"rank {r}: all-reduced card counts in its subgroup {live.card_counts} "
                             f"(each card must appear once)")
-        owners = sorted(l for m in live["members"] for l in m["owned"])
+        owners = sorted(l for m in live.members for l in m.owned)
         if owners != full:
             missing = sorted(set(full) - set(owners))
             twice = sorted({l for l in owners if owners.count(l) > 1})
             problems.append(f"rank {r}: split group {members} owns full layers missing {missing}, "
                             f"more than once {twice}, not full {sorted(set(owners) - set(full))}")
-        device = f["device"]
-        if device.startswith("cuda:") and len({x["device"] for x in facts}) == len(facts):
+        device = f.device
+        if device.startswith("cuda:") and len({x.device for x in facts}) == len(facts):
             if int(device.split(":")[1]) != where[r][1]:  # one rank per card: the plan's card is the real one
                 problems.append(f"rank {r} runs on {device} but is planned on card {where[r][1]}")
     return problems
@@ -360,7 +335,7 @@ def _check_live(facts, plan, run) -> list[str]:
 # ---- reports ----------------------------------------------------------------------------
 
 
-def report_view(facts: list[dict]) -> dict:
+def report_view(facts: list) -> dict:
     plan = plan_of(facts)
     if plan is None:
         return {"layout": None, "memory": None}
@@ -373,14 +348,14 @@ def report_view(facts: list[dict]) -> dict:
     }
 
 
-def summarize(facts: list[dict]) -> dict:
+def summarize(facts: list) -> dict:
     plan = plan_of(facts)
     if plan is None:
-        return {"error": master_error(facts)}
+        return {"error": str(master_error(facts))}
     return {
         "split_groups": [list(g) for g in plan.split_groups],
         "cards": {rp.rank: [rp.node, rp.card] for rp in plan.ranks},
-        "devices": {f["rank"]: f["device"] for f in facts},
+        "devices": {f.rank: f.device for f in facts},
         "n_blocks": plan.n_blocks,
         "peak_bytes": plan.peak_bytes,
     }

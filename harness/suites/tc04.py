@@ -10,27 +10,42 @@ Pass when (FEATURE section 8):
   layers cover every full layer exactly once (checked on the ranks, re-checked here
   against ``harness.oracle``);
 - draft workers reset the split to size 1 / rank 0 and hold every draft layer;
+- each target worker owns what the published layout gives its POSITION in its split
+  group (the spec's groups; also on a regrouped topology at world 4 and 8);
+- every engine, target and draft, leaves nothing alive after teardown;
 - a tampered layout is rejected: plan rank 1 of each engine gets a message with one
-  layer owner (or n_blocks) altered, and its ``init_worker`` must raise PlanError
-  while the untouched workers accept theirs.
+  layer owner (or n_blocks) altered (bring_up's ``tamper`` hook), and its
+  ``init_worker`` must raise PlanError while the untouched workers accept theirs.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+from dataclasses import dataclass, field
+from typing import Optional
 
 from harness import oracle
+from harness.suites.bring_up import bring_up, engines_for
 from harness.suites.case import Case
-from harness.suites.common import expected_rejection, master_error, plan_of, preferred
-from harness.suites.facts import owned_full
+from harness.suites.common import (
+    leak_problems,
+    master_error,
+    no_missing_baseline,
+    ownership_problems,
+    plan_of,
+    preferred,
+    regrouped_cases,
+    startup_problems,
+)
+from harness.suites.facts import MasterError, RankFacts, owned_full, worker_facts
 
 TC = "TC-04"
 LEVEL = "L1"
 TITLE = "Engine layout propagation"
-CHECKS_OWNER_RULE = False  # exact-once coverage holds for upstream's rule too
+missing_baseline = no_missing_baseline
 __all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "report_view", "summarize", "world_size",
-           "separate_draft"]
+           "separate_draft", "missing_baseline"]
 
 MODELS = ("deepseek_v32", "glm_moe_dsa", "qwen3_5_moe")
 PARALLEL = ("tp4", "dp2_tp4")
@@ -55,7 +70,7 @@ def cases(matrix) -> list[Case]:
                                              matrix.implementations):
         out.append(Case(tc=TC, model=model, layerwise=lw, parallel="tp4", implementation=impl,
                         draft=DRAFTS[model], variant=SPEC, extra=tuple(matrix.extra)))
-    return out
+    return out + regrouped_cases(TC, matrix, MODELS)
 
 
 def separate_draft(case) -> bool:
@@ -71,30 +86,75 @@ def world_size(case) -> int:
 # ---- rank side --------------------------------------------------------------------------
 
 
-def body(ctx, run, impl_cfg, separate: bool = False) -> dict:
-    """Bring up every engine; gather ownership over the real split subgroups; then a tampered bring-up."""
-    from harness.suites.bring_up import bring_up, engines_for
-    from harness.suites.facts import worker_facts
+@dataclass(frozen=True, kw_only=True)
+class Holding:
+    """What one member of a real split subgroup holds (all-gathered over that subgroup)."""
 
+    rank: int
+    owned: Optional[tuple[int, ...]]
+    full: Optional[tuple[int, ...]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Coverage:
+    members: Optional[tuple[Holding, ...]]
+    problems: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class TamperResult:
+    plan_rank: int
+    tampered: bool
+    refused: Optional[MasterError] = None
+
+    @property
+    def plan_error(self) -> bool:
+        return self.refused is not None and "PlanError" in self.refused.classes
+
+
+@dataclass(frozen=True, kw_only=True)
+class PropagationFacts(RankFacts):
+    engines: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    coverage: Optional[Coverage] = None
+    tamper: dict[str, TamperResult] = field(default_factory=dict)
+    tamper_error: Optional[MasterError] = None
+
+
+def body(ctx, run, impl_cfg, separate: bool = False) -> PropagationFacts:
+    """Bring up every engine; gather ownership over the real split subgroups; tear down (leak check);
+    then bring up again with ``tamper_message`` (bring_up's tamper hook) recording the refusals."""
     engines = engines_for(ctx.world_size, run, separate_draft=separate)
     session = bring_up(ctx, run, impl_cfg, engines=engines)
-    out = {"rank": ctx.rank, "error": session.error, "plan": session.plan if ctx.rank == 0 else None,
-           "engines": {e.role: list(e.ranks) for e in engines}, "workers": {}, "received": {},
-           "digests": session.digests, "coverage": None, "tamper": {}}
+    base = {"rank": ctx.rank, "error": session.error, "plan": session.plan if ctx.rank == 0 else None,
+            "run": session.run if ctx.rank == 0 else None, "engines": {e.role: e.ranks for e in engines},
+            "digests": session.digests}
     if session.error:
-        return out
-    for role, worker in session.workers.items():
-        out["workers"][role] = worker_facts(worker, ctx.device)
-        out["received"][role] = worker.message.digest  # hashed by plan_types on this rank
-    out["coverage"] = _live_coverage(ctx, session, engines[0])
-    for worker in session.workers.values():  # session.teardown() would add a full gc pass (~0.3 s per rank)
-        _release(worker.cache)
-        worker.cache = None
-    out["tamper"] = _tampered_bring_up(ctx, run, impl_cfg, engines)
-    return out
+        return PropagationFacts(**base)
+    workers = {role: worker_facts(w, ctx.device) for role, w in session.workers.items()}
+    coverage = _live_coverage(ctx, session, engines[0])
+    leaks = session.teardown()
+    workers = {role: dataclasses.replace(wf, leak=leaks.get(role)) for role, wf in workers.items()}
+
+    tampered = bring_up(ctx, run, impl_cfg, engines=engines, tamper=tamper_message, record_refusals=True)
+    results, problems = {}, []
+    for engine in engines:
+        if ctx.rank not in engine.ranks:
+            continue
+        refusal = tampered.refusals.get(engine.role)
+        worker = tampered.workers.get(engine.role)
+        results[engine.role] = TamperResult(
+            plan_rank=engine.ranks.index(ctx.rank),
+            tampered=refusal.tampered if refusal is not None else bool(worker and worker.tampered),
+            refused=refusal.error if refusal is not None else None)
+    for role, leak in tampered.teardown().items():
+        if leak.alive:
+            problems.append(f"rank {ctx.rank} {role} engine of the tampered bring-up: {leak.alive} of "
+                            f"{leak.tracked} tensors/storages still alive after teardown (leaked)")
+    return PropagationFacts(**base, workers=workers, coverage=coverage, tamper=results,
+                            tamper_error=tampered.error, problems=tuple(problems))
 
 
-def _live_coverage(ctx, session, target) -> dict:
+def _live_coverage(ctx, session, target) -> Coverage:
     """Owned full layers all-gathered over this rank's REAL split subgroup, judged on the rank."""
     import torch.distributed as dist
 
@@ -102,28 +162,29 @@ def _live_coverage(ctx, session, target) -> dict:
     others = [(r,) for r in range(ctx.world_size) if r not in target.ranks]
     partition = groups + others
     if sorted(r for g in partition for r in g) != list(range(ctx.world_size)):
-        return {"members": None, "problems": [f"plan split groups {groups} do not partition the target ranks"]}
+        return Coverage(members=None, problems=(f"plan split groups {groups} do not partition the target ranks",))
     group = ctx.split_groups(partition)  # same partition on every rank (from the broadcast plan)
     worker = session.workers.get("target")
     layers = worker.cache.layers if worker else []
-    mine = {"rank": ctx.rank, "owned": [l.layer_id for l in layers if l.kind == "full" and l.owned] if worker else None,
-            "full": [l.layer_id for l in layers if l.kind == "full"] if worker else None}
+    mine = Holding(rank=ctx.rank,
+                   owned=tuple(l.layer_id for l in layers if l.kind == "full" and l.owned) if worker else None,
+                   full=tuple(l.layer_id for l in layers if l.kind == "full") if worker else None)
     members = [None] * dist.get_world_size(group)
     dist.all_gather_object(members, mine, group=group)
     if worker is None:
-        return {"members": None, "problems": []}
-    full = mine["full"]
+        return Coverage(members=None)
+    full = mine.full
     problems = []
     for m in members:
-        if m["owned"] is None or m["full"] != full:
-            problems.append(f"rank {m['rank']} in this split group holds full layers {m['full']}, rank "
+        if m.owned is None or m.full != full:
+            problems.append(f"rank {m.rank} in this split group holds full layers {m.full}, rank "
                             f"{ctx.rank} holds {full}")
-    owners = {l: [m["rank"] for m in members if m["owned"] and l in m["owned"]] for l in full}
+    owners = {l: [m.rank for m in members if m.owned and l in m.owned] for l in full}
     wrong = [f"{l}: {rs}" for l, rs in owners.items() if len(rs) != 1]
     if wrong:
-        problems.append(f"split group {[m['rank'] for m in members]}: full layers not owned by exactly one "
+        problems.append(f"split group {[m.rank for m in members]}: full layers not owned by exactly one "
                         f"rank (layer: owners) {', '.join(wrong[:6])}{' ...' if len(wrong) > 6 else ''}")
-    return {"members": members, "problems": problems}
+    return Coverage(members=tuple(members), problems=tuple(problems))
 
 
 def tamper_message(message, plan_rank: int):
@@ -136,111 +197,63 @@ def tamper_message(message, plan_rank: int):
     return dataclasses.replace(message, n_blocks=message.n_blocks + 1)
 
 
-def _tampered_bring_up(ctx, run, impl_cfg, engines) -> dict:
-    """bring_up's flow with ``tamper_message``; init errors are caught on the rank and returned as data.
-
-    (bring_up itself would let the victim raise while the others wait in its digest
-    all-gather; here nothing follows the inits, so no rank is left in a collective.)
-    """
-    from harness.suites.bring_up import instantiate
-    from implementations.errors import PlanError, UserError
-
-    impl = instantiate(impl_cfg)
-    published = None
-    if ctx.rank == 0:
-        try:
-            plan = impl.plan(run)
-            published = {"plan": plan, "digests": {e.role: impl.engine_message(plan, run, e.role).digest
-                                                   for e in engines}}
-        except UserError as exc:
-            published = {"error": f"{type(exc).__name__}: {exc}"}
-    published = ctx.broadcast_object(published, src=0)
-    if "error" in published:
-        return {"error": published["error"]}
-    out = {}
-    for engine in engines:
-        leader = engine.ranks[0]
-        message = impl.engine_message(published["plan"], run, engine.role) if ctx.rank == leader else None
-        message = ctx.broadcast_object(message, src=leader)
-        if ctx.rank not in engine.ranks:
-            continue
-        plan_rank = engine.ranks.index(ctx.rank)
-        received = tamper_message(message, plan_rank)
-        result = {"plan_rank": plan_rank, "tampered": received is not message, "raised": None,
-                  "plan_error": False, "detail": ""}
-        try:
-            cache = impl.init_worker(received, run, rank=plan_rank, role=engine.role, device=ctx.device,
-                                     expected_digest=published["digests"][engine.role])
-            _release(cache)
-        except Exception as exc:  # noqa: BLE001 - any error is reported; the check wants PlanError
-            result.update(raised=type(exc).__name__, plan_error=isinstance(exc, PlanError), detail=str(exc)[:300])
-        out[engine.role] = result
-    return out
-
-
-def _release(cache) -> None:
-    for layer in cache.layers:
-        layer.tensors.clear()
-    cache.scratch.clear()
-
-
 # ---- parent side ------------------------------------------------------------------------
 
 
 def check(facts: list[dict], run) -> list[str]:
     """Problems found (empty: pass). ``run`` is the composed RunSpec of the case."""
-    reason = expected_rejection(run)
-    if reason:
-        return [] if master_error(facts) else [f"master accepted a config the spec rejects ({reason})"]
-    if master_error(facts):
-        return [f"master rejected a valid config: {master_error(facts)}"]
+    verdict = startup_problems(facts, run)
+    if verdict is not None:
+        return verdict
     plan = plan_of(facts)
-    engines = facts[0]["engines"]
-    problems = []
+    engines = facts[0].engines
+    problems = [p for f in facts for p in f.problems]
     for role, ranks in engines.items():
         problems += _check_engine(facts, plan, run, role, ranks)
     problems += _check_coverage(facts, plan, run, engines["target"])
+    problems += ownership_problems(facts, run, owner=dict(plan.layer_owner))  # positions: the spec's
     problems += _check_tamper(facts, engines)
+    problems += leak_problems(facts)
     return problems
 
 
 def _check_engine(facts, plan, run, role, ranks) -> list[str]:
     """The engine's workers: on its ranks only, one per plan rank, one digest, draft reset to split 1."""
     problems = []
-    hosts = [f["rank"] for f in facts if role in f["workers"]]
+    hosts = [f.rank for f in facts if role in f.workers]
     if hosts != list(ranks):
         problems.append(f"{role} workers live on ranks {hosts}, engine spans {list(ranks)}")
     if len(ranks) != run.parallel.world_size:
         problems.append(f"{role} engine has {len(ranks)} workers, parallel.world_size is {run.parallel.world_size}")
-    workers = {f["rank"]: f["workers"][role] for f in facts if role in f["workers"]}
-    plan_ranks = sorted(w["plan_rank"] for w in workers.values())
+    workers = {f.rank: f.workers[role] for f in facts if role in f.workers}
+    plan_ranks = sorted(w.plan_rank for w in workers.values())
     if plan_ranks != list(range(len(ranks))):
         problems.append(f"{role} workers hold plan ranks {plan_ranks}, expected 0..{len(ranks) - 1} once each")
-    gathered = facts[0]["digests"].get(role, [])
+    gathered = tuple(facts[0].digests.get(role, ()))
     held = {r: gathered[r] for r in ranks} if len(gathered) == len(facts) else {}
     if not held:
         problems.append(f"{role}: no all-gathered digests ({gathered})")
     for f in facts:
-        if f["digests"].get(role) != gathered:
-            problems.append(f"rank {f['rank']} all-gathered other {role} digests than rank 0")
+        if tuple(f.digests.get(role, ())) != gathered:
+            problems.append(f"rank {f.rank} all-gathered other {role} digests than rank 0")
     want = plan.digest if role == "target" else held.get(ranks[0])
     for r, digest in held.items():
         if digest != want:
             problems.append(f"{role} worker on rank {r} holds layout {digest}, expected {want}"
                             + (" (the master's plan)" if role == "target" else " (the engine leader's)"))
-        received = next(f for f in facts if f["rank"] == r)["received"].get(role)
+        received = next(f for f in facts if f.rank == r).workers[role].received_digest
         if received != digest:
             problems.append(f"{role} worker on rank {r} received a message hashing to {received} but reports {digest}")
     for r, w in workers.items():
-        if w["n_blocks"] != plan.n_blocks:
-            problems.append(f"{role} worker on rank {r}: n_blocks {w['n_blocks']}, master's plan {plan.n_blocks}")
+        if w.n_blocks != plan.n_blocks:
+            problems.append(f"{role} worker on rank {r}: n_blocks {w.n_blocks}, master's plan {plan.n_blocks}")
         if role == "draft":
             want_full = sorted(oracle.expected_full_layers(run.draft))
-            if w["split_size"] != 1 or w["split_rank"] != 0 or len(w["split_group"]) != 1:
-                problems.append(f"draft worker on rank {r}: split size {w['split_size']}, split rank "
-                                f"{w['split_rank']}, group {w['split_group']}; a draft resets to 1 / rank 0")
-            if sorted(owned_full(w)) != want_full or w["scratch_bytes"]:
-                problems.append(f"draft worker on rank {r} owns {owned_full(w)} (scratch {w['scratch_bytes']} B); "
+            if w.split_size != 1 or w.split_rank != 0 or len(w.split_group) != 1:
+                problems.append(f"draft worker on rank {r}: split size {w.split_size}, split rank "
+                                f"{w.split_rank}, group {w.split_group}; a draft resets to 1 / rank 0")
+            if sorted(owned_full(w)) != want_full or w.scratch_bytes:
+                problems.append(f"draft worker on rank {r} owns {owned_full(w)} (scratch {w.scratch_bytes} B); "
                                 f"an unsplit draft owns all of {want_full}, no scratch")
     return problems
 
@@ -251,17 +264,17 @@ def _check_coverage(facts, plan, run, target_ranks) -> list[str]:
     groups = {target_ranks[r]: sorted(target_ranks[m] for m in g) for g in plan.split_groups for r in g}
     problems = []
     for f in facts:
-        cov, r = f["coverage"], f["rank"]
+        cov, r = f.coverage, f.rank
         if cov is None:
             problems.append(f"rank {r}: no coverage gathered")
             continue
-        problems += [f"rank {r}: {p}" for p in cov["problems"]]
+        problems += [f"rank {r}: {p}" for p in cov.problems]
         if r not in target_ranks:
             continue
-        members = sorted(m["rank"] for m in (cov["members"] or []))
+        members = sorted(m.rank for m in (cov.members or ()))
         if members != groups.get(r) or len(members) != s:
             problems.append(f"rank {r}: real split subgroup {members}, plan's {groups.get(r)} (s={s})")
-        owned = sorted(l for m in (cov["members"] or []) for l in (m["owned"] or []))
+        owned = sorted(l for m in (cov.members or ()) for l in (m.owned or ()))
         if owned != full:
             twice = sorted({l for l in owned if owned.count(l) > 1})
             problems.append(f"rank {r}: split group {members} must own each full layer of the spec exactly once; "
@@ -273,22 +286,21 @@ def _check_coverage(facts, plan, run, target_ranks) -> list[str]:
 def _check_tamper(facts, engines) -> list[str]:
     problems = []
     for f in facts:
-        tamper = f["tamper"]
-        if "error" in tamper:
-            return [f"tampered bring-up: master rejected the config: {tamper['error']}"]
+        if f.tamper_error is not None:
+            return [f"tampered bring-up: master rejected the config: {f.tamper_error}"]
         for role, ranks in engines.items():
-            if f["rank"] not in ranks:
+            if f.rank not in ranks:
                 continue
-            t = tamper.get(role)
+            t = f.tamper.get(role)
             if t is None:
-                problems.append(f"rank {f['rank']}: no {role} result from the tampered bring-up")
-            elif t["tampered"] and not t["plan_error"]:
-                problems.append(f"{role} plan rank {t['plan_rank']} (rank {f['rank']}) accepted a tampered layout"
-                                + (f" (raised {t['raised']}: {t['detail']}, not PlanError)" if t["raised"] else ""))
-            elif not t["tampered"] and t["raised"]:
-                problems.append(f"{role} plan rank {t['plan_rank']} (rank {f['rank']}) refused the untouched "
-                                f"layout: {t['raised']}: {t['detail']}")
-    victims = [t for f in facts for t in f["tamper"].values() if isinstance(t, dict) and t.get("tampered")]
+                problems.append(f"rank {f.rank}: no {role} result from the tampered bring-up")
+            elif t.tampered and not t.plan_error:
+                problems.append(f"{role} plan rank {t.plan_rank} (rank {f.rank}) accepted a tampered layout"
+                                + (f" (raised {t.refused}, not PlanError)" if t.refused else ""))
+            elif not t.tampered and t.refused:
+                problems.append(f"{role} plan rank {t.plan_rank} (rank {f.rank}) refused the untouched "
+                                f"layout: {t.refused}")
+    victims = [t for f in facts for t in f.tamper.values() if t.tampered]
     if len(victims) != len(engines):
         problems.append(f"{len(victims)} tampered workers, expected one per engine ({len(engines)})")
     return problems
@@ -297,31 +309,30 @@ def _check_tamper(facts, engines) -> list[str]:
 # ---- reports ----------------------------------------------------------------------------
 
 
-def report_view(facts: list[dict]) -> dict:
+def report_view(facts: list) -> dict:
     plan = plan_of(facts)
     if plan is None:
         return {"layout": None, "memory": None}
-    rows = [f for f in facts if "target" in f["workers"]]
+    rows = [f for f in facts if "target" in f.workers]
     return {
-        "layout": {"ranks": [f["rank"] for f in rows], "layers": list(range(plan.num_layers)),
+        "layout": {"ranks": [f.rank for f in rows], "layers": list(range(plan.num_layers)),
                    "full_layers": list(plan.full_layers),
-                   "owned": {f["rank"]: owned_full(f["workers"]["target"]) for f in rows}},
-        "memory": {"ranks": [f["rank"] for f in rows],
-                   "estimated_bytes": [plan.ranks[f["workers"]["target"]["plan_rank"]].estimated_bytes for f in rows],
-                   "measured_bytes": [f["workers"]["target"]["measured_bytes"] for f in rows]},
+                   "owned": {f.rank: owned_full(f.workers["target"]) for f in rows}},
+        "memory": {"ranks": [f.rank for f in rows],
+                   "estimated_bytes": [plan.ranks[f.workers["target"].plan_rank].estimated_bytes for f in rows],
+                   "measured_bytes": [f.workers["target"].measured_bytes for f in rows]},
     }
 
 
-def summarize(facts: list[dict]) -> dict:
+def summarize(facts: list) -> dict:
     plan = plan_of(facts)
     if plan is None:
-        return {"error": master_error(facts)}
+        return {"error": str(master_error(facts))}
     return {
         "digest": plan.digest,
-        "engines": facts[0]["engines"],
-        "digests": facts[0]["digests"],
+        "engines": {role: list(ranks) for role, ranks in facts[0].engines.items()},
+        "digests": {role: list(d) for role, d in facts[0].digests.items()},
         "split_groups": [list(g) for g in plan.split_groups],
         "n_blocks": plan.n_blocks,
-        "tamper_rejected": [t["raised"] for f in facts for t in f["tamper"].values()
-                            if isinstance(t, dict) and t.get("tampered")],
+        "tamper_rejected": [t.refused.type for f in facts for t in f.tamper.values() if t.tampered and t.refused],
     }

@@ -14,8 +14,12 @@ On a live group with the split active, after a normal bring-up:
    scratch; receivers check the bytes at once, since the next layer overwrites it;
 4. owners read their written blocks back (no receive or other layer landed there) and
    every guard still holds its sentinel (nothing written outside the layer meant);
-5. teardown: weak references to every tensor and storage are dead after release + gc;
-   on a card the allocator's counter is back to its value before bring-up.
+5. teardown (``RankSession.teardown``): weak references to every tensor and (C++ level)
+   storage are dead once the harness drops the engine; on a card the allocator's counter
+   is back to its value before bring-up.
+
+Also run on an int8 cache (scales and index included) and on a regrouped topology at
+world 4 and 8; non-owned views must look like an owned layer (names, shapes, dtypes).
 
 Patterns are bytes: copies and broadcasts are bitwise, so every dtype (bf16, int8, fp8,
 fp32 scales) carries them unchanged; the sentinel 0xFF never occurs in a pattern.
@@ -25,10 +29,10 @@ mechanics run for any owner rule; which rule is right is TC-01's concern.
 
 from __future__ import annotations
 
-import gc
+import dataclasses
 import itertools
-import weakref
 import zlib
+from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
@@ -36,19 +40,36 @@ import torch.distributed as dist
 from harness import oracle
 from harness.suites.bring_up import bring_up
 from harness.suites.case import Case
-from harness.suites.common import master_error, plan_of, report_view, summarize
-from harness.suites.facts import worker_facts
-from harness.suites.measure import allocator_bytes, storage_key
+from harness.suites.common import (
+    leak_problems,
+    no_missing_baseline,
+    no_separate_draft,
+    ownership_problems,
+    plan_of,
+    plan_world_size,
+    regrouped_cases,
+    report_view,
+    startup_problems,
+    summarize,
+    view_problems,
+)
+from harness.suites.facts import RankFacts, worker_facts
+from harness.suites.measure import storage_key
 
 TC = "TC-05"
 LEVEL = "L1"
 TITLE = "Worker KV shard application"
-CHECKS_OWNER_RULE = False  # the exchange works for any owner rule; the rule itself is TC-01's
-__all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "report_view", "summarize"]
+missing_baseline = no_missing_baseline
+separate_draft = no_separate_draft
+world_size = plan_world_size
+__all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "report_view", "summarize", "missing_baseline",
+           "separate_draft", "world_size"]
 
 LAYERWISE = ("s2", "s4")
 DP_MODELS = ("deepseek_v32", "qwen3_5_moe")
 """Models also run at dp 2 x tp 4 (one MLA+DSA, one hybrid): the split groups of two TP groups."""
+QUANTIZED = ("int8", "deepseek_v32", "s2", ("cache.kv_cache_dtype=int8", "cache.indexer_cache_dtype=int8"))
+"""The exchange on a quantized cache (int8 KV + float32 scales + int8 index), CPU profile."""
 SENTINEL = 0xFF
 PATTERN_MOD = 251  # pattern bytes are 0..250: never the sentinel
 GUARD_BYTES = 64
@@ -73,63 +94,41 @@ def cases(matrix) -> list[Case]:
             continue
         out.append(Case(tc=TC, model=model, layerwise=lw, parallel=par, implementation=impl, hardware=hw,
                         extra=tuple(matrix.extra)))
+    variant, model, lw, extra = QUANTIZED
+    if lw in layerwise and "cpu" in matrix.hardware:
+        model = preferred_model(model, models)
+        out += [Case(tc=TC, model=model, layerwise=lw, parallel="tp4", implementation=impl, hardware="cpu",
+                     variant=variant, extra=(*extra, *matrix.extra)) for impl in matrix.implementations]
+    if models:
+        out += regrouped_cases(TC, matrix, models)
     return out
+
+
+def preferred_model(model: str, models: list) -> str:
+    return model if model in models else models[0]
 
 
 # ---- rank side --------------------------------------------------------------------------
 
 
-def body(ctx, run, impl_cfg) -> dict:
-    before_bytes = allocator_bytes(ctx.device)
+@dataclass(frozen=True, kw_only=True)
+class ExchangeFacts(RankFacts):
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+def body(ctx, run, impl_cfg) -> ExchangeFacts:
     session = bring_up(ctx, run, impl_cfg)
-    out = {"rank": ctx.rank, "error": session.error, "plan": session.plan if ctx.rank == 0 else None,
-           "run": session.run if ctx.rank == 0 else None, "workers": {}, "problems": [], "stats": {}}
-    if session.error is None:
-        worker = session.workers["target"]
-        out["workers"]["target"] = worker_facts(worker, ctx.device)
-        out["problems"], out["stats"] = _exchange(ctx, session.run, session.plan, worker.cache)
-        refs = _weak_refs(worker.cache)
-        del worker
-    else:
-        refs = []
-    session.teardown()  # drops every reference the harness holds to the caches
-    del session
-    alive = sum(1 for r in refs if r() is not None)
-    if alive:  # dropping the session may free a cycle; one more collection before calling it a leak
-        gc.collect()
-        alive = sum(1 for r in refs if r() is not None)
-    if alive:
-        out["problems"].append(f"rank {ctx.rank}: {alive} of {len(refs)} tensors/storages still alive after "
-                               f"teardown + gc (leaked)")
-    if ctx.device.startswith("cuda"):
-        after_bytes = allocator_bytes(ctx.device)
-        if after_bytes != before_bytes:
-            out["problems"].append(f"rank {ctx.rank}: {ctx.device} allocator holds {after_bytes} B after teardown, "
-                                   f"{before_bytes} B before bring-up")
-    out["stats"]["weak_refs"] = len(refs)
-    return out
-
-
-def _weak_refs(cache) -> list:
-    refs, seen = [], set()
-    for t in cache.all_tensors():
-        refs.append(weakref.ref(t))
-        key = storage_key(t)
-        if key not in seen:
-            seen.add(key)
-            refs.append(_storage_ref(t.untyped_storage()))
-    return refs
-
-
-# -- torch 2.1: a storage's Python object is not kept alive by its tensor there, so
-# weakref.ref(storage) dies at once (and may crash the interpreter). torch's own
-# StorageWeakRef follows the C++ storage itself on every supported torch.
-def _storage_ref(storage):
-    """A callable like weakref.ref(storage): None once the storage's memory is released."""
-    from torch.multiprocessing.reductions import StorageWeakRef
-
-    ref = StorageWeakRef(storage)
-    return lambda: None if ref.expired() else True
+    base = {"rank": ctx.rank, "error": session.error, "plan": session.plan if ctx.rank == 0 else None,
+            "run": session.run if ctx.rank == 0 else None}
+    if session.error is not None:
+        return ExchangeFacts(**base)
+    worker = session.workers["target"]
+    facts = worker_facts(worker, ctx.device)
+    problems, stats = _exchange(ctx, session.run, session.plan, worker.cache)
+    del worker
+    leaks = session.teardown()  # every engine's tensors and storages must be gone (weak refs)
+    return ExchangeFacts(**base, workers={"target": dataclasses.replace(facts, leak=leaks.get("target"))},
+                         problems=tuple(problems), stats=stats)
 
 
 def _exchange(ctx, run, plan, cache) -> tuple[list[str], dict]:
@@ -354,54 +353,57 @@ def _check_guards(r: int, guards: list) -> list[str]:
 # ---- parent side ------------------------------------------------------------------------
 
 
-def check(facts: list[dict], run) -> list[str]:
-    if master_error(facts):
-        return [f"master rejected a valid config: {master_error(facts)}"]
+def check(facts: list, run) -> list[str]:
+    verdict = startup_problems(facts, run)
+    if verdict is not None:
+        return verdict
     plan = plan_of(facts)
     s = oracle.split_size(run)
-    problems = [p for f in facts for p in f["problems"]]
+    problems = [p for f in facts for p in f.problems]
     if not plan.active or s < 2:
         problems.append(f"split not active (s={s}): nothing to exchange")
         return problems
     full = oracle.expected_full_layers(run.model)
+    problems += ownership_problems(facts, run, owner=dict(plan.layer_owner))  # positions: the spec's
+    problems += view_problems(facts)
+    problems += leak_problems(facts)
     for f in facts:
-        problems += _addressing_problems(f["rank"], f["workers"]["target"], run, plan.n_blocks)
+        problems += _addressing_problems(f.rank, f.workers["target"], run, plan.n_blocks)
     world = run.parallel.world_size
     # each full layer reaches the s - 1 non-owners of every split group: world / s groups
     want_received = len(full) * (s - 1) * (world // s)
-    got_received = sum(f["stats"].get("received_layers", 0) for f in facts)
+    got_received = sum(f.stats.get("received_layers", 0) for f in facts)
     if got_received != want_received:
         problems.append(f"{got_received} layer receives verified across ranks, spec {want_received} "
                         f"({len(full)} full layers x (s-1)={s - 1} non-owners x {world // s} split groups)")
     for f in facts:
-        st = f["stats"]
+        st = f.stats
         if st.get("written_layers", 0) != len(_owned(f)) or not _owned(f):
-            problems.append(f"rank {f['rank']}: wrote {st.get('written_layers', 0)} layers, owns {len(_owned(f))}")
+            problems.append(f"rank {f.rank}: wrote {st.get('written_layers', 0)} layers, owns {len(_owned(f))}")
         if st.get("guard_windows", 0) == 0:
-            problems.append(f"rank {f['rank']}: no guard window was placed (nothing could show a stray write)")
-        if st.get("weak_refs", 0) == 0:
-            problems.append(f"rank {f['rank']}: no tensor tracked for the leak check")
+            problems.append(f"rank {f.rank}: no guard window was placed (nothing could show a stray write)")
     if len(problems) > MAX_LISTED:
         problems = problems[:MAX_LISTED] + [f"... and {len(problems) - MAX_LISTED} more problems"]
     return problems
 
 
-def _addressing_problems(r: int, wf: dict, run, n_blocks: int) -> list[str]:
+def _addressing_problems(r: int, wf, run, n_blocks: int) -> list[str]:
     """Where a worker writes a token's KV: the profile's layout fixes the slot axis (FEATURE 7), and
     linear layers keep their state on every rank (it is never exchanged, FEATURE 4)."""
     slot_axis = 2 if run.hardware.kv_layout == "heads_major" else 1
     linear = set(oracle.expected_linear_layers(run.model))
     out = []
-    for layer in wf["layers"]:
-        lid = layer["layer"]
+    for layer in wf.layers:
+        lid = layer.layer
         if lid in linear:
-            if not layer["owned"] or layer["own_bytes"] == 0:
+            if not layer.owned or layer.own_bytes == 0:
                 out.append(f"rank {r} linear layer {lid}: no state of its own here, and linear state is never "
                            f"exchanged")
             continue
-        for name, t in layer["tensors"].items():
-            shape = t["shape"]
-            if len(shape) != 4 or shape[0] != n_blocks or shape[slot_axis] != run.cache.block_size:
+        for name, t in layer.tensors.items():
+            shape = list(t.shape)
+            rank_ = 3 if name.endswith("_scale") else 4  # upstream's scales: the cache shape minus its last dim
+            if len(shape) != rank_ or shape[0] != n_blocks or shape[slot_axis] != run.cache.block_size:
                 out.append(f"rank {r} layer {lid} tensor {name}: shape {shape} does not put {n_blocks} blocks on "
                            f"axis 0 and block_size {run.cache.block_size} on axis {slot_axis} "
                            f"({run.hardware.kv_layout}): token slots would be written in the wrong place")
@@ -409,6 +411,6 @@ def _addressing_problems(r: int, wf: dict, run, n_blocks: int) -> list[str]:
     return out
 
 
-def _owned(f: dict) -> list[int]:
-    wf = f["workers"].get("target", {})
-    return [l["layer"] for l in wf.get("layers", []) if l["owned"]]
+def _owned(f) -> list[int]:
+    wf = f.workers.get("target")
+    return [l.layer for l in wf.layers if l.owned] if wf is not None else []

@@ -16,14 +16,25 @@ from functools import lru_cache
 
 from harness.suites import baseline
 from harness.suites.case import Case
-from harness.suites.common import master_error, plan_of, report_view, standard_body, summarize
+from harness.suites.common import (
+    leak_problems,
+    no_separate_draft,
+    plan_of,
+    plan_world_size,
+    report_view,
+    standard_body,
+    startup_problems,
+    summarize,
+)
 
 TC = "TC-06"
 LEVEL = "L2"
 TITLE = "Fallback when disabled"
-CHECKS_OWNER_RULE = False  # nothing is split: no owner rule involved
 body = standard_body
-__all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "missing_baseline", "report_view", "summarize"]
+separate_draft = no_separate_draft
+world_size = plan_world_size
+__all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "missing_baseline", "report_view", "summarize",
+           "separate_draft", "world_size"]
 
 DISABLED = ("off", "s1")
 OFF_S2_MODELS = ("deepseek_v32", "qwen3_5_moe")
@@ -75,9 +86,10 @@ def missing_baseline(run) -> str | None:
             f"record with: python -m harness.suites.baseline --record (after adding it there)")
 
 
-def check(facts: list[dict], run) -> list[str]:
-    if master_error(facts):
-        return [f"master rejected a disabled config: {master_error(facts)}"]
+def check(facts: list, run) -> list[str]:
+    verdict = startup_problems(facts, run)
+    if verdict is not None:
+        return verdict
     want = _entry(run)
     if want is None:
         return [missing_baseline(run)]
@@ -89,21 +101,26 @@ def check(facts: list[dict], run) -> list[str]:
     if len(facts) != want["world_size"]:
         problems.append(f"{len(facts)} ranks reported, baseline has {want['world_size']}")
     for f in facts:
-        problems += _rank_problems(f["rank"], f["workers"]["target"], want)
-    return problems
+        problems += _rank_problems(f.rank, f.workers["target"], want)
+    return problems + leak_problems(facts)
 
 
-def _rank_problems(r: int, wf: dict, want: dict) -> list[str]:
+def _as_recorded(tensors: dict) -> dict:
+    """A layer's tensor facts in the baseline file's form."""
+    return {n: {"shape": list(t.shape), "dtype": t.dtype, "bytes": t.bytes} for n, t in tensors.items()}
+
+
+def _rank_problems(r: int, wf, want: dict) -> list[str]:
     out = []
-    if wf["n_blocks"] != want["n_blocks"]:
-        out.append(f"rank {r}: n_blocks {wf['n_blocks']}, baseline {want['n_blocks']}")
-    if (wf["split_size"], wf["split_rank"]) != (1, 0):
-        out.append(f"rank {r}: split size {wf['split_size']} rank {wf['split_rank']}, baseline 1 / 0")
-    if wf["scratch_bytes"] or wf["scratch_tensors"]:
-        out.append(f"rank {r}: scratch {wf['scratch_tensors']} ({wf['scratch_bytes']} B), baseline none")
-    if wf["measured_bytes"] != want["rank_bytes"]:
-        out.append(f"rank {r}: allocated {wf['measured_bytes']} B, baseline {want['rank_bytes']} B")
-    got_layers = {l["layer"]: l for l in wf["layers"]}
+    if wf.n_blocks != want["n_blocks"]:
+        out.append(f"rank {r}: n_blocks {wf.n_blocks}, baseline {want['n_blocks']}")
+    if (wf.split_size, wf.split_rank) != (1, 0):
+        out.append(f"rank {r}: split size {wf.split_size} rank {wf.split_rank}, baseline 1 / 0")
+    if wf.scratch_bytes or wf.scratch_tensors:
+        out.append(f"rank {r}: scratch {wf.scratch_tensors} ({wf.scratch_bytes} B), baseline none")
+    if wf.measured_bytes != want["rank_bytes"]:
+        out.append(f"rank {r}: allocated {wf.measured_bytes} B, baseline {want['rank_bytes']} B")
+    got_layers = {l.layer: l for l in wf.layers}
     if sorted(got_layers) != [l["layer"] for l in want["layers"]]:
         out.append(f"rank {r}: layers {sorted(got_layers)}, baseline 0..{len(want['layers']) - 1}")
     differ = []
@@ -112,9 +129,10 @@ def _rank_problems(r: int, wf: dict, want: dict) -> list[str]:
         if g is None:
             continue
         own = sum(t["bytes"] for t in w["tensors"].values())
-        if g["kind"] != w["kind"] or not g["owned"] or g["own_bytes"] != own or g["tensors"] != w["tensors"]:
-            differ.append(f"layer {w['layer']}: got {g['kind']} owned={g['owned']} own {g['own_bytes']} B "
-                          f"{_brief(g['tensors'])}; baseline {w['kind']} owned own {own} B {_brief(w['tensors'])}")
+        got = _as_recorded(g.tensors)
+        if g.kind != w["kind"] or not g.owned or g.own_bytes != own or got != w["tensors"]:
+            differ.append(f"layer {w['layer']}: got {g.kind} owned={g.owned} own {g.own_bytes} B "
+                          f"{_brief(got)}; baseline {w['kind']} owned own {own} B {_brief(w['tensors'])}")
     if differ:
         more = f" (+{len(differ) - MAX_LISTED} more)" if len(differ) > MAX_LISTED else ""
         out.append(f"rank {r}: {len(differ)} layers differ from the baseline{more}: " + "; ".join(differ[:MAX_LISTED]))

@@ -6,7 +6,9 @@ layers = the spec's round-robin for the rank's split rank, non-owned ones scratc
 bytes per the spec); the draft's KV is uniform on every rank (every draft layer owned,
 no scratch, split size 1 / rank 0, the target's block count); both fit the budget
 together: per rank target + draft bytes <= the KV budget, and n_blocks is the spec's
-count with the draft's full-attention bytes per block as ``additional`` (FEATURE section 6).
+count with the draft's full-attention bytes per block as ``additional`` (FEATURE section 6);
+target ownership by the spec's split groups and positions (also on a regrouped topology at
+world 4 and 8); after teardown nothing of either engine is alive.
 """
 
 from __future__ import annotations
@@ -15,21 +17,39 @@ import itertools
 
 from harness import oracle
 from harness.suites.case import Case
-from harness.suites.common import master_error, plan_of, report_view, run_of, standard_body, summarize
+from harness.suites.common import (
+    leak_problems,
+    no_missing_baseline,
+    no_separate_draft,
+    ownership_problems,
+    plan_of,
+    plan_world_size,
+    regrouped_cases,
+    report_view,
+    run_of,
+    standard_body,
+    startup_problems,
+    summarize,
+)
+from harness.suites.expectations import Problem
 
 TC = "TC-07"
 LEVEL = "L2"
 TITLE = "Speculative engine"
-CHECKS_OWNER_RULE = True
 body = standard_body
-__all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "report_view", "summarize"]
+missing_baseline = no_missing_baseline
+separate_draft = no_separate_draft
+world_size = plan_world_size
+__all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "report_view", "summarize", "missing_baseline",
+           "separate_draft", "world_size"]
 
 PAIRS = (("deepseek_v3", "deepseek_mtp"), ("deepseek_v32", "deepseek_v32_mtp"), ("qwen3_5_moe", "qwen3_5_mtp"))
 """Each target with its own MTP draft (conf/draft)."""
 
 
 def cases(matrix) -> list[Case]:
-    """The target/draft pairs whose target the matrix runs x layerwise x tp4 x implementations."""
+    """The target/draft pairs whose target the matrix runs x layerwise x tp4 x implementations, and one
+    pair on the regrouped topology at world 4 and 8."""
     pairs = [(t, d) for t, d in PAIRS if t in matrix.models]
     pars = [p for p in matrix.parallel if p == "tp4"] or list(matrix.parallel)[:1]
     out = []
@@ -38,78 +58,83 @@ def cases(matrix) -> list[Case]:
     ):
         out.append(Case(tc=TC, model=target, draft=draft, layerwise=lw, parallel=par, implementation=impl,
                         hardware=hw, variant=draft, extra=tuple(matrix.extra)))
+    if pairs:
+        out += regrouped_cases(TC, matrix, [t for t, _ in pairs], draft=dict(PAIRS))
     return out
 
 
-def check(facts: list[dict], run) -> list[str]:
-    if master_error(facts):
-        return [f"master rejected a valid speculative config: {master_error(facts)}"]
+def check(facts: list, run) -> list[str]:
+    verdict = startup_problems(facts, run)
+    if verdict is not None:
+        return verdict
     plan, run = plan_of(facts), run_of(facts)  # run_of: the budget the ranks really planned with
     tp = oracle.attn_tp_size(run)
-    budget = run.hardware.kv_budget_bytes
-    draft_per_block = oracle.expected_full_bytes_per_block(run.draft, run.cache, tp)
-    n, _ = oracle.expected_block_counts(run, budget, additional_bytes_per_block=draft_per_block)
+    budget = oracle.run_budget_bytes(run)
+    draft_per_block = oracle.expected_draft_bytes_per_block(run)  # D: the target's slot unless the body runs at TP 1
+    n, _ = oracle.expected_block_counts(run, budget)
     problems = []
     if plan.n_blocks != n:
-        problems.append(f"n_blocks {plan.n_blocks} != spec {n} (budget {budget} B, draft additional "
-                        f"{draft_per_block} B/block)")
+        problems.append(Problem(f"n_blocks {plan.n_blocks} != spec {n} (budget {budget} B, draft additional "
+                                f"{draft_per_block} B/block)", rule="n_blocks"))
     for role in ("target", "draft"):
-        digests = {f["workers"][role]["digest"] if role in f["workers"] else None for f in facts}
+        digests = {f.workers[role].digest if role in f.workers else None for f in facts}
         if len(digests) != 1 or None in digests:
             problems.append(f"{role} workers hold different layouts: {sorted(map(str, digests))}")
+    problems += ownership_problems(facts, run)
     for f in facts:
-        r, workers = f["rank"], f["workers"]
+        r, workers = f.rank, f.workers
         if set(workers) != {"target", "draft"}:
             problems.append(f"rank {r} hosts {sorted(workers)}, expected target and draft")
             continue
         problems += _target_problems(r, workers["target"], run, plan.n_blocks, tp)
         problems += _draft_problems(r, workers["draft"], run, plan.n_blocks, tp)
-        total = workers["target"]["measured_bytes"] + workers["draft"]["measured_bytes"]
+        total = workers["target"].measured_bytes + workers["draft"].measured_bytes
         if total > budget:
-            problems.append(f"rank {r}: target {workers['target']['measured_bytes']} B + draft "
-                            f"{workers['draft']['measured_bytes']} B = {total} B > KV budget {budget} B")
+            problems.append(f"rank {r}: target {workers['target'].measured_bytes} B + draft "
+                            f"{workers['draft'].measured_bytes} B = {total} B > KV budget {budget} B")
+    problems += leak_problems(facts)
     return problems
 
 
-def _target_problems(r: int, wf: dict, run, n: int, tp: int) -> list[str]:
+def _target_problems(r: int, wf, run, n: int, tp: int) -> list[str]:
     s = oracle.split_size(run)
     full = oracle.expected_full_layers(run.model)
-    owner = oracle.expected_owner(full, s)
-    mine = sorted(l for l in full if owner[l] == wf["split_rank"]) if s > 1 else list(full)
-    got = sorted(l["layer"] for l in wf["layers"] if l["kind"] == "full" and l["owned"])
+    got = sorted(wf.owned_full())
     out = []
-    if wf["split_size"] != s:
-        out.append(f"rank {r} target: split size {wf['split_size']}, spec {s}")
-    if got != mine:
-        out.append(f"rank {r} target (split rank {wf['split_rank']}): owns full layers {got}, spec {mine}")
-    for layer in wf["layers"]:
-        if layer["kind"] == "full" and not layer["owned"] and (layer["own_bytes"] or not layer["scratch_view"]):
-            out.append(f"rank {r} target layer {layer['layer']}: not owned but holds {layer['own_bytes']} B of its own")
+    if wf.split_size != s:
+        out.append(f"rank {r} target: split size {wf.split_size}, spec {s}")
+    for layer in wf.layers:
+        if layer.kind == "full" and not layer.owned and (layer.own_bytes or not layer.scratch_view):
+            out.append(f"rank {r} target layer {layer.layer}: not owned but holds {layer.own_bytes} B of its own")
     want = oracle.expected_rank_bytes(run, n, got if s > 1 else full)
-    if wf["measured_bytes"] != want:
-        out.append(f"rank {r} target: allocated {wf['measured_bytes']} B, spec {want} B for its layers")
+    if wf.measured_bytes != want:
+        out.append(Problem(f"rank {r} target: allocated {wf.measured_bytes} B, spec {want} B for its layers",
+                           rule="bytes", rank=r))
     return out
 
 
-def _draft_problems(r: int, wf: dict, run, n: int, tp: int) -> list[str]:
-    draft = run.draft
-    per_layer = oracle.expected_layer_bytes_per_block(draft, run.cache, tp)
+def _draft_problems(r: int, wf, run, n: int, tp: int) -> list[str]:
+    """The draft engine: never split, the target's block count, D bytes per block over its layers
+    (FEATURE 6: the target's cache shape unless the draft body runs at TP 1)."""
+    n_layers = oracle.draft_num_layers(run.draft)
+    per_block = oracle.expected_draft_bytes_per_block(run)
+    per_layer = per_block // n_layers if n_layers else 0
     out = []
-    if (wf["split_size"], wf["split_rank"]) != (1, 0):
-        out.append(f"rank {r} draft: split size {wf['split_size']} rank {wf['split_rank']}, spec 1 / 0 (never split)")
-    if wf["scratch_bytes"] or wf["scratch_tensors"]:
-        out.append(f"rank {r} draft: holds a scratch of {wf['scratch_bytes']} B, spec none")
-    if wf["n_blocks"] != n:
-        out.append(f"rank {r} draft: n_blocks {wf['n_blocks']}, the target's is {n}")
-    layers = {l["layer"]: l for l in wf["layers"]}
-    if sorted(layers) != list(range(draft.num_hidden_layers)):
-        out.append(f"rank {r} draft: layers {sorted(layers)}, spec 0..{draft.num_hidden_layers - 1}")
+    if (wf.split_size, wf.split_rank) != (1, 0):
+        out.append(f"rank {r} draft: split size {wf.split_size} rank {wf.split_rank}, spec 1 / 0 (never split)")
+    if wf.scratch_bytes or wf.scratch_tensors:
+        out.append(f"rank {r} draft: holds a scratch of {wf.scratch_bytes} B, spec none")
+    if wf.n_blocks != n:
+        out.append(f"rank {r} draft: n_blocks {wf.n_blocks}, the target's is {n}")
+    layers = {l.layer: l for l in wf.layers}
+    if sorted(layers) != list(range(n_layers)):
+        out.append(f"rank {r} draft: layers {sorted(layers)}, spec 0..{n_layers - 1}")
     for lid, layer in layers.items():
-        want = n * per_layer.get(lid, 0)
-        if not layer["owned"] or layer["own_bytes"] != want:
-            out.append(f"rank {r} draft layer {lid}: owned={layer['owned']} with {layer['own_bytes']} B, "
+        want = n * per_layer
+        if not layer.owned or layer.own_bytes != want:
+            out.append(f"rank {r} draft layer {lid}: owned={layer.owned} with {layer.own_bytes} B, "
                        f"spec owned with {want} B")
-    want_total = n * sum(per_layer.values())
-    if wf["measured_bytes"] != want_total:
-        out.append(f"rank {r} draft: allocated {wf['measured_bytes']} B, spec {want_total} B")
+    if wf.measured_bytes != n * per_block:
+        out.append(Problem(f"rank {r} draft: allocated {wf.measured_bytes} B, spec {n * per_block} B "
+                           f"({n} blocks x {per_block} B/block)", rule="bytes", rank=r))
     return out

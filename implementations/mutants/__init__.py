@@ -10,22 +10,30 @@ each one is caught. Class docstring = ``rule``; see also ``component`` and
 
 from __future__ import annotations
 
-from implementations.mutants.allocation import NonownerRealStorage, WrongLayoutAxes
+from implementations.mutants.allocation import NonownerRealStorage, QuantizedViewReshaped, WrongLayoutAxes
 from implementations.mutants.base import COMPONENTS, Mutant
-from implementations.mutants.engine import DraftKeepsSplit
+from implementations.mutants.engine import DraftKeepsSplit, DraftLeaksStorage
 from implementations.mutants.estimation import (
     DraftAdditionalIgnored,
     IndexSlotDropped,
     LinearSlotsUnpadded,
     MaxBlockCount,
     NoScratchInEstimate,
+    PeakScratchOmitted,
+    SavingsAtUniformBlocks,
     ScaleBytesMissing,
+    ScaleMissingInEstimate,
 )
 from implementations.mutants.flags import DisabledStillSplits
 from implementations.mutants.layout import LinearSplit, OwnerOffByOne
 from implementations.mutants.topology import CardCheckSkipped, StridedGroups
-from implementations.mutants.validation import CpSplitAccepted, NoValidationUnsupported
-from implementations.mutants.worker import DigestUnchecked
+from implementations.mutants.validation import (
+    CpSplitAccepted,
+    HostCacheWrongField,
+    KvSplitAccepted,
+    NoValidationUnsupported,
+)
+from implementations.mutants.worker import DigestUnchecked, SplitRankModS
 
 _CLASSES: tuple[type[Mutant], ...] = (
     OwnerOffByOne,
@@ -45,6 +53,14 @@ _CLASSES: tuple[type[Mutant], ...] = (
     ScaleBytesMissing,
     CardCheckSkipped,
     CpSplitAccepted,
+    KvSplitAccepted,
+    HostCacheWrongField,
+    SplitRankModS,
+    PeakScratchOmitted,
+    ScaleMissingInEstimate,
+    SavingsAtUniformBlocks,
+    QuantizedViewReshaped,
+    DraftLeaksStorage,
 )
 
 MUTANTS: dict[str, type[Mutant]] = {cls.name.removeprefix("mutant_"): cls for cls in _CLASSES}

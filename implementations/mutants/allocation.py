@@ -47,3 +47,22 @@ class WrongLayoutAxes(Mutant):
         # Report the layout it was asked for: only the tensors' axis order is wrong.
         cache.plan_digest, cache.kv_layout = message.digest, message.kv_layout
         return cache
+
+
+class QuantizedViewReshaped(Mutant):
+    """On a quantized cache, non-owned layers expose their float32 scale tensors as raw uint8 views of the scratch (other shape and dtype, same bytes) (FEATURE 7, a view shaped like the layer)."""
+
+    name = "mutant_quantized_view_reshaped"
+    component = "allocation"
+    # Same bytes, same storage, same blocks: only a comparison of names, shapes and dtypes sees it.
+    expected_catchers = ("TC-01", "TC-05")
+
+    def init_worker(self, message, run, *, rank, role, device, expected_digest) -> WorkerKVCache:
+        cache = super().init_worker(message, run, rank=rank, role=role, device=device,
+                                    expected_digest=expected_digest)
+        if run.cache.kv_cache_dtype != "auto":
+            for layer in cache.layers:
+                if layer.kind == "full" and not layer.owned:
+                    layer.tensors = {name: t.view(torch.uint8) if t.dtype == torch.float32 else t
+                                     for name, t in layer.tensors.items()}
+        return cache

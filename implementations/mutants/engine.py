@@ -38,3 +38,24 @@ class DraftKeepsSplit(Mutant):
             peak_bytes=estimation.peak_bytes(per_rank), mean_bytes=estimation.mean_bytes(per_rank),
             notes=(f"draft engine of {plan.model}: split kept at {s}",),
         )
+
+
+_KEPT: list = []
+"""Storages the leaking mutant keeps (the last few only, so a long-lived rank does not grow)."""
+
+
+class DraftLeaksStorage(Mutant):
+    """The draft engine keeps a reference to one of its KV storages after its workers are torn down (FEATURE 10, TC-05: no storage leaked by any engine)."""
+
+    name = "mutant_draft_leaks_storage"
+    component = "engine"
+    expected_catchers = ("TC-04", "TC-07")
+
+    def init_worker(self, message, run, *, rank, role, device, expected_digest):
+        cache = super().init_worker(message, run, rank=rank, role=role, device=device,
+                                    expected_digest=expected_digest)
+        if role == "draft":
+            tensor = next(iter(cache.layers[0].tensors.values()))
+            _KEPT.append(tensor.untyped_storage())
+            del _KEPT[:-2]
+        return cache

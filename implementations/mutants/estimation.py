@@ -106,3 +106,69 @@ class DraftAdditionalIgnored(Mutant):
         ranks = tuple(replace(r, draft_estimated_bytes=target.n_blocks * draft.bytes_per_block)
                       for r in target.ranks)
         return replace(target, draft=draft, ranks=ranks)
+
+
+def _with_estimates(plan, estimates: dict[int, int], *, uniform_peak: int | None = None):
+    """``plan`` with new per-rank estimates and the figures recomputed from them, as a report would."""
+    from implementations.reference import estimation
+
+    ranks = tuple(replace(r, estimated_bytes=estimates[r.rank]) for r in plan.ranks)
+    peak = estimation.peak_bytes(estimates)
+    uniform = plan.uniform_peak_bytes if uniform_peak is None else uniform_peak
+    return replace(plan, ranks=ranks, peak_bytes=peak, mean_bytes=estimation.mean_bytes(estimates),
+                   uniform_peak_bytes=uniform, savings_bytes=uniform - peak)
+
+
+class PeakScratchOmitted(Mutant):
+    """At s = 2 a rank owning more than half of the full layers is estimated without its scratch layer (and so is the reported peak); the block count is right (FEATURE 6, estimate = owned + scratch)."""
+
+    name = "mutant_peak_scratch_omitted"
+    component = "estimation"
+    # DeepSeek's 61 full layers: the 31-layer ranks lose 1/32 of their KV, inside the seed's 5%;
+    # TC-02 compares exactly.
+    expected_catchers = ("TC-02",)
+
+    def plan(self, run):
+        plan = super().plan(run)
+        if not plan.active or plan.split_size != 2:
+            return plan
+        half = len(plan.full_layers) / 2
+        scratch = plan.n_blocks * plan.scratch_bytes_per_block
+        return _with_estimates(plan, {r.rank: r.estimated_bytes - (scratch if len(r.owned_full_layers) > half else 0)
+                                      for r in plan.ranks})
+
+
+class ScaleMissingInEstimate(Mutant):
+    """Per-rank estimates and the reported figures leave out the float32 scale bytes of a quantized cache; the block count keeps them (FEATURE 5, scale slot)."""
+
+    name = "mutant_scale_missing_in_estimate"
+    component = "estimation"
+    # 0.5-1.5% of a rank's bytes: inside the seed's 5%; TC-02 compares exactly.
+    expected_catchers = ("TC-02",)
+
+    def plan(self, run):
+        plan = super().plan(run)
+        if run.cache.kv_cache_dtype == "auto":
+            return plan
+        unscaled = ScaleBytesMissing()
+        tp = plan.attn_tp_size
+        layer_bytes = unscaled.layer_bytes_per_block(run.model, run.cache, tp)
+        scratch = unscaled.scratch_bytes_per_block(run.model, run.cache, tp) if plan.active else 0
+        est = {r.rank: plan.n_blocks * (sum(layer_bytes[l] for l in r.owned_full_layers)
+                                        + (scratch if plan.active else 0)) + plan.linear_state_bytes
+               for r in plan.ranks}
+        return _with_estimates(plan, est)
+
+
+class SavingsAtUniformBlocks(Mutant):
+    """The reported uniform peak (and so the savings) is taken at the uniform block count, not at the split's own n_blocks (FEATURE 6, savings at the same n_blocks)."""
+
+    name = "mutant_savings_at_uniform_blocks"
+    component = "estimation"
+    expected_catchers = ("TC-02",)
+
+    def plan(self, run):
+        plan = super().plan(run)
+        full_bytes = sum(plan.layer_bytes_per_block[l] for l in plan.full_layers)
+        uniform = plan.uniform_n_blocks * full_bytes + plan.linear_state_bytes
+        return replace(plan, uniform_peak_bytes=uniform, savings_bytes=uniform - plan.peak_bytes)

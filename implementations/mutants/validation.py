@@ -43,3 +43,31 @@ class CpSplitAccepted(Mutant):
             validation.check_active_split(no_cp, self.full_layers(run.model))
         if run.draft is not None:
             validation.check_draft(run.draft)
+
+
+class KvSplitAccepted(Mutant):
+    """An active split is accepted with KV split (kv_split_size > 1) (FEATURE 3, no KV split with split)."""
+
+    name = "mutant_kv_split_accepted"
+    component = "validation"
+    # TC-01's kv-split rejection case; no other TC runs a KV-split config.
+    expected_catchers = ("TC-01",)
+
+    def validate(self, run):
+        super().validate(replace(run, parallel=replace(run.parallel, kv_split_size=1)))
+
+
+class HostCacheWrongField(Mutant):
+    """Host cache with an active split is refused as a block-budget PlanError, not as the host cache rule (FEATURE 3, refusal names its field)."""
+
+    name = "mutant_host_cache_wrong_field"
+    component = "validation"
+    expected_catchers = ("TC-01",)
+
+    def validate(self, run):
+        from implementations.errors import PlanError
+
+        if self.is_active(run.layerwise) and run.cache.host_blocks_factor > 1:
+            super().validate(replace(run, cache=replace(run.cache, host_blocks_factor=1.0)))
+            raise PlanError("n_blocks", 0, "at least one block", "the host cache leaves no device blocks")
+        super().validate(run)

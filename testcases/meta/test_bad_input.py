@@ -270,3 +270,16 @@ def test_app_runs_a_config_the_spec_refuses(tmp_path, capsys, monkeypatch):
     result = json.loads((run_dir / "result.json").read_text())
     assert result["status"] == "rejected" and "cache.enable_xtensor" in result["plan_error"]
     assert "xtensor" in result["spec_refuses"]
+
+
+def test_spec_rejections_are_test_inputs(tmp_path):
+    """Through pytest, a config the spec refuses (xtensor with split; llama3_8b does not support split) is
+    what TC-01 checks the implementation refuses: the reference refuses it, so every case passes."""
+    argv = [sys.executable, "-m", "pytest", TC01, "--lw-override", "model=llama3_8b,deepseek_v32",
+            "--lw-override", "layerwise=s2", "--lw-override", "parallel=tp4", "--lw-override", "implementation=reference",
+            "--lw-override", "cache.enable_xtensor=true", "-q", "-p", "no:cacheprovider", "-k", "not cp2"]
+    proc = _run(argv, tmp_path)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    # llama3_8b: 1 case; deepseek_v32: the plain case, its int8 variant, its rejection cases but cp2 (9) and the
+    # regrouped topology at w4 and w8 (2)
+    assert "14 passed" in proc.stdout

@@ -2,10 +2,13 @@
 
 import pytest
 
-from harness.suites import tc06 as SUITE
+from harness.suites import load_suite
 from harness.suites.execute import run_case
+from harness.suites.expectations import assert_verdict
+
+SUITE = load_suite("TC-06")
 
 
 def test_tc06(lw_case, lw_run):
     problems = run_case(SUITE, lw_case, lw_run, skip=pytest.skip)
-    assert not problems, "\n".join(problems)
+    assert_verdict(SUITE.TC, lw_case, problems)

@@ -231,6 +231,87 @@ def _cp_split_accepted(m):
     assert m.plan(run).active
 
 
+def _kv_split_accepted(m):
+    run = run_spec(DEEPSEEK_V3, split=2, kv_split_size=2)
+    with pytest.raises(ConfigError, match="parallel.kv_split_size"):
+        REF.plan(run)
+    assert m.plan(run).active
+
+
+def _host_cache_wrong_field(m):
+    run = run_spec(DEEPSEEK_V3, split=2, cache=CacheSpec(host_blocks_factor=2.0))
+    with pytest.raises(ConfigError) as ref:
+        REF.plan(run)
+    with pytest.raises(PlanError) as mut:
+        m.plan(run)
+    assert ref.value.field == "cache.host_blocks_factor" != mut.value.field
+
+
+def _split_rank_mod_s(m):
+    from implementations.reference.topology import load_topology
+
+    base = run_spec(QWEN3_5_MOE, split=2, budget_bytes=SMALL, num_cards=8)
+    run = replace(base, hardware=replace(base.hardware, topology=load_topology("pcie_2switch_8_interleaved")))
+    plan = REF.plan(run)
+    assert plan.split_groups == ((0, 2), (1, 3))  # even/odd switches: position of rank 2 is 1, not 2 % 2
+    assert REF.ownership_mask(plan, 2) != m.ownership_mask(plan, 2)
+    cache = m.init_worker(plan, run, rank=2, role="target", device="cpu", expected_digest=plan.digest)
+    assert cache.split_rank == 0 != plan.ranks[2].split_rank
+
+
+def _peak_scratch_omitted(m):
+    run = run_spec(DEEPSEEK_V3, split=2)
+    ref, mut = REF.plan(run), m.plan(run)
+    assert mut.n_blocks == ref.n_blocks
+    assert ref.peak_bytes - mut.peak_bytes <= ref.n_blocks * ref.scratch_bytes_per_block
+    assert max(r.estimated_bytes for r in ref.ranks) - max(r.estimated_bytes for r in mut.ranks) > 0
+    assert sorted(r.estimated_bytes for r in mut.ranks) != sorted(r.estimated_bytes for r in ref.ranks)
+
+
+def _scale_missing_in_estimate(m):
+    run = run_spec(DEEPSEEK_V3, split=2, cache=CacheSpec(kv_cache_dtype="int8"))
+    ref, mut = REF.plan(run), m.plan(run)
+    assert mut.n_blocks == ref.n_blocks and mut.layer_bytes_per_block == ref.layer_bytes_per_block
+    # int8 MLA: 4 of 580 bytes per slot are the scale
+    assert ref.ranks[0].estimated_bytes - mut.ranks[0].estimated_bytes == ref.n_blocks * 128 * 4 * 32  # 31 owned + scratch
+
+
+def _savings_at_uniform_blocks(m):
+    run = run_spec(DEEPSEEK_V3, split=2)
+    ref, mut = REF.plan(run), m.plan(run)
+    assert ref.uniform_n_blocks < ref.n_blocks
+    assert mut.uniform_peak_bytes < ref.uniform_peak_bytes and mut.savings_bytes < ref.savings_bytes
+
+
+def _quantized_view_reshaped(m):
+    import torch
+
+    run = run_spec(DEEPSEEK_V3, split=2, budget_bytes=SMALL, cache=CacheSpec(kv_cache_dtype="int8"))
+    plan = REF.plan(run)
+    not_owned = next(l for l in plan.full_layers if plan.owner_of(l) != 0)
+    ref = REF.init_worker(plan, run, rank=0, role="target", device="cpu", expected_digest=plan.digest)
+    mut = m.init_worker(plan, run, rank=0, role="target", device="cpu", expected_digest=plan.digest)
+    assert ref.layer(not_owned).tensors["latent_scale"].dtype == torch.float32
+    assert mut.layer(not_owned).tensors["latent_scale"].dtype == torch.uint8
+    assert layer_own_bytes(mut, not_owned) == 0 and cache_bytes(mut) == cache_bytes(ref)
+
+
+def _draft_leaks_storage(m):
+    import gc
+
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    run = run_spec(DEEPSEEK_V3, split=2, budget_bytes=SMALL, draft=DEEPSEEK_MTP)
+    plan = REF.plan(run)
+    message = REF.engine_message(plan, run, "draft")
+    for impl, leaked in ((REF, False), (m, True)):
+        cache = impl.init_worker(message, run, rank=0, role="draft", device="cpu", expected_digest=message.digest)
+        ref = StorageWeakRef(next(iter(cache.layers[0].tensors.values())).untyped_storage())
+        del cache
+        gc.collect()
+        assert ref.expired() is not leaked
+
+
 DIFFERS: dict[str, Callable] = {
     "owner_off_by_one": _owner_off_by_one,
     "linear_split": _linear_split,
@@ -249,6 +330,14 @@ DIFFERS: dict[str, Callable] = {
     "scale_bytes_missing": _scale_bytes_missing,
     "card_check_skipped": _card_check_skipped,
     "cp_split_accepted": _cp_split_accepted,
+    "kv_split_accepted": _kv_split_accepted,
+    "host_cache_wrong_field": _host_cache_wrong_field,
+    "split_rank_mod_s": _split_rank_mod_s,
+    "peak_scratch_omitted": _peak_scratch_omitted,
+    "scale_missing_in_estimate": _scale_missing_in_estimate,
+    "savings_at_uniform_blocks": _savings_at_uniform_blocks,
+    "quantized_view_reshaped": _quantized_view_reshaped,
+    "draft_leaks_storage": _draft_leaks_storage,
 }
 
 

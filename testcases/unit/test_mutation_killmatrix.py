@@ -19,8 +19,22 @@ CASE = Case(tc="TC-02", model="qwen3_5_moe", layerwise="s2", parallel="tp4", imp
 class _Suite:
     """A stand-in TC module whose body outcome the test chooses."""
 
+    TC, LEVEL, TITLE = "TC-02", "L1", "stand-in"
+
     def __init__(self, outcome):
         self.outcome = outcome
+
+    @staticmethod
+    def missing_baseline(run):
+        return None
+
+    @staticmethod
+    def separate_draft(case):
+        return False
+
+    @staticmethod
+    def world_size(case):
+        return case.world_size
 
     @staticmethod
     def body(ctx, run, impl_cfg):  # never called: the fake pool answers instead

@@ -1,0 +1,164 @@
+"""The suites' declared contracts and the spec's predictions, without processes.
+
+Suite modules satisfy ``harness.suites.Suite``; rank facts are frozen, picklable data;
+rejections name the field of the rule a case breaks; expected ownership comes from the
+spec's split groups (regrouped topologies included); a predicted failure is strict.
+"""
+
+from __future__ import annotations
+
+import pickle
+import types
+
+import pytest
+
+from harness.suites import TC_MODULES, Suite, check_suite, load_suite, ownership
+from harness.suites.case import Case
+from harness.suites.expectations import Predicted, Prediction, Problem, expected_rejection, judge, prediction
+from harness.suites.facts import LayerFacts, LeakFacts, MasterError, RankFacts, TensorFacts, WorkerFacts
+from harness.suites.tc01 import REJECTIONS
+
+pytestmark = pytest.mark.unit
+
+WANT_FIELD = {
+    "s0": "layerwise.split_size",
+    "s-gt-tp": "layerwise.split_size",
+    "s-not-dividing-tp": "layerwise.split_size",
+    "world-not-dp-cp": "parallel.world_size",
+    "unsupported-model": "model.model_type",
+    "cp2": "parallel.cp_size",
+    "kv-split": "parallel.kv_split_size",
+    "hostcache": "cache.host_blocks_factor",
+    "sleep-mode": "cache.enable_sleep_mode",
+    "xtensor": "cache.enable_xtensor",
+    "linear-and-indexer": "model.index_n_heads",
+    "quantized-unsupported": "cache.kv_cache_dtype",
+}
+
+
+def _case(model="qwen3_5_moe", layerwise="s2", parallel="tp4", *, hardware="cpu", extra=(), tc="TC-01"):
+    return Case(tc=tc, model=model, layerwise=layerwise, parallel=parallel, implementation="reference",
+                hardware=hardware, extra=tuple(extra))
+
+
+# ---- Suite protocol -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tc", sorted(TC_MODULES))
+def test_every_tc_module_is_a_suite(tc):
+    suite = load_suite(tc)
+    assert isinstance(suite, Suite) and suite.TC == tc
+
+
+def test_a_module_lacking_a_member_is_refused_at_load():
+    fake = types.ModuleType("harness.suites.fake")
+    fake.TC, fake.LEVEL, fake.TITLE = "TC-09", "L1", "fake"
+    fake.cases = fake.body = fake.report_view = fake.summarize = lambda *a: None
+    with pytest.raises(TypeError, match="check, missing_baseline, separate_draft, world_size"):
+        check_suite(fake)
+
+
+# ---- facts cross the process boundary --------------------------------------------------------
+
+
+def test_rank_facts_are_frozen_and_pickle():
+    layer = LayerFacts(layer=0, kind="full", owned=True, own_bytes=8, scratch_view=False,
+                       tensors={"k": TensorFacts(shape=(1, 2), dtype="int8", bytes=2)})
+    worker = WorkerFacts(role="target", plan_rank=0, device="cpu", digest="d", n_blocks=1, split_size=2,
+                         split_rank=0, split_group=(0, 1), kv_layout="heads_major", measured_bytes=8,
+                         scratch_bytes=0, scratch_tensors={}, layers=(layer,), leak=LeakFacts(tracked=2, alive=0))
+    facts = RankFacts(rank=0, error=MasterError(type="ConfigError", field="x", message="m"),
+                      workers={"target": worker}, problems=(Problem("p", rule="peak", rank=1, amount=3),))
+    back = pickle.loads(pickle.dumps(facts))
+    assert back == facts and back.problems[0].amount == 3 and back.workers["target"].owned_full() == [0]
+    with pytest.raises(AttributeError):
+        facts.rank = 1  # type: ignore[misc]
+
+
+# ---- rejections ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rule", REJECTIONS, ids=[r[0] for r in REJECTIONS])
+def test_each_rejection_case_breaks_the_rule_it_names(rule):
+    variant, model, lw, par, hw, extra = rule
+    run = _case(model, lw, par, hardware=hw, extra=extra).resolved.run
+    assert expected_rejection(run).field == WANT_FIELD[variant]
+
+
+def test_every_startup_rule_has_a_case():
+    assert {r[0] for r in REJECTIONS} == set(WANT_FIELD)
+
+
+def test_a_valid_config_expects_no_rejection():
+    assert expected_rejection(_case().resolved.run) is None
+
+
+# ---- ownership from the spec's groups -------------------------------------------------------
+
+
+@pytest.mark.parametrize(("parallel", "groups"), [
+    ("tp4", ((0, 2), (1, 3))),
+    ("dp2_tp4", ((0, 2), (1, 3), (4, 6), (5, 7))),
+])
+def test_regrouped_topology_positions_differ_from_rank_mod_s(parallel, groups):
+    run = _case(parallel=parallel, extra=("hardware.topology=pcie_2switch_8_interleaved",)).resolved.run
+    assert ownership.expected_split_groups(run) == groups
+    positions = {r: ownership.expected_position(groups, r)[1] for g in groups for r in g}
+    assert any(positions[r] != r % 2 for r in positions)
+    full = [3, 7, 11, 15, 19, 23, 27, 31, 35, 39]  # qwen3_5_moe's full-attention layers
+    assert ownership.expected_owned_full(run, groups, 2) == full[1::2]  # rank 2 is position 1
+
+
+def test_consecutive_groups_kept_on_a_flat_topology():
+    run = _case().resolved.run
+    assert ownership.expected_split_groups(run) == ((0, 1), (2, 3))
+
+
+# ---- predicted failures are strict ---------------------------------------------------------
+
+
+def _hybrid_s2():
+    return _case(layerwise="s2", tc="TC-02").resolved.run
+
+
+def test_upstream_owner_rule_predicts_which_rank_exceeds_the_uniform_peak_and_by_how_much():
+    pred = prediction("TC-02", "xllm_upstream", _hybrid_s2())
+    assert [(p.rule, p.rank) for p in pred.required] == [("peak", 1), ("peak", 3)]
+    assert len({p.amount for p in pred.required}) == 1 and pred.required[0].amount > 0
+    assert prediction("TC-02", "upstream_owner_rule", _hybrid_s2()) == pred
+    assert prediction("TC-02", "reference", _hybrid_s2()) is None
+    all_full = _case("deepseek_v32", tc="TC-02").resolved.run  # both rules agree: nothing predicted
+    assert prediction("TC-02", "xllm_upstream", all_full) is None
+
+
+def _found(pred: Prediction, *extra):
+    return [Problem("x", rule=p.rule, rank=p.rank, amount=p.amount) for p in pred.required] + list(extra)
+
+
+def test_judge_passes_only_the_predicted_problems():
+    run = _hybrid_s2()
+    pred = prediction("TC-02", "xllm_upstream", run)
+    assert judge("TC-02", "xllm_upstream", run, _found(pred)) == []
+    assert judge("TC-02", "xllm_upstream", run, _found(pred, Problem("n", rule="n_blocks"))) == []  # consequence
+
+
+@pytest.mark.parametrize("found", [
+    [],  # the predicted failure did not happen: strict
+    ["a crash-like problem of no rule"],
+    [Problem("peak", rule="peak", rank=1, amount=1)],  # right rank, wrong amount
+], ids=["nothing", "unpredicted", "wrong-amount"])
+def test_judge_fails_anything_else(found):
+    run = _hybrid_s2()
+    assert judge("TC-02", "xllm_upstream", run, found)
+
+
+def test_judge_fails_an_unpredicted_problem_next_to_the_predicted_ones():
+    run = _hybrid_s2()
+    pred = prediction("TC-02", "xllm_upstream", run)
+    failures = judge("TC-02", "xllm_upstream", run, _found(pred, "rank 0: leaked"))
+    assert failures == ["unpredicted: rank 0: leaked"]
+
+
+def test_without_a_prediction_problems_are_the_failures():
+    assert judge("TC-02", "reference", _hybrid_s2(), ["p"]) == ["p"]
+    assert Predicted(rule="owner", rank=0).matches(Problem("t", rule="owner", rank=0))
