@@ -73,6 +73,10 @@ def check_invocation(inv: Invocation) -> Optional[Path]:
     """Raise ``ConfigError`` for any mistake; returns the results directory checked."""
     if not inv.check:
         return None
+    from harness.config.compose import parse_override
+
+    for text in inv.hydra_overrides:  # _target_ only for the callbacks this project ships (harness.config.targets)
+        parse_override(text, sweep=True)
     jobs = check_overrides(inv.overrides, multirun=inv.multirun)
     return check_results_dir(jobs[0], inv.hydra_overrides, multirun=inv.multirun)
 

@@ -132,16 +132,13 @@ def build_implementation(cfg: DictConfig) -> KVShardingImplementation:
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
-    from harness.config.targets import IMPLEMENTATION_METHODS, check_implementation_node
+    from harness.config.targets import IMPLEMENTATION_METHODS
 
     node = cfg.implementation
     target = node.get("_target_") if isinstance(node, DictConfig) else None
     if not isinstance(target, str) or not target:
         raise _implementation_error(target, "a node with _target_: <importable class>")
-    try:  # before anything is called: a class with the Protocol's methods, keyword arguments only
-        check_implementation_node(OmegaConf.to_container(node, resolve=True))
-    except ConfigError as exc:
-        raise _implementation_error(target, exc.allowed, exc.detail) from None
+    check_implementation_config(OmegaConf.to_container(node, resolve=True))
     try:
         impl = instantiate(node, _recursive_=False)
     except InstantiationException as exc:
@@ -157,6 +154,18 @@ def build_implementation(cfg: DictConfig) -> KVShardingImplementation:
         lacks = ", ".join(missing) if missing else "a str name"
         raise _implementation_error(target, "a KVShardingImplementation", f"it lacks {lacks}")
     return impl
+
+
+def check_implementation_config(impl_cfg: Any) -> None:
+    """Before anything is called: ``_target_`` names a class with the Protocol's methods and the node
+    passes keyword arguments only (``harness.config.targets``); one ``ConfigError`` naming the options."""
+    from harness.config.targets import check_implementation_node
+
+    target = impl_cfg.get("_target_") if isinstance(impl_cfg, dict) else None
+    try:
+        check_implementation_node(impl_cfg if isinstance(impl_cfg, dict) else {})
+    except ConfigError as exc:
+        raise _implementation_error(target, exc.allowed, exc.detail) from None
 
 
 def _implementation_error(target: object, allowed: str, detail: str = "") -> UserError:

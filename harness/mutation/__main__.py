@@ -48,6 +48,13 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"error: --mutant {unknown[0]!r}: allowed: {', '.join(MUTANTS)}", file=sys.stderr)
         return 2
+    from harness.app.validate import check_writable
+
+    try:  # now, not after the whole run: --out must be a folder this process can write
+        check_writable(Path(args.out), "--out")
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     start = time.perf_counter()
     if args.rows:
         rows = _load_rows(Path(args.rows))

@@ -113,9 +113,14 @@ def _alive(refs: list) -> int:
 
 
 def instantiate(impl_cfg: dict) -> KVShardingImplementation:
+    """The implementation under test, from its config node: checked first (a Protocol class, keyword
+    arguments only, no nested ``_target_``), then built without recursive instantiation."""
     from hydra.utils import instantiate as hydra_instantiate
 
-    return hydra_instantiate(impl_cfg)
+    from harness.config.targets import check_implementation_node
+
+    check_implementation_node(impl_cfg)
+    return hydra_instantiate(impl_cfg, _recursive_=False)
 
 
 def engines_for(world_size: int, run, *, separate_draft: bool = False) -> tuple[EngineLayout, ...]:

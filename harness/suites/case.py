@@ -121,14 +121,16 @@ def resolve(overrides: tuple[str, ...]) -> Resolved:
     """Compose once per distinct override set (cached per process: ids and tests share it)."""
     from omegaconf import OmegaConf
 
-    from harness.config.build import build_run_spec
+    from harness.config.build import build_run_spec, check_implementation_config
     from harness.config.compose import compose_config
 
     cfg = compose_config(list(overrides))
     run = build_run_spec(cfg)
+    impl_cfg = OmegaConf.to_container(cfg.implementation, resolve=True)
+    check_implementation_config(impl_cfg)  # _target_: a Protocol class, keyword arguments only; nothing called
     return Resolved(
         run=run,
-        impl_cfg=OmegaConf.to_container(cfg.implementation, resolve=True),
+        impl_cfg=impl_cfg,
         config_yaml=OmegaConf.to_yaml(cfg),
         world_size=run.parallel.world_size,
         dp_size=run.parallel.dp_size,

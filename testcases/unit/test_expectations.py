@@ -122,13 +122,13 @@ def _hybrid_s2():
 
 
 def test_upstream_owner_rule_predicts_which_rank_exceeds_the_uniform_peak_and_by_how_much():
-    pred = prediction("TC-02", "xllm_upstream", _hybrid_s2())
+    pred = prediction("TC-02", "upstream_owner_rule", _hybrid_s2())
     assert [(p.rule, p.rank) for p in pred.required] == [("peak", 1), ("peak", 3)]
     assert len({p.amount for p in pred.required}) == 1 and pred.required[0].amount > 0
     assert prediction("TC-02", "upstream_owner_rule", _hybrid_s2()) == pred
     assert prediction("TC-02", "reference", _hybrid_s2()) is None
     all_full = _case("deepseek_v32", tc="TC-02").resolved.run  # both rules agree: nothing predicted
-    assert prediction("TC-02", "xllm_upstream", all_full) is None
+    assert prediction("TC-02", "upstream_owner_rule", all_full) is None
 
 
 def _found(pred: Prediction, *extra):
@@ -137,9 +137,9 @@ def _found(pred: Prediction, *extra):
 
 def test_judge_passes_only_the_predicted_problems():
     run = _hybrid_s2()
-    pred = prediction("TC-02", "xllm_upstream", run)
-    assert judge("TC-02", "xllm_upstream", run, _found(pred)) == []
-    assert judge("TC-02", "xllm_upstream", run, _found(pred, Problem("n", rule="n_blocks"))) == []  # consequence
+    pred = prediction("TC-02", "upstream_owner_rule", run)
+    assert judge("TC-02", "upstream_owner_rule", run, _found(pred)) == []
+    assert judge("TC-02", "upstream_owner_rule", run, _found(pred, Problem("n", rule="n_blocks"))) == []  # consequence
 
 
 @pytest.mark.parametrize("found", [
@@ -149,13 +149,13 @@ def test_judge_passes_only_the_predicted_problems():
 ], ids=["nothing", "unpredicted", "wrong-amount"])
 def test_judge_fails_anything_else(found):
     run = _hybrid_s2()
-    assert judge("TC-02", "xllm_upstream", run, found)
+    assert judge("TC-02", "upstream_owner_rule", run, found)
 
 
 def test_judge_fails_an_unpredicted_problem_next_to_the_predicted_ones():
     run = _hybrid_s2()
-    pred = prediction("TC-02", "xllm_upstream", run)
-    failures = judge("TC-02", "xllm_upstream", run, _found(pred, "rank 0: leaked"))
+    pred = prediction("TC-02", "upstream_owner_rule", run)
+    failures = judge("TC-02", "upstream_owner_rule", run, _found(pred, "rank 0: leaked"))
     assert failures == ["unpredicted: rank 0: leaked"]
 
 

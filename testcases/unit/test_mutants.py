@@ -248,10 +248,11 @@ def _host_cache_wrong_field(m):
 
 
 def _split_rank_mod_s(m):
+    from harness.paths import TOPOLOGY_DIR
     from implementations.reference.topology import load_topology
 
     base = run_spec(QWEN3_5_MOE, split=2, budget_bytes=SMALL, num_cards=8)
-    run = replace(base, hardware=replace(base.hardware, topology=load_topology("pcie_2switch_8_interleaved")))
+    run = replace(base, hardware=replace(base.hardware, topology=load_topology("pcie_2switch_8_interleaved", TOPOLOGY_DIR)))
     plan = REF.plan(run)
     assert plan.split_groups == ((0, 2), (1, 3))  # even/odd switches: position of rank 2 is 1, not 2 % 2
     assert REF.ownership_mask(plan, 2) != m.ownership_mask(plan, 2)

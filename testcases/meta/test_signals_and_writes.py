@@ -1,0 +1,214 @@
+"""Nothing lost, nothing half-written: signals to the app, killed workers, failed writes, runs started together.
+
+Each test would fail without its fix:
+- two ``python -m harness`` runs (or sweeps) started in the same second write to different
+  folders (``${run_id:}`` in conf/config.yaml);
+- Ctrl-C stops a sweep between jobs and says which finished; SIGTERM does the same, and
+  neither leaves a temp folder, a rank process or a half-written ``result.json``;
+- an xdist worker killed with SIGKILL leaves no temp folder once the session ends;
+- a result line that cannot be written fails that case, not the session; an Allure file
+  that cannot be written is one error at the end;
+- ``python -m harness.plan | head -1`` ends quietly; ``harness.mutation --out`` is checked first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from harness.bench.faults import TAG_ENV, tagged
+from harness.paths import REPO_ROOT
+
+pytestmark = pytest.mark.meta
+
+TC01 = str(REPO_ROOT / "testcases" / "tc" / "test_tc01_allocation.py")
+
+
+def _env(tag: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LWSPLIT_", "LW_"))}
+    env[TAG_ENV] = tag
+    return env
+
+
+def _owned_temp_dirs(pid: int) -> list[str]:
+    root = tempfile.gettempdir()
+    return [n for n in os.listdir(root) if n.startswith("lwsplit-") and f"-{pid}-" in n]
+
+
+def _wait_for(predicate, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def _wait_gone(tag: str, timeout_s: float = 20) -> list[int]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and tagged(tag):
+        time.sleep(0.2)
+    return tagged(tag)
+
+
+# ---- folders of runs started together ------------------------------------------------------------
+
+
+def test_runs_and_sweeps_started_together_get_their_own_folders(tmp_path):
+    tag = f"together-{uuid.uuid4().hex[:8]}"
+    argvs = [
+        ["mode=plan", "model=deepseek_v32", "layerwise=s2"],
+        ["mode=plan", "model=glm_moe_dsa", "layerwise=s4"],
+        ["-m", "mode=plan", "model=deepseek_v3", "layerwise=off,s2"],
+        ["-m", "mode=plan", "model=qwen3_next", "layerwise=off,s4"],
+    ]
+    procs = [subprocess.Popen([sys.executable, "-m", "harness", *argv], cwd=tmp_path, env=_env(tag),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for argv in argvs]
+    outs = [p.communicate(timeout=180)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0, 0], outs
+    runs = sorted((tmp_path / "reports" / "runs").glob("*/*"))
+    sweeps = sorted((tmp_path / "reports" / "sweeps").glob("*/*"))
+    assert len(runs) == 2 and len(sweeps) == 2, (runs, sweeps)
+    models = sorted(json.loads((r / "result.json").read_text())["config"]["model"] for r in runs)
+    assert models == ["deepseek_v32", "glm_moe_dsa"]
+    for sweep, model in zip(sorted(sweeps, key=lambda d: (d / "results.md").read_text().find("qwen3_next")),
+                            ("deepseek_v3", "qwen3_next")):
+        table = (sweep / "results.md").read_text()
+        other = "qwen3_next" if model == "deepseek_v3" else "deepseek_v3"
+        assert model in table and other not in table, table
+
+
+# ---- signals to the app ----------------------------------------------------------------------------
+
+
+def _sweep(tmp_path: Path, tag: str) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "harness", "-m", "suite=quick", "model=deepseek_v32", "layerwise=off,s2,s4",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+    return subprocess.Popen(argv, cwd=tmp_path, env=_env(tag), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_stops_the_sweep_between_jobs_and_leaves_nothing_behind(tmp_path, sig):
+    tag = f"signal-{uuid.uuid4().hex[:8]}"
+    proc = _sweep(tmp_path, tag)
+    try:
+        _wait_for(lambda: (tmp_path / "sweep" / "0" / "result.json").is_file() or proc.poll() is not None,
+                  240, "the first job's result")
+        time.sleep(0.5)  # the second job is under way: its rank pool is up
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 128 + sig, (out + err)[-3000:]
+    assert f"interrupted by {signal.Signals(sig).name}" in err and "finished jobs: 0 " in err, err[-2000:]
+    assert "Traceback" not in err
+    results = sorted(p.parent.name for p in (tmp_path / "sweep").glob("*/result.json"))
+    assert "0" in results and "2" not in results, results  # stopped: the third job never ran
+    for path in (tmp_path / "sweep").rglob("*"):
+        assert not path.name.endswith(".tmp"), f"half-written file left: {path}"
+    assert _wait_gone(tag) == [], "rank or helper processes outlived the app"
+    assert _owned_temp_dirs(proc.pid) == []
+
+
+# ---- a killed xdist worker ---------------------------------------------------------------------------
+
+
+def test_a_worker_killed_outright_leaves_no_temp_folder(tmp_path):
+    tag = f"killworker-{uuid.uuid4().hex[:8]}"
+    argv = [sys.executable, "-m", "pytest", TC01, "-n", "2", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+            "--lw-override", "model=deepseek_v32,glm_moe_dsa,deepseek_v3", "--lw-override", "implementation=reference",
+            "--lw-override", "parallel=tp4"]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=_env(tag), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    root = tempfile.gettempdir()
+    victim = {}
+
+    def a_worker_has_a_pool() -> bool:
+        for name in os.listdir(root):
+            parts = name.split("-")
+            if name.startswith("lwsplit-pool-") and len(parts) > 3 and parts[2].isdigit():
+                pid = int(parts[2])
+                if pid in tagged(tag):
+                    victim["pid"] = pid
+                    return True
+        return proc.poll() is not None
+
+    try:
+        _wait_for(a_worker_has_a_pool, 180, "a worker's rank pool")
+        assert "pid" in victim, "the run ended before a pool started"
+        os.kill(victim["pid"], signal.SIGKILL)
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert "INTERNALERROR" not in out, out[-3000:]
+    assert _wait_gone(tag) == [], "processes outlived the session"
+    assert _owned_temp_dirs(victim["pid"]) == [], "the killed worker's pool folder was not swept"
+
+
+# ---- failed writes ------------------------------------------------------------------------------------
+
+
+def test_a_result_line_that_cannot_be_written_fails_its_case_not_the_session(tmp_path):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("/dev/full absent here")
+    argv = [sys.executable, "-m", "pytest", TC01, "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+            "--lw-override", "model=deepseek_v32", "--lw-override", "layerwise=s2", "--lw-override", "parallel=tp4",
+            "--lw-override", "implementation=reference", "-k", "reference-int8 or w4-reference]",
+            "--lw-results", "/dev/full"]
+    proc = subprocess.run(argv, cwd=tmp_path, env=_env("writes"), capture_output=True, text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-3000:]
+    assert "INTERNALERROR" not in out and "Traceback" not in out
+    assert "could not append this case's result to --lw-results /dev/full" in out
+    assert "2 failed" in out, out[-1500:]  # both cases ran to the end; only their result lines were lost
+
+
+def test_an_allure_file_that_cannot_be_written_is_recorded_not_raised(tmp_path):
+    from allure_commons.logger import AllureFileLogger
+
+    from harness.reporting import write_guard
+
+    write_guard.guard_allure_writes()
+    logger = AllureFileLogger(tmp_path / "results")
+    (tmp_path / "not-a-folder").write_text("x")
+    logger._report_dir = tmp_path / "not-a-folder" / "results"  # every write now fails (NotADirectoryError)
+    before = len(write_guard.failures())
+    logger.report_attached_data(body="x", file_name="a.txt")
+    assert len(write_guard.failures()) == before + 1
+    assert "Allure attachment" in write_guard.failures()[-1]
+    assert write_guard.summary().startswith("error: ")
+
+
+# ---- small commands ------------------------------------------------------------------------------------
+
+
+def test_plan_into_a_closed_pipe_ends_quietly(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "harness.plan", "--table", "model=glm_moe_dsa", "layerwise=s2"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.read(1)
+    proc.stdout.close()  # `| head -c 1`
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=60)
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+    assert proc.returncode in (0, 1)
+
+
+def test_mutation_out_is_checked_before_the_run(tmp_path):
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "harness.mutation", "--out", "/proc/lwsplit-no-such-dir/x"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("error: --out=") and "Traceback" not in proc.stderr
+    assert time.monotonic() - start < 60  # refused at once, not after the matrix ran
