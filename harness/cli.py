@@ -11,7 +11,7 @@ import functools
 import os
 import sys
 from contextlib import contextmanager
-from typing import Callable, Iterator, NoReturn, TypeVar
+from typing import Callable, Iterator, NoReturn, Sequence, TypeVar
 
 from implementations.errors import UserError
 
@@ -56,3 +56,16 @@ def command(func: F) -> F:
             raise SystemExit(1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def join_flag_values(argv: Sequence[str], flag: str = "--gflags") -> list[str]:
+    """``--gflags "--x=1"``: glue the value on, since argparse reads a leading ``--`` as an option."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] == flag and i + 1 < len(argv):
+            out.append(f"{flag}={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out

@@ -19,7 +19,7 @@ import json
 import sys
 from typing import Optional, Sequence
 
-from harness.cli import command, fail
+from harness.cli import command, fail, join_flag_values
 from implementations.units import MIB
 
 
@@ -41,17 +41,6 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _join_flag_values(argv: Sequence[str]) -> list[str]:
-    """``--gflags "--x=1"``: glue the value on, since argparse reads a leading ``--`` as an option."""
-    out, i = [], 0
-    while i < len(argv):
-        if argv[i] == "--gflags" and i + 1 < len(argv):
-            out.append(f"--gflags={argv[i + 1]}")
-            i += 2
-        else:
-            out.append(argv[i])
-            i += 1
-    return out
 
 
 def plan_json(overrides: Sequence[str]) -> tuple[dict, str]:
@@ -120,7 +109,7 @@ def _mib(n_bytes: int) -> str:
 
 @command
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = parser().parse_args(_join_flag_values(sys.argv[1:] if argv is None else list(argv)))
+    args = parser().parse_args(join_flag_values(sys.argv[1:] if argv is None else list(argv)))
     overrides = list(args.overrides)
     if args.gflags is not None or args.parallel_config is not None:
         from harness.config.build import layerwise_overrides

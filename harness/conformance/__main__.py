@@ -14,7 +14,7 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
-from harness.cli import command, fail
+from harness.cli import command, fail, join_flag_values
 
 DISAGREE_EXIT_CODE = 1
 
@@ -43,7 +43,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from harness.conformance.check import check, render
     from harness.conformance.log import LogError, read_log
 
-    args = parser().parse_intermixed_args(_join_flag_values(sys.argv[1:] if argv is None else list(argv)))
+    args = parser().parse_intermixed_args(join_flag_values(sys.argv[1:] if argv is None else list(argv)))
     overrides = list(args.overrides)
     if args.gflags is not None:
         from harness import oracle
@@ -66,17 +66,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return DISAGREE_EXIT_CODE if any(f.agree is False for f in figures) else 0
 
 
-def _join_flag_values(argv: Sequence[str]) -> list:
-    """``--gflags "--x=1"``: glue the value on, since argparse reads a leading ``--`` as an option."""
-    out, i = [], 0
-    while i < len(argv):
-        if argv[i] == "--gflags" and i + 1 < len(argv):
-            out.append(f"--gflags={argv[i + 1]}")
-            i += 2
-        else:
-            out.append(argv[i])
-            i += 1
-    return out
 
 
 if __name__ == "__main__":

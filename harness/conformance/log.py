@@ -18,10 +18,12 @@ read back as the closed interval of byte counts that print that way.
 from __future__ import annotations
 
 import math
+import os
 import re
+import stat
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Optional
+from typing import Iterable, Iterator, Optional
 
 SUFFIXES = ("B", "KB", "MB", "GB", "TB")
 _SIZE = r"(\d+\.\d{2}) (B|KB|MB|GB|TB)"
@@ -145,8 +147,13 @@ def parse_capacity(message: str, line_no: int, path: str) -> CapacityLine:
 
 def parse_log_text(text: str, path: str = "<log>") -> EngineLog:
     """Every worker and capacity line of a log, in order; ``LogError`` if there is no capacity line."""
+    return parse_log_lines(text.splitlines(), path)
+
+
+def parse_log_lines(lines: Iterable[str], path: str = "<log>") -> EngineLog:
+    """``parse_log_text`` over lines as they are read (an engine's INFO log may be gigabytes)."""
     workers, capacities = [], []
-    for line_no, line in enumerate(text.splitlines(), start=1):
+    for line_no, line in enumerate(lines, start=1):
         m = WORKER_RE.search(line)
         if m is not None:
             workers.append(WorkerLine(
@@ -162,13 +169,31 @@ def parse_log_text(text: str, path: str = "<log>") -> EngineLog:
     return EngineLog(path=path, workers=tuple(workers), capacities=tuple(capacities))
 
 
+MAX_LINE_CHARS = 1 << 16
+"""Longer lines are cut to this (the lines read here are a few hundred characters)."""
+
+
 def read_log(path: str) -> EngineLog:
+    """Stream a regular file line by line (a FIFO or device is refused unread; memory stays bounded)."""
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise LogError(f"cannot read log {path}: not a regular file (a directory, FIFO or device)")
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return parse_log_lines(_bounded_lines(handle), path)
     except OSError as exc:
         raise LogError(f"cannot read log {path}: {exc.strerror or exc}") from None
-    return parse_log_text(raw.decode("utf-8", errors="replace"), path)
+
+
+def _bounded_lines(handle) -> Iterator[str]:
+    while True:
+        line = handle.readline(MAX_LINE_CHARS)
+        if not line:
+            return
+        while not line.endswith("\n"):  # an over-long line: keep its head, skip the rest of it
+            rest = handle.readline(MAX_LINE_CHARS)
+            if not rest or rest.endswith("\n"):
+                break
+        yield line
 
 
 def worker_budget_interval(workers) -> Optional[tuple]:

@@ -174,3 +174,26 @@ def test_gflags_spelling_of_the_split(tmp_path, capsys):
     assert "layerwise.enable=true layerwise.split_size=2" in out
     code, _, err = run_main([log, "--gflags", "--enable_layerwise_split=maybe", "model=deepseek_v32"], capsys)
     assert code == 2 and err.startswith("error: --gflags:")
+
+
+def test_a_fifo_or_a_directory_is_refused_unread(tmp_path):
+    """A log that is not a regular file is one error, not a hang (a FIFO) or a read of a device."""
+    import os
+
+    from harness.conformance.log import LogError, read_log
+
+    fifo = tmp_path / "xllm.INFO"
+    os.mkfifo(fifo)
+    for path in (fifo, tmp_path):
+        with pytest.raises(LogError, match="not a regular file"):
+            read_log(str(path))
+
+
+def test_an_over_long_line_is_cut_not_held(tmp_path):
+    """A line longer than the reader keeps is cut, and the lines after it are still read."""
+    from harness.conformance.log import MAX_LINE_CHARS, read_log
+
+    path = tmp_path / "xllm.INFO"
+    path.write_text("x" * (3 * MAX_LINE_CHARS + 7) + "\n" + WORKER.format(i=0) + "\n" + capacity_line() + "\n")
+    log = read_log(str(path))
+    assert len(log.workers) == 1 and log.capacities[0].line_no == 3
