@@ -234,3 +234,22 @@ def test_upstream_keeps_consecutive_groups_where_the_spec_regroups(layerwise, pa
                     extra=("hardware.topology=pcie_2switch_8_interleaved",))
     assert [(p.rule, p.rank) for p in pred.required] == [("groups", r) for r in tp_groups]
     assert _up("TC-03", layerwise=layerwise, parallel=parallel, extra=("hardware.topology=pcie_2switch_8",))[1] is None
+
+
+@pytest.mark.parametrize(("model", "layerwise", "extra", "spec", "upstream"), [
+    ("deepseek_v3", "s2", (), None, "model.model_type"),
+    ("qwen3_next", "s4", (), None, "model.model_type"),
+    ("qwen3_5_moe", "off", ("layerwise.split_size=2",), None, "model.model_type"),  # no enable flag upstream
+    ("deepseek_v32", "off", ("layerwise.split_size=2",), None, None),
+    ("deepseek_v32", "off", ("layerwise.split_size=2", "parallel.cp_size=2"), None, "parallel.cp_size"),
+    ("qwen3_5_moe", "s2", ("cache.enable_xtensor=true",), "cache.enable_xtensor", "model.model_type"),
+    ("llama3_8b", "s2", (), "model.model_type", "model.model_type"),
+    ("glm_moe_dsa", "s2", (), None, None),
+    ("deepseek_v32", "s2", ("layerwise.split_size=0",), "layerwise.split_size", "layerwise.split_size"),
+])
+def test_upstream_startup_rules_in_the_oracle(model, layerwise, extra, spec, upstream):
+    from harness import oracle
+
+    run = _case(model, layerwise, extra=extra).resolved.run
+    assert getattr(expected_rejection(run), "field", None) == spec
+    assert getattr(oracle.expected_upstream_rejection(run), "field", None) == upstream
