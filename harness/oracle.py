@@ -1022,6 +1022,16 @@ def _model_rejection(model, prefix: str) -> Optional[Rejection]:
 
 def expected_rejection(run) -> Optional[Rejection]:
     """Section 3: the FIRST startup rule the config breaks, in the contracted order, or None."""
+    return _rejection(run, split_size(run), SPLIT_MODEL_TYPES)
+
+
+def expected_upstream_rejection(run) -> Optional[Rejection]:
+    """Sections 2-3 as upstream xLLM at 494f293b5 decides them: the same rules in the same order,
+    but no enable flag (s > 1 alone is active) and only upstream's model types supported."""
+    return _rejection(run, upstream_split_size(run), UPSTREAM_SPLIT_MODEL_TYPES)
+
+
+def _rejection(run, active_split: int, model_types: tuple) -> Optional[Rejection]:
     p, cache, hw = run.parallel, run.cache, run.hardware
     s = run.layerwise.split_size
     if s < 1:
@@ -1050,11 +1060,11 @@ def expected_rejection(run) -> Optional[Rejection]:
     # kv_cache_test IndexerInt8WithoutIndexerDoesNotCreateScaleShape accepts int8 without one)
     if indexer_cache_dtype(cache) == "int8" and indexed and not hardware_int8_indexer_cache(hw):
         return Rejection("cache.indexer_cache_dtype", f"int8 indexer cache is not supported on {hw.name} (supported: auto)")
-    if split_size(run) == 1:
+    if active_split == 1:
         return None
-    if run.model.model_type not in SPLIT_MODEL_TYPES:
+    if run.model.model_type not in model_types:
         return Rejection("model.model_type",
-                         f"layerwise split does not support {run.model.model_type} (supported: {', '.join(SPLIT_MODEL_TYPES)})")
+                         f"layerwise split does not support {run.model.model_type} (supported: {', '.join(model_types)})")
     if _opt(cache, "host_blocks_factor", 0.0) > 1:
         return Rejection("cache.host_blocks_factor", "layerwise split does not support the host cache (host_blocks_factor > 1)")
     if p.cp_size > 1:

@@ -80,7 +80,8 @@ def startup_problems(facts: list, run) -> Optional[list[str]]:
     if rejected is not None:
         return rejected
     if master_error(facts) is not None:
-        return [f"master rejected a valid config: {master_error(facts)}"]
+        error = master_error(facts)
+        return [Problem(f"master rejected a valid config: {error}", rule="refused", field=error.field)]
     return None
 
 

@@ -39,7 +39,7 @@ def rejection_problems(error, run) -> Optional[list[str]]:
                         f"{want.field} ({want.reason})", rule="rejection")]
     if error.field != want.field:
         return [Problem(f"master refused naming {error.field!r} ({error}); the spec's rule is {want.field} "
-                        f"({want.reason})", rule="rejection")]
+                        f"({want.reason})", rule="rejection", field=error.field)]
     return []
 
 
@@ -49,40 +49,50 @@ def rejection_problems(error, run) -> Optional[list[str]]:
 class Problem(str):
     """A problem a check found: its text, plus what a prediction matches on.
 
-    ``rule`` names the spec rule broken (``owner``, ``peak``, ...); ``rank`` and ``amount``
-    (bytes) locate it. Plain strings are problems of rule ``""``, which no prediction covers.
+    ``rule`` names the spec rule broken (``owner``, ``peak``, ``refused``, ...); ``rank`` and
+    ``amount`` (bytes) locate it; ``field`` is the config field a refusal named. Plain strings
+    are problems of rule ``""``, which no prediction covers.
     """
 
     rule: str
     rank: Optional[int]
     amount: Optional[int]
+    field: Optional[str]
 
-    def __new__(cls, text: str, *, rule: str = "", rank: Optional[int] = None, amount: Optional[int] = None):
+    def __new__(cls, text: str, *, rule: str = "", rank: Optional[int] = None, amount: Optional[int] = None,
+                field: Optional[str] = None):
         self = super().__new__(cls, text)
-        self.rule, self.rank, self.amount = rule, rank, amount
+        self.rule, self.rank, self.amount, self.field = rule, rank, amount, field
         return self
 
     def __reduce__(self):
-        return (_problem, (str(self), self.rule, self.rank, self.amount))
+        return (_problem, (str(self), self.rule, self.rank, self.amount, self.field))
 
 
-def _problem(text, rule, rank, amount) -> Problem:
-    return Problem(text, rule=rule, rank=rank, amount=amount)
+def _problem(text, rule, rank, amount, field=None) -> Problem:
+    return Problem(text, rule=rule, rank=rank, amount=amount, field=field)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Predicted:
-    """A problem the spec predicts: its rule, and the rank and amount when they are fixed."""
+    """A problem the spec predicts: its rule, and the rank, amount and field when they are fixed."""
 
     rule: str
     rank: Optional[int] = None
     amount: Optional[int] = None
+    field: Optional[str] = None
     why: str = ""
 
     def matches(self, p) -> bool:
         return (getattr(p, "rule", "") == self.rule
                 and (self.rank is None or getattr(p, "rank", None) == self.rank)
-                and (self.amount is None or getattr(p, "amount", None) == self.amount))
+                and (self.amount is None or getattr(p, "amount", None) == self.amount)
+                and (self.field is None or getattr(p, "field", None) == self.field))
+
+    def describe(self) -> str:
+        return (f"{self.rule}" + (f" on rank {self.rank}" if self.rank is not None else "")
+                + (f" naming {self.field}" if self.field is not None else "")
+                + (f" by {self.amount} B" if self.amount is not None else ""))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,12 +141,102 @@ def owner_rule_prediction(tc: str, run) -> Optional[Prediction]:
     return None
 
 
+UPSTREAM_GROUPS = "consecutive"
+"""The oracle's name for upstream's split groups (``oracle.GROUP_RULES``)."""
+
+
+def upstream_prediction(tc: str, run) -> Optional[Prediction]:
+    """Upstream xLLM at 494f293b5 in every rule (FEATURE 2-4), where it must differ from the spec:
+
+    - startup (every TC): upstream has no enable flag (s > 1 alone splits) and supports only
+      ``deepseek_v32`` / ``glm_moe_dsa``; where its first broken rule differs from the spec's
+      (``oracle.expected_upstream_rejection`` vs ``expected_rejection``) the master refuses a config
+      the spec accepts (``refused`` naming the field) or refuses naming another field
+      (``rejection``). Nothing after the refusal is checked.
+    - accepted by both but split only upstream (flag off, s > 1): TC-06's plan is active
+      (``baseline-plan``) and every rank differs from the uniform baseline (``baseline``).
+    - accepted and split by both: consecutive split groups where the spec regroups (TC-03
+      ``groups``, located at each TP group's first rank), and the ranks whose full layers under
+      upstream's ``rank % s`` and ``layer_id % s`` differ from the spec's position and round-robin
+      (TC-01, TC-04, TC-05, TC-07 ``owner``); plus ``owner_rule_prediction`` for the owner rule.
+    """
+    spec, upstream = expected_rejection(run), oracle.expected_upstream_rejection(run)
+    if spec != upstream and upstream is not None:
+        if spec is None:
+            return Prediction(required=(Predicted(rule="refused", field=upstream.field, why=upstream.reason),),
+                              reason=f"upstream refuses a config the spec accepts: {upstream.reason} "
+                                     f"(FEATURE 2-3: no enable flag, split only for {', '.join(oracle.UPSTREAM_SPLIT_MODEL_TYPES)})")
+        if spec.field == upstream.field:
+            return None
+        return Prediction(required=(Predicted(rule="rejection", field=upstream.field, why=upstream.reason),),
+                          reason=f"upstream breaks {upstream.field} first ({upstream.reason}); the spec's first "
+                                 f"rule is {spec.field} (FEATURE 3)")
+    if spec is not None or upstream is not None:
+        return None  # both refuse alike (an upstream acceptance of a spec refusal is left to the check)
+    s, s_upstream = oracle.split_size(run), oracle.upstream_split_size(run)
+    world = run.parallel.world_size
+    if s == 1 and s_upstream == 1:
+        return None
+    if s == 1:  # the flag is off but s > 1: upstream splits anyway
+        if tc != "TC-06":
+            return None
+        return Prediction(required=(Predicted(rule="baseline-plan"),
+                                    *(Predicted(rule="baseline", rank=r) for r in range(world))),
+                          reason=f"upstream has no enable flag: layerwise_split_size {s_upstream} alone splits, so "
+                                 f"every rank departs from the uniform baseline (FEATURE 2)")
+    required: list[Predicted] = []
+    reasons: list[str] = []
+    consequences: tuple[str, ...] = ()
+    if tc == "TC-03":
+        from harness.suites.tc03 import spec_refuses_cards
+
+        if spec_refuses_cards(run):  # the spec forbids the placement: any UserError passes, nothing to predict
+            return None
+        spec_groups = oracle.expected_split_groups(run, rule="topology")
+        upstream_groups = oracle.expected_split_groups(run, rule=UPSTREAM_GROUPS)
+        if spec_groups is not None:
+            spec_sets = {frozenset(g) for g in spec_groups}
+            for tp_group in oracle.expected_split_groups_consecutive(world, run.parallel.dp_size, run.parallel.cp_size,
+                                                                     oracle.attn_tp_size(run)):
+                inside = [g for g in upstream_groups if set(g) <= set(tp_group)]
+                if any(frozenset(g) not in spec_sets for g in inside):
+                    required.append(Predicted(rule="groups", rank=tp_group[0],
+                                              why=f"consecutive groups {inside} in TP group {tp_group}"))
+        if required:
+            reasons.append(f"upstream keeps consecutive split groups on {run.hardware.topology.name}; the spec "
+                           f"regroups by the worst link (FEATURE 4)")
+    elif tc in ("TC-01", "TC-04", "TC-05", "TC-07"):
+        try:
+            full = oracle.expected_full_layers(run.model)
+            upstream_owner = oracle.expected_upstream_owner(full, s_upstream)
+            for r in range(world):
+                split_rank = oracle.expected_upstream_worker_split_rank(run, r)
+                mine = tuple(l for l in full if upstream_owner[l] == split_rank)
+                if mine != tuple(oracle.expected_rank_owned_layers(run, r)):
+                    required.append(Predicted(rule="owner", rank=r,
+                                              why=f"upstream split rank {split_rank} = rank % {s_upstream}"))
+        except ValueError:  # no grouping the spec accepts: nothing to predict, the checks report it
+            return None
+        if required:
+            reasons.append(f"upstream's worker split rank is global rank % {s_upstream}, not the position in the "
+                           f"spec's split group on {run.hardware.topology.name} (FEATURE 4)")
+    owner = owner_rule_prediction(tc, run)
+    if owner is not None:
+        required += [p for p in owner.required if not any(p == q for q in required)]
+        reasons.append(owner.reason)
+        consequences = tuple(dict.fromkeys(consequences + owner.consequences))
+    if not required:
+        return None
+    return Prediction(required=tuple(required), consequences=consequences, reason="; ".join(reasons))
+
+
 PREDICTIONS: dict[str, Callable[[str, object], Optional[Prediction]]] = {
     "upstream_owner_rule": owner_rule_prediction,
+    "xllm_upstream": upstream_prediction,
 }
 """Implementation name -> predict(tc, run). ``upstream_owner_rule`` is the reference with only
-upstream's owner rule; the faithful ``xllm_upstream`` differs in more rules (FEATURE 2-4: no
-enable flag, upstream's model list, ``rank % s``), see ``testcases/upstream`` for where it is run."""
+upstream's owner rule; ``xllm_upstream`` is upstream in every rule (FEATURE 2-4: no enable flag,
+upstream's model list, consecutive groups, ``rank % s``, ``layer_id % s``)."""
 
 
 def prediction(tc: str, implementation: str, run) -> Optional[Prediction]:
@@ -150,8 +250,7 @@ def judge(tc: str, implementation: str, run, problems: list) -> list[str]:
     pred = prediction(tc, implementation, run)
     if pred is None:
         return list(problems)
-    failures = [f"{implementation}: predicted problem not found: {p.rule} on rank {p.rank}"
-                + (f" by {p.amount} B" if p.amount is not None else "") + (f" ({p.why})" if p.why else "")
+    failures = [f"{implementation}: predicted problem not found: {p.describe()}" + (f" ({p.why})" if p.why else "")
                 for p in pred.required if not any(p.matches(x) for x in problems)]
     unexplained = [f"unpredicted: {x}" for x in problems
                    if not any(p.matches(x) for p in pred.required) and getattr(x, "rule", "") not in pred.consequences]
@@ -167,8 +266,7 @@ def predicted_failure(tc: str, implementation: str, run) -> Optional[str]:
     pred = prediction(tc, implementation, run)
     if pred is None:
         return None
-    named = "; ".join(f"{p.rule} on rank {p.rank}" + (f" by {p.amount} B" if p.amount is not None else "")
-                      for p in pred.required)
+    named = "; ".join(p.describe() for p in pred.required)
     return f"{pred.reason}; found exactly the predicted problems: {named}"
 
 

@@ -32,7 +32,7 @@ from harness.suites.common import (
     preferred,
     startup_problems,
 )
-from harness.suites.expectations import expected_rejection
+from harness.suites.expectations import Problem, expected_rejection
 from harness.suites.facts import RankFacts, master_error_of
 from harness.suites.ownership import (
     best_bottleneck,
@@ -230,14 +230,16 @@ def _check_groups(plan, run) -> list[str]:
                             f"the master should have refused it")
             continue
         if got != best:
-            problems.append(f"TP group {tp_group} on {topo}: worst link inside the plan's groups {inside} is "
-                            f"{[worst_link(run, where, g) for g in inside]}; the best grouping reaches "
-                            f"{_code_of(best)}")
+            problems.append(Problem(f"TP group {tp_group} on {topo}: worst link inside the plan's groups {inside} "
+                                    f"is {[worst_link(run, where, g) for g in inside]}; the best grouping reaches "
+                                    f"{_code_of(best)}", rule="groups", rank=tp_group[0]))
         if keeps and inside != consecutive:
-            problems.append(f"TP group {tp_group} on {topo}: consecutive groups {consecutive} are already "
-                            f"optimal, so the plan must keep them (ties keep upstream's order); got {inside}")
+            problems.append(Problem(f"TP group {tp_group} on {topo}: consecutive groups {consecutive} are already "
+                                    f"optimal, so the plan must keep them (ties keep upstream's order); got {inside}",
+                                    rule="groups", rank=tp_group[0]))
         if not keeps and inside == consecutive:
-            problems.append(f"TP group {tp_group} on {topo}: consecutive groups are not optimal but were kept")
+            problems.append(Problem(f"TP group {tp_group} on {topo}: consecutive groups are not optimal but were "
+                                    f"kept", rule="groups", rank=tp_group[0]))
         if run.placement is None and 1 < s < tp and topo in EXPECT_REGROUPED and keeps:
             problems.append(f"harness: on {topo} consecutive groups should not be optimal (even/odd switches)")
         if run.placement is None and 1 < s and topo in EXPECT_CONSECUTIVE and not keeps:

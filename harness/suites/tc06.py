@@ -26,6 +26,7 @@ from harness.suites.common import (
     startup_problems,
     summarize,
 )
+from harness.suites.expectations import Problem
 
 TC = "TC-06"
 LEVEL = "L2"
@@ -96,8 +97,8 @@ def check(facts: list, run) -> list[str]:
     plan = plan_of(facts)
     problems = []
     if plan.active or plan.n_blocks != want["n_blocks"]:
-        problems.append(f"plan: active={plan.active}, n_blocks {plan.n_blocks}; baseline: inactive, "
-                        f"n_blocks {want['n_blocks']}")
+        problems.append(Problem(f"plan: active={plan.active}, n_blocks {plan.n_blocks}; baseline: inactive, "
+                                f"n_blocks {want['n_blocks']}", rule="baseline-plan"))
     if len(facts) != want["world_size"]:
         problems.append(f"{len(facts)} ranks reported, baseline has {want['world_size']}")
     for f in facts:
@@ -111,7 +112,7 @@ def _as_recorded(tensors: dict) -> dict:
 
 
 def _rank_problems(r: int, wf, want: dict) -> list[str]:
-    out = []
+    out = []  # every problem here: rule "baseline" on rank r
     if wf.n_blocks != want["n_blocks"]:
         out.append(f"rank {r}: n_blocks {wf.n_blocks}, baseline {want['n_blocks']}")
     if (wf.split_size, wf.split_rank) != (1, 0):
@@ -136,7 +137,7 @@ def _rank_problems(r: int, wf, want: dict) -> list[str]:
     if differ:
         more = f" (+{len(differ) - MAX_LISTED} more)" if len(differ) > MAX_LISTED else ""
         out.append(f"rank {r}: {len(differ)} layers differ from the baseline{more}: " + "; ".join(differ[:MAX_LISTED]))
-    return out
+    return [Problem(p, rule="baseline", rank=r) for p in out]
 
 
 def _brief(tensors: dict) -> str:

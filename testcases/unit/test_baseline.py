@@ -79,10 +79,12 @@ def test_check_mode_reports_a_tampered_file(tmp_path, recorded, capsys):
 
 def test_case_counts_of_the_default_matrix():
     matrix = load_matrix("ci")
+    impls = len(matrix.implementations)
+    assert impls == 3  # reference, upstream_owner_rule, xllm_upstream
     # supported models x s2,s4 x impls + dp2 pairs + the int8 exchange + regrouped topology at w4 and w8
-    assert len(tc05.cases(matrix)) == 5 * 2 * 2 + 2 * 2 * 2 + 2 + 2 * 2
-    assert len(tc06.cases(matrix)) == 6 * 2 * 2 * 2 + 2 * 2  # models x off,s1 x tp4,dp2 x impls + off-s2
-    assert len(tc07.cases(matrix)) == 3 * 3 * 2 + 2 * 2  # pairs x off,s2,s4 x impls + regrouped at w4 and w8
+    assert len(tc05.cases(matrix)) == 5 * 2 * impls + 2 * 2 * impls + impls + 2 * impls
+    assert len(tc06.cases(matrix)) == 6 * 2 * 2 * impls + 2 * impls  # models x off,s1 x tp4,dp2 x impls + off-s2
+    assert len(tc07.cases(matrix)) == 3 * 3 * impls + 2 * impls  # pairs x off,s2,s4 x impls + regrouped at w4, w8
     assert all(c.draft != "none" for c in tc07.cases(matrix))
 
 

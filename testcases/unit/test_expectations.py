@@ -162,3 +162,94 @@ def test_judge_fails_an_unpredicted_problem_next_to_the_predicted_ones():
 def test_without_a_prediction_problems_are_the_failures():
     assert judge("TC-02", "reference", _hybrid_s2(), ["p"]) == ["p"]
     assert Predicted(rule="owner", rank=0).matches(Problem("t", rule="owner", rank=0))
+
+
+# ---- upstream xLLM in every rule (FEATURE 2-4) -----------------------------------------------
+
+
+def _up(tc, model="deepseek_v32", layerwise="s2", parallel="tp4", *, hardware="cpu", extra=()):
+    run = _case(model, layerwise, parallel, hardware=hardware, extra=extra, tc=tc).resolved.run
+    return run, prediction(tc, "xllm_upstream", run)
+
+
+@pytest.mark.parametrize("tc", ["TC-01", "TC-02", "TC-04", "TC-05", "TC-06", "TC-07"])
+@pytest.mark.parametrize("model", ["deepseek_v3", "qwen3_5_moe", "qwen3_next"])
+def test_upstream_refuses_the_adaptations_model_types_when_split(tc, model):
+    run, pred = _up(tc, model)
+    assert [(p.rule, p.field, p.rank) for p in pred.required] == [("refused", "model.model_type", None)]
+    assert pred.consequences == ()
+    found = [Problem("master rejected a valid config", rule="refused", field="model.model_type")]
+    assert judge(tc, "xllm_upstream", run, found) == []
+    other_field = [Problem("master rejected a valid config", rule="refused", field="parallel.cp_size")]
+    assert judge(tc, "xllm_upstream", run, other_field)  # refused for another reason: fails
+    assert judge(tc, "xllm_upstream", run, ["a crash of no rule"])
+    assert judge(tc, "xllm_upstream", run, [])  # accepted after all: strict
+
+
+@pytest.mark.parametrize("model", ["deepseek_v32", "glm_moe_dsa", "llama3_8b"])
+@pytest.mark.parametrize("layerwise", ["off", "s1", "s2", "s4"])
+def test_upstream_predicts_nothing_where_it_agrees_with_the_spec(model, layerwise):
+    for tc in ("TC-01", "TC-02", "TC-04", "TC-05", "TC-06", "TC-07"):
+        assert _up(tc, model, layerwise)[1] is None
+    assert _up("TC-01", "qwen3_5_moe", "off")[1] is None
+
+
+def test_upstream_refuses_naming_the_model_where_the_spec_names_a_later_rule():
+    run, pred = _up("TC-01", "qwen3_5_moe", extra=("cache.enable_xtensor=true",))
+    assert expected_rejection(run).field == "cache.enable_xtensor"
+    assert [(p.rule, p.field) for p in pred.required] == [("rejection", "model.model_type")]
+    named_model = Problem("master refused naming 'model.model_type'", rule="rejection", field="model.model_type")
+    assert judge("TC-01", "xllm_upstream", run, [named_model]) == []
+    assert judge("TC-01", "xllm_upstream", run, [Problem("accepted", rule="rejection")])
+    for variant, model, lw, par, hw, extra in REJECTIONS:  # every other startup rule: same field, nothing predicted
+        if variant != "xtensor":
+            assert _up("TC-01", model, lw, par, hardware=hw, extra=extra)[1] is None, variant
+
+
+def test_upstream_splits_with_the_flag_off():
+    off_s2 = ("layerwise.enable=false", "layerwise.split_size=2")
+    run, pred = _up("TC-06", "deepseek_v32", "off", extra=off_s2)
+    assert [(p.rule, p.rank) for p in pred.required] == [("baseline-plan", None)] + [("baseline", r) for r in range(4)]
+    found = [Problem("plan", rule="baseline-plan")] + [Problem("r", rule="baseline", rank=r) for r in range(4)]
+    assert judge("TC-06", "xllm_upstream", run, found) == []
+    assert judge("TC-06", "xllm_upstream", run, found[:-1])  # one rank kept the baseline: not what upstream does
+    assert _up("TC-06", "qwen3_5_moe", "off", extra=off_s2)[1].required[0].rule == "refused"
+    assert _up("TC-01", "deepseek_v32", "off", extra=off_s2)[1] is None  # only TC-06 compares with the baseline
+
+
+@pytest.mark.parametrize(("parallel", "ranks"), [("tp4", [1, 2]), ("dp2_tp4", [1, 2, 5, 6])])
+@pytest.mark.parametrize("tc", ["TC-01", "TC-04", "TC-05", "TC-07"])
+def test_upstream_rank_mod_s_owns_the_wrong_layers_on_a_regrouped_topology(tc, parallel, ranks):
+    run, pred = _up(tc, parallel=parallel, extra=("hardware.topology=pcie_2switch_8_interleaved",))
+    assert [(p.rule, p.rank) for p in pred.required] == [("owner", r) for r in ranks]
+    assert judge(tc, "xllm_upstream", run, [Problem("o", rule="owner", rank=r) for r in ranks]) == []
+    assert judge(tc, "xllm_upstream", run, [Problem("o", rule="owner", rank=r) for r in (0, 3)])  # wrong ranks
+
+
+@pytest.mark.parametrize(("layerwise", "parallel", "tp_groups"), [
+    ("s2", "tp4", [0]), ("s2", "tp8", [0]), ("s4", "tp8", [0]),
+])
+def test_upstream_keeps_consecutive_groups_where_the_spec_regroups(layerwise, parallel, tp_groups):
+    run, pred = _up("TC-03", layerwise=layerwise, parallel=parallel,
+                    extra=("hardware.topology=pcie_2switch_8_interleaved",))
+    assert [(p.rule, p.rank) for p in pred.required] == [("groups", r) for r in tp_groups]
+    assert _up("TC-03", layerwise=layerwise, parallel=parallel, extra=("hardware.topology=pcie_2switch_8",))[1] is None
+
+
+@pytest.mark.parametrize(("model", "layerwise", "extra", "spec", "upstream"), [
+    ("deepseek_v3", "s2", (), None, "model.model_type"),
+    ("qwen3_next", "s4", (), None, "model.model_type"),
+    ("qwen3_5_moe", "off", ("layerwise.split_size=2",), None, "model.model_type"),  # no enable flag upstream
+    ("deepseek_v32", "off", ("layerwise.split_size=2",), None, None),
+    ("deepseek_v32", "off", ("layerwise.split_size=2", "parallel.cp_size=2"), None, "parallel.cp_size"),
+    ("qwen3_5_moe", "s2", ("cache.enable_xtensor=true",), "cache.enable_xtensor", "model.model_type"),
+    ("llama3_8b", "s2", (), "model.model_type", "model.model_type"),
+    ("glm_moe_dsa", "s2", (), None, None),
+    ("deepseek_v32", "s2", ("layerwise.split_size=0",), "layerwise.split_size", "layerwise.split_size"),
+])
+def test_upstream_startup_rules_in_the_oracle(model, layerwise, extra, spec, upstream):
+    from harness import oracle
+
+    run = _case(model, layerwise, extra=extra).resolved.run
+    assert getattr(expected_rejection(run), "field", None) == spec
+    assert getattr(oracle.expected_upstream_rejection(run), "field", None) == upstream
