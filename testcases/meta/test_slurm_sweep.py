@@ -80,10 +80,10 @@ def test_sweep_on_slurm_runs_each_job_as_a_slurm_job(tmp_path):
     from harness.suites.case import resolve
 
     run = resolve((f"model={MODEL}", f"layerwise={LAYERWISE}", "parallel=tp4", "hardware=cpu")).run
-    want = oracle.expected_block_counts(run, run.hardware.kv_budget_bytes)
+    want = oracle.expected_block_counts(run, oracle.run_budget_bytes(run))
     for job in (plan_job, suite_job):
         assert (job["plan"]["n_blocks"], job["plan"]["uniform_n_blocks"]) == want
 
     with open(sweep / "results.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
-    assert [(r["job"], r["status"], r["mode"]) for r in rows] == [("0", "planned", "plan"), ("1", "passed", "suite")]
+    assert [(r["job"], r["status"], r["mode"]) for r in rows] == [("1", "planned", "plan"), ("2", "passed", "suite")]  # jobs count from 1
