@@ -138,6 +138,37 @@ def ownership_problems(facts: list, run, role: str = "target", owner: Optional[d
     return out
 
 
+def tensor_problems(facts: list, run, role: str = "target") -> list[str]:
+    """Every layer exposes the spec's tensors (FEATURE 7; upstream's KVCacheShape decides what the page
+    leaves open): an owned full layer and a non-owned view the full-layer tensors (names, shapes, dtypes)
+    at the plan's block count, a linear layer its conv and recurrent state. One problem per rank and kind."""
+    plan = plan_of(facts)
+    if plan is None:
+        return []
+
+    def geometry(specs: dict) -> dict:
+        return {name: (tuple(t.shape), t.dtype) for name, t in sorted(specs.items())}
+
+    want = {"full": geometry(oracle.expected_full_layer_tensors(run, plan.n_blocks))}
+    if oracle.expected_linear_layers(run.model):
+        want["linear"] = geometry(oracle.expected_linear_layer_tensors(run))
+    out = []
+    for f in facts:
+        wf = f.workers.get(role)
+        if wf is None:
+            continue
+        reported = set()
+        for layer in wf.layers:
+            expected = want.get(layer.kind)
+            if expected is None or layer.kind in reported or layer.geometry == expected:
+                continue
+            reported.add(layer.kind)
+            out.append(Problem(f"rank {f.rank} {role} layer {layer.layer} ({layer.kind}, "
+                               f"{'owned' if layer.owned else 'a view'}): tensors {layer.geometry}, spec {expected}",
+                               rule="tensors", rank=f.rank))
+    return out
+
+
 def view_problems(facts: list, role: str = "target") -> list[str]:
     """Every non-owned full layer's view exposes the same tensor names, shapes and dtypes as an owned
     full layer of the same rank (FEATURE 7: a view of the scratch, shaped like the layer it stands for)."""

@@ -29,6 +29,7 @@ from harness.suites.common import (
     standard_cases,
     startup_problems,
     summarize,
+    tensor_problems,
     view_problems,
 )
 from harness.suites.expectations import Problem
@@ -153,5 +154,6 @@ def check(facts: list, run) -> list[str]:
         if wf.scratch_bytes != n * scratch:
             problems.append(f"rank {r}: scratch holds {wf.scratch_bytes} B, spec {n * scratch} B")
     problems += view_problems(facts)
+    problems += tensor_problems(facts, run)
     problems += leak_problems(facts)
     return problems

@@ -10,7 +10,12 @@ each one is caught. Class docstring = ``rule``; see also ``component`` and
 
 from __future__ import annotations
 
-from implementations.mutants.allocation import NonownerRealStorage, QuantizedViewReshaped, WrongLayoutAxes
+from implementations.mutants.allocation import (
+    ConvStateTransposed,
+    NonownerRealStorage,
+    QuantizedViewReshaped,
+    WrongLayoutAxes,
+)
 from implementations.mutants.base import COMPONENTS, Mutant
 from implementations.mutants.engine import DraftKeepsSplit, DraftLeaksStorage
 from implementations.mutants.estimation import (
@@ -61,6 +66,7 @@ _CLASSES: tuple[type[Mutant], ...] = (
     SavingsAtUniformBlocks,
     QuantizedViewReshaped,
     DraftLeaksStorage,
+    ConvStateTransposed,
 )
 
 MUTANTS: dict[str, type[Mutant]] = {cls.name.removeprefix("mutant_"): cls for cls in _CLASSES}

@@ -66,3 +66,24 @@ class QuantizedViewReshaped(Mutant):
                     layer.tensors = {name: t.view(torch.uint8) if t.dtype == torch.float32 else t
                                      for name, t in layer.tensors.items()}
         return cache
+
+
+class ConvStateTransposed(Mutant):
+    """With the split active, linear layers' conv state is allocated [slots, channels, conv_state_len] (MUSA's order) instead of upstream's [slots, conv_state_len, channels] (FEATURE 7, upstream's shapes)."""
+
+    name = "mutant_conv_state_transposed"
+    component = "allocation"
+    # Same bytes, same dtype, own storage: only a comparison with the spec's tensor shapes sees it (TC-01). The
+    # disabled path keeps the right shape, so TC-06's baseline does not.
+    expected_catchers = ("TC-01",)
+
+    def init_worker(self, message, run, *, rank, role, device, expected_digest) -> WorkerKVCache:
+        cache = super().init_worker(message, run, rank=rank, role=role, device=device,
+                                    expected_digest=expected_digest)
+        if message.split_size > 1:
+            for layer in cache.layers:
+                conv = layer.tensors.get("conv") if layer.kind == "linear" else None
+                if conv is not None:
+                    layer.tensors["conv"] = torch.empty((conv.shape[0], conv.shape[2], conv.shape[1]),
+                                                        dtype=conv.dtype, device=conv.device)
+        return cache

@@ -313,6 +313,21 @@ def _draft_leaks_storage(m):
         assert ref.expired() is not leaked
 
 
+def _conv_state_transposed(m):
+    run = run_spec(QWEN3_5_MOE, split=2, budget_bytes=SMALL)
+    plan = REF.plan(run)
+    linear = next(l for l in range(run.model.num_hidden_layers) if l not in plan.full_layers)
+    ref = REF.init_worker(plan, run, rank=0, role="target", device="cpu", expected_digest=plan.digest)
+    mut = m.init_worker(plan, run, rank=0, role="target", device="cpu", expected_digest=plan.digest)
+    a, b = ref.layer(linear).tensors["conv"].shape, mut.layer(linear).tensors["conv"].shape
+    assert (b[0], b[1], b[2]) == (a[0], a[2], a[1]) and a[1] != a[2]  # transposed, same bytes
+    off = run_spec(QWEN3_5_MOE, split=2, enable=False, budget_bytes=SMALL)
+    plan_off = REF.plan(off)
+    kept = m.init_worker(plan_off, off, rank=0, role="target", device="cpu", expected_digest=plan_off.digest)
+    assert kept.layer(linear).tensors["conv"].shape == REF.init_worker(
+        plan_off, off, rank=0, role="target", device="cpu", expected_digest=plan_off.digest).layer(linear).tensors["conv"].shape
+
+
 DIFFERS: dict[str, Callable] = {
     "owner_off_by_one": _owner_off_by_one,
     "linear_split": _linear_split,
@@ -339,6 +354,7 @@ DIFFERS: dict[str, Callable] = {
     "savings_at_uniform_blocks": _savings_at_uniform_blocks,
     "quantized_view_reshaped": _quantized_view_reshaped,
     "draft_leaks_storage": _draft_leaks_storage,
+    "conv_state_transposed": _conv_state_transposed,
 }
 
 
