@@ -15,8 +15,9 @@ from pathlib import Path
 
 from harness.paths import REPO_ROOT
 
-UPSTREAM_RULE_MARKER = "upstream owner rule"
-"""Expected failures of the xllm_upstream implementation must carry this in their reason."""
+UPSTREAM_RULE_MARKER = "found exactly the predicted problems"
+"""In the reason of every expected failure the spec predicts (``harness.suites.expectations.predicted_failure``:
+``upstream_owner_rule``, ``xllm_upstream``)."""
 
 # Allure 2 matches messageRegex / traceRegex against the whole status message / trace
 # (DOTALL) and files a result in every category it matches, so these exclude each other.
@@ -38,16 +39,17 @@ CATEGORIES = (
         "traceRegex": "category: harness error.*",
     },
     {
-        "name": "Expected failure: upstream owner rule",
-        "description": "xLLM's layer_id % s owner rule on hybrid models (FEATURE section 4), "
-        "kept as a strict expected failure.",
+        "name": "Expected failure predicted by the spec",
+        "description": "Where upstream's rules differ from the adaptation's (FEATURE sections 2-4: the "
+        "layer_id % s owner rule on hybrid models, upstream's model list, rank % s): a strict expected failure "
+        "that found exactly the predicted problems.",
         "matchedStatuses": ["skipped"],
         "messageRegex": f".*{UPSTREAM_RULE_MARKER}.*",
     },
     {
-        "name": "Unexpected pass: upstream owner rule",
-        "description": "A strict expected failure of the upstream owner rule passed: upstream (or the "
-        "implementation under test) now assigns owners as the spec says; drop the expectation.",
+        "name": "Unexpected pass of a predicted failure",
+        "description": "A strict expected failure passed: the implementation now behaves as the spec says; "
+        "drop the prediction.",
         "matchedStatuses": ["failed"],
         "traceRegex": "category: unexpected pass.*",
     },

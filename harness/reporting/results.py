@@ -7,7 +7,7 @@ not pass:
 - decides the category (``classify``): a failed check, or an exception whose innermost
   frame inside this repository is under ``implementations/`` (the code under test), is a
   product defect; any other exception (harness, test code, the rank runner) is a harness
-  error; an expected failure and an unexpected (strict) pass of the upstream owner rule
+  error; an expected failure the spec predicts and an unexpected (strict) pass of one
   have their own categories;
 - shortens the status message to one line that is the same for like cases (numbers
   and lists become ``N`` and ``[...]``, ``TC-04: ...`` in front), and moves the case's

@@ -154,19 +154,19 @@ def test_categories_file(tmp_path):
     categories = {c["name"]: c for c in json.loads(path.read_text())}
     assert categories["Product defect"]["matchedStatuses"] == ["failed", "broken"]
     assert categories["Harness error"]["matchedStatuses"] == ["broken"]
-    assert categories["Unexpected pass: upstream owner rule"]["matchedStatuses"] == ["failed"]
+    assert categories["Unexpected pass of a predicted failure"]["matchedStatuses"] == ["failed"]
     # the trace's first line (harness.reporting.results) decides between them: they exclude each other
     traces = {"Product defect": "category: product defect: x\ny", "Harness error": "category: harness error: x",
-              "Unexpected pass: upstream owner rule": "category: unexpected pass: x"}
+              "Unexpected pass of a predicted failure": "category: unexpected pass: x"}
     for name, trace in traces.items():
         matched = [n for n, c in categories.items() if "traceRegex" in c
                    and re.compile(c["traceRegex"], re.DOTALL).fullmatch(trace)]
         assert matched == [name]
-    upstream = categories["Expected failure: upstream owner rule"]
+    upstream = categories["Expected failure predicted by the spec"]
     assert upstream["matchedStatuses"] == ["skipped"]
     # Allure 2 matches the whole message with DOTALL; an xfail message spans lines
     regex = re.compile(upstream["messageRegex"], re.DOTALL)
-    assert regex.fullmatch("XFAIL upstream owner rule: split rank 1 owns all\n\nAssertionError")
+    assert regex.fullmatch("XFAIL upstream owner rule: split rank 1 owns all; found exactly the predicted problems: owner on rank 1\n\nAssertionError")
     assert not regex.fullmatch("XFAIL no cards")
 
 
@@ -266,7 +266,7 @@ TINY_SUITE = textwrap.dedent(
         assert 1 == 2
 
     @allure.id("TC-06")
-    @pytest.mark.xfail(reason="upstream owner rule: split rank 1 owns every full layer", strict=True)
+    @pytest.mark.xfail(reason="upstream owner rule: split rank 1 owns every full layer; found exactly the predicted problems: owner on rank 1", strict=True)
     def test_upstream_rule():
         assert False
     """
@@ -311,7 +311,7 @@ def test_report_end_to_end(tmp_path):
     assert cases["TC-01"]["name"] == "allocation"
     categories = {tc: [c["name"] for c in case["extra"].get("categories", [])] for tc, case in cases.items()}
     assert categories == {
-        "TC-01": [], "TC-02": ["Product defect"], "TC-06": ["Expected failure: upstream owner rule"],
+        "TC-01": [], "TC-02": ["Product defect"], "TC-06": ["Expected failure predicted by the spec"],
     }
     attached = {a["name"]: a["type"] for a in cases["TC-01"]["testStage"]["attachments"]}
     assert attached == {
@@ -509,7 +509,8 @@ def test_failed_checks_group_by_rule_not_by_case():
 
 
 def test_expected_failures_and_unexpected_passes_of_the_upstream_rule():
-    reason = "upstream owner rule (layer_id % s) puts every full-attention layer on one split rank"
+    reason = ("upstream owner rule (layer_id % s) puts every full-attention layer on one split rank; "
+              "found exactly the predicted problems: owner on rank 1")
     xfail = rs.classify("skipped", f"XFAIL {reason}\n\nAssertionError: rank 0 owns [3, 7]", "", tc="TC-07")
     assert xfail.category == rs.XFAIL and xfail.message == f"TC-07: XFAIL {reason}"
     assert "rank 0 owns [3, 7]" in xfail.detail
