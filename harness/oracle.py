@@ -12,11 +12,10 @@ a reviewer can check it against FEATURE.md line by line. All byte counts are per
 Inputs newer than some RunSpecs are read with their documented defaults when absent:
 ``cache.max_seqs_per_batch`` (200), ``cache.max_linear_state_cache_slots`` (0),
 ``cache.enable_prefix_cache`` (True), ``cache.num_speculative_tokens`` (0),
-``cache.indexer_cache_dtype`` (else the older ``cache.index_cache_dtype``, else auto),
+``cache.indexer_cache_dtype`` (auto),
 ``cache.kv_budget_bytes`` (0: the hardware profile's budget), ``draft.body_tp1`` (False;
 read from the run, ``run.draft_body_tp1``, or the draft model spec), model
-``mamba_ssm_dtype`` (the model dtype; the older ``cache.ssm_cache_dtype`` still counts
-when the model does not name one) and ``num_nextn_predict_layers`` (0: every layer of a
+``mamba_ssm_dtype`` (the model dtype) and ``num_nextn_predict_layers`` (0: every layer of a
 draft spec), hardware ``quantized_kv_cache_dtypes`` and ``int8_indexer_cache`` (all
 allowed on a ``cpu`` profile, none elsewhere).
 
@@ -114,10 +113,8 @@ def num_speculative_tokens(cache) -> int:
 
 
 def indexer_cache_dtype(cache) -> str:
-    """Section 5: ``cache.indexer_cache_dtype`` (auto|int8); the older name still read."""
+    """Section 5: ``cache.indexer_cache_dtype`` (auto|int8), upstream's name (the config's only one)."""
     value = getattr(cache, "indexer_cache_dtype", None)
-    if value is None:
-        value = getattr(cache, "index_cache_dtype", None)
     return "auto" if value is None else str(value)
 
 
@@ -310,9 +307,6 @@ def ssm_dtype(model, cache) -> str:
     name = getattr(model, "mamba_ssm_dtype", None)
     if name not in (None, "", "auto"):
         return str(name)
-    legacy = getattr(cache, "ssm_cache_dtype", None)
-    if legacy not in (None, "", "auto"):
-        return str(legacy)
     return model.dtype
 
 

@@ -307,10 +307,10 @@ def test_full_layer_bytes_hand_computed(model, cache_values, attn_tp, expected):
     assert all(per_layer[layer] == 0 for layer in per_layer if layer not in full)
 
 
-def test_older_index_cache_dtype_name_still_read():
-    # 1152 + 128 + 4 = 1284 per token, as with indexer_cache_dtype=int8
+def test_indexer_cache_dtype_int8_slot():
+    # 1152 + 128 + 4 = 1284 per token with an int8 indexer cache (upstream's name, the config's only one)
     assert oracle.full_layer_slot_bytes(DEEPSEEK_V32, SimpleNamespace(
-        kv_cache_dtype="auto", index_cache_dtype="int8", block_size=128), 4) == 1284
+        kv_cache_dtype="auto", indexer_cache_dtype="int8", block_size=128), 4) == 1284
 
 
 def test_qwen3_5_linear_state_per_slot_tp4():
