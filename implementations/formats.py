@@ -17,6 +17,7 @@ other's internals for them.
 from __future__ import annotations
 
 import difflib
+import functools
 import itertools
 import re
 import shlex
@@ -329,6 +330,13 @@ def load_topology(path_or_name: str, fixtures_dir: Optional[Path] = None) -> Top
     if path.suffix not in TOPOLOGY_SUFFIXES:
         raise _error(str(path), f"a topology file ends in {', '.join(TOPOLOGY_SUFFIXES)}")
     text = inputs.read_input_file(path, FIELD)  # bounded size; a FIFO or device is refused unread
-    if path.suffix == ".txt":
-        return parse_topo_text(text, name=path.stem)
-    return _parse_yaml(text, path.stem)
+    return _parsed_topology(text, path.suffix, path.stem)
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed_topology(text: str, suffix: str, name: str) -> Topology:
+    """One parse per distinct file text (a test matrix loads the same fixture for every case);
+    a Topology is frozen, so sharing it is safe. Errors are not cached: each call raises anew."""
+    if suffix == ".txt":
+        return parse_topo_text(text, name=name)
+    return _parse_yaml(text, name)

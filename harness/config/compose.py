@@ -33,8 +33,6 @@ from implementations.errors import ConfigError
 
 def compose_config(overrides: Sequence[str] = (), config_dir: Optional[Union[str, Path]] = None) -> DictConfig:
     """The composed, schema-checked config for ``overrides``; ``ConfigError`` on any mistake."""
-    from hydra import compose, initialize_config_dir
-
     from harness.config.store import register
 
     conf_dir = Path(config_dir).resolve() if config_dir is not None else CONF_DIR
@@ -43,12 +41,115 @@ def compose_config(overrides: Sequence[str] = (), config_dir: Optional[Union[str
     overrides = list(overrides)
     parsed = parse_overrides(overrides)
     register()
-    try:
-        with _fresh_hydra(), initialize_config_dir(config_dir=str(conf_dir), version_base=None):
-            cfg = compose(config_name=CONFIG_NAME, overrides=overrides)
-    except Exception as exc:  # Hydra/OmegaConf raise many types; each is the user's input here
-        raise errors.translate(exc, conf_dir, overrides) from None
+    cfg = _assemble(conf_dir, parsed)
+    if cfg is None:
+        try:
+            cfg = _hydra_compose(conf_dir, overrides)
+        except Exception as exc:  # Hydra/OmegaConf raise many types; each is the user's input here
+            raise errors.translate(exc, conf_dir, overrides) from None
     return finish(cfg, parsed, conf_dir)
+
+
+def _hydra_compose(conf_dir: Path, overrides: Sequence[str]) -> DictConfig:
+    from hydra import compose, initialize_config_dir
+
+    with _fresh_hydra(), initialize_config_dir(config_dir=str(conf_dir), version_base=None):
+        return compose(config_name=CONFIG_NAME, overrides=list(overrides))
+
+
+# -- composition, once per config-group option ---------------------------------------------
+#
+# Hydra's composition costs ~0.1 s, and a test matrix composes hundreds of configurations
+# that differ only in which option each group takes. So each group option is composed
+# once per process, with Hydra, alone (``model=qwen3_5_moe``), and a configuration made of
+# plain choices (``group=option`` for the groups below) and plain key changes
+# (``cache.block_size=64``) is assembled from those composed nodes: the default config
+# with each chosen group's node swapped in, then the key changes applied by Hydra's own
+# override step. That is Hydra's result whenever choosing an option changes nothing but
+# its own node, which is checked for every option before it is used; anything else (an
+# option that writes elsewhere, ``+``/``~`` overrides, ``hydra.*``, ``suite``/``mode``/
+# ``launcher`` choices, any error) is composed by Hydra whole, and its errors are Hydra's.
+# testcases/unit/test_config.py proves the two equal for every shipped option and the
+# CI matrix.
+
+ASSEMBLED_GROUPS = ("model", "draft", "hardware", "parallel", "layerwise", "implementation")
+_composed: dict = {}
+"""(conf_dir, overrides) -> Hydra's composed config, or the exception it raised."""
+
+
+def _composed_once(conf_dir: Path, overrides: tuple) -> Optional[DictConfig]:
+    key = (str(conf_dir), overrides)
+    if key not in _composed:
+        try:
+            _composed[key] = _hydra_compose(conf_dir, overrides)
+        except Exception:  # composed whole again by the caller, which reports the error
+            _composed[key] = None
+    return _composed[key]
+
+
+def _without(cfg: DictConfig, group: str) -> dict:
+    data = OmegaConf.to_container(cfg, resolve=False)
+    data.pop(group, None)
+    return data
+
+
+def _option_node(conf_dir: Path, group: str, option: str):
+    """Group ``group``'s node when ``option`` is chosen; ``_NOT_LOCAL`` if choosing it changes more."""
+    base = _composed_once(conf_dir, ())
+    alone = _composed_once(conf_dir, (f"{group}={option}",))
+    if base is None or alone is None:
+        return _NOT_LOCAL
+    key = (str(conf_dir), group, option)
+    if key not in _local:
+        _local[key] = _without(alone, group) == _without(base, group)
+    return alone[group] if _local[key] else _NOT_LOCAL
+
+
+_NOT_LOCAL = object()
+_local: dict = {}
+_OTHER_GROUPS = ("suite", "mode", "launcher")
+
+
+def _assemble(conf_dir: Path, parsed: Sequence) -> Optional[DictConfig]:
+    """The composed config for ``parsed`` from per-option nodes, or None: compose it with Hydra whole."""
+    import copy
+
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from omegaconf import open_dict
+
+    choices: dict = {}
+    changes = []
+    for o in parsed:
+        key = o.key_or_group
+        if o.is_sweep_override() or o.is_delete() or o.is_add() or o.is_force_add() or o.package is not None:
+            return None
+        if key in ASSEMBLED_GROUPS:
+            value = o.value()
+            if not isinstance(value, str) or key in choices:
+                return None
+            choices[key] = value
+        elif key.split(".", 1)[0] == "hydra" or key in _OTHER_GROUPS or "/" in key:
+            return None
+        else:  # a key: cache.block_size, layerwise.split_size, model_path
+            changes.append(o)
+    base = _composed_once(conf_dir, ())
+    if base is None:
+        return None
+    nodes = {}
+    for group, option in choices.items():
+        node = _option_node(conf_dir, group, option)
+        if node is _NOT_LOCAL:
+            return None
+        nodes[group] = node
+    cfg = copy.deepcopy(base)
+    try:
+        with open_dict(cfg):
+            for group, node in nodes.items():
+                cfg[group] = copy.deepcopy(node)
+        ConfigLoaderImpl._apply_overrides_to_config(changes, cfg)
+    except Exception:  # composed whole by the caller, whose error names the override
+        return None
+    return cfg
 
 
 def finish(cfg: DictConfig, parsed: Sequence, conf_dir: Path = CONF_DIR) -> DictConfig:

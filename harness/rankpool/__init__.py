@@ -6,7 +6,7 @@ world size in this process. ``launcher`` runs the same bodies under torchrun.
 """
 
 from .errors import CollectiveCheckFailed, PoolUnavailable, RankFailure, RankSkip, RankTimeout
-from .pool import RankPool
+from .pool import RankPool, preload
 from .registry import close_all, get_pool
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "RankTimeout",
     "close_all",
     "get_pool",
+    "preload",
 ]
 
 

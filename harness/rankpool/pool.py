@@ -39,7 +39,22 @@ from .spawn import start_processes
 # forkserver: one process per pool owner imports torch once; every rank is then a
 # cheap fork of it (spawn paid ~1.8 s of torch import per rank, per pool start).
 _MP = multiprocessing.get_context("forkserver")
-_MP.set_forkserver_preload(["torch", "torch.distributed", "harness.rankpool.rank_main"])
+_PRELOAD = ["torch", "torch.distributed", "harness.rankpool.rank_main"]
+_MP.set_forkserver_preload(list(_PRELOAD))
+
+
+def preload(*modules: str) -> None:
+    """Import ``modules`` once in the forkserver too, so every rank forked from it has them.
+
+    A body's modules are otherwise imported by each rank on its first call (hundreds of
+    milliseconds per rank for a body that pulls in Hydra). Takes effect when this process
+    starts its forkserver (its first pool); afterwards it changes nothing. A module that
+    fails to import there is skipped, and a rank that needs it imports it as before.
+    """
+    added = [m for m in modules if m not in _PRELOAD]
+    if added:
+        _PRELOAD.extend(added)
+        _MP.set_forkserver_preload(list(_PRELOAD))
 _live_pools: weakref.WeakSet[RankPool] = weakref.WeakSet()
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from typing import Any
 
 
@@ -88,13 +88,21 @@ class Resolved:
 
     run: Any
     impl_cfg: dict
-    config_yaml: str
+    config: Any
+    """The composed DictConfig (read-only use: ``config_yaml`` renders it)."""
     world_size: int
     dp_size: int
     split_size: int
     enable: bool
     backend: str
     timeout_s: float
+
+    @cached_property
+    def config_yaml(self) -> str:
+        """The whole config as YAML (the report attaches it); rendered when first asked for."""
+        from omegaconf import OmegaConf
+
+        return OmegaConf.to_yaml(self.config)
 
 
 @cache
@@ -131,7 +139,7 @@ def resolve(overrides: tuple[str, ...]) -> Resolved:
     return Resolved(
         run=run,
         impl_cfg=impl_cfg,
-        config_yaml=OmegaConf.to_yaml(cfg),
+        config=cfg,
         world_size=run.parallel.world_size,
         dp_size=run.parallel.dp_size,
         split_size=run.layerwise.split_size,

@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from typing import Any, Callable, NoReturn
 
-from harness.rankpool import RankSkip, get_pool
+from harness.rankpool import RankSkip, get_pool, preload
+from harness.suites import TC_MODULES
+
+RANK_SIDE_MODULES = (
+    "hydra.utils",  # bring_up instantiates the implementation with Hydra
+    "implementations.reference",
+    *TC_MODULES.values(),
+)
+"""What the rank bodies import: loaded once in the pools' forkserver (``preload``) instead
+of once per rank on its first call."""
 
 RunBody = Callable[..., list]
 
@@ -40,6 +49,7 @@ def pool_runner(case, pool_getter: Callable[..., Any] = get_pool) -> RunBody:
     resolved = case.resolved
 
     def run_body(body, *args, world_size=None):
+        preload(*RANK_SIDE_MODULES, body.__module__)
         pool = pool_getter(world_size or resolved.world_size, resolved.backend, timeout_s=resolved.timeout_s)
         return pool.run(body, resolved.run, resolved.impl_cfg, *args)
 

@@ -78,8 +78,10 @@ def separate_draft(case) -> bool:
 
 
 def world_size(case) -> int:
-    """Processes the case needs: the plan's world, doubled when the draft engine has its own ranks."""
-    n = case.resolved.world_size
+    """Processes the case needs: the plan's world, doubled when the draft engine has its own ranks.
+
+    Read from the case's options without composing (collection orders every case by it)."""
+    n = case.world_size
     return 2 * n if separate_draft(case) else n
 
 

@@ -367,3 +367,107 @@ def test_hardware_schema_and_profile_keep_in_step():
     profile = build_run_spec(compose_config(["hardware=bi_v100"])).hardware
     assert (profile.hbm_bytes_per_card, profile.reserved_bytes_per_card) == (32768 * MIB, 16384 * MIB)
     assert profile.warp_size == 64 and profile.topology.name == "bi_v100_pix4"
+
+
+# -- composition once per group option (harness.config.compose._assemble) ----------------
+
+
+def _hydra_whole(overrides, conf_dir=CONF_DIR):
+    from harness.config import compose as composition
+
+    return composition.finish(composition._hydra_compose(conf_dir, overrides),
+                              composition.parse_overrides(overrides), conf_dir)
+
+
+def _same_config(a, b) -> None:
+    from omegaconf import OmegaConf
+
+    assert OmegaConf.to_yaml(a) == OmegaConf.to_yaml(b)
+    assert OmegaConf.is_struct(a) == OmegaConf.is_struct(b)
+    for group in ("model", "draft", "hardware", "parallel", "layerwise", "implementation", "cache"):
+        assert OmegaConf.get_type(a, group) == OmegaConf.get_type(b, group), group
+
+
+def _covering_cases(matrix_name: str) -> list[tuple[str, ...]]:
+    """Distinct case configurations of a matrix, few of them, together taking every option it uses."""
+    import importlib
+
+    from harness.suites import TC_MODULES
+    from harness.suites.matrix import load_matrix
+
+    matrix = load_matrix(matrix_name, [])
+    cases = sorted({tuple(c.overrides()) for tc, name in TC_MODULES.items()
+                    for c in importlib.import_module(name).cases(matrix)})
+    chosen, seen = [], set()
+    for overrides in cases:  # greedy: a case that brings an option or key change not seen yet
+        new = set(overrides) - seen
+        if new:
+            chosen.append(overrides)
+            seen |= new
+    return chosen
+
+
+def test_assembled_configs_are_hydras():
+    """A case's config, assembled from once-composed group options, is what Hydra composes whole:
+    on cases of the CI matrix that together take every option and key change it uses."""
+    chosen = _covering_cases("ci")
+    assert len(chosen) >= 10
+    for overrides in chosen:
+        _same_config(compose_config(list(overrides)), _hydra_whole(list(overrides)))
+
+
+@pytest.mark.parametrize("overrides", [
+    ["model=qwen3_5_moe", "layerwise=s4", "layerwise.split_size=2", "cache.block_size=64"],
+    ["draft=deepseek_mtp", "model=deepseek_v3", "parallel=dp2_tp4", "parallel.cp_size=1"],
+    ["hardware=bi_v100", "cache.kv_cache_dtype=int8", "runner.timeout_s=30", "model.dtype=float16"],
+    ["implementation=xllm_upstream", "layerwise=off", "layerwise.enable=true", "layerwise.split_size=2"],
+])
+def test_assembled_key_changes_are_hydras(overrides):
+    _same_config(compose_config(overrides), _hydra_whole(overrides))
+
+
+def test_an_option_that_writes_outside_its_group_is_composed_whole(tmp_path):
+    """An option with ``@package _global_`` that sets another group's key: assembling would lose
+    that key, so such an option is composed by Hydra whole, and the result is Hydra's."""
+    from harness.config import compose as composition
+
+    conf = tmp_path / "conf"
+    shutil.copytree(CONF_DIR, conf)
+    text = (conf / "model" / "qwen3_5_moe.yaml").read_text()
+    body = "\n".join("  " + line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#"))
+    (conf / "model" / "wide.yaml").write_text(f"# @package _global_\ncache:\n  block_size: 32\nmodel:\n{body}\n")
+    overrides = ["model=wide", "layerwise=s2"]
+    parsed = composition.parse_overrides(overrides)
+    assert composition._assemble(conf, parsed) is None  # not assembled
+    got = compose_config(overrides, config_dir=conf)
+    assert got.cache.block_size == 32
+    _same_config(got, _hydra_whole(overrides, conf))
+    assert composition._assemble(conf, composition.parse_overrides(["model=qwen3_5_moe", "layerwise=s2"])) is not None
+
+
+def test_assembling_without_the_locality_check_would_lose_the_outside_key(tmp_path, monkeypatch):
+    """The check above is what keeps the result Hydra's: skipped, the assembled config differs."""
+    from harness.config import compose as composition
+
+    conf = tmp_path / "conf"
+    shutil.copytree(CONF_DIR, conf)
+    (conf / "layerwise" / "wide.yaml").write_text(
+        "# @package _global_\ncache:\n  block_size: 32\nlayerwise:\n  enable: true\n  split_size: 2\n")
+    overrides = ["layerwise=wide"]
+    monkeypatch.setattr(composition, "_without", lambda cfg, group: {})  # every option counts as local
+    assembled = composition._assemble(conf, composition.parse_overrides(overrides))
+    assert assembled is not None and assembled.cache.block_size != 32
+    assert _hydra_whole(overrides, conf).cache.block_size == 32
+
+
+@pytest.mark.parametrize("overrides, field", [
+    (["model=no_such_model"], "model"),
+    (["layerwise.spilt_size=2"], "layerwise.spilt_size"),
+    (["layerwise=s2", "layerwise.split_size=two"], "layerwise.split_size"),
+    (["+cache.extra=1"], "cache.extra"),
+])
+def test_assembly_errors_are_hydras_errors(overrides, field):
+    """A mistake is never assembled: Hydra composes it whole and the error names the field."""
+    with pytest.raises(ConfigError) as info:
+        compose_config(overrides)
+    assert info.value.field == field
