@@ -20,7 +20,24 @@ _FACTS_KEY = pytest.StashKey["dict"]()
 _REPRESENTATIVE_KEY = pytest.StashKey["set"]()
 
 
-def pytest_addoption(parser) -> None:
+# pytest rewrites the asserts of every module in every installed distribution that ships a
+# pytest plugin: Hydra's, Hypothesis's and this harness's, ~240 modules that no test asserts
+# in (the harness has one assert, with its own message). With bytecode writing off nothing
+# is cached, so each pytest process (every xdist worker) paid ~3.5 s of CPU for it.
+NOT_REWRITTEN = ("hydra", "hypothesis", "_hypothesis_globals", "harness", "implementations")
+
+
+def _skip_rewriting_libraries(pluginmanager) -> None:
+    """Unmark ``NOT_REWRITTEN`` for assert rewriting (test modules and conftests still are)."""
+    hook = getattr(pluginmanager, "rewrite_hook", None)
+    marked = getattr(hook, "_must_rewrite", None)
+    if isinstance(marked, set):
+        marked.difference_update(NOT_REWRITTEN)
+        getattr(hook, "_marked_for_rewrite_cache", {}).clear()
+
+
+def pytest_addoption(parser, pluginmanager) -> None:
+    _skip_rewriting_libraries(pluginmanager)
     group = parser.getgroup("lwsplit", "layerwise split KV cache harness")
     group.addoption("--lw-matrix", default="ci", help="case matrix: conf/matrix/<name>.yaml (default: ci)")
     group.addoption(
