@@ -15,6 +15,7 @@ This module imports nothing from ``implementations/``.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shlex
@@ -110,10 +111,16 @@ def load_topology(name_or_path: Union[str, Path]) -> OracleTopology:
                 break
         else:
             raise FileNotFoundError(f"no topology fixture {name_or_path!r} in {TOPOLOGY_DIR}")
-    text = path.read_text()
-    if path.suffix in (".yaml", ".yml"):
-        return parse_topology_yaml(text, name=path.stem, source=str(path))
-    return parse_topology_text(text, name=path.stem, source=str(path))
+    return _parsed(path.read_text(), path.suffix, path.stem, str(path))
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(text: str, suffix: str, name: str, source: str) -> OracleTopology:
+    """One parse per distinct file text (the checks of every case ask for the same fixtures);
+    an OracleTopology is frozen, so it is shared."""
+    if suffix in (".yaml", ".yml"):
+        return parse_topology_yaml(text, name=name, source=source)
+    return parse_topology_text(text, name=name, source=source)
 
 
 # ---- gflags -------------------------------------------------------------------------------
