@@ -34,15 +34,12 @@ from harness.suites.common import (
 )
 from harness.suites.expectations import Problem, expected_rejection
 from harness.suites.facts import RankFacts, master_error_of
-from harness.suites.ownership import (
-    best_bottleneck,
-    expected_placement,
-    link_rank,
-    worst_link,
-)
 from harness.suites.ownership import bottleneck as _bottleneck
 from harness.suites.ownership import (
-    code_of as _code_of,
+    expected_placement,
+    expected_split_groups,
+    link_rank,
+    worst_link,
 )
 
 TC = "TC-03"
@@ -208,8 +205,8 @@ def check(facts: list, run) -> list[str]:
 def _check_groups(plan, run) -> list[str]:
     world, dp, cp = run.parallel.world_size, run.parallel.dp_size, run.parallel.cp_size
     tp, s = oracle.attn_tp_size(run), oracle.split_size(run)
-    where = expected_placement(run)
     topo = run.hardware.topology.name
+    spec = expected_split_groups(run)
     groups = [tuple(g) for g in plan.split_groups]
     problems = []
     if any(len(g) != s for g in groups):
@@ -221,18 +218,22 @@ def _check_groups(plan, run) -> list[str]:
             continue
         consecutive = [tuple(g) for g in oracle.expected_split_groups_consecutive(len(tp_group), 1, 1, s)]
         consecutive = [tuple(tp_group[i] for i in g) for g in consecutive]
-        best = best_bottleneck(run, where, tp_group, s)
-        got = _bottleneck(run, where, inside)
-        consecutive_ok = all(len({where[r] for r in g}) == s for g in consecutive)
-        keeps = consecutive_ok and _bottleneck(run, where, consecutive) == best
-        if best is None:
+        if spec is None:
             problems.append(f"TP group {tp_group}: no grouping puts each split group on distinct cards, "
                             f"the master should have refused it")
             continue
+        best_groups = [g for g in spec if set(g) <= set(tp_group)]
+        best, got = _bottleneck(run, best_groups), _bottleneck(run, inside)
+        keeps = best_groups == consecutive  # ties keep upstream's order, so the spec's grouping is it
         if got != best:
             problems.append(Problem(f"TP group {tp_group} on {topo}: worst link inside the plan's groups {inside} "
-                                    f"is {[worst_link(run, where, g) for g in inside]}; the best grouping reaches "
-                                    f"{_code_of(best)}", rule="groups", rank=tp_group[0]))
+                                    f"is {[worst_link(run, g) for g in inside]}; the spec's groups {best_groups} "
+                                    f"reach {[worst_link(run, g) for g in best_groups]}", rule="groups",
+                                    rank=tp_group[0]))
+        elif sorted(inside) != sorted(best_groups) and not (keeps or inside == consecutive):
+            problems.append(Problem(f"TP group {tp_group} on {topo}: the plan's groups {inside} are as good as the "
+                                    f"spec's {best_groups} but not them (among equal groupings the spec keeps the "
+                                    f"one nearest upstream's order)", rule="groups", rank=tp_group[0]))
         if keeps and inside != consecutive:
             problems.append(Problem(f"TP group {tp_group} on {topo}: consecutive groups {consecutive} are already "
                                     f"optimal, so the plan must keep them (ties keep upstream's order); got {inside}",
@@ -254,11 +255,9 @@ def spec_refuses_cards(run) -> str | None:
     is enough: if even that overfills a card's HBM with its reserve, no plan can fit.
     """
     where = expected_placement(run)
-    tp, s = oracle.attn_tp_size(run), oracle.split_size(run)
-    for tp_group in oracle.expected_split_groups_consecutive(run.parallel.world_size, run.parallel.dp_size,
-                                                             run.parallel.cp_size, tp):
-        if s > 1 and best_bottleneck(run, where, tp_group, s) is None:
-            return f"TP group {tp_group}: no split grouping keeps each group on distinct cards"
+    s = oracle.split_size(run)
+    if s > 1 and expected_split_groups(run) is None:
+        return "no split grouping keeps each TP group's split groups on distinct cards"
     hw = run.hardware
     n_blocks, _ = oracle.expected_block_counts(run, oracle.run_budget_bytes(run))
     full = oracle.expected_full_layers(run.model)

@@ -31,7 +31,7 @@ from implementations.mutants.estimation import (
 )
 from implementations.mutants.flags import DisabledStillSplits
 from implementations.mutants.layout import LinearSplit, OwnerOffByOne
-from implementations.mutants.topology import CardCheckSkipped, StridedGroups
+from implementations.mutants.topology import CardCheckSkipped, StridedGroups, TieGroupsReshuffled
 from implementations.mutants.validation import (
     CpSplitAccepted,
     HostCacheWrongField,
@@ -67,6 +67,7 @@ _CLASSES: tuple[type[Mutant], ...] = (
     QuantizedViewReshaped,
     DraftLeaksStorage,
     ConvStateTransposed,
+    TieGroupsReshuffled,
 )
 
 MUTANTS: dict[str, type[Mutant]] = {cls.name.removeprefix("mutant_"): cls for cls in _CLASSES}

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
+
 from implementations.mutants.base import Mutant
 from implementations.reference import layout
+from implementations.reference import topology as topology_rules
 
 
 class StridedGroups(Mutant):
@@ -33,3 +36,32 @@ class CardCheckSkipped(Mutant):
 
     def check_cards(self, split_groups, placement, per_rank_bytes, run):
         return None
+
+
+class TieGroupsReshuffled(Mutant):
+    """Among equally good regroupings, a different one than the spec's: last members swapped between two groups of a TP group (FEATURE 4, ties keep upstream's order)."""
+
+    name = "mutant_tie_groups_reshuffled"
+    component = "topology"
+    expected_catchers = ("TC-03",)
+
+    def split_groups(self, run, placement=None):
+        if placement is None:
+            placement = self.place_ranks(run)
+        groups = [tuple(g) for g in super().split_groups(run, placement)]
+        topo = run.hardware.topology
+        worst = lambda g: topology_rules.link_score(topology_rules.worst_link(g, placement, topo))
+        on_distinct_cards = lambda g: len({placement[r] for r in g}) == len(g)
+        for tp_group in layout.tp_groups(run.parallel, self.attn_tp_size(run.parallel)):
+            inside = [i for i, g in enumerate(groups) if set(g) <= set(tp_group)]
+            consecutive = [tuple(tp_group[k:k + len(groups[inside[0]])]) for k in range(0, len(tp_group), len(groups[inside[0]]))]
+            if len(groups[inside[0]]) < 2 or [groups[i] for i in inside] == consecutive:
+                continue  # one-rank or consecutive groups: left as the reference made them
+            for i, j in itertools.combinations(inside, 2):
+                a, b = groups[i], groups[j]
+                swapped_a, swapped_b = tuple(sorted(a[:-1] + b[-1:])), tuple(sorted(b[:-1] + a[-1:]))
+                if (on_distinct_cards(swapped_a) and on_distinct_cards(swapped_b)
+                        and min(worst(swapped_a), worst(swapped_b)) >= min(worst(a), worst(b))):
+                    groups[i], groups[j] = swapped_a, swapped_b
+                    break
+        return tuple(groups)

@@ -140,6 +140,18 @@ def _strided_groups(m):
     assert m.plan(run).split_groups == ((0, 2), (1, 3))
 
 
+def _tie_groups_reshuffled(m):
+    flat = run_spec(DEEPSEEK_V3, split=2)
+    assert m.plan(flat).split_groups == REF.plan(flat).split_groups == ((0, 1), (2, 3))  # consecutive: kept
+    from harness.suites.case import Case
+
+    case = Case(tc="TC-03", model="deepseek_v32", layerwise="s2", parallel="tp4", implementation="reference",
+                extra=("hardware.topology=pcie_2switch_8_interleaved", "parallel.world_size=8"))
+    run = case.resolved.run  # tp8 on two interleaved switches: several equally good regroupings
+    assert REF.plan(run).split_groups == ((0, 2), (1, 3), (4, 6), (5, 7))
+    assert m.plan(run).split_groups == ((0, 6), (1, 3), (2, 4), (5, 7))
+
+
 def _nonowner_real_storage(m):
     run = run_spec(DEEPSEEK_V3, split=2, budget_bytes=SMALL)
     plan = REF.plan(run)
@@ -335,6 +347,7 @@ DIFFERS: dict[str, Callable] = {
     "max_block_count": _max_block_count,
     "draft_keeps_split": _draft_keeps_split,
     "strided_groups": _strided_groups,
+    "tie_groups_reshuffled": _tie_groups_reshuffled,
     "nonowner_real_storage": _nonowner_real_storage,
     "wrong_layout_axes": _wrong_layout_axes,
     "digest_unchecked": _digest_unchecked,
