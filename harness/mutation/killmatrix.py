@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 from harness.rankpool import PoolUnavailable, RankSkip, get_pool
 from harness.suites.execute import pool_runner, run_case
@@ -117,6 +117,22 @@ def cases_for(tc: str, implementation: str, matrix: Matrix | None = None) -> lis
     return suite_module(tc).cases(narrowed)
 
 
+def case_key(case) -> str:
+    """The case's id without its implementation: one configuration, whichever implementation runs on it."""
+    return key_of(case.id, case.implementation)
+
+
+def key_of(case_id: str, implementation: str) -> str:
+    """``case_key`` from a case id and the implementation option in it."""
+    return case_id.replace(f"-{implementation}", "", 1)
+
+
+def tried_first(cases: list, first: Optional[str]) -> list:
+    """``cases`` with the one whose ``case_key`` is ``first`` moved to the front; the rest keep their order."""
+    lead = [c for c in cases if first is not None and case_key(c) == first][:1]
+    return lead + [c for c in cases if c not in lead]
+
+
 def run_one(suite, case, pool_getter: Callable[..., Any] = get_pool) -> CaseOutcome:
     """Run one case; never raises for what the implementation does (only for interrupts)."""
     start = time.perf_counter()
@@ -139,12 +155,17 @@ def run_one(suite, case, pool_getter: Callable[..., Any] = get_pool) -> CaseOutc
 
 
 def evaluate(implementation: str, tc: str, *, matrix: Matrix | None = None, stop_at_first: bool = True,
-             pool_getter: Callable[..., Any] = get_pool) -> Cell:
-    """Run ``tc``'s cases against ``implementation``; with ``stop_at_first``, until the first catch."""
+             pool_getter: Callable[..., Any] = get_pool, first: Optional[str] = None) -> Cell:
+    """Run ``tc``'s cases against ``implementation``; with ``stop_at_first``, until the first catch.
+
+    ``first`` (a ``case_key``, with ``stop_at_first`` only) names the case to try before the others:
+    the one known to catch (``harness.mutation.first_catch``). Whether the TC catches does not depend
+    on it: when that case passes, the others run in order as without it.
+    """
     suite = suite_module(tc)
     cases = cases_for(tc, implementation, matrix)
     outcomes = []
-    for case in cases:
+    for case in tried_first(cases, first) if stop_at_first else cases:
         outcomes.append(run_one(suite, case, pool_getter))
         if stop_at_first and outcomes[-1].catches:
             break
@@ -153,17 +174,20 @@ def evaluate(implementation: str, tc: str, *, matrix: Matrix | None = None, stop
 
 
 def row(implementation: str, *, tcs: Iterable[str] | None = None, matrix: Matrix | None = None,
-        stop_at_first: bool = True, pool_getter: Callable[..., Any] = get_pool) -> Row:
+        stop_at_first: bool = True, pool_getter: Callable[..., Any] = get_pool,
+        first: Optional[Mapping[str, str]] = None) -> Row:
     """The kill-matrix row of ``implementation`` (every TC of the matrix unless ``tcs`` narrows it).
 
     The reference is always run on every case (``stop_at_first`` applies to mutants only).
+    ``first`` maps a TC to the case to try first there (see ``evaluate``).
     """
     from implementations.mutants import MUTANTS
 
     option = implementation_option(implementation)
     matrix = matrix or load()
     stop = stop_at_first and option != REFERENCE
-    cells = {tc: evaluate(option, tc, matrix=matrix, stop_at_first=stop, pool_getter=pool_getter)
+    cells = {tc: evaluate(option, tc, matrix=matrix, stop_at_first=stop, pool_getter=pool_getter,
+                          first=(first or {}).get(tc))
              for tc in (tcs if tcs is not None else matrix.tcs)}
     cls = MUTANTS.get(option.removeprefix("mutant_")) if option != REFERENCE else None
     return Row(implementation=option, cells=cells,

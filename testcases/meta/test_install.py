@@ -1,13 +1,14 @@
 """An installed harness (a built wheel, not an editable checkout) finds its configs, topology
 fixtures and baseline without a checkout, from any directory.
 
-Builds the wheel once from a copy of the sources (the checkout stays untouched), installs it
+Builds the wheel once per test run from a copy of the sources (the checkout stays untouched), installs it
 into a folder with ``pip --target`` and runs the two plan commands from an empty directory
 with that folder first on ``PYTHONPATH`` (the dependencies come from this environment).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -26,9 +27,23 @@ SOURCES = ("pyproject.toml", "setup.py", "README.md", "harness", "implementation
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("install")
+    """The wheel, built and installed once per test run: pytest-xdist workers share it (the run's base temp)."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # popen-gwN/ -> the run's folder, the same for every worker
+    root = shared / "install"
+    with open(shared / "install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the first worker builds; the others wait, then reuse it
+        if not (root / "installed").is_file():
+            shutil.rmtree(root, ignore_errors=True)  # what a failed attempt left
+            _build_and_install(root)
+            (root / "installed").write_text("")
+    return root / "site"
+
+
+def _build_and_install(root: Path) -> None:
     src = root / "src"
-    src.mkdir()
+    src.mkdir(parents=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "_conf")
     for name in SOURCES:
         path = REPO_ROOT / name
@@ -44,7 +59,6 @@ def installed(tmp_path_factory) -> Path:
     (wheel,) = wheels.glob("*.whl")
     subprocess.run([*pip, "install", "--no-deps", "--target", str(target), str(wheel)],
                    check=True, capture_output=True, text=True, timeout=300)
-    return target
 
 
 def _run(args, site: Path, cwd: Path) -> subprocess.CompletedProcess:

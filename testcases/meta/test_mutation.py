@@ -5,6 +5,8 @@ Runs on the reduced matrix ``conf/matrix/mutation.yaml`` through ``harness.mutat
 what fails the pytest test: a case with problems or a failure. Each test computes its own
 row, so the tests run in parallel under xdist; ``python -m harness.mutation`` builds the whole
 table (or ``--rows DIR`` from the row files written here when ``LW_MUTATION_ROWS=DIR``).
+A mutant's predicted TCs try first the case that catches it first in case order
+(``harness.mutation.first_catch``), then, if that case passes, the others in order.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness.mutation import killmatrix, render
+from harness.mutation.first_catch import FIRST_CATCH
 from harness.suites.matrix import TC_IDS
 from implementations.mutants import MUTANTS
 
@@ -50,8 +53,9 @@ def test_mutant_is_caught(name, request):
     if name in KNOWN_GAPS:
         request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[name]))
     expected = MUTANTS[name].expected_catchers
-    # Predicted catchers first, each up to its first catching case: the cheap path when all hold.
-    r = killmatrix.row(name, tcs=expected, stop_at_first=True)
+    # Predicted catchers first, each up to its first catching case (the known one tried before the
+    # others): the cheap path when all hold.
+    r = killmatrix.row(name, tcs=expected, stop_at_first=True, first=FIRST_CATCH.get(name))
     missed = [tc for tc in expected if not r.cells[tc].caught]
     if missed:  # find out who else catches it, for the message
         rest = killmatrix.row(name, tcs=[tc for tc in TC_IDS if tc not in expected], stop_at_first=True)
@@ -83,7 +87,8 @@ def test_every_tc_catches_a_mutant(tc):
     others = [n for n in MUTANTS if n not in predicted]
     tried = []
     for name in predicted + others:
-        cell = killmatrix.evaluate(killmatrix.implementation_option(name), tc, stop_at_first=True)
+        cell = killmatrix.evaluate(killmatrix.implementation_option(name), tc, stop_at_first=True,
+                                   first=FIRST_CATCH.get(name, {}).get(tc))
         tried.append(f"{name}: {cell.kills}/{len(cell.outcomes)}")
         if cell.caught:
             return

@@ -127,21 +127,36 @@ def test_results_dir_check_leaves_nothing_behind(tmp_path):
         validate.check_writable(blocker / "x", "hydra.run.dir")
 
 
-@pytest.mark.parametrize("argv", [
+BAD_INPUT = [
     ["model=foo"],                                      # unknown config group option
     ["layerwise.spilt_size=2"],                         # misspelled key
     ["parallel.world_size=1.5"],                        # wrong type
     ["cache.nonexistent=1"],                            # override on a key that does not exist
     ["-m", "layerwise.split_size="],                    # empty sweep
     ["-m", "mode=plan", "hydra.sweep.dir=/proc/lwsplit/sweep"],  # results dir that cannot be written
-])
+]
+BAD_INPUT_PROCESS = [BAD_INPUT[0], BAD_INPUT[-1]]
+"""Also run as a real ``python -m harness`` process: one single run and one sweep."""
+
+
+def _assert_one_error_line(code, out, err, tmp_path):
+    assert code == 2, err[-2000:]
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert "Traceback" not in out + err
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+@pytest.mark.parametrize("argv", BAD_INPUT)
+def test_bad_input_exits_2_with_one_error_line(tmp_path, capsys, monkeypatch, argv):
+    """``python -m harness``'s main (every mistake; the exit status is what it returns)."""
+    _assert_one_error_line(*_harness_in_process(argv, capsys, monkeypatch, tmp_path), tmp_path)
+
+
+@pytest.mark.parametrize("argv", BAD_INPUT_PROCESS)
 def test_bad_input_exits_non_zero_with_one_error_line(tmp_path, argv):
     proc = _harness(argv, tmp_path, timeout=120)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
-    assert "Traceback" not in proc.stdout + proc.stderr
-    assert not list(tmp_path.iterdir())  # nothing written
+    _assert_one_error_line(proc.returncode, proc.stdout, proc.stderr, tmp_path)
 
 
 # ---- plan mode and a plan sweep --------------------------------------------------------------------

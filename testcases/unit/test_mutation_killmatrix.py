@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -135,3 +136,65 @@ def test_cases_replace_the_implementation_axis():
     assert cases and {c.implementation for c in cases} == {"mutant_owner_off_by_one"}
     with pytest.raises(ValueError, match="unknown implementation"):
         killmatrix.cases_for("TC-06", "no_such_mutant")
+
+
+def test_the_known_first_catch_is_tried_first_and_the_rest_keep_their_order():
+    cases = killmatrix.cases_for("TC-02", "scale_bytes_missing")
+    key = "deepseek_v32-s2-w4-int8"
+    ordered = killmatrix.tried_first(cases, key)
+    assert killmatrix.case_key(ordered[0]) == key and ordered[0].implementation == "mutant_scale_bytes_missing"
+    assert ordered[1:] == [c for c in cases if c is not ordered[0]]
+    assert killmatrix.tried_first(cases, None) == cases
+    assert killmatrix.tried_first(cases, "no-such-case") == cases
+
+
+def test_every_first_catch_names_one_case_of_a_predicted_tc():
+    from harness.mutation.first_catch import FIRST_CATCH
+    from implementations.mutants import MUTANTS
+
+    matrix = killmatrix.load()
+    for name, cells in FIRST_CATCH.items():
+        assert name in MUTANTS, name
+        for tc, key in cells.items():
+            assert tc in MUTANTS[name].expected_catchers, (name, tc)
+            keys = [killmatrix.case_key(c) for c in killmatrix.cases_for(tc, name, matrix)]
+            assert keys.count(key) == 1, (name, tc, key)
+
+
+def test_first_catch_table_from_rows():
+    from harness.mutation.first_catch import from_rows
+
+    r = _row({"TC-01": ["pass", "problems", "failed"], "TC-02": ["pass"], "TC-03": ["failed"]},
+             expected=("TC-01", "TC-02"))
+    r = Row(implementation=r.implementation, component=r.component, rule=r.rule,
+            expected_catchers=r.expected_catchers,
+            cells={tc: Cell(tc=tc, total_cases=c.total_cases, stopped_early=c.stopped_early,
+                            outcomes=tuple(CaseOutcome(case_id=f"m-s2-w4-{r.implementation}-{o.case_id}",
+                                                       verdict=o.verdict) for o in c.outcomes))
+                   for tc, c in r.cells.items()})
+    assert from_rows([r]) == {"x": {"TC-01": "m-s2-w4-c1"}}  # the first catch; TC-02 missed, TC-03 not predicted
+
+
+@pytest.mark.parametrize(("catching", "ran"), [
+    ({"qwen3_5_moe-s4-w4"}, ["qwen3_5_moe-s4-w4"]),                    # the known case catches: only it runs
+    ({"qwen3_5_moe-s2-w4"}, ["qwen3_5_moe-s4-w4", "qwen3_5_moe-off-w4", "qwen3_5_moe-s2-w4"]),  # stale: in order
+    (set(), ["qwen3_5_moe-s4-w4", "qwen3_5_moe-off-w4", "qwen3_5_moe-s2-w4"]),  # nothing catches: every case
+])
+def test_evaluate_tries_the_known_case_first_and_falls_back_to_case_order(monkeypatch, catching, ran):
+    cases = [replace(CASE, layerwise=lw, implementation="mutant_x") for lw in ("off", "s2", "s4")]
+    monkeypatch.setattr(killmatrix, "cases_for", lambda tc, impl, matrix=None: cases)
+    monkeypatch.setattr(killmatrix, "suite_module", lambda tc: _Suite([]))
+    order = []
+
+    def run_one(suite, case, pool_getter):
+        order.append(killmatrix.case_key(case))
+        verdict = killmatrix.PROBLEMS if order[-1] in catching else killmatrix.PASS
+        return CaseOutcome(case_id=case.id, verdict=verdict)
+
+    monkeypatch.setattr(killmatrix, "run_one", run_one)
+    cell = killmatrix.evaluate("mutant_x", "TC-02", first="qwen3_5_moe-s4-w4")
+    assert order == ran and cell.caught == bool(catching) and cell.total_cases == 3
+    assert cell.stopped_early == (len(ran) < 3)
+    order.clear()
+    killmatrix.evaluate("mutant_x", "TC-02", first="qwen3_5_moe-s4-w4", stop_at_first=False)
+    assert order == ["qwen3_5_moe-off-w4", "qwen3_5_moe-s2-w4", "qwen3_5_moe-s4-w4"]  # every case, in order

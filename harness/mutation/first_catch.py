@@ -1,0 +1,58 @@
+"""Where each mutant is caught first: per mutant and predicted TC, the case that catches it.
+
+For every TC a mutant's ``expected_catchers`` names, the ``killmatrix.case_key`` of the first
+case, in the TC's case order on ``conf/matrix/mutation.yaml``, that catches the mutant.
+``testcases/meta/test_mutation.py`` tries that case first and stops when it catches, so a
+predicted TC costs one case instead of every passing case before it; the catch it shows is the
+one the ordered scan finds (the same case, the same check). A case that no longer catches (a
+changed suite or mutant) costs time, not a verdict: the TC's other cases then run in order.
+``from_rows`` rebuilds the table from a kill matrix (``python -m harness.mutation --first``).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+FIRST_CATCH: dict[str, dict[str, str]] = {
+    "owner_off_by_one": {"TC-01": "deepseek_v32-s2-w4"},
+    "linear_split": {"TC-01": "qwen3_5_moe-s2-w4", "TC-02": "qwen3_5_moe-s2-w4", "TC-05": "qwen3_5_moe-s2-w4"},
+    "no_scratch_in_estimate": {"TC-02": "deepseek_v32-s2-w4", "TC-07": "deepseek_v32-s2-w4-deepseek_v32_mtp"},
+    "max_block_count": {"TC-01": "deepseek_v32-s2-w4", "TC-02": "deepseek_v32-s2-w4", "TC-07": "deepseek_v32-s2-w4-deepseek_v32_mtp"},
+    "draft_keeps_split": {"TC-07": "deepseek_v32-s2-w4-deepseek_v32_mtp"},
+    "strided_groups": {"TC-03": "deepseek_v32-s2-w4-bi_v100"},
+    "nonowner_real_storage": {"TC-01": "deepseek_v32-s2-w4", "TC-02": "deepseek_v32-s2-w4", "TC-07": "deepseek_v32-s2-w4-deepseek_v32_mtp"},
+    "wrong_layout_axes": {"TC-05": "deepseek_v32-s2-w4", "TC-06": "deepseek_v32-off-w4"},
+    "digest_unchecked": {"TC-04": "deepseek_v32-off-w4"},
+    "disabled_still_splits": {"TC-06": "deepseek_v32-off-w4-off-s2"},
+    "index_slot_dropped": {"TC-02": "deepseek_v32-off-w4", "TC-06": "deepseek_v32-off-w4"},
+    "no_validation_unsupported": {"TC-01": "llama3_8b-s2-w4", "TC-02": "llama3_8b-s2-w4"},
+    "draft_additional_ignored": {"TC-07": "deepseek_v32-s2-w4-deepseek_v32_mtp"},
+    "linear_slots_unpadded": {"TC-02": "qwen3_5_moe-off-w4", "TC-06": "qwen3_5_moe-off-w4", "TC-07": "qwen3_5_moe-off-w4-qwen3_5_mtp"},
+    "scale_bytes_missing": {"TC-02": "deepseek_v32-s2-w4-int8"},
+    "card_check_skipped": {"TC-03": "deepseek_v32-s2-w4-oversubscribed"},
+    "cp_split_accepted": {"TC-01": "deepseek_v32-s2-w4-cp2"},
+    "kv_split_accepted": {"TC-01": "deepseek_v32-s2-w4-kv-split"},
+    "host_cache_wrong_field": {"TC-01": "deepseek_v32-s2-w4-hostcache"},
+    "split_rank_mod_s": {"TC-01": "qwen3_5_moe-s2-w4-pcie_2switch_8_interleaved", "TC-04": "deepseek_v32-s2-w4-pcie_2switch_8_interleaved", "TC-05": "deepseek_v32-s2-w4-pcie_2switch_8_interleaved", "TC-07": "deepseek_v32-s2-w4-pcie_2switch_8_interleaved"},
+    "peak_scratch_omitted": {"TC-02": "deepseek_v32-s2-w4"},
+    "scale_missing_in_estimate": {"TC-02": "deepseek_v32-s2-w4-int8"},
+    "savings_at_uniform_blocks": {"TC-02": "deepseek_v32-s2-w4"},
+    "quantized_view_reshaped": {"TC-01": "deepseek_v32-s2-w4-int8", "TC-05": "deepseek_v32-s2-w4-int8"},
+    "draft_leaks_storage": {"TC-04": "deepseek_v32-s2-w4-spec_w8", "TC-07": "deepseek_v32-off-w4-deepseek_v32_mtp"},
+    "conv_state_transposed": {"TC-01": "qwen3_5_moe-s2-w4"},
+}
+"""Mutant short name -> {TC: case key}."""
+
+
+def from_rows(rows: Iterable) -> dict[str, dict[str, str]]:
+    """The table of ``killmatrix.Row``s: each mutant's first catching case in each predicted TC that catches it."""
+    from harness.mutation.killmatrix import key_of
+
+    table: dict[str, dict[str, str]] = {}
+    for r in rows:
+        for tc in r.expected_catchers:
+            o = r.cells[tc].first_catch if tc in r.cells else None
+            if o is not None:
+                name = r.implementation.removeprefix("mutant_")
+                table.setdefault(name, {})[tc] = key_of(o.case_id, r.implementation)
+    return table
