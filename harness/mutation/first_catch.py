@@ -40,6 +40,7 @@ FIRST_CATCH: dict[str, dict[str, str]] = {
     "quantized_view_reshaped": {"TC-01": "deepseek_v32-s2-w4-int8", "TC-05": "deepseek_v32-s2-w4-int8"},
     "draft_leaks_storage": {"TC-04": "deepseek_v32-s2-w4-spec_w8", "TC-07": "deepseek_v32-off-w4-deepseek_v32_mtp"},
     "conv_state_transposed": {"TC-01": "qwen3_5_moe-s2-w4"},
+    "tie_groups_reshuffled": {"TC-03": "deepseek_v32-s2-w8-pcie_2switch_8_interleaved"},
 }
 """Mutant short name -> {TC: case key}."""
 
