@@ -216,6 +216,7 @@ def tc_files(tcs: Sequence[str]) -> tuple[list[Path], list[str]]:
 def pytest_args(cfg, choices, extra: Sequence[str], files: Sequence[Path], alluredir: Path, results: Path) -> list[str]:
     args = [str(f) for f in files]
     args += ["-q", "-p", "no:cacheprovider", "-p", "no:xdist", "--rootdir", str(REPO_ROOT),
+             "-p", "no:hypothesispytest",  # the TCs use no Hypothesis; its plugin imports it at every summary
              # hydra-core ships a pytest plugin, and this process imported hydra before pytest started
              "-W", "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning",
              "--lw-matrix", str(cfg.suite.matrix), "--lw-keep-pools",
