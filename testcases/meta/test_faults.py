@@ -1,6 +1,6 @@
 """Faults on real rank processes, injected through config, end to end.
 
-One ``pytest`` process (no xdist, so every case shares one pool per world size) runs
+One ``pytest`` process (``-n 0``: no xdist workers, so every case shares one pool per world size) runs
 TC-01 on deepseek_v32 s2 tp4 against the fault implementations
 (``conf/implementation/fault_*.yaml``: the reference misbehaving on one rank)
 interleaved with implementations that must pass (reference, xllm_upstream; the
@@ -70,7 +70,7 @@ def _fault_run(out: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LWSPLIT_"))}
     env[TAG_ENV] = tag
     argv = [
-        sys.executable, "-m", "pytest", TC01, "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:randomly", "-q",
+        sys.executable, "-m", "pytest", TC01, "-p", "no:cacheprovider", "-n", "0", "-p", "no:randomly", "-q",
         "--lw-override", "model=deepseek_v32", "--lw-override", "layerwise=s2", "--lw-override", "parallel=tp4",
         "--lw-override", "implementation=" + ",".join(IMPLEMENTATIONS), "--lw-timeout", str(TIMEOUT_S),
         "--alluredir", str(alluredir), "--lw-results", str(results),
