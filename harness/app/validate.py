@@ -289,7 +289,12 @@ def check_writable(path: Path, key: str, value: Optional[str] = None) -> None:
         if not existing.is_dir():
             raise ConfigError(key, value, "a writable directory for the results", f"{existing} is not a directory")
         for directory in reversed(missing):
-            directory.mkdir()
+            try:
+                directory.mkdir()
+            except FileExistsError:  # a run started at the same moment made it: theirs, not ours to remove
+                if not directory.is_dir():
+                    raise
+                continue
             created.append(directory)
         with tempfile.TemporaryFile(dir=path):
             pass

@@ -1,10 +1,12 @@
 """Faults on real rank processes, injected through config, end to end.
 
-One ``pytest`` process (no xdist, so every case shares one pool per world size) runs
+One ``pytest`` process (``-n 0``: no xdist workers, so every case shares one pool per world size) runs
 TC-01 on deepseek_v32 s2 tp4 against the fault implementations
 (``conf/implementation/fault_*.yaml``: the reference misbehaving on one rank)
-interleaved with implementations that must pass (reference, xllm_upstream; the
-owner rules agree on a model without linear layers). Every process it starts carries
+interleaved with implementations that must pass (reference, upstream_owner_rule,
+xllm_upstream; the owner rules agree on a model without linear layers), one of them
+first, so that no fault's time to detect includes the forkserver's start and the first
+pool's. Every process it starts carries
 a unique ``LWSPLIT_RUN_TAG`` (rank processes inherit it through the forkserver).
 From its Allure results and the process table afterwards: each fault is a failed or
 broken test naming the rank and the reason within the timeout plus a margin, the
@@ -34,10 +36,10 @@ TIMEOUT_S = 8
 MARGIN_S = 10.0
 """On top of the timeout: a stack dump (<= 2 s) and the pool start the case pays after the previous fault."""
 IMPLEMENTATIONS = (
-    "fault_raise", "reference", "fault_raise_master", "fault_exit", "fault_crash", "xllm_upstream",
+    "upstream_owner_rule", "fault_raise", "reference", "fault_raise_master", "fault_exit", "fault_crash", "xllm_upstream",
     "fault_hang", "fault_layout", "fault_overalloc",
 )
-HEALTHY = ("reference", "xllm_upstream")
+HEALTHY = ("reference", "upstream_owner_rule", "xllm_upstream")
 # Words each fault's failure message must hold: the rank and the reason.
 EXPECTED = {
     "fault_raise": ("rank 1 raised", "InjectedFault: injected fault on rank 1 in init_worker"),
@@ -70,7 +72,7 @@ def _fault_run(out: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LWSPLIT_"))}
     env[TAG_ENV] = tag
     argv = [
-        sys.executable, "-m", "pytest", TC01, "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:randomly", "-q",
+        sys.executable, "-m", "pytest", TC01, "-p", "no:cacheprovider", "-n", "0", "-p", "no:randomly", "-q",
         "--lw-override", "model=deepseek_v32", "--lw-override", "layerwise=s2", "--lw-override", "parallel=tp4",
         "--lw-override", "implementation=" + ",".join(IMPLEMENTATIONS), "--lw-timeout", str(TIMEOUT_S),
         "--alluredir", str(alluredir), "--lw-results", str(results),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -39,9 +40,19 @@ def _env(tag: str) -> dict:
     return env
 
 
-def _owned_temp_dirs(pid: int) -> list[str]:
-    root = tempfile.gettempdir()
+def _owned_temp_dirs(pid: int, root: str | None = None) -> list[str]:
+    root = root or tempfile.gettempdir()
     return [n for n in os.listdir(root) if n.startswith("lwsplit-") and f"-{pid}-" in n]
+
+
+@pytest.fixture
+def temp_root():
+    """A temp root of the test's own for the processes it starts (TMPDIR): folders they leave are found
+    there, not swept first by a pool that anything else on the machine starts. Short, since the
+    forkserver's socket lives under it."""
+    root = tempfile.mkdtemp(prefix="lw-")
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def _wait_for(predicate, timeout_s: float, what: str) -> None:
@@ -90,17 +101,17 @@ def test_runs_and_sweeps_started_together_get_their_own_folders(tmp_path):
 # ---- signals to the app ----------------------------------------------------------------------------
 
 
-def _sweep(tmp_path: Path, tag: str) -> subprocess.Popen:
+def _sweep(tmp_path: Path, tag: str, temp_root: str) -> subprocess.Popen:
     argv = [sys.executable, "-m", "harness", "-m", "suite.tcs=[TC-02]", "model=deepseek_v32", "layerwise=off,s2,s4",
             f"hydra.sweep.dir={tmp_path / 'sweep'}"]
-    return subprocess.Popen(argv, cwd=tmp_path, env=_env(tag), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    return subprocess.Popen(argv, cwd=tmp_path, env={**_env(tag), "TMPDIR": temp_root}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_a_signal_stops_the_sweep_between_jobs_and_leaves_nothing_behind(tmp_path, sig):
+def test_a_signal_stops_the_sweep_between_jobs_and_leaves_nothing_behind(tmp_path, sig, temp_root):
     tag = f"signal-{uuid.uuid4().hex[:8]}"
-    proc = _sweep(tmp_path, tag)
+    proc = _sweep(tmp_path, tag, temp_root)
     try:
         _wait_for(lambda: (tmp_path / "sweep" / "0" / "result.json").is_file() or proc.poll() is not None,
                   240, "the first job's result")
@@ -118,24 +129,28 @@ def test_a_signal_stops_the_sweep_between_jobs_and_leaves_nothing_behind(tmp_pat
     for path in (tmp_path / "sweep").rglob("*"):
         assert not path.name.endswith(".tmp"), f"half-written file left: {path}"
     assert _wait_gone(tag) == [], "rank or helper processes outlived the app"
-    assert _owned_temp_dirs(proc.pid) == []
+    assert _owned_temp_dirs(proc.pid, temp_root) == []
 
 
 # ---- a killed xdist worker ---------------------------------------------------------------------------
 
 
-def test_a_worker_killed_outright_leaves_no_temp_folder(tmp_path):
+def test_a_worker_killed_outright_leaves_no_temp_folder(tmp_path, temp_root):
+    """One case whose ranks never finish (fault_hang, its timeout far beyond this test's wait), so the
+    only worker is killed with its rank pool up, whatever the machine's load. In the run's own temp
+    root only its controller's sweep at session end can remove the killed worker's folder."""
     tag = f"killworker-{uuid.uuid4().hex[:8]}"
-    argv = [sys.executable, "-m", "pytest", TC01, "-n", "2", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-            "--max-worker-restart", "0", "--lw-override", "model=deepseek_v32,glm_moe_dsa",
-            "--lw-override", "implementation=reference", "--lw-override", "parallel=tp4"]
-    proc = subprocess.Popen(argv, cwd=tmp_path, env=_env(tag), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    env = {**_env(tag), "TMPDIR": temp_root}
+    argv = [sys.executable, "-m", "pytest", TC01, "-n", "1", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+            "--max-worker-restart", "0", "--lw-override", "model=deepseek_v32", "--lw-override", "layerwise=s2",
+            "--lw-override", "parallel=tp4", "--lw-override", "implementation=fault_hang", "--lw-timeout", "3600",
+            "-k", "s2-w4-fault_hang]"]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
-    root = tempfile.gettempdir()
     victim = {}
 
     def a_worker_has_a_pool() -> bool:
-        for name in os.listdir(root):
+        for name in os.listdir(temp_root):
             parts = name.split("-")
             if name.startswith("lwsplit-pool-") and len(parts) > 3 and parts[2].isdigit():
                 pid = int(parts[2])
@@ -154,7 +169,7 @@ def test_a_worker_killed_outright_leaves_no_temp_folder(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
     assert "INTERNALERROR" not in out, out[-3000:]
     assert _wait_gone(tag) == [], "processes outlived the session"
-    assert _owned_temp_dirs(victim["pid"]) == [], "the killed worker's pool folder was not swept"
+    assert _owned_temp_dirs(victim["pid"], temp_root) == [], "the killed worker's pool folder was not swept"
 
 
 # ---- failed writes ------------------------------------------------------------------------------------
