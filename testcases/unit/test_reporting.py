@@ -234,6 +234,15 @@ def test_successful_generation_replaces_previous_report(tmp_path):
     assert sorted(p.name for p in out.parent.iterdir()) == ["allure-report"]
 
 
+def test_generation_starts_the_jvm_quick_unless_the_user_says_otherwise(tmp_path, monkeypatch):
+    cli = _fake_cli(tmp_path, OUT_ARG + 'mkdir -p "$out" && printf %s "$JAVA_OPTS" > "$out/index.html"\n')
+    monkeypatch.delenv("JAVA_OPTS", raising=False)
+    assert report.generate(_results(tmp_path), tmp_path / "a", cli=cli).read_text() == report.QUICK_JVM_OPTS
+    monkeypatch.setenv("JAVA_OPTS", "-Xmx2g -XX:TieredStopAtLevel=4")  # later on the java command line: it wins
+    assert report.generate(tmp_path / "results", tmp_path / "b", cli=cli).read_text() == (
+        f"{report.QUICK_JVM_OPTS} -Xmx2g -XX:TieredStopAtLevel=4")
+
+
 def test_unwritable_output(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
