@@ -313,8 +313,11 @@ def two_reports(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("reports")
     (tmp_path / "test_tiny.py").write_text(TINY_SUITE)
     results = tmp_path / "allure-results"
+    # Without the harness's plugin (-p no:lwsplit): for a plain test file it adds only the environment and
+    # categories files, written here below, and it imports torch for them; the meta test runs it for real.
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--alluredir={results}", "test_tiny.py"],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:lwsplit", f"--alluredir={results}",
+         "test_tiny.py"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
     )
     assert run.returncode == 1, run.stdout + run.stderr  # TC-02 fails on purpose
