@@ -3,7 +3,7 @@
     python -m harness.reporting.report [--results DIR] [--out DIR] [--history DIR | --no-history]
 
 Runs ``allure generate --single-file --clean --name ...`` (Allure 2; install it with
-``bash scripts/install_allure.sh``) on a prepared copy of the results
+``bash scripts/install_allure.sh``; its JVM with ``QUICK_JVM_OPTS``) on a prepared copy of the results
 (``harness.reporting.results``: categories by origin, stable messages, executor,
 history). The report is built in a temporary directory beside ``--out`` and renamed
 into place only when the CLI succeeds, so ``--out`` is either the previous report or
