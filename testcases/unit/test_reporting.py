@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -303,40 +305,59 @@ JOB_RESULT = {"uuid": "u1", "historyId": "h1", "testCaseId": "c1", "fullName": "
 def two_reports(tmp_path_factory):
     """The tiny suite run by a real pytest, plus ``JOB_RESULT`` from a second folder, built by the real
     Allure CLI into one report twice in a row with one history folder (the first report is the second
-    one's trend). Returns the two pages, the results folders, their files before the reports, and the
-    history folder."""
+    one's trend). Built once per test run: pytest-xdist workers share it (the run's base temp, a lock).
+    Returns the two pages, the results folders, a copy of them made before the reports, and the history
+    folder."""
     cli = report.find_cli()
     if cli is None:
         pytest.skip("Allure CLI not installed; run: bash scripts/install_allure.sh")
     if shutil.which("java") is None:
         pytest.skip("Allure 2 CLI needs Java, which is not on PATH")
-    tmp_path = tmp_path_factory.mktemp("reports")
-    (tmp_path / "test_tiny.py").write_text(TINY_SUITE)
-    results = tmp_path / "allure-results"
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # popen-gwN/ -> the run's folder, the same for every worker
+    root = shared / "two-reports"
+    with open(shared / "two-reports.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the first worker builds; the others wait, then reuse it
+        if not (root / "built").is_file():
+            shutil.rmtree(root, ignore_errors=True)  # what a failed attempt left
+            _build_two_reports(root, cli)
+            (root / "built").write_text("")
+    return {"pages": [(root / f"report-{n}.html").read_text() for n in (1, 2)],
+            "folders": (root / "allure-results", root / "job-results"),
+            "as_written": (root / "as-written" / "allure-results", root / "as-written" / "job-results"),
+            "history": root / "allure-history"}
+
+
+def _build_two_reports(root, cli) -> None:
+    root.mkdir()
+    (root / "test_tiny.py").write_text(TINY_SUITE)
+    results = root / "allure-results"
     # Without the harness's plugin (-p no:lwsplit): for a plain test file it adds only the environment and
     # categories files, written here below, and it imports torch for them; the meta test runs it for real.
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:lwsplit", f"--alluredir={results}",
          "test_tiny.py"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        cwd=root, capture_output=True, text=True, timeout=120,
     )
     assert run.returncode == 1, run.stdout + run.stderr  # TC-02 fails on purpose
     allure_meta.write_allure_meta(results, **_env())
-    job = tmp_path / "job-results"
+    job = root / "job-results"
     job.mkdir()
     (job / "u1-result.json").write_text(json.dumps(JOB_RESULT))
-    folders = (results, job)
-    before = _files(folders)
-    history = tmp_path / "allure-history"
-    pages = [report.generate(folders, tmp_path / "report", cli=cli, history=history).read_text() for _ in range(2)]
-    return {"pages": pages, "folders": folders, "before": before, "history": history}
+    for folder in (results, job):
+        shutil.copytree(folder, root / "as-written" / folder.name)
+    for n in (1, 2):
+        index = report.generate([results, job], root / "report", cli=cli, history=root / "allure-history")
+        shutil.copyfile(index, root / f"report-{n}.html")
 
 
 def _files(folders) -> dict:
-    return {path: path.read_bytes() for folder in folders for path in folder.rglob("*") if path.is_file()}
+    """Every file under ``folders``, by folder name and relative path: its bytes."""
+    return {f"{folder.name}/{path.relative_to(folder)}": path.read_bytes()
+            for folder in folders for path in folder.rglob("*") if path.is_file()}
 
 
-@pytest.mark.xdist_group("allure_cli_reports")
 def test_report_end_to_end(two_reports):
     page = two_reports["pages"][-1]
     assert not any("googletagmanager" in p for p in two_reports["pages"])  # ALLURE_NO_ANALYTICS keeps it out
@@ -622,7 +643,6 @@ def test_self_tests_get_their_own_epic():
     assert all(url.startswith("http://doc/FEATURE.md#") for _, url in links)
 
 
-@pytest.mark.xdist_group("allure_cli_reports")
 def test_two_reports_in_a_row_show_two_trend_points(two_reports):
     pages, history = two_reports["pages"], two_reports["history"]
     for n, page in enumerate(pages, 1):
@@ -631,7 +651,7 @@ def test_two_reports_in_a_row_show_two_trend_points(two_reports):
     assert sorted(p["buildOrder"] for p in trend) == [1, 2]
     assert json.loads((history / "history-trend.json").read_text()) == json.loads(
         report.embedded_files(page)["history/history-trend.json"])
-    assert _files(two_reports["folders"]) == two_reports["before"]  # pytest's results and the job's untouched
+    assert _files(two_reports["folders"]) == _files(two_reports["as_written"])  # pytest's results and the job's untouched
     assert not any((folder / "history").exists() for folder in two_reports["folders"])
     case = _test_cases(page)["TC-03"]
     assert [c["name"] for c in case["extra"]["categories"]] == ["Product defect"]
