@@ -1,10 +1,12 @@
 """The Allure report of a real, small run of the TC suites: TC-01..TC-07 appear with their statuses.
 
-One pytest subprocess runs the smoke matrix narrowed to DeepSeek-V3.2 for the reference
-(every TC passes) and for a mutant that skips the layout digest check (TC-04 must fail,
-as a product defect), then the pinned Allure CLI builds the single-file report twice
-(the second one with the first one's trend) and the test reads the report's own
-embedded data back; with Chromium installed, a real browser opens it.
+One pytest subprocess runs a few cases of the smoke matrix on DeepSeek-V3.2 (``CASES``:
+every TC, once for the reference, where every TC passes, and once for a mutant that
+skips the layout digest check, where TC-04 must fail as a product defect; TC-04 twice,
+so its failures are a group of like cases), then the pinned Allure CLI builds the
+single-file report twice (the second one with the first one's trend) and the test
+reads the report's own embedded data back; with Chromium installed, a real browser
+opens it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,21 @@ pytestmark = pytest.mark.meta
 REPO = Path(__file__).resolve().parents[2]
 TCS = [f"TC-0{n}" for n in range(1, 8)]
 MUTANT = "mutant_digest_unchecked"
+IMPLEMENTATIONS = ("reference", MUTANT)
+CASES = {  # TC: its test (module::function) and case ids on deepseek_v32, IMPL for the implementation
+    "TC-01": ("test_tc01_allocation.py::test_tc01", ["s2-w4-IMPL"]),
+    "TC-02": ("test_tc02_estimation.py::test_tc02", ["s2-w4-IMPL"]),
+    "TC-03": ("test_tc03_topology.py::test_tc03", ["s2-w4-IMPL-pcie_2switch_8_interleaved"]),
+    "TC-04": ("test_tc04_propagation.py::test_tc04", ["off-w4-IMPL", "s2-w4-IMPL"]),
+    "TC-05": ("test_tc05_shard_application.py::test_tc05", ["s2-w4-IMPL"]),
+    "TC-06": ("test_tc06_fallback.py::test_tc06", ["off-w4-IMPL"]),
+    "TC-07": ("test_tc07_speculative.py::test_tc07", ["s2-w4-IMPL-deepseek_v32_mtp"]),
+}
+
+
+def _node_ids() -> list[str]:
+    return [f"testcases/tc/{test}[deepseek_v32-{case.replace('IMPL', impl)}]"
+            for test, ids in CASES.values() for case in ids for impl in IMPLEMENTATIONS]
 
 
 def _cases_by_tc(index_html: str) -> dict[str, list[dict]]:
@@ -48,9 +65,9 @@ def test_report_shows_every_tc_with_its_status(tmp_path):
     if cli is None:
         pytest.skip("Allure CLI not installed (bash scripts/install_allure.sh; needs Node and Java)")
     results = tmp_path / "allure-results"
-    argv = [sys.executable, "-m", "pytest", "testcases/tc", "--lw-matrix", "smoke",
-            "--lw-override", "model=deepseek_v32", "--lw-override", f"implementation=reference,{MUTANT}",
-            "-k", "not cp2 and not spec_w8 and not w8", f"--alluredir={results}", "-q", "-p", "no:cacheprovider"]
+    argv = [sys.executable, "-m", "pytest", *_node_ids(), "--lw-matrix", "smoke",
+            "--lw-override", "model=deepseek_v32", "--lw-override", f"implementation={','.join(IMPLEMENTATIONS)}",
+            f"--alluredir={results}", "-q", "-p", "no:cacheprovider"]
     run = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert run.returncode == 1, (run.stdout + run.stderr)[-3000:]  # the mutant's TC-04 cases fail
     assert (results / "environment.properties").is_file() and (results / "categories.json").is_file()
@@ -63,7 +80,9 @@ def test_report_shows_every_tc_with_its_status(tmp_path):
     assert len(json.loads(files["widgets/history-trend.json"])) == 2  # the first report is the trend's first point
     assert json.loads(files["widgets/summary.json"])["reportName"] == report.REPORT_NAME
     cases = _cases_by_tc(page)
-    assert sorted(cases) == TCS
+    assert sorted(cases) == TCS == sorted(CASES)
+    assert {tc: len(cs) for tc, cs in cases.items()} == {  # every case, each once (no retries)
+        tc: len(ids) * len(IMPLEMENTATIONS) for tc, (_, ids) in CASES.items()}
     for tc in TCS:
         by_impl = {}
         for case in cases[tc]:
@@ -72,6 +91,7 @@ def test_report_shows_every_tc_with_its_status(tmp_path):
         expected = {"failed"} if tc == "TC-04" else {"passed"}
         assert by_impl.get(MUTANT) == expected, (tc, by_impl)
     failed = [c for c in cases["TC-04"] if c["status"] == "failed"]
+    assert len(failed) == len(CASES["TC-04"][1]) >= 2  # two like failures, so one message means grouped
     categories = [[k["name"] for k in c["extra"].get("categories", [])] for c in failed]
     assert categories and all(names == ["Product defect"] for names in categories), categories
     titles = [c["name"] for c in cases["TC-04"]]
@@ -91,6 +111,7 @@ def test_report_shows_every_tc_with_its_status(tmp_path):
     heavy = [c["name"] for cs in cases.values() for c in cs if c["status"] == "passed"
              and any(a["name"] == "layout (table)" for a in (c.get("testStage") or {}).get("attachments", []))]
     assert 0 < len(heavy) <= len(TCS), heavy
+    assert len({name.split("[")[0] for name in heavy}) == len(heavy), heavy  # at most one per TC
 
     chromium = browser.find_chromium()
     if chromium is None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -234,6 +236,15 @@ def test_successful_generation_replaces_previous_report(tmp_path):
     assert sorted(p.name for p in out.parent.iterdir()) == ["allure-report"]
 
 
+def test_generation_starts_the_jvm_quick_unless_the_user_says_otherwise(tmp_path, monkeypatch):
+    cli = _fake_cli(tmp_path, OUT_ARG + 'mkdir -p "$out" && printf %s "$JAVA_OPTS" > "$out/index.html"\n')
+    monkeypatch.delenv("JAVA_OPTS", raising=False)
+    assert report.generate(_results(tmp_path), tmp_path / "a", cli=cli).read_text() == report.QUICK_JVM_OPTS
+    monkeypatch.setenv("JAVA_OPTS", "-Xmx2g -XX:TieredStopAtLevel=4")  # later on the java command line: it wins
+    assert report.generate(tmp_path / "results", tmp_path / "b", cli=cli).read_text() == (
+        f"{report.QUICK_JVM_OPTS} -Xmx2g -XX:TieredStopAtLevel=4")
+
+
 def test_unwritable_output(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
@@ -284,34 +295,83 @@ def _test_cases(index_html: str) -> dict[str, dict]:
     return by_id
 
 
-def test_report_end_to_end(tmp_path):
+JOB_RESULT = {"uuid": "u1", "historyId": "h1", "testCaseId": "c1", "fullName": "m.t", "name": "t", "status": "failed",
+              "start": 1, "stop": 2, "statusDetails": {"message": "AssertionError: rank 1 owns [3]"},
+              "labels": [{"name": "as_id", "value": "TC-03"}]}
+"""A hand-written failed result in a folder of its own, as a sweep's second job writes one."""
+
+
+@pytest.fixture(scope="module")
+def two_reports(tmp_path_factory):
+    """The tiny suite run by a real pytest, plus ``JOB_RESULT`` from a second folder, built by the real
+    Allure CLI into one report twice in a row with one history folder (the first report is the second
+    one's trend). Built once per test run: pytest-xdist workers share it (the run's base temp, a lock).
+    Returns the two pages, the results folders, a copy of them made before the reports, and the history
+    folder."""
     cli = report.find_cli()
     if cli is None:
         pytest.skip("Allure CLI not installed; run: bash scripts/install_allure.sh")
     if shutil.which("java") is None:
         pytest.skip("Allure 2 CLI needs Java, which is not on PATH")
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # popen-gwN/ -> the run's folder, the same for every worker
+    root = shared / "two-reports"
+    with open(shared / "two-reports.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the first worker builds; the others wait, then reuse it
+        if not (root / "built").is_file():
+            shutil.rmtree(root, ignore_errors=True)  # what a failed attempt left
+            _build_two_reports(root, cli)
+            (root / "built").write_text("")
+    return {"pages": [(root / f"report-{n}.html").read_text() for n in (1, 2)],
+            "folders": (root / "allure-results", root / "job-results"),
+            "as_written": (root / "as-written" / "allure-results", root / "as-written" / "job-results"),
+            "history": root / "allure-history"}
 
-    (tmp_path / "test_tiny.py").write_text(TINY_SUITE)
-    results = tmp_path / "allure-results"
+
+def _build_two_reports(root, cli) -> None:
+    root.mkdir()
+    (root / "test_tiny.py").write_text(TINY_SUITE)
+    results = root / "allure-results"
+    # Without the harness's plugin (-p no:lwsplit): for a plain test file it adds only the environment and
+    # categories files, written here below, and it imports torch for them; the meta test runs it for real.
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--alluredir={results}", "test_tiny.py"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:lwsplit", f"--alluredir={results}",
+         "test_tiny.py"],
+        cwd=root, capture_output=True, text=True, timeout=120,
     )
     assert run.returncode == 1, run.stdout + run.stderr  # TC-02 fails on purpose
     allure_meta.write_allure_meta(results, **_env())
+    job = root / "job-results"
+    job.mkdir()
+    (job / "u1-result.json").write_text(json.dumps(JOB_RESULT))
+    for folder in (results, job):
+        shutil.copytree(folder, root / "as-written" / folder.name)
+    for n in (1, 2):
+        index = report.generate([results, job], root / "report", cli=cli, history=root / "allure-history")
+        shutil.copyfile(index, root / f"report-{n}.html")
 
-    index = report.generate(results, tmp_path / "report", cli=cli)
-    page = index.read_text()
-    assert "googletagmanager" not in page  # ALLURE_NO_ANALYTICS keeps the tracking script out
+
+def _files(folders) -> dict:
+    """Every file under ``folders``, by folder name and relative path: its bytes."""
+    return {f"{folder.name}/{path.relative_to(folder)}": path.read_bytes()
+            for folder in folders for path in folder.rglob("*") if path.is_file()}
+
+
+def test_report_end_to_end(two_reports):
+    page = two_reports["pages"][-1]
+    assert not any("googletagmanager" in p for p in two_reports["pages"])  # ALLURE_NO_ANALYTICS keeps it out
     cases = _test_cases(page)
+    assert sum(path.startswith("data/test-cases/") for path in report.embedded_files(page)) == len(cases) == 4
 
     assert {tc: case["status"] for tc, case in cases.items()} == {
-        "TC-01": "passed", "TC-02": "failed", "TC-06": "skipped",
+        "TC-01": "passed", "TC-02": "failed", "TC-03": "failed", "TC-06": "skipped",
     }
     assert cases["TC-01"]["name"] == "allocation"
     categories = {tc: [c["name"] for c in case["extra"].get("categories", [])] for tc, case in cases.items()}
     assert categories == {
-        "TC-01": [], "TC-02": ["Product defect"], "TC-06": ["Expected failure predicted by the spec"],
+        "TC-01": [], "TC-02": ["Product defect"], "TC-03": ["Product defect"],
+        "TC-06": ["Expected failure predicted by the spec"],
     }
     attached = {a["name"]: a["type"] for a in cases["TC-01"]["testStage"]["attachments"]}
     assert attached == {
@@ -583,29 +643,19 @@ def test_self_tests_get_their_own_epic():
     assert all(url.startswith("http://doc/FEATURE.md#") for _, url in links)
 
 
-def test_two_reports_in_a_row_show_two_trend_points(tmp_path):
-    cli = report.find_cli()
-    if cli is None or shutil.which("java") is None:
-        pytest.skip("Allure CLI (bash scripts/install_allure.sh) and Java needed")
-    results = tmp_path / "allure-results"
-    results.mkdir()
-    result = {"uuid": "u1", "historyId": "h1", "testCaseId": "c1", "fullName": "m.t", "name": "t", "status": "failed",
-              "start": 1, "stop": 2,
-              "statusDetails": {"message": "AssertionError: rank 1 owns [3]"}, "labels": [{"name": "as_id", "value": "TC-01"}]}
-    (results / "u1-result.json").write_text(json.dumps(result))
-    history = tmp_path / "allure-history"
-    for n in (1, 2):
-        page = report.generate(results, tmp_path / "report", cli=cli, history=history).read_text()
+def test_two_reports_in_a_row_show_two_trend_points(two_reports):
+    pages, history = two_reports["pages"], two_reports["history"]
+    for n, page in enumerate(pages, 1):
         trend = json.loads(report.embedded_files(page)["widgets/history-trend.json"])
         assert len(trend) == n, trend
     assert sorted(p["buildOrder"] for p in trend) == [1, 2]
     assert json.loads((history / "history-trend.json").read_text()) == json.loads(
         report.embedded_files(page)["history/history-trend.json"])
-    assert (results / "u1-result.json").read_text() == json.dumps(result)  # pytest's results untouched
-    assert not (results / "history").exists()
-    case = next(json.loads(d) for p, d in report.embedded_files(page).items() if p.startswith("data/test-cases/"))
+    assert _files(two_reports["folders"]) == _files(two_reports["as_written"])  # pytest's results and the job's untouched
+    assert not any((folder / "history").exists() for folder in two_reports["folders"])
+    case = _test_cases(page)["TC-03"]
     assert [c["name"] for c in case["extra"]["categories"]] == ["Product defect"]
-    assert case["statusMessage"] == "TC-01: check failed: rank N owns [...]"
+    assert case["statusMessage"] == "TC-03: check failed: rank N owns [...]"
     assert len(case["extra"]["history"]["items"]) == 1  # the first run, as this one's history
     assert "<title>Layerwise split KV cache sharding</title>" in page or report.REPORT_NAME in page
 
