@@ -21,7 +21,20 @@ _registered = False
 
 RUN_ID_RESOLVER = "run_id"
 """``${run_id:}`` in ``conf/config.yaml``'s output folders: unique per process, stable within it."""
-_RUN_ID = f"{os.getpid()}-{secrets.token_hex(2)}"
+
+
+def _process_token() -> str:
+    """Same for every import of this module in one process (pytest's in-process runs drop and
+    re-import modules, while OmegaConf keeps the first resolver): the process's start time in
+    clock ticks (/proc), with the pid unique among live processes; a random token elsewhere."""
+    try:
+        with open(f"/proc/{os.getpid()}/stat", "rb") as fh:
+            return format(int(fh.read().rsplit(b")", 1)[-1].split()[19]), "x")
+    except (OSError, ValueError, IndexError):
+        return secrets.token_hex(2)
+
+
+_RUN_ID = f"{os.getpid()}-{_process_token()}"
 
 
 def run_id() -> str:

@@ -350,3 +350,22 @@ def test_eval_interpolation_does_not_run(tmp_path):
     with pytest.raises(OmegaConfBaseException):
         OmegaConf.to_container(OmegaConf.create({"x": f"${{eval:{code}}}"}), resolve=True)
     assert not marker.exists()
+
+
+def test_run_id_is_one_per_process_even_when_its_module_is_imported_again(monkeypatch):
+    """pytest's in-process runs drop the modules they imported; OmegaConf keeps the resolver the first
+    import registered. The id must not change with the module object."""
+    import sys
+
+    from omegaconf import OmegaConf
+
+    from harness.config import store
+
+    store.register()
+    first = OmegaConf.create({"x": "${run_id:}"}).x
+    monkeypatch.delitem(sys.modules, "harness.config.store")
+    again = importlib.import_module("harness.config.store")
+    assert again is not store
+    again.register()
+    assert again.run_id() == store.run_id() == first == OmegaConf.create({"x": "${run_id:}"}).x
+    assert first.startswith(f"{os.getpid()}-")
