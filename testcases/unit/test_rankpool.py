@@ -356,6 +356,19 @@ def test_backend_choice_and_device_of_rank_3(requested, device_type, cards, want
 
 
 @unit
+def test_gloo_on_cpu_does_not_ask_torch_for_cards(monkeypatch):
+    from harness.rankpool import backend
+
+    def no_torch() -> int:
+        raise AssertionError("gloo on cpu asked for the card count")
+
+    monkeypatch.setattr(backend, "cuda_device_count", no_torch)
+    monkeypatch.setattr(backend, "nccl_available", no_torch)
+    choice = resolve_backend("gloo", 4, device_type="cpu")
+    assert (choice.backend, choice.device(3)) == ("gloo", "cpu")
+
+
+@unit
 def test_explicit_nccl_or_cuda_without_cards_is_unavailable():
     with pytest.raises(PoolUnavailable, match="4 ranks on this node, 3 CUDA"):
         resolve_backend("nccl", 4, card_count=3, nccl_ok=True)
