@@ -1,8 +1,9 @@
 """Module-level rank bodies for the runner's own tests, its benchmark and fault injection.
 
 Each takes the RankContext first. Fault hooks (``raise_on_rank``, ``exit_on_rank``,
-``hang_on_rank``, ``crash_on_rank``, ``differ_on_rank``) misbehave on one rank ``k``
-while the others carry on into a collective, as a real bug would leave them.
+``hang_on_rank``, ``hang_on_rank_after_saying_so``, ``crash_on_rank``, ``differ_on_rank``)
+misbehave on one rank ``k`` while the others carry on into a collective, as a real bug
+would leave them.
 """
 
 from __future__ import annotations
@@ -120,6 +121,14 @@ def hang_on_rank(ctx: RankContext, k: int) -> None:
     if ctx.rank == k:
         sleep_forever()
     ctx.barrier()
+
+
+def hang_on_rank_after_saying_so(ctx: RankContext, k: int) -> None:
+    """``hang_on_rank``, after each rank creates ``in-body-<rank>`` in tmp_dir: the owner can see
+    that every rank has left its pipe for the body."""
+    with open(os.path.join(ctx.tmp_dir, f"in-body-{ctx.rank}"), "w"):
+        pass
+    hang_on_rank(ctx, k)
 
 
 def sleep_forever() -> None:

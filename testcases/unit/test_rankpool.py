@@ -208,15 +208,20 @@ def running(pid: int) -> bool:
 
 
 # The ranks are busy in a body (not reading their pipe) when the parent is SIGKILLed:
-# only PR_SET_PDEATHSIG or the parent watchdog can end them.
+# only PR_SET_PDEATHSIG or the parent watchdog can end them. The parent waits until
+# every rank has said it is in the body (a file in tmp_dir), then kills itself.
 ORPHAN_SCRIPT = """
 import os, signal, threading, time
 from harness.rankpool import RankPool, selftest_bodies
-pool = RankPool(2, backend="gloo")
+pool = RankPool(2, backend="gloo", device_type="cpu")
 pool.start()
 print(pool.tmp_dir, *pool.pids, flush=True)
-threading.Thread(target=pool.run, args=(selftest_bodies.hang_on_rank, 0), daemon=True).start()
-time.sleep(1.0)
+threading.Thread(target=pool.run, args=(selftest_bodies.hang_on_rank_after_saying_so, 0), daemon=True).start()
+marks = [os.path.join(pool.tmp_dir, f"in-body-{r}") for r in range(2)]
+deadline = time.monotonic() + 60
+while not all(map(os.path.exists, marks)):
+    assert time.monotonic() < deadline, "the ranks never entered the body"
+    time.sleep(0.01)
 os.kill(os.getpid(), signal.SIGKILL)
 """
 
