@@ -21,7 +21,8 @@ from .errors import RankSkip
 
 
 def rank_info(ctx: RankContext) -> dict[str, Any]:
-    """Who am I, plus a world all_reduce of rank+1 (sum over ranks, computed on every rank)."""
+    """Who am I, plus a world all_reduce of rank+1 (sum over ranks, computed on every rank), and the
+    interface gloo was told to use (``GLOO_SOCKET_IFNAME`` in this rank; None: gloo picks)."""
     t = torch.tensor([float(ctx.rank + 1)], device=ctx.device)
     dist.all_reduce(t)
     return {
@@ -33,6 +34,7 @@ def rank_info(ctx: RankContext) -> dict[str, Any]:
         "pid": os.getpid(),
         "tmp_dir": ctx.tmp_dir,
         "world_sum": t.item(),
+        "gloo_socket_ifname": os.environ.get("GLOO_SOCKET_IFNAME"),
     }
 
 

@@ -181,15 +181,13 @@ def gloo_ifname(ctx) -> str | None:
     return os.environ.get("GLOO_SOCKET_IFNAME")
 
 
-def test_single_node_torchrun_uses_loopback_whatever_gloo_socket_ifname_was_inherited():
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LWSPLIT_"))}
-    env.update(GLOO_SOCKET_IFNAME=BOGUS_IFNAME, OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           "-m", "harness.rankpool.launcher", "testcases.meta.test_torchrun_two_nodes:gloo_ifname"]
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+@pytest.mark.xdist_group("standalone-torchrun")  # shares the run with the launcher's result test
+def test_single_node_torchrun_uses_loopback_whatever_gloo_socket_ifname_was_inherited(standalone_torchrun_rank_info):
+    done = standalone_torchrun_rank_info  # torchrun --standalone, GLOO_SOCKET_IFNAME inherited (testcases/conftest.py)
+    assert done.args[-1] == "harness.rankpool.selftest_bodies:rank_info"
     assert done.returncode == 0, done.stderr[-4000:]
     report = json.loads([line for line in done.stdout.splitlines() if line.startswith("{")][0])
-    assert report["results"] == ["lo", "lo"]
+    assert [r["gloo_socket_ifname"] for r in report["results"]] == ["lo", "lo"]
 
 
 @pytest.mark.parametrize(

@@ -290,8 +290,9 @@ def torchrun(*args: str) -> subprocess.CompletedProcess:
 
 
 @dist
-def test_torchrun_launcher_prints_every_ranks_result():
-    done = torchrun("harness.rankpool.selftest_bodies:rank_info")
+@pytest.mark.xdist_group("standalone-torchrun")  # shares the run with the loopback test
+def test_torchrun_launcher_prints_every_ranks_result(standalone_torchrun_rank_info):
+    done = standalone_torchrun_rank_info  # torchrun --standalone, 2 ranks, rank_info (testcases/conftest.py)
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     assert len(lines) == 1  # rank 0 alone prints
