@@ -104,10 +104,17 @@ def _left_behind(tag: str) -> list[int]:
     return pids
 
 
+REGROUPED = "pcie_2switch_8_interleaved"
+VARIANTS = ["", REGROUPED, "s0"]
+"""Each TC's plain cases, its cases on the regrouped topology (split groups {0, 2} and {1, 3}: each
+spans both agents) and one refusal (split size 0); the other variants would only repeat the same
+collectives on other numbers."""
+
+
 def test_smoke_matrix_on_two_torchrun_agents_world_4():
     tag = f"two-nodes-{uuid.uuid4().hex}"
-    # one model of the smoke matrix: every TC still runs; the rest would only repeat the same collectives
-    node0, node1 = run_two_agents(json.dumps(["smoke", ["model=deepseek_v32"]]), tag)
+    # one model of the smoke matrix, three variants: every TC still runs
+    node0, node1 = run_two_agents(json.dumps(["smoke", ["model=deepseek_v32"], VARIANTS]), tag)
     assert node0.returncode == 0, f"node 0 exit {node0.returncode}\n{node0.stderr[-6000:]}\n{node1.stderr[-3000:]}"
     assert node1.returncode == 0, f"node 1 exit {node1.returncode}\n{node1.stderr[-6000:]}"
     lines = [line for line in node0.stdout.splitlines() if line.startswith("{")]
@@ -123,9 +130,13 @@ def test_smoke_matrix_on_two_torchrun_agents_world_4():
     bad = [c for c in ran if c["verdict"] != "pass"]
     assert not bad, "\n".join(f"{c['tc']}[{c['id']}] {c['verdict']}: {c['detail']}" for c in bad)
     assert {c["tc"] for c in ran} == {f"TC-0{i}" for i in range(1, 8)}, cases
+    assert {c["tc"] for c in ran if c["id"].endswith(REGROUPED)} == {"TC-01", "TC-03", "TC-04", "TC-05", "TC-07"}
+    assert any(c["id"].endswith("-s0") for c in ran)  # the refusal, agreed over both agents
     for c in cases:
         if c["verdict"] == "skipped":
             assert c["detail"], c  # every skip says why
+    skips = [c["detail"] for c in cases if c["verdict"] == "skipped"]
+    assert any("needs 8 processes" in d for d in skips) and any("not among" in d for d in skips), skips
     assert not _left_behind(tag), "processes left after both agents returned"
 
 
