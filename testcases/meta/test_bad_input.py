@@ -334,16 +334,21 @@ def test_app_runs_a_config_the_spec_refuses(tmp_path, capsys, monkeypatch):
     assert "xtensor" in result["spec_refuses"]
 
 
-def test_spec_rejections_are_test_inputs(tmp_path):
+def test_spec_rejections_are_test_inputs(pytester, request):
     """Through pytest, a config the spec refuses (xtensor with split; llama3_8b does not support split) is
     what TC-01 checks the implementation refuses: the reference refuses it, so every case passes.
-    A real pytest process: the one whose mistake-free run ends with exit 0."""
-    argv = [sys.executable, "-m", "pytest", TC01, "--lw-override", "model=llama3_8b,deepseek_v32",
-            "--lw-override", "layerwise=s2", "--lw-override", "parallel=tp4", "--lw-override", "implementation=reference",
-            "--lw-override", "cache.enable_xtensor=true", "-q", "-p", "no:cacheprovider", "-k", "not cp2 and not w8"]
-    proc = _run(argv, tmp_path)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+
+    pytest's main in-process, as in ``test_pytest_entry``; ``--lw-keep-pools`` hands the rank pools it
+    uses to this worker's later tests instead of closing the worker's pools when it ends."""
+    result = pytester.runpytest_inprocess(
+        TC01, "--lw-override", "model=llama3_8b,deepseek_v32", "--lw-override", "layerwise=s2",
+        "--lw-override", "parallel=tp4", "--lw-override", "implementation=reference",
+        "--lw-override", "cache.enable_xtensor=true", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+        "-k", "not cp2 and not w8", "--lw-keep-pools",
+        "--lw-max-live-ranks", str(request.config.getoption("lw_max_live_ranks")))
+    output = "\n".join(result.outlines + result.errlines)
+    assert result.ret == 0, output[-3000:]
     # llama3_8b: 1 case; deepseek_v32: the plain case, its int8 variant and the regrouped topology at w4
     # (at w8 it is the same refusal on a pool of 8 ranks); TC-01's own one-rule rejection cases are left
     # out, since the override already breaks a rule in each
-    assert "4 passed" in proc.stdout
+    result.assert_outcomes(passed=4)
