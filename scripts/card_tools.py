@@ -1,6 +1,6 @@
 """Helpers of scripts/check_cards.sh: count the cards, read the topology, run NCCL groups.
 
-    python scripts/card_tools.py count                         # cards torch sees (0 on CPU)
+    python scripts/card_tools.py count                         # cards torch sees (0 on CPU), then torch's version
     python scripts/card_tools.py topology --cards N [--file F] [--save F]
     python scripts/card_tools.py nccl --world N                # NCCL groups over N cards
 
@@ -119,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     group.add_argument("--world", type=int, required=True)
     opts = parser.parse_args(argv)
     if opts.cmd == "count":
-        print(card_count())
+        import torch
+
+        print(card_count(), torch.__version__)  # one torch import for both (the no-card line names the version)
         return 0
     if opts.cmd == "topology":
         return topology(opts.cards, opts.file, opts.save)

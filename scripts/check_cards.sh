@@ -51,12 +51,13 @@ case "${1:-}" in
   *) usage ;;
 esac
 
-if ! cards=$("$PY" scripts/card_tools.py count 2>/dev/null); then
+if ! counted=$("$PY" scripts/card_tools.py count 2>/dev/null); then
   echo "error: $PY cannot import torch; run bash setup.sh first (or set PYTHON=...)" >&2
   exit 1
 fi
+read -r cards torch_version <<< "$counted"
 if [ "$cards" -eq 0 ]; then
-  echo "no card: torch ($("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null)) sees no CUDA device; nothing to check" >&2
+  echo "no card: torch ($torch_version) sees no CUDA device; nothing to check" >&2
   exit 1
 fi
 
@@ -66,7 +67,7 @@ summary="$OUT/summary.txt"
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "host: $(hostname)"
   echo "cards: $cards ($("$PY" -c 'import torch; print(", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())))'))"
-  echo "torch: $("$PY" -c 'import torch; print(torch.__version__)')"
+  echo "torch: $torch_version"
 } > "$summary"
 failed=0
 while IFS=$'\t' read -r name cmd; do

@@ -100,6 +100,8 @@ def resolve_backend(
             raise ConfigError(DEVICE_ENV, device_type, "one of " + ", ".join(DEVICE_TYPES) + " (or unset)")
     if requested == "nccl" and device_type == "cpu":
         raise ConfigError("runner.device", device_type, "auto or cuda when runner.backend=nccl")
+    if requested == "gloo" and device_type == "cpu":
+        return BackendChoice(backend="gloo", device_type="cpu")  # the cards do not matter: torch is not asked
     cards = cuda_device_count() if card_count is None else card_count
     has_nccl = (nccl_available() if cards else False) if nccl_ok is None else nccl_ok
     if requested != "gloo" and device_type != "cpu" and has_nccl and cards >= local_world_size:

@@ -1,8 +1,9 @@
 """Module-level rank bodies for the runner's own tests, its benchmark and fault injection.
 
 Each takes the RankContext first. Fault hooks (``raise_on_rank``, ``exit_on_rank``,
-``hang_on_rank``, ``crash_on_rank``, ``differ_on_rank``) misbehave on one rank ``k``
-while the others carry on into a collective, as a real bug would leave them.
+``hang_on_rank``, ``hang_on_rank_after_saying_so``, ``crash_on_rank``, ``differ_on_rank``)
+misbehave on one rank ``k`` while the others carry on into a collective, as a real bug
+would leave them.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from .errors import RankSkip
 
 
 def rank_info(ctx: RankContext) -> dict[str, Any]:
-    """Who am I, plus a world all_reduce of rank+1 (sum over ranks, computed on every rank)."""
+    """Who am I, plus a world all_reduce of rank+1 (sum over ranks, computed on every rank), and the
+    interface gloo was told to use (``GLOO_SOCKET_IFNAME`` in this rank; None: gloo picks)."""
     t = torch.tensor([float(ctx.rank + 1)], device=ctx.device)
     dist.all_reduce(t)
     return {
@@ -32,6 +34,7 @@ def rank_info(ctx: RankContext) -> dict[str, Any]:
         "pid": os.getpid(),
         "tmp_dir": ctx.tmp_dir,
         "world_sum": t.item(),
+        "gloo_socket_ifname": os.environ.get("GLOO_SOCKET_IFNAME"),
     }
 
 
@@ -120,6 +123,14 @@ def hang_on_rank(ctx: RankContext, k: int) -> None:
     if ctx.rank == k:
         sleep_forever()
     ctx.barrier()
+
+
+def hang_on_rank_after_saying_so(ctx: RankContext, k: int) -> None:
+    """``hang_on_rank``, after each rank creates ``in-body-<rank>`` in tmp_dir: the owner can see
+    that every rank has left its pipe for the body."""
+    with open(os.path.join(ctx.tmp_dir, f"in-body-{ctx.rank}"), "w"):
+        pass
+    hang_on_rank(ctx, k)
 
 
 def sleep_forever() -> None:

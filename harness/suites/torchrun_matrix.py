@@ -8,7 +8,8 @@ case whose process count equals the launched world, every rank runs the TC's own
 body on the launched group (the same ``RankContext`` a pool gives), the facts are
 all-gathered, and the TC's own check runs on them (``harness.suites.execute.run_case``,
 the call convention pytest and the mutation self-test use). A case that needs another
-number of processes is reported as skipped with that reason, never silently dropped.
+number of processes, or whose variant a ``variants`` list leaves out, is reported as
+skipped with that reason, never silently dropped.
 
 The body returns ``{"cases": [{"tc", "id", "verdict", "detail"}, ...]}`` where verdict is
 ``pass``, ``problems``, ``failed`` (all ranks raised the same collective check) or
@@ -33,8 +34,13 @@ def case_world_size(suite, case) -> int:
     return suite.world_size(case) if hasattr(suite, "world_size") else case.world_size
 
 
-def run_matrix(ctx, matrix_name: str = "smoke", overrides: list[str] | None = None) -> dict[str, Any]:
-    """Run every TC case of ``conf/matrix/<matrix_name>.yaml`` (narrowed by ``overrides``) on this group."""
+def run_matrix(ctx, matrix_name: str = "smoke", overrides: list[str] | None = None,
+               variants: list[str] | None = None) -> dict[str, Any]:
+    """Run every TC case of ``conf/matrix/<matrix_name>.yaml`` (narrowed by ``overrides``) on this group.
+
+    ``variants``: run only the cases whose ``Case.variant`` is in the list (``""``: a TC's plain
+    cases); None runs every variant.
+    """
     from harness.rankpool import RankSkip
     from harness.rankpool.errors import CollectiveCheckFailed
     from harness.suites.execute import run_case
@@ -47,6 +53,9 @@ def run_matrix(ctx, matrix_name: str = "smoke", overrides: list[str] | None = No
         for case in suite.cases(matrix):
             entry = {"tc": tc, "id": case.id, "verdict": PASS, "detail": ""}
             out.append(entry)
+            if variants is not None and case.variant not in variants:
+                entry.update(verdict=SKIPPED, detail=f"variant {case.variant or '(plain)'} not among {variants}")
+                continue
             needed = case_world_size(suite, case)
             if needed != ctx.world_size:
                 entry.update(verdict=SKIPPED, detail=f"needs {needed} processes, the launched world is {ctx.world_size}")

@@ -3,9 +3,9 @@
 Each row of ``ROWS`` is one user mistake, spelled for each entry point it applies to:
 ``python -m harness.plan``, ``python -m harness`` and ``pytest`` with ``--lw-override`` /
 options, each run in an empty directory that must stay empty. Every row runs
-in-process through the entry point's main function (captured output, exit code); a
-few rows per entry point also run as a real subprocess. The error line must name
-the field and something that is allowed.
+in-process through the entry point's main function (captured output, exit code); for
+each way an entry point ends on a mistake, one row also runs as a real subprocess. The
+error line must name the field and something that is allowed.
 
 What counts as a mistake per entry point: the harness refuses only what its schema
 cannot hold (unknown options and keys, wrong types, unreadable files, a runner
@@ -165,12 +165,18 @@ ROWS = (
         harness=("+hydra.callbacks.x._target_=os.getcwd",)),
     Bad("target-launcher", "hydra.launcher._target_", "no _target_ here", harness=("hydra.launcher._target_=os.getcwd",)),
 )
-SUBPROCESS_PLAN_ROWS = ("unknown-model", "split-3-tp-4", "model-path-invalid-json", "bad-gflags")
-"""Rows also run as a real ``python -m harness.plan`` process (every row calls its main in-process)."""
-SUBPROCESS_HARNESS_ROWS = ("unknown-model", "empty-sweep", "unwritable-results-dir")
-"""Rows also run as a real ``python -m harness`` process."""
-SUBPROCESS_PYTEST_ROWS = ("misspelled-key", "bad-lw-backend", "unwritable-alluredir")
-"""Rows also run as a real ``pytest`` process."""
+# Every row calls its entry point's main in-process. A real process adds what only a process
+# has (``python -m``'s module, its exit status, everything on its stderr, interpreter exit), so
+# one row per way an entry point ends on a mistake also runs as a real process.
+SUBPROCESS_PLAN_ROWS = ("split-3-tp-4",)
+"""Rows also run as a real ``python -m harness.plan`` process: every mistake there ends through the
+one ``error:`` handler (exit 2); this row goes furthest before it (compose, build, the implementation's refusal)."""
+SUBPROCESS_HARNESS_ROWS = ("unwritable-results-dir",)
+"""Rows also run as a real ``python -m harness`` process: every mistake there ends through the same
+``error:`` handler (exit 2) before Hydra runs a job."""
+SUBPROCESS_PYTEST_ROWS = ("misspelled-key", "bad-lw-backend")
+"""Rows also run as a real ``pytest`` process, one per way pytest ends on a mistake (exit 4): the plugin's
+usage error while configuring, and pytest's own option parser refusing a value."""
 
 
 def _rows(entry: str) -> list:
@@ -328,14 +334,21 @@ def test_app_runs_a_config_the_spec_refuses(tmp_path, capsys, monkeypatch):
     assert "xtensor" in result["spec_refuses"]
 
 
-def test_spec_rejections_are_test_inputs(tmp_path):
+def test_spec_rejections_are_test_inputs(pytester, request):
     """Through pytest, a config the spec refuses (xtensor with split; llama3_8b does not support split) is
-    what TC-01 checks the implementation refuses: the reference refuses it, so every case passes."""
-    argv = [sys.executable, "-m", "pytest", TC01, "--lw-override", "model=llama3_8b,deepseek_v32",
-            "--lw-override", "layerwise=s2", "--lw-override", "parallel=tp4", "--lw-override", "implementation=reference",
-            "--lw-override", "cache.enable_xtensor=true", "-q", "-p", "no:cacheprovider", "-k", "not cp2"]
-    proc = _run(argv, tmp_path)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
-    # llama3_8b: 1 case; deepseek_v32: the plain case, its int8 variant and the regrouped topology at w4 and w8;
-    # TC-01's own one-rule rejection cases are left out, since the override already breaks a rule in each
-    assert "5 passed" in proc.stdout
+    what TC-01 checks the implementation refuses: the reference refuses it, so every case passes.
+
+    pytest's main in-process, as in ``test_pytest_entry``; ``--lw-keep-pools`` hands the rank pools it
+    uses to this worker's later tests instead of closing the worker's pools when it ends."""
+    result = pytester.runpytest_inprocess(
+        TC01, "--lw-override", "model=llama3_8b,deepseek_v32", "--lw-override", "layerwise=s2",
+        "--lw-override", "parallel=tp4", "--lw-override", "implementation=reference",
+        "--lw-override", "cache.enable_xtensor=true", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+        "-k", "not cp2 and not w8", "--lw-keep-pools",
+        "--lw-max-live-ranks", str(request.config.getoption("lw_max_live_ranks")))
+    output = "\n".join(result.outlines + result.errlines)
+    assert result.ret == 0, output[-3000:]
+    # llama3_8b: 1 case; deepseek_v32: the plain case, its int8 variant and the regrouped topology at w4
+    # (at w8 it is the same refusal on a pool of 8 ranks); TC-01's own one-rule rejection cases are left
+    # out, since the override already breaks a rule in each
+    result.assert_outcomes(passed=4)

@@ -61,6 +61,7 @@ def test_without_a_card_one_line_and_non_zero_exit(tmp_path):
     assert done.stdout == ""
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("no card: ") and "sees no CUDA device" in lines[0], done.stderr
+    assert f"torch ({torch.__version__}) sees" in lines[0]
     assert not (tmp_path / "cards").exists()  # nothing written
 
 

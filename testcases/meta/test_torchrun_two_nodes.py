@@ -104,10 +104,17 @@ def _left_behind(tag: str) -> list[int]:
     return pids
 
 
+REGROUPED = "pcie_2switch_8_interleaved"
+VARIANTS = ["", REGROUPED, "s0"]
+"""Each TC's plain cases, its cases on the regrouped topology (split groups {0, 2} and {1, 3}: each
+spans both agents) and one refusal (split size 0); the other variants would only repeat the same
+collectives on other numbers."""
+
+
 def test_smoke_matrix_on_two_torchrun_agents_world_4():
     tag = f"two-nodes-{uuid.uuid4().hex}"
-    # one model of the smoke matrix: every TC still runs; the rest would only repeat the same collectives
-    node0, node1 = run_two_agents(json.dumps(["smoke", ["model=deepseek_v32"]]), tag)
+    # one model of the smoke matrix, three variants: every TC still runs
+    node0, node1 = run_two_agents(json.dumps(["smoke", ["model=deepseek_v32"], VARIANTS]), tag)
     assert node0.returncode == 0, f"node 0 exit {node0.returncode}\n{node0.stderr[-6000:]}\n{node1.stderr[-3000:]}"
     assert node1.returncode == 0, f"node 1 exit {node1.returncode}\n{node1.stderr[-6000:]}"
     lines = [line for line in node0.stdout.splitlines() if line.startswith("{")]
@@ -123,9 +130,13 @@ def test_smoke_matrix_on_two_torchrun_agents_world_4():
     bad = [c for c in ran if c["verdict"] != "pass"]
     assert not bad, "\n".join(f"{c['tc']}[{c['id']}] {c['verdict']}: {c['detail']}" for c in bad)
     assert {c["tc"] for c in ran} == {f"TC-0{i}" for i in range(1, 8)}, cases
+    assert {c["tc"] for c in ran if c["id"].endswith(REGROUPED)} == {"TC-01", "TC-03", "TC-04", "TC-05", "TC-07"}
+    assert any(c["id"].endswith("-s0") for c in ran)  # the refusal, agreed over both agents
     for c in cases:
         if c["verdict"] == "skipped":
             assert c["detail"], c  # every skip says why
+    skips = [c["detail"] for c in cases if c["verdict"] == "skipped"]
+    assert any("needs 8 processes" in d for d in skips) and any("not among" in d for d in skips), skips
     assert not _left_behind(tag), "processes left after both agents returned"
 
 
@@ -181,15 +192,13 @@ def gloo_ifname(ctx) -> str | None:
     return os.environ.get("GLOO_SOCKET_IFNAME")
 
 
-def test_single_node_torchrun_uses_loopback_whatever_gloo_socket_ifname_was_inherited():
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LWSPLIT_"))}
-    env.update(GLOO_SOCKET_IFNAME=BOGUS_IFNAME, OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           "-m", "harness.rankpool.launcher", "testcases.meta.test_torchrun_two_nodes:gloo_ifname"]
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+@pytest.mark.xdist_group("standalone-torchrun")  # shares the run with the launcher's result test
+def test_single_node_torchrun_uses_loopback_whatever_gloo_socket_ifname_was_inherited(standalone_torchrun_rank_info):
+    done = standalone_torchrun_rank_info  # torchrun --standalone, GLOO_SOCKET_IFNAME inherited (testcases/conftest.py)
+    assert done.args[-1] == "harness.rankpool.selftest_bodies:rank_info"
     assert done.returncode == 0, done.stderr[-4000:]
     report = json.loads([line for line in done.stdout.splitlines() if line.startswith("{")][0])
-    assert report["results"] == ["lo", "lo"]
+    assert [r["gloo_socket_ifname"] for r in report["results"]] == ["lo", "lo"]
 
 
 @pytest.mark.parametrize(

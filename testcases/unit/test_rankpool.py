@@ -208,15 +208,20 @@ def running(pid: int) -> bool:
 
 
 # The ranks are busy in a body (not reading their pipe) when the parent is SIGKILLed:
-# only PR_SET_PDEATHSIG or the parent watchdog can end them.
+# only PR_SET_PDEATHSIG or the parent watchdog can end them. The parent waits until
+# every rank has said it is in the body (a file in tmp_dir), then kills itself.
 ORPHAN_SCRIPT = """
 import os, signal, threading, time
 from harness.rankpool import RankPool, selftest_bodies
-pool = RankPool(2, backend="gloo")
+pool = RankPool(2, backend="gloo", device_type="cpu")
 pool.start()
 print(pool.tmp_dir, *pool.pids, flush=True)
-threading.Thread(target=pool.run, args=(selftest_bodies.hang_on_rank, 0), daemon=True).start()
-time.sleep(1.0)
+threading.Thread(target=pool.run, args=(selftest_bodies.hang_on_rank_after_saying_so, 0), daemon=True).start()
+marks = [os.path.join(pool.tmp_dir, f"in-body-{r}") for r in range(2)]
+deadline = time.monotonic() + 60
+while not all(map(os.path.exists, marks)):
+    assert time.monotonic() < deadline, "the ranks never entered the body"
+    time.sleep(0.01)
 os.kill(os.getpid(), signal.SIGKILL)
 """
 
@@ -285,8 +290,9 @@ def torchrun(*args: str) -> subprocess.CompletedProcess:
 
 
 @dist
-def test_torchrun_launcher_prints_every_ranks_result():
-    done = torchrun("harness.rankpool.selftest_bodies:rank_info")
+@pytest.mark.xdist_group("standalone-torchrun")  # shares the run with the loopback test
+def test_torchrun_launcher_prints_every_ranks_result(standalone_torchrun_rank_info):
+    done = standalone_torchrun_rank_info  # torchrun --standalone, 2 ranks, rank_info (testcases/conftest.py)
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     assert len(lines) == 1  # rank 0 alone prints
@@ -353,6 +359,19 @@ def test_nccl_without_a_card_per_rank_is_unavailable_not_an_error():
 def test_backend_choice_and_device_of_rank_3(requested, device_type, cards, want):
     choice = resolve_backend(requested, 4, device_type=device_type, card_count=cards, nccl_ok=True)
     assert (choice.backend, choice.device(3)) == want
+
+
+@unit
+def test_gloo_on_cpu_does_not_ask_torch_for_cards(monkeypatch):
+    from harness.rankpool import backend
+
+    def no_torch() -> int:
+        raise AssertionError("gloo on cpu asked for the card count")
+
+    monkeypatch.setattr(backend, "cuda_device_count", no_torch)
+    monkeypatch.setattr(backend, "nccl_available", no_torch)
+    choice = resolve_backend("gloo", 4, device_type="cpu")
+    assert (choice.backend, choice.device(3)) == ("gloo", "cpu")
 
 
 @unit
