@@ -8,7 +8,6 @@ with that folder first on ``PYTHONPATH`` (the dependencies come from this enviro
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -26,19 +25,9 @@ SOURCES = ("pyproject.toml", "setup.py", "README.md", "harness", "implementation
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Path:
-    """The wheel, built and installed once per test run: pytest-xdist workers share it (the run's base temp)."""
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent  # popen-gwN/ -> the run's folder, the same for every worker
-    root = shared / "install"
-    with open(shared / "install.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # the first worker builds; the others wait, then reuse it
-        if not (root / "installed").is_file():
-            shutil.rmtree(root, ignore_errors=True)  # what a failed attempt left
-            _build_and_install(root)
-            (root / "installed").write_text("")
-    return root / "site"
+def installed(once_per_run) -> Path:
+    """The wheel, built and installed once per test run (``once_per_run``: xdist workers share it)."""
+    return once_per_run("install", _build_and_install) / "site"
 
 
 def _build_and_install(root: Path) -> None:

@@ -192,7 +192,6 @@ def gloo_ifname(ctx) -> str | None:
     return os.environ.get("GLOO_SOCKET_IFNAME")
 
 
-@pytest.mark.xdist_group("standalone-torchrun")  # shares the run with the launcher's result test
 def test_single_node_torchrun_uses_loopback_whatever_gloo_socket_ifname_was_inherited(standalone_torchrun_rank_info):
     done = standalone_torchrun_rank_info  # torchrun --standalone, GLOO_SOCKET_IFNAME inherited (testcases/conftest.py)
     assert done.args[-1] == "harness.rankpool.selftest_bodies:rank_info"

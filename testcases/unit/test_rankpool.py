@@ -290,7 +290,6 @@ def torchrun(*args: str) -> subprocess.CompletedProcess:
 
 
 @dist
-@pytest.mark.xdist_group("standalone-torchrun")  # shares the run with the loopback test
 def test_torchrun_launcher_prints_every_ranks_result(standalone_torchrun_rank_info):
     done = standalone_torchrun_rank_info  # torchrun --standalone, 2 ranks, rank_info (testcases/conftest.py)
     assert done.returncode == 0, done.stderr

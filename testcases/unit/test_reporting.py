@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -302,10 +300,10 @@ JOB_RESULT = {"uuid": "u1", "historyId": "h1", "testCaseId": "c1", "fullName": "
 
 
 @pytest.fixture(scope="module")
-def two_reports(tmp_path_factory):
+def two_reports(once_per_run):
     """The tiny suite run by a real pytest, plus ``JOB_RESULT`` from a second folder, built by the real
     Allure CLI into one report twice in a row with one history folder (the first report is the second
-    one's trend). Built once per test run: pytest-xdist workers share it (the run's base temp, a lock).
+    one's trend). Built once per test run (``once_per_run``: pytest-xdist workers share it).
     Returns the two pages, the results folders, a copy of them made before the reports, and the history
     folder."""
     cli = report.find_cli()
@@ -313,16 +311,7 @@ def two_reports(tmp_path_factory):
         pytest.skip("Allure CLI not installed; run: bash scripts/install_allure.sh")
     if shutil.which("java") is None:
         pytest.skip("Allure 2 CLI needs Java, which is not on PATH")
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent  # popen-gwN/ -> the run's folder, the same for every worker
-    root = shared / "two-reports"
-    with open(shared / "two-reports.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # the first worker builds; the others wait, then reuse it
-        if not (root / "built").is_file():
-            shutil.rmtree(root, ignore_errors=True)  # what a failed attempt left
-            _build_two_reports(root, cli)
-            (root / "built").write_text("")
+    root = once_per_run("two-reports", lambda folder: _build_two_reports(folder, cli))
     return {"pages": [(root / f"report-{n}.html").read_text() for n in (1, 2)],
             "folders": (root / "allure-results", root / "job-results"),
             "as_written": (root / "as-written" / "allure-results", root / "as-written" / "job-results"),
@@ -330,7 +319,6 @@ def two_reports(tmp_path_factory):
 
 
 def _build_two_reports(root, cli) -> None:
-    root.mkdir()
     (root / "test_tiny.py").write_text(TINY_SUITE)
     results = root / "allure-results"
     # Without the harness's plugin (-p no:lwsplit): for a plain test file it adds only the environment and
