@@ -389,7 +389,8 @@ def _same_config(a, b) -> None:
 
 
 def _covering_cases(matrix_name: str) -> list[tuple[str, ...]]:
-    """Distinct case configurations of a matrix, few of them, together taking every option it uses."""
+    """Distinct case configurations of a matrix, few of them, together taking every group option and
+    changing every key the matrix uses."""
     import importlib
 
     from harness.suites import TC_MODULES
@@ -398,9 +399,12 @@ def _covering_cases(matrix_name: str) -> list[tuple[str, ...]]:
     matrix = load_matrix(matrix_name, [])
     cases = sorted({tuple(c.overrides()) for tc, name in TC_MODULES.items()
                     for c in importlib.import_module(name).cases(matrix)})
+    def facets(overrides):  # each group option, and each key a case changes (whatever its value)
+        return {o if "." not in o.partition("=")[0] else o.partition("=")[0] for o in overrides}
+
     chosen, seen = [], set()
-    for overrides in cases:  # greedy: a case that brings an option or key change not seen yet
-        new = set(overrides) - seen
+    for overrides in sorted(cases, key=lambda o: -len(facets(o))):  # greedy: most new facets first
+        new = facets(overrides) - seen
         if new:
             chosen.append(overrides)
             seen |= new
