@@ -712,17 +712,27 @@ def oracle_topology(run) -> formats.OracleTopology:
 def expected_rank_location(run, rank: int) -> tuple:
     """Section 4: (node, card) of a rank: node rank // num_cards, card ``placement[rank]``,
     else rank % num_cards."""
-    n = run.hardware.num_cards
+    return _location(rank, run.hardware.num_cards, _placement(run))
+
+
+def _placement(run) -> Optional[tuple]:
     placement = getattr(run, "placement", None)
-    card = placement[rank] if placement is not None else rank % n
-    return rank // n, card
+    return None if placement is None else tuple(placement)
+
+
+def _location(rank: int, num_cards: int, placement: Optional[tuple]) -> tuple:
+    return rank // num_cards, placement[rank] if placement is not None else rank % num_cards
 
 
 def rank_link(run, a: int, b: int, links=None) -> str:
     """Section 4: the link between two ranks' cards (``NET`` across nodes, ``X`` same card)."""
     links = oracle_topology(run).links if links is None else links
-    node_a, card_a = expected_rank_location(run, a)
-    node_b, card_b = expected_rank_location(run, b)
+    return _link(a, b, links, run.hardware.num_cards, _placement(run))
+
+
+def _link(a: int, b: int, links, num_cards: int, placement: Optional[tuple]) -> str:
+    node_a, card_a = _location(a, num_cards, placement)
+    node_b, card_b = _location(b, num_cards, placement)
     if node_a != node_b:
         return "NET"
     if card_a == card_b:
@@ -789,14 +799,21 @@ def expected_split_groups(run, *, rule: str = "topology") -> Optional[list]:
         return expected_split_groups_consecutive(p.world_size, p.dp_size, p.cp_size, s)
     if rule != "topology":
         raise ValueError(f"rule {rule!r}; allowed: {', '.join(GROUP_RULES)}")
-    links = oracle_topology(run).links
+    groups = _topology_groups(p.world_size, p.dp_size, p.cp_size, s, oracle_topology(run).links,
+                              run.hardware.num_cards, _placement(run))
+    return None if groups is None else [list(g) for g in groups]
+
+
+@cache
+def _topology_groups(world: int, dp: int, cp: int, s: int, links, num_cards: int, placement) -> Optional[tuple]:
+    """``expected_split_groups``'s search, once per distinct layout (every check asks again)."""
     groups = []
-    for tp_group in _tp_groups(p.world_size, p.dp_size, p.cp_size):
-        part = best_partition(tp_group, s, lambda a, b: link_score(rank_link(run, a, b, links)))
+    for tp_group in _tp_groups(world, dp, cp):
+        part = best_partition(tp_group, s, lambda a, b: link_score(_link(a, b, links, num_cards, placement)))
         if part is None:
             return None
-        groups.extend(part)
-    return groups
+        groups.extend(tuple(g) for g in part)
+    return tuple(groups)
 
 
 def expected_split_position(run, rank: int, *, rule: str = "topology") -> tuple:

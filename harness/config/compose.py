@@ -145,7 +145,7 @@ def _assemble(conf_dir: Path, parsed: Sequence) -> Optional[DictConfig]:
     try:
         with open_dict(cfg):
             for group, node in nodes.items():
-                cfg[group] = copy.deepcopy(node)
+                cfg[group] = node  # OmegaConf assigns a copy of a node (the cached one stays as it was)
         ConfigLoaderImpl._apply_overrides_to_config(changes, cfg)
     except Exception:  # composed whole by the caller, whose error names the override
         return None
