@@ -29,8 +29,6 @@ from typing import Optional, Sequence
 from implementations.errors import ConfigError
 
 MODES = ("suite", "plan")
-APP_GROUPS = ("suite", "mode", "launcher")
-"""Config groups of this app: ``harness.config.errors`` does not list their options, so they are checked here."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +88,7 @@ def sweep_values(text: str) -> tuple[str, list[str]]:
     from hydra.errors import HydraException
 
     from harness.config.compose import _parser
-    from harness.config.errors import GROUPS, group_options
+    from harness.config.errors import APP_GROUPS, GROUPS, group_options
     from harness.paths import CONF_DIR
 
     try:
@@ -127,7 +125,7 @@ def sweep_values(text: str) -> tuple[str, list[str]]:
 
 
 def _empty(key: str) -> ConfigError:
-    from harness.config.errors import GROUPS, group_options
+    from harness.config.errors import APP_GROUPS, GROUPS, group_options
     from harness.paths import CONF_DIR
 
     if key in GROUPS + APP_GROUPS:
@@ -196,7 +194,7 @@ def check_runner(cfg) -> None:
 
 def _check_app_group(text: str) -> None:
     from harness.config.compose import parse_override
-    from harness.config.errors import group_options
+    from harness.config.errors import APP_GROUPS, group_options
     from harness.paths import CONF_DIR
 
     override = parse_override(text)

@@ -62,7 +62,7 @@ def _hydra_compose(conf_dir: Path, overrides: Sequence[str]) -> DictConfig:
 # Hydra's composition costs ~0.1 s, and a test matrix composes hundreds of configurations
 # that differ only in which option each group takes. So each group option is composed
 # once per process, with Hydra, alone (``model=qwen3_5_moe``), and a configuration made of
-# plain choices (``group=option`` for the groups below) and plain key changes
+# plain choices (``group=option`` for ``errors.GROUPS``) and plain key changes
 # (``cache.block_size=64``) is assembled from those composed nodes: the default config
 # with each chosen group's node swapped in, then the key changes applied by Hydra's own
 # override step. That is Hydra's result whenever choosing an option changes nothing but
@@ -72,9 +72,11 @@ def _hydra_compose(conf_dir: Path, overrides: Sequence[str]) -> DictConfig:
 # testcases/unit/test_config.py proves the two equal for every shipped option and the
 # CI matrix.
 
-ASSEMBLED_GROUPS = ("model", "draft", "hardware", "parallel", "layerwise", "implementation")
 _composed: dict = {}
-"""(conf_dir, overrides) -> Hydra's composed config, or the exception it raised."""
+"""(conf_dir, overrides) -> Hydra's composed config, or None where Hydra raised."""
+_local: dict = {}
+"""(conf_dir, group, option) -> whether choosing the option changes nothing but its group's node."""
+_NOT_LOCAL = object()
 
 
 def _composed_once(conf_dir: Path, overrides: tuple) -> Optional[DictConfig]:
@@ -105,10 +107,6 @@ def _option_node(conf_dir: Path, group: str, option: str):
     return alone[group] if _local[key] else _NOT_LOCAL
 
 
-_NOT_LOCAL = object()
-_local: dict = {}
-_OTHER_GROUPS = ("suite", "mode", "launcher")
-
 
 def _assemble(conf_dir: Path, parsed: Sequence) -> Optional[DictConfig]:
     """The composed config for ``parsed`` from per-option nodes, or None: compose it with Hydra whole."""
@@ -123,12 +121,12 @@ def _assemble(conf_dir: Path, parsed: Sequence) -> Optional[DictConfig]:
         key = o.key_or_group
         if o.is_sweep_override() or o.is_delete() or o.is_add() or o.is_force_add() or o.package is not None:
             return None
-        if key in ASSEMBLED_GROUPS:
+        if key in errors.GROUPS:
             value = o.value()
             if not isinstance(value, str) or key in choices:
                 return None
             choices[key] = value
-        elif key.split(".", 1)[0] == "hydra" or key in _OTHER_GROUPS or "/" in key:
+        elif key.split(".", 1)[0] == "hydra" or key in errors.APP_GROUPS or "/" in key:
             return None
         else:  # a key: cache.block_size, layerwise.split_size, model_path
             changes.append(o)
@@ -211,13 +209,12 @@ _ASCII_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0
 
 def _check_values(override) -> None:
     """What Hydra would accept but the harness must not: code, paths as options, numbers in disguise."""
-    from harness.config.errors import GROUPS
     from harness.config.targets import check_override_targets
 
     key = override.key_or_group
     values = [] if override.is_delete() else _value_strings(override)
     check_override_targets([f"{key}={v}" for v in values] or [override.input_line])
-    if key.lstrip("+~") in GROUPS + ("suite", "mode", "launcher"):
+    if key.lstrip("+~") in errors.GROUPS + errors.APP_GROUPS:
         group = key.lstrip("+~")
         for v in values:  # an option is a file name in conf/<group>/: no path may reach outside it
             if v and not _OPTION_NAME.fullmatch(v):  # (an empty value has its own message)

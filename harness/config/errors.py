@@ -20,6 +20,8 @@ from implementations.errors import ConfigError
 
 GROUPS = ("model", "draft", "hardware", "parallel", "layerwise", "implementation")
 """Config groups: a directory of YAML options each."""
+APP_GROUPS = ("suite", "mode", "launcher")
+"""Config groups of ``python -m harness`` (what it runs and where), beside the run's ``GROUPS``."""
 
 _MISSING_OPTION_RE = re.compile(r"Could not (?:find|load) '([^/']+)/([^']*)'")
 _PATH_PART_RE = re.compile(r"[^.\[\]]+")

@@ -38,7 +38,6 @@ from harness.suites.ownership import bottleneck as _bottleneck
 from harness.suites.ownership import (
     expected_placement,
     expected_split_groups,
-    link_rank,
     worst_link,
 )
 
@@ -49,7 +48,7 @@ missing_baseline = no_missing_baseline
 separate_draft = no_separate_draft
 world_size = plan_world_size
 __all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "report_view", "summarize", "missing_baseline",
-           "separate_draft", "world_size", "link_rank"]
+           "separate_draft", "world_size"]
 
 MODELS = ("deepseek_v32", "qwen3_5_moe")
 LAYERWISE = ("s2", "s4")
