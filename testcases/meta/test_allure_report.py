@@ -60,6 +60,7 @@ def _label(case: dict, name: str) -> str | None:
     return next((l["value"] for l in case["labels"] if l["name"] == name), None)
 
 
+@pytest.mark.slow
 def test_report_shows_every_tc_with_its_status(tmp_path):
     cli = report.find_cli()
     if cli is None:

@@ -309,6 +309,7 @@ def test_pytest_entry(row, inputs, pytester):
     assert sorted(pytester.path.iterdir()) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", [r for r in _rows("pytest") if r.values[0].id in SUBPROCESS_PYTEST_ROWS])
 def test_pytest_entry_process(row, inputs, tmp_path):
     proc = _run([sys.executable, "-m", "pytest", *_pytest_argv(row, inputs)], tmp_path)

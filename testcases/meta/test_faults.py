@@ -167,6 +167,7 @@ def check_allure_results_are_intact(fault_run):
     assert healthy.get("attachments"), "a passing case keeps its attachments"
 
 
+@pytest.mark.slow
 def test_faults_end_to_end(tmp_path):
     """One pytest process, every fault case; all checks on its one run (so xdist never runs it twice)."""
     fault_run = _fault_run(tmp_path)

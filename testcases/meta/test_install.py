@@ -56,6 +56,7 @@ def _run(args, site: Path, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
 
 
+@pytest.mark.slow
 def test_installed_package_carries_conf_and_baseline(installed, tmp_path):
     proc = _run(["-c", "import harness.paths as p; print(p.__file__); print(p.CONF_DIR); print(p.BASELINE_PATH)"],
                 installed, tmp_path)

@@ -67,6 +67,7 @@ def test_mutant_is_caught(name, request):
                         f"names it; caught by {', '.join(r.caught_by)}\n{_describe(r)}")
 
 
+@pytest.mark.slow
 def test_reference_passes_every_case():
     """The control: without it, "caught" would mean nothing."""
     r = killmatrix.row(killmatrix.REFERENCE, stop_at_first=False)

@@ -74,6 +74,7 @@ def _wait_gone(tag: str, timeout_s: float = 20) -> list[int]:
 # ---- folders of runs started together ------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_runs_and_sweeps_started_together_get_their_own_folders(tmp_path):
     tag = f"together-{uuid.uuid4().hex[:8]}"
     argvs = [
@@ -108,6 +109,7 @@ def _sweep(tmp_path: Path, tag: str, temp_root: str) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_a_signal_stops_the_sweep_between_jobs_and_leaves_nothing_behind(tmp_path, sig, temp_root):
     tag = f"signal-{uuid.uuid4().hex[:8]}"
@@ -133,6 +135,7 @@ def test_a_signal_stops_the_sweep_between_jobs_and_leaves_nothing_behind(tmp_pat
 
 
 # ---- a killed xdist worker ---------------------------------------------------------------------------
+@pytest.mark.slow
 
 
 def test_a_worker_killed_outright_leaves_no_temp_folder(tmp_path, temp_root):
@@ -172,6 +175,7 @@ def test_a_worker_killed_outright_leaves_no_temp_folder(tmp_path, temp_root):
     assert _owned_temp_dirs(victim["pid"], temp_root) == [], "the killed worker's pool folder was not swept"
 
 
+@pytest.mark.slow
 # ---- failed writes ------------------------------------------------------------------------------------
 
 

@@ -46,6 +46,7 @@ def _slurm_or_skip() -> None:
         pytest.skip(reason + "; start one with bash scripts/start_slurm.sh")
 
 
+@pytest.mark.slow
 def test_sweep_on_slurm_runs_each_job_as_a_slurm_job(tmp_path):
     _slurm_or_skip()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LWSPLIT_"))}

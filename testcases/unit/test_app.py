@@ -183,6 +183,7 @@ def test_plan_run_writes_the_worked_example(tmp_path, capsys, monkeypatch):
     assert "2978" in out
 
 
+@pytest.mark.slow
 def test_plan_sweep_writes_csv_markdown_and_png(tmp_path, capsys, monkeypatch):
     sweep_dir = tmp_path / "sweep"
     code, out, err = _harness_in_process(["-m", "mode=plan", *WORKED, "layerwise=s2,s4", f"hydra.sweep.dir={sweep_dir}"],
@@ -204,6 +205,7 @@ def test_plan_sweep_writes_csv_markdown_and_png(tmp_path, capsys, monkeypatch):
 # ---- suite mode (rank processes: slower) ------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.dist
 def test_single_configuration_suite_run(tmp_path):
     run_dir = tmp_path / "run"
@@ -221,6 +223,7 @@ def test_single_configuration_suite_run(tmp_path):
     assert list((run_dir / "allure-results").glob("*-result.json"))
     assert re.search(r"\[1/1\] model=deepseek_v32 layerwise=s2 suite.tcs=\[TC-02\]: \d+ passed", proc.stdout)
 
+@pytest.mark.slow
 
 @pytest.mark.dist
 def test_failed_job_is_reported_and_the_sweep_exits_non_zero(tmp_path):

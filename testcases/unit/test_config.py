@@ -411,6 +411,7 @@ def _covering_cases(matrix_name: str) -> list[tuple[str, ...]]:
     return chosen
 
 
+@pytest.mark.slow
 def test_assembled_configs_are_hydras():
     """A case's config, assembled from once-composed group options, is what Hydra composes whole:
     on cases of the CI matrix that together take every option and key change it uses."""

@@ -157,6 +157,7 @@ def test_crashing_rank_reports_the_signal_and_its_stack(pool2):
     assert "crash_on_rank" in failure.value.rank_errors[0]  # faulthandler's dump of the dying rank
 
 
+@pytest.mark.slow
 @dist
 def test_hang_times_out_with_the_hung_ranks_stack_then_the_pool_recovers(pool2):
     with pytest.raises(RankTimeout) as timeout:
@@ -226,6 +227,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
+@pytest.mark.slow
 @dist
 def test_ranks_die_when_the_parent_is_killed():
     # Popen, not run(): if ranks survived they would hold the stdout pipe open forever.
@@ -288,6 +290,7 @@ def torchrun(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env)
 
+@pytest.mark.slow
 
 @dist
 def test_torchrun_launcher_prints_every_ranks_result(standalone_torchrun_rank_info):
@@ -300,6 +303,7 @@ def test_torchrun_launcher_prints_every_ranks_result(standalone_torchrun_rank_in
     assert [r["rank"] for r in report["results"]] == [0, 1]
     assert [r["world_sum"] for r in report["results"]] == [3.0, 3.0]
     assert report["results"][0]["pid"] != report["results"][1]["pid"]
+@pytest.mark.slow
 
 
 @dist

@@ -346,6 +346,7 @@ def _files(folders) -> dict:
             for folder in folders for path in folder.rglob("*") if path.is_file()}
 
 
+@pytest.mark.slow
 def test_report_end_to_end(two_reports):
     page = two_reports["pages"][-1]
     assert not any("googletagmanager" in p for p in two_reports["pages"])  # ALLURE_NO_ANALYTICS keeps it out
