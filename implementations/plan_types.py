@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Optional
 
 
@@ -155,8 +156,10 @@ class KVPlan:
         out["digest"] = self.digest
         return out
 
-    @property
+    @cached_property
     def digest(self) -> str:
-        """Stable hash of the whole plan; workers compare it to detect a diverging layout."""
+        """Stable hash of the whole plan; workers compare it to detect a diverging layout.
+
+        Computed once per plan object (a frozen dataclass: its fields cannot change after)."""
         body = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(body.encode()).hexdigest()[:16]

@@ -114,13 +114,12 @@ def _alive(refs: list) -> int:
 
 def instantiate(impl_cfg: dict) -> KVShardingImplementation:
     """The implementation under test, from its config node: checked first (a Protocol class, keyword
-    arguments only, no nested ``_target_``), then built without recursive instantiation."""
-    from hydra.utils import instantiate as hydra_instantiate
-
+    arguments only, no nested ``_target_``), then called with those keyword arguments, as Hydra's
+    ``instantiate`` would (without its per-call config copies: a rank builds one per case)."""
     from harness.config.targets import check_implementation_node
 
-    check_implementation_node(impl_cfg)
-    return hydra_instantiate(impl_cfg, _recursive_=False)
+    cls = check_implementation_node(impl_cfg)
+    return cls(**{key: value for key, value in impl_cfg.items() if key != "_target_"})
 
 
 def engines_for(world_size: int, run, *, separate_draft: bool = False) -> tuple[EngineLayout, ...]:

@@ -14,7 +14,7 @@ from harness.rankpool import RankSkip, get_pool, preload
 from harness.suites import TC_MODULES
 
 RANK_SIDE_MODULES = (
-    "hydra.utils",  # bring_up instantiates the implementation with Hydra
+    "hydra.utils",  # bring_up locates the implementation class with Hydra's locator
     "implementations.reference",
     *TC_MODULES.values(),
 )

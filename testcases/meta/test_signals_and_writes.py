@@ -135,9 +135,9 @@ def test_a_signal_stops_the_sweep_between_jobs_and_leaves_nothing_behind(tmp_pat
 
 
 # ---- a killed xdist worker ---------------------------------------------------------------------------
+
+
 @pytest.mark.slow
-
-
 def test_a_worker_killed_outright_leaves_no_temp_folder(tmp_path, temp_root):
     """One case whose ranks never finish (fault_hang, its timeout far beyond this test's wait), so the
     only worker is killed with its rank pool up, whatever the machine's load. In the run's own temp
@@ -175,10 +175,10 @@ def test_a_worker_killed_outright_leaves_no_temp_folder(tmp_path, temp_root):
     assert _owned_temp_dirs(victim["pid"], temp_root) == [], "the killed worker's pool folder was not swept"
 
 
-@pytest.mark.slow
 # ---- failed writes ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_result_line_that_cannot_be_written_fails_its_case_not_the_session(tmp_path):
     if not os.path.exists("/dev/full"):
         pytest.skip("/dev/full absent here")

@@ -140,8 +140,8 @@ def test_smoke_matrix_on_two_torchrun_agents_world_4():
     assert any("needs 8 processes" in d for d in skips) and any("not among" in d for d in skips), skips
     assert not _left_behind(tag), "processes left after both agents returned"
 
-@pytest.mark.slow
 
+@pytest.mark.slow
 def test_two_agents_without_multi_node_stop_at_once():
     """A world over two agents without --multi-node is refused (exit 2), not pinned to a loopback others cannot reach."""
     tag = f"two-nodes-{uuid.uuid4().hex}"
@@ -168,9 +168,9 @@ def test_two_agents_without_multi_node_stop_at_once():
 
 # -- gloo stays on loopback for single-host runs -------------------------------------------
 BOGUS_IFNAME = "lwsplit-no-such-if0"
+
+
 @pytest.mark.slow
-
-
 def test_pool_ranks_use_loopback_whatever_gloo_socket_ifname_was_inherited():
     code = (
         "import json\n"

@@ -223,8 +223,8 @@ def test_single_configuration_suite_run(tmp_path):
     assert list((run_dir / "allure-results").glob("*-result.json"))
     assert re.search(r"\[1/1\] model=deepseek_v32 layerwise=s2 suite.tcs=\[TC-02\]: \d+ passed", proc.stdout)
 
-@pytest.mark.slow
 
+@pytest.mark.slow
 @pytest.mark.dist
 def test_failed_job_is_reported_and_the_sweep_exits_non_zero(tmp_path):
     sweep_dir = tmp_path / "sweep"

@@ -290,8 +290,8 @@ def torchrun(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env)
 
-@pytest.mark.slow
 
+@pytest.mark.slow
 @dist
 def test_torchrun_launcher_prints_every_ranks_result(standalone_torchrun_rank_info):
     done = standalone_torchrun_rank_info  # torchrun --standalone, 2 ranks, rank_info (testcases/conftest.py)
@@ -303,9 +303,9 @@ def test_torchrun_launcher_prints_every_ranks_result(standalone_torchrun_rank_in
     assert [r["rank"] for r in report["results"]] == [0, 1]
     assert [r["world_sum"] for r in report["results"]] == [3.0, 3.0]
     assert report["results"][0]["pid"] != report["results"][1]["pid"]
+
+
 @pytest.mark.slow
-
-
 @dist
 def test_torchrun_launcher_exits_non_zero_when_a_rank_fails():
     done = torchrun("harness.rankpool.selftest_bodies:raise_on_rank", "[1]")
