@@ -8,7 +8,8 @@ Runs pytest once (arguments after ``--``; default ``-n 4``) with a JUnit XML rep
 reads each test's duration from it (setup + call + teardown). Prints the run's wall time,
 then per group (``unit``, ``tc``, ``meta``, ...) and per file: the tests, the summed test
 time, its share, and the slowest test, slowest first, so the next slow test is easy to
-find. Under ``-n N`` the summed times add up to about N x the wall time; a file's share
+find; then every test that failed or errored. The first line also gives the CPU seconds
+the whole machine spent busy meanwhile (``/proc/stat``; other load on the machine counts). Under ``-n N`` the summed times add up to about N x the wall time; a file's share
 is what matters. Nothing is asserted: figures only.
 """
 
@@ -41,8 +42,9 @@ def parse_junit(path: Path) -> list[dict]:
         module = [p for p in parts if p.startswith("test_")]
         stem = parts[: parts.index(module[0]) + 1] if module else parts
         file = "/".join(stem) + ".py" if stem else "(unknown)"
+        outcome = next((child.tag for child in case if child.tag in ("failure", "error", "skipped")), "passed")
         out.append({"file": file, "group": stem[0] if len(stem) > 1 else "(top)",
-                    "name": case.get("name", ""), "seconds": float(case.get("time", 0) or 0)})
+                    "name": case.get("name", ""), "seconds": float(case.get("time", 0) or 0), "outcome": outcome})
     return out
 
 
@@ -60,9 +62,11 @@ def summarize(cases: list[dict]) -> dict:
     return {"groups": dict(groups), "files": dict(files)}
 
 
-def render(summary: dict, wall_s: float, exit_code: int, args: list[str]) -> str:
+def render(summary: dict, wall_s: float, exit_code: int, args: list[str], *, cpu_s: float | None = None,
+           failed: list[dict] = ()) -> str:
     total = sum(g["seconds"] for g in summary["groups"].values()) or 1.0
-    lines = [f"pytest {' '.join(args)}: wall {wall_s:.1f} s (exit {exit_code}); summed test time {total:.1f} s", "",
+    cpu = f"; machine CPU {cpu_s:.0f} s over all cores" if cpu_s is not None else ""
+    lines = [f"pytest {' '.join(args)}: wall {wall_s:.1f} s (exit {exit_code}){cpu}; summed test time {total:.1f} s", "",
              f"{'group / file':<48} {'tests':>6} {'summed s':>9} {'share':>6}  slowest test"]
     for group, g in sorted(summary["groups"].items(), key=lambda kv: -kv[1]["seconds"]):
         lines.append(f"{group:<48} {g['tests']:>6} {g['seconds']:>9.1f} {g['seconds'] / total:>6.0%}")
@@ -71,7 +75,20 @@ def render(summary: dict, wall_s: float, exit_code: int, args: list[str]) -> str
             slow_name, slow_s = f["slowest"]
             lines.append(f"  {name:<46} {f['tests']:>6} {f['seconds']:>9.1f} {f['seconds'] / total:>6.0%}"
                          f"  {slow_s:.1f} s {slow_name[:60]}")
+    if failed:
+        lines += ["", f"not passed ({len(failed)}):"]
+        lines += [f"  {c['outcome']}: {c['file']}::{c['name']}" for c in failed]
     return "\n".join(lines)
+
+
+def busy_cpu_s() -> float | None:
+    """CPU seconds every core of this machine has spent busy since boot (/proc/stat), or None."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def main(argv=None) -> int:
@@ -85,14 +102,17 @@ def main(argv=None) -> int:
         xml = Path(tmp) / "junit.xml"
         cmd = [sys.executable, "-m", "pytest", *pytest_args, "-q", "-p", "no:cacheprovider",
                f"--junitxml={xml}", "-o", "junit_duration_report=total", "-o", "junit_family=xunit2"]
-        start = time.monotonic()
+        start, cpu_start = time.monotonic(), busy_cpu_s()
         proc = subprocess.run(cmd, cwd=REPO_ROOT, env=dict(os.environ), stdout=subprocess.DEVNULL)
-        wall_s = time.monotonic() - start
+        wall_s, cpu_end = time.monotonic() - start, busy_cpu_s()
         cases = parse_junit(xml) if xml.is_file() else []
+    cpu_s = cpu_end - cpu_start if cpu_start is not None and cpu_end is not None else None
     summary = summarize(cases)
-    print(render(summary, wall_s, proc.returncode, pytest_args))
+    failed = [c for c in cases if c["outcome"] in ("failure", "error")]
+    print(render(summary, wall_s, proc.returncode, pytest_args, cpu_s=cpu_s, failed=failed))
     if args.json:
-        Path(args.json).write_text(json.dumps({"wall_s": wall_s, "exit_code": proc.returncode, "args": pytest_args,
+        Path(args.json).write_text(json.dumps({"wall_s": wall_s, "cpu_s": cpu_s, "exit_code": proc.returncode,
+                                               "args": pytest_args,
                                                "cases": cases, **summary}, indent=1, default=list))
     return 0
 

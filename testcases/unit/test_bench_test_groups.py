@@ -13,7 +13,7 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testcase classname="testcases.unit.test_app" name="test_a" time="2.5"/>
 <testcase classname="testcases.unit.test_app" name="test_b" time="0.5"/>
 <testcase classname="testcases.meta.test_faults" name="test_faults_end_to_end" time="60.0"/>
-<testcase classname="testcases.tc.test_tc01_allocation" name="test_tc01[x]" time="1.0"/>
+<testcase classname="testcases.tc.test_tc01_allocation" name="test_tc01[x]" time="1.0"><failure message="m"/></testcase>
 </testsuite></testsuites>
 """
 
@@ -32,3 +32,8 @@ def test_groups_and_files_slowest_first(tmp_path):
     groups = [line.split()[0] for line in lines[3:] if not line.startswith(" ")]
     assert groups == ["meta", "unit", "tc"]  # slowest group first
     assert "test_faults_end_to_end" in text and "94%" in text
+    assert [c["outcome"] for c in cases] == ["passed", "passed", "passed", "failure"]
+    failed = render(summary, wall_s=61.0, exit_code=1, args=["-n", "4"], cpu_s=100.0,
+                    failed=[c for c in cases if c["outcome"] == "failure"])
+    assert "machine CPU 100 s over all cores" in failed.splitlines()[0]
+    assert failed.splitlines()[-2:] == ["not passed (1):", "  failure: tc/test_tc01_allocation.py::test_tc01[x]"]
