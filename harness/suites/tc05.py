@@ -9,9 +9,10 @@ On a live group with the split active, after a normal bring-up:
    on every rank, into blocks 0, 1 and the last block of every tensor of each layer it
    owns (full and linear; a linear tensor's "blocks" are its sequence slots);
 3. for each full layer (the spec's list, same order on every rank) its owner in each
-   split group broadcasts the layer's blocks 0-1 (one broadcast per tensor) over the
-   REAL split subgroup straight into the non-owners' view of that layer, i.e. their
-   scratch; receivers check the bytes at once, since the next layer overwrites it;
+   split group sends the blocks 0-1 of the layer's tensors over the REAL split subgroup
+   (one broadcast per owner carrying all of its layers); each non-owner copies each
+   layer, in the spec's order, into its view of that layer, i.e. its scratch, and
+   checks the bytes at once, since the next layer overwrites them;
 4. owners read their written blocks back (no receive or other layer landed there) and
    every guard still holds its sentinel (nothing written outside the layer meant);
 5. teardown (``RankSession.teardown``): weak references to every tensor and (C++ level)
@@ -159,6 +160,7 @@ def _exchange(ctx, run, plan, cache) -> tuple[list[str], dict]:
             for name, t in layer.tensors.items():
                 problems += _write(r, pattern, layer.layer_id, name, t)
 
+    sends: dict[int, list] = {m: [] for m in members}  # owner -> [(layer, its protocol, my view)], spec order
     for l in full:
         owners = [m for m in members if l in gathered[m]["owned"]]
         if len(owners) != 1:
@@ -169,12 +171,16 @@ def _exchange(ctx, run, plan, cache) -> tuple[list[str], dict]:
         if r != owners[0] and (view is None or view.kind != "full" or view.owned):
             problems.append(f"rank {r} layer {l}: not owned here but no scratch view of a full layer to receive into")
             view = None
-        found = _send_layer(ctx, group, owners[0], l, gathered[owners[0]]["protocol"][l], view, pattern)
-        problems += found
-        if r == owners[0]:
-            stats["sent_layers"] += 1
-        elif view is not None and not found:
-            stats["received_layers"] += 1
+        sends[owners[0]].append((l, gathered[owners[0]]["protocol"][l], view))
+    for owner in members:  # the same order on every rank of the group
+        if not sends[owner]:
+            continue
+        for (_, _, view), found in zip(sends[owner], _send_layers(ctx, group, owner, sends[owner], pattern)):
+            problems += found
+            if r == owner:
+                stats["sent_layers"] += 1
+            elif view is not None and not found:
+                stats["received_layers"] += 1
 
     for layer in cache.layers:
         if layer.owned:
@@ -184,27 +190,52 @@ def _exchange(ctx, run, plan, cache) -> tuple[list[str], dict]:
     return problems, stats
 
 
-def _send_layer(ctx, group, owner: int, l: int, protocol: list, view, pattern) -> list[str]:
-    """One broadcast per tensor of the layer's leading blocks, owner -> the view (scratch) of the others."""
+def _send_layers(ctx, group, owner: int, layers: list, pattern) -> list[list[str]]:
+    """``owner`` broadcasts the leading blocks of every tensor of its ``layers`` over ``group`` in one
+    message; each other rank copies them, layer by layer, into its view of that layer (its scratch)
+    and checks the bytes at once, since the next layer's copy overwrites them.
+
+    ``layers``: (layer id, the owner's protocol [(tensor, blocks, block bytes)], this rank's view).
+    Returns the problems of each layer, in order. One broadcast per owner, not per tensor: the bytes land
+    where a per-tensor receive would, and a case's collectives no longer grow with its layer count.
+    """
     r = ctx.rank
-    problems = []
-    for name, n0, block_nbytes in protocol:
-        k = len(_sent_blocks(n0))
-        t = view.tensors.get(name) if view is not None else None
-        buf = _as_bytes(t[:k]) if t is not None and _block_geometry(t) == (n0, block_nbytes) else None
-        if buf is None:
-            if r != owner and view is not None:
-                problems.append(f"rank {r} layer {l} tensor {name}: view missing or not {n0} contiguous blocks "
-                                f"of {block_nbytes} B like the owner's")
-            buf = torch.empty(k * block_nbytes, dtype=torch.uint8, device=ctx.device)
-        dist.broadcast(buf, src=owner, group=group)
-        if r == owner:
-            continue
-        for b in range(k):
-            if not torch.equal(buf[b * block_nbytes:(b + 1) * block_nbytes], pattern(l, name, b, block_nbytes)):
-                problems.append(f"rank {r} layer {l} tensor {name} block {b}: received bytes differ from owner "
-                                f"rank {owner}'s pattern")
-    return problems
+    parts = [(l, name, len(_sent_blocks(n0)), n0, nbytes) for l, protocol, _ in layers
+             for name, n0, nbytes in protocol]
+    total = sum(k * nbytes for _, _, k, _, nbytes in parts)
+    if r == owner:  # its own layers' blocks (a non-contiguous tensor, already reported by _write, sends zeros)
+        mine = {l: view for l, _, view in layers}
+        chunks = [_as_bytes(mine[l].tensors[name][:k]) for l, name, k, _, _ in parts]
+        message = torch.cat([c if c is not None else torch.zeros(k * nbytes, dtype=torch.uint8, device=ctx.device)
+                             for c, (_, _, k, _, nbytes) in zip(chunks, parts)])
+    else:
+        message = torch.empty(total, dtype=torch.uint8, device=ctx.device)
+    dist.broadcast(message, src=owner, group=group)
+    if r == owner:
+        return [[] for _ in layers]
+    out = []
+    offset = 0
+    for l, protocol, view in layers:
+        problems = []
+        for name, n0, block_nbytes in protocol:
+            k = len(_sent_blocks(n0))
+            received = message[offset:offset + k * block_nbytes]
+            offset += k * block_nbytes
+            t = view.tensors.get(name) if view is not None else None
+            buf = _as_bytes(t[:k]) if t is not None and _block_geometry(t) == (n0, block_nbytes) else None
+            if buf is None:
+                if view is not None:
+                    problems.append(f"rank {r} layer {l} tensor {name}: view missing or not {n0} contiguous blocks "
+                                    f"of {block_nbytes} B like the owner's")
+                buf = received
+            else:
+                buf.copy_(received)  # into the scratch: a view that overlaps an owned layer corrupts it here
+            for b in range(k):
+                if not torch.equal(buf[b * block_nbytes:(b + 1) * block_nbytes], pattern(l, name, b, block_nbytes)):
+                    problems.append(f"rank {r} layer {l} tensor {name} block {b}: received bytes differ from owner "
+                                    f"rank {owner}'s pattern")
+        out.append(problems)
+    return out
 
 
 # ---- patterns ---------------------------------------------------------------------------
@@ -242,7 +273,7 @@ def _written_blocks(n0: int) -> tuple[int, ...]:
 
 
 def _sent_blocks(n0: int) -> tuple[int, ...]:
-    """The leading blocks (contiguous, so one broadcast per tensor carries them)."""
+    """The leading blocks (contiguous: one slice of each tensor carries them)."""
     return tuple(range(min(2, n0)))
 
 
