@@ -158,14 +158,16 @@ def build_implementation(cfg: DictConfig) -> KVShardingImplementation:
 
 def check_implementation_config(impl_cfg: Any) -> None:
     """Before anything is called: ``_target_`` names a class with the Protocol's methods and the node
-    passes keyword arguments only (``harness.config.targets``); one ``ConfigError`` naming the options."""
-    from harness.config.targets import check_implementation_node
+    passes keyword arguments only, each one the class takes (``harness.config.targets``); one
+    ``ConfigError`` naming the options, or the key the class does not take."""
+    from harness.config.targets import check_arguments, check_implementation_node
 
     target = impl_cfg.get("_target_") if isinstance(impl_cfg, dict) else None
     try:
-        check_implementation_node(impl_cfg if isinstance(impl_cfg, dict) else {})
+        cls = check_implementation_node(impl_cfg if isinstance(impl_cfg, dict) else {})
     except ConfigError as exc:
         raise _implementation_error(target, exc.allowed, exc.detail) from None
+    check_arguments(cls, impl_cfg)  # names the key the class does not take (not the option list)
 
 
 def _implementation_error(target: object, allowed: str, detail: str = "") -> UserError:

@@ -6,7 +6,8 @@ could call arbitrary code before any interface check. The harness therefore acce
 
 * for ``implementation``: a class (not a function) whose class body provides the
   implementation Protocol (``name``, ``plan``, ``engine_message``, ``init_worker``),
-  checked before anything is called; keyword arguments only, no nested ``_target_``;
+  checked before anything is called; keyword arguments only, each one the class
+  accepts (bound to its signature, not called), no nested ``_target_``;
 * for ``hydra.callbacks.*``: only the callbacks this project ships;
 * nowhere else: any other ``_target_`` override (launcher, sweeper, ...) is refused;
   launchers are chosen with ``launcher=<option>``.
@@ -72,6 +73,28 @@ def check_implementation_node(node: Mapping[str, Any], field: str = "implementat
         raise ConfigError(field, target, "a class implementing the KVShardingImplementation Protocol",
                           f"it lacks {', '.join(missing)}")
     return obj
+
+
+def check_arguments(cls: type, node: Mapping[str, Any], field: str = "implementation") -> dict:
+    """The node's keys besides ``_target_`` are keyword arguments ``cls`` accepts, its required ones all
+    given (bound to its signature, not called); returns them. ``ConfigError`` naming the key."""
+    kwargs = {k: v for k, v in node.items() if k != "_target_"}
+    try:
+        signature = inspect.signature(cls)
+    except (TypeError, ValueError):  # no signature to read (a C type): the call itself will say
+        return kwargs
+    params = signature.parameters.values()
+    named = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    try:
+        signature.bind(**kwargs)
+    except TypeError as exc:
+        takes_any = any(p.kind == p.VAR_KEYWORD for p in params)
+        unknown = [] if takes_any else [k for k in kwargs if k not in named]
+        allowed = f"keyword arguments of {cls.__name__}: {', '.join(named) if named else 'none'}"
+        if unknown:
+            raise ConfigError(f"{field}.{unknown[0]}", kwargs[unknown[0]], allowed) from None
+        raise ConfigError(field, f"{cls.__module__}.{cls.__qualname__}", allowed, str(exc)) from None
+    return kwargs
 
 
 def _has_target(value: Any) -> bool:

@@ -161,6 +161,8 @@ ROWS = (
         **_same("implementation._target_=builtins.open")),
     Bad("target-positional-args", "implementation", "keyword arguments only",
         **_same("+implementation._args_=[/tmp/lwsplit-must-not-exist,w]")),
+    Bad("implementation-unknown-argument", "implementation.bogus", "keyword arguments of ReferenceImplementation: none",
+        **_same("+implementation.bogus=1")),
     Bad("target-callback", "hydra.callbacks.x._target_", "a callback this project ships",
         harness=("+hydra.callbacks.x._target_=os.getcwd",)),
     Bad("target-launcher", "hydra.launcher._target_", "no _target_ here", harness=("hydra.launcher._target_=os.getcwd",)),

@@ -62,3 +62,33 @@ def test_shipped_callback_and_implementation_overrides_pass():
         "implementation._target_=implementations.reference.ReferenceImplementation",
         "model=deepseek_v32", "layerwise.split_size=2",
     ])
+
+
+def test_a_key_the_class_does_not_take_is_named_without_calling_it():
+    from implementations.faults import FaultyImplementation
+
+    with pytest.raises(ConfigError) as info:
+        targets.check_arguments(FaultyImplementation, {"_target_": "x", "behaviour": "raise", "rnak": 2})
+    assert info.value.field == "implementation.rnak" and info.value.value == 2
+    assert "behaviour, rank, point, exit_code" in str(info.value)
+    assert targets.check_arguments(FaultyImplementation, {"_target_": "x", "behaviour": "raise", "rank": 2}) == \
+        {"behaviour": "raise", "rank": 2}
+
+
+def test_a_missing_required_argument_is_named():
+    from implementations.faults import FaultyImplementation
+
+    with pytest.raises(ConfigError) as info:
+        targets.check_arguments(FaultyImplementation, {"_target_": "x", "rank": 2})
+    assert info.value.field == "implementation" and "behaviour" in str(info.value)
+
+
+def test_every_shipped_option_binds_its_arguments():
+    from omegaconf import OmegaConf
+
+    from harness.paths import CONF_DIR
+
+    for path in sorted((CONF_DIR / "implementation").glob("*.yaml")):
+        node = OmegaConf.to_container(OmegaConf.load(path))
+        cls = targets.check_implementation_node(node)
+        assert targets.check_arguments(cls, node).keys() == node.keys() - {"_target_"}, path.name
