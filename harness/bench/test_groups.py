@@ -9,8 +9,9 @@ reads each test's duration from it (setup + call + teardown). Prints the run's w
 then per group (``unit``, ``tc``, ``meta``, ...) and per file: the tests, the summed test
 time, its share, and the slowest test, slowest first, so the next slow test is easy to
 find; then every test that failed or errored. The first line also gives the CPU seconds
-the whole machine spent busy meanwhile (``/proc/stat``; other load on the machine counts). Under ``-n N`` the summed times add up to about N x the wall time; a file's share
-is what matters. Nothing is asserted: figures only.
+the whole machine spent busy meanwhile (``/proc/stat``; other load on the machine counts).
+Under ``-n N`` the summed times add up to about N x the wall time; a file's share is what
+matters. Nothing is asserted: figures only.
 """
 
 from __future__ import annotations

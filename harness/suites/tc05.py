@@ -200,14 +200,13 @@ def _send_layers(ctx, group, owner: int, layers: list, pattern) -> list[list[str
     where a per-tensor receive would, and a case's collectives no longer grow with its layer count.
     """
     r = ctx.rank
-    parts = [(l, name, len(_sent_blocks(n0)), n0, nbytes) for l, protocol, _ in layers
-             for name, n0, nbytes in protocol]
-    total = sum(k * nbytes for _, _, k, _, nbytes in parts)
+    parts = [(l, name, len(_sent_blocks(n0)), nbytes) for l, protocol, _ in layers for name, n0, nbytes in protocol]
+    total = sum(k * nbytes for _, _, k, nbytes in parts)
     if r == owner:  # its own layers' blocks (a non-contiguous tensor, already reported by _write, sends zeros)
         mine = {l: view for l, _, view in layers}
-        chunks = [_as_bytes(mine[l].tensors[name][:k]) for l, name, k, _, _ in parts]
+        chunks = [_as_bytes(mine[l].tensors[name][:k]) for l, name, k, _ in parts]
         message = torch.cat([c if c is not None else torch.zeros(k * nbytes, dtype=torch.uint8, device=ctx.device)
-                             for c, (_, _, k, _, nbytes) in zip(chunks, parts)])
+                             for c, (_, _, k, nbytes) in zip(chunks, parts)])
     else:
         message = torch.empty(total, dtype=torch.uint8, device=ctx.device)
     dist.broadcast(message, src=owner, group=group)
