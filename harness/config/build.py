@@ -128,27 +128,19 @@ def check_bounds(run: RunSpec) -> RunSpec:
 
 
 def build_implementation(cfg: DictConfig) -> KVShardingImplementation:
-    """Instantiate ``cfg.implementation`` (its ``_target_``) and check it has the interface."""
-    from hydra.errors import InstantiationException
-    from hydra.utils import instantiate
+    """Build ``cfg.implementation`` (its ``_target_``) and check it has the interface.
 
-    from harness.config.targets import IMPLEMENTATION_METHODS
+    Checked first (``check_implementation_config``: the class, its keyword arguments), then
+    built by ``harness.config.targets.build_implementation_node``, as the ranks do."""
+    from harness.config.targets import IMPLEMENTATION_METHODS, build_implementation_node
 
     node = cfg.implementation
     target = node.get("_target_") if isinstance(node, DictConfig) else None
     if not isinstance(target, str) or not target:
         raise _implementation_error(target, "a node with _target_: <importable class>")
-    check_implementation_config(OmegaConf.to_container(node, resolve=True))
-    try:
-        impl = instantiate(node, _recursive_=False)
-    except InstantiationException as exc:
-        if isinstance(exc.__cause__, UserError):  # the constructor refused its own arguments
-            raise exc.__cause__ from None
-        text = str(exc)
-        if "Error locating target" not in text and "TypeError" not in text:
-            raise  # the class was found and failed on its own: a bug, keep the traceback
-        detail = text.strip().splitlines()[0].split(", set env var HYDRA_FULL_ERROR")[0]
-        raise _implementation_error(target, "an importable class taking these arguments", detail) from None
+    container = OmegaConf.to_container(node, resolve=True)
+    check_implementation_config(container)
+    impl = build_implementation_node(container)
     missing = [m for m in IMPLEMENTATION_METHODS if not callable(getattr(impl, m, None))]
     if missing or not isinstance(getattr(impl, "name", None), str):
         lacks = ", ".join(missing) if missing else "a str name"

@@ -107,7 +107,6 @@ def _option_node(conf_dir: Path, group: str, option: str):
     return alone[group] if _local[key] else _NOT_LOCAL
 
 
-
 def _assemble(conf_dir: Path, parsed: Sequence) -> Optional[DictConfig]:
     """The composed config for ``parsed`` from per-option nodes, or None: compose it with Hydra whole."""
     import copy

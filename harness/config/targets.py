@@ -97,6 +97,16 @@ def check_arguments(cls: type, node: Mapping[str, Any], field: str = "implementa
     return kwargs
 
 
+def build_implementation_node(node: Mapping[str, Any], field: str = "implementation") -> Any:
+    """The implementation ``node`` names, built: the class checked (``check_implementation_node``),
+    the keys bound to its signature (``check_arguments``), then called with them, as Hydra's
+    ``instantiate(node, _recursive_=False)`` would for plain keyword arguments, without its
+    per-call config copies (ranks build one per case). A ``UserError`` the constructor raises
+    about its own arguments propagates; anything else it raises is a bug and keeps its traceback."""
+    cls = check_implementation_node(node, field)
+    return cls(**check_arguments(cls, node, field))
+
+
 def _has_target(value: Any) -> bool:
     if isinstance(value, Mapping):
         return "_target_" in value or any(_has_target(v) for v in value.values())

@@ -113,13 +113,11 @@ def _alive(refs: list) -> int:
 
 
 def instantiate(impl_cfg: dict) -> KVShardingImplementation:
-    """The implementation under test, from its config node: checked first (a Protocol class, keyword
-    arguments only, no nested ``_target_``), then called with those keyword arguments, as Hydra's
-    ``instantiate`` would (without its per-call config copies: a rank builds one per case)."""
-    from harness.config.targets import check_arguments, check_implementation_node
+    """The implementation under test, from its config node (``harness.config.targets``: checked,
+    arguments bound, then built)."""
+    from harness.config.targets import build_implementation_node
 
-    cls = check_implementation_node(impl_cfg)
-    return cls(**check_arguments(cls, impl_cfg))
+    return build_implementation_node(impl_cfg)
 
 
 def engines_for(world_size: int, run, *, separate_draft: bool = False) -> tuple[EngineLayout, ...]:
