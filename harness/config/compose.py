@@ -104,7 +104,7 @@ def _option_node(conf_dir: Path, group: str, option: str):
     key = (str(conf_dir), group, option)
     if key not in _local:
         _local[key] = _without(alone, group) == _without(base, group)
-    return alone[group] if _local[key] else _NOT_LOCAL
+    return alone._get_node(group) if _local[key] else _NOT_LOCAL  # the node itself, also where its value is None
 
 
 def _assemble(conf_dir: Path, parsed: Sequence) -> Optional[DictConfig]:
@@ -112,7 +112,6 @@ def _assemble(conf_dir: Path, parsed: Sequence) -> Optional[DictConfig]:
     import copy
 
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
-    from omegaconf import open_dict
 
     choices: dict = {}
     changes = []
@@ -138,11 +137,12 @@ def _assemble(conf_dir: Path, parsed: Sequence) -> Optional[DictConfig]:
         if node is _NOT_LOCAL:
             return None
         nodes[group] = node
-    cfg = copy.deepcopy(base)
+    # One copy of the default config in which each chosen group's node is a fresh copy of the
+    # option's node (copy.deepcopy's memo substitutes it; the copy re-parents it). Assigning the
+    # nodes after copying would copy each group twice and validate nodes Hydra already typed.
+    memo = {id(base._get_node(group)): copy.deepcopy(node) for group, node in nodes.items()}
+    cfg = copy.deepcopy(base, memo)
     try:
-        with open_dict(cfg):
-            for group, node in nodes.items():
-                cfg[group] = node  # OmegaConf assigns a copy of a node (the cached one stays as it was)
         ConfigLoaderImpl._apply_overrides_to_config(changes, cfg)
     except Exception:  # composed whole by the caller, whose error names the override
         return None
@@ -178,10 +178,17 @@ def parse_override(text: str, *, sweep: bool = False):
     ``sweep``) is a sweep where one value is needed. ``.key_or_group`` is the key,
     ``.value()`` the typed value (what Hydra itself would set).
     """
-    from hydra.errors import HydraException
-
     if not isinstance(text, str):
         raise ConfigError("override", text, "a string key=value")
+    return _parse_checked(text, sweep)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_checked(text: str, sweep: bool):
+    """``parse_override``'s work, once per distinct text (a test matrix repeats a few dozen overrides
+    thousands of times). A refusal raises every time; the shared result is never modified."""
+    from hydra.errors import HydraException
+
     try:
         override = _parser().parse_override(text)
     except HydraException as exc:

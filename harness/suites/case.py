@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cache, cached_property
-from typing import Any
+from typing import Any, Mapping
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,8 +48,10 @@ class Case:
             "parallel": dict(_option("parallel", self.parallel)),
             "layerwise": dict(_option("layerwise", self.layerwise)),
         }
+        from harness.config.compose import parse_override
+
         for item in self.extra:
-            override = _parsed(item)
+            override = parse_override(item)
             group, _, name = override.key_or_group.partition(".")
             if group in values and name and not override.is_delete():
                 values[group][name] = override.value()
@@ -106,14 +108,6 @@ class Resolved:
 
 
 @cache
-def _parsed(item: str):
-    """The harness's one override parser (Hydra's), once per distinct override text."""
-    from harness.config.compose import parse_override
-
-    return parse_override(item)
-
-
-@cache
 def _option(group: str, option: str) -> tuple:
     from omegaconf import OmegaConf
 
@@ -124,9 +118,29 @@ def _option(group: str, option: str) -> tuple:
     return tuple((data or {}).items())
 
 
-@cache
+_RESOLVED: dict[tuple[str, ...], Resolved] = {}
+"""Override set -> what it composed to, in this process."""
+
+
 def resolve(overrides: tuple[str, ...]) -> Resolved:
     """Compose once per distinct override set (cached per process: ids and tests share it)."""
+    found = _RESOLVED.get(overrides)
+    if found is None:
+        found = _RESOLVED[overrides] = _compose_case(overrides)
+    return found
+
+
+def adopt(resolved: Mapping[tuple[str, ...], Resolved]) -> None:
+    """Take cases another process of the same run composed, so this one does not compose them again.
+
+    Under an external launcher rank 0 composes every case and broadcasts the results
+    (``harness.suites.torchrun_matrix``): one composition for the whole group, the same
+    configuration on every host.
+    """
+    _RESOLVED.update(resolved)
+
+
+def _compose_case(overrides: tuple[str, ...]) -> Resolved:
     from omegaconf import OmegaConf
 
     from harness.config.build import build_run_spec, check_implementation_config
