@@ -1,0 +1,48 @@
+"""Under an external launcher the group composes once: rank 0 composes, the other ranks adopt."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.suites import case as case_module
+from harness.suites.case import Case
+from harness.suites.torchrun_matrix import _compose_on_rank_0
+
+CASE = Case(tc="TC-01", model="deepseek_v32", layerwise="s2", parallel="tp4", implementation="reference")
+
+
+class _Ctx:
+    """A rank of a group whose broadcast hands every rank what rank 0 sent."""
+
+    def __init__(self, rank: int, sent: dict) -> None:
+        self.rank, self.sent = rank, sent
+
+    def broadcast_object(self, obj, src: int = 0):
+        if self.rank == src:
+            self.sent["payload"] = obj
+        return self.sent["payload"]
+
+
+def test_other_ranks_adopt_rank_0s_cases_without_composing(monkeypatch):
+    key = tuple(CASE.overrides())
+    monkeypatch.setattr(case_module, "_RESOLVED", {})
+    sent: dict = {}
+    _compose_on_rank_0(_Ctx(0, sent), [CASE, CASE])
+    composed = case_module._RESOLVED[key]
+    assert list(sent["payload"]["resolved"]) == [key]  # each distinct case once
+
+    monkeypatch.setattr(case_module, "_RESOLVED", {})  # rank 1: a process that composed nothing
+    monkeypatch.setattr(case_module, "_compose_case", lambda overrides: pytest.fail("rank 1 composed"))
+    _compose_on_rank_0(_Ctx(1, sent), [CASE])
+    assert CASE.resolved is composed
+    assert CASE.resolved.run.layerwise.split_size == 2
+
+
+def test_a_case_rank_0_cannot_compose_stops_every_rank_with_its_message(monkeypatch):
+    bad = Case(tc="TC-01", model="deepseek_v32", layerwise="s2", parallel="tp4", implementation="reference",
+               extra=("cache.block_size=many",))
+    monkeypatch.setattr(case_module, "_RESOLVED", {})
+    sent: dict = {}
+    for rank in (0, 1):
+        with pytest.raises(RuntimeError, match="rank 0 could not compose.*cache.block_size"):
+            _compose_on_rank_0(_Ctx(rank, sent), [bad])
