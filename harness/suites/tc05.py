@@ -152,7 +152,7 @@ def _exchange(ctx, run, plan, cache) -> tuple[list[str], dict]:
     regions = _regions(cache)
     problems += _overlaps(r, regions)
     guards = _fill_guards(regions)
-    stats["guard_windows"] = sum(len(g[1]) for g in guards)
+    stats["guard_windows"] = sum(len(picked) for _, windows in guards for _, picked in windows)
 
     for layer in cache.layers:
         if layer.owned:
@@ -360,13 +360,13 @@ def _fill_guards(regions: dict) -> list:
             continue
         width = min(GUARD_BYTES, nbytes)
         unused = sorted({first + (last - first) * k // (GUARD_BLOCKS - 1) for k in range(GUARD_BLOCKS)})
-        blocks = flat.view(n0, nbytes)
+        rows = flat.view(n0, nbytes)[unused[0]:unused[-1] + 1]  # a view: the sampled blocks and those between
+        picked = torch.tensor([b - unused[0] for b in unused], device=t.device)
         windows = []
-        for b in unused:
-            for lo in sorted({0, nbytes - width}):
-                window = blocks[b, lo:lo + width]
-                window.fill_(SENTINEL)
-                windows.append(window)
+        for lo in sorted({0, nbytes - width}):  # each window offset: every sampled block at once
+            window = rows[:, lo:lo + width]
+            window.index_fill_(0, picked, SENTINEL)
+            windows.append((window, picked))
         out.append((label, windows))
     return out
 
@@ -374,7 +374,7 @@ def _fill_guards(regions: dict) -> list:
 def _check_guards(r: int, guards: list) -> list[str]:
     out = []
     for label, windows in guards:
-        changed = sum(int((w != SENTINEL).sum()) for w in windows)
+        changed = sum(int((w.index_select(0, rows) != SENTINEL).sum()) for w, rows in windows)
         if changed:
             out.append(f"rank {r} {label}: {changed} guard bytes outside the written blocks changed")
     return out
