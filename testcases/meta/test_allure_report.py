@@ -4,9 +4,9 @@ One pytest subprocess runs a few cases of the smoke matrix on DeepSeek-V3.2 (``C
 every TC, once for the reference, where every TC passes, and once for a mutant that
 skips the layout digest check, where TC-04 must fail as a product defect; TC-04 twice,
 so its failures are a group of like cases), then the pinned Allure CLI builds the
-single-file report twice (the second one with the first one's trend) and the test
-reads the report's own embedded data back; with Chromium installed, a real browser
-opens it.
+single-file report (with a trend history; two reports in a row are
+``testcases/unit/test_reporting.py``'s) and the test reads the report's own embedded
+data back; with Chromium installed, a real browser opens it.
 """
 
 from __future__ import annotations
@@ -74,11 +74,11 @@ def test_report_shows_every_tc_with_its_status(tmp_path):
     assert (results / "environment.properties").is_file() and (results / "categories.json").is_file()
 
     history = tmp_path / "allure-history"
-    report.generate(results, tmp_path / "report", cli=cli, history=history)
     index = report.generate(results, tmp_path / "report", cli=cli, history=history)
     page = index.read_text()
     files = report.embedded_files(page)
-    assert len(json.loads(files["widgets/history-trend.json"])) == 2  # the first report is the trend's first point
+    # the trend's first point (two reports in a row, two points: testcases/unit/test_reporting.py)
+    assert len(json.loads(files["widgets/history-trend.json"])) == 1 and (history / "history-trend.json").is_file()
     assert json.loads(files["widgets/summary.json"])["reportName"] == report.REPORT_NAME
     cases = _cases_by_tc(page)
     assert sorted(cases) == TCS == sorted(CASES)

@@ -64,11 +64,23 @@ def _wait_for(predicate, timeout_s: float, what: str) -> None:
     pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
 
 
-def _wait_gone(tag: str, timeout_s: float = 20) -> list[int]:
+def _wait_gone(tag: str, timeout_s: float = 20) -> list[str]:
+    """The processes carrying ``tag`` still alive after ``timeout_s``, each as pid, parent, state and command."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and tagged(tag):
         time.sleep(0.2)
-    return tagged(tag)
+    return [_describe(pid) for pid in tagged(tag)]
+
+
+def _describe(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            command = fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[-1].split()
+        return f"pid {pid} (parent {int(fields[1])}, state {fields[0].decode()}): {command[:200]}"
+    except OSError:
+        return f"pid {pid} (gone meanwhile)"
 
 
 # ---- folders of runs started together ------------------------------------------------------------
