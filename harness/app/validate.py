@@ -261,47 +261,85 @@ def results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, multirun:
 
 def check_results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, multirun: bool) -> Path:
     key, value, path = results_dir(job, hydra_overrides, multirun=multirun)
-    check_writable(path, key, value)
+    kept = check_writable(path, key, value)
     if multirun:  # each job writes into <sweep dir>/<subdir>: a subdir may point anywhere (an absolute path)
         from harness.config.compose import parse_override
 
-        for text in hydra_overrides:
-            override = parse_override(text)
-            if override.key_or_group == "hydra.sweep.subdir" and not override.is_delete():
-                given = override.get_value_element_as_str()
-                first_job = re.sub(r"\$\{[^}]*\}", "0", given)  # ${hydra.job.num} of the first job
-                check_writable(path / first_job, "hydra.sweep.subdir", given)
+        try:
+            for text in hydra_overrides:
+                override = parse_override(text)
+                if override.key_or_group == "hydra.sweep.subdir" and not override.is_delete():
+                    given = override.get_value_element_as_str()
+                    first_job = re.sub(r"\$\{[^}]*\}", "0", given)  # ${hydra.job.num} of the first job
+                    kept += check_writable(path / first_job, "hydra.sweep.subdir", given)
+        except ConfigError:  # refused after all: the first check's folders go too
+            _remove_empty(kept)
+            raise
     return path
 
 
-def check_writable(path: Path, key: str, value: Optional[str] = None) -> None:
-    """Create ``path`` (and parents), write a probe file, then remove what this created."""
+def check_writable(path: Path, key: str, value: Optional[str] = None) -> list[Path]:
+    """Create ``path`` (and parents) and write a probe file there; ``ConfigError`` if that fails.
+
+    Afterwards ``path`` itself is removed if this created it (its name may hold the start
+    time, so the run may write elsewhere). Parents this created stay on success, since the
+    run writes under them, and are returned (outermost first); after a failure everything
+    this created is removed again.
+    Runs started together share parents (``reports/sweeps/<date>``): one that vanishes
+    while this creates the chain (another run's failed check removed it) is made again.
+    """
     path = Path(path).absolute()
     value = str(path) if value is None else value
     created: list[Path] = []
+    ok = False
     try:
-        missing, existing = [], path
-        while not existing.exists():
-            missing.append(existing)
-            existing = existing.parent
-        if not existing.is_dir():
-            raise ConfigError(key, value, "a writable directory for the results", f"{existing} is not a directory")
-        for directory in reversed(missing):
+        for attempt in range(_CREATE_ATTEMPTS):
             try:
-                directory.mkdir()
-            except FileExistsError:  # a run started at the same moment made it: theirs, not ours to remove
-                if not directory.is_dir():
+                _make_chain(path, key, value, created)
+                break
+            except FileNotFoundError:
+                if attempt == _CREATE_ATTEMPTS - 1:
                     raise
-                continue
-            created.append(directory)
         with tempfile.TemporaryFile(dir=path):
             pass
+        ok = True
     except OSError as exc:
         raise ConfigError(key, value, "a writable directory for the results",
                           f"cannot write {path}: {exc.strerror or exc}") from None
     finally:
-        for directory in reversed(created):
-            try:
-                directory.rmdir()
-            except OSError:
-                pass
+        if created and ok and created[-1] == path:
+            _remove_empty(created[-1:])
+            created.pop()
+        elif not ok:
+            _remove_empty(created)
+    return created
+
+
+def _remove_empty(directories: Sequence[Path]) -> None:
+    """Remove ``directories`` (outermost first) innermost first, each only if empty."""
+    for directory in reversed(directories):
+        try:
+            directory.rmdir()
+        except OSError:
+            pass
+
+
+_CREATE_ATTEMPTS = 5
+
+
+def _make_chain(path: Path, key: str, value: str, created: list[Path]) -> None:
+    """Create the missing directories down to ``path``, appending each one this made to ``created``."""
+    missing, existing = [], path
+    while not existing.exists():
+        missing.append(existing)
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(key, value, "a writable directory for the results", f"{existing} is not a directory")
+    for directory in reversed(missing):
+        try:
+            directory.mkdir()
+        except FileExistsError:  # a run started at the same moment made it: theirs, not ours to remove
+            if not directory.is_dir():
+                raise
+            continue
+        created.append(directory)

@@ -117,14 +117,43 @@ def test_mistakes_are_one_line_before_hydra_starts(argv, expected):
     assert "\n" not in str(info.value)
 
 
-def test_results_dir_check_leaves_nothing_behind(tmp_path):
+def test_results_dir_check_removes_the_folder_it_probed_and_keeps_the_parents_the_run_writes_under(tmp_path):
     target = tmp_path / "a" / "b" / "c"
     validate.check_writable(target, "hydra.run.dir")
-    assert not (tmp_path / "a").exists()
+    assert not target.exists() and (tmp_path / "a" / "b").is_dir()
     blocker = tmp_path / "file"
     blocker.write_text("")
     with pytest.raises(ConfigError, match="is not a directory"):
         validate.check_writable(blocker / "x", "hydra.run.dir")
+
+
+def test_a_refused_results_dir_leaves_nothing_behind(tmp_path, monkeypatch):
+    def unwritable(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(validate.tempfile, "TemporaryFile", unwritable)
+    with pytest.raises(ConfigError, match="cannot write .*Permission denied"):
+        validate.check_writable(tmp_path / "a" / "b" / "c", "hydra.run.dir")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_parent_removed_meanwhile_by_a_run_started_together_is_made_again(tmp_path, monkeypatch):
+    """Two sweeps started in the same second share ``reports/sweeps/<date>``: the other one's check
+    removing a parent while this one creates the chain under it is not this run's error."""
+    from pathlib import Path
+
+    shared, mine = tmp_path / "sweeps", tmp_path / "sweeps" / "2026-12-01" / "run-1"
+    real_mkdir, removed = Path.mkdir, []
+
+    def mkdir(self, *args, **kwargs):
+        if self == mine.parent and not removed:  # the other run's check removes the parent it made, now
+            removed.append(True)
+            shared.rmdir()
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    validate.check_writable(mine, "hydra.sweep.dir")
+    assert removed and not mine.exists() and mine.parent.is_dir()
 
 
 BAD_INPUT = [
