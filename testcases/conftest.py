@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import importlib
 import json
 import os
 import shutil
@@ -62,3 +63,27 @@ def standalone_torchrun_rank_info(once_per_run) -> subprocess.CompletedProcess:
 
     saved = json.loads((once_per_run("standalone-torchrun", run) / "run.json").read_text())
     return subprocess.CompletedProcess(**saved)
+
+
+@pytest.fixture
+def _loaded_before_pytester() -> None:
+    for name in ("hypothesis", "zoneinfo", "torch", "torch.distributed"):  # what an in-process TC run loads
+        try:
+            importlib.import_module(name)
+        except ImportError:  # not installed: then no run loads it either
+            pass
+
+
+@pytest.fixture
+def pytester(_loaded_before_pytester: None, pytester: pytest.Pytester) -> pytest.Pytester:
+    """pytest's ``pytester``, created after the compiled modules an in-process run loads are imported.
+
+    ``pytester`` removes from ``sys.modules`` every module imported after it was created (at
+    the end of each in-process run and of the test), but a compiled extension stays loaded:
+    importing it again later in this worker fails (``SystemError: ... bad call flags``) or
+    crashes the worker. A TC run loads torch and ``torch.distributed``, and Hypothesis's pytest
+    plugin loads ``hypothesis._native`` when a run ends; a worker whose first import of them
+    happened inside such a run broke the next test that imports them
+    (``pytest testcases/meta/test_bad_input.py testcases/meta/test_security.py``).
+    """
+    return pytester
