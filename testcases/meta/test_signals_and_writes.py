@@ -190,20 +190,22 @@ def test_a_worker_killed_outright_leaves_no_temp_folder(tmp_path, temp_root):
 # ---- failed writes ------------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
-def test_a_result_line_that_cannot_be_written_fails_its_case_not_the_session(tmp_path):
+def test_a_result_line_that_cannot_be_written_fails_its_case_not_the_session(pytester, request):
+    """pytest's main in-process (``--lw-keep-pools``: on this worker's rank pools, as the bad-input
+    table's spec-rejection test runs), with every result line going to a full disk."""
     if not os.path.exists("/dev/full"):
         pytest.skip("/dev/full absent here")
-    argv = [sys.executable, "-m", "pytest", TC01, "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-            "--lw-override", "model=deepseek_v32", "--lw-override", "layerwise=s2", "--lw-override", "parallel=tp4",
-            "--lw-override", "implementation=reference", "-k", "reference-int8 or w4-reference]",
-            "--lw-results", "/dev/full"]
-    proc = subprocess.run(argv, cwd=tmp_path, env=_env("writes"), capture_output=True, text=True, timeout=300)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 1, out[-3000:]
+    result = pytester.runpytest_inprocess(
+        TC01, "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+        "--lw-override", "model=deepseek_v32", "--lw-override", "layerwise=s2", "--lw-override", "parallel=tp4",
+        "--lw-override", "implementation=reference", "-k", "reference-int8 or w4-reference]",
+        "--lw-results", "/dev/full", "--lw-keep-pools",
+        "--lw-max-live-ranks", str(request.config.getoption("lw_max_live_ranks")))
+    out = "\n".join(result.outlines + result.errlines)
+    assert result.ret == 1, out[-3000:]
     assert "INTERNALERROR" not in out and "Traceback" not in out
     assert "could not append this case's result to --lw-results /dev/full" in out
-    assert "2 failed" in out, out[-1500:]  # both cases ran to the end; only their result lines were lost
+    result.assert_outcomes(failed=2)  # both cases ran to the end; only their result lines were lost
 
 
 def test_an_allure_file_that_cannot_be_written_is_recorded_not_raised(tmp_path, monkeypatch):
