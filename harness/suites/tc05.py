@@ -374,7 +374,7 @@ def _fill_guards(regions: dict) -> list:
 def _check_guards(r: int, guards: list) -> list[str]:
     out = []
     for label, windows in guards:
-        changed = sum(int((w.index_select(0, rows) != SENTINEL).sum()) for w, rows in windows)
+        changed = sum(int((w.index_select(0, picked) != SENTINEL).sum()) for w, picked in windows)
         if changed:
             out.append(f"rank {r} {label}: {changed} guard bytes outside the written blocks changed")
     return out
