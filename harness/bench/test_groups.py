@@ -7,11 +7,13 @@
 Runs pytest once (arguments after ``--``; default ``-n 4``) with a JUnit XML report and
 reads each test's duration from it (setup + call + teardown). Prints the run's wall time,
 then per group (``unit``, ``tc``, ``meta``, ...) and per file: the tests, the summed test
-time, its share, and the slowest test, slowest first, so the next slow test is easy to
-find; then every test that failed or errored. The first line also gives the CPU seconds
-the whole machine spent busy meanwhile (``/proc/stat``; other load on the machine counts).
-Under ``-n N`` the summed times add up to about N x the wall time; a file's share is what
-matters. Nothing is asserted: figures only.
+time, its share, its CPU seconds, and the slowest test, slowest first, so the next slow test
+is easy to find; then the tests that cost the most CPU, and every test that failed or
+errored. The first line also gives the CPU seconds the whole machine spent busy meanwhile
+(``/proc/stat``; other load on the machine counts). Under ``-n N`` the summed times add up
+to about N x the wall time, and a test's wall time grows with what runs beside it; its CPU
+(``harness.bench.cpu_probe``: its own process and the processes it waited for, not the
+pools' ranks) does not. Nothing is asserted: figures only.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
 
+from harness.bench import cpu_probe
 from harness.paths import REPO_ROOT
 
 DEFAULT_ARGS = ("-n", "4")
@@ -50,32 +53,41 @@ def parse_junit(path: Path) -> list[dict]:
 
 
 def summarize(cases: list[dict]) -> dict:
-    files: dict[str, dict] = defaultdict(lambda: {"tests": 0, "seconds": 0.0, "slowest": ("", 0.0)})
-    groups: dict[str, dict] = defaultdict(lambda: {"tests": 0, "seconds": 0.0})
+    files: dict[str, dict] = defaultdict(lambda: {"tests": 0, "seconds": 0.0, "cpu_s": 0.0, "slowest": ("", 0.0)})
+    groups: dict[str, dict] = defaultdict(lambda: {"tests": 0, "seconds": 0.0, "cpu_s": 0.0})
     for c in cases:
         f, g = files[c["file"]], groups[c["group"]]
         f["group"] = c["group"]
         for entry in (f, g):
             entry["tests"] += 1
             entry["seconds"] += c["seconds"]
+            entry["cpu_s"] += c.get("cpu_s") or 0.0
         if c["seconds"] > f["slowest"][1]:
             f["slowest"] = (c["name"], c["seconds"])
     return {"groups": dict(groups), "files": dict(files)}
 
 
 def render(summary: dict, wall_s: float, exit_code: int, args: list[str], *, cpu_s: float | None = None,
-           failed: list[dict] = ()) -> str:
+           failed: list[dict] = (), cases: list[dict] = (), top: int = 15) -> str:
     total = sum(g["seconds"] for g in summary["groups"].values()) or 1.0
     cpu = f"; machine CPU {cpu_s:.0f} s over all cores" if cpu_s is not None else ""
+    measured = [c for c in cases if c.get("cpu_s") is not None]
     lines = [f"pytest {' '.join(args)}: wall {wall_s:.1f} s (exit {exit_code}){cpu}; summed test time {total:.1f} s", "",
-             f"{'group / file':<48} {'tests':>6} {'summed s':>9} {'share':>6}  slowest test"]
+             f"{'group / file':<48} {'tests':>6} {'summed s':>9} {'share':>6} {'CPU s':>7}  slowest test"]
     for group, g in sorted(summary["groups"].items(), key=lambda kv: -kv[1]["seconds"]):
-        lines.append(f"{group:<48} {g['tests']:>6} {g['seconds']:>9.1f} {g['seconds'] / total:>6.0%}")
+        lines.append(f"{group:<48} {g['tests']:>6} {g['seconds']:>9.1f} {g['seconds'] / total:>6.0%} {g['cpu_s']:>7.1f}")
         members = [(name, f) for name, f in summary["files"].items() if f["group"] == group]
         for name, f in sorted(members, key=lambda kv: -kv[1]["seconds"]):
             slow_name, slow_s = f["slowest"]
             lines.append(f"  {name:<46} {f['tests']:>6} {f['seconds']:>9.1f} {f['seconds'] / total:>6.0%}"
-                         f"  {slow_s:.1f} s {slow_name[:60]}")
+                         f" {f['cpu_s']:>7.1f}  {slow_s:.1f} s {slow_name[:60]}")
+    if measured:
+        attributed = sum(c["cpu_s"] for c in measured)
+        share = f", {attributed / cpu_s:.0%} of the machine's" if cpu_s else ""
+        lines += ["", f"most CPU (the test's own process and the processes it waited for: {attributed:.0f} s in all"
+                      f"{share}; the rest is pools' ranks, forkservers, start-up):"]
+        lines += [f"  {c['cpu_s']:>6.1f} s  {c['file']}::{c['name']}"
+                  for c in sorted(measured, key=lambda c: -c["cpu_s"])[:top]]
     if failed:
         lines += ["", f"not passed ({len(failed)}):"]
         lines += [f"  {c['outcome']}: {c['file']}::{c['name']}" for c in failed]
@@ -100,17 +112,22 @@ def main(argv=None) -> int:
     args = parser.parse_args(own)
     pytest_args = pytest_args or list(DEFAULT_ARGS)
     with tempfile.TemporaryDirectory(prefix="lwsplit-durations-") as tmp:
-        xml = Path(tmp) / "junit.xml"
-        cmd = [sys.executable, "-m", "pytest", *pytest_args, "-q", "-p", "no:cacheprovider",
+        xml, probe = Path(tmp) / "junit.xml", Path(tmp) / "cpu"
+        probe.mkdir()
+        cmd = [sys.executable, "-m", "pytest", *pytest_args, "-q", "-p", "no:cacheprovider", "-p", cpu_probe.__name__,
                f"--junitxml={xml}", "-o", "junit_duration_report=total", "-o", "junit_family=xunit2"]
         start, cpu_start = time.monotonic(), busy_cpu_s()
-        proc = subprocess.run(cmd, cwd=REPO_ROOT, env=dict(os.environ), stdout=subprocess.DEVNULL)
+        proc = subprocess.run(cmd, cwd=REPO_ROOT, env={**os.environ, cpu_probe.DIR_ENV: str(probe)},
+                              stdout=subprocess.DEVNULL)
         wall_s, cpu_end = time.monotonic() - start, busy_cpu_s()
         cases = parse_junit(xml) if xml.is_file() else []
+        cpu_by_test = cpu_probe.read(probe)
+    for c in cases:
+        c["cpu_s"] = cpu_by_test.get((c["file"], c["name"]))
     cpu_s = cpu_end - cpu_start if cpu_start is not None and cpu_end is not None else None
     summary = summarize(cases)
     failed = [c for c in cases if c["outcome"] in ("failure", "error")]
-    print(render(summary, wall_s, proc.returncode, pytest_args, cpu_s=cpu_s, failed=failed))
+    print(render(summary, wall_s, proc.returncode, pytest_args, cpu_s=cpu_s, failed=failed, cases=cases))
     if args.json:
         Path(args.json).write_text(json.dumps({"wall_s": wall_s, "cpu_s": cpu_s, "exit_code": proc.returncode,
                                                "args": pytest_args,

@@ -24,7 +24,7 @@ def test_groups_and_files_slowest_first(tmp_path):
     cases = parse_junit(path)
     assert [(c["group"], c["file"]) for c in cases][:1] == [("unit", "unit/test_app.py")]
     summary = summarize(cases)
-    assert summary["groups"]["unit"] == {"tests": 2, "seconds": 3.0}
+    assert summary["groups"]["unit"] == {"tests": 2, "seconds": 3.0, "cpu_s": 0.0}  # no probe lines: no CPU
     assert summary["files"]["meta/test_faults.py"]["slowest"] == ("test_faults_end_to_end", 60.0)
     text = render(summary, wall_s=61.0, exit_code=0, args=["-n", "4"])
     lines = text.splitlines()
@@ -37,3 +37,44 @@ def test_groups_and_files_slowest_first(tmp_path):
                     failed=[c for c in cases if c["outcome"] == "failure"])
     assert "machine CPU 100 s over all cores" in failed.splitlines()[0]
     assert failed.splitlines()[-2:] == ["not passed (1):", "  failure: tc/test_tc01_allocation.py::test_tc01[x]"]
+
+
+def test_cpu_per_test_from_the_probe_lines_of_every_process(tmp_path):
+    from harness.bench import cpu_probe
+
+    (tmp_path / "101.jsonl").write_text(
+        '{"nodeid": "testcases/unit/test_app.py::test_a", "self_s": 1.5, "children_s": 0.25}\n'
+        '{"nodeid": "testcases/meta/test_faults.py::test_faults_end_to_end", "self_s": 0.5, "children_s": 9.5}\n')
+    (tmp_path / "102.jsonl").write_text('{"nodeid": "testcases/tc/test_tc01_allocation.py::test_tc01[x]", '
+                                         '"self_s": 0.5, "children_s": 0.0}\n')
+    cpu = cpu_probe.read(tmp_path)
+    assert cpu == {("unit/test_app.py", "test_a"): 1.75, ("meta/test_faults.py", "test_faults_end_to_end"): 10.0,
+                   ("tc/test_tc01_allocation.py", "test_tc01[x]"): 0.5}
+    path = tmp_path / "junit.xml"
+    path.write_text(JUNIT)
+    cases = parse_junit(path)
+    for c in cases:
+        c["cpu_s"] = cpu.get((c["file"], c["name"]))
+    summary = summarize(cases)
+    assert summary["groups"]["meta"]["cpu_s"] == 10.0 and summary["files"]["unit/test_app.py"]["cpu_s"] == 1.75
+    text = render(summary, wall_s=61.0, exit_code=0, args=["-n", "4"], cpu_s=40.0, cases=cases, top=2)
+    most = text.splitlines()[text.splitlines().index(next(l for l in text.splitlines() if l.startswith("most CPU"))):]
+    assert "12 s in all, 31% of the machine's" in most[0]
+    assert most[1:3] == ["    10.0 s  meta/test_faults.py::test_faults_end_to_end", "     1.8 s  unit/test_app.py::test_a"]
+
+
+def test_the_probe_measures_a_test_and_the_process_it_waited_for(pytester, monkeypatch):
+    from harness.bench import cpu_probe
+
+    folder = pytester.path / "cpu"
+    folder.mkdir()
+    monkeypatch.setenv(cpu_probe.DIR_ENV, str(folder))
+    pytester.makepyfile(
+        "import subprocess, sys\n\n"
+        "def test_busy_child():\n"
+        "    subprocess.run([sys.executable, '-c', 'sum(i * i for i in range(3_000_000))'], check=True)\n")
+    result = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", cpu_probe.__name__)
+    result.assert_outcomes(passed=1)
+    [(key, seconds)] = cpu_probe.read(folder).items()
+    assert key == ("test_the_probe_measures_a_test_and_the_process_it_waited_for.py", "test_busy_child")
+    assert seconds > 0.05  # the child's work, which its own process would not show
