@@ -9,8 +9,8 @@ reads each test's duration from it (setup + call + teardown). Prints the run's w
 then per group (``unit``, ``tc``, ``meta``, ...) and per file: the tests, the summed test
 time, its share, its CPU seconds, and the slowest test, slowest first, so the next slow test
 is easy to find; then the tests that cost the most CPU, and every test that failed or
-errored. The first line also gives the CPU seconds the whole machine spent busy meanwhile
-(``/proc/stat``; other load on the machine counts). Under ``-n N`` the summed times add up
+errored, with the first line of its message. The first line also gives the CPU seconds
+the whole machine spent busy meanwhile (``/proc/stat``; other load on the machine counts). Under ``-n N`` the summed times add up
 to about N x the wall time, and a test's wall time grows with what runs beside it; its CPU
 (``harness.bench.cpu_probe``: its own process and the processes it waited for, not the
 pools' ranks) does not. Nothing is asserted: figures only.
@@ -46,9 +46,12 @@ def parse_junit(path: Path) -> list[dict]:
         module = [p for p in parts if p.startswith("test_")]
         stem = parts[: parts.index(module[0]) + 1] if module else parts
         file = "/".join(stem) + ".py" if stem else "(unknown)"
-        outcome = next((child.tag for child in case if child.tag in ("failure", "error", "skipped")), "passed")
+        found = next((child for child in case if child.tag in ("failure", "error", "skipped")), None)
+        outcome = found.tag if found is not None else "passed"
+        message = (found.get("message") or "").strip() if found is not None else ""
         out.append({"file": file, "group": stem[0] if len(stem) > 1 else "(top)",
-                    "name": case.get("name", ""), "seconds": float(case.get("time", 0) or 0), "outcome": outcome})
+                    "name": case.get("name", ""), "seconds": float(case.get("time", 0) or 0), "outcome": outcome,
+                    "message": message.splitlines()[0][:300] if message else ""})
     return out
 
 
@@ -90,7 +93,10 @@ def render(summary: dict, wall_s: float, exit_code: int, args: list[str], *, cpu
                   for c in sorted(measured, key=lambda c: -c["cpu_s"])[:top]]
     if failed:
         lines += ["", f"not passed ({len(failed)}):"]
-        lines += [f"  {c['outcome']}: {c['file']}::{c['name']}" for c in failed]
+        for c in failed:
+            lines.append(f"  {c['outcome']}: {c['file']}::{c['name']}")
+            if c.get("message"):
+                lines.append(f"    {c['message']}")
     return "\n".join(lines)
 
 

@@ -36,7 +36,7 @@ def test_groups_and_files_slowest_first(tmp_path):
     failed = render(summary, wall_s=61.0, exit_code=1, args=["-n", "4"], cpu_s=100.0,
                     failed=[c for c in cases if c["outcome"] == "failure"])
     assert "machine CPU 100 s over all cores" in failed.splitlines()[0]
-    assert failed.splitlines()[-2:] == ["not passed (1):", "  failure: tc/test_tc01_allocation.py::test_tc01[x]"]
+    assert failed.splitlines()[-3:] == ["not passed (1):", "  failure: tc/test_tc01_allocation.py::test_tc01[x]", "    m"]
 
 
 def test_cpu_per_test_from_the_probe_lines_of_every_process(tmp_path):
