@@ -115,8 +115,10 @@ def test_runs_and_sweeps_started_together_get_their_own_folders(tmp_path):
 
 
 def _sweep(tmp_path: Path, tag: str, temp_root: str) -> subprocess.Popen:
-    argv = [sys.executable, "-m", "harness", "-m", "suite.tcs=[TC-02]", "model=deepseek_v32", "layerwise=off,s2,s4",
-            f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+    """Three jobs; the second one's case hangs (``fault_hang``: rank 3 never finishes), so a signal sent
+    while it runs lands inside a job whatever the machine's load (a passing job takes about 0.5 s)."""
+    argv = [sys.executable, "-m", "harness", "-m", "suite.tcs=[TC-02]", "model=deepseek_v32", "layerwise=s2",
+            "parallel=tp4", "implementation=reference,fault_hang,reference", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
     return subprocess.Popen(argv, cwd=tmp_path, env={**_env(tag), "TMPDIR": temp_root}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
 
@@ -129,7 +131,8 @@ def test_a_signal_stops_the_sweep_between_jobs_and_leaves_nothing_behind(tmp_pat
     try:
         _wait_for(lambda: (tmp_path / "sweep" / "0" / "result.json").is_file() or proc.poll() is not None,
                   240, "the first job's result")
-        time.sleep(0.5)  # the second job is under way: its rank pool is up
+        _wait_for(lambda: (tmp_path / "sweep" / "1").is_dir() or proc.poll() is not None, 60, "the second job")
+        time.sleep(0.5)  # the second job's case is under way on the pool, its rank 3 hanging
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=120)
     finally:
