@@ -291,7 +291,6 @@ def check_writable(path: Path, key: str, value: Optional[str] = None) -> list[Pa
     path = Path(path).absolute()
     value = str(path) if value is None else value
     created: list[Path] = []
-    ok = False
     try:
         for attempt in range(_CREATE_ATTEMPTS):
             try:
@@ -302,17 +301,15 @@ def check_writable(path: Path, key: str, value: Optional[str] = None) -> list[Pa
                     raise
         with tempfile.TemporaryFile(dir=path):
             pass
-        ok = True
-    except OSError as exc:
+    except (OSError, ConfigError) as exc:
+        _remove_empty(created)
+        if isinstance(exc, ConfigError):
+            raise
         raise ConfigError(key, value, "a writable directory for the results",
                           f"cannot write {path}: {exc.strerror or exc}") from None
-    finally:
-        if created and ok and created[-1] == path:
-            _remove_empty(created[-1:])
-            created.pop()
-        elif not ok:
-            _remove_empty(created)
-    return created
+    if path in created:
+        _remove_empty([path])
+    return [d for d in dict.fromkeys(created) if d != path]
 
 
 def _remove_empty(directories: Sequence[Path]) -> None:

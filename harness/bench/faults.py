@@ -99,6 +99,21 @@ def tagged(tag: str) -> list[int]:
     return out
 
 
+def left_behind(tag: str) -> list[str]:
+    """The live processes carrying ``tag``, each as ``pid (parent P, state S): command line``."""
+    out = []
+    for pid in tagged(tag):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                command = fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[-1].split()
+        except OSError:  # gone meanwhile
+            continue
+        out.append(f"pid {pid} (parent {int(fields[1])}, state {fields[0].decode()}): {command[:200]}")
+    return out
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:

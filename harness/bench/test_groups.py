@@ -10,10 +10,10 @@ then per group (``unit``, ``tc``, ``meta``, ...) and per file: the tests, the su
 time, its share, its CPU seconds, and the slowest test, slowest first, so the next slow test
 is easy to find; then the tests that cost the most CPU, and every test that failed or
 errored, with the first line of its message. The first line also gives the CPU seconds
-the whole machine spent busy meanwhile (``/proc/stat``; other load on the machine counts). Under ``-n N`` the summed times add up
-to about N x the wall time, and a test's wall time grows with what runs beside it; its CPU
-(``harness.bench.cpu_probe``: its own process and the processes it waited for, not the
-pools' ranks) does not. Nothing is asserted: figures only.
+the whole machine spent busy meanwhile (``/proc/stat``; other load on the machine counts).
+Under ``-n N`` the summed times add up to about N x the wall time, and a test's wall time
+grows with what runs beside it; its CPU (``harness.bench.cpu_probe``: its own process and
+the processes it waited for, not the pools' ranks) does not. Nothing is asserted: figures only.
 """
 
 from __future__ import annotations

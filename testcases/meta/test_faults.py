@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.bench.faults import TAG_ENV, tagged
+from harness.bench.faults import TAG_ENV, left_behind
 
 pytestmark = pytest.mark.meta
 
@@ -52,19 +52,6 @@ EXPECTED = {
 }
 
 
-def _tagged(tag: str) -> list[str]:
-    """Live processes carrying ``tag`` (found by the bench's /proc scan), with their command lines."""
-    found = []
-    for pid in tagged(tag):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as cmd:
-                command = cmd.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        found.append(f"{pid}: {command[:200]}")
-    return found
-
-
 def _fault_run(out: Path) -> dict:
     """Run the fault matrix once; its Allure results by case id, its output, and what it left running."""
     alluredir, results = out / "allure", out / "results.jsonl"
@@ -80,11 +67,11 @@ def _fault_run(out: Path) -> dict:
         "-k", "s2-w4 and not (int8 or fp8 or cp2 or kv-split or sleep-mode or quantized or pcie or dp3)",
     ]
     proc = subprocess.run(argv, capture_output=True, text=True, cwd=out, env=env, timeout=600)
-    left = _tagged(tag)
+    left = left_behind(tag)
     deadline = time.monotonic() + 5.0  # the forkserver and resource tracker leave right after their parent
     while left and time.monotonic() < deadline:
         time.sleep(0.1)
-        left = _tagged(tag)
+        left = left_behind(tag)
     allure = {}
     for path in alluredir.glob("*-result.json"):
         data = json.loads(path.read_text())

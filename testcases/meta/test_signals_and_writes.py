@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.bench.faults import TAG_ENV, tagged
+from harness.bench.faults import TAG_ENV, left_behind, tagged
 from harness.paths import REPO_ROOT
 
 pytestmark = pytest.mark.meta
@@ -69,18 +69,8 @@ def _wait_gone(tag: str, timeout_s: float = 20) -> list[str]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and tagged(tag):
         time.sleep(0.2)
-    return [_describe(pid) for pid in tagged(tag)]
+    return left_behind(tag)
 
-
-def _describe(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            command = fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            fields = fh.read().rsplit(b")", 1)[-1].split()
-        return f"pid {pid} (parent {int(fields[1])}, state {fields[0].decode()}): {command[:200]}"
-    except OSError:
-        return f"pid {pid} (gone meanwhile)"
 
 
 # ---- folders of runs started together ------------------------------------------------------------
