@@ -176,14 +176,15 @@ def _check_extra_overrides(matrix) -> None:
     (FEATURE section 3) is left to the TCs, which check that the implementation
     under test refuses it.
     """
-    if not matrix.extra:
+    if not (matrix.extra or matrix.group_keys):
         return
     from harness.rankpool.backend import BACKENDS, check_seconds
     from harness.suites.case import Case
     from implementations.errors import ConfigError
 
-    case = Case(tc="", model=matrix.models[0], layerwise=matrix.layerwise[0], parallel=matrix.parallel[0],
-                hardware=matrix.hardware[0], implementation=matrix.implementations[0], extra=tuple(matrix.extra))
+    lw, par = matrix.layerwise[0], matrix.parallel[0]
+    case = Case(tc="", model=matrix.models[0], layerwise=lw, parallel=par, hardware=matrix.hardware[0],
+                implementation=matrix.implementations[0], extra=matrix.extra_for(lw, par))
     resolved = case.resolved  # composes: unknown keys, wrong types, malformed overrides
     if resolved.backend not in BACKENDS:
         raise ConfigError("runner.backend", resolved.backend, f"one of {', '.join(BACKENDS)}")

@@ -87,8 +87,8 @@ def run_job(
             result["status"] = st.PLANNED if result["plan"] else st.REJECTED
             result["message"] = result.get("plan_error", "")
         else:
-            axes, extra = matrix_choices(cfg, choices, key_overrides(task_overrides, choices))
-            result.update(run_suite(cfg, axes, extra, job_dir, quiet=quiet))
+            axes = {group: choices.get(group) for group in MATRIX_GROUPS}
+            result.update(run_suite(cfg, axes, key_overrides(task_overrides, choices), job_dir, quiet=quiet))
     except UserError as exc:
         result.update(status=st.ERROR, message=str(exc))
     except Exception as exc:  # a bug: one line here, the traceback beside the result
@@ -153,7 +153,13 @@ def config_facts(cfg, choices: Mapping[str, Optional[str]]) -> dict:
 
 
 def key_overrides(task_overrides: Sequence[str], choices: Mapping[str, Optional[str]]) -> list[str]:
-    """The job's overrides other than group choices and this app's own keys (``suite.*``)."""
+    """The job's overrides other than group choices and this app's own keys (``suite.*``).
+
+    The suites get them as they are: a ``layerwise.*`` or ``parallel.*`` key changes that
+    matrix axis's options and the TCs choose cases by the resulting value
+    (``harness.suites.matrix``), so ``layerwise.enable=true layerwise.split_size=2`` runs the
+    cases ``layerwise=s2`` runs; any other key applies to every case.
+    """
     from harness.config.compose import parse_override
 
     groups = {k for k in choices if not k.startswith("hydra/")}
@@ -164,42 +170,6 @@ def key_overrides(task_overrides: Sequence[str], choices: Mapping[str, Optional[
             continue
         out.append(text)
     return out
-
-
-def matrix_choices(cfg, choices: Mapping[str, Optional[str]], extra: Sequence[str]) -> tuple[dict, list[str]]:
-    """The matrix axes for this job, and the key overrides left for every case.
-
-    Key overrides apply to every case of every TC, so ``layerwise.enable=true`` would
-    also turn on the split in TC-06's disabled cases. When the job's ``layerwise`` or
-    ``parallel`` node equals a shipped option (``layerwise.enable=true
-    layerwise.split_size=2`` is ``layerwise=s2``), the job narrows that axis to the
-    option instead and drops those key overrides.
-    """
-    axes = {group: choices.get(group) for group in MATRIX_GROUPS}
-    extra = list(extra)
-    for group in ("layerwise", "parallel"):
-        touched = [o for o in extra if o.lstrip("+~").startswith(f"{group}.")]
-        option = _equal_option(group, cfg[group], prefer=choices.get(group)) if touched else None
-        if option is not None:
-            axes[group] = option
-            extra = [o for o in extra if o not in touched]
-    return axes, extra
-
-
-def _equal_option(group: str, node, prefer: Optional[str]) -> Optional[str]:
-    from omegaconf import OmegaConf
-
-    from harness.config import schema
-    from harness.paths import CONF_DIR
-
-    node_schema = {"layerwise": schema.LayerwiseConfig, "parallel": schema.ParallelConfig}[group]
-    wanted = OmegaConf.to_container(node, resolve=True)
-    paths = sorted((CONF_DIR / group).glob("*.yaml"), key=lambda p: p.stem != prefer)
-    for path in paths:
-        option = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(node_schema), OmegaConf.load(path)))
-        if option == wanted:
-            return path.stem
-    return None
 
 
 def tc_files(tcs: Sequence[str]) -> tuple[list[Path], list[str]]:

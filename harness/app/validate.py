@@ -85,28 +85,18 @@ def check_invocation(inv: Invocation) -> Optional[Path]:
 def sweep_values(text: str) -> tuple[str, list[str]]:
     """(key element, value strings) of one override; one value unless it is a sweep."""
     from hydra.core.override_parser.types import Glob
-    from hydra.errors import HydraException
 
-    from harness.config.compose import _parser
-    from harness.config.errors import APP_GROUPS, GROUPS, group_options
+    from harness.config.compose import parse_override
+    from harness.config.errors import APP_GROUPS, GROUPS, empty_value, group_options
     from harness.paths import CONF_DIR
 
-    try:
-        override = _parser().parse_override(text)
-    except HydraException as exc:
-        key = text.split("=", 1)[0].lstrip("+~")
-        if "empty choice" in str(exc):
-            raise _empty(key) from None
-        detail = str(exc).strip().splitlines()
-        raise ConfigError("override", text,
-                          "malformed; use group=option (model=deepseek_v3), key=value (layerwise.split_size=2) "
-                          "or a sweep (model=a,b)", detail[-1] if detail else "") from None
+    override = parse_override(text, sweep=True)
     key = override.get_key_element()
     if override.is_delete():
         return key, [text]
     if not override.is_sweep_override():
         if override.get_value_element_as_str() == "":
-            raise _empty(override.key_or_group)
+            raise empty_value(CONF_DIR, override.key_or_group)
         return key, [text]
     if override.is_interval_sweep():
         raise ConfigError(override.key_or_group, text.split("=", 1)[1],
@@ -120,19 +110,8 @@ def sweep_values(text: str) -> tuple[str, list[str]]:
     else:
         values = list(override.sweep_string_iterator())
     if not values:
-        raise _empty(override.key_or_group)
+        raise empty_value(CONF_DIR, override.key_or_group)
     return key, [f"{key}={v}" for v in values]
-
-
-def _empty(key: str) -> ConfigError:
-    from harness.config.errors import APP_GROUPS, GROUPS, group_options
-    from harness.paths import CONF_DIR
-
-    if key in GROUPS + APP_GROUPS:
-        allowed = f"give one or more of {', '.join(group_options(CONF_DIR, key))}, e.g. {key}=a,b"
-    else:
-        allowed = f"give one or more values, e.g. {key}=1,2"
-    return ConfigError(key, "", f"no value (an empty sweep); {allowed}")
 
 
 def expand(overrides: Sequence[str]) -> list[list[str]]:

@@ -192,11 +192,14 @@ def _parse_checked(text: str, sweep: bool):
     try:
         override = _parser().parse_override(text)
     except HydraException as exc:
+        if "empty choice" in str(exc):
+            raise errors.empty_value(CONF_DIR, text.split("=", 1)[0].lstrip("+~")) from None
         detail = str(exc).strip().splitlines()
         raise ConfigError(
             "override", text,
-            "malformed; use group=option (model=deepseek_v3) or key=value (layerwise.split_size=2)",
-            detail[1] if len(detail) > 1 else "",
+            "malformed; use group=option (model=deepseek_v3), key=value (layerwise.split_size=2)"
+            + (" or a sweep (model=a,b)" if sweep else ""),
+            detail[-1] if detail else "",
         ) from None
     if not override.key_or_group:
         raise ConfigError("override", text, "a key or group before '='")

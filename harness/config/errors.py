@@ -46,6 +46,15 @@ def group_options(conf_dir: Path, group: str) -> list[str]:
     return sorted(p.stem for p in (conf_dir / group).glob("*.yaml"))
 
 
+def empty_value(conf_dir: Path, key: str) -> ConfigError:
+    """An override or sweep with no value (``model=``, ``model=choice()``)."""
+    if key in GROUPS + APP_GROUPS:
+        allowed = f"give one or more of {', '.join(group_options(conf_dir, key))}, e.g. {key}=a,b"
+    else:
+        allowed = f"give one or more values, e.g. {key}=1,2"
+    return ConfigError(key, "", f"no value (an empty sweep); {allowed}")
+
+
 def unknown_option(conf_dir: Path, group: str, option: str) -> ConfigError:
     options = group_options(conf_dir, group)
     detail = ""

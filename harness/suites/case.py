@@ -44,24 +44,13 @@ class Case:
         Read without composing (Hydra composition costs ~0.1 s): ids and ordering are
         needed for every case at collection, composition only for the cases a worker runs.
         """
-        values = {
-            "parallel": dict(_option("parallel", self.parallel)),
-            "layerwise": dict(_option("layerwise", self.layerwise)),
-        }
-        from harness.config.compose import parse_override
+        par = option_spec("parallel", self.parallel, self._keys("parallel"))
+        lw = option_spec("layerwise", self.layerwise, self._keys("layerwise"))
+        return {"world_size": par.world_size, "dp_size": par.dp_size, "enable": lw.enable,
+                "split_size": lw.split_size}
 
-        for item in self.extra:
-            override = parse_override(item)
-            group, _, name = override.key_or_group.partition(".")
-            if group in values and name and not override.is_delete():
-                values[group][name] = override.value()
-        par, lw = values["parallel"], values["layerwise"]
-        return {
-            "world_size": int(par.get("world_size", 1)),
-            "dp_size": int(par.get("dp_size", 1)),
-            "enable": bool(lw.get("enable", False)),
-            "split_size": int(lw.get("split_size", 1)),
-        }
+    def _keys(self, group: str) -> tuple[str, ...]:
+        return tuple(o for o in self.extra if o.lstrip("+~").startswith(f"{group}."))
 
     @property
     def world_size(self) -> int:
@@ -108,14 +97,40 @@ class Resolved:
 
 
 @cache
-def _option(group: str, option: str) -> tuple:
-    from omegaconf import OmegaConf
+def option_spec(group: str, option: str, keys: tuple[str, ...] = ()):
+    """What a ``layerwise`` or ``parallel`` option means, as its frozen spec (``LayerwiseFlags``,
+    ``ParallelSpec``): the option's YAML with the group's key overrides ``keys``
+    (``layerwise.split_size=2``) on top, type-checked by the group's schema.
 
+    Read without composing the whole config: case ids, and which cases a TC runs, need it
+    for every case at collection. A key or value the schema cannot hold is the
+    ``ConfigError`` composition would raise.
+    """
+    from omegaconf import OmegaConf
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ValidationError
+
+    from harness.config import errors, schema
+    from harness.config.build import spec_from_node
+    from harness.config.compose import parse_override
     from harness.paths import CONF_DIR
 
+    node_schema = {"layerwise": schema.LayerwiseConfig, "parallel": schema.ParallelConfig}[group]
     path = CONF_DIR / group / f"{option}.yaml"
-    data = OmegaConf.to_container(OmegaConf.load(path)) if path.is_file() else None
-    return tuple((data or {}).items())
+    node = OmegaConf.structured(node_schema)
+    if path.is_file():
+        node = OmegaConf.merge(node, OmegaConf.load(path))
+    for text in keys:
+        override = parse_override(text)
+        if override.is_delete():
+            continue
+        full_key = override.key_or_group
+        try:
+            OmegaConf.update(node, full_key.split(".", 1)[1], override.value(), merge=True)
+        except (ConfigAttributeError, ConfigKeyError):
+            raise errors.unknown_key(full_key) from None
+        except ValidationError as exc:
+            raise errors.wrong_type(full_key, override.value(), str(exc)) from None
+    return spec_from_node(node_schema.spec, node)
 
 
 _RESOLVED: dict[tuple[str, ...], Resolved] = {}

@@ -31,20 +31,21 @@ def standard_cases(tc: str, matrix, *, layerwise=None, parallel=None, models=Non
         matrix.implementations,
     ):
         out.append(Case(tc=tc, model=model, layerwise=lw, parallel=par, implementation=impl,
-                        hardware=hw, extra=tuple(matrix.extra)))
+                        hardware=hw, extra=matrix.extra_for(lw, par)))
     return out
 
 
 def regrouped_cases(tc: str, matrix, models, *, layerwise=("s2",), draft: Optional[dict] = None) -> list[Case]:
     """Workers on the regrouped topology at world 4 (tp4) and 8 (dp2_tp4), CPU profile: the first
     model the matrix offers of ``models``, each split size of ``layerwise`` the matrix offers (s = 2:
-    at s = 4 a TP group of 4 is one split group, whose positions equal ``rank % s``)."""
+    at s = 4 a TP group of 4 is one split group, whose positions equal ``rank % s``). These options
+    are the TC's own, as shipped: run when the layerwise axis offers the same split."""
     if REGROUPED not in matrix.topologies and matrix.topologies:
         return []
     model = preferred(models, matrix.models)[0]
     out = []
-    for lw, par, impl in product([lw for lw in layerwise if lw in matrix.layerwise],
-                                 REGROUPED_PARALLEL, matrix.implementations):
+    for lw, par, impl in product([lw for lw in layerwise if matrix.offers("layerwise", lw)], REGROUPED_PARALLEL,
+                                 matrix.implementations):
         out.append(Case(tc=tc, model=model, layerwise=lw, parallel=par, implementation=impl, hardware="cpu",
                         draft=(draft or {}).get(model, "none"), variant=REGROUPED,
                         extra=(f"hardware.topology={REGROUPED}", *matrix.extra)))
@@ -216,7 +217,8 @@ def summarize(facts: list) -> dict:
 
 def preferred(values, axis) -> list[str]:
     """The ``values`` a TC prefers that the matrix axis still offers; the whole axis if none do
-    (a run narrowed to other values gets those, rather than no cases)."""
+    (a run narrowed to other values gets those, rather than no cases). For models; the layerwise
+    and parallel axes compare values instead (``Matrix.preferred``)."""
     return [v for v in values if v in axis] or list(axis)
 
 

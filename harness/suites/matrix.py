@@ -1,17 +1,24 @@
 """The case matrix: axes from ``conf/matrix/<name>.yaml``, narrowed by overrides.
 
 An override on an axis (``model=qwen3_5_moe``, ``layerwise=s2,s4``) replaces that
-axis's values; any other override (``cache.block_size=64``,
-``layerwise.split_size=2``) is passed to every case's composition.
+axis's values. A key of the ``layerwise`` or ``parallel`` group
+(``layerwise.split_size=2``, ``parallel.dp_size=2``) changes that axis's options: every
+case composing one of them gets it, and the TCs choose their cases by the value that
+results (``Matrix.layerwise_flags``, ``Matrix.parallel_spec``), never by option name.
+Options a TC names itself that the axis lacks (a rule's own variant) stay as shipped.
+Any other override (``cache.block_size=64``) is passed to every case's composition.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import Optional, Sequence
 
 from harness.config.schema import TC_IDS
 from harness.paths import CONF_DIR
+from harness.suites.case import option_spec
 from implementations.errors import ConfigError
+from implementations.specs import LayerwiseFlags, ParallelSpec
 
 # override key -> matrix axis it narrows
 AXIS_KEYS = {
@@ -23,6 +30,8 @@ AXIS_KEYS = {
     "topology": "topologies",
     "tc": "tcs",
 }
+VALUE_GROUPS = ("layerwise", "parallel")
+"""Groups whose key overrides change the matrix axis's options rather than every case."""
 
 
 @dataclass
@@ -39,6 +48,45 @@ class Matrix:
     tcs: list[str] = field(default_factory=lambda: list(TC_IDS))
     extra: list[str] = field(default_factory=list)
     """Key overrides applied to every case."""
+    group_keys: dict[str, list[str]] = field(default_factory=dict)
+    """``layerwise``/``parallel`` -> that group's key overrides, applied to the axis's options."""
+
+    def keys_for(self, group: str, option: Optional[str]) -> tuple[str, ...]:
+        """The group's key overrides if ``option`` is on its axis; none for ``None``."""
+        return tuple(self.group_keys.get(group, ())) if option in getattr(self, AXIS_KEYS[group]) else ()
+
+    def extra_for(self, layerwise: Optional[str] = None, parallel: Optional[str] = None) -> tuple[str, ...]:
+        """A case's key overrides: the group keys of the options it takes from the axes, then the
+        matrix's other key overrides. Pass ``None`` for an option the TC names itself: it stays as shipped."""
+        return (*self.keys_for("layerwise", layerwise), *self.keys_for("parallel", parallel), *self.extra)
+
+    def layerwise_flags(self, option: str) -> LayerwiseFlags:
+        """What an axis option means in this matrix: the shipped option with the group's keys on top."""
+        return option_spec("layerwise", option, self.keys_for("layerwise", option))
+
+    def parallel_spec(self, option: str) -> ParallelSpec:
+        return option_spec("parallel", option, self.keys_for("parallel", option))
+
+    def value(self, group: str, option: str):
+        return self.layerwise_flags(option) if group == "layerwise" else self.parallel_spec(option)
+
+    def offers(self, group: str, option: str) -> bool:
+        """Whether an axis option means what the shipped ``option`` means (a TC's own variant of it runs)."""
+        return bool(self.offered(group, [option]))
+
+    def offered(self, group: str, options: Sequence[str]) -> list[str]:
+        """The axis options whose value here equals a shipped option of ``options`` (in their order)."""
+        axis = getattr(self, AXIS_KEYS[group])
+        out = []
+        for option in options:
+            shipped = option_spec(group, option)
+            out += [a for a in axis if self.value(group, a) == shipped and a not in out][:1]
+        return out
+
+    def preferred(self, group: str, options: Sequence[str]) -> list[str]:
+        """The axis options equal to one of ``options``; the whole axis if none are (a run narrowed to
+        other values gets those, rather than no cases)."""
+        return self.offered(group, options) or list(getattr(self, AXIS_KEYS[group]))
 
 
 def available(group: str) -> list[str]:
@@ -65,7 +113,21 @@ def load_matrix(name: str, overrides: list[str] = ()) -> Matrix:
     for item in overrides:
         _apply(matrix, item)
     _check(matrix)
+    for group in VALUE_GROUPS:
+        _drop_equal_options(matrix, group)
     return matrix
+
+
+def _drop_equal_options(matrix: Matrix, group: str) -> None:
+    """Keep the first of the axis options the group keys make equal (``layerwise.split_size=2`` turns
+    s2 and s4 into the same split): one case per value, not two with one id."""
+    kept, values = [], []
+    for option in getattr(matrix, AXIS_KEYS[group]):
+        value = matrix.value(group, option)
+        if value not in values:
+            kept.append(option)
+            values.append(value)
+    setattr(matrix, AXIS_KEYS[group], kept)
 
 
 def _apply(matrix: Matrix, item: str) -> None:
@@ -90,6 +152,8 @@ def _apply(matrix: Matrix, item: str) -> None:
             raise ConfigError(key, override.get_value_element_as_str(),
                               f"at least one value (empty sweep); allowed: {', '.join(allowed)}")
         setattr(matrix, AXIS_KEYS[key], values)
+    elif key.split(".", 1)[0] in VALUE_GROUPS and "." in key:
+        matrix.group_keys.setdefault(key.split(".", 1)[0], []).append(item)
     else:
         matrix.extra.append(item)
 

@@ -82,7 +82,7 @@ def variant_cases(tc: str, matrix, names=None) -> list:
     for variant, lw, par, extra in VARIANTS:
         if names is not None and variant not in names:
             continue
-        if lw not in matrix.layerwise:
+        if not matrix.offers("layerwise", lw):
             continue  # a narrowed matrix (one job's split size) keeps only its own variants
         for model in (m for m in VARIANT_MODELS if m in matrix.models):
             for impl in matrix.implementations:
@@ -96,7 +96,7 @@ def rejection_cases(tc: str, matrix) -> list:
     exactly one rule: where the matrix's own key overrides already break one, its cases are left out."""
     out = []
     for variant, model, lw, par, hw, extra in REJECTIONS:
-        if lw not in matrix.layerwise or model not in matrix.models:
+        if not matrix.offers("layerwise", lw) or model not in matrix.models:
             continue
         if matrix.extra and _breaks_a_rule(model, lw, par, hw, tuple(matrix.extra)):
             continue

@@ -70,20 +70,20 @@ than one split group."""
 def cases(matrix) -> list[Case]:
     """8-card topologies on the cpu profile at world 8 (tp8), world 4 (tp4) where the first
     four cards regroup, and the BI-V100 profile (4 cards, flat PIX) at world 4."""
-    models, layerwise = preferred(MODELS, matrix.models), preferred(LAYERWISE, matrix.layerwise)
+    models, layerwise = preferred(MODELS, matrix.models), matrix.preferred("layerwise", LAYERWISE)
     out = []
     for topo in matrix.topologies:
         if topo == BI_V100[1]:
             continue  # the BI-V100 profile below carries it
         worlds = ["tp8"] + (["tp4"] if topo in REGROUPED_4 else [])
         for par, model, lw, impl in itertools.product(worlds, models, layerwise, matrix.implementations):
-            if par == "tp4" and (model != models[0] or lw != "s2"):
+            if par == "tp4" and (model != models[0] or matrix.layerwise_flags(lw).effective_split_size != 2):
                 continue  # one model suffices for the 4-rank regroup; s4 at w4 is a single group
             out.append(Case(tc=TC, model=model, layerwise=lw, parallel=par, implementation=impl, hardware="cpu",
-                            variant=topo, extra=(f"hardware.topology={topo}", *matrix.extra)))
+                            variant=topo, extra=(f"hardware.topology={topo}", *matrix.extra_for(lw))))
     for model, lw, impl in itertools.product(models, layerwise, matrix.implementations):
         out.append(Case(tc=TC, model=model, layerwise=lw, parallel="tp4", implementation=impl,
-                        hardware=BI_V100[0], extra=tuple(matrix.extra)))
+                        hardware=BI_V100[0], extra=matrix.extra_for(lw)))
     for impl in matrix.implementations:  # two ranks per card: the master must refuse (HBM)
         out.append(Case(tc=TC, model=models[0], layerwise="s2", parallel="tp4", implementation=impl,
                         hardware="cpu", variant="oversubscribed", extra=(OVERSUBSCRIBED, *matrix.extra)))

@@ -60,16 +60,16 @@ VICTIM = 1
 def cases(matrix) -> list[Case]:
     out = []
     for model, lw, par, impl in itertools.product(
-        preferred(MODELS, matrix.models), matrix.layerwise, preferred(PARALLEL, matrix.parallel),
+        preferred(MODELS, matrix.models), matrix.layerwise, matrix.preferred("parallel", PARALLEL),
         matrix.implementations,
     ):
         out.append(Case(tc=TC, model=model, layerwise=lw, parallel=par, implementation=impl,
-                        extra=tuple(matrix.extra)))
+                        extra=matrix.extra_for(lw, par)))
     spec_models = [m for m in DRAFTS if m in matrix.models]  # a narrowed run keeps to its models
-    for model, lw, impl in itertools.product(spec_models, preferred(SPEC_LAYERWISE, matrix.layerwise),
+    for model, lw, impl in itertools.product(spec_models, matrix.preferred("layerwise", SPEC_LAYERWISE),
                                              matrix.implementations):
         out.append(Case(tc=TC, model=model, layerwise=lw, parallel="tp4", implementation=impl,
-                        draft=DRAFTS[model], variant=SPEC, extra=tuple(matrix.extra)))
+                        draft=DRAFTS[model], variant=SPEC, extra=matrix.extra_for(lw)))
     return out + regrouped_cases(TC, matrix, MODELS)
 
 

@@ -66,7 +66,6 @@ world_size = plan_world_size
 __all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "report_view", "summarize", "missing_baseline",
            "separate_draft", "world_size"]
 
-LAYERWISE = ("s2", "s4")
 DP_MODELS = ("deepseek_v32", "qwen3_5_moe")
 """Models also run at dp 2 x tp 4 (one MLA+DSA, one hybrid): the split groups of two TP groups."""
 QUANTIZED = ("int8", "deepseek_v32", "s2", ("cache.kv_cache_dtype=int8", "cache.indexer_cache_dtype=int8"))
@@ -83,20 +82,22 @@ MAX_LISTED = 40
 
 
 def cases(matrix) -> list[Case]:
-    """Supported models x {s2, s4} x tp4, plus dp 2 x tp 4 for two models, x implementations."""
+    """Supported models x the layerwise axis's active splits (s2, s4) x tp4, plus the other parallel
+    options (dp 2 x tp 4) for two models, x implementations."""
     models = [m for m in matrix.models if m != "llama3_8b"]  # the dense control cannot split (TC-01 covers that)
-    layerwise = [lw for lw in matrix.layerwise if lw in LAYERWISE]
+    layerwise = [lw for lw in matrix.layerwise if matrix.layerwise_flags(lw).active]
     dp_models = [m for m in DP_MODELS if m in models] or models
+    tp4 = matrix.offered("parallel", ["tp4"])
     out = []
     for hw, model, lw, par, impl in itertools.product(
         matrix.hardware, models, layerwise, matrix.parallel, matrix.implementations
     ):
-        if par != "tp4" and model not in dp_models:
+        if par not in tp4 and model not in dp_models:
             continue
         out.append(Case(tc=TC, model=model, layerwise=lw, parallel=par, implementation=impl, hardware=hw,
-                        extra=tuple(matrix.extra)))
+                        extra=matrix.extra_for(lw, par)))
     variant, model, lw, extra = QUANTIZED
-    if lw in layerwise and "cpu" in matrix.hardware:
+    if matrix.offers("layerwise", lw) and "cpu" in matrix.hardware:
         model = preferred_model(model, models)
         out += [Case(tc=TC, model=model, layerwise=lw, parallel="tp4", implementation=impl, hardware="cpu",
                      variant=variant, extra=(*extra, *matrix.extra)) for impl in matrix.implementations]

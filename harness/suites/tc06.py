@@ -45,21 +45,25 @@ MAX_LISTED = 8
 
 
 def cases(matrix) -> list[Case]:
-    """Models x {off, s1} x parallel x implementations, plus ``off-s2`` for two models at tp4."""
-    asked = [lw for lw in matrix.layerwise if lw in DISABLED]
-    layerwise = list(DISABLED) if "off" in asked else asked  # "off" stands for the whole fallback row
+    """Models x the layerwise axis's options that do not split (with the flag off: off and s1) x
+    parallel x implementations, plus ``off-s2`` for two models at tp4."""
+    asked = [lw for lw in matrix.layerwise if not matrix.layerwise_flags(lw).active]
+    flag_off = any(not matrix.layerwise_flags(lw).enable for lw in asked)
+    layerwise = list(asked)
+    if flag_off:  # the flag off stands for the whole fallback row
+        layerwise += [lw for lw in DISABLED if lw not in asked and not matrix.offers("layerwise", lw)]
     out = []
     for hw, model, lw, par, impl in itertools.product(
         matrix.hardware, matrix.models, layerwise, matrix.parallel, matrix.implementations
     ):
         out.append(Case(tc=TC, model=model, layerwise=lw, parallel=par, implementation=impl, hardware=hw,
-                        extra=tuple(matrix.extra)))
-    if "off" in asked:
+                        extra=matrix.extra_for(lw if lw in asked else None, par)))
+    if flag_off:
         off_s2 = [m for m in OFF_S2_MODELS if m in matrix.models] or list(matrix.models)[:1]
-        pars = [p for p in matrix.parallel if p == "tp4"] or list(matrix.parallel)[:1]
+        pars = matrix.offered("parallel", ["tp4"]) or list(matrix.parallel)[:1]
         for hw, model, par, impl in itertools.product(matrix.hardware, off_s2, pars, matrix.implementations):
             out.append(Case(tc=TC, model=model, layerwise="off", parallel=par, implementation=impl, hardware=hw,
-                            variant="off-s2", extra=(*OFF_S2, *matrix.extra)))
+                            variant="off-s2", extra=(*OFF_S2, *matrix.extra_for(None, par))))
     return out
 
 

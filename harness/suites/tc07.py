@@ -51,13 +51,13 @@ def cases(matrix) -> list[Case]:
     """The target/draft pairs whose target the matrix runs x layerwise x tp4 x implementations, and one
     pair on the regrouped topology at world 4 and 8."""
     pairs = [(t, d) for t, d in PAIRS if t in matrix.models]
-    pars = [p for p in matrix.parallel if p == "tp4"] or list(matrix.parallel)[:1]
+    pars = matrix.offered("parallel", ["tp4"]) or list(matrix.parallel)[:1]
     out = []
     for hw, (target, draft), lw, par, impl in itertools.product(
         matrix.hardware, pairs, matrix.layerwise, pars, matrix.implementations
     ):
         out.append(Case(tc=TC, model=target, draft=draft, layerwise=lw, parallel=par, implementation=impl,
-                        hardware=hw, variant=draft, extra=tuple(matrix.extra)))
+                        hardware=hw, variant=draft, extra=matrix.extra_for(lw, par)))
     if pairs:
         out += regrouped_cases(TC, matrix, [t for t, _ in pairs], draft=dict(PAIRS))
     return out

@@ -269,19 +269,3 @@ def test_failed_job_is_reported_and_the_sweep_exits_non_zero(tmp_path):
     if (sweep_dir / "allure-report" / "index.html").is_file():  # one combined report (when the Allure CLI is here)
         assert "(allure-report/index.html)" in summary
     assert (sweep_dir / "1" / "pytest.log").read_text().count("failed") >= 1
-
-
-def test_layerwise_key_overrides_become_the_equal_option():
-    from harness.app.job import matrix_choices
-
-    choices = {"model": "deepseek_v32", "layerwise": "off", "parallel": "tp4", "implementation": "reference",
-               "hardware": "cpu"}
-    extra = ["layerwise.enable=true", "layerwise.split_size=2", "cache.block_size=64"]
-    axes, rest = matrix_choices(compose_config(extra), choices, extra)
-    assert axes["layerwise"] == "s2" and rest == ["cache.block_size=64"]
-    odd = ["layerwise.enable=false", "layerwise.split_size=2"]  # no shipped option says this: keep the keys
-    axes, rest = matrix_choices(compose_config(odd), choices, odd)
-    assert axes["layerwise"] == "off" and rest == odd
-    par = ["parallel.world_size=8", "parallel.dp_size=2"]
-    axes, rest = matrix_choices(compose_config(par), choices, par)
-    assert axes["parallel"] == "dp2_tp4" and rest == []
