@@ -421,6 +421,45 @@ def test_assembled_configs_are_hydras():
         _same_config(compose_config(list(overrides)), _hydra_whole(list(overrides)))
 
 
+_READ_ALONE = [(g, p.stem) for g in ("model", "draft", "hardware", "parallel", "layerwise")
+               for p in sorted((CONF_DIR / g).glob("*.yaml"))]
+_READ_ALONE += [("implementation", o) for o in ("reference", "xllm_upstream", "fault_hang", "mutant_owner_off_by_one")]
+
+
+@pytest.mark.slow
+def test_options_read_alone_are_hydras_nodes():
+    """Each option of the groups a case chooses (and each shape of implementation option) read from
+    its file alone is the node Hydra's composition gives that group; only the default config, and
+    options with an ``@package`` header (draft ``none``), are composed by Hydra."""
+    from omegaconf import OmegaConf
+
+    from harness.config import compose as composition
+
+    composition._loaded.clear()
+    for group, option in _READ_ALONE:
+        node = composition._load_option(CONF_DIR, group, option)
+        hydras = composition._hydra_compose(CONF_DIR, [f"{group}={option}"])
+        if option == "none":
+            assert node is None, "an @package option is Hydra's to compose"
+            continue
+        assert node is not None, f"{group}={option} was not read alone"
+        assert OmegaConf.to_yaml(node) == OmegaConf.to_yaml(hydras[group]), f"{group}={option}"
+        assert OmegaConf.get_type(node) == OmegaConf.get_type(hydras, group), f"{group}={option}"
+
+
+def test_an_option_with_a_defaults_list_is_composed_by_hydra(tmp_path):
+    from harness.config import compose as composition
+
+    conf = tmp_path / "conf"
+    shutil.copytree(CONF_DIR, conf)
+    (conf / "layerwise" / "nested.yaml").write_text("defaults:\n  - s2\n  - _self_\nsplit_size: 4\n")
+    assert composition._load_option(conf, "layerwise", "nested") is None
+    assert composition._load_option(conf, "layerwise", "s4") is not None
+    got = compose_config(["layerwise=nested"], config_dir=conf)
+    assert (got.layerwise.enable, got.layerwise.split_size) == (True, 4)  # Hydra merged s2 under it
+    _same_config(got, _hydra_whole(["layerwise=nested"], conf))
+
+
 @pytest.mark.parametrize("overrides", [
     ["model=qwen3_5_moe", "layerwise=s4", "layerwise.split_size=2", "cache.block_size=64"],
     ["draft=deepseek_mtp", "model=deepseek_v3", "parallel=dp2_tp4", "parallel.cp_size=1"],
