@@ -4,7 +4,7 @@
     sums = pool.run(my_module.body, 3)            # body(ctx, 3) on ranks 0..3 -> [r0, r1, r2, r3]
     pool.close()
 
-Ranks are started (forked from a forkserver, see .spawn) and join their process group once; every
+Ranks are started (forked, see ``start_method`` and .spawn) and join their process group once; every
 ``run`` reuses that live group, so a test costs a few ms instead of a group start-up.
 A rank that raises, exits or hangs fails the call in bounded time (RankFailure /
 RankTimeout, with the rank's traceback or live stack); the pool then kills its
@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import signal
+import sys
 import threading
 import time
 import weakref
@@ -41,6 +42,24 @@ from .spawn import start_processes
 _MP = multiprocessing.get_context("forkserver")
 _PRELOAD = ["torch", "torch.distributed", "harness.rankpool.rank_main"]
 _MP.set_forkserver_preload(list(_PRELOAD))
+_FORK = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
+
+
+def start_method(device_type: str) -> str:
+    """``fork`` where forking the owner itself is safe, else ``forkserver``.
+
+    A forkserver costs its owner a second interpreter that imports torch (~2 s of CPU), worth it
+    where the owner cannot be forked safely: an owner with other Python threads (an xdist
+    worker's execnet threads; a lock one of them holds would stay held in the rank), an owner
+    that may have initialised CUDA (a forked child cannot use it), Python 3.12+ (which warns on
+    forking a process with any other OS thread, and torch keeps one). A single-threaded owner on
+    CPU (``python -m harness``, a plain ``pytest``) forks its ranks directly: they inherit the
+    torch and modules it already imported.
+    """
+    if (_FORK is not None and device_type == "cpu" and sys.version_info < (3, 12)
+            and threading.current_thread() is threading.main_thread() and threading.active_count() == 1):
+        return "fork"
+    return "forkserver"
 
 
 def preload(*modules: str) -> None:
@@ -89,6 +108,8 @@ class RankPool:
         self.close_timeout_s = close_timeout_s
         self.choice: BackendChoice = resolve_backend(backend, world_size, device_type=device_type)
         self.generation = 0
+        self.start_method: str | None = None
+        """How the live generation's ranks were started (``start_method``); None before the first start."""
         """How many times the ranks have been started (a rebuild after a failure adds one)."""
         self._lock = threading.RLock()
         self._owner_pid = os.getpid()
@@ -181,9 +202,11 @@ class RankPool:
         self._tmp_dir = rendezvous.make_pool_dir()
         self._stack_offsets = {}
         child_ends = []
+        self.start_method = start_method(self.choice.device_type)
+        context = _FORK if self.start_method == "fork" else _MP
         for rank in range(self.world_size):
-            parent_end, child_end = _MP.Pipe(duplex=True)
-            proc = _MP.Process(
+            parent_end, child_end = context.Pipe(duplex=True)
+            proc = context.Process(
                 target=rank_main.main,
                 name=f"lwsplit-w{self.world_size}-rank{rank}",
                 daemon=True,

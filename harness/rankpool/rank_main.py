@@ -32,9 +32,9 @@ STACK_FILE = "faulthandler-rank{rank}.txt"
 def die_with_parent(parent_pid: int) -> None:
     """SIGKILL this process when the pool's owner goes.
 
-    Ranks are forked by a forkserver that exits with the owner, so prctl's parent-death
-    signal (fired when the forking process ends) covers the fast path; a thread polling
-    the owner's pid covers the rest.
+    Ranks are forked by the owner's main (or spawner) thread, or by a forkserver that exits with
+    the owner, so prctl's parent-death signal (fired when the forking thread ends) covers the
+    fast path; a thread polling the owner's pid covers the rest.
     """
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -108,6 +108,8 @@ def main(
 ) -> None:
     die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it kills us
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # a rank forked from the owner has the owner's handlers
+        signal.signal(sig, signal.SIG_DFL)
     stack_file = open(os.path.join(tmp_dir, STACK_FILE.format(rank=rank)), "w")
     faulthandler.enable(file=stack_file, all_threads=True)  # crashes (SIGSEGV, ...)
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)  # parent asks on timeout

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import signal
 import time
 from typing import Any
 
@@ -22,7 +23,8 @@ from .errors import RankSkip
 
 def rank_info(ctx: RankContext) -> dict[str, Any]:
     """Who am I, plus a world all_reduce of rank+1 (sum over ranks, computed on every rank), and the
-    interface gloo was told to use (``GLOO_SOCKET_IFNAME`` in this rank; None: gloo picks)."""
+    interface gloo was told to use (``GLOO_SOCKET_IFNAME`` in this rank; None: gloo picks), the
+    process that started it and whether SIGTERM still kills it."""
     t = torch.tensor([float(ctx.rank + 1)], device=ctx.device)
     dist.all_reduce(t)
     return {
@@ -32,6 +34,8 @@ def rank_info(ctx: RankContext) -> dict[str, Any]:
         "device": ctx.device,
         "backend": ctx.backend,
         "pid": os.getpid(),
+        "parent_pid": os.getppid(),
+        "sigterm_default": signal.getsignal(signal.SIGTERM) == signal.SIG_DFL,
         "tmp_dir": ctx.tmp_dir,
         "world_sum": t.item(),
         "gloo_socket_ifname": os.environ.get("GLOO_SOCKET_IFNAME"),

@@ -7,7 +7,7 @@ interleaved with implementations that must pass (reference, upstream_owner_rule,
 xllm_upstream; the owner rules agree on a model without linear layers), one of them
 first, so that no fault's time to detect includes the forkserver's start and the first
 pool's. Every process it starts carries
-a unique ``LWSPLIT_RUN_TAG`` (rank processes inherit it through the forkserver).
+a unique ``LWSPLIT_RUN_TAG`` (rank processes inherit it, forked by it or by its forkserver).
 From its Allure results and the process table afterwards: each fault is a failed or
 broken test naming the rank and the reason within the timeout plus a margin, the
 tests after it pass (the pool recovered), every other result is intact, and no

@@ -40,7 +40,7 @@ def pool2():
 
 
 def child_pids() -> set[int]:
-    """Live descendants of this process (ranks are forked by a forkserver child), from /proc."""
+    """Live descendants of this process (ranks are forked by it or by its forkserver child), from /proc."""
     parent_of = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -210,12 +210,16 @@ def running(pid: int) -> bool:
 
 # The ranks are busy in a body (not reading their pipe) when the parent is SIGKILLed:
 # only PR_SET_PDEATHSIG or the parent watchdog can end them. The parent waits until
-# every rank has said it is in the body (a file in tmp_dir), then kills itself.
+# every rank has said it is in the body (a file in tmp_dir), then kills itself. It is a
+# single-threaded owner on CPU with a SIGTERM handler of its own (as the app has): it forks
+# its ranks itself, and they must not keep its handler.
 ORPHAN_SCRIPT = """
-import os, signal, threading, time
+import json, os, signal, threading, time
+signal.signal(signal.SIGTERM, lambda *_: None)
 from harness.rankpool import RankPool, selftest_bodies
 pool = RankPool(2, backend="gloo", device_type="cpu")
 pool.start()
+print(json.dumps({"method": pool.start_method, "ranks": pool.run(selftest_bodies.rank_info)}), flush=True)
 print(pool.tmp_dir, *pool.pids, flush=True)
 threading.Thread(target=pool.run, args=(selftest_bodies.hang_on_rank_after_saying_so, 0), daemon=True).start()
 marks = [os.path.join(pool.tmp_dir, f"in-body-{r}") for r in range(2)]
@@ -233,14 +237,37 @@ def test_ranks_die_when_the_parent_is_killed():
     # Popen, not run(): if ranks survived they would hold the stdout pipe open forever.
     proc = subprocess.Popen([sys.executable, "-c", ORPHAN_SCRIPT], stdout=subprocess.PIPE, text=True)
     with proc:
+        started = json.loads(proc.stdout.readline())
         tmp_dir, *pids = proc.stdout.readline().split()
         assert proc.wait(timeout=120) == -9
+    assert started["method"] == "fork", "a single-threaded owner on CPU forks its ranks itself"
+    assert [r["parent_pid"] for r in started["ranks"]] == [proc.pid] * 2
+    assert all(r["sigterm_default"] for r in started["ranks"]), "a rank kept its owner's SIGTERM handler"
     shutil.rmtree(tmp_dir, ignore_errors=True)  # a SIGKILLed parent cannot clean up after itself
     assert len(pids) == 2
     deadline = time.monotonic() + 30  # a bound for a slow CI box, not a speed claim
     while any(running(int(p)) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not [p for p in pids if running(int(p))]
+
+
+@unit
+def test_only_a_single_threaded_owner_on_cpu_forks_its_ranks(monkeypatch):
+    """Elsewhere a forkserver starts them: an owner with other threads (an xdist worker), ranks on
+    cards (CUDA does not survive a fork), a start from another thread, Python 3.12+."""
+    from harness.rankpool import pool as pool_module
+
+    forks = "fork" if sys.version_info < (3, 12) else "forkserver"
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    assert pool_module.start_method("cpu") == forks
+    assert pool_module.start_method("cuda") == "forkserver"
+    found = []
+    other = threading.Thread(target=lambda: found.append(pool_module.start_method("cpu")))
+    other.start()
+    other.join()
+    assert found == ["forkserver"]
+    monkeypatch.setattr(threading, "active_count", lambda: 3)
+    assert pool_module.start_method("cpu") == "forkserver"
 
 
 @dist
