@@ -48,13 +48,13 @@ _FORK = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all
 def start_method(device_type: str) -> str:
     """``fork`` where forking the owner itself is safe, else ``forkserver``.
 
-    A forkserver costs its owner a second interpreter that imports torch (~2 s of CPU), worth it
-    where the owner cannot be forked safely: an owner with other Python threads (an xdist
-    worker's execnet threads; a lock one of them holds would stay held in the rank), an owner
-    that may have initialised CUDA (a forked child cannot use it), Python 3.12+ (which warns on
-    forking a process with any other OS thread, and torch keeps one). A single-threaded owner on
-    CPU (``python -m harness``, a plain ``pytest``) forks its ranks directly: they inherit the
-    torch and modules it already imported.
+    An owner on CPU whose only Python thread is the main one (an xdist worker, whose execnet
+    runs on the main thread; ``python -m harness``; a plain ``pytest``) forks its ranks
+    directly: they inherit the torch and modules it already imported. A forkserver costs a
+    second interpreter that imports torch (~2 s of CPU), worth it where the owner cannot be
+    forked safely: other Python threads (a lock one of them holds would stay held in the rank),
+    ranks on cards (CUDA the owner initialised does not survive a fork), Python 3.12+ (which
+    warns on forking a process with any other OS thread, and torch keeps one).
     """
     if (_FORK is not None and device_type == "cpu" and sys.version_info < (3, 12)
             and threading.current_thread() is threading.main_thread() and threading.active_count() == 1):

@@ -253,8 +253,8 @@ def test_ranks_die_when_the_parent_is_killed():
 
 @unit
 def test_only_a_single_threaded_owner_on_cpu_forks_its_ranks(monkeypatch):
-    """Elsewhere a forkserver starts them: an owner with other threads (an xdist worker), ranks on
-    cards (CUDA does not survive a fork), a start from another thread, Python 3.12+."""
+    """Elsewhere a forkserver starts them: an owner with other Python threads, ranks on cards (CUDA
+    does not survive a fork), a start from another thread, Python 3.12+."""
     from harness.rankpool import pool as pool_module
 
     forks = "fork" if sys.version_info < (3, 12) else "forkserver"
