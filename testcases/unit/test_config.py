@@ -421,30 +421,35 @@ def test_assembled_configs_are_hydras():
         _same_config(compose_config(list(overrides)), _hydra_whole(list(overrides)))
 
 
-_READ_ALONE = [(g, p.stem) for g in ("model", "draft", "hardware", "parallel", "layerwise")
-               for p in sorted((CONF_DIR / g).glob("*.yaml"))]
-_READ_ALONE += [("implementation", o) for o in ("reference", "xllm_upstream", "fault_hang", "mutant_owner_off_by_one")]
+_READ_ALONE = {g: sorted(p.stem for p in (CONF_DIR / g).glob("*.yaml"))
+               for g in ("model", "draft", "hardware", "parallel", "layerwise")}
+_READ_ALONE["implementation"] = ["reference", "xllm_upstream", "fault_hang", "mutant_owner_off_by_one"]
 
 
 @pytest.mark.slow
 def test_options_read_alone_are_hydras_nodes():
     """Each option of the groups a case chooses (and each shape of implementation option) read from
-    its file alone is the node Hydra's composition gives that group; only the default config, and
-    options with an ``@package`` header (draft ``none``), are composed by Hydra."""
+    its file alone is the node Hydra's composition gives that group (one Hydra composition per row
+    of options, one option of every group in each); only the default config, and options with an
+    ``@package`` header (draft ``none``), are composed by Hydra."""
     from omegaconf import OmegaConf
 
     from harness.config import compose as composition
+    from harness.config.store import register
 
+    register()
     composition._loaded.clear()
-    for group, option in _READ_ALONE:
-        node = composition._load_option(CONF_DIR, group, option)
-        hydras = composition._hydra_compose(CONF_DIR, [f"{group}={option}"])
-        if option == "none":
-            assert node is None, "an @package option is Hydra's to compose"
-            continue
-        assert node is not None, f"{group}={option} was not read alone"
-        assert OmegaConf.to_yaml(node) == OmegaConf.to_yaml(hydras[group]), f"{group}={option}"
-        assert OmegaConf.get_type(node) == OmegaConf.get_type(hydras, group), f"{group}={option}"
+    for row in range(max(len(options) for options in _READ_ALONE.values())):
+        chosen = {g: options[row] for g, options in _READ_ALONE.items() if row < len(options)}
+        hydras = composition._hydra_compose(CONF_DIR, [f"{g}={o}" for g, o in chosen.items()])
+        for group, option in chosen.items():
+            node = composition._load_option(CONF_DIR, group, option)
+            if option == "none":
+                assert node is None, "an @package option is Hydra's to compose"
+                continue
+            assert node is not None, f"{group}={option} was not read alone"
+            assert OmegaConf.to_yaml(node) == OmegaConf.to_yaml(hydras[group]), f"{group}={option}"
+            assert OmegaConf.get_type(node) == OmegaConf.get_type(hydras, group), f"{group}={option}"
 
 
 def test_an_option_with_a_defaults_list_is_composed_by_hydra(tmp_path):
