@@ -1,9 +1,8 @@
 """What a reviewer sees attached to a TC in the Allure report.
 
-Builders (``layout_*``, ``memory_chart_png``, ``config_yaml``, ``rank_log_text``) are
-pure: plain values in, ``str``/``bytes`` out, no allure. The ``attach_*`` functions
-only hand a builder's output to ``allure.attach``. allure, matplotlib and omegaconf
-are imported when first needed.
+Builders (``layout_*``, ``memory_chart_svg``, ``config_yaml``, ``rank_log_text``) are
+pure: plain values in, ``str`` out, no allure. The ``attach_*`` functions only hand a
+builder's output to ``allure.attach``. allure and omegaconf are imported when first needed.
 
 A layout is a plain mapping (JSON-friendly, so it can travel from the ranks)::
 
@@ -203,7 +202,11 @@ def layout_html(layout: Mapping[str, Any], title: Optional[str] = None) -> str:
 # ---- per-rank memory chart --------------------------------------------------------------
 
 
-def memory_chart_png(
+_TARGET_COLOURS = {"estimated (implementation)": "#7aa6d6", "measured": "#3a7d44"}
+_SPEC_COLOUR, _UNIFORM_COLOUR, _BUDGET_COLOUR = "#000000", "#7f3fbf", "#c00000"
+
+
+def memory_chart_svg(
     ranks: Sequence[int],
     *,
     estimated_bytes: Sequence[int],
@@ -215,56 +218,140 @@ def memory_chart_png(
     draft_estimated_bytes: Optional[Sequence[int]] = None,
     draft_spec_bytes: Optional[Sequence[int]] = None,
     title: str = "Per-rank KV memory",
-) -> bytes:
+) -> str:
     """Bars per rank in MiB (the implementation's estimate and the measured bytes; a draft's
-    bytes stacked on the target's), a black tick per rank for the spec's bytes, and lines
-    for the spec's uniform (no split) peak and the KV budget. The legend sits below the axes."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
+    bytes stacked on the target's, lighter and hatched), a black tick per rank for the spec's
+    bytes, and lines for the spec's uniform (no split) peak and the KV budget; the legend sits
+    below the axes. An SVG document: drawn here, no plotting library (a report renders it
+    inline; a case that attaches one pays microseconds, not a plotting library's import)."""
     n = len(ranks)
     for label, values in (("estimated_bytes", estimated_bytes), ("measured_bytes", measured_bytes),
                           ("spec_bytes", spec_bytes), ("draft_measured_bytes", draft_measured_bytes),
                           ("draft_estimated_bytes", draft_estimated_bytes), ("draft_spec_bytes", draft_spec_bytes)):
         if values is not None and len(values) != n:
             raise ValueError(f"{label}: {len(values)} values for {n} ranks")
-    bars = [("estimated (implementation)", estimated_bytes, draft_estimated_bytes, "#7aa6d6")]
-    if measured_bytes is not None:
-        bars.append(("measured", measured_bytes, draft_measured_bytes, "#3a7d44"))
-    figure = Figure(figsize=(max(5.0, 1.1 * n + 3), 4.2), dpi=80)
-    FigureCanvasAgg(figure)
-    axes = figure.add_subplot()
-    width = 0.8 / len(bars)
-    for i, (label, values, draft, colour) in enumerate(bars):
-        xs = [r + (i - (len(bars) - 1) / 2) * width for r in range(n)]
-        axes.bar(xs, [v / MiB for v in values], width=width, label=f"target, {label}", color=colour)
-        if draft is not None:
-            axes.bar(xs, [v / MiB for v in draft], width=width, bottom=[v / MiB for v in values],
-                     label=f"draft, {label}", color=colour, alpha=0.45, hatch="//", edgecolor="white")
-    if spec_bytes is not None:
-        total = [t + (d if draft_spec_bytes is not None else 0)
-                 for t, d in zip(spec_bytes, draft_spec_bytes or [0] * n)]
-        label = "spec (oracle)" + (": target + draft" if draft_spec_bytes is not None else "")
-        for r, value in enumerate(total):
-            axes.hlines(value / MiB, r - 0.45, r + 0.45, colors="black", linewidth=2.5,
-                        label=label if r == 0 else None, zorder=5)
     if uniform_bytes is not None and not isinstance(uniform_bytes, int):
         uniform_bytes = max(uniform_bytes)  # one value per rank (older views): the same on every rank
+    bars = [("estimated (implementation)", estimated_bytes, draft_estimated_bytes)]
+    if measured_bytes is not None:
+        bars.append(("measured", measured_bytes, draft_measured_bytes))
+    spec_total = None
+    if spec_bytes is not None:
+        spec_total = [t + (d if draft_spec_bytes is not None else 0)
+                      for t, d in zip(spec_bytes, draft_spec_bytes or [0] * n)]
+
+    tops = [v + (d[i] if d is not None else 0) for _, values, d in bars for i, v in enumerate(values)]
+    tops += list(spec_total or []) + [b for b in (uniform_bytes, budget_bytes) if b is not None]
+    y_max = max([t / MiB for t in tops] + [1e-9]) * 1.12
+    step = _tick_step(y_max)
+
+    left, right, top, plot_h, slot = 64, 16, 34, 230, 88
+    width = max(700, slot * n + 240)  # two legend columns of the longest labels
+    plot_w = width - left - right
+    legend = _memory_legend(bars, spec_total is not None, draft_spec_bytes is not None, uniform_bytes, budget_bytes)
+    legend_rows = (len(legend) + 1) // 2
+    height = top + plot_h + 30 + 18 * legend_rows + 8
+
+    def x(position: float) -> float:  # rank r's bars are centred on r
+        return left + plot_w * (position + 0.5) / n
+
+    def y(mib: float) -> float:
+        return top + plot_h * (1 - mib / (step * _ticks(y_max, step)))
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" font-family="DejaVu Sans, Arial, sans-serif" font-size="11">',
+           '<defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" '
+           'patternTransform="rotate(45)"><line x1="0" y1="0" x2="0" y2="6" stroke="white" stroke-width="2"/>'
+           '</pattern></defs>',
+           f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="{width / 2:.1f}" y="20" text-anchor="middle" font-size="13">{html.escape(title)}</text>']
+    for k in range(_ticks(y_max, step) + 1):  # grid and y ticks
+        value = k * step
+        out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y(value):.1f}" y2="{y(value):.1f}" '
+                   f'stroke="#e0e0e0"/>')
+        out.append(f'<text x="{left - 6}" y="{y(value) + 4:.1f}" text-anchor="end">{value:,.6g}</text>')
+    out.append(f'<text x="14" y="{top + plot_h / 2:.1f}" text-anchor="middle" '
+               f'transform="rotate(-90 14 {top + plot_h / 2:.1f})">MiB</text>')
+    width_each = 0.8 / len(bars)
+    for i, (label, values, draft) in enumerate(bars):
+        colour = _TARGET_COLOURS[label]
+        for r in range(n):
+            centre = r + (i - (len(bars) - 1) / 2) * width_each
+            x0, w = x(centre - width_each / 2), plot_w * width_each / n
+            base = values[r] / MiB
+            out.append(_bar("target", label, ranks[r], x0, y(base), w, y(0) - y(base), colour))
+            if draft is not None:
+                extra = draft[r] / MiB
+                out.append(_bar("draft", label, ranks[r], x0, y(base + extra), w, y(base) - y(base + extra),
+                                colour, opacity=0.45))
+                out.append(f'<rect x="{x0:.1f}" y="{y(base + extra):.1f}" width="{w:.1f}" '
+                           f'height="{y(base) - y(base + extra):.1f}" fill="url(#hatch)"/>')
+    if spec_total is not None:
+        for r, value in enumerate(spec_total):
+            out.append(f'<line class="spec" data-rank="{ranks[r]}" x1="{x(r - 0.45):.1f}" x2="{x(r + 0.45):.1f}" '
+                       f'y1="{y(value / MiB):.1f}" y2="{y(value / MiB):.1f}" stroke="{_SPEC_COLOUR}" '
+                       f'stroke-width="2.5"/>')
     if uniform_bytes is not None:
-        axes.axhline(uniform_bytes / MiB, color="#7f3fbf", linestyle="--", linewidth=1.5,
-                     label=f"uniform at the same n_blocks (spec): {uniform_bytes / MiB:,.1f} MiB")
+        out.append(f'<line class="uniform" x1="{left}" x2="{left + plot_w}" y1="{y(uniform_bytes / MiB):.1f}" '
+                   f'y2="{y(uniform_bytes / MiB):.1f}" stroke="{_UNIFORM_COLOUR}" stroke-width="1.5" '
+                   f'stroke-dasharray="6 4"/>')
     if budget_bytes is not None:
-        axes.axhline(budget_bytes / MiB, color="#c00000", linewidth=1.5,
-                     label=f"KV budget per rank: {budget_bytes / MiB:,.1f} MiB")
-    axes.set_xticks(range(n), [f"rank {rank}" for rank in ranks])
-    axes.set_ylabel("MiB")
-    axes.set_title(title, fontsize="medium")
-    axes.margins(y=0.12)
-    axes.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    return buffer.getvalue()
+        out.append(f'<line class="budget" x1="{left}" x2="{left + plot_w}" y1="{y(budget_bytes / MiB):.1f}" '
+                   f'y2="{y(budget_bytes / MiB):.1f}" stroke="{_BUDGET_COLOUR}" stroke-width="1.5"/>')
+    out.append(f'<line x1="{left}" x2="{left}" y1="{top}" y2="{top + plot_h}" stroke="black"/>')
+    out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{top + plot_h}" y2="{top + plot_h}" stroke="black"/>')
+    for r, rank in enumerate(ranks):
+        out.append(f'<text x="{x(r):.1f}" y="{top + plot_h + 16}" text-anchor="middle">rank {rank}</text>')
+    for k, (text, swatch) in enumerate(legend):
+        lx = left + (k % 2) * (plot_w / 2)
+        ly = top + plot_h + 34 + 18 * (k // 2)
+        out.append(swatch.format(x=lx, y=ly - 9, mid=ly - 4))
+        out.append(f'<text class="legend" x="{lx + 22:.1f}" y="{ly:.1f}">{html.escape(text)}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _bar(part: str, label: str, rank: int, x0: float, y0: float, w: float, h: float, colour: str,
+         opacity: float = 1.0) -> str:
+    return (f'<rect class="bar" data-part="{part}" data-series="{html.escape(label)}" data-rank="{rank}" '
+            f'x="{x0:.1f}" y="{y0:.1f}" width="{w:.1f}" height="{max(h, 0.0):.1f}" fill="{colour}" '
+            f'fill-opacity="{opacity}"/>')
+
+
+def _memory_legend(bars, spec: bool, spec_has_draft: bool, uniform_bytes, budget_bytes) -> list[tuple[str, str]]:
+    """(label, swatch template with {x}, {y}, {mid}) for each thing drawn."""
+    out = []
+    for label, _, draft in bars:
+        colour = _TARGET_COLOURS[label]
+        out.append((f"target, {label}", f'<rect x="{{x}}" y="{{y}}" width="16" height="10" fill="{colour}"/>'))
+        if draft is not None:
+            out.append((f"draft, {label}", f'<rect x="{{x}}" y="{{y}}" width="16" height="10" fill="{colour}" '
+                        'fill-opacity="0.45"/>'))
+    if spec:
+        out.append(("spec (oracle)" + (": target + draft" if spec_has_draft else ""),
+                    f'<rect x="{{x}}" y="{{mid}}" width="16" height="2.5" fill="{_SPEC_COLOUR}"/>'))
+    if uniform_bytes is not None:
+        out.append((f"uniform at the same n_blocks (spec): {uniform_bytes / MiB:,.1f} MiB",
+                    f'<rect x="{{x}}" y="{{mid}}" width="16" height="1.5" fill="{_UNIFORM_COLOUR}"/>'))
+    if budget_bytes is not None:
+        out.append((f"KV budget per rank: {budget_bytes / MiB:,.1f} MiB",
+                    f'<rect x="{{x}}" y="{{mid}}" width="16" height="1.5" fill="{_BUDGET_COLOUR}"/>'))
+    return out
+
+
+def _tick_step(y_max: float) -> float:
+    """1, 2, 2.5 or 5 times a power of ten, giving about five ticks up to ``y_max``."""
+    import math
+
+    raw = y_max / 5
+    power = 10 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+
+
+def _ticks(y_max: float, step: float) -> int:
+    import math
+
+    return max(1, math.ceil(y_max / step - 1e-9))
 
 
 # ---- config and logs ----------------------------------------------------------------------
@@ -297,10 +384,10 @@ def attach_layout(layout: Mapping[str, Any], name: str = "layout", *, csv: bool 
 
 
 def attach_memory_chart(ranks: Sequence[int], *, name: str = "per-rank KV memory", **series) -> None:
-    """Keyword arguments are those of ``memory_chart_png``."""
+    """Keyword arguments are those of ``memory_chart_svg``."""
     import allure
 
-    allure.attach(memory_chart_png(ranks, **series), name=name, attachment_type=allure.attachment_type.PNG)
+    allure.attach(memory_chart_svg(ranks, **series), name=name, attachment_type=allure.attachment_type.SVG)
 
 
 def attach_config(config: Any, name: str = "composed config") -> None:

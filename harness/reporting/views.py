@@ -173,7 +173,7 @@ def layout_view(facts: Sequence[Any], role: str = TARGET) -> Optional[dict]:
 
 
 def memory_view(facts: Sequence[Any], role: str = TARGET) -> Optional[dict]:
-    """Keyword arguments of ``attachments.memory_chart_png`` for the case (target and, with one, draft)."""
+    """Keyword arguments of ``attachments.memory_chart_svg`` for the case (target and, with one, draft)."""
     plan, run = plan_of(facts), run_of(facts)
     rows = _rows(facts, role)
     if plan is None or not rows:

@@ -73,19 +73,41 @@ def test_layout_html():
 # ---- chart, config, logs ---------------------------------------------------------------
 
 
-def test_memory_chart_is_png():
-    png = attachments.memory_chart_png(
-        [0, 1, 2, 3], estimated_bytes=[5 << 30] * 4, measured_bytes=[5 << 30] * 4, uniform_bytes=9 << 30,
-        spec_bytes=[5 << 30] * 4, budget_bytes=10 << 30, draft_measured_bytes=[1 << 30] * 4,
+def _chart(**series):
+    import xml.etree.ElementTree as ET
+
+    return ET.fromstring(attachments.memory_chart_svg(**series))
+
+
+_SVG = "{http://www.w3.org/2000/svg}"
+
+
+def test_memory_chart_draws_each_ranks_bytes_to_scale():
+    """Bars per rank and series (a draft stacked on its target), a spec tick per rank, the uniform and
+    budget lines, every legend entry; heights in proportion to the bytes."""
+    svg = _chart(
+        ranks=[0, 1, 2, 3], estimated_bytes=[5 << 30] * 4, measured_bytes=[5 << 30, 5 << 30, 4 << 30, 5 << 30],
+        uniform_bytes=9 << 30, spec_bytes=[5 << 30] * 4, budget_bytes=10 << 30, draft_measured_bytes=[1 << 30] * 4,
         draft_estimated_bytes=[1 << 30] * 4, draft_spec_bytes=[1 << 30] * 4, title="m, s 2, world 4",
     )
-    assert png.startswith(b"\x89PNG\r\n\x1a\n")
-    assert len(png) > 1000
+    bars = svg.findall(f"{_SVG}rect[@class='bar']")
+    assert len(bars) == 4 * 2 * 2  # ranks x (estimated, measured) x (target, draft)
+    height = {(b.get("data-part"), b.get("data-series"), b.get("data-rank")): float(b.get("height")) for b in bars}
+    full = height[("target", "measured", "0")]
+    assert height[("target", "measured", "2")] == pytest.approx(full * 4 / 5, abs=0.15)
+    assert height[("draft", "measured", "0")] == pytest.approx(full / 5, abs=0.15)
+    assert len(svg.findall(f"{_SVG}line[@class='spec']")) == 4
+    assert svg.find(f"{_SVG}line[@class='uniform']") is not None and svg.find(f"{_SVG}line[@class='budget']") is not None
+    legend = [t.text for t in svg.findall(f"{_SVG}text[@class='legend']")]
+    assert legend == ["target, estimated (implementation)", "draft, estimated (implementation)", "target, measured",
+                      "draft, measured", "spec (oracle): target + draft",
+                      "uniform at the same n_blocks (spec): 9,216.0 MiB", "KV budget per rank: 10,240.0 MiB"]
+    assert "m, s 2, world 4" in [t.text for t in svg.findall(f"{_SVG}text")]
 
 
 def test_memory_chart_rejects_wrong_length():
     with pytest.raises(ValueError, match="measured"):
-        attachments.memory_chart_png([0, 1], estimated_bytes=[1, 2], measured_bytes=[1])
+        attachments.memory_chart_svg([0, 1], estimated_bytes=[1, 2], measured_bytes=[1])
 
 
 def test_config_yaml():
@@ -365,7 +387,7 @@ def test_report_end_to_end(two_reports):
     attached = {a["name"]: a["type"] for a in cases["TC-01"]["testStage"]["attachments"]}
     assert attached == {
         "layout (table)": "text/html", "layout.csv": "text/csv",
-        "per-rank KV memory": "image/png", "composed config": "application/yaml",
+        "per-rank KV memory": "image/svg+xml", "composed config": "application/yaml",
     }
     assert [a["name"] for a in cases["TC-02"]["testStage"]["attachments"]] == [
         "rank 1 log: the failure", "other ranks (0)"]
@@ -449,7 +471,7 @@ def test_views_take_expected_owners_from_the_oracle_not_the_plan():
     assert memory["uniform_bytes"] > max(memory["spec_bytes"])  # the split saves memory
     assert memory["estimated_bytes"] == [rp.estimated_bytes for rp in plan.ranks]
     assert "draft_measured_bytes" not in memory
-    assert attachments.memory_chart_png(**memory).startswith(b"\x89PNG")
+    assert len(_chart(**memory).findall(f"{_SVG}rect[@class='bar']")) == 2 * len(memory["ranks"])
 
 
 def test_views_read_frozen_dataclass_facts_alike():
@@ -503,7 +525,7 @@ def test_views_show_the_draft_of_a_speculative_case():
     n, _ = views.spec_block_counts(run)
     per_layer = oracle.expected_layer_bytes_per_block(run.draft, run.cache, 4)
     assert memory["draft_spec_bytes"] == [n * sum(per_layer.values())] * 4
-    assert attachments.memory_chart_png(**memory).startswith(b"\x89PNG")
+    assert len(_chart(**memory).findall(f"{_SVG}rect[@class='bar']")) == 4 * 2 * 2
 
 
 # ---- categories by origin, stable messages -----------------------------------------------
