@@ -31,7 +31,7 @@ Each job gets ``reports/sweeps/<date>/<time>-<run id>/<job number>/`` with its `
 (and its pytest output in ``pytest.log``); a line per job reports progress, e.g.
 ``[3/9] model=qwen3_5_moe layerwise.split_size=2: 7 passed, 1 xfailed (4.1 s)``. At
 the end ``harness.app.callback.SweepCallback`` writes ``results.csv``, ``results.md``
-and ``results.png`` (peak per-rank KV and capacity gain against split size, one line
+and ``results.svg`` (peak per-rank KV and capacity gain against split size, one line
 per model) into the sweep directory. A failed job is a row with its status (failed,
 error, missing) and makes the command exit 1. Local jobs run one after another in
 this process and share the rank pools. The README's figures table::

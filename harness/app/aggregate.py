@@ -1,6 +1,6 @@
-"""A finished sweep as a table: rows from the jobs' ``result.json``, then CSV, Markdown and PNG.
+"""A finished sweep as a table: rows from the jobs' ``result.json``, then CSV, Markdown and an SVG chart.
 
-Pure builders: result dicts in, ``str``/``bytes`` out (``harness.app.callback`` does
+Pure builders: result dicts in, ``str`` out (``harness.app.callback`` does
 the reading and writing). Every job is a row, whatever its status: a failed,
 rejected or missing job shows its status (marked) and message instead of numbers, and
 the chart marks it at its split size. Jobs are numbered from 1 everywhere (the progress
@@ -198,7 +198,7 @@ def to_markdown(rows_: Sequence[Mapping[str, Any]], results: Sequence[Mapping[st
     return "\n".join(lines) + "\n"
 
 
-# ---- PNG ------------------------------------------------------------------------------------
+# ---- chart ------------------------------------------------------------------------------------
 
 
 def _series(rows_: Sequence[Mapping[str, Any]]) -> OrderedDict[tuple, list[dict]]:
@@ -230,92 +230,156 @@ def chart_title(rows_: Sequence[Mapping[str, Any]], title: str) -> str:
     return f"{title}: {'; '.join(parts.values())}" if parts else title
 
 
-def to_png(rows_: Sequence[Mapping[str, Any]], title: str = "Per-rank KV cache against split size") -> bytes:
+def to_svg(rows_: Sequence[Mapping[str, Any]], title: str = "Per-rank KV cache against split size") -> str:
     """Two panels against split size s, one line per model (colour) and implementation (line style):
     the peak rank's KV MiB for the uniform (s = 1) block count with the uniform peak (dashed), the
     spec's limit (dotted, full layers / s + 1 scratch) and the KV budget (red); and the capacity gain.
     Measured peaks are hollow diamonds on top; a failed job is a red cross at its split size (on the
-    axis when it has no numbers)."""
-    from matplotlib import colormaps
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.lines import Line2D
+    axis when it has no numbers). An SVG document (``harness.reporting.svg``: no plotting library)."""
+    from harness.reporting import svg
 
     series = _series(rows_)
     keys = list(series)
     models = list(dict.fromkeys(k[0] for k in keys))
     impls = list(dict.fromkeys(k[1] for k in keys))
     varying = [i for i in (1, 2, 3) if len({k[i] for k in keys}) > 1]
-    colours = colormaps["tab10"].colors
-    styles = ("-", "--", ":", "-.")
-    figure = Figure(figsize=(13, 5.6), dpi=100)
-    FigureCanvasAgg(figure)
-    peak_ax, gain_ax = figure.subplots(1, 2)
-    failed_label = "failed job (number)"
+    no_numbers = [r for r in rows_ if r["same_capacity_peak_bytes"] is None and st.is_failure(r["status"])]
+    budgets = sorted({r["kv_budget_bytes"] for r in rows_
+                      if r["kv_budget_bytes"] is not None and r["same_capacity_peak_bytes"] is not None})
+    splits = sorted({r["split_size"] for points in series.values() for r in points}
+                    | {r["split_size"] for r in no_numbers if r["split_size"] is not None})
+
+    def uniform_of(points):
+        first = points[0]
+        return _at_uniform_blocks(first, first["full_layers"]) if first["full_layers"] else None
+
+    def limit_of(points):
+        return [(r["split_size"], v) for r in points if r["limit_layers"] is not None
+                and (v := _at_uniform_blocks(r, r["limit_layers"])) is not None]
+
+    peaks = [r["same_capacity_peak_bytes"] / MIB for points in series.values() for r in points]
+    peaks += [r["measured_same_capacity_peak_bytes"] / MIB for points in series.values() for r in points
+              if r["measured_same_capacity_peak_bytes"] is not None]
+    peaks += [u for points in series.values() if (u := uniform_of(points)) is not None]
+    peaks += [v for points in series.values() for _, v in limit_of(points)] + [b / MIB for b in budgets]
+    gains = [r["capacity_gain"] for points in series.values() for r in points if r["capacity_gain"] is not None]
+
+    width, height, top, plot_h = 1300, 560, 64, 380
+    panels = {"peak": (80, 540), "gain": (730, 540)}  # x of the axes' left edge, width
+    x_lo, x_hi = (min(splits), max(splits)) if splits else (1, 2)
+    pad = max((x_hi - x_lo) * 0.06, 0.5)
+    y_peak = svg.ticks(0.0, max(peaks + [1e-9]) * 1.05)
+    y_gain = svg.ticks(min(gains) - 0.05 * (max(gains) - min(gains) or 1), max(gains) + 0.05 * (max(gains) - min(gains) or 1)) \
+        if gains else [0.0, 1.0]
+    scales = {}
+    for name, ys in (("peak", y_peak), ("gain", y_gain)):
+        left, w = panels[name]
+        scales[name] = (svg.Scale(x_lo - pad, x_hi + pad, left, left + w), svg.Scale(ys[0], ys[-1], top + plot_h, top))
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+           f'font-family="{svg.FONT}" font-size="12">', f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="{width / 2}" y="24" text-anchor="middle" font-size="15">{svg.text(chart_title(rows_, title))}</text>']
+    for name, ys, heading, ylabel in (("peak", y_peak, "peak per-rank KV for the s = 1 block count", "MiB per rank"),
+                                      ("gain", y_gain, "capacity gain at the same budget",
+                                       "n_blocks / uniform n_blocks")):
+        left, w = panels[name]
+        sx, sy = scales[name]
+        out.append(f'<text x="{left + w / 2}" y="{top - 10}" text-anchor="middle" font-size="13">{svg.text(heading)}</text>')
+        for v in ys:
+            out.append(f'<line x1="{left}" x2="{left + w}" y1="{sy(v):.1f}" y2="{sy(v):.1f}" stroke="#e6e6e6"/>')
+            out.append(f'<text x="{left - 6}" y="{sy(v) + 4:.1f}" text-anchor="end">{svg.label(v)}</text>')
+        for s in splits:
+            out.append(f'<line x1="{sx(s):.1f}" x2="{sx(s):.1f}" y1="{top}" y2="{top + plot_h}" stroke="#e6e6e6"/>')
+            out.append(f'<text x="{sx(s):.1f}" y="{top + plot_h + 16}" text-anchor="middle">{s}</text>')
+        out.append(f'<rect x="{left}" y="{top}" width="{w}" height="{plot_h}" fill="none" stroke="black"/>')
+        out.append(f'<text x="{left + w / 2}" y="{top + plot_h + 34}" text-anchor="middle">layerwise split size s</text>')
+        out.append(f'<text x="{left - 52}" y="{top + plot_h / 2}" text-anchor="middle" '
+                   f'transform="rotate(-90 {left - 52} {top + plot_h / 2})">{svg.text(ylabel)}</text>')
+    peak_x, peak_y = scales["peak"]
+    gain_x, gain_y = scales["gain"]
+    left, w = panels["peak"]
+    for budget in budgets:
+        out.append(f'<line class="budget" x1="{left}" x2="{left + w}" y1="{peak_y(budget / MIB):.1f}" '
+                   f'y2="{peak_y(budget / MIB):.1f}" stroke="#c00000" stroke-width="1.5"/>')
+    legend = []
     for key, points in series.items():
-        label = key[0] + (f" ({', '.join(str(key[i]) for i in varying)})" if varying else "")
-        colour = colours[models.index(key[0]) % len(colours)]
-        style = styles[impls.index(key[1]) % len(styles)]
-        xs = [r["split_size"] for r in points]
-        peak_ax.plot(xs, [r["same_capacity_peak_bytes"] / MIB for r in points], style, marker="o", color=colour,
-                     label=label, zorder=3)
-        gain_ax.plot(xs, [r["capacity_gain"] for r in points], style, marker="o", color=colour, label=label, zorder=3)
-        uniform = _at_uniform_blocks(points[0], points[0]["full_layers"] or 0) if points[0]["full_layers"] else None
+        name = key[0] + (f" ({', '.join(str(key[i]) for i in varying)})" if varying else "")
+        colour = svg.PALETTE[models.index(key[0]) % len(svg.PALETTE)]
+        dash = svg.DASHES[impls.index(key[1]) % len(svg.DASHES)]
+        dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
+        legend.append((name, colour, dash_attr))
+        uniform = uniform_of(points)
         if uniform is not None:
-            peak_ax.axhline(uniform, color=colour, linestyle=(0, (6, 3)), linewidth=1, alpha=0.7, zorder=1)
-        limit = [(r["split_size"], _at_uniform_blocks(r, r["limit_layers"])) for r in points
-                 if r["limit_layers"] is not None and _at_uniform_blocks(r, r["limit_layers"]) is not None]
+            out.append(f'<line class="uniform" x1="{left}" x2="{left + w}" y1="{peak_y(uniform):.1f}" '
+                       f'y2="{peak_y(uniform):.1f}" stroke="{colour}" stroke-dasharray="6 3" opacity="0.7"/>')
+        limit = limit_of(points)
         if limit:
-            peak_ax.plot(*zip(*limit), linestyle=":", marker="_", markersize=16, color=colour, linewidth=1.5,
-                         alpha=0.9, zorder=2)
-        measured = [(r["split_size"], r["measured_same_capacity_peak_bytes"] / MIB) for r in points
-                    if r["measured_same_capacity_peak_bytes"] is not None]
-        if measured:
-            peak_ax.plot(*zip(*measured), "D", color=colour, markerfacecolor="none", markersize=11,
-                         markeredgewidth=2, zorder=6)
+            out.append(_polyline("limit", name, [(peak_x(s), peak_y(v)) for s, v in limit], colour, ' stroke-dasharray="2 3"'))
+            out += [f'<line class="limit-mark" x1="{peak_x(s) - 8:.1f}" x2="{peak_x(s) + 8:.1f}" y1="{peak_y(v):.1f}" '
+                    f'y2="{peak_y(v):.1f}" stroke="{colour}" stroke-width="1.5"/>' for s, v in limit]
+        for panel, sx, sy, value in (("peak", peak_x, peak_y, lambda r: r["same_capacity_peak_bytes"] / MIB),
+                                     ("gain", gain_x, gain_y, lambda r: r["capacity_gain"])):
+            xy = [(sx(r["split_size"]), sy(value(r))) for r in points if value(r) is not None]
+            out.append(_polyline("series", name, xy, colour, dash_attr, panel=panel))
+            out += [f'<circle class="point" data-panel="{panel}" cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{colour}"/>'
+                    for x, y in xy]
+        for r in points:
+            if r["measured_same_capacity_peak_bytes"] is not None:
+                x, y = peak_x(r["split_size"]), peak_y(r["measured_same_capacity_peak_bytes"] / MIB)
+                out.append(f'<polygon class="measured" points="{x:.1f},{y - 7:.1f} {x + 7:.1f},{y:.1f} {x:.1f},{y + 7:.1f} '
+                           f'{x - 7:.1f},{y:.1f}" fill="none" stroke="{colour}" stroke-width="2"/>')
         for r in points:
             if st.is_failure(r["status"]):
-                for ax, y in ((peak_ax, r["same_capacity_peak_bytes"] / MIB), (gain_ax, r["capacity_gain"])):
-                    ax.plot([r["split_size"]], [y], "X", color="#d00000", markersize=13, zorder=7)
-                    ax.annotate(f"job {r['job']}: {r['status']}", (r["split_size"], y), textcoords="offset points",
-                                xytext=(8, 8), color="#d00000", fontsize="small")
-    no_numbers = [r for r in rows_ if r["same_capacity_peak_bytes"] is None and st.is_failure(r["status"])]
+                out += _failed(r, peak_x(r["split_size"]), peak_y(r["same_capacity_peak_bytes"] / MIB), f"job {r['job']}: {r['status']}")
+                if r["capacity_gain"] is not None:
+                    out += _failed(r, gain_x(r["split_size"]), gain_y(r["capacity_gain"]), f"job {r['job']}: {r['status']}")
     for r in no_numbers:
         if r["split_size"] is not None:
-            peak_ax.plot([r["split_size"]], [0], "X", color="#d00000", markersize=13, zorder=7, clip_on=False)
-            peak_ax.annotate(f"job {r['job']}: {r['status']}, no numbers", (r["split_size"], 0),
-                             textcoords="offset points", xytext=(8, 6), color="#d00000", fontsize="small")
-    budgets = sorted({r["kv_budget_bytes"] for r in rows_ if r["kv_budget_bytes"] is not None and r["same_capacity_peak_bytes"] is not None})
-    for budget in budgets:
-        peak_ax.axhline(budget / MIB, color="#c00000", linewidth=1.5, zorder=1)
-    ticks = sorted({r["split_size"] for points in series.values() for r in points}
-                   | {r["split_size"] for r in no_numbers if r["split_size"] is not None})
-    for ax, ylabel in ((peak_ax, "MiB per rank"), (gain_ax, "n_blocks / uniform n_blocks")):
-        ax.set_xlabel("layerwise split size s")
-        ax.set_ylabel(ylabel)
-        if ticks:
-            ax.set_xticks(ticks)
-        ax.grid(True, alpha=0.3)
-    peak_ax.set_ylim(bottom=0)
-    peak_ax.set_title("peak per-rank KV for the s = 1 block count")
-    gain_ax.set_title("capacity gain at the same budget")
+            out += _failed(r, peak_x(r["split_size"]), peak_y(0.0), f"job {r['job']}: {r['status']}, no numbers")
+    if series:
+        gl, _ = panels["gain"]
+        out.append(f'<text x="{gl + 12}" y="{top + 18}" font-weight="bold">model</text>')
+        for i, (name, colour, dash_attr) in enumerate(legend):
+            y = top + 36 + 18 * i
+            out.append(f'<line x1="{gl + 12}" x2="{gl + 40}" y1="{y - 4}" y2="{y - 4}" stroke="{colour}" '
+                       f'stroke-width="2"{dash_attr}/>')
+            out.append(f'<text class="legend" x="{gl + 46}" y="{y}">{svg.text(name)}</text>')
     if series or no_numbers:
-        if series:
-            gain_ax.legend(fontsize="small", title="model", loc="upper left")
-        keys_legend = [
-            Line2D([], [], color="grey", marker="o", label="estimated (plan)"),
-            Line2D([], [], color="grey", marker="D", markerfacecolor="none", linestyle="none", markersize=9,
-                   markeredgewidth=2, label="measured on the ranks"),
-            Line2D([], [], color="grey", linestyle=(0, (6, 3)), label="uniform, s = 1 (every full layer)"),
-            Line2D([], [], color="grey", linestyle=":", label="spec limit: full layers / s + 1 scratch"),
-            Line2D([], [], color="#c00000", label="KV budget per rank"),
-            Line2D([], [], color="#d00000", marker="X", linestyle="none", markersize=10, label=failed_label),
-        ]
-        figure.legend(handles=keys_legend, loc="lower center", ncol=6, fontsize="small", frameon=False)
+        keys_legend = (("estimated (plan)", '<line x1="{x}" x2="{x2}" y1="{y}" y2="{y}" stroke="grey" stroke-width="2"/>'
+                        '<circle cx="{xm}" cy="{y}" r="4" fill="grey"/>'),
+                       ("measured on the ranks", '<polygon points="{xm},{ya} {xb},{y} {xm},{yb} {xc},{y}" fill="none" '
+                        'stroke="grey" stroke-width="2"/>'),
+                       ("uniform, s = 1 (every full layer)", '<line x1="{x}" x2="{x2}" y1="{y}" y2="{y}" stroke="grey" '
+                        'stroke-dasharray="6 3"/>'),
+                       ("spec limit: full layers / s + 1 scratch", '<line x1="{x}" x2="{x2}" y1="{y}" y2="{y}" '
+                        'stroke="grey" stroke-dasharray="2 3"/>'),
+                       ("KV budget per rank", '<line x1="{x}" x2="{x2}" y1="{y}" y2="{y}" stroke="#c00000" '
+                        'stroke-width="1.5"/>'),
+                       ("failed job (number)", '<path d="M{xc2},{ya2} L{xd2},{yb2} M{xc2},{yb2} L{xd2},{ya2}" '
+                        'stroke="#d00000" stroke-width="3"/>'))
+        for i, (name, mark) in enumerate(keys_legend):  # two rows of three, below the panels
+            x, y = 80 + (i % 3) * 400, height - 44 + 22 * (i // 3)
+            out.append(mark.format(x=x, x2=x + 28, xm=x + 14, xb=x + 20, xc=x + 8, y=y, ya=y - 6, yb=y + 6,
+                                   xc2=x + 9, xd2=x + 19, ya2=y - 5, yb2=y + 5))
+            out.append(f'<text class="key" x="{x + 34}" y="{y + 4}">{svg.text(name)}</text>')
     else:
-        peak_ax.text(0.5, 0.5, "no job produced numbers", ha="center", va="center", transform=peak_ax.transAxes)
-    figure.suptitle(chart_title(rows_, title))
-    figure.tight_layout(rect=(0, 0.06, 1, 1))
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    return buffer.getvalue()
+        out.append(f'<text class="empty" x="{left + w / 2}" y="{top + plot_h / 2}" text-anchor="middle">'
+                   f'no job produced numbers</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _polyline(kind: str, name: str, xy: Sequence[tuple[float, float]], colour: str, dash_attr: str,
+              panel: str = "peak") -> str:
+    points = " ".join(f"{x:.1f},{y:.1f}" for x, y in xy)
+    return (f'<polyline class="{kind}" data-panel="{panel}" data-label="{name}" points="{points}" fill="none" '
+            f'stroke="{colour}" stroke-width="2"{dash_attr}/>')
+
+
+def _failed(r: Mapping[str, Any], x: float, y: float, note: str) -> list[str]:
+    from harness.reporting import svg
+
+    return [f'<path class="failed" data-job="{r["job"]}" d="M{x - 7:.1f},{y - 7:.1f} L{x + 7:.1f},{y + 7:.1f} '
+            f'M{x - 7:.1f},{y + 7:.1f} L{x + 7:.1f},{y - 7:.1f}" stroke="#d00000" stroke-width="3"/>',
+            f'<text class="failed-note" x="{x + 10:.1f}" y="{y - 10:.1f}" fill="#d00000" font-size="11">'
+            f'{svg.text(note)}</text>']

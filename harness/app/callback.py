@@ -1,4 +1,4 @@
-"""Hydra callback: a progress line per job, and a finished sweep's results.csv/.md/.png.
+"""Hydra callback: a progress line per job, and a finished sweep's results.csv/.md/.svg.
 
 Registered in ``conf/config.yaml`` (``hydra.callbacks.sweep``). With a remote
 launcher (Slurm) the job hooks run in the job's process and only
@@ -22,7 +22,7 @@ from harness.app import status as st
 from harness.app.atomic import write_atomic
 from harness.app.job import RESULT_FILE
 
-OUTPUTS = ("results.csv", "results.md", "results.png")
+OUTPUTS = ("results.csv", "results.md", "results.svg")
 
 
 class SweepCallback(Callback):
@@ -201,10 +201,10 @@ def combined_allure_report(sweep_dir: Path, results: list[dict], cli: Optional[P
 
 def write_summary(sweep_dir: Path, results: list[dict], command: str = "",
                   allure_report: str = "") -> tuple[Path, Path, Path]:
-    """results.csv, results.md and results.png in ``sweep_dir``, each written atomically."""
+    """results.csv, results.md and results.svg in ``sweep_dir``, each written atomically."""
     rows = aggregate.rows(results)
     csv_path = write_atomic(sweep_dir / OUTPUTS[0], aggregate.to_csv(rows))
     md_path = write_atomic(sweep_dir / OUTPUTS[1], aggregate.to_markdown(rows, results, command=command,
                                                                          allure_report=allure_report))
-    png_path = write_atomic(sweep_dir / OUTPUTS[2], aggregate.to_png(rows))
-    return csv_path, md_path, png_path
+    chart_path = write_atomic(sweep_dir / OUTPUTS[2], aggregate.to_svg(rows))
+    return csv_path, md_path, chart_path

@@ -20,6 +20,7 @@ import io
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
+from harness.reporting import svg
 from implementations.units import MIB as MiB
 
 OWN, SCRATCH, LINEAR = "own", "scratch", "linear"
@@ -242,8 +243,7 @@ def memory_chart_svg(
 
     tops = [v + (d[i] if d is not None else 0) for _, values, d in bars for i, v in enumerate(values)]
     tops += list(spec_total or []) + [b for b in (uniform_bytes, budget_bytes) if b is not None]
-    y_max = max([t / MiB for t in tops] + [1e-9]) * 1.12
-    step = _tick_step(y_max)
+    y_ticks = svg.ticks(0.0, max([t / MiB for t in tops] + [1e-9]) * 1.12)
 
     left, right, top, plot_h, slot = 64, 16, 34, 230, 88
     width = max(700, slot * n + 240)  # two legend columns of the longest labels
@@ -255,21 +255,19 @@ def memory_chart_svg(
     def x(position: float) -> float:  # rank r's bars are centred on r
         return left + plot_w * (position + 0.5) / n
 
-    def y(mib: float) -> float:
-        return top + plot_h * (1 - mib / (step * _ticks(y_max, step)))
+    y = svg.Scale(0.0, y_ticks[-1], top + plot_h, top)
 
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" font-family="DejaVu Sans, Arial, sans-serif" font-size="11">',
+           f'viewBox="0 0 {width} {height}" font-family="{svg.FONT}" font-size="11">',
            '<defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" '
            'patternTransform="rotate(45)"><line x1="0" y1="0" x2="0" y2="6" stroke="white" stroke-width="2"/>'
            '</pattern></defs>',
            f'<rect width="{width}" height="{height}" fill="white"/>',
            f'<text x="{width / 2:.1f}" y="20" text-anchor="middle" font-size="13">{html.escape(title)}</text>']
-    for k in range(_ticks(y_max, step) + 1):  # grid and y ticks
-        value = k * step
+    for value in y_ticks:  # grid and y ticks
         out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y(value):.1f}" y2="{y(value):.1f}" '
                    f'stroke="#e0e0e0"/>')
-        out.append(f'<text x="{left - 6}" y="{y(value) + 4:.1f}" text-anchor="end">{value:,.6g}</text>')
+        out.append(f'<text x="{left - 6}" y="{y(value) + 4:.1f}" text-anchor="end">{svg.label(value)}</text>')
     out.append(f'<text x="14" y="{top + plot_h / 2:.1f}" text-anchor="middle" '
                f'transform="rotate(-90 14 {top + plot_h / 2:.1f})">MiB</text>')
     width_each = 0.8 / len(bars)
@@ -337,21 +335,6 @@ def _memory_legend(bars, spec: bool, spec_has_draft: bool, uniform_bytes, budget
         out.append((f"KV budget per rank: {budget_bytes / MiB:,.1f} MiB",
                     f'<rect x="{{x}}" y="{{mid}}" width="16" height="1.5" fill="{_BUDGET_COLOUR}"/>'))
     return out
-
-
-def _tick_step(y_max: float) -> float:
-    """1, 2, 2.5 or 5 times a power of ten, giving about five ticks up to ``y_max``."""
-    import math
-
-    raw = y_max / 5
-    power = 10 ** math.floor(math.log10(raw))
-    return next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
-
-
-def _ticks(y_max: float, step: float) -> int:
-    import math
-
-    return max(1, math.ceil(y_max / step - 1e-9))
 
 
 # ---- config and logs ----------------------------------------------------------------------

@@ -23,7 +23,13 @@ pytestmark = pytest.mark.unit
 
 LAYER = 180_224
 MIB = 1024 * 1024
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+_SVG = "{http://www.w3.org/2000/svg}"
+
+
+def _svg(text: str):
+    import xml.etree.ElementTree as ET
+
+    return ET.fromstring(text)
 BI_V100 = {"hardware": "bi_v100", "hbm_mib_per_card": 32768, "reserved_mib_per_card": 16384,
            "block_size": 128, "kv_cache_dtype": "auto"}
 
@@ -131,9 +137,18 @@ def test_a_failed_or_missing_job_is_a_row_with_its_status():
     assert "CPU simulation, 128 MiB of KV per rank" in text.splitlines()[0]
 
 
-def test_png_is_a_png_with_or_without_numbers():
-    assert aggregate.to_png(aggregate.rows(SAMPLES)).startswith(PNG_MAGIC)
-    assert aggregate.to_png(aggregate.rows([failed_suite_job()])).startswith(PNG_MAGIC)
+def test_chart_draws_each_series_on_both_panels_with_or_without_numbers():
+    chart = _svg(aggregate.to_svg(aggregate.rows(SAMPLES)))
+    lines = chart.findall(f"{_SVG}polyline[@class='series']")
+    assert sorted(line.get("data-panel") for line in lines) == ["gain", "peak"]  # one model, one implementation
+    assert len(lines[0].get("points").split()) == len(SAMPLES)  # a point per split size
+    assert len(chart.findall(f"{_SVG}circle[@class='point']")) == 2 * len(SAMPLES)
+    assert chart.find(f"{_SVG}line[@class='budget']") is not None and chart.find(f"{_SVG}text[@class='empty']") is None
+    empty = _svg(aggregate.to_svg(aggregate.rows([failed_suite_job()])))
+    assert not empty.findall(f"{_SVG}polyline[@class='series']")
+    job = aggregate.rows([failed_suite_job()])[0]["job"]
+    assert [m.get("data-job") for m in empty.findall(f"{_SVG}path[@class='failed']")] == [str(job)]
+    assert "no numbers" in empty.find(f"{_SVG}text[@class='failed-note']").text
 
 
 def test_chart_keeps_failed_jobs_and_names_hardware_and_budget():
@@ -145,7 +160,10 @@ def test_chart_keeps_failed_jobs_and_names_hardware_and_budget():
         "KV: Iluvatar BI-V100, 16,384 MiB of KV per rank; CPU simulation, 128 MiB of KV per rank")
     s2 = next(r for r in rows if r["job"] == 2)
     assert aggregate._at_uniform_blocks(s2, s2["limit_layers"]) == pytest.approx(32 * LAYER * 1562 / MIB)
-    assert aggregate.to_png(rows).startswith(PNG_MAGIC)
+    chart = _svg(aggregate.to_svg(rows))
+    assert sorted({m.get("data-job") for m in chart.findall(f"{_SVG}path[@class='failed']")}) == ["4", "6"]
+    labels = {line.get("data-label") for line in chart.findall(f"{_SVG}polyline[@class='series']")}
+    assert labels == {"deepseek_v32 (mutant_owner_off_by_one)", "deepseek_v32 (reference)"}  # the varying part named
 
 
 def test_a_sweep_builds_one_combined_allure_report(tmp_path, monkeypatch):
@@ -264,8 +282,8 @@ def test_collect_reads_results_and_reports_missing_jobs(tmp_path):
     assert [r["status"] for r in results] == ["planned", "missing", "error"]
     assert results[1]["job"] == {"num": 1, "overrides": ["model=b", "layerwise=s2"]}
     paths = callback.write_summary(tmp_path, results)
-    assert [p.name for p in paths] == ["results.csv", "results.md", "results.png"]
-    assert paths[2].read_bytes().startswith(PNG_MAGIC)
+    assert [p.name for p in paths] == ["results.csv", "results.md", "results.svg"]
+    assert _svg(paths[2].read_text()).tag == f"{_SVG}svg"
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 

@@ -24,7 +24,6 @@ from implementations.errors import ConfigError
 pytestmark = pytest.mark.unit
 
 LAYER = 180_224
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 WORKED = ["hardware=bi_v100", "model=deepseek_v32", "parallel=tp4"]
 
 
@@ -213,7 +212,7 @@ def test_plan_run_writes_the_worked_example(tmp_path, capsys, monkeypatch):
 
 
 @pytest.mark.slow
-def test_plan_sweep_writes_csv_markdown_and_png(tmp_path, capsys, monkeypatch):
+def test_plan_sweep_writes_csv_markdown_and_svg(tmp_path, capsys, monkeypatch):
     sweep_dir = tmp_path / "sweep"
     code, out, err = _harness_in_process(["-m", "mode=plan", *WORKED, "layerwise=s2,s4", f"hydra.sweep.dir={sweep_dir}"],
                                          capsys, monkeypatch, tmp_path)
@@ -227,7 +226,8 @@ def test_plan_sweep_writes_csv_markdown_and_png(tmp_path, capsys, monkeypatch):
     md = (sweep_dir / "results.md").read_text()
     assert "| 2978 | 1562 | 1.91x |" in md and "| 5607 | 1562 | 3.59x |" in md
     assert "16,384 MiB reserved" in md
-    assert (sweep_dir / "results.png").read_bytes().startswith(PNG_MAGIC)
+    chart = (sweep_dir / "results.svg").read_text()
+    assert chart.startswith("<svg") and chart.count('class="series"') == 2  # one line per panel
     assert (sweep_dir / "0" / "result.json").is_file() and (sweep_dir / "1" / "result.json").is_file()
 
 
