@@ -3,9 +3,11 @@
 Loaded with ``-p harness.bench.cpu_probe`` when ``LWSPLIT_CPU_PROBE_DIR`` names a folder. Each
 test's setup, call and teardown are measured with ``getrusage``: the CPU of this process
 (an xdist worker) plus that of the child processes it waited for meanwhile (a pytest, a sweep
-or torchrun agents a test starts, with whatever they waited for in turn). Rank processes of
-the worker's own pools are not waited for until the pool closes, so their CPU is not in it.
-One JSON line per test goes to ``<folder>/<pid>.jsonl``.
+or torchrun agents a test starts, with whatever they waited for in turn). A child that was
+already running when the test began (a rank of the worker's own pools, which the worker forks)
+and is reaped during it counts only with what it used during the test: its CPU up to the
+test's start, read from /proc, is taken off. One JSON line per test goes to
+``<folder>/<pid>.jsonl``.
 """
 
 from __future__ import annotations
@@ -25,15 +27,57 @@ def _cpu(who: int) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _live_children() -> dict[int, float]:
+    """This process's running children -> CPU seconds so far (their own and their reaped children's)."""
+    out: dict[int, float] = {}
+    try:
+        threads = os.listdir("/proc/self/task")
+    except OSError:  # not Linux: nothing to take off
+        return out
+    for tid in threads:
+        try:
+            with open(f"/proc/self/task/{tid}/children") as fh:
+                pids = fh.read().split()
+        except OSError:
+            continue
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            out[int(pid)] = sum(int(f) for f in fields[11:15]) / _TICKS  # utime, stime, cutime, cstime
+    return out
+
+
+def _reaped(before: dict[int, float]) -> float:
+    """CPU up to the snapshot of the children in ``before`` that this process has reaped since."""
+    me, gone = os.getpid(), 0.0
+    for pid, cpu in before.items():
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                if int(fh.read().rsplit(")", 1)[1].split()[1]) == me:
+                    continue  # still ours (running, or a zombie not reaped yet)
+        except (OSError, ValueError, IndexError):
+            pass
+        gone += cpu
+    return gone
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     folder = os.environ.get(DIR_ENV)
+    running = _live_children() if folder else {}
     own, children = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN)
     yield
     if not folder:
         return
+    waited = _cpu(resource.RUSAGE_CHILDREN) - children - _reaped(running)
     line = {"nodeid": item.nodeid, "self_s": round(_cpu(resource.RUSAGE_SELF) - own, 3),
-            "children_s": round(_cpu(resource.RUSAGE_CHILDREN) - children, 3)}
+            "children_s": round(max(waited, 0.0), 3)}
     with open(Path(folder) / f"{os.getpid()}.jsonl", "a", encoding="utf-8") as out:
         out.write(json.dumps(line) + "\n")
 

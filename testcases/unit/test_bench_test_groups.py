@@ -78,3 +78,29 @@ def test_the_probe_measures_a_test_and_the_process_it_waited_for(pytester, monke
     [(key, seconds)] = cpu_probe.read(folder).items()
     assert key == ("test_the_probe_measures_a_test_and_the_process_it_waited_for.py", "test_busy_child")
     assert seconds > 0.05  # the child's work, which its own process would not show
+
+
+def test_the_probe_leaves_out_what_a_child_running_before_the_test_had_used(pytester, monkeypatch):
+    """A rank of the worker's own pool is such a child: its earlier work is not this test's."""
+    from harness.bench import cpu_probe
+
+    folder = pytester.path / "cpu"
+    folder.mkdir()
+    monkeypatch.setenv(cpu_probe.DIR_ENV, str(folder))
+    pytester.makepyfile(
+        "import os, subprocess, sys, time\n\n"
+        "BURN = 'import sys, time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.4: pass\\nsys.stdin.read()'\n"
+        "CHILD = subprocess.Popen([sys.executable, '-c', BURN], stdin=subprocess.PIPE)\n"
+        "def _cpu():\n"
+        "    with open(f'/proc/{CHILD.pid}/stat') as fh:\n"
+        "        return sum(int(f) for f in fh.read().rsplit(')', 1)[1].split()[11:13]) / os.sysconf('SC_CLK_TCK')\n"
+        "deadline = time.monotonic() + 30\n"
+        "while _cpu() < 0.35 and time.monotonic() < deadline:\n"
+        "    time.sleep(0.02)\n\n"
+        "def test_reaps_a_child_started_earlier():\n"
+        "    CHILD.stdin.close()\n"
+        "    assert CHILD.wait() == 0\n")
+    result = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", cpu_probe.__name__)
+    result.assert_outcomes(passed=1)
+    [(_, seconds)] = cpu_probe.read(folder).items()
+    assert seconds < 0.25, f"{seconds} s: the child's 0.4 s before the test counted"
