@@ -14,7 +14,8 @@ from typing import Callable
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from testcases import ROOT
+
 BOGUS_GLOO_IFNAME = "lwsplit-no-such-if0"
 """An interface no host has: a single-host run that honoured it could not start gloo."""
 

@@ -8,8 +8,8 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
+from harness.config.schema import TC_IDS
 from harness.mutation.killmatrix import REFERENCE, Row
-from harness.suites.matrix import TC_IDS
 
 LEGEND = (
     "Cell: cases of that TC that catch the implementation (problems or failure) / cases run; "

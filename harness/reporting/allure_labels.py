@@ -5,9 +5,8 @@ from __future__ import annotations
 import os
 import re
 from functools import cache
-from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from harness.paths import REPO_ROOT
 
 COMPONENTS = {
     "TC-01": "Layerwise allocation",

@@ -14,7 +14,10 @@ from __future__ import annotations
 import importlib
 from typing import Any, Optional, Protocol, runtime_checkable
 
-TC_MODULES = {f"TC-0{n}": f"harness.suites.tc0{n}" for n in range(1, 8)}
+from harness.config.schema import TC_IDS
+
+TC_MODULES = {tc: f"harness.suites.tc{tc.removeprefix('TC-')}" for tc in TC_IDS}
+"""Each TC id's suite module (``TC-05`` -> ``harness.suites.tc05``)."""
 
 
 @runtime_checkable

@@ -14,7 +14,6 @@ from typing import ClassVar
 from implementations.reference.impl import ReferenceImplementation
 
 COMPONENTS = ("flags", "validation", "layout", "topology", "estimation", "allocation", "engine", "worker")
-TC_IDS = ("TC-01", "TC-02", "TC-03", "TC-04", "TC-05", "TC-06", "TC-07")
 
 
 class Mutant(ReferenceImplementation):
@@ -35,6 +34,5 @@ class Mutant(ReferenceImplementation):
             raise TypeError(f"{cls.__name__}.component must be one of {COMPONENTS}, got {cls.component!r}")
         if not cls.rule or "\n" in cls.rule:
             raise TypeError(f"{cls.__name__} needs a one-line docstring (its rule)")
-        unknown = set(cls.expected_catchers) - set(TC_IDS)
-        if not cls.expected_catchers or unknown:
-            raise TypeError(f"{cls.__name__}.expected_catchers must name TCs from {TC_IDS}")
+        if not cls.expected_catchers:  # which TCs exist is the harness's to say (test_mutants checks the names)
+            raise TypeError(f"{cls.__name__}.expected_catchers must name at least one TC")

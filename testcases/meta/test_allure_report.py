@@ -14,14 +14,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from harness.reporting import allure_labels, browser, report
+from testcases import ROOT as REPO
 
 pytestmark = pytest.mark.meta
-REPO = Path(__file__).resolve().parents[2]
+
 TCS = [f"TC-0{n}" for n in range(1, 8)]
 MUTANT = "mutant_digest_unchecked"
 IMPLEMENTATIONS = ("reference", MUTANT)

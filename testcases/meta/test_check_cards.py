@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from harness.paths import TOPOLOGY_DIR
+from testcases import ROOT
+
 pytestmark = pytest.mark.meta
 
-ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "check_cards.sh"
 TOOLS = ROOT / "scripts" / "card_tools.py"
-BI_V100 = ROOT / "conf" / "topology" / "bi_v100_pix4.txt"
+BI_V100 = TOPOLOGY_DIR / "bi_v100_pix4.txt"
 
 # `nvidia-smi topo -m` of a one-GPU host with two NICs (the format the parser must skip past)
 ONE_GPU_WITH_NICS = """\

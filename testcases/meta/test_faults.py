@@ -27,10 +27,11 @@ from pathlib import Path
 import pytest
 
 from harness.bench.faults import TAG_ENV, left_behind
+from harness.paths import CONF_DIR
+from testcases import ROOT as REPO
 
 pytestmark = pytest.mark.meta
 
-REPO = Path(__file__).resolve().parents[2]
 TC01 = str(REPO / "testcases" / "tc" / "test_tc01_allocation.py")
 TIMEOUT_S = 8
 MARGIN_S = 10.0
@@ -175,7 +176,7 @@ def test_fault_options_plan_like_the_reference_outside_a_group():
     from implementations.faults import BEHAVIOURS, FaultyImplementation
     from implementations.reference import ReferenceImplementation
 
-    options = sorted(p.stem for p in (REPO / "conf" / "implementation").glob("fault_*.yaml"))
+    options = sorted(p.stem for p in (CONF_DIR / "implementation").glob("fault_*.yaml"))
     assert options == sorted(EXPECTED)
     seen = set()
     for option in options:

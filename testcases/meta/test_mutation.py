@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.config.schema import TC_IDS
 from harness.mutation import killmatrix, render
 from harness.mutation.first_catch import FIRST_CATCH
-from harness.suites.matrix import TC_IDS
 from implementations.mutants import MUTANTS
 
 pytestmark = pytest.mark.meta

@@ -29,9 +29,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.paths import CONF_DIR
+from testcases import ROOT as REPO
+
 pytestmark = pytest.mark.meta
 
-REPO = Path(__file__).resolve().parents[2]
 SOURCE_DIRS = ("harness", "implementations")
 TCP_LISTEN = "0A"
 
@@ -197,7 +199,7 @@ def test_config_option_yaml_tag_is_refused(tmp_path):
     from implementations.errors import UserError
 
     conf = tmp_path / "conf"
-    shutil.copytree(REPO / "conf", conf)
+    shutil.copytree(CONF_DIR, conf)
     marker = tmp_path / "PWNED"
     (conf / "model" / "evil.yaml").write_text(
         (conf / "model" / "deepseek_v3.yaml").read_text() + f"\nmodel_type: {_marker_yaml(marker)}\n")

@@ -19,15 +19,14 @@ import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from harness import oracle
+from testcases import ROOT
 
 pytestmark = pytest.mark.meta
 
-ROOT = Path(__file__).resolve().parents[2]
 SWEEP_TIMEOUT_S = 600
 MODEL, LAYERWISE = "deepseek_v32", "s2"
 

@@ -17,15 +17,14 @@ import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
 from harness.bench.faults import TAG_ENV, tagged
+from testcases import ROOT
 
 pytestmark = [pytest.mark.meta, pytest.mark.dist]
 
-ROOT = Path(__file__).resolve().parents[2]
 AGENT_TIMEOUT_S = 420
 BODY = "harness.suites.torchrun_matrix:run_matrix"
 

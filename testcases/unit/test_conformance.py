@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from harness.conformance import check, parse_log_text, readable_size, size_interval
 from harness.conformance.__main__ import main
+from testcases import ROOT
 
 pytestmark = pytest.mark.unit
 
-ROOT = Path(__file__).resolve().parents[2]
 PREFIX = "I1130 19:00:00.000001  4242 llm_engine.cpp:{line}] "
 WORKER = (PREFIX.format(line=482) + "worker #{i}: available memory: 128.00 MB, total memory: 512.00 MB. "
           "Using max_memory_utilization: 1, max_cache_size: 0.00 B")

@@ -12,10 +12,10 @@ import pytest
 
 from harness.rankpool.backend import DEVICE_ENV, resolve_backend
 from implementations.errors import ConfigError
+from testcases import ROOT
 
 pytestmark = pytest.mark.unit
 
-ROOT = Path(__file__).resolve().parents[2]
 CHECK_TORCH = ROOT / "scripts" / "check_torch.py"
 
 

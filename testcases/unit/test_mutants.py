@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import replace
-from pathlib import Path
 from typing import Callable
 
 import pytest
 import yaml
 
+from harness.config.schema import TC_IDS
+from harness.paths import CONF_DIR
 from implementations.errors import ConfigError, PlanError
 from implementations.interface import KVShardingImplementation
 from implementations.mutants import COMPONENTS, MUTANTS
@@ -34,7 +35,7 @@ from testcases.unit._models import (
 
 pytestmark = pytest.mark.unit
 
-CONF_IMPL = Path(__file__).resolve().parents[2] / "conf" / "implementation"
+CONF_IMPL = CONF_DIR / "implementation"
 REF = ReferenceImplementation()
 SMALL = 64 * MiB
 """Per-rank KV budget for the allocating checks: a few blocks, so they stay fast."""
@@ -54,6 +55,7 @@ def test_registry_entry_is_a_labelled_reference_subclass(key):
     assert cls.name == f"mutant_{key}"
     assert cls.rule and "\n" not in cls.rule and "FEATURE" in cls.rule
     assert cls.component in COMPONENTS
+    assert cls.expected_catchers and set(cls.expected_catchers) <= set(TC_IDS), cls.expected_catchers
     assert isinstance(cls(), KVShardingImplementation)
 
 

@@ -11,13 +11,14 @@ import ast
 import subprocess
 import sys
 from dataclasses import fields, replace
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from harness import _oracle_formats, oracle
+from harness.paths import TOPOLOGY_DIR
 from implementations.specs import CacheSpec, HardwareProfile, ModelSpec, Topology
+from testcases import ROOT
 from testcases.unit._models import (
     DEEPSEEK_MTP,
     DEEPSEEK_V3,
@@ -34,7 +35,6 @@ from testcases.unit._models import (
 
 pytestmark = pytest.mark.unit
 
-ROOT = Path(__file__).resolve().parents[2]
 CPU_BUDGET = 128 * MiB  # conf/hardware/cpu.yaml: 512 - 384 MiB per card
 
 
@@ -205,8 +205,8 @@ def test_two_ranks_on_one_card_never_share_a_group():
 
 
 def test_topology_text_and_yaml_twins_agree():
-    text = oracle.load_topology(ROOT / "conf" / "topology" / "bi_v100_pix4.txt")
-    yaml = oracle.load_topology(ROOT / "conf" / "topology" / "bi_v100_pix4.yaml")
+    text = oracle.load_topology(TOPOLOGY_DIR / "bi_v100_pix4.txt")
+    yaml = oracle.load_topology(TOPOLOGY_DIR / "bi_v100_pix4.yaml")
     assert text.cards == yaml.cards == ("GPU0", "GPU1", "GPU2", "GPU3")
     assert text.links == yaml.links
     assert text.links[0] == ("X", "PIX", "PIX", "PIX")

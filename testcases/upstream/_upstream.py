@@ -13,11 +13,11 @@ one rank; ``options.cache_size_in_bytes`` is ``cache.kv_budget_bytes``).
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 from omegaconf import OmegaConf
 
 from harness.config.build import build_implementation
+from harness.paths import CONF_DIR
 from implementations.interface import KVShardingImplementation, WorkerKVCache
 from implementations.plan_types import KVPlan
 from implementations.specs import CacheSpec, HardwareProfile, ModelSpec, ParallelSpec, RunSpec, Topology
@@ -29,7 +29,7 @@ KV_CACHE_TEST = "tests/core/framework/kv_cache/kv_cache_test.cpp"
 
 IMPLEMENTATIONS = ("reference", "xllm_upstream")
 """Implementations (``conf/implementation/<name>.yaml``) the ported tests run on; both must pass."""
-CONF_IMPLEMENTATION = Path(__file__).resolve().parents[2] / "conf" / "implementation"
+CONF_IMPLEMENTATION = CONF_DIR / "implementation"
 
 UNIT_TEST_DEVICE = HardwareProfile(
     name="upstream_unit_test",
