@@ -69,6 +69,7 @@ while the other three went idle (measured: 213 s with one worker busy 80 s after
 
 @pytest.hookimpl(tryfirst=True)  # before allure's, which creates --alluredir (a traceback when it cannot)
 def pytest_configure(config) -> None:
+    from harness.config.schema import TC_IDS
     from harness.reporting import alluredir as allure_env
 
     if getattr(config.option, "maxschedchunk", 0) is None:  # xdist is loaded and no --maxschedchunk was given
@@ -77,8 +78,8 @@ def pytest_configure(config) -> None:
     allure_env.take(config)  # $LW_ALLUREDIR (CI) when --alluredir is not given
     for name, text in (("L1", "level 1 of the seed test plan"), ("L2", "level 2 of the seed test plan")):
         config.addinivalue_line("markers", f"{name}: {text}")
-    for n in range(1, 8):
-        config.addinivalue_line("markers", f"tc0{n}: TC-0{n} of the seed test plan")
+    for tc in TC_IDS:
+        config.addinivalue_line("markers", f"{tc.lower().replace('-', '')}: {tc} of the seed test plan")
     from harness.suites.matrix import load_matrix
     from implementations.errors import UserError
 
@@ -95,13 +96,6 @@ def pytest_configure(config) -> None:
         from harness.rankpool import registry
 
         registry.configure(max_live_ranks=config.getoption("lw_max_live_ranks"))
-        alluredir = getattr(config.option, "allure_report_dir", None)
-        if alluredir and not hasattr(config, "workerinput"):  # the controller writes it once
-            try:
-                _write_allure_meta(alluredir, config.stash[_MATRIX_KEY])
-            except OSError as exc:
-                raise UserError("--alluredir", alluredir, "a writable directory",
-                                f"cannot write its metadata: {exc.strerror or exc}") from None
     except UserError as exc:
         raise pytest.UsageError(f"error: {exc}") from None
     from harness.reporting import write_guard
@@ -116,24 +110,46 @@ def pytest_configure_node(node) -> None:
     allure_env.hand_to_worker(node)
 
 
-def _write_allure_meta(alluredir: str, matrix) -> None:
+_ALLURE_ENV_KEY = "lw_allure_environment"
+"""xdist ``workeroutput`` key: the run's environment as a worker saw it (``_allure_environment``)."""
+_ALLURE_ENV_STASH = pytest.StashKey["dict"]()
+
+
+def _allure_environment(matrix) -> dict:
+    """``write_allure_meta``'s keyword arguments: torch, its devices, the backend and topology the matrix
+    resolves to. Asked at the end of a session, where the tests have already imported torch (an xdist
+    worker, or a run without xdist): the controller, which runs no test, does not import torch for it."""
     import torch
 
-    from harness.reporting.allure_meta import write_allure_meta
     from harness.suites.case import resolve
 
-    devices = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    devices = [str(torch.cuda.get_device_name(i)) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
     overrides = [f"hardware={matrix.hardware[0]}"] + list(matrix.extra)
     resolved = resolve(tuple(overrides))
-    os.makedirs(alluredir, exist_ok=True)
-    write_allure_meta(
-        alluredir,
-        torch_version=torch.__version__,
-        backend=_backend_label(resolved.backend, resolved.world_size),
-        device_names=devices or ["cpu (simulated cards)"],
-        hardware_profile=",".join(matrix.hardware),
-        topology=resolved.run.hardware.topology.name,
-    )
+    return {
+        "torch_version": str(torch.__version__),  # a TorchVersion, which execnet cannot carry
+        "backend": _backend_label(resolved.backend, resolved.world_size),
+        "device_names": devices or ["cpu (simulated cards)"],
+        "hardware_profile": ",".join(matrix.hardware),
+        "topology": resolved.run.hardware.topology.name,
+    }
+
+
+def _write_allure_meta(session, alluredir: str) -> None:
+    """The controller (or a run without xdist) writes environment.properties and categories.json once, at
+    the end: with the first worker's view of the environment, or its own when no worker reported one."""
+    from harness.reporting.allure_meta import write_allure_meta
+
+    config = session.config
+    environment = config.stash.get(_ALLURE_ENV_STASH, None) or _allure_environment(config.stash[_MATRIX_KEY])
+    try:
+        os.makedirs(alluredir, exist_ok=True)
+        write_allure_meta(alluredir, **environment)
+    except OSError as exc:
+        config.get_terminal_writer().line(
+            f"error: --alluredir: cannot write its metadata to {alluredir}: {exc.strerror or exc}", red=True)
+        if session.exitstatus == 0:
+            session.exitstatus = 1
 
 
 def _check_options(config) -> None:
@@ -331,17 +347,26 @@ def pytest_testnodedown(node, error) -> None:
     """xdist controller: collect the write failures a worker recorded."""
     from harness.reporting import write_guard
 
-    write_guard.extend(list(getattr(node, "workeroutput", {}).get(write_guard.WORKEROUTPUT_KEY, [])))
+    output = getattr(node, "workeroutput", {})
+    write_guard.extend(list(output.get(write_guard.WORKEROUTPUT_KEY, [])))
+    if output.get(_ALLURE_ENV_KEY) and _ALLURE_ENV_STASH not in node.config.stash:
+        node.config.stash[_ALLURE_ENV_STASH] = dict(output[_ALLURE_ENV_KEY])
 
 
 def pytest_sessionfinish(session) -> None:
     from harness.reporting import write_guard
 
     config = session.config
+    alluredir = getattr(config.option, "allure_report_dir", None)
     if hasattr(config, "workeroutput"):
         config.workeroutput[write_guard.WORKEROUTPUT_KEY] = write_guard.failures()
-    elif write_guard.failures() and session.exitstatus == 0:
-        session.exitstatus = 1
+        if alluredir:
+            config.workeroutput[_ALLURE_ENV_KEY] = _allure_environment(config.stash[_MATRIX_KEY])
+    else:
+        if alluredir:
+            _write_allure_meta(session, alluredir)
+        if write_guard.failures() and session.exitstatus == 0:
+            session.exitstatus = 1
     if not hasattr(config, "workerinput"):
         from harness.rankpool.rendezvous import remove_stale_dirs
 

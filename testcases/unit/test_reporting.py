@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -152,6 +153,39 @@ def test_environment_properties_file(tmp_path):
         "python=3.11.9",
         "host_cores=2",
     ]
+
+
+_CONTROLLER_PROBE = """
+import sys
+
+def pytest_unconfigure(config):
+    if not hasattr(config, "workerinput"):
+        with open("controller-imported.txt", "w") as fh:
+            fh.write("torch" if "torch" in sys.modules else "no torch")
+"""
+
+
+@pytest.mark.slow
+def test_under_xdist_a_worker_reports_the_environment_and_the_controller_writes_it(pytester, monkeypatch):
+    """The controller runs no test, so it does not import torch (about 2 s) for environment.properties: the
+    worker that ran the tests reports torch and its devices at the end of its session (as plain strings:
+    torch's TorchVersion cannot cross xdist's channel), and the controller writes both metadata files."""
+    import torch
+
+    for name in [n for n in os.environ if n.startswith(("PYTEST_", "LWSPLIT_", "LW_"))]:
+        monkeypatch.delenv(name)
+    pytester.makeconftest(_CONTROLLER_PROBE)
+    pytester.makepyfile(test_plain="def test_one():\n    pass\n")
+    results = pytester.path / "allure-results"
+    run = pytester.runpytest_subprocess("-p", "xdist", "-n", "1", "-q", "-p", "no:cacheprovider",
+                                        f"--alluredir={results}")
+    run.assert_outcomes(passed=1)
+    assert "DumpError" not in run.stdout.str() + run.stderr.str()
+    values = dict(line.split("=", 1) for line in (results / "environment.properties").read_text().splitlines())
+    assert values["torch"] == str(torch.__version__) and values["backend"].startswith("auto"), values
+    assert values["devices"] and values["topology"], values
+    assert json.loads((results / "categories.json").read_text()) == list(allure_meta.CATEGORIES)
+    assert (pytester.path / "controller-imported.txt").read_text() == "no torch"
 
 
 def test_environment_properties_escaping():
