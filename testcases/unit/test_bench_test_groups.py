@@ -63,30 +63,30 @@ def test_cpu_per_test_from_the_probe_lines_of_every_process(tmp_path):
     assert most[1:3] == ["    10.0 s  meta/test_faults.py::test_faults_end_to_end", "     1.8 s  unit/test_app.py::test_a"]
 
 
-def test_the_probe_measures_a_test_and_the_process_it_waited_for(pytester, monkeypatch):
+def _probe(pytester, monkeypatch) -> dict:
+    """Run the test file made in ``pytester`` with the CPU probe; what the probe recorded per test."""
     from harness.bench import cpu_probe
 
     folder = pytester.path / "cpu"
     folder.mkdir()
     monkeypatch.setenv(cpu_probe.DIR_ENV, str(folder))
+    result = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", cpu_probe.__name__)
+    result.assert_outcomes(passed=1)
+    return cpu_probe.read(folder)
+
+
+def test_the_probe_measures_a_test_and_the_process_it_waited_for(pytester, monkeypatch):
     pytester.makepyfile(
         "import subprocess, sys\n\n"
         "def test_busy_child():\n"
         "    subprocess.run([sys.executable, '-c', 'sum(i * i for i in range(3_000_000))'], check=True)\n")
-    result = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", cpu_probe.__name__)
-    result.assert_outcomes(passed=1)
-    [(key, seconds)] = cpu_probe.read(folder).items()
+    [(key, seconds)] = _probe(pytester, monkeypatch).items()
     assert key == ("test_the_probe_measures_a_test_and_the_process_it_waited_for.py", "test_busy_child")
     assert seconds > 0.05  # the child's work, which its own process would not show
 
 
 def test_the_probe_leaves_out_what_a_child_running_before_the_test_had_used(pytester, monkeypatch):
     """A rank of the worker's own pool is such a child: its earlier work is not this test's."""
-    from harness.bench import cpu_probe
-
-    folder = pytester.path / "cpu"
-    folder.mkdir()
-    monkeypatch.setenv(cpu_probe.DIR_ENV, str(folder))
     pytester.makepyfile(
         "import os, subprocess, sys, time\n\n"
         "BURN = 'import sys, time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.4: pass\\nsys.stdin.read()'\n"
@@ -100,7 +100,5 @@ def test_the_probe_leaves_out_what_a_child_running_before_the_test_had_used(pyte
         "def test_reaps_a_child_started_earlier():\n"
         "    CHILD.stdin.close()\n"
         "    assert CHILD.wait() == 0\n")
-    result = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", cpu_probe.__name__)
-    result.assert_outcomes(passed=1)
-    [(_, seconds)] = cpu_probe.read(folder).items()
+    [(_, seconds)] = _probe(pytester, monkeypatch).items()
     assert seconds < 0.25, f"{seconds} s: the child's 0.4 s before the test counted"
