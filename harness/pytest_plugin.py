@@ -135,21 +135,19 @@ def _allure_environment(matrix) -> dict:
     }
 
 
-def _write_allure_meta(session, alluredir: str) -> None:
+def _write_allure_meta(config, alluredir: str) -> None:
     """The controller (or a run without xdist) writes environment.properties and categories.json once, at
-    the end: with the first worker's view of the environment, or its own when no worker reported one."""
+    the end: with the first worker's view of the environment, or its own when no worker reported one.
+    A failed write is one more failed result write (``write_guard``: an ``error:`` line, exit status 1)."""
+    from harness.reporting import write_guard
     from harness.reporting.allure_meta import write_allure_meta
 
-    config = session.config
     environment = config.stash.get(_ALLURE_ENV_STASH, None) or _allure_environment(config.stash[_MATRIX_KEY])
     try:
         os.makedirs(alluredir, exist_ok=True)
         write_allure_meta(alluredir, **environment)
     except OSError as exc:
-        config.get_terminal_writer().line(
-            f"error: --alluredir: cannot write its metadata to {alluredir}: {exc.strerror or exc}", red=True)
-        if session.exitstatus == 0:
-            session.exitstatus = 1
+        write_guard.record(f"Allure metadata in {alluredir}", exc)
 
 
 def _check_options(config) -> None:
@@ -344,7 +342,7 @@ def _append_result(path: str, item, case, report, facts) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error) -> None:
-    """xdist controller: collect the write failures a worker recorded."""
+    """xdist controller: collect the write failures a worker recorded, and the first environment one reported."""
     from harness.reporting import write_guard
 
     output = getattr(node, "workeroutput", {})
@@ -364,7 +362,7 @@ def pytest_sessionfinish(session) -> None:
             config.workeroutput[_ALLURE_ENV_KEY] = _allure_environment(config.stash[_MATRIX_KEY])
     else:
         if alluredir:
-            _write_allure_meta(session, alluredir)
+            _write_allure_meta(config, alluredir)
         if write_guard.failures() and session.exitstatus == 0:
             session.exitstatus = 1
     if not hasattr(config, "workerinput"):

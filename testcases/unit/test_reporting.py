@@ -188,6 +188,23 @@ def test_under_xdist_a_worker_reports_the_environment_and_the_controller_writes_
     assert (pytester.path / "controller-imported.txt").read_text() == "no torch"
 
 
+def test_metadata_that_cannot_be_written_at_the_end_is_one_error_line_and_exit_1(pytester, monkeypatch):
+    """The folder was writable at start-up (checked then), but environment.properties cannot be written
+    when the session ends: the run's outcomes stand, one ``error:`` line names the file, the exit is 1."""
+    from harness.reporting import write_guard
+
+    monkeypatch.setattr(write_guard, "_failures", [])  # in-process: keep this run's records out of ours
+    results = pytester.path / "allure-results"
+    (results / "environment.properties").mkdir(parents=True)  # a folder where the file goes
+    pytester.makepyfile(test_plain="def test_one():\n    pass\n")
+    run = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider", f"--alluredir={results}")
+    assert run.ret == 1
+    run.assert_outcomes(passed=1)
+    out = run.stdout.str()
+    assert "error: 1 result file(s) could not be written; first: Allure metadata in" in out, out
+    assert "INTERNALERROR" not in out and "Traceback" not in out
+
+
 def test_environment_properties_escaping():
     text = allure_meta.environment_properties({"a:b": "C:\\corex\nnext", "devices": "Iluvatar BI-V100 µ"})
     assert text.splitlines() == ["a\\:b=C:\\\\corex\\nnext", "devices=Iluvatar BI-V100 \\u00b5"]
