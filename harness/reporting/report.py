@@ -7,7 +7,8 @@ Runs ``allure generate --single-file --clean --name ...`` (Allure 2; install it 
 (``harness.reporting.results``: categories by origin, stable messages, executor,
 history). The report is built in a temporary directory beside ``--out`` and renamed
 into place only when the CLI succeeds, so ``--out`` is either the previous report or
-the complete new one. The new report's ``history/*.json`` (trend, duration, retries,
+the complete new one. ``--out`` must be new, empty, or a report written here before
+(its ``.lwsplit-report`` stamp): any other folder or file is refused untouched. The new report's ``history/*.json`` (trend, duration, retries,
 categories) is then kept in ``--history`` (default ``reports/allure-history``) for the
 next run, so trends show from the second report on. A single-file report opens from
 disk (file://); a multi-file one needs an HTTP server.
@@ -47,6 +48,45 @@ time, for a few results and for 2,000 alike; the report is the same."""
 
 class ReportError(Exception):
     """A user-facing problem: printed as one line, exit status 2."""
+
+
+REPORT_STAMP = ".lwsplit-report"
+"""A small file every report this module writes carries beside its ``index.html``: the mark that lets a
+new report replace the folder whole."""
+
+
+def check_out(out: Path) -> None:
+    """Refuse an ``out`` a new report may not replace: anything but nothing, an empty folder, or an earlier
+    report (its stamp, or an Allure single-file ``index.html`` with at most ``FEATURE.md`` beside it: one
+    written before the stamp existed). The report replaces the folder whole, so any other file in it
+    would be lost."""
+    if not os.path.lexists(out):
+        return
+    if out.is_symlink() or not out.is_dir():
+        raise ReportError(f"--out {out} is not a folder (a new report replaces the folder whole); "
+                          "give a new or empty folder, or an earlier report's")
+    try:
+        names = sorted(p.name for p in out.iterdir())
+    except OSError as exc:
+        raise ReportError(f"--out {out} cannot be read: {exc.strerror or exc}") from exc
+    if not names:
+        return
+    report_files = {"index.html", FEATURE_DOC.name, REPORT_STAMP}
+    others = [n for n in names if n not in report_files]
+    if "index.html" in names and not others and (REPORT_STAMP in names or _is_single_file_report(out / "index.html")):
+        return
+    shown = ", ".join(others[:3] or names[:3]) + (", ..." if len(others or names) > 3 else "")
+    raise ReportError(f"--out {out} holds files that are not a report written here ({shown}); a new report "
+                      "replaces the folder whole, so give a new or empty folder, or an earlier report's")
+
+
+def _is_single_file_report(index: Path) -> bool:
+    """An Allure single-file report: its data embedded as ``d('data/...','<base64>')`` calls."""
+    try:
+        with index.open("r", encoding="utf-8", errors="replace") as fh:
+            return any("d('data/" in line for line in fh)
+    except OSError:
+        return False
 
 
 def find_cli() -> Path | None:
@@ -117,6 +157,7 @@ def generate(results: Path | Sequence[Path], out: Path, cli: Path | None = None,
     folders = [results] if isinstance(results, (str, Path)) else list(results)
     if not folders:
         raise ReportError("no results directory given")
+    check_out(out)
     for folder in folders:
         check_results(Path(folder))
     cli = cli or find_cli()
@@ -150,6 +191,8 @@ def generate(results: Path | Sequence[Path], out: Path, cli: Path | None = None,
             raise ReportError(f"allure generate failed (exit {done.returncode}): {last}")
         if FEATURE_DOC.is_file():  # the TCs link their FEATURE sections relative to the report
             shutil.copyfile(FEATURE_DOC, staging / FEATURE_DOC.name)
+        (staging / REPORT_STAMP).write_text(f"{REPORT_NAME}: written by harness.reporting.report\n", encoding="utf-8")
+        check_out(out)  # again: something may have been written there while Allure ran
         _replace_dir(staging, out)
     finally:
         shutil.rmtree(staging_parent, ignore_errors=True)

@@ -287,6 +287,7 @@ def test_failed_generation_leaves_previous_report(tmp_path):
     out = tmp_path / "reports" / "allure-report"
     out.mkdir(parents=True)
     (out / "index.html").write_text("previous")
+    (out / report.REPORT_STAMP).write_text("")
     # writes half a report into -o, then fails
     cli = _fake_cli(tmp_path, OUT_ARG + 'mkdir -p "$out" && echo half > "$out/index.html"; echo "boom" >&2; exit 1\n')
     results = _results(tmp_path)
@@ -299,12 +300,66 @@ def test_failed_generation_leaves_previous_report(tmp_path):
 
 def test_successful_generation_replaces_previous_report(tmp_path):
     out = tmp_path / "reports" / "allure-report"
-    out.mkdir(parents=True)
-    (out / "old.txt").write_text("old")
-    cli = _fake_cli(tmp_path, OUT_ARG + 'mkdir -p "$out" && echo new > "$out/index.html"\n')
-    assert report.generate(_results(tmp_path), out, cli=cli) == out / "index.html"
-    assert sorted(p.name for p in out.iterdir()) == sorted(["index.html"] + (["FEATURE.md"] if FEATURE else []))
+    cli = _fake_cli(tmp_path, OUT_ARG + 'mkdir -p "$out" && echo "$0" > "$out/index.html"\n')
+    results = _results(tmp_path)
+    report.generate(results, out, cli=cli)
+    cli.rename(tmp_path / "allure-2")
+    assert report.generate(results, out, cli=tmp_path / "allure-2") == out / "index.html"
+    assert (out / "index.html").read_text().strip() == str(tmp_path / "allure-2")
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["index.html", report.REPORT_STAMP] + (["FEATURE.md"] if FEATURE else []))
     assert sorted(p.name for p in out.parent.iterdir()) == ["allure-report"]
+
+
+def test_a_report_written_before_the_stamp_is_replaced(tmp_path):
+    out = tmp_path / "allure-report"
+    out.mkdir()
+    (out / "index.html").write_text("<script>d('data/suites.json','e30=')</script>")
+    cli = _fake_cli(tmp_path, OUT_ARG + 'mkdir -p "$out" && echo new > "$out/index.html"\n')
+    report.generate(_results(tmp_path), out, cli=cli)
+    assert (out / "index.html").read_text() == "new\n"
+
+
+def _tree(root):
+    return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None) for p in sorted(root.rglob("*"))}
+
+
+@pytest.mark.parametrize("case", ["user-folder", "lone-foreign-index", "results-folder", "parent-of-results",
+                                  "regular-file", "symlink", "report-with-a-user-file"])
+def test_report_out_that_is_not_an_earlier_report_is_refused_untouched(tmp_path, capsys, monkeypatch, case):
+    """A report replaces its folder whole: anything there but an earlier report would be lost."""
+    cli = _fake_cli(tmp_path, OUT_ARG + 'mkdir -p "$out" && echo new > "$out/index.html"\n')
+    root = tmp_path / "work"
+    results = root / "reports" / "allure-results"
+    results.mkdir(parents=True)
+    (results / "x-result.json").write_text("{}")
+    out = root / "out"
+    if case == "user-folder":
+        out.mkdir()
+        (out / "index.html").write_text("my site")
+        (out / "notes.txt").write_text("mine")
+    elif case == "lone-foreign-index":
+        out.mkdir()
+        (out / "index.html").write_text("my site")
+    elif case == "results-folder":
+        out = results
+    elif case == "parent-of-results":
+        out = root / "reports"
+    elif case == "regular-file":
+        out.write_text("a file")
+    elif case == "symlink":
+        (root / "elsewhere").mkdir()
+        out.symlink_to(root / "elsewhere")
+    else:
+        report.generate(results, out, cli=cli)
+        (out / "mine.txt").write_text("mine")
+    before = _tree(root)
+    monkeypatch.setattr(report, "find_cli", lambda: cli)
+    code = report.main(["--results", str(results), "--out", str(out), "--no-history"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert len(err.splitlines()) == 1 and str(out) in err, err
+    assert _tree(root) == before
 
 
 def test_generation_starts_the_jvm_quick_unless_the_user_says_otherwise(tmp_path, monkeypatch):
