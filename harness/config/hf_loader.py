@@ -132,6 +132,10 @@ def _head_dim(reader: _Reader) -> int:
 def _kv_heads(reader: _Reader) -> int:
     kv_heads = reader.integer("num_key_value_heads", minimum=1)
     if kv_heads is not None:
+        heads = reader.integer("num_attention_heads", minimum=1)
+        if heads is not None and kv_heads > heads:  # GQA groups query heads: never more KV heads than query heads
+            raise reader.error("num_key_value_heads", kv_heads,
+                               f"at most num_attention_heads {heads} (KV heads {kv_heads} > query heads {heads})")
         return kv_heads
     return reader.integer("num_attention_heads", required=True, minimum=1)  # MHA, as transformers defaults
 

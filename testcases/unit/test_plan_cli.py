@@ -113,7 +113,8 @@ def test_gflags_and_parallel_config_equal_the_overrides(capsys, tmp_path):
     via_gflags = _main_json(capsys, ["--gflags", "--enable_layerwise_split=true --layerwise_split_size=2", *WORKED])
     pc = tmp_path / "parallel_config.json"
     pc.write_text('{"layerwise_split_size": 2}')
-    via_json = _main_json(capsys, ["--parallel-config", str(pc), *WORKED])
+    # a ParallelConfig carries only the size: on under upstream semantics (off under the adaptation's)
+    via_json = _main_json(capsys, ["--semantics", "upstream", "--parallel-config", str(pc), *WORKED])
     assert via_overrides["n_blocks"] == 2978
     assert via_gflags["digest"] == via_overrides["digest"] == via_json["digest"]
 
