@@ -298,7 +298,8 @@ def merge_settings(routes: Sequence[tuple]) -> dict:
         flat.update({f"parallel.{k}": v for k, v in settings.get("parallel", {}).items()})
         for key, value in flat.items():
             if key in merged and merged[key] != value:
-                raise ConfigError(key, f"{where[key]} {merged[key]!r} vs {route} {value!r}",
+                name = {"split_size": SIZE_FLAG, "enable": ENABLE_FLAG}.get(key, key)
+                raise ConfigError(name, f"{where[key]} {merged[key]!r} vs {route} {value!r}",
                                   "one value: --gflags and --parallel-config must agree")
             merged[key], where[key] = value, route
     return merged
