@@ -374,6 +374,9 @@ def notes(log: EngineLog, semantics_line: str) -> list:
     if log.extra_capacities:
         out.append(f"{len(log.extra_capacities)} capacity line(s) in another log ({log.extra_capacities[0].where}) "
                    "are not judged: the first log with capacity lines is")
+    if log.skipped:
+        out.append(f"{len(log.skipped)} line(s) without a glog prefix look like engine lines but do not read as one "
+                   f"(first: {log.skipped[0]}); not read")
     if len(log.fatals) > 1:
         out.append(f"{len(log.fatals)} refusal lines; the first is judged")
     return out

@@ -203,6 +203,8 @@ class EngineLog:
     """(path, number of starts in it, line where the judged start begins)."""
     extra_capacities: tuple = ()
     """Capacity lines of a second log with its own (not judged; named in the output)."""
+    skipped: tuple = ()
+    """Lines without a glog prefix that look like an engine line but do not read as one (named in the output)."""
 
     @property
     def restarted(self) -> tuple:
@@ -218,6 +220,7 @@ class _Start:
     block_infos: list = field(default_factory=list)
     fatals: list = field(default_factory=list)
     succeeded: bool = False
+    skipped: list = field(default_factory=list)
 
     def ended(self) -> bool:
         return bool(self.capacities or self.fatals)
@@ -333,7 +336,7 @@ def _starts(lines: Iterable[str], path: str) -> tuple:
     count = 0
     seen_any = False
     for line_no, raw in enumerate(lines, start=1):
-        cut = not raw.endswith("\n")
+        cut = not raw.endswith(("\n", "\r"))
         line = raw.rstrip("\r\n")
         where = Where(path=path, line_no=line_no)
         severity, source, source_file, message = split_glog(line)
@@ -352,25 +355,37 @@ def _starts(lines: Iterable[str], path: str) -> tuple:
             continue
         if not engine_line and not message.startswith("Initializing "):
             continue
-        if message.startswith(CAPACITY_MARK):
-            start.capacities.append(parse_capacity(message, where, cut))
-        elif message.startswith(WORKER_MARK) and ": available memory: " in message:
-            start.workers.append(parse_worker(message, where))
-        elif message.startswith(BLOCK_INFO_MARK):
-            start.block_infos.append(parse_block_info(message, where))
-        elif message.startswith("Initializing ") and " cache with shape: " in message:
-            shape = parse_shape(message, where)
-            if shape is None:
-                if cut:
-                    raise LogError(f"{where}: shape line cut mid-line (the file ends there)")
-                continue
-            start.shapes.setdefault(len(start.capacities) - 1, []).append(shape)
-        elif message.strip() == SUCCESS_MARK:
-            start.succeeded = True
-        else:
+        try:
+            read = _read_line(start, message, where, cut)
+        except LogError:
+            if severity or cut:  # a glog line of the engine's files, or the file's cut last line
+                raise
+            start.skipped.append(where)  # text without a glog prefix that only looks like an engine line
             continue
-        seen_any = True
+        seen_any = seen_any or read
     return start, count + (1 if seen_any else 0)
+
+
+def _read_line(start: _Start, message: str, where: Where, cut: bool) -> bool:
+    """Record one engine message in ``start``; False when it is none of the lines read here."""
+    if message.startswith(CAPACITY_MARK):
+        start.capacities.append(parse_capacity(message, where, cut))
+    elif message.startswith(WORKER_MARK) and ": available memory: " in message:
+        start.workers.append(parse_worker(message, where))
+    elif message.startswith(BLOCK_INFO_MARK):
+        start.block_infos.append(parse_block_info(message, where))
+    elif message.startswith("Initializing ") and " cache with shape: " in message:
+        shape = parse_shape(message, where)
+        if shape is None:
+            if cut:
+                raise LogError(f"{where}: shape line cut mid-line (the file ends there)")
+            return False
+        start.shapes.setdefault(len(start.capacities) - 1, []).append(shape)
+    elif message.strip() == SUCCESS_MARK:
+        start.succeeded = True
+    else:
+        return False
+    return True
 
 
 def parse_log_lines(lines: Iterable[str], path: str = "<log>") -> EngineLog:
@@ -386,7 +401,7 @@ def parse_log_lines(lines: Iterable[str], path: str = "<log>") -> EngineLog:
     )
     return EngineLog(path=path, workers=tuple(start.workers), capacities=capacities,
                      block_infos=tuple(start.block_infos), fatals=tuple(start.fatals), succeeded=start.succeeded,
-                     starts=((path, count, start.first_line),))
+                     starts=((path, count, start.first_line),), skipped=tuple(start.skipped))
 
 
 def parse_log_text(text: str, path: str = "<log>") -> EngineLog:
@@ -409,6 +424,7 @@ def merge_logs(logs: Iterable[EngineLog]) -> EngineLog:
         succeeded=any(log.succeeded for log in logs),
         starts=tuple(s for log in logs for s in log.starts),
         extra_capacities=tuple(c for log in with_capacity[1:] for c in log.capacities),
+        skipped=tuple(w for log in logs for w in log.skipped),
     )
 
 
@@ -436,11 +452,11 @@ def _bounded_lines(handle) -> Iterator[str]:
         line = handle.readline(MAX_LINE_CHARS)
         if not line:
             return
-        while not line.endswith("\n"):  # an over-long line: keep its head, skip the rest of it
+        while not line.endswith(("\n", "\r")):  # an over-long line: keep its head, skip the rest of it
             rest = handle.readline(MAX_LINE_CHARS)
             if not rest:
                 break
-            if rest.endswith("\n"):
+            if rest.endswith(("\n", "\r")):
                 line += "\n"
                 break
         yield line

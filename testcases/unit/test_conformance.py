@@ -347,9 +347,37 @@ def test_gflags_and_parallel_config_follow_one_rule(tmp_path, capsys):
 def test_an_unrelated_line_with_the_capacity_words_is_not_read(tmp_path, capsys):
     unrelated = [glog("kv_cache_estimation.cpp:427", "speculative kv cache capacity adjusted from 1 to 2"),
                  glog("chat_service.cpp:88", "kv cache capacity: what is it?"),
-                 "user prompt: kv cache capacity: lots"]
+                 "user prompt: kv cache capacity: lots", "kv cache capacity: plenty, thanks"]
     code, out, err = run_main([write_log(tmp_path, *unrelated, *WORKERS4, capacity_line()), *DSV32], capsys)
     assert code == 0, out + err
+    assert "1 line(s) without a glog prefix look like engine lines" in out and "xllm.INFO:5" in out
+
+
+def test_lines_ending_in_a_lone_carriage_return(tmp_path, capsys):
+    path = tmp_path / "cr.INFO"
+    path.write_bytes("\r".join([*WORKERS4, capacity_line(), ""]).encode())
+    code, out, err = run_main([str(path), *DSV32], capsys)
+    assert code == 0, out + err
+
+
+@pytest.mark.parametrize("semantics", ["adaptation", "upstream"])
+@pytest.mark.parametrize("flags", ["--layerwise_split_size=2", "--layerwise_split_size=1", "",
+                                   "--enable_layerwise_split --layerwise_split_size=4",
+                                   "--enable_layerwise_split=false --layerwise_split_size=2"])
+def test_the_flag_reader_agrees_with_the_oracle(semantics, flags):
+    """The harness's gflag reader (``implementations.formats``) and the oracle's own reader give the
+    same answer under each semantics (FEATURE section 2), or both refuse an enable flag under upstream."""
+    from harness import oracle
+    from implementations.errors import ConfigError
+    from implementations.formats import flags_from_gflags
+
+    try:
+        want = oracle.expected_split_active(semantics, oracle.parse_layerwise_gflags(flags, semantics))
+    except ValueError:
+        with pytest.raises(ConfigError):
+            flags_from_gflags(flags, semantics)
+        return
+    assert flags_from_gflags(flags, semantics).active is want
 
 
 @pytest.mark.parametrize("override, field", [
