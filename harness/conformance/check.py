@@ -378,7 +378,7 @@ def notes(log: EngineLog, semantics_line: str) -> list:
         out.append(f"{len(log.skipped)} line(s) without a glog prefix look like engine lines but do not read as one "
                    f"(first: {log.skipped[0]}); not read")
     if len(log.fatals) > 1:
-        out.append(f"{len(log.fatals)} refusal lines; the first is judged")
+        out.append(f"{len(log.fatals)} refusal lines; the earliest is judged")
     return out
 
 

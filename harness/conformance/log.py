@@ -186,6 +186,8 @@ class FatalLine:
     message: str
     source: str
     """``file:line`` from the glog prefix ('' without one)."""
+    stamp: str = ""
+    """``mmdd hh:mm:ss.uuuuuu`` from the glog prefix ('' without one): orders refusals across logs."""
     where: Where
 
 
@@ -227,11 +229,11 @@ class _Start:
 
 
 def split_glog(line: str) -> tuple:
-    """(severity or '', ``file:line`` or '', source file or '', message)."""
+    """(severity or '', ``file:line`` or '', source file or '', message, ``mmdd hh:mm:ss.uuuuuu`` or '')."""
     m = GLOG_PREFIX.match(line)
     if m is None:
-        return "", "", "", line
-    return m.group(1), f"{m.group(5)}:{m.group(6)}", m.group(5), m.group(7)
+        return "", "", "", line, ""
+    return m.group(1), f"{m.group(5)}:{m.group(6)}", m.group(5), m.group(7), f"{m.group(2)} {m.group(3)}"
 
 
 def _int(text: str, what: str, where: Where) -> int:
@@ -339,10 +341,11 @@ def _starts(lines: Iterable[str], path: str) -> tuple:
         cut = not raw.endswith(("\n", "\r"))
         line = raw.rstrip("\r\n")
         where = Where(path=path, line_no=line_no)
-        severity, source, source_file, message = split_glog(line)
+        severity, source, source_file, message, stamp = split_glog(line)
         engine_line = not source_file or source_file in ENGINE_FILES
         opens = (line.startswith(FILE_HEADER)
-                 or (engine_line and message.startswith((BLOCK_INFO_MARK, WORKER_MARK)) and start.ended()))
+                 or (engine_line and message.startswith((BLOCK_INFO_MARK, WORKER_MARK)) and start.ended())
+                 or (engine_line and message.startswith(BLOCK_INFO_MARK) and start.workers))
         if opens:
             if seen_any:
                 count += 1
@@ -350,7 +353,7 @@ def _starts(lines: Iterable[str], path: str) -> tuple:
             if line.startswith(FILE_HEADER):
                 continue
         if severity == "F" or (not severity and message.startswith("Check failed: ")):
-            start.fatals.append(FatalLine(message=message.strip(), source=source, where=where))
+            start.fatals.append(FatalLine(message=message.strip(), source=source, stamp=stamp, where=where))
             seen_any = True
             continue
         if not engine_line and not message.startswith("Initializing "):
@@ -420,7 +423,7 @@ def merge_logs(logs: Iterable[EngineLog]) -> EngineLog:
         workers=tuple(w for log in logs for w in log.workers),
         capacities=first.capacities if first else (),
         block_infos=first.block_infos if first else tuple(b for log in logs for b in log.block_infos),
-        fatals=tuple(f for log in logs for f in log.fatals),
+        fatals=tuple(sorted((f for log in logs for f in log.fatals), key=lambda f: f.stamp)),  # stable: in-file order
         succeeded=any(log.succeeded for log in logs),
         starts=tuple(s for log in logs for s in log.starts),
         extra_capacities=tuple(c for log in with_capacity[1:] for c in log.capacities),

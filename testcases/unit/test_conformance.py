@@ -268,6 +268,24 @@ def test_a_worker_side_refusal_in_another_log(tmp_path, capsys):
     assert "worker1.INFO:2" in out
 
 
+def test_the_earliest_refusal_across_logs_is_judged(tmp_path, capsys):
+    late = glog("kv_cache.cpp:389", XTENSOR, "F").replace("19:00:00.000001", "19:00:05.000000")
+    early = glog("layerwise_split_layout.h:45", SPLIT_TP, "F")
+    argv = [write_log(tmp_path, late, name="a.INFO"), write_log(tmp_path, early, name="b.INFO"), *DSV32,
+            "cache.enable_xtensor=true"]
+    code, out, _ = run_main(argv, capsys)
+    assert code == 1 and "2 refusal lines; the earliest is judged" in out and "b.INFO:2" in out
+
+
+def test_a_restart_without_a_refusal_line_is_a_new_start(tmp_path, capsys):
+    """A start that died without a line (no capacity, no refusal): the next Block info opens a new start."""
+    crashed = [BLOCK_INFO.format(bs=128), *WORKERS4]
+    second = [BLOCK_INFO.format(bs=128), *WORKERS4, capacity_line()]
+    code, out, err = run_main([write_log(tmp_path, *crashed, *second), *DSV32], capsys)
+    assert code == 0, out + err
+    assert "holds 2 starts" in out
+
+
 def test_an_estimation_refusal(tmp_path, capsys):
     # 1 MiB cannot hold one split block of 5,767,168 B (kv_cache_estimation.cpp:184)
     fatal = glog("kv_cache_estimation.cpp:184", "Check failed: common_block_count > 0 (0 vs. 0) "
