@@ -67,14 +67,28 @@ def _emit(text: str) -> None:
         fail(f"stdout: cannot write the result ({exc.strerror or exc})")
 
 
+def check_schema(run) -> None:
+    """What ``harness.plan`` refuses as values its schema cannot hold (``block_size`` 0, a negative budget,
+    ``max_seqs_per_batch`` -1, ``dp_size`` 0, ...), with the same error line; the spec's rules (world
+    divisible by dp * cp, split size >= 1, ...) are judged against the log instead."""
+    from implementations.errors import ConfigError
+    from implementations.reference.validation import check_cache
+
+    check_cache(run.cache)
+    p = run.parallel
+    for name, value, least, detail in (("world_size", p.world_size, 1, ""), ("dp_size", p.dp_size, 1, ""),
+                                       ("cp_size", p.cp_size, 1, ""),
+                                       ("kv_split_size", p.kv_split_size, 0, " (0 follows cp_size (upstream))")):
+        if value < least:
+            raise ConfigError(f"parallel.{name}", value, f"a whole number >= {least}{detail}")
+
+
 @command
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from harness.config.build import apply_semantics, build_run_spec, layerwise_overrides
     from harness.config.compose import compose_config
     from harness.conformance.check import check, render, render_json
     from harness.conformance.log import LogError, read_logs
-    from implementations.reference.validation import check_cache
-
     args = parser().parse_intermixed_args(join_flag_values(sys.argv[1:] if argv is None else list(argv)))
     logs = [a for a in args.args if "=" not in a]
     overrides = [a for a in args.args if "=" in a]
@@ -85,7 +99,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     cfg = compose_config(overrides)
     why = apply_semantics(cfg, args.semantics)
     run = build_run_spec(cfg)
-    check_cache(run.cache)  # the schema harness.plan refuses (block_size 0, negative budget, ...)
+    check_schema(run)
     try:
         log = read_logs(logs)
         figures = check(run, log, args.semantics)

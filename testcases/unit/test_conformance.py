@@ -86,13 +86,18 @@ MODEL_TYPE = ("Check failed: is_layerwise_split_supported_model(model_type) laye
               "supported for deepseek_v32 and glm_moe_dsa, got deepseek_v3")  # layerwise_split_layout.h:41
 
 
-def run_main(argv, capsys):
+def _run(entry, argv, capsys):
     try:
-        code = main(argv)
+        code = entry(argv)
     except SystemExit as exc:
         code = exc.code
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
+def run_main(argv, capsys):
+    return _run(main, argv, capsys)
+
 
 
 def one_error(code, out, err, *needles):
@@ -402,10 +407,16 @@ def test_the_flag_reader_agrees_with_the_oracle(semantics, flags):
     ("cache.kv_budget_bytes=-1", "cache.kv_budget_bytes"),
     ("cache.max_seqs_per_batch=-1", "cache.max_seqs_per_batch"),
     ("cache.block_size=0", "cache.block_size"),
+    ("parallel.dp_size=0", "parallel.dp_size"),
+    ("parallel.kv_split_size=-1", "parallel.kv_split_size"),
 ])
 def test_schema_errors_as_the_plan_command_refuses_them(tmp_path, capsys, override, field):
+    from harness import plan as plan_cli
+
     code, out, err = run_main([write_log(tmp_path, *WORKERS4, capacity_line()), *DSV32, override], capsys)
     one_error(code, out, err, field, ">=")
+    plan_code, _, plan_err = _run(plan_cli.main, [*DSV32, override], capsys)
+    assert plan_code == 2 and plan_err == err  # the same error line as the plan command's
 
 
 @pytest.mark.parametrize("line, needle", [
