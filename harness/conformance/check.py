@@ -313,17 +313,20 @@ def _engine_budget(run, log: EngineLog) -> tuple:
 
 
 def expected_refusals(run, log: EngineLog, semantics: str) -> tuple:
-    """(kind, [Rejection]) of the spec: kind ``startup`` or ``estimation``; an empty list: it accepts."""
+    """(kind, [Rejection], accepts): kind ``startup`` or ``estimation``; the rejections the spec gives
+    at some budget the log allows; ``accepts``: whether some budget it allows starts the engine."""
     startup = oracle.expected_upstream_rejection(run) if semantics == "upstream" else oracle.expected_rejection(run)
     if startup is not None:
-        return "startup", [startup]
+        return "startup", [startup], False
     lo, hi = _engine_budget(run, log)
-    found = []
+    found, accepts = [], False
     for budget in sorted({lo, hi}):
         rejection = oracle.expected_estimation_rejection(run, max(budget, 0))
-        if rejection is not None and rejection not in found:
+        if rejection is None:
+            accepts = True
+        elif rejection not in found:
             found.append(rejection)
-    return "estimation", found
+    return "estimation", found, accepts
 
 
 def _refusal_text(fatal: FatalLine) -> str:
@@ -336,7 +339,7 @@ def check(run, log: EngineLog, semantics: str = "adaptation") -> list:
     """The engine's answer (refused or started) against the spec, then, when both say it starts,
     every figure of the log: target first, then the draft if any."""
     engines = 2 if getattr(run, "draft", None) is not None else 1
-    kind, refusals = expected_refusals(run, log, semantics)
+    kind, refusals, accepts = expected_refusals(run, log, semantics)
     fatal = log.fatals[0] if log.fatals else None
     spec_text = " or ".join(f"refused: {r.field}: {r.reason}" for r in refusals)
     if fatal is not None:
@@ -348,7 +351,7 @@ def check(run, log: EngineLog, semantics: str = "adaptation") -> list:
     if not log.capacities:
         raise LogError(f"{log.path}: the judged start has neither a `kv cache capacity:` line nor a refusal "
                        "(`F... Check failed:` / LOG(FATAL)): the log ends before the engine allocated its KV cache")
-    if refusals:
+    if not accepts:
         return [Figure("engine", f"{kind} refusal", f"started ({len(log.capacities)} capacity line(s))", spec_text, False)]
     if len(log.capacities) < engines:
         raise LogError(f"{log.path}: {len(log.capacities)} `kv cache capacity:` line(s) in the judged start and no "

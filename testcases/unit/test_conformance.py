@@ -178,10 +178,17 @@ def test_hybrid_model_through_the_vlm_engine(tmp_path, capsys):
     # conv [7, 3, 128 * 4 * 2 + 128 * 8] and ssm [7, 8, 128, 128] (kv_cache_shape.cpp:200, 204)
     shapes = [shape("k", (97, 1, 128, 256), 184), shape("v", (97, 1, 128, 256), 188),
               shape("conv", (7, 3, 2048), 200), shape("ssm", (7, 8, 128, 128), 204)]
+    # vlm_engine.cpp:162: the VLM engine's Block info has no kv_cache_dtype; 2 KV heads on tp 4 -> 1 per rank
+    info = glog("vlm_engine.cpp:162", "Block info, block_size: 128, n_local_kv_heads: 1, head_dim: 256, "
+                "n_layers: 40, dtype: BFloat16")
     qwen = ["model=qwen3_5_moe", "parallel=tp4", "layerwise=s2"]
-    code, out, err = run_main([write_log(tmp_path, *workers, capacity_line(blocks=97, **args), *shapes), *qwen], capsys)
+    code, out, err = run_main([write_log(tmp_path, info, *workers, capacity_line(blocks=97, **args), *shapes), *qwen],
+                              capsys)
     assert code == 0, out + err
-    assert "less encoder_cache_reserved" in out
+    assert "less encoder_cache_reserved" in out and "Block info n_local_kv_heads" in out
+    code, out, _ = run_main([write_log(tmp_path, info.replace("kv_heads: 1", "kv_heads: 2"), *workers,
+                                       capacity_line(blocks=97, **args)), *qwen], capsys)
+    assert code == 1 and "result: DISAGREE on target.Block info n_local_kv_heads" in out
     # the LLM engine's line for the same memory leaves the reserve in: the workers' C is 64 MiB too high
     llm = [w.replace(", encoder_cache_reserved: 64.00 MB", "") for w in workers]
     code, out, _ = run_main([write_log(tmp_path, *llm, capacity_line(blocks=97, **args)), *qwen], capsys)
