@@ -39,6 +39,9 @@ SIZE_FLAG = "layerwise_split_size"
 TRUE_WORDS = ("true", "1")
 FALSE_WORDS = ("false", "0")
 BOOL_ALLOWED = "true, false, 1 or 0 (any case)"
+GFLAG_TRUE_WORDS = ("true", "t", "yes", "y", "1")
+GFLAG_FALSE_WORDS = ("false", "f", "no", "n", "0")
+GFLAG_BOOL_ALLOWED = "true/false, t/f, yes/no, y/n or 1/0 (any case), as gflags reads a bool"
 INT_ALLOWED = "a whole number, e.g. 2"
 
 SEMANTICS = ("adaptation", "upstream")
@@ -132,6 +135,16 @@ def layerwise_state(semantics: str, enable: Optional[bool], split_size: int) -> 
     return LayerwiseFlags(enable=flag, split_size=split_size), why
 
 
+def _gflag_bool(field: str, value: str) -> bool:
+    """A bool as gflags reads one on a command line (FEATURE section 2)."""
+    word = value.strip().lower()
+    if word in GFLAG_TRUE_WORDS:
+        return True
+    if word in GFLAG_FALSE_WORDS:
+        return False
+    raise ConfigError(field, value, GFLAG_BOOL_ALLOWED)
+
+
 def _split_flag(arg: str) -> tuple[str, Union[str, None]]:
     """``--name=value`` -> (name, value); ``--name`` -> (name, None). One or two dashes, as gflags."""
     body = arg[2:] if arg.startswith("--") else arg[1:]
@@ -181,7 +194,7 @@ def gflag_settings(args: Union[str, Sequence[str]], semantics: str = DEFAULT_SEM
             raise ConfigError(arg, "(bare flag)" if value is None else value, UPSTREAM_FLAGS_ALLOWED,
                               "upstream 494f293b5 has no enable flag: its gflags stop on an unknown command line flag")
         if name == ENABLE_FLAG:
-            out["enable"] = True if value is None else parse_bool(f"--{ENABLE_FLAG}", value)
+            out["enable"] = True if value is None else _gflag_bool(f"--{ENABLE_FLAG}", value)
         elif name == f"no{ENABLE_FLAG}":
             if value is not None:
                 raise ConfigError(f"--no{ENABLE_FLAG}", value, "no value (it means false)")

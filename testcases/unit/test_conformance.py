@@ -393,7 +393,8 @@ def test_lines_ending_in_a_lone_carriage_return(tmp_path, capsys):
 @pytest.mark.parametrize("semantics", ["adaptation", "upstream"])
 @pytest.mark.parametrize("flags", ["--layerwise_split_size=2", "--layerwise_split_size=1", "",
                                    "--enable_layerwise_split --layerwise_split_size=4",
-                                   "--enable_layerwise_split=false --layerwise_split_size=2"])
+                                   "--enable_layerwise_split=false --layerwise_split_size=2",
+                                   "--enable_layerwise_split=y --layerwise_split_size=2"])
 def test_the_flag_reader_agrees_with_the_oracle(semantics, flags):
     """The harness's gflag reader (``implementations.formats``) and the oracle's own reader give the
     same answer under each semantics (FEATURE section 2), or both refuse an enable flag under upstream."""

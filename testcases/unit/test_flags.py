@@ -28,6 +28,9 @@ pytestmark = pytest.mark.unit
         ("--enable_layerwise_split=false --layerwise_split_size=2", False, 2),
         ("--enable_layerwise_split=FALSE", False, 1),
         ("--enable_layerwise_split=0", False, 1),
+        # gflags reads t/f, y/n and yes/no too (FEATURE section 2)
+        ("--enable_layerwise_split=YES --layerwise_split_size=2", True, 2),
+        ("--enable_layerwise_split=n", False, 1),
         ("--noenable_layerwise_split --layerwise_split_size=2", False, 2),
         ("-enable_layerwise_split=true -layerwise_split_size=2", True, 2),
         ("--model deepseek-v3 --enable_layerwise_split=true --port 9000", True, 1),
@@ -58,9 +61,9 @@ def test_gflags_size_parsed_without_range_check():
 @pytest.mark.parametrize(
     "args, field, fragment",
     [
-        ("--enable_layerwise_split=yes", "--enable_layerwise_split", "true, false, 1 or 0"),
-        ("--enable_layerwise_split=2", "--enable_layerwise_split", "true, false, 1 or 0"),
-        ("--enable_layerwise_split=", "--enable_layerwise_split", "true, false, 1 or 0"),
+        ("--enable_layerwise_split=maybe", "--enable_layerwise_split", "yes/no"),
+        ("--enable_layerwise_split=2", "--enable_layerwise_split", "yes/no"),
+        ("--enable_layerwise_split=", "--enable_layerwise_split", "yes/no"),
         ("--layerwise_split_size=two", "--layerwise_split_size", "whole number"),
         ("--layerwise_split_size=2.5", "--layerwise_split_size", "whole number"),
         ("--layerwise_split_size", "--layerwise_split_size", "whole number"),
