@@ -15,7 +15,8 @@ bare message. The messages, with where upstream prints them at 494f293b5:
 - ``Initializing <k|v|indexer|indexer cache scale|conv|ssm> cache with shape: [d0 d1 ...]``
   (``kv_cache_shape.cpp:184-205``; glog prints a ``std::vector`` space separated);
 - ``Successfully initialized kv cache`` (``llm_engine.cpp:202``);
-- a refusal: any ``F`` line, ``Check failed: ...`` (a CHECK) or a ``LOG(FATAL)`` message.
+- a refusal: any ``F`` line, ``Check failed: ...`` (a CHECK) or a ``LOG(FATAL)`` message; also
+  ``Failed to initialize kv cache`` (``llm_engine.cpp:198``, an ``E`` line: it did not start).
 
 Sizes go through upstream's ``readable_size`` (``util/pretty_print.cpp``: ``%.2f`` of bytes /
 1024^k with suffix B, KB, MB, GB, TB), so each is read back as the closed interval of byte
@@ -54,6 +55,8 @@ BLOCK_INFO_MARK = "Block info, "
 CAPACITY_MARK = "kv cache capacity: "
 SHAPE_RE = re.compile(r"Initializing (k|v|indexer|indexer cache scale|conv|ssm) cache with shape: \[([^\]]*)\]$")
 SUCCESS_MARK = "Successfully initialized kv cache"
+FAILED_MARK = "Failed to initialize kv cache"
+"""``llm_engine.cpp:198`` (LOG(ERROR)): allocation failed without a CHECK; the engine does not start."""
 FILE_HEADER = "Log file created at:"
 ENGINE_FILES = ("llm_engine.cpp", "vlm_engine.cpp")
 """Where upstream prints the capacity, worker and Block info lines."""
@@ -333,7 +336,7 @@ def parse_shape(message: str, where: Where) -> Optional[ShapeLine]:
 
 
 def _starts(lines: Iterable[str], path: str) -> tuple:
-    """(the last start, how many starts, the last line when it was cut mid-line)."""
+    """(the last start, how many starts the file holds)."""
     start = _Start(first_line=1)
     count = 0
     seen_any = False
@@ -352,7 +355,8 @@ def _starts(lines: Iterable[str], path: str) -> tuple:
                 start = _Start(first_line=line_no)
             if line.startswith(FILE_HEADER):
                 continue
-        if severity == "F" or (not severity and message.startswith("Check failed: ")):
+        failed_init = severity == "E" and message.strip() == FAILED_MARK and engine_line
+        if severity == "F" or failed_init or (not severity and message.startswith("Check failed: ")):
             start.fatals.append(FatalLine(message=message.strip(), source=source, stamp=stamp, where=where))
             seen_any = True
             continue

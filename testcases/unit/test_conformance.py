@@ -272,6 +272,12 @@ def test_refusals_that_disagree(tmp_path, capsys):
     assert code == 1 and "layerwise.split_size (layerwise_split_layout.h:45)" in out
 
 
+def test_an_allocation_failure_without_a_check_is_no_start(tmp_path, capsys):
+    failed = glog("llm_engine.cpp:198", "Failed to initialize kv cache", "E")  # LOG(ERROR), then init returns false
+    code, out, _ = run_main([write_log(tmp_path, *WORKERS4, capacity_line(), failed), *DSV32], capsys)
+    assert code == 1 and "llm_engine.cpp:198" in out and "starts (the spec refuses nothing here)" in out
+
+
 def test_a_worker_side_refusal_in_another_log(tmp_path, capsys):
     master = write_log(tmp_path, *WORKERS4, capacity_line(), name="master.INFO")
     worker = write_log(tmp_path, glog("kv_cache.cpp:389", XTENSOR, "F"), name="worker1.INFO")
