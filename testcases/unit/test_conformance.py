@@ -346,6 +346,20 @@ def test_upstream_semantics_split_on_the_size_alone(tmp_path, capsys):
     one_error(code, out, err, "--enable_layerwise_split", "upstream")
 
 
+def test_a_parallel_config_and_a_bare_refusal_line(tmp_path, capsys):
+    """The ParallelConfig route of the checker (upstream: the size alone splits), and a ``Check failed``
+    line captured without its glog prefix."""
+    pc = tmp_path / "parallel_config.json"
+    pc.write_text('{"layerwise_split_size": 2, "world_size": 4}')
+    log = write_log(tmp_path, *WORKERS4, capacity_line())
+    code, out, err = run_main([log, "--semantics", "upstream", "--parallel-config", str(pc), "model=deepseek_v32"],
+                              capsys)
+    assert code == 0, out + err
+    bare = write_log(tmp_path, XTENSOR, name="stderr.log")
+    code, out, err = run_main([bare, *DSV32, "cache.enable_xtensor=true"], capsys)
+    assert code == 0 and "no glog prefix" in out, out + err
+
+
 def test_upstream_semantics_use_upstream_refusals(tmp_path, capsys):
     # deepseek_v3 is the adaptation's addition: an upstream build refuses it (layerwise_split_layout.h:41)
     fatal = glog("layerwise_split_layout.h:41", MODEL_TYPE, "F")
