@@ -126,9 +126,10 @@ def layerwise_state(semantics: str, enable: Optional[bool], split_size: int) -> 
     flag = bool(enable)
     on = flag and split_size > 1
     if on:
-        reason = f"enable_layerwise_split true and layerwise_split_size {split_size} > 1"
+        reason = f"enable_layerwise_split (layerwise.enable) true and layerwise_split_size {split_size} > 1"
     elif not flag:
-        reason = "enable_layerwise_split " + ("false" if enable is not None else "not set (default false)")
+        reason = "enable_layerwise_split (layerwise.enable) " + ("false" if enable is not None
+                                                                 else "not set (default false)")
     else:
         reason = f"layerwise_split_size {split_size} <= 1"
     why = f"adaptation semantics: split {'on' if on else 'off'}: {reason}"
