@@ -138,10 +138,21 @@ def parse_gflag_bool(value: str) -> bool:
     raise ValueError(f"not a gflags boolean: {value!r}; allowed: true/false, t/f, yes/no, y/n, 1/0")
 
 
-def parse_layerwise_gflags(text: str) -> dict:
+SEMANTICS = ("adaptation", "upstream")
+"""FEATURE section 2 (v2.1): the adaptation's enable flag and s > 1, or upstream's s > 1 alone."""
+
+
+def _check_semantics(semantics: str) -> None:
+    if semantics not in SEMANTICS:
+        raise ValueError(f"semantics {semantics!r}; allowed: adaptation, upstream")
+
+
+def parse_layerwise_gflags(text: str, semantics: str = "adaptation") -> dict:
     """``--enable_layerwise_split[=B] --layerwise_split_size=N`` (also ``-flag``, ``--noflag``,
     ``--flag value``) -> the layerwise keys it sets: ``{"enable": bool, "split_size": int}``
-    (only those present). Other flags are ignored; the last spelling of a flag wins."""
+    (only those present). Other flags are ignored; the last spelling of a flag wins. Under
+    upstream semantics the enable flag is an unknown flag (ValueError)."""
+    _check_semantics(semantics)
     tokens = shlex.split(text, comments=True)
     out = {}
     i = 0
@@ -152,6 +163,8 @@ def parse_layerwise_gflags(text: str) -> dict:
             continue
         body = tok.lstrip("-")
         name, eq, value = body.partition("=")
+        if name in ("enable_layerwise_split", "noenable_layerwise_split") and semantics == "upstream":
+            raise ValueError(f"{tok}: unknown command line flag for an upstream build (no enable flag)")
         if name == "enable_layerwise_split":
             out["enable"] = parse_gflag_bool(value) if eq else True
         elif name == "noenable_layerwise_split" and not eq:
@@ -169,8 +182,10 @@ def parse_layerwise_gflags(text: str) -> dict:
     return out
 
 
-def parse_parallel_config_json(text: str) -> dict:
-    """A ParallelConfig JSON: ``layerwise_split_size`` (upstream writes it only when not 1)."""
+def parse_parallel_config_json(text: str, semantics: str = "adaptation") -> dict:
+    """A ParallelConfig JSON: ``split_size`` from ``layerwise_split_size`` (upstream writes it only
+    when not 1) and, under the adaptation only, ``enable`` from ``enable_layerwise_split``."""
+    _check_semantics(semantics)
     data = json.loads(text)
     if not isinstance(data, dict):
         raise ValueError("ParallelConfig JSON must be an object")
@@ -180,4 +195,20 @@ def parse_parallel_config_json(text: str) -> dict:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"layerwise_split_size={value!r} is not an integer")
         out["split_size"] = value
+    if "enable_layerwise_split" in data:
+        if semantics == "upstream":
+            raise ValueError("enable_layerwise_split: upstream's ParallelConfig has no enable key")
+        value = data["enable_layerwise_split"]
+        if not isinstance(value, bool):
+            raise ValueError(f"enable_layerwise_split={value!r} is not a JSON boolean")
+        out["enable"] = value
     return out
+
+
+def split_active(semantics: str, settings: dict) -> bool:
+    """FEATURE section 2's one rule per semantics, on what a route set (absent: the defaults)."""
+    _check_semantics(semantics)
+    s = settings.get("split_size", 1)
+    if semantics == "upstream":
+        return s > 1
+    return bool(settings.get("enable", False)) and s > 1

@@ -3,13 +3,19 @@
     python -m harness.plan model=deepseek_v32 hardware=bi_v100 parallel=tp4 layerwise=s2
     python -m harness.plan --table model=qwen3_5_moe layerwise=s4 implementation=xllm_upstream
     python -m harness.plan --gflags "--enable_layerwise_split=true --layerwise_split_size=2" model=glm_moe_dsa
-    python -m harness.plan --parallel-config parallel_config.json model_path=/ckpt/config.json
+    python -m harness.plan --semantics upstream --gflags "--layerwise_split_size=2" model=glm_moe_dsa
+    python -m harness.plan --semantics upstream --parallel-config parallel_config.json model_path=/ckpt/config.json
 
 Composes the config (Hydra overrides, the vocabulary of every harness command),
 validates, lays out and estimates through the implementation's ``plan``, and prints
 the ``KVPlan`` as JSON (or a table). No process group, no allocation, no torch.
-``--gflags`` / ``--parallel-config`` are applied after the overrides and win over
-them. A user error prints one ``error:`` line and exits 2, writing nothing.
+``--gflags`` / ``--parallel-config`` are the engine's own flags, applied after the
+overrides (they win; a value both set differently is refused). ``--semantics`` picks
+FEATURE section 2's rule: ``adaptation`` (default: enable flag and s > 1) or ``upstream``
+(a binary built from upstream 494f293b5: no enable flag, s > 1 alone splits); the
+output says which one it applied and why the split is on or off (JSON key
+``semantics``, or the table's ``semantics:`` line). A user error prints one ``error:``
+line and exits 2, writing nothing.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import sys
 from typing import Optional, Sequence
 
 from harness.cli import command, fail, join_flag_values
+from implementations.formats import DEFAULT_SEMANTICS, SEMANTICS
 from implementations.units import MIB
 
 
@@ -34,26 +41,32 @@ def parser() -> argparse.ArgumentParser:
         description="Print the layerwise split KV plan of one configuration (JSON, or --table).",
     )
     p.add_argument("--table", action="store_true", help="print a readable table instead of JSON")
+    p.add_argument("--semantics", choices=SEMANTICS, default=DEFAULT_SEMANTICS,
+                   help="flag semantics: adaptation (enable flag and s > 1, default) or upstream (s > 1 alone)")
     p.add_argument("--gflags", metavar="FLAGS",
-                   help='xllm_server flags, e.g. "--enable_layerwise_split=true --layerwise_split_size=2"')
-    p.add_argument("--parallel-config", metavar="FILE", help="a ParallelConfig JSON (key layerwise_split_size)")
+                   help='xllm_server flags, e.g. "--enable_layerwise_split=true --layerwise_split_size=2" '
+                        '(adaptation) or "--layerwise_split_size=2" (upstream); --flagfile=PATH is read')
+    p.add_argument("--parallel-config", metavar="FILE",
+                   help="a ParallelConfig JSON (layerwise_split_size, world_size, dp_size, cp_size, tp_size, kv_split_size)")
     p.add_argument("overrides", nargs="*", help="Hydra overrides: model=qwen3_5_moe layerwise.split_size=2 ...")
     return p
 
 
 
 
-def plan_json(overrides: Sequence[str]) -> tuple[dict, str]:
-    """(the plan as JSON-able dict, the readable table) for ``overrides``."""
-    from harness.config.build import build_implementation, build_run_spec
+def plan_json(overrides: Sequence[str], semantics: str = DEFAULT_SEMANTICS) -> tuple[dict, str]:
+    """(the plan as JSON-able dict, the readable table) for ``overrides`` under ``semantics``."""
+    from harness.config.build import apply_semantics, build_implementation, build_run_spec
     from harness.config.compose import compose_config
 
     cfg = compose_config(list(overrides))
+    why = apply_semantics(cfg, semantics)
     run = build_run_spec(cfg)
     impl = build_implementation(cfg)
     plan = impl.plan(run)
     out = plan.to_json()
     out["hardware"] = run.hardware.name
+    out["semantics"] = {"name": semantics, "split": why}
     return out, table(out)
 
 
@@ -64,6 +77,7 @@ def table(p: dict) -> str:
         f"model {p['model']} | implementation {p['implementation']} | hardware {p['hardware']}",
         f"world {p['world_size']} = dp {p['dp_size']} x cp {p['cp_size']} x tp {p['attn_tp_size']} | "
         f"layerwise split {state} | block_size {p['block_size']} | layout {p['kv_layout']}",
+        *([f"semantics: {p['semantics']['split']}"] if "semantics" in p else []),
         f"layers {p['num_layers']} ({len(p['full_layers'])} full attention) | "
         f"available {_mib(p['available_bytes'])} MiB/rank (budget {_mib(p['budget_bytes'])}, "
         f"linear state {_mib(p['linear_state_bytes'])})",
@@ -114,8 +128,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.gflags is not None or args.parallel_config is not None:
         from harness.config.build import layerwise_overrides
 
-        overrides += layerwise_overrides(args.gflags, args.parallel_config)
-    out, text = plan_json(overrides)
+        overrides += layerwise_overrides(args.gflags, args.parallel_config, args.semantics)
+    out, text = plan_json(overrides, args.semantics)
     print(text if args.table else json.dumps(out, indent=2))
     return 0
 

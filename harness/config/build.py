@@ -173,29 +173,51 @@ def _implementation_error(target: object, allowed: str, detail: str = "") -> Use
 def layerwise_overrides(
     gflags: Optional[Union[str, Sequence[str]]] = None,
     parallel_config: Optional[Union[str, Path]] = None,
+    semantics: str = "adaptation",
 ) -> list[str]:
-    """``layerwise.enable`` / ``layerwise.split_size`` overrides from the other flag spellings.
+    """``layerwise.*`` (and ``parallel.*``) overrides from the engine's own flag spellings.
 
-    ``parallel_config`` (a ParallelConfig JSON file) first, then ``gflags``
-    (``"--enable_layerwise_split=true --layerwise_split_size=2"``), so the command
-    line wins, as on xllm_server. Append the result after the user's overrides.
+    ``parallel_config`` (a ParallelConfig JSON file) and ``gflags``
+    (``"--layerwise_split_size=2"``, ``--flagfile=PATH`` read in place) are the engine's
+    flags: a value both set differently is refused naming both, an absent one takes the
+    binary's default. Under the adaptation the enable flag is emitted (absent: false);
+    under upstream semantics it does not exist (``apply_semantics`` decides). Append the
+    result after the user's overrides.
     """
-    from implementations.formats import flags_from_gflags, flags_from_parallel_config_json
+    from implementations.formats import gflag_settings, merge_settings, parallel_config_settings
 
-    out: list[str] = []
+    routes = []
     if parallel_config is not None:
         from implementations import inputs
 
         # bounded: a FIFO or /dev/zero is refused unread, a huge file by its size
         text = inputs.read_input_file(Path(parallel_config), "--parallel-config", max_bytes=inputs.MAX_FILE_BYTES)
-        out += _as_overrides(flags_from_parallel_config_json(text))
+        routes.append(("--parallel-config", parallel_config_settings(text, semantics)))
     if gflags is not None:
-        out += _as_overrides(flags_from_gflags(gflags))
+        routes.append(("--gflags", gflag_settings(gflags, semantics)))
+    if not routes:
+        return []
+    merged = merge_settings(routes)
+    out = [f"{key}={value}" for key, value in sorted(merged.items()) if key.startswith("parallel.")]
+    if semantics == "adaptation":
+        out.append(f"layerwise.enable={str(merged.get('enable', False)).lower()}")
+    out.append(f"layerwise.split_size={merged.get('split_size', 1)}")
     return out
 
 
-def _as_overrides(flags: LayerwiseFlags) -> list[str]:
-    return [f"layerwise.enable={str(flags.enable).lower()}", f"layerwise.split_size={flags.split_size}"]
+def apply_semantics(cfg: DictConfig, semantics: str = "adaptation") -> str:
+    """Apply FEATURE section 2's rule of ``semantics`` to a composed config (``layerwise.enable`` under
+    upstream semantics is ``split_size > 1``: upstream has no enable flag); returns why the split is
+    on or off, for the command to print."""
+    from implementations.formats import layerwise_state
+
+    node = cfg.layerwise
+    enable = None if semantics == "upstream" else bool(node.enable)
+    flags, why = layerwise_state(semantics, enable, int(node.split_size))
+    if semantics == "upstream":
+        node.enable = flags.enable
+        why += "; layerwise.enable of the harness config is not read"
+    return why
 
 
 def _plain(node: Any) -> dict:

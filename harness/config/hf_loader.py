@@ -7,7 +7,9 @@ Every mistake is a ``ConfigError`` naming the JSON key and the expected type.
 
 Keys read (every one the byte formulas use): ``model_type``, ``num_hidden_layers``,
 ``head_dim`` (else ``hidden_size / num_attention_heads``), ``num_attention_heads``,
-``num_key_value_heads``, ``torch_dtype`` (or ``dtype``), ``layer_types``,
+``num_key_value_heads`` (at most ``num_attention_heads``: GQA shares KV heads among query
+heads, so more KV heads than query heads is a broken config, refused naming both),
+``torch_dtype`` (or ``dtype``), ``layer_types``,
 ``full_attention_interval``, ``linear_num_key_heads``, ``linear_num_value_heads``,
 ``linear_key_head_dim``, ``linear_value_head_dim``, ``linear_conv_kernel_dim``,
 ``mamba_ssm_dtype``, ``index_n_heads``, ``index_head_dim``, ``kv_lora_rank``,
@@ -132,6 +134,10 @@ def _head_dim(reader: _Reader) -> int:
 def _kv_heads(reader: _Reader) -> int:
     kv_heads = reader.integer("num_key_value_heads", minimum=1)
     if kv_heads is not None:
+        heads = reader.integer("num_attention_heads", minimum=1)
+        if heads is not None and kv_heads > heads:  # GQA groups query heads: never more KV heads than query heads
+            raise reader.error("num_key_value_heads", kv_heads,
+                               f"at most num_attention_heads {heads} (KV heads {kv_heads} > query heads {heads})")
         return kv_heads
     return reader.integer("num_attention_heads", required=True, minimum=1)  # MHA, as transformers defaults
 

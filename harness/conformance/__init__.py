@@ -1,16 +1,18 @@
-"""``python -m harness.conformance LOGFILE [overrides]``: does a real engine's log agree with the spec?
+"""``python -m harness.conformance LOG [LOG ...] [overrides]``: does a real engine's log agree with the spec?
 
-Reads the KV cache lines an xLLM engine prints (``llm_engine.cpp`` at upstream 494f293b5:
-``worker #i: available memory: ...`` and ``kv cache capacity: ...``), composes the same
-model and configuration from the overrides (the harness's one override vocabulary),
-computes what FEATURE.md predicts with ``harness.oracle`` (never with an implementation),
-and prints each figure with agree / DISAGREE. Exit status 0 when every figure agrees,
-1 on a disagreement, 2 with one ``error:`` line on an unreadable or truncated log or a
-bad override.
+Reads what an xLLM engine prints while it starts (upstream 494f293b5: ``llm_engine.cpp``,
+``vlm_engine.cpp``, ``kv_cache_shape.cpp``, and glog's ``F...] Check failed:`` refusals from
+``master.cpp``, ``layerwise_split_layout.h``, ``kv_cache_estimation.cpp`` and the worker),
+composes the same model and configuration from the overrides (the harness's one override
+vocabulary) under the chosen flag semantics, computes what FEATURE.md predicts with
+``harness.oracle`` (never with an implementation), and judges the engine's answer (refused, and
+for which rule, or started) and then each figure. Exit status 0 when everything agrees, 1 on a
+disagreement, 2 with one ``error:`` line on unusable input (an unreadable or cut log, a bad
+override or flag).
 """
 
-from harness.conformance.check import Figure, check, render
+from harness.conformance.check import Figure, check, render, render_json
 from harness.conformance.log import EngineLog, LogError, parse_log_text, read_log, readable_size, size_interval
 
-__all__ = ["Figure", "check", "render", "EngineLog", "LogError", "parse_log_text", "read_log", "readable_size",
-           "size_interval"]
+__all__ = ["Figure", "check", "render", "render_json", "EngineLog", "LogError", "parse_log_text", "read_log",
+           "readable_size", "size_interval"]

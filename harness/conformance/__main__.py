@@ -1,20 +1,26 @@
-"""``python -m harness.conformance LOGFILE [overrides]`` (see ``harness/conformance/__init__.py``).
+"""``python -m harness.conformance LOG [LOG ...] [overrides]`` (see ``harness/conformance/__init__.py``).
 
     python -m harness.conformance xllm.INFO model=deepseek_v32 hardware=bi_v100 parallel=tp4 layerwise=s2
     python -m harness.conformance xllm.INFO model_path=/ckpt/config.json layerwise=s2 cache.kv_budget_bytes=17179869184
     python -m harness.conformance xllm.INFO --gflags "--enable_layerwise_split=true --layerwise_split_size=2" model=glm_moe_dsa
+    python -m harness.conformance --semantics upstream xllm.INFO --gflags "--layerwise_split_size=2" model=glm_moe_dsa
+    python -m harness.conformance node0.INFO node1.INFO --json model=deepseek_v32 parallel=dp2_tp4 layerwise=s2
 
-``--gflags`` takes the server's layerwise flags (read by the oracle's own gflag reader)
-and applies them after the overrides.
+An argument with ``=`` is an override, any other is a log (several: one per node or process).
+``--gflags`` / ``--parallel-config`` take the engine's own flags (``--flagfile=PATH`` is read)
+and apply them after the overrides; ``--semantics`` picks FEATURE section 2's rule
+(``adaptation``, the default, or ``upstream``: a binary built from upstream 494f293b5).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Optional, Sequence
 
 from harness.cli import command, fail, join_flag_values
+from implementations.formats import DEFAULT_SEMANTICS, SEMANTICS
 
 DISAGREE_EXIT_CODE = 1
 
@@ -27,45 +33,83 @@ class _Parser(argparse.ArgumentParser):
 def parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="python -m harness.conformance",
-        description="Check an xLLM engine log's KV cache figures against the spec (FEATURE.md).",
+        description="Judge xLLM engine logs (startup refusal or KV cache figures) against the spec (FEATURE.md). "
+                    "Exit 0: agree, 1: disagree, 2: unusable input.",
     )
-    p.add_argument("logfile", help="the engine's log (glog INFO file or captured stderr)")
+    p.add_argument("args", nargs="+", metavar="LOG|OVERRIDE",
+                   help="the engine's logs (glog INFO files or captured stderr; several: one per node or process) "
+                        "and the run's config overrides, e.g. model=deepseek_v32 layerwise=s2 hardware=bi_v100")
+    p.add_argument("--semantics", choices=SEMANTICS, default=DEFAULT_SEMANTICS,
+                   help="flag semantics: adaptation (enable flag and s > 1, default) or upstream (s > 1 alone; "
+                        "a binary built from upstream 494f293b5)")
     p.add_argument("--gflags", metavar="FLAGS",
-                   help='xllm_server flags, e.g. "--enable_layerwise_split=true --layerwise_split_size=2"')
-    p.add_argument("overrides", nargs="*", help="the run's config, e.g. model=deepseek_v32 layerwise=s2 hardware=bi_v100")
+                   help='xllm_server flags, e.g. "--enable_layerwise_split=true --layerwise_split_size=2" '
+                        '(adaptation) or "--layerwise_split_size=2" (upstream); --flagfile=PATH is read')
+    p.add_argument("--parallel-config", metavar="FILE",
+                   help="a ParallelConfig JSON (layerwise_split_size, world_size, dp_size, cp_size, tp_size, kv_split_size)")
+    p.add_argument("--json", action="store_true", help="print every check and its verdict as JSON")
     return p
+
+
+def _emit(text: str) -> None:
+    """Print the result; a stdout that cannot take it (``> /dev/full``) is one error line, not a traceback."""
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise  # @command ends a closed pipe quietly
+    except OSError as exc:
+        try:  # the exit flush would fail again on the bytes still buffered
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):  # a stdout with no descriptor (captured): nothing to redirect
+            pass
+        fail(f"stdout: cannot write the result ({exc.strerror or exc})")
+
+
+def check_schema(run) -> None:
+    """What ``harness.plan`` refuses as values its schema cannot hold (``block_size`` 0, a negative budget,
+    ``max_seqs_per_batch`` -1, ``dp_size`` 0, ...), with the same error line; the spec's rules (world
+    divisible by dp * cp, split size >= 1, ...) are judged against the log instead."""
+    from implementations.errors import ConfigError
+    from implementations.reference.validation import check_cache
+
+    check_cache(run.cache)
+    p = run.parallel
+    for name, value, least, detail in (("world_size", p.world_size, 1, ""), ("dp_size", p.dp_size, 1, ""),
+                                       ("cp_size", p.cp_size, 1, ""),
+                                       ("kv_split_size", p.kv_split_size, 0, " (0 follows cp_size (upstream))")):
+        if value < least:
+            raise ConfigError(f"parallel.{name}", value, f"a whole number >= {least}{detail}")
 
 
 @command
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from harness.config.build import build_run_spec
+    from harness.config.build import apply_semantics, build_run_spec, layerwise_overrides
     from harness.config.compose import compose_config
-    from harness.conformance.check import check, render
-    from harness.conformance.log import LogError, read_log
-
+    from harness.conformance.check import check, render, render_json
+    from harness.conformance.log import LogError, read_logs
     args = parser().parse_intermixed_args(join_flag_values(sys.argv[1:] if argv is None else list(argv)))
-    overrides = list(args.overrides)
-    if args.gflags is not None:
-        from harness import oracle
-
-        try:
-            flags = oracle.parse_layerwise_gflags(args.gflags)
-        except ValueError as exc:
-            fail(f"--gflags: {exc}")
-        overrides += [f"layerwise.{key}={str(value).lower()}" for key, value in sorted(flags.items())]
+    logs = [a for a in args.args if "=" not in a]
+    overrides = [a for a in args.args if "=" in a]
+    if not logs:
+        fail("no log given: LOG is a file path (an argument with '=' is an override) "
+             "(see python -m harness.conformance --help)")
+    overrides += layerwise_overrides(args.gflags, args.parallel_config, args.semantics)
+    cfg = compose_config(overrides)
+    why = apply_semantics(cfg, args.semantics)
+    run = build_run_spec(cfg)
+    check_schema(run)
     try:
-        log = read_log(args.logfile)
+        log = read_logs(logs)
+        figures = check(run, log, args.semantics)
     except LogError as exc:
         fail(exc)
-    run = build_run_spec(compose_config(overrides))
-    try:
-        figures = check(run, log)
-    except LogError as exc:
-        fail(exc)
-    print(render(figures, log, overrides))
+    if args.json:
+        _emit(render_json(figures, log, overrides, args.semantics, why))
+    else:
+        _emit(render(figures, log, overrides, why))
     return DISAGREE_EXIT_CODE if any(f.agree is False for f in figures) else 0
-
-
 
 
 if __name__ == "__main__":

@@ -1,23 +1,81 @@
-"""Comparing an engine log's figures with what FEATURE.md (through ``harness.oracle``) predicts.
+"""Comparing an engine log with what FEATURE.md (through ``harness.oracle``) predicts.
 
-Figures that do not depend on the budget (slot sizes, layer counts, dtype) must match
-exactly. The budget C itself is known only as the interval ``readable_size`` printed,
-unless the config fixes it (``cache.kv_budget_bytes=...``); the figures that depend on
-it (linear_blocks, reserved_linear_bytes, blocks) agree when some C in that interval
-gives the engine's numbers together. Linear-state slots are monotone in C, so the
-interval is cut into pieces of constant slots (binary search) and the block count is
-monotone inside each piece.
+First the engine's answer: did it refuse (a ``Check failed`` / ``LOG(FATAL)`` line, also after
+the capacity line) and for which rule, or did it start? That is judged against the oracle's
+startup rule (``expected_rejection`` under the adaptation's semantics,
+``expected_upstream_rejection`` under upstream's) and its estimation rule
+(``expected_estimation_rejection``). Each upstream check message is mapped to the config field
+it guards (``REFUSALS``, with its place in upstream 494f293b5).
+
+When the engine started and the spec accepts, every figure it printed is judged. Figures that
+do not depend on the budget (slot sizes, layer counts, dtype, Block info, tensor shapes) must
+match exactly. The budget C itself is known only as the interval ``readable_size`` printed,
+unless the config fixes it (``cache.kv_budget_bytes=...``); the figures that depend on it
+(linear_blocks, reserved_linear_bytes, blocks) agree when some C in that interval gives the
+engine's numbers together. Linear-state slots are monotone in C, so the interval is cut into
+pieces of constant slots (binary search) and the block count is monotone inside each piece.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import asdict, dataclass
 from typing import Callable, Optional
 
 from harness import oracle
-from harness.conformance.log import CapacityLine, EngineLog, Size, readable_size, worker_budget_interval
+from harness.conformance.log import (
+    CAPACITY_FORMATS,
+    CapacityLine,
+    EngineLog,
+    FatalLine,
+    LogError,
+    Size,
+    readable_size,
+    worker_budget_interval,
+)
 
 MAX_PIECES = 10_000
+UPSTREAM_OWNER_RULE = "layer_id_mod_s"
+
+REFUSALS = (
+    # (text in the check's message, the field it guards, where upstream 494f293b5 checks it)
+    ("layerwise_split_size must be >= 1", "layerwise.split_size", "layerwise_split_layout.h:31"),
+    ("dp_size must be >= 1", "parallel.dp_size", "master.cpp:99"),
+    ("world_size must be > 0", "parallel.world_size", "master.cpp:100"),
+    ("must be divisible by dp_size * cp_size", "parallel.world_size", "master.cpp:102"),
+    ("layerwise_split_size > 1 is only supported for", "model.model_type", "layerwise_split_layout.h:41"),
+    ("must be divisible by layerwise_split_size", "layerwise.split_size", "layerwise_split_layout.h:45"),
+    ("does not support hierarchy host cache", "cache.host_blocks_factor", "master.cpp:114"),
+    ("does not support context parallelism", "parallel.cp_size", "master.cpp:116"),
+    ("does not support KV split", "parallel.kv_split_size", "master.cpp:118"),
+    ("Sleep mode does not support layerwise split", "cache.enable_sleep_mode", "kv_cache.cpp:382"),
+    ("XTensor does not support layerwise split", "cache.enable_xtensor", "kv_cache.cpp:389"),
+    ("KV Cache quantization is only supported on MLU", "cache.kv_cache_dtype", "worker_impl.cpp:517"),
+    ("KV cache quantization is only supported on MLU", "cache.kv_cache_dtype", "kv_cache_utils.cpp:289"),
+    ("Indexer cache INT8 is unsupported on this backend", "cache.indexer_cache_dtype", "kv_cache_utils.cpp:248"),
+    ("does not support linear attention and lighting indexer", "index_n_heads", "worker_impl.cpp:485"),
+    ("does not support index_cache_shape with conv_cache_shape", "index_n_heads", "kv_cache_shape.cpp:76"),
+    ("No layerwise split rank owns a model layer", "layerwise.split_size", "kv_cache_estimation.cpp:182"),
+    ("No memory for one layerwise split block", "cache.kv_budget_bytes", "kv_cache_estimation.cpp:184"),
+    ("max_linear_state_cache_slots requires", "cache.max_linear_state_cache_slots", "kv_cache_estimation.cpp:268"),
+    ("failed to reserve linear state cache", "cache.kv_budget_bytes", "kv_cache_estimation.cpp:524"),
+    ("no memory left for full-attention kv cache", "cache.kv_budget_bytes", "kv_cache_estimation.cpp:535"),
+    ("no n_blocks for kv cache", "cache.kv_budget_bytes", "kv_cache_estimation.cpp:549"),
+    ("no memory for kv cache", "cache.kv_budget_bytes", "llm_engine.cpp:574"),
+    ("no memory left for speculative full-attention kv cache", "cache.kv_budget_bytes", "kv_cache_estimation.cpp:674"),
+    ("no memory for target kv cache", "cache.kv_budget_bytes", "kv_cache_estimation.cpp:648"),
+    ("no memory for draft kv cache", "cache.kv_budget_bytes", "kv_cache_estimation.cpp:650"),
+    ("draft full-attention kv cache slot size must not exceed", "draft", "kv_cache_estimation.cpp:687"),
+)
+"""Upstream's refusal messages on this path and the harness field each one names."""
+
+SHAPE_TENSORS = {"k": ("k", "latent"), "v": ("v", "rope"), "indexer": ("index",),
+                 "indexer cache scale": ("index_scale",), "conv": ("conv",), "ssm": ("recurrent",)}
+"""A ``print_shapes`` line -> the oracle's tensor names it is (GQA or MLA)."""
+PRINTED_TENSORS = ("k", "v", "latent", "rope", "index", "index_scale", "conv", "recurrent")
+TORCH_PRINT_NAMES = {"BFloat16": "bfloat16", "Half": "float16", "Float": "float32", "Char": "int8",
+                     "Float8_e4m3fn": "float8_e4m3fn", "Float8_e5m2": "float8_e5m2"}
+"""How ``<< torch::ScalarType`` prints a dtype -> the torch name the oracle uses."""
 
 
 @dataclass(frozen=True)
@@ -28,6 +86,22 @@ class Figure:
     expected: str
     agree: Optional[bool]
     """None: shown for information, not judged."""
+
+
+def refusal_field(message: str) -> tuple:
+    """(field, upstream place) an upstream check message guards; (None, '') for another check."""
+    for text, field, where in REFUSALS:
+        if text in message:
+            return field, where
+    return None, ""
+
+
+def _same_field(logged: Optional[str], expected: str) -> bool:
+    if logged is None:
+        return False
+    if logged == "index_n_heads":  # the worker's check names no engine: the target's or the draft's
+        return expected.endswith(".index_n_heads")
+    return logged == expected
 
 
 def _range_text(lo: int, hi: int) -> str:
@@ -59,59 +133,145 @@ def _pieces(slots_of: Callable[[int], int], lo: int, hi: int) -> list:
     return out
 
 
-def check_engine(run, line: CapacityLine, budget: tuple, role: str) -> list:
-    """The figures of one ``kv cache capacity`` line (role ``target`` or ``draft``)."""
+def owner_rule(semantics: str) -> str:
+    """Upstream's ``layer_id % s`` under upstream semantics, the spec's round robin otherwise."""
+    return UPSTREAM_OWNER_RULE if semantics == "upstream" else "round_robin"
+
+
+def check_engine(run, line: CapacityLine, budget: tuple, role: str, semantics: str = "adaptation") -> list:
+    """The figures of one ``kv cache capacity`` line (role ``target`` or ``draft``): the keys it has."""
     lo, hi = budget
     index = 0 if role == "target" else 1
+    rule = owner_rule(semantics)
 
     def capacity(c: int):
-        return oracle.expected_capacities(run, c)[index]
+        return oracle.expected_capacities(run, c, owner_rule=rule)[index]
 
     at_lo = capacity(lo)
     f = line.figures
-    figures = []
+    figures = [Figure(role, "format", line.format, ", ".join(CAPACITY_FORMATS[line.format]), None)]
+    if line.lacks:
+        figures.append(Figure(role, "not in this line", ", ".join(line.lacks), "-", None))
 
-    def exact(name: str, logged, expected):
-        figures.append(Figure(role, name, str(logged), str(expected), logged == expected))
+    def exact(name: str, expected):
+        if name in f:
+            figures.append(Figure(role, name, str(f[name]), str(expected), f[name] == expected))
 
-    exact("slot_size", f["slot_size"], at_lo.slot_size)
-    exact("index_slot_size", f["index_slot_size"], at_lo.index_slot_size)
-    exact("indexer_layers", f["indexer_layers"], at_lo.num_indexer_layers)
-    exact("scale_slot_size", f["scale_slot_size"], at_lo.scale_slot_size)
-    exact("linear_slot_size", f["linear_slot_size"], at_lo.linear_slot_size)
-    exact("n_layers", f["n_layers"], at_lo.n_layers)
-    exact("kv_cache_dtype", f["kv_cache_dtype"], run.cache.kv_cache_dtype)
-    exact("max_linear_state_cache_slots", f["max_linear_state_cache_slots"], oracle.max_linear_state_cache_slots(run.cache))
+    exact("slot_size", at_lo.slot_size)
+    exact("index_slot_size", at_lo.index_slot_size)
+    exact("indexer_layers", at_lo.num_indexer_layers)
+    exact("scale_slot_size", at_lo.scale_slot_size)
+    exact("linear_slot_size", at_lo.linear_slot_size)
+    exact("n_layers", at_lo.n_layers)
+    exact("kv_cache_dtype", run.cache.kv_cache_dtype)
+    exact("max_linear_state_cache_slots", oracle.max_linear_state_cache_slots(run.cache))
 
     model = run.model if role == "target" else run.draft
     has_linear = oracle.has_linear_attention_layers(model)
-
-    def slots_of(c: int) -> int:
-        return capacity(c).num_linear_state_blocks
-
-    pieces = _pieces(slots_of, lo, hi)
+    pieces = _pieces(lambda c: capacity(c).num_linear_state_blocks, lo, hi)
     k_lo, k_hi = pieces[0][0], pieces[-1][0]
-    logged_k = f["linear_blocks"]
-    exact_k = k_lo <= logged_k <= k_hi
-    figures.append(Figure(role, "linear_blocks", str(logged_k), _range_text(k_lo, k_hi), exact_k))
-    state = f["linear_state_slots"]
-    want_state = (k_lo, k_hi) if has_linear else (0, 0)
-    figures.append(Figure(role, "linear_state_slots", str(state), _range_text(*want_state),
-                          want_state[0] <= state <= want_state[1]))
-
-    linear_lo, linear_hi = capacity(lo).linear_cache_bytes, capacity(hi).linear_cache_bytes
-    reserved: Size = f["reserved_linear_bytes"]
-    figures.append(Figure(role, "reserved_linear_bytes", f"{reserved.text} ({reserved.lo}..{reserved.hi} B)",
-                          f"{_range_text(linear_lo, linear_hi)} B ({readable_size(linear_lo)})",
-                          reserved.overlaps(linear_lo, linear_hi)))
-
-    chosen = [p for p in pieces if p[0] == logged_k] or pieces
+    chosen = pieces
+    if "linear_blocks" in f:
+        logged_k = f["linear_blocks"]
+        figures.append(Figure(role, "linear_blocks", str(logged_k), _range_text(k_lo, k_hi), k_lo <= logged_k <= k_hi))
+        chosen = [p for p in pieces if p[0] == logged_k] or pieces
+    if "linear_state_slots" in f:
+        state = f["linear_state_slots"]
+        want_state = (k_lo, k_hi) if has_linear else (0, 0)
+        figures.append(Figure(role, "linear_state_slots", str(state), _range_text(*want_state),
+                              want_state[0] <= state <= want_state[1]))
+    if "reserved_linear_bytes" in f:
+        linear_lo, linear_hi = capacity(lo).linear_cache_bytes, capacity(hi).linear_cache_bytes
+        reserved: Size = f["reserved_linear_bytes"]
+        figures.append(Figure(role, "reserved_linear_bytes", f"{reserved.text} ({reserved.lo}..{reserved.hi} B)",
+                              f"{_range_text(linear_lo, linear_hi)} B ({readable_size(linear_lo)})",
+                              reserved.overlaps(linear_lo, linear_hi)))
     blocks = f["blocks"]
     ranges = [(capacity(c_lo).n_blocks, capacity(c_hi).n_blocks) for _, c_lo, c_hi in chosen]
     agree = any(a <= blocks <= b for a, b in ranges)
     want = ", ".join(_range_text(a, b) for a, b in ranges[:3]) + (" ..." if len(ranges) > 3 else "")
     figures.append(Figure(role, "blocks", str(blocks), want, agree))
+    figures += check_shapes(run, line, role, at_lo if "linear_blocks" not in f else None)
     return figures
+
+
+def check_shapes(run, line: CapacityLine, role: str, at_lo) -> list:
+    """The ``Initializing <x> cache with shape`` lines after a capacity line against the oracle's
+    tensor specs at the logged block count (dim 0 = n_blocks) and linear-state slots."""
+    if not line.shapes:
+        return []
+    n_blocks = line.figures["blocks"]
+    tp = oracle.attn_tp_size(run)
+    if role == "target":
+        specs = dict(oracle.expected_full_layer_tensors(run, n_blocks))
+        if oracle.has_linear_attention_layers(run.model):
+            slots = line.figures["linear_blocks"] if at_lo is None else at_lo.num_linear_state_blocks
+            specs.update(oracle.linear_layer_tensor_specs(run.model, run.cache, tp, slots))
+    else:
+        specs = dict(oracle.expected_draft_layer_tensors(run, n_blocks))
+    specs = {name: spec for name, spec in specs.items() if name in PRINTED_TENSORS}
+    figures = []
+    seen = set()
+    for shape in line.shapes:
+        names = [n for n in SHAPE_TENSORS[shape.cache] if n in specs]
+        logged = "[" + ", ".join(map(str, shape.shape)) + "]"
+        if not names:
+            figures.append(Figure(role, f"{shape.cache} cache shape", logged, "no such tensor", False))
+            continue
+        seen.add(names[0])
+        want = specs[names[0]].shape
+        figures.append(Figure(role, f"{shape.cache} cache shape", logged,
+                              "[" + ", ".join(map(str, want)) + "]", tuple(shape.shape) == tuple(want)))
+    for name in sorted(set(specs) - seen):
+        figures.append(Figure(role, f"{name} cache shape", "not printed", str(list(specs[name].shape)), False))
+    return figures
+
+
+def check_block_info(run, log: EngineLog, engines: int) -> list:
+    """``Block info`` lines (one per engine, in init order) against the config and the oracle."""
+    figures = []
+    for index, info in enumerate(log.block_infos[:engines]):
+        role = "target" if index == 0 else "draft"
+        model = run.model if index == 0 else run.draft
+        f = info.figures
+        logged_dtype = TORCH_PRINT_NAMES.get(f.get("dtype"), f.get("dtype"))
+        expected = {"block_size": (run.cache.block_size, f.get("block_size")),
+                    "kv_cache_dtype": (run.cache.kv_cache_dtype, f.get("kv_cache_dtype")),
+                    "dtype": (oracle.torch_dtype_name(model.dtype), logged_dtype)}
+        if role == "target" and model.attention != "mla":
+            expected["n_local_kv_heads"] = (oracle.n_local_kv_heads(model, oracle.attn_tp_size(run)),
+                                            f.get("n_local_kv_heads"))
+            expected["head_dim"] = (model.head_dim, f.get("head_dim"))
+            expected["n_layers"] = (model.num_hidden_layers, f.get("n_layers"))
+        for name in ("block_size", "n_local_kv_heads", "head_dim", "n_layers", "dtype", "kv_cache_dtype"):
+            if name not in f:
+                continue
+            if name in expected:
+                want, got = expected[name]
+                figures.append(Figure(role, f"Block info {name}", str(f[name]), str(want), got == want))
+            else:  # MLA's args carry query heads here, and a draft's layer count is the draft engine's own
+                figures.append(Figure(role, f"Block info {name}", str(f[name]), "-", None))
+    return figures
+
+
+def check_workers(run, log: EngineLog, engines: int) -> list:
+    """Worker ids: each engine prints ``worker #0`` .. ``#world-1`` once (``estimate_kv_cache_capacity``)."""
+    if not log.workers:
+        return []
+    world = run.parallel.world_size
+    runs, current = [], []
+    for w in log.workers:
+        if w.worker in current:
+            runs.append(current)
+            current = []
+        current.append(w.worker)
+    runs.append(current)
+    logged = " | ".join(",".join(f"#{i}" for i in r[:8]) + (" ..." if len(r) > 8 else "") for r in runs[:4])
+    logged += " ..." if len(runs) > 4 else ""
+    agree = len(runs) == engines and all(r == list(range(world)) for r in runs)
+    return [Figure("workers", "worker ids", f"{len(log.workers)} lines: {logged}",
+                   f"#0..#{world - 1} once per engine ({engines} engine{'s' if engines > 1 else ''}, world {world})",
+                   agree)]
 
 
 def budget_interval(run, log: EngineLog) -> tuple:
@@ -130,42 +290,128 @@ def budget_interval(run, log: EngineLog) -> tuple:
     workers = worker_budget_interval(log.workers)
     if workers is not None:
         w_lo, w_hi = workers
-        figures.append(Figure("workers", "cache_size", f"{w_lo}..{w_hi} B from {len(log.workers)} worker line(s)",
+        vlm = any(w.encoder_cache_reserved is not None for w in log.workers)
+        figures.append(Figure("workers", "cache_size", f"{w_lo}..{w_hi} B from {len(log.workers)} worker line(s)"
+                              + (" less encoder_cache_reserved" if vlm else ""),
                               f"{lo}..{hi} B", w_lo <= hi and lo <= w_hi))
     return lo, hi, figures
 
 
-def check(run, log: EngineLog) -> list:
-    """Every figure of the log against the spec, target first, then the draft if any."""
-    figures = []
-    rejection = oracle.expected_rejection(run)
-    if rejection is not None:
-        return [Figure("target", "startup", "engine started",
-                       f"refused: {rejection.field}: {rejection.reason}", False)]
-    engines = 2 if getattr(run, "draft", None) is not None else 1
-    if len(log.capacities) < engines:
-        from harness.conformance.log import LogError
+def _engine_budget(run, log: EngineLog) -> tuple:
+    """(lo, hi) of the budget the engine estimated with: the config's, else the capacity line's,
+    else the workers' lines, else the hardware profile's."""
+    override = int(getattr(run.cache, "kv_budget_bytes", 0) or 0)
+    if override > 0:
+        return override, override
+    if log.capacities:
+        return log.capacities[0].cache_size.lo, log.capacities[0].cache_size.hi
+    workers = worker_budget_interval(log.workers)
+    if workers is not None:
+        return workers
+    budget = oracle.run_budget_bytes(run)
+    return budget, budget
 
-        raise LogError(f"{log.path}: {len(log.capacities)} `kv cache capacity:` line(s), the config has "
-                       f"{engines} engines (target + draft); truncated log?")
+
+def expected_refusals(run, log: EngineLog, semantics: str) -> tuple:
+    """(kind, [Rejection], accepts): kind ``startup`` or ``estimation``; the rejections the spec gives
+    at some budget the log allows; ``accepts``: whether some budget it allows starts the engine."""
+    startup = oracle.expected_upstream_rejection(run) if semantics == "upstream" else oracle.expected_rejection(run)
+    if startup is not None:
+        return "startup", [startup], False
+    lo, hi = _engine_budget(run, log)
+    found, accepts = [], False
+    for budget in sorted({lo, hi}):
+        rejection = oracle.expected_estimation_rejection(run, max(budget, 0))
+        if rejection is None:
+            accepts = True
+        elif rejection not in found:
+            found.append(rejection)
+    return "estimation", found, accepts
+
+
+def _refusal_text(fatal: FatalLine) -> str:
+    field, where = refusal_field(fatal.message)
+    rule = f"{field} ({where})" if field else "a check the spec does not name"
+    return f"refused at {fatal.where} ({fatal.source or 'no glog prefix'}): {fatal.message[:160]} -> {rule}"
+
+
+def check(run, log: EngineLog, semantics: str = "adaptation") -> list:
+    """The engine's answer (refused or started) against the spec, then, when both say it starts,
+    every figure of the log: target first, then the draft if any."""
+    engines = 2 if getattr(run, "draft", None) is not None else 1
+    kind, refusals, accepts = expected_refusals(run, log, semantics)
+    fatal = log.fatals[0] if log.fatals else None
+    spec_text = " or ".join(f"refused: {r.field}: {r.reason}" for r in refusals)
+    if fatal is not None:
+        field, _ = refusal_field(fatal.message)
+        if refusals:
+            agree = any(_same_field(field, r.field) for r in refusals)
+            return [Figure("engine", f"{kind} refusal", _refusal_text(fatal), spec_text, agree)]
+        return [Figure("engine", "startup", _refusal_text(fatal), "starts (the spec refuses nothing here)", False)]
+    if not log.capacities:
+        raise LogError(f"{log.path}: the judged start has neither a `kv cache capacity:` line nor a refusal "
+                       "(`F... Check failed:` / LOG(FATAL)): the log ends before the engine allocated its KV cache")
+    if not accepts:
+        return [Figure("engine", f"{kind} refusal", f"started ({len(log.capacities)} capacity line(s))", spec_text, False)]
+    if len(log.capacities) < engines:
+        raise LogError(f"{log.path}: {len(log.capacities)} `kv cache capacity:` line(s) in the judged start and no "
+                       f"refusal, the config has {engines} engines (target + draft): the log ends before the draft's line")
+    figures = [Figure("engine", "startup", "started", "starts", True)]
     lo, hi, budget_figures = budget_interval(run, log)
     figures += budget_figures
-    figures += check_engine(run, log.capacities[0], (lo, hi), "target")
+    figures += check_workers(run, log, engines)
+    figures += check_block_info(run, log, engines)
+    figures += check_engine(run, log.capacities[0], (lo, hi), "target", semantics)
     if engines == 2:
-        figures += check_engine(run, log.capacities[1], (lo, hi), "draft")
+        figures += check_engine(run, log.capacities[1], (lo, hi), "draft", semantics)
+    if engines == 1:
+        figures.append(Figure("target", "Successfully initialized kv cache", "seen" if log.succeeded else "not seen",
+                              "llm_engine.cpp:202 (the VLM engine does not print it)", None))
     return figures
 
 
-def render(figures: list, log: EngineLog, overrides) -> str:
-    lines = [f"conformance: {log.path} against FEATURE.md ({' '.join(overrides) or 'default config'})"]
+def notes(log: EngineLog, semantics_line: str) -> list:
+    out = [semantics_line]
+    for path, count, first in log.restarted:
+        out.append(f"{path} holds {count} starts (a restart appended); judging the last, from line {first}")
     if len(log.capacities) > 2:
-        lines.append(f"note: {len(log.capacities)} capacity lines; the first is the target, the second the draft")
-    width = max(len(f.logged) for f in figures)
+        out.append(f"{len(log.capacities)} capacity lines; the first is the target, the second the draft")
+    if log.extra_capacities:
+        out.append(f"{len(log.extra_capacities)} capacity line(s) in another log ({log.extra_capacities[0].where}) "
+                   "are not judged: the first log with capacity lines is")
+    if log.skipped:
+        out.append(f"{len(log.skipped)} line(s) without a glog prefix look like engine lines but do not read as one "
+                   f"(first: {log.skipped[0]}); not read")
+    if len(log.fatals) > 1:
+        out.append(f"{len(log.fatals)} refusal lines; the earliest is judged")
+    return out
+
+
+def render(figures: list, log: EngineLog, overrides, semantics_line: str = "") -> str:
+    lines = [f"conformance: {log.path} against FEATURE.md ({' '.join(overrides) or 'default config'})"]
+    lines += [f"note: {n}" for n in notes(log, semantics_line) if n]
+    width = min(max(len(f.logged) for f in figures), 60)
     lines.append(f"{'engine':<8} {'figure':<30} {'engine log':<{width}}  {'spec':<28} verdict")
     for f in figures:
         verdict = "-" if f.agree is None else ("agree" if f.agree else "DISAGREE")
         lines.append(f"{f.engine:<8} {f.name:<30} {f.logged:<{width}}  {f.expected:<28} {verdict}")
+    lines.append(result_line(figures))
+    return "\n".join(lines)
+
+
+def result_line(figures: list) -> str:
     bad = [f"{f.engine}.{f.name}" for f in figures if f.agree is False]
     judged = sum(1 for f in figures if f.agree is not None)
-    lines.append(f"result: DISAGREE on {', '.join(bad)}" if bad else f"result: agree ({judged} figures)")
-    return "\n".join(lines)
+    return f"result: DISAGREE on {', '.join(bad)}" if bad else f"result: agree ({judged} figures)"
+
+
+def render_json(figures: list, log: EngineLog, overrides, semantics: str, semantics_line: str) -> str:
+    verdict = lambda f: None if f.agree is None else ("agree" if f.agree else "disagree")  # noqa: E731
+    out = {
+        "logs": log.path, "overrides": list(overrides),
+        "semantics": {"name": semantics, "split": semantics_line},
+        "notes": notes(log, "")[1:],
+        "checks": [{**asdict(f), "verdict": verdict(f)} for f in figures],
+        "result": "disagree" if any(f.agree is False for f in figures) else "agree",
+    }
+    return json.dumps(out, indent=2)

@@ -1,18 +1,28 @@
-"""Reading an xLLM engine log: the lines ``llm_engine.cpp`` prints at upstream 494f293b5.
+"""Reading an xLLM engine log: the lines upstream 494f293b5 prints while it starts an engine.
 
-``LLMEngine::estimate_kv_cache_capacity`` prints, per worker::
+Each line is read behind its glog prefix ``Lmmdd hh:mm:ss.uuuuuu tid file:line] `` (with or
+without the year: ``F20261201 ...`` or ``F1201 ...``); a line without a prefix is read as a
+bare message. The messages, with where upstream prints them at 494f293b5:
 
-    worker #0: available memory: 27.06 GB, total memory: 31.50 GB. Using max_memory_utilization: 0.8, max_cache_size: 0.00 B
+- ``Block info, block_size: B, n_local_kv_heads: H, head_dim: D, n_layers: L, dtype: T[,
+  kv_cache_dtype: K]`` (``llm_engine.cpp:273``; ``vlm_engine.cpp:162`` has no kv_cache_dtype);
+- ``worker #i: available memory: S, total memory: S. Using max_memory_utilization: U,
+  max_cache_size: S`` (``llm_engine.cpp:482``), and the VLM engine's ``..., encoder_cache_reserved:
+  S`` (``vlm_engine.cpp:233``; Qwen3.5 runs through it), which the engine subtracts from C;
+- ``kv cache capacity: S, blocks: N, ...`` (``llm_engine.cpp:554``, ``vlm_engine.cpp:292``): the
+  12-key line of builds since July 2026, or the released v0.9.x lines ``kv cache capacity: S,
+  blocks: N, slot_size: N, n_layers: N[, kv_cache_dtype: K]``;
+- ``Initializing <k|v|indexer|indexer cache scale|conv|ssm> cache with shape: [d0 d1 ...]``
+  (``kv_cache_shape.cpp:184-205``; glog prints a ``std::vector`` space separated);
+- ``Successfully initialized kv cache`` (``llm_engine.cpp:202``);
+- a refusal: any ``F`` line, ``Check failed: ...`` (a CHECK) or a ``LOG(FATAL)`` message; also
+  ``Failed to initialize kv cache`` (``llm_engine.cpp:198``, an ``E`` line: it did not start).
 
-and ``LLMEngine::allocate_kv_cache`` prints, per engine (target first, then a draft)::
-
-    kv cache capacity: 12.34 GB, blocks: 1562, slot_size: 1152, index_slot_size: 256, indexer_layers: 61,
-    scale_slot_size: 0, linear_slot_size: 0, linear_blocks: 2, linear_state_slots: 0,
-    max_linear_state_cache_slots: 0, reserved_linear_bytes: 0.00 B, n_layers: 61, kv_cache_dtype: auto
-
-(one line; any glog prefix before the message is ignored). Sizes go through upstream's
-``readable_size`` (``%.2f`` of bytes / 1024^k with suffix B, KB, MB, GB, TB), so each is
-read back as the closed interval of byte counts that print that way.
+Sizes go through upstream's ``readable_size`` (``util/pretty_print.cpp``: ``%.2f`` of bytes /
+1024^k with suffix B, KB, MB, GB, TB), so each is read back as the closed interval of byte
+counts that print that way. A file may hold several starts (a restart appended): a start
+begins at a glog ``Log file created at:`` header, or where an engine's first lines (``Block
+info``, ``worker #``) follow a capacity line or a refusal; only the last start is kept.
 """
 
 from __future__ import annotations
@@ -21,28 +31,56 @@ import math
 import os
 import re
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Iterable, Iterator, Optional
 
 SUFFIXES = ("B", "KB", "MB", "GB", "TB")
-_SIZE = r"(\d+\.\d{2}) (B|KB|MB|GB|TB)"
-WORKER_RE = re.compile(
-    r"worker #(\d+): available memory: " + _SIZE + r", total memory: " + _SIZE
-    + r"\. Using max_memory_utilization: ([0-9.eE+-]+), max_cache_size: " + _SIZE
+MAX_NUMBER_DIGITS = 20
+"""Longest integer part read from a log (a readable_size number is at most 4 digits, a count 19)."""
+_INT = re.compile(rf"-?\d{{1,{MAX_NUMBER_DIGITS}}}")
+_SIZE = r"(\d{1,20}\.\d{2}) (B|KB|MB|GB|TB)"
+GLOG_PREFIX = re.compile(
+    r"^([IWEF])(?:\d{4})?(\d{4}) (\d{2}:\d{2}:\d{2}\.\d{6}) +(\S+) ([^\s:\]]+):(\d{1,9})\] ?(.*)$"
 )
+"""glog's prefix: severity, [yyyy]mmdd, time, thread id, file:line (``log_year_in_prefix`` either way)."""
+_FLOAT = r"(-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[-+]?inf|[-+]?nan)"
+WORKER_MARK = "worker #"
+WORKER_RE = re.compile(
+    r"worker #(\d{1,20}): available memory: " + _SIZE + r", total memory: " + _SIZE
+    + r"\. Using max_memory_utilization: (\S+), max_cache_size: " + _SIZE
+    + r"(?:, encoder_cache_reserved: " + _SIZE + r")?"
+)
+BLOCK_INFO_MARK = "Block info, "
 CAPACITY_MARK = "kv cache capacity: "
-CAPACITY_KEYS = (
+SHAPE_RE = re.compile(r"Initializing (k|v|indexer|indexer cache scale|conv|ssm) cache with shape: \[([^\]]*)\]$")
+SUCCESS_MARK = "Successfully initialized kv cache"
+FAILED_MARK = "Failed to initialize kv cache"
+"""``llm_engine.cpp:198`` (LOG(ERROR)): allocation failed without a CHECK; the engine does not start."""
+FILE_HEADER = "Log file created at:"
+ENGINE_FILES = ("llm_engine.cpp", "vlm_engine.cpp")
+"""Where upstream prints the capacity, worker and Block info lines."""
+
+FULL_KEYS = (
     "blocks", "slot_size", "index_slot_size", "indexer_layers", "scale_slot_size", "linear_slot_size",
     "linear_blocks", "linear_state_slots", "max_linear_state_cache_slots", "reserved_linear_bytes",
     "n_layers", "kv_cache_dtype",
 )
+CAPACITY_FORMATS = {
+    "12-key (builds since July 2026, upstream 494f293b5)": FULL_KEYS,
+    "released 5-key (v0.9.x)": ("blocks", "slot_size", "n_layers", "kv_cache_dtype"),
+    "released 4-key (older v0.9.x)": ("blocks", "slot_size", "n_layers"),
+}
+"""The capacity lines builds print: name -> the keys after the size, in order."""
+CAPACITY_KEYS = FULL_KEYS
 SIZE_KEYS = ("reserved_linear_bytes",)
 TEXT_KEYS = ("kv_cache_dtype",)
+BLOCK_INFO_KEYS = ("block_size", "n_local_kv_heads", "head_dim", "n_layers", "dtype", "kv_cache_dtype")
+BLOCK_INFO_INT_KEYS = ("block_size", "n_local_kv_heads", "head_dim", "n_layers")
 
 
 class LogError(ValueError):
-    """The log cannot be read as an xLLM engine log (unreadable, truncated, malformed)."""
+    """The log cannot be read as an xLLM engine log (unreadable, cut, malformed)."""
 
 
 @dataclass(frozen=True)
@@ -86,87 +124,315 @@ def size_interval(number: str, suffix: str) -> Size:
     return Size(text=f"{number} {suffix}", lo=lo, hi=hi)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
+class Where:
+    """A line of a log file."""
+
+    path: str
+    line_no: int
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line_no}"
+
+
+@dataclass(frozen=True, kw_only=True)
 class WorkerLine:
     worker: int
     available: Size
     total: Size
     max_memory_utilization: float
     max_cache_size: Size
-    line_no: int
+    encoder_cache_reserved: Optional[Size]
+    """The VLM engine's reserve (``vlm_engine.cpp``), None on the LLM engine's line."""
+    where: Where
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CapacityLine:
     cache_size: Size
     figures: dict
-    """key -> int, ``Size`` (reserved_linear_bytes) or str (kv_cache_dtype)."""
-    line_no: int
+    """key -> int, ``Size`` (reserved_linear_bytes) or str (kv_cache_dtype); only the keys the line has."""
+    format: str
+    """A name of ``CAPACITY_FORMATS``."""
+    where: Where
+    shapes: tuple = ()
+    """``ShapeLine``s printed after this line (this engine's ``print_shapes``)."""
+
+    @property
+    def line_no(self) -> int:
+        return self.where.line_no
+
+    @property
+    def lacks(self) -> tuple:
+        """The 12-key line's keys this line does not print."""
+        return tuple(k for k in FULL_KEYS if k not in self.figures)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
+class BlockInfoLine:
+    figures: dict
+    where: Where
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShapeLine:
+    cache: str
+    """k, v, indexer, indexer cache scale, conv or ssm."""
+    shape: tuple
+    where: Where
+
+
+@dataclass(frozen=True, kw_only=True)
+class FatalLine:
+    """A refusal: glog severity F (a failed CHECK or LOG(FATAL))."""
+
+    message: str
+    source: str
+    """``file:line`` from the glog prefix ('' without one)."""
+    stamp: str = ""
+    """``mmdd hh:mm:ss.uuuuuu`` from the glog prefix ('' without one): orders refusals across logs."""
+    where: Where
+
+
+@dataclass(frozen=True, kw_only=True)
 class EngineLog:
+    """The last start of one or more log files, merged in the order given."""
+
     path: str
-    workers: tuple
-    capacities: tuple
+    workers: tuple = ()
+    capacities: tuple = ()
+    block_infos: tuple = ()
+    fatals: tuple = ()
+    succeeded: bool = False
+    starts: tuple = ()
+    """(path, number of starts in it, line where the judged start begins)."""
+    extra_capacities: tuple = ()
+    """Capacity lines of a second log with its own (not judged; named in the output)."""
+    skipped: tuple = ()
+    """Lines without a glog prefix that look like an engine line but do not read as one (named in the output)."""
+
+    @property
+    def restarted(self) -> tuple:
+        return tuple(s for s in self.starts if s[1] > 1)
 
 
-def parse_capacity(message: str, line_no: int, path: str) -> CapacityLine:
+@dataclass
+class _Start:
+    first_line: int
+    workers: list = field(default_factory=list)
+    capacities: list = field(default_factory=list)
+    shapes: dict = field(default_factory=dict)
+    block_infos: list = field(default_factory=list)
+    fatals: list = field(default_factory=list)
+    succeeded: bool = False
+    skipped: list = field(default_factory=list)
+
+    def ended(self) -> bool:
+        return bool(self.capacities or self.fatals)
+
+
+def split_glog(line: str) -> tuple:
+    """(severity or '', ``file:line`` or '', source file or '', message, ``mmdd hh:mm:ss.uuuuuu`` or '')."""
+    m = GLOG_PREFIX.match(line)
+    if m is None:
+        return "", "", "", line, ""
+    return m.group(1), f"{m.group(5)}:{m.group(6)}", m.group(5), m.group(7), f"{m.group(2)} {m.group(3)}"
+
+
+def _int(text: str, what: str, where: Where) -> int:
+    text = text.strip()
+    if not _INT.fullmatch(text):
+        raise LogError(f"{where}: {what}: {text[:40]!r} is not an integer of at most {MAX_NUMBER_DIGITS} digits")
+    return int(text)
+
+
+def parse_capacity(message: str, where: Where, cut: bool = False) -> CapacityLine:
+    """A ``kv cache capacity:`` message in one of ``CAPACITY_FORMATS``; ``LogError`` naming what it has and lacks."""
     body = message.split(CAPACITY_MARK, 1)[1].rstrip()
     parts = body.split(", ")
     head = re.fullmatch(_SIZE, parts[0].strip())
+    cut_note = " (the file ends mid-line: cut log)" if cut else ""
     if head is None:
-        raise LogError(f"{path}:{line_no}: `kv cache capacity:` does not start with a size ({parts[0]!r})")
-    figures = {}
+        raise LogError(f"{where}: `kv cache capacity:` does not start with a readable_size figure "
+                       f"({parts[0][:40]!r}){cut_note}")
+    figures: dict = {}
+    order = []
     for part in parts[1:]:
         key, sep, value = part.partition(": ")
-        if not sep:
-            continue
-        figures[key.strip()] = value.strip()
-    missing = [k for k in CAPACITY_KEYS if k not in figures]
-    if missing:
-        raise LogError(f"{path}:{line_no}: `kv cache capacity:` line lacks {', '.join(missing)} (truncated log?)")
-    out = {}
-    for key in CAPACITY_KEYS:
+        key = key.strip()
+        if not sep or not re.fullmatch(r"[a-z_]{1,64}", key):
+            raise LogError(f"{where}: `kv cache capacity:` has {part[:40]!r}, not `key: value`{cut_note}")
+        if key in figures:
+            raise LogError(f"{where}: `kv cache capacity:` repeats key {key} ({figures[key]!r} and {value.strip()!r})")
+        figures[key] = value.strip()
+        order.append(key)
+    fmt = next((name for name, keys in CAPACITY_FORMATS.items() if tuple(order) == keys), None)
+    if fmt is None:
+        known = "; ".join(f"{name}: {', '.join(keys)}" for name, keys in CAPACITY_FORMATS.items())
+        lacks = [k for k in FULL_KEYS if k not in figures]
+        unknown = [k for k in order if k not in FULL_KEYS]
+        raise LogError(
+            f"{where}: `kv cache capacity:` line has keys {', '.join(order) or 'none'}"
+            + (f"; unknown {', '.join(unknown)}" if unknown else "")
+            + (f"; lacks {', '.join(lacks)} of the 12-key line" if lacks else "")
+            + f"{cut_note}; the formats builds print: {known}")
+    out: dict = {}
+    for key in order:
         value = figures[key]
         if key in SIZE_KEYS:
             m = re.fullmatch(_SIZE, value)
             if m is None:
-                raise LogError(f"{path}:{line_no}: {key}: {value!r} is not a readable_size figure")
+                raise LogError(f"{where}: {key}: {value[:40]!r} is not a readable_size figure{cut_note}")
             out[key] = size_interval(m.group(1), m.group(2))
         elif key in TEXT_KEYS:
-            if not value:
-                raise LogError(f"{path}:{line_no}: {key} is empty (truncated log?)")
+            if not re.fullmatch(r"[A-Za-z0-9_]{1,32}", value):
+                raise LogError(f"{where}: {key}: {value[:40]!r} is not a dtype name{cut_note}")
             out[key] = value
         else:
-            if not re.fullmatch(r"-?\d+", value):
-                raise LogError(f"{path}:{line_no}: {key}: {value!r} is not an integer (truncated log?)")
-            out[key] = int(value)
-    return CapacityLine(cache_size=size_interval(head.group(1), head.group(2)), figures=out, line_no=line_no)
+            out[key] = _int(value, key, where)
+    return CapacityLine(cache_size=size_interval(head.group(1), head.group(2)), figures=out, format=fmt, where=where)
 
 
-def parse_log_text(text: str, path: str = "<log>") -> EngineLog:
-    """Every worker and capacity line of a log, in order; ``LogError`` if there is no capacity line."""
-    return parse_log_lines(text.splitlines(), path)
+def parse_worker(message: str, where: Where) -> WorkerLine:
+    m = WORKER_RE.fullmatch(message.rstrip())
+    if m is None:
+        raise LogError(f"{where}: not upstream's worker line (llm_engine.cpp:482 / vlm_engine.cpp:233 at 494f293b5): "
+                       f"{message[:120]!r}")
+    text = m.group(6)
+    if not re.fullmatch(_FLOAT, text):
+        raise LogError(f"{where}: max_memory_utilization: {text[:40]!r} is not a number")
+    utilization = float(text)
+    if not math.isfinite(utilization):
+        raise LogError(f"{where}: max_memory_utilization: {text[:40]!r} is not a finite number")
+    return WorkerLine(
+        worker=int(m.group(1)), available=size_interval(m.group(2), m.group(3)),
+        total=size_interval(m.group(4), m.group(5)), max_memory_utilization=utilization,
+        max_cache_size=size_interval(m.group(7), m.group(8)),
+        encoder_cache_reserved=size_interval(m.group(9), m.group(10)) if m.group(9) else None, where=where,
+    )
+
+
+def parse_block_info(message: str, where: Where) -> BlockInfoLine:
+    figures: dict = {}
+    for part in message[len(BLOCK_INFO_MARK):].rstrip().split(", "):
+        key, sep, value = part.partition(": ")
+        if not sep or key not in BLOCK_INFO_KEYS or key in figures:
+            raise LogError(f"{where}: not upstream's `Block info` line (llm_engine.cpp:273 / vlm_engine.cpp:162): "
+                           f"{part[:40]!r}")
+        figures[key] = _int(value, key, where) if key in BLOCK_INFO_INT_KEYS else value.strip()
+    lacking = [k for k in BLOCK_INFO_KEYS[:5] if k not in figures]
+    if lacking:
+        raise LogError(f"{where}: `Block info` line lacks {', '.join(lacking)}")
+    return BlockInfoLine(figures=figures, where=where)
+
+
+def parse_shape(message: str, where: Where) -> Optional[ShapeLine]:
+    m = SHAPE_RE.fullmatch(message.rstrip())
+    if m is None:
+        return None
+    dims = [d for d in re.split(r"[,\s]+", m.group(2).strip()) if d]
+    return ShapeLine(cache=m.group(1), shape=tuple(_int(d, f"{m.group(1)} cache shape", where) for d in dims),
+                     where=where)
+
+
+def _starts(lines: Iterable[str], path: str) -> tuple:
+    """(the last start, how many starts the file holds)."""
+    start = _Start(first_line=1)
+    count = 0
+    seen_any = False
+    for line_no, raw in enumerate(lines, start=1):
+        cut = not raw.endswith(("\n", "\r"))
+        line = raw.rstrip("\r\n")
+        where = Where(path=path, line_no=line_no)
+        severity, source, source_file, message, stamp = split_glog(line)
+        engine_line = not source_file or source_file in ENGINE_FILES
+        opens = (line.startswith(FILE_HEADER)
+                 or (engine_line and message.startswith((BLOCK_INFO_MARK, WORKER_MARK)) and start.ended())
+                 or (engine_line and message.startswith(BLOCK_INFO_MARK) and start.workers))
+        if opens:
+            if seen_any:
+                count += 1
+                start = _Start(first_line=line_no)
+            if line.startswith(FILE_HEADER):
+                continue
+        failed_init = severity == "E" and message.strip() == FAILED_MARK and engine_line
+        if severity == "F" or failed_init or (not severity and message.startswith("Check failed: ")):
+            start.fatals.append(FatalLine(message=message.strip(), source=source, stamp=stamp, where=where))
+            seen_any = True
+            continue
+        if not engine_line and not message.startswith("Initializing "):
+            continue
+        try:
+            read = _read_line(start, message, where, cut)
+        except LogError:
+            if severity or cut:  # a glog line of the engine's files, or the file's cut last line
+                raise
+            start.skipped.append(where)  # text without a glog prefix that only looks like an engine line
+            continue
+        seen_any = seen_any or read
+    return start, count + (1 if seen_any else 0)
+
+
+def _read_line(start: _Start, message: str, where: Where, cut: bool) -> bool:
+    """Record one engine message in ``start``; False when it is none of the lines read here."""
+    if message.startswith(CAPACITY_MARK):
+        start.capacities.append(parse_capacity(message, where, cut))
+    elif message.startswith(WORKER_MARK) and ": available memory: " in message:
+        start.workers.append(parse_worker(message, where))
+    elif message.startswith(BLOCK_INFO_MARK):
+        start.block_infos.append(parse_block_info(message, where))
+    elif message.startswith("Initializing ") and " cache with shape: " in message:
+        shape = parse_shape(message, where)
+        if shape is None:
+            if cut:
+                raise LogError(f"{where}: shape line cut mid-line (the file ends there)")
+            return False
+        start.shapes.setdefault(len(start.capacities) - 1, []).append(shape)
+    elif message.strip() == SUCCESS_MARK:
+        start.succeeded = True
+    else:
+        return False
+    return True
 
 
 def parse_log_lines(lines: Iterable[str], path: str = "<log>") -> EngineLog:
-    """``parse_log_text`` over lines as they are read (an engine's INFO log may be gigabytes)."""
-    workers, capacities = [], []
-    for line_no, line in enumerate(lines, start=1):
-        m = WORKER_RE.search(line)
-        if m is not None:
-            workers.append(WorkerLine(
-                worker=int(m.group(1)), available=size_interval(m.group(2), m.group(3)),
-                total=size_interval(m.group(4), m.group(5)), max_memory_utilization=float(m.group(6)),
-                max_cache_size=size_interval(m.group(7), m.group(8)), line_no=line_no,
-            ))
-            continue
-        if CAPACITY_MARK in line:
-            capacities.append(parse_capacity(line[line.index(CAPACITY_MARK):], line_no, path))
-    if not capacities:
-        raise LogError(f"{path}: no `kv cache capacity:` line from llm_engine.cpp allocate_kv_cache (truncated log?)")
-    return EngineLog(path=path, workers=tuple(workers), capacities=tuple(capacities))
+    """The last start of one log, read as its lines come (an engine's INFO log may be gigabytes)."""
+    start, count = _starts(lines, path)
+    if count == 0:
+        raise LogError(f"{path}: no xLLM engine line (no `kv cache capacity:`, worker, `Block info` or "
+                       f"refusal line of llm_engine.cpp / vlm_engine.cpp at 494f293b5); empty, binary or another log?")
+    capacities = tuple(
+        CapacityLine(cache_size=c.cache_size, figures=c.figures, format=c.format, where=c.where,
+                     shapes=tuple(start.shapes.get(i, ())))
+        for i, c in enumerate(start.capacities)
+    )
+    return EngineLog(path=path, workers=tuple(start.workers), capacities=capacities,
+                     block_infos=tuple(start.block_infos), fatals=tuple(start.fatals), succeeded=start.succeeded,
+                     starts=((path, count, start.first_line),), skipped=tuple(start.skipped))
+
+
+def parse_log_text(text: str, path: str = "<log>") -> EngineLog:
+    """``parse_log_lines`` over a string (each line keeps its end of line, so a cut last line shows)."""
+    return parse_log_lines(text.splitlines(keepends=True), path)
+
+
+def merge_logs(logs: Iterable[EngineLog]) -> EngineLog:
+    """Several logs of one run (one per node or process): refusals from any, workers from all,
+    capacity lines from the first log that has them (another log's are named, not judged)."""
+    logs = list(logs)
+    with_capacity = [log for log in logs if log.capacities]
+    first = with_capacity[0] if with_capacity else None
+    return EngineLog(
+        path=", ".join(log.path for log in logs),
+        workers=tuple(w for log in logs for w in log.workers),
+        capacities=first.capacities if first else (),
+        block_infos=first.block_infos if first else tuple(b for log in logs for b in log.block_infos),
+        fatals=tuple(sorted((f for log in logs for f in log.fatals), key=lambda f: f.stamp)),  # stable: in-file order
+        succeeded=any(log.succeeded for log in logs),
+        starts=tuple(s for log in logs for s in log.starts),
+        extra_capacities=tuple(c for log in with_capacity[1:] for c in log.capacities),
+        skipped=tuple(w for log in logs for w in log.skipped),
+    )
 
 
 MAX_LINE_CHARS = 1 << 16
@@ -178,10 +444,14 @@ def read_log(path: str) -> EngineLog:
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             raise LogError(f"cannot read log {path}: not a regular file (a directory, FIFO or device)")
-        with open(path, encoding="utf-8", errors="replace") as handle:
+        with open(path, encoding="utf-8", errors="replace", newline="") as handle:
             return parse_log_lines(_bounded_lines(handle), path)
     except OSError as exc:
         raise LogError(f"cannot read log {path}: {exc.strerror or exc}") from None
+
+
+def read_logs(paths: Iterable[str]) -> EngineLog:
+    return merge_logs(read_log(p) for p in paths)
 
 
 def _bounded_lines(handle) -> Iterator[str]:
@@ -189,28 +459,39 @@ def _bounded_lines(handle) -> Iterator[str]:
         line = handle.readline(MAX_LINE_CHARS)
         if not line:
             return
-        while not line.endswith("\n"):  # an over-long line: keep its head, skip the rest of it
+        while not line.endswith(("\n", "\r")):  # an over-long line: keep its head, skip the rest of it
             rest = handle.readline(MAX_LINE_CHARS)
-            if not rest or rest.endswith("\n"):
+            if not rest:
+                break
+            if rest.endswith(("\n", "\r")):
+                line += "\n"
                 break
         yield line
 
 
+def worker_budget(w: WorkerLine) -> tuple:
+    """The KV budget C one worker's line implies (``estimate_kv_cache_capacity``): available -
+    int64(total * (1 - max_memory_utilization)) when utilization < 1, capped by max_cache_size
+    when > 0, minus the VLM engine's encoder_cache_reserved."""
+    u = w.max_memory_utilization
+    if u < 1.0:
+        b_lo = int(w.total.lo * (1.0 - u)) - 1
+        b_hi = int(w.total.hi * (1.0 - u)) + 1
+    else:
+        b_lo = b_hi = 0
+    c_lo, c_hi = w.available.lo - b_hi, w.available.hi - b_lo
+    if w.max_cache_size.hi > 0:
+        c_lo, c_hi = min(c_lo, w.max_cache_size.lo), min(c_hi, w.max_cache_size.hi)
+    if w.encoder_cache_reserved is not None:
+        c_lo, c_hi = c_lo - w.encoder_cache_reserved.hi, c_hi - w.encoder_cache_reserved.lo
+    return c_lo, c_hi
+
+
 def worker_budget_interval(workers) -> Optional[tuple]:
-    """The KV budget C the workers' lines imply (``estimate_kv_cache_capacity``): per worker
-    available - int(total * (1 - max_memory_utilization)), capped by max_cache_size when > 0;
-    the minimum over workers. None without worker lines."""
+    """The minimum over workers of ``worker_budget``; None without worker lines."""
     lo = hi = None
     for w in workers:
-        u = w.max_memory_utilization
-        if u < 1.0:
-            b_lo = int(w.total.lo * (1.0 - u)) - 1
-            b_hi = int(w.total.hi * (1.0 - u)) + 1
-        else:
-            b_lo = b_hi = 0
-        c_lo, c_hi = w.available.lo - b_hi, w.available.hi - b_lo
-        if w.max_cache_size.hi > 0:
-            c_lo, c_hi = min(c_lo, w.max_cache_size.lo), min(c_hi, w.max_cache_size.hi)
+        c_lo, c_hi = worker_budget(w)
         lo = c_lo if lo is None else min(lo, c_lo)
         hi = c_hi if hi is None else min(hi, c_hi)
     return None if lo is None else (lo, hi)

@@ -138,6 +138,25 @@ ROWS = (
     Bad("parallel-config-fifo", "--parallel-config", "regular file", plan=("--parallel-config", "{inputs}/pc.fifo")),
     Bad("parallel-config-typo", "parallel_config.layerwise_split_sise", "did you mean layerwise_split_size",
         plan=("--parallel-config", "{inputs}/pc_typo.json")),
+    # ParallelConfig JSON, gflags and config.json values that used to plan something else without a word
+    Bad("parallel-config-upper-case", "parallel_config.LAYERWISE_SPLIT_SIZE", "did you mean layerwise_split_size",
+        plan=("--parallel-config", "{inputs}/pc_upper.json")),
+    Bad("parallel-config-wrapped", "parallel_config.parallel_config", "a ParallelConfig key: world_size",
+        plan=("--parallel-config", "{inputs}/pc_wrapped.json")),
+    Bad("parallel-config-unknown-key", "parallel_config.colour", "a ParallelConfig key: world_size",
+        plan=("--parallel-config", "{inputs}/pc_unknown.json")),
+    Bad("parallel-config-world-vs-tp", "parallel_config.world_size", "dp_size 2 * cp_size 1 * tp_size 2 = 4",
+        plan=("--parallel-config", "{inputs}/pc_world_tp.json")),
+    Bad("parallel-config-tp2-split4", "layerwise.split_size", "divisor of attention tp 2",
+        plan=("--parallel-config", "{inputs}/pc_tp2_s4.json")),
+    Bad("gflags-vs-parallel-config", "layerwise_split_size", "--gflags and --parallel-config must agree",
+        plan=("--parallel-config", "{inputs}/pc_s4.json", "--gflags", "--layerwise_split_size=2")),
+    Bad("gflags-flagfile-missing", "--flagfile=/nonexistent/xllm.flags", "a readable regular file",
+        plan=("--gflags", "--flagfile=/nonexistent/xllm.flags")),
+    Bad("gflags-enable-under-upstream", "--enable_layerwise_split", "--layerwise_split_size=N",
+        plan=("--semantics", "upstream", "--gflags", "--enable_layerwise_split=true --layerwise_split_size=2")),
+    Bad("model-path-kv-heads-above-heads", "num_key_value_heads", "at most num_attention_heads 16",
+        **_same("model_path={inputs}/kv_heads_64/config.json", pytest_too=False)),
     Bad("topology-deep-yaml", "hardware.topology", "nested at most 64 deep",
         **_same("hardware.topology={inputs}/deep_topology.yaml")),
     # values that used to pass the check and break later
@@ -211,6 +230,15 @@ def inputs(tmp_path_factory) -> Path:
     os.mkfifo(root / "fifo_model" / "config.json")
     os.mkfifo(root / "pc.fifo")
     (root / "pc_typo.json").write_text(json.dumps({"layerwise_split_sise": 2}))
+    for name, obj in (("pc_upper", {"LAYERWISE_SPLIT_SIZE": 2}), ("pc_wrapped", {"parallel_config": {"layerwise_split_size": 2}}),
+                      ("pc_unknown", {"layerwise_split_size": 2, "colour": "red"}),
+                      ("pc_world_tp", {"world_size": 8, "dp_size": 2, "tp_size": 2}),
+                      ("pc_tp2_s4", {"tp_size": 2, "layerwise_split_size": 4}), ("pc_s4", {"layerwise_split_size": 4})):
+        (root / f"{name}.json").write_text(json.dumps(obj))
+    (root / "kv_heads_64").mkdir()
+    (root / "kv_heads_64" / "config.json").write_text(json.dumps({
+        "model_type": "llama", "num_hidden_layers": 4, "hidden_size": 2048, "num_attention_heads": 16,
+        "num_key_value_heads": 64, "head_dim": 128}))
     (root / "deep_topology.yaml").write_text("cards: " + "[" * 5000 + "]" * 5000 + "\n")
     return root
 

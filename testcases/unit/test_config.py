@@ -283,11 +283,15 @@ def test_gflags_and_parallel_config_become_layerwise_overrides(tmp_path):
     assert layerwise_overrides(gflags="--enable_layerwise_split=true --layerwise_split_size=2") == [
         "layerwise.enable=true", "layerwise.split_size=2"]
     pc = tmp_path / "parallel_config.json"
-    pc.write_text(json.dumps({"dp_size": 1, "layerwise_split_size": 4}))  # upstream: size > 1 enables
-    assert layerwise_overrides(parallel_config=pc) == ["layerwise.enable=true", "layerwise.split_size=4"]
-    # both: the ParallelConfig first, the command line last (it wins)
-    assert layerwise_overrides("--layerwise_split_size=2 --enable_layerwise_split", pc)[-2:] == [
-        "layerwise.enable=true", "layerwise.split_size=2"]
+    pc.write_text(json.dumps({"dp_size": 1, "layerwise_split_size": 4}))
+    # adaptation: a ParallelConfig carries only the size, so alone it leaves the split off; upstream: on
+    assert layerwise_overrides(parallel_config=pc)[-2:] == ["layerwise.enable=false", "layerwise.split_size=4"]
+    assert layerwise_overrides(parallel_config=pc, semantics="upstream")[-1:] == ["layerwise.split_size=4"]
+    # both: they must agree where both set a value
+    assert layerwise_overrides("--layerwise_split_size=4 --enable_layerwise_split", pc)[-2:] == [
+        "layerwise.enable=true", "layerwise.split_size=4"]
+    with pytest.raises(ConfigError, match="--parallel-config 4 vs --gflags 2"):
+        layerwise_overrides("--layerwise_split_size=2", pc)
     with pytest.raises(ConfigError, match="--parallel-config="):
         layerwise_overrides(parallel_config=tmp_path / "missing.json")
 

@@ -1,12 +1,14 @@
-"""``python -m harness.conformance``: an engine log in upstream's exact format, against the spec.
+"""``python -m harness.conformance``: engine logs in upstream's exact formats, against the spec.
 
-The log lines are written out by hand in the format ``llm_engine.cpp`` prints at upstream
-494f293b5 (``estimate_kv_cache_capacity`` and ``allocate_kv_cache``), behind a glog
-prefix; the expected figures beside them are worked out by hand from FEATURE.md.
+Every log line is written by hand from the format string upstream 494f293b5 prints it with
+(each helper names the file and line), behind a glog prefix; the expected figures beside them
+are worked out by hand from FEATURE.md.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -19,102 +21,180 @@ from testcases import ROOT
 
 pytestmark = pytest.mark.unit
 
-PREFIX = "I1130 19:00:00.000001  4242 llm_engine.cpp:{line}] "
-WORKER = (PREFIX.format(line=482) + "worker #{i}: available memory: 128.00 MB, total memory: 512.00 MB. "
-          "Using max_memory_utilization: 1, max_cache_size: 0.00 B")
+
+def glog(source: str, message: str, severity: str = "I", year: bool = False) -> str:
+    """glog's prefix ``Lmmdd hh:mm:ss.uuuuuu tid file:line] `` (``log_year_in_prefix``: ``L2026mmdd``)."""
+    return f"{severity}{'2026' if year else ''}1130 19:00:00.000001  4242 {source}] {message}"
+
+
+# llm_engine.cpp:482 (estimate_kv_cache_capacity), one line per worker
+WORKER = glog("llm_engine.cpp:482", "worker #{i}: available memory: 128.00 MB, total memory: 512.00 MB. "
+              "Using max_memory_utilization: 1, max_cache_size: 0.00 B")
+WORKERS4 = [WORKER.format(i=i) for i in range(4)]
+# vlm_engine.cpp:233: the VLM engine's worker line adds the encoder cache reserve, which it subtracts
+VLM_WORKER = glog("vlm_engine.cpp:233", "worker #{i}: available memory: 192.00 MB, total memory: 512.00 MB. "
+                  "Using max_memory_utilization: 1, max_cache_size: 0.00 B, encoder_cache_reserved: 64.00 MB")
+# llm_engine.cpp:273 (init_model)
+BLOCK_INFO = glog("llm_engine.cpp:273", "Block info, block_size: {bs}, n_local_kv_heads: 32, head_dim: 192, "
+                  "n_layers: 61, dtype: BFloat16, kv_cache_dtype: auto")
+# llm_engine.cpp:202 (init)
+SUCCESS = glog("llm_engine.cpp:202", "Successfully initialized kv cache")
+
+
+def shape(cache: str, dims, line: int) -> str:
+    """kv_cache_shape.cpp:184-205 (print_shapes): glog prints a std::vector space separated."""
+    return glog(f"kv_cache_shape.cpp:{line}", f"Initializing {cache} cache with shape: [{' '.join(map(str, dims))}]")
 
 
 def capacity_line(size="128.00 MB", blocks=23, slot_size=1152, index_slot_size=256, indexer_layers=61,
                   scale_slot_size=0, linear_slot_size=0, linear_blocks=2, linear_state_slots=0,
-                  max_linear_state_cache_slots=0, reserved="0.00 B", n_layers=61, kv_cache_dtype="auto"):
-    return (PREFIX.format(line=554) + f"kv cache capacity: {size}, blocks: {blocks}, slot_size: {slot_size}, "
-            f"index_slot_size: {index_slot_size}, indexer_layers: {indexer_layers}, "
-            f"scale_slot_size: {scale_slot_size}, linear_slot_size: {linear_slot_size}, "
-            f"linear_blocks: {linear_blocks}, linear_state_slots: {linear_state_slots}, "
-            f"max_linear_state_cache_slots: {max_linear_state_cache_slots}, "
-            f"reserved_linear_bytes: {reserved}, n_layers: {n_layers}, kv_cache_dtype: {kv_cache_dtype}")
+                  max_linear_state_cache_slots=0, reserved="0.00 B", n_layers=61, kv_cache_dtype="auto",
+                  source="llm_engine.cpp:554"):
+    """llm_engine.cpp:554 / vlm_engine.cpp:292 (allocate_kv_cache): the 12-key line."""
+    return glog(source, f"kv cache capacity: {size}, blocks: {blocks}, slot_size: {slot_size}, "
+                f"index_slot_size: {index_slot_size}, indexer_layers: {indexer_layers}, "
+                f"scale_slot_size: {scale_slot_size}, linear_slot_size: {linear_slot_size}, "
+                f"linear_blocks: {linear_blocks}, linear_state_slots: {linear_state_slots}, "
+                f"max_linear_state_cache_slots: {max_linear_state_cache_slots}, "
+                f"reserved_linear_bytes: {reserved}, n_layers: {n_layers}, kv_cache_dtype: {kv_cache_dtype}")
 
 
-def write_log(tmp_path, *lines) -> str:
-    path = tmp_path / "xllm.INFO"
+def released_line(blocks=23, dtype: bool = True) -> str:
+    """Released v0.9.x builds print llm_engine.cpp:554's line with only these keys (the older ones
+    without kv_cache_dtype); the 12-key line came with the July 2026 change."""
+    return glog("llm_engine.cpp:554", f"kv cache capacity: 128.00 MB, blocks: {blocks}, slot_size: 1152, n_layers: 61"
+                + (", kv_cache_dtype: auto" if dtype else ""))
+
+
+def write_log(tmp_path, *lines, name="xllm.INFO") -> str:
+    path = tmp_path / name
     path.write_text("Log file created at: 2026/11/30 19:00:00\n" + "\n".join(lines) + "\n")
     return str(path)
 
 
-# DeepSeek-V3.2 on the CPU profile (128 MiB per rank), tp 4, s = 2: one layer is
+# DeepSeek-V3.2 on the CPU profile (128 MiB per rank, heads-major), tp 4, s = 2: one layer is
 # (1152 + 256) * 128 = 180,224 B/block; split rank 0 owns 31 layers + scratch = 32:
 # 134,217,728 // 5,767,168 = 23 blocks. No linear layers: 2 padding slots, 0 bytes.
 DSV32 = ["model=deepseek_v32", "parallel=tp4", "layerwise=s2"]
+DSV32_SHAPES = [shape("k", (23, 1, 128, 512), 184), shape("v", (23, 1, 128, 64), 188),
+                shape("indexer", (23, 1, 128, 128), 192)]
+# Section 3 refusals as upstream prints them: glog's CHECK text is "Check failed: <condition> <message>"
+XTENSOR = "Check failed: layer_cache_owned.empty() XTensor does not support layerwise split."  # kv_cache.cpp:389
+SPLIT_TP = ("Check failed: attn_tp_size % layerwise_split_size == 0 (1 vs. 0) attention tp size (4) must be "
+            "divisible by layerwise_split_size (3).")  # layerwise_split_layout.h:45
+MODEL_TYPE = ("Check failed: is_layerwise_split_supported_model(model_type) layerwise_split_size > 1 is only "
+              "supported for deepseek_v32 and glm_moe_dsa, got deepseek_v3")  # layerwise_split_layout.h:41
 
 
-def run_main(argv, capsys):
+def _run(entry, argv, capsys):
     try:
-        code = main(argv)
+        code = entry(argv)
     except SystemExit as exc:
         code = exc.code
     out = capsys.readouterr()
     return code, out.out, out.err
 
 
-def test_matching_run_agrees(tmp_path, capsys):
-    log = write_log(tmp_path, *(WORKER.format(i=i) for i in range(4)), capacity_line())
+def run_main(argv, capsys):
+    return _run(main, argv, capsys)
+
+
+
+def one_error(code, out, err, *needles):
+    assert code == 2, out + err
+    assert out == "" and err.startswith("error: ") and err.count("\n") == 1, out + err
+    for needle in needles:
+        assert needle in err, err
+
+
+# ---- figures of a started engine ---------------------------------------------------------------
+
+
+def test_matching_run_agrees_on_every_line(tmp_path, capsys):
+    log = write_log(tmp_path, BLOCK_INFO.format(bs=128), *WORKERS4, capacity_line(), *DSV32_SHAPES, SUCCESS)
     code, out, err = run_main([log, *DSV32], capsys)
     assert code == 0, out + err
     assert "result: agree" in out and "DISAGREE" not in out
-    assert "blocks" in out and "23" in out
+    for name in ("worker ids", "Block info block_size", "k cache shape", "indexer cache shape", "blocks"):
+        assert name in out
+    assert "note: adaptation semantics: split on" in out
 
 
-def test_wrong_block_count_disagrees(tmp_path, capsys):
-    log = write_log(tmp_path, WORKER.format(i=0), capacity_line(blocks=24))
+@pytest.mark.parametrize("broken, figure", [
+    (dict(blocks=24), "target.blocks"),
+    (dict(slot_size=1408), "target.slot_size"),  # slot + index folded together
+])
+def test_a_wrong_capacity_figure_disagrees(tmp_path, capsys, broken, figure):
+    log = write_log(tmp_path, *WORKERS4, capacity_line(**broken))
     code, out, _ = run_main([log, *DSV32], capsys)
-    assert code == 1
-    assert "result: DISAGREE on target.blocks" in out
+    assert code == 1 and f"result: DISAGREE on {figure}" in out
 
 
-def test_wrong_slot_size_disagrees(tmp_path, capsys):
-    # 1408 = slot + index folded together: the engine must print the KV slot alone
-    log = write_log(tmp_path, WORKER.format(i=0), capacity_line(slot_size=1408))
+def test_block_info_and_shapes_are_cross_checked(tmp_path, capsys):
+    log = write_log(tmp_path, BLOCK_INFO.format(bs=64), *WORKERS4, capacity_line(), *DSV32_SHAPES)
     code, out, _ = run_main([log, *DSV32], capsys)
-    assert code == 1
-    assert "result: DISAGREE on target.slot_size" in out
+    assert code == 1 and "result: DISAGREE on target.Block info block_size" in out
+    wrong_dim0 = [shape("k", (24, 1, 128, 512), 184), *DSV32_SHAPES[1:]]
+    code, out, _ = run_main([write_log(tmp_path, *WORKERS4, capacity_line(), *wrong_dim0), *DSV32], capsys)
+    assert code == 1 and "result: DISAGREE on target.k cache shape" in out
+    no_indexer = DSV32_SHAPES[:2]
+    code, out, _ = run_main([write_log(tmp_path, *WORKERS4, capacity_line(), *no_indexer), *DSV32], capsys)
+    assert code == 1 and "target.index cache shape" in out and "not printed" in out
 
 
-def test_truncated_log_is_one_error_line(tmp_path):
-    full = capacity_line()
-    log = write_log(tmp_path, WORKER.format(i=0), full[: full.index("index_slot_size") + 5])
-    out = subprocess.run([sys.executable, "-m", "harness.conformance", log, *DSV32], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 2
-    assert out.stdout == ""
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "truncated" in lines[0], out.stderr
-    assert "Traceback" not in out.stderr
-
-
-def test_log_without_capacity_line_or_missing_file(tmp_path, capsys):
-    log = write_log(tmp_path, WORKER.format(i=0))
-    code, _, err = run_main([log, *DSV32], capsys)
-    assert code == 2 and err.startswith("error: ") and "kv cache capacity" in err
-    code, _, err = run_main([str(tmp_path / "nope.log"), *DSV32], capsys)
-    assert code == 2 and err.startswith("error: cannot read log")
-
-
-def test_hybrid_model_linear_state_figures(tmp_path, capsys):
-    # Qwen3.5-35B-A3B tp 4, s = 2, prefix cache on (upstream's default), C = 128 MiB:
-    # ls = 274,432 B; L = 30; slots = int(C * 0.9 / 1.9 / 8,232,960) = 7 (cap 14);
-    # reserved 30 * 7 * 274,432 = 57,630,720 B = 54.96 MB; full slot 2 * 2 * 256 * 1 = 1024;
-    # 5 owned + scratch = 786,432 B/block: (C - 57,630,720) // 786,432 = 97 blocks.
-    line = capacity_line(blocks=97, slot_size=1024, index_slot_size=0, indexer_layers=0,
-                         linear_slot_size=274432, linear_blocks=7, linear_state_slots=7,
-                         reserved="54.96 MB", n_layers=40)
-    log = write_log(tmp_path, WORKER.format(i=0), line)
-    code, out, err = run_main([log, "model=qwen3_5_moe", "parallel=tp4", "layerwise=s2"], capsys)
+@pytest.mark.parametrize("dtype", [True, False], ids=["5-key", "4-key"])
+def test_released_capacity_lines_are_complete_logs(tmp_path, capsys, dtype):
+    log = write_log(tmp_path, *WORKERS4, released_line(dtype=dtype))
+    code, out, err = run_main([log, *DSV32], capsys)
     assert code == 0, out + err
+    assert "released" in out and "not in this line" in out and "index_slot_size" in out
+    assert "truncated" not in out + err
+    code, out, _ = run_main([write_log(tmp_path, *WORKERS4, released_line(blocks=22, dtype=dtype)), *DSV32], capsys)
+    assert code == 1 and "result: DISAGREE on target.blocks" in out
+
+
+def test_a_capacity_line_of_no_known_format_names_what_it_lacks(tmp_path, capsys):
+    full = capacity_line()
+    cut = full[: full.index(", scale_slot_size")]
+    code, out, err = run_main([write_log(tmp_path, *WORKERS4, cut), *DSV32], capsys)
+    one_error(code, out, err, "lacks scale_slot_size", "released 5-key")
+    assert "truncated" not in err
+    # the same text as the file's last bytes, without an end of line: a cut log, and it says so
+    path = tmp_path / "cut.INFO"
+    path.write_text("\n".join([*WORKERS4, cut]))
+    code, out, err = run_main([str(path), *DSV32], capsys)
+    one_error(code, out, err, "cut", "ends mid-line")
+
+
+def test_hybrid_model_through_the_vlm_engine(tmp_path, capsys):
+    # Qwen3.5-35B-A3B tp 4, s = 2, prefix cache on (upstream's default); the VLM workers see 192 MiB
+    # and reserve 64 MiB for the encoder cache: C = 128 MiB. ls = 274,432 B; L = 30;
+    # slots = int(C * 0.9 / 1.9 / 8,232,960) = 7 (cap 14); reserved 30 * 7 * 274,432 = 57,630,720 B
+    # = 54.96 MB; full slot 2 * 2 * 256 * 1 = 1024; 5 owned + scratch = 786,432 B/block:
+    # (C - 57,630,720) // 786,432 = 97 blocks.
+    args = dict(slot_size=1024, index_slot_size=0, indexer_layers=0, linear_slot_size=274432, linear_blocks=7,
+                linear_state_slots=7, reserved="54.96 MB", n_layers=40, source="vlm_engine.cpp:292")
+    workers = [VLM_WORKER.format(i=i) for i in range(4)]
+    # conv [7, 3, 128 * 4 * 2 + 128 * 8] and ssm [7, 8, 128, 128] (kv_cache_shape.cpp:200, 204)
+    shapes = [shape("k", (97, 1, 128, 256), 184), shape("v", (97, 1, 128, 256), 188),
+              shape("conv", (7, 3, 2048), 200), shape("ssm", (7, 8, 128, 128), 204)]
+    # vlm_engine.cpp:162: the VLM engine's Block info has no kv_cache_dtype; 2 KV heads on tp 4 -> 1 per rank
+    info = glog("vlm_engine.cpp:162", "Block info, block_size: 128, n_local_kv_heads: 1, head_dim: 256, "
+                "n_layers: 40, dtype: BFloat16")
+    qwen = ["model=qwen3_5_moe", "parallel=tp4", "layerwise=s2"]
+    code, out, err = run_main([write_log(tmp_path, info, *workers, capacity_line(blocks=97, **args), *shapes), *qwen],
+                              capsys)
+    assert code == 0, out + err
+    assert "less encoder_cache_reserved" in out and "Block info n_local_kv_heads" in out
+    code, out, _ = run_main([write_log(tmp_path, info.replace("kv_heads: 1", "kv_heads: 2"), *workers,
+                                       capacity_line(blocks=97, **args)), *qwen], capsys)
+    assert code == 1 and "result: DISAGREE on target.Block info n_local_kv_heads" in out
+    # the LLM engine's line for the same memory leaves the reserve in: the workers' C is 64 MiB too high
+    llm = [w.replace(", encoder_cache_reserved: 64.00 MB", "") for w in workers]
+    code, out, _ = run_main([write_log(tmp_path, *llm, capacity_line(blocks=97, **args)), *qwen], capsys)
+    assert code == 1 and "result: DISAGREE on workers.cache_size" in out
     # upstream's owner rule (layer_id % 2) gives 53 blocks here: the spec disagrees
-    log = write_log(tmp_path, WORKER.format(i=0), capacity_line(
-        blocks=53, slot_size=1024, index_slot_size=0, indexer_layers=0, linear_slot_size=274432,
-        linear_blocks=7, linear_state_slots=7, reserved="54.96 MB", n_layers=40))
-    code, out, _ = run_main([log, "model=qwen3_5_moe", "parallel=tp4", "layerwise=s2"], capsys)
+    code, out, _ = run_main([write_log(tmp_path, *workers, capacity_line(blocks=53, **args)), *qwen], capsys)
     assert code == 1 and "result: DISAGREE on target.blocks" in out
 
 
@@ -124,14 +204,14 @@ def test_speculative_target_and_draft_lines(tmp_path, capsys):
     # -> 134,217,728 // 4,866,048 = 27 blocks for both engines.
     target = capacity_line(blocks=27, index_slot_size=0, indexer_layers=0)
     draft = capacity_line(blocks=27, index_slot_size=0, indexer_layers=0, n_layers=1)
-    log = write_log(tmp_path, WORKER.format(i=0), WORKER.format(i=0), target, draft)
+    log = write_log(tmp_path, *WORKERS4, *WORKERS4, target, draft)
     argv = [log, "model=deepseek_v3", "draft=deepseek_mtp", "parallel=tp4", "layerwise=s2"]
     code, out, err = run_main(argv, capsys)
     assert code == 0, out + err
     assert "draft    n_layers" in out
-    # the target line alone is a truncated speculative log
-    code, _, err = run_main([write_log(tmp_path, target), *argv[1:]], capsys)
-    assert code == 2 and "truncated" in err
+    # the target line alone, no refusal: the log ends before the draft's line
+    code, out, err = run_main([write_log(tmp_path, *WORKERS4, *WORKERS4, target), *argv[1:]], capsys)
+    one_error(code, out, err, "ends before the draft")
 
 
 def test_budget_given_exactly_is_checked_against_the_printed_size():
@@ -165,20 +245,264 @@ def test_readable_size_and_its_interval(n_bytes, text):
     assert readable_size(interval.hi + 1) != text
 
 
-def test_gflags_spelling_of_the_split(tmp_path, capsys):
-    log = write_log(tmp_path, WORKER.format(i=0), capacity_line())
-    argv = [log, "--gflags", "--enable_layerwise_split=true --layerwise_split_size=2", "model=deepseek_v32"]
+# ---- refusals ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("year", [True, False], ids=["F2026mmdd", "Fmmdd"])
+def test_a_refusal_for_the_rule_the_spec_names_agrees(tmp_path, capsys, year):
+    fatal = glog("kv_cache.cpp:389", XTENSOR, "F", year)
+    log = write_log(tmp_path, *WORKERS4, capacity_line(), fatal, "*** Check failure stack trace: ***")
+    code, out, err = run_main([log, *DSV32, "cache.enable_xtensor=true"], capsys)
+    assert code == 0, out + err
+    assert "startup refusal" in out and "cache.enable_xtensor" in out and "result: agree" in out
+
+
+def test_refusals_that_disagree(tmp_path, capsys):
+    xtensor = glog("kv_cache.cpp:389", XTENSOR, "F")
+    # refused, but the spec accepts (no xtensor in the config)
+    code, out, _ = run_main([write_log(tmp_path, *WORKERS4, capacity_line(), xtensor), *DSV32], capsys)
+    assert code == 1 and "starts (the spec refuses nothing here)" in out
+    # started, but the spec refuses
+    code, out, _ = run_main([write_log(tmp_path, *WORKERS4, capacity_line()), *DSV32, "cache.enable_xtensor=true"],
+                            capsys)
+    assert code == 1 and "started" in out and "refused: cache.enable_xtensor" in out
+    # refused for another rule
+    split = glog("layerwise_split_layout.h:45", SPLIT_TP, "F")
+    code, out, _ = run_main([write_log(tmp_path, split), *DSV32, "cache.enable_xtensor=true"], capsys)
+    assert code == 1 and "layerwise.split_size (layerwise_split_layout.h:45)" in out
+
+
+def test_an_allocation_failure_without_a_check_is_no_start(tmp_path, capsys):
+    failed = glog("llm_engine.cpp:198", "Failed to initialize kv cache", "E")  # LOG(ERROR), then init returns false
+    code, out, _ = run_main([write_log(tmp_path, *WORKERS4, capacity_line(), failed), *DSV32], capsys)
+    assert code == 1 and "llm_engine.cpp:198" in out and "starts (the spec refuses nothing here)" in out
+
+
+def test_a_worker_side_refusal_in_another_log(tmp_path, capsys):
+    master = write_log(tmp_path, *WORKERS4, capacity_line(), name="master.INFO")
+    worker = write_log(tmp_path, glog("kv_cache.cpp:389", XTENSOR, "F"), name="worker1.INFO")
+    code, out, err = run_main([master, worker, *DSV32, "cache.enable_xtensor=true"], capsys)
+    assert code == 0, out + err
+    assert "worker1.INFO:2" in out
+
+
+def test_the_earliest_refusal_across_logs_is_judged(tmp_path, capsys):
+    late = glog("kv_cache.cpp:389", XTENSOR, "F").replace("19:00:00.000001", "19:00:05.000000")
+    early = glog("layerwise_split_layout.h:45", SPLIT_TP, "F")
+    argv = [write_log(tmp_path, late, name="a.INFO"), write_log(tmp_path, early, name="b.INFO"), *DSV32,
+            "cache.enable_xtensor=true"]
+    code, out, _ = run_main(argv, capsys)
+    assert code == 1 and "2 refusal lines; the earliest is judged" in out and "b.INFO:2" in out
+
+
+def test_a_restart_without_a_refusal_line_is_a_new_start(tmp_path, capsys):
+    """A start that died without a line (no capacity, no refusal): the next Block info opens a new start."""
+    crashed = [BLOCK_INFO.format(bs=128), *WORKERS4]
+    second = [BLOCK_INFO.format(bs=128), *WORKERS4, capacity_line()]
+    code, out, err = run_main([write_log(tmp_path, *crashed, *second), *DSV32], capsys)
+    assert code == 0, out + err
+    assert "holds 2 starts" in out
+
+
+def test_an_estimation_refusal(tmp_path, capsys):
+    # 1 MiB cannot hold one split block of 5,767,168 B (kv_cache_estimation.cpp:184)
+    fatal = glog("kv_cache_estimation.cpp:184", "Check failed: common_block_count > 0 (0 vs. 0) "
+                 "No memory for one layerwise split block.", "F")
+    argv = [write_log(tmp_path, *WORKERS4, fatal), *DSV32, "cache.kv_budget_bytes=1048576"]
     code, out, err = run_main(argv, capsys)
     assert code == 0, out + err
-    assert "layerwise.enable=true layerwise.split_size=2" in out
-    code, _, err = run_main([log, "--gflags", "--enable_layerwise_split=maybe", "model=deepseek_v32"], capsys)
-    assert code == 2 and err.startswith("error: --gflags:")
+    assert "estimation refusal" in out and "cache.kv_budget_bytes" in out
+
+
+def test_every_upstream_refusal_message_names_a_field():
+    """Each message maps to one field, and the oracle's startup fields are all covered."""
+    from harness.conformance.check import REFUSALS, refusal_field
+
+    for text, field, where in REFUSALS:
+        assert refusal_field(f"Check failed: x {text} y") == (field, where) or refusal_field(text)[0] == field
+    fields = {field for _, field, _ in REFUSALS}
+    for wanted in ("layerwise.split_size", "parallel.world_size", "model.model_type", "cache.host_blocks_factor",
+                   "parallel.cp_size", "parallel.kv_split_size", "cache.enable_sleep_mode", "cache.enable_xtensor",
+                   "cache.kv_cache_dtype", "cache.indexer_cache_dtype", "index_n_heads"):
+        assert wanted in fields
+    assert refusal_field("Check failed: something else entirely") == (None, "")
+
+
+# ---- semantics -------------------------------------------------------------------------------------
+
+
+def test_upstream_semantics_split_on_the_size_alone(tmp_path, capsys):
+    log = write_log(tmp_path, *WORKERS4, capacity_line())
+    code, out, err = run_main([log, "--semantics", "upstream", "--gflags", "--layerwise_split_size=2",
+                               "model=deepseek_v32", "parallel=tp4"], capsys)
+    assert code == 0, out + err
+    assert "upstream semantics: split on: layerwise_split_size 2 > 1" in out
+    # the adaptation reads the same flags as "split off": uniform blocks, so 23 disagrees
+    code, out, _ = run_main([log, "--gflags", "--layerwise_split_size=2", "model=deepseek_v32", "parallel=tp4"], capsys)
+    assert code == 1 and "adaptation semantics: split off" in out
+    # an enable flag is not a flag of an upstream build
+    code, out, err = run_main([log, "--semantics", "upstream", "--gflags",
+                               "--enable_layerwise_split=true --layerwise_split_size=2", "model=deepseek_v32"], capsys)
+    one_error(code, out, err, "--enable_layerwise_split", "upstream")
+
+
+def test_a_parallel_config_and_a_bare_refusal_line(tmp_path, capsys):
+    """The ParallelConfig route of the checker (upstream: the size alone splits), and a ``Check failed``
+    line captured without its glog prefix."""
+    pc = tmp_path / "parallel_config.json"
+    pc.write_text('{"layerwise_split_size": 2, "world_size": 4}')
+    log = write_log(tmp_path, *WORKERS4, capacity_line())
+    code, out, err = run_main([log, "--semantics", "upstream", "--parallel-config", str(pc), "model=deepseek_v32"],
+                              capsys)
+    assert code == 0, out + err
+    bare = write_log(tmp_path, XTENSOR, name="stderr.log")
+    code, out, err = run_main([bare, *DSV32, "cache.enable_xtensor=true"], capsys)
+    assert code == 0 and "no glog prefix" in out, out + err
+
+
+def test_upstream_semantics_use_upstream_refusals(tmp_path, capsys):
+    # deepseek_v3 is the adaptation's addition: an upstream build refuses it (layerwise_split_layout.h:41)
+    fatal = glog("layerwise_split_layout.h:41", MODEL_TYPE, "F")
+    argv = [write_log(tmp_path, fatal), "--semantics", "upstream", "model=deepseek_v3", "parallel=tp4",
+            "layerwise.split_size=2"]
+    code, out, err = run_main(argv, capsys)
+    assert code == 0, out + err
+    assert "model.model_type" in out
+    code, out, _ = run_main([*argv[:1], "model=deepseek_v3", "parallel=tp4", "layerwise=s2"], capsys)
+    assert code == 1  # the adaptation supports deepseek_v3: the refusal disagrees
+
+
+def test_gflags_and_parallel_config_follow_one_rule(tmp_path, capsys):
+    from harness import plan as plan_cli
+
+    pc = tmp_path / "parallel_config.json"
+    pc.write_text('{"layerwise_split_size": 2}')
+
+    def plan(*args):
+        assert plan_cli.main([*args, "model=deepseek_v32", "parallel=tp4"]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    for semantics, active in (("adaptation", False), ("upstream", True)):
+        by_gflags = plan("--semantics", semantics, "--gflags", "--layerwise_split_size=2")
+        by_json = plan("--semantics", semantics, "--parallel-config", str(pc))
+        assert by_gflags["active"] is by_json["active"] is active
+        assert by_gflags["digest"] == by_json["digest"]
+        assert by_gflags["semantics"]["name"] == semantics
+        assert ("split on" if active else "split off") in by_json["semantics"]["split"]
+
+
+# ---- bad logs and bad values: one error line or a judged figure -----------------------------------
+
+
+def test_an_unrelated_line_with_the_capacity_words_is_not_read(tmp_path, capsys):
+    unrelated = [glog("kv_cache_estimation.cpp:427", "speculative kv cache capacity adjusted from 1 to 2"),
+                 glog("chat_service.cpp:88", "kv cache capacity: what is it?"),
+                 "user prompt: kv cache capacity: lots", "kv cache capacity: plenty, thanks"]
+    code, out, err = run_main([write_log(tmp_path, *unrelated, *WORKERS4, capacity_line()), *DSV32], capsys)
+    assert code == 0, out + err
+    assert "1 line(s) without a glog prefix look like engine lines" in out and "xllm.INFO:5" in out
+
+
+def test_lines_ending_in_a_lone_carriage_return(tmp_path, capsys):
+    path = tmp_path / "cr.INFO"
+    path.write_bytes("\r".join([*WORKERS4, capacity_line(), ""]).encode())
+    code, out, err = run_main([str(path), *DSV32], capsys)
+    assert code == 0, out + err
+
+
+@pytest.mark.parametrize("semantics", ["adaptation", "upstream"])
+@pytest.mark.parametrize("flags", ["--layerwise_split_size=2", "--layerwise_split_size=1", "",
+                                   "--enable_layerwise_split --layerwise_split_size=4",
+                                   "--enable_layerwise_split=false --layerwise_split_size=2",
+                                   "--enable_layerwise_split=y --layerwise_split_size=2"])
+def test_the_flag_reader_agrees_with_the_oracle(semantics, flags):
+    """The harness's gflag reader (``implementations.formats``) and the oracle's own reader give the
+    same answer under each semantics (FEATURE section 2), or both refuse an enable flag under upstream."""
+    from harness import oracle
+    from implementations.errors import ConfigError
+    from implementations.formats import flags_from_gflags
+
+    try:
+        want = oracle.expected_split_active(semantics, oracle.parse_layerwise_gflags(flags, semantics))
+    except ValueError:
+        with pytest.raises(ConfigError):
+            flags_from_gflags(flags, semantics)
+        return
+    assert flags_from_gflags(flags, semantics).active is want
+
+
+@pytest.mark.parametrize("override, field", [
+    ("cache.kv_budget_bytes=-1", "cache.kv_budget_bytes"),
+    ("cache.max_seqs_per_batch=-1", "cache.max_seqs_per_batch"),
+    ("cache.block_size=0", "cache.block_size"),
+    ("parallel.dp_size=0", "parallel.dp_size"),
+    ("parallel.kv_split_size=-1", "parallel.kv_split_size"),
+])
+def test_schema_errors_as_the_plan_command_refuses_them(tmp_path, capsys, override, field):
+    from harness import plan as plan_cli
+
+    code, out, err = run_main([write_log(tmp_path, *WORKERS4, capacity_line()), *DSV32, override], capsys)
+    one_error(code, out, err, field, ">=")
+    plan_code, _, plan_err = _run(plan_cli.main, [*DSV32, override], capsys)
+    assert plan_code == 2 and plan_err == err  # the same error line as the plan command's
+
+
+@pytest.mark.parametrize("line, needle", [
+    (WORKER.format(i=0).replace("128.00 MB", "nan GB"), "worker line"),
+    (WORKER.format(i=0).replace("max_memory_utilization: 1", "max_memory_utilization: 1e400"), "finite"),
+    (WORKER.format(i=0).replace("max_memory_utilization: 1", "max_memory_utilization: -1e400"), "finite"),
+    (WORKER.format(i=0).replace("max_memory_utilization: 1", "max_memory_utilization: 0.8.1"), "not a number"),
+    (WORKER.format(i=10 ** 30), "worker line"),
+    (capacity_line().replace("slot_size: 1152", "slot_size: 1152, blocks: 5"), "repeats key blocks"),
+    (capacity_line(blocks=10 ** 30), "at most 20 digits"),
+])
+def test_bad_values_are_one_error_line(tmp_path, capsys, line, needle):
+    code, out, err = run_main([write_log(tmp_path, line, capacity_line()), *DSV32], capsys)
+    one_error(code, out, err, needle)
+
+
+def test_worker_ids_are_judged_against_the_world_size(tmp_path, capsys):
+    four_zeros = [WORKER.format(i=0)] * 4
+    code, out, _ = run_main([write_log(tmp_path, *four_zeros, capacity_line()), *DSV32], capsys)
+    assert code == 1 and "result: DISAGREE on workers.worker ids" in out
+    code, out, _ = run_main([write_log(tmp_path, *WORKERS4[:3], capacity_line()), *DSV32], capsys)
+    assert code == 1 and "workers.worker ids" in out
+
+
+def test_a_restart_appended_judges_the_last_start(tmp_path, capsys):
+    first = [BLOCK_INFO.format(bs=128), *WORKERS4, capacity_line(blocks=24), glog("kv_cache.cpp:389", XTENSOR, "F")]
+    second = [BLOCK_INFO.format(bs=128), *WORKERS4, capacity_line(), SUCCESS]
+    code, out, err = run_main([write_log(tmp_path, *first, *second), *DSV32], capsys)
+    assert code == 0, out + err
+    assert "holds 2 starts (a restart appended); judging the last, from line 9" in out
+
+
+@pytest.mark.parametrize("content, needle", [
+    (b"", "no xLLM engine line"),
+    (b"\x00\xff\xfe" * 1000 + b"\n\x89PNG\r\n", "no xLLM engine line"),
+])
+def test_empty_or_binary_logs(tmp_path, capsys, content, needle):
+    path = tmp_path / "x.INFO"
+    path.write_bytes(content)
+    code, out, err = run_main([str(path), *DSV32], capsys)
+    one_error(code, out, err, needle)
+
+
+def test_crlf_and_huge_logs(tmp_path, capsys):
+    from harness.conformance.log import MAX_LINE_CHARS
+
+    path = tmp_path / "crlf.INFO"
+    path.write_bytes("\r\n".join([*WORKERS4, capacity_line(), ""]).encode())
+    code, out, err = run_main([str(path), *DSV32], capsys)
+    assert code == 0, out + err
+    huge = tmp_path / "huge.INFO"
+    huge.write_text("x" * (3 * MAX_LINE_CHARS + 7) + "\n" + "\n".join([*WORKERS4, capacity_line()]) + "\n")
+    code, out, err = run_main([str(huge), *DSV32], capsys)
+    assert code == 0, out + err
 
 
 def test_a_fifo_or_a_directory_is_refused_unread(tmp_path):
     """A log that is not a regular file is one error, not a hang (a FIFO) or a read of a device."""
-    import os
-
     from harness.conformance.log import LogError, read_log
 
     fifo = tmp_path / "xllm.INFO"
@@ -188,11 +512,41 @@ def test_a_fifo_or_a_directory_is_refused_unread(tmp_path):
             read_log(str(path))
 
 
-def test_an_over_long_line_is_cut_not_held(tmp_path):
-    """A line longer than the reader keeps is cut, and the lines after it are still read."""
-    from harness.conformance.log import MAX_LINE_CHARS, read_log
+# ---- the command line --------------------------------------------------------------------------------
 
-    path = tmp_path / "xllm.INFO"
-    path.write_text("x" * (3 * MAX_LINE_CHARS + 7) + "\n" + WORKER.format(i=0) + "\n" + capacity_line() + "\n")
-    log = read_log(str(path))
-    assert len(log.workers) == 1 and log.capacities[0].line_no == 3
+
+def test_json_prints_each_check_and_its_verdict(tmp_path, capsys):
+    log = write_log(tmp_path, *WORKERS4, capacity_line(blocks=24))
+    code, out, _ = run_main([log, "--json", *DSV32], capsys)
+    assert code == 1
+    doc = json.loads(out)
+    verdicts = {c["name"]: c["verdict"] for c in doc["checks"] if c["engine"] == "target"}
+    assert verdicts["blocks"] == "disagree" and verdicts["slot_size"] == "agree"
+    assert doc["result"] == "disagree" and doc["semantics"]["name"] == "adaptation"
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["model=deepseek_v32"], "no log given"),
+    (["x.log", "--semantics", "both"], "--semantics"),
+    (["x.log", "--bogus"], "unrecognized"),
+    (["/nonexistent/x.log", "model=deepseek_v32"], "cannot read log"),
+])
+def test_bad_arguments_are_one_error_line(capsys, argv, needle):
+    one_error(*run_main(argv, capsys), needle)
+
+
+def test_a_full_stdout_and_a_cut_log_in_a_real_process(tmp_path):
+    """As a process: a cut log is one error line; a result sent to /dev/full is one error line, no traceback."""
+    full = capacity_line()
+    log = write_log(tmp_path, *WORKERS4, full[: full.index("index_slot_size") + 5])
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "harness.conformance", log, *DSV32], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith("error: "), proc.stderr
+    good = write_log(tmp_path, *WORKERS4, capacity_line(), name="good.INFO")
+    with open("/dev/full", "w") as devfull:
+        proc = subprocess.run([sys.executable, "-m", "harness.conformance", good, *DSV32], cwd=ROOT,
+                              stdout=devfull, stderr=subprocess.PIPE, text=True, timeout=120, env=env)
+    assert "Traceback" not in proc.stderr and proc.stderr.startswith("error: stdout"), proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and proc.returncode == 2

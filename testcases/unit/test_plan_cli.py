@@ -113,7 +113,8 @@ def test_gflags_and_parallel_config_equal_the_overrides(capsys, tmp_path):
     via_gflags = _main_json(capsys, ["--gflags", "--enable_layerwise_split=true --layerwise_split_size=2", *WORKED])
     pc = tmp_path / "parallel_config.json"
     pc.write_text('{"layerwise_split_size": 2}')
-    via_json = _main_json(capsys, ["--parallel-config", str(pc), *WORKED])
+    # a ParallelConfig carries only the size: on under upstream semantics (off under the adaptation's)
+    via_json = _main_json(capsys, ["--semantics", "upstream", "--parallel-config", str(pc), *WORKED])
     assert via_overrides["n_blocks"] == 2978
     assert via_gflags["digest"] == via_overrides["digest"] == via_json["digest"]
 
@@ -149,3 +150,11 @@ def test_bad_input_in_process(capsys, args, expected):
     assert captured.out == ""
     assert captured.err.count("\n") == 1 and captured.err.startswith("error: ")
     assert expected in captured.err
+
+
+def test_parallel_config_layout_keys_are_planned(capsys, tmp_path):
+    """world_size / dp_size / tp_size of a ParallelConfig are the plan's layout, not dropped."""
+    pc = tmp_path / "parallel_config.json"
+    pc.write_text('{"world_size": 8, "dp_size": 2, "tp_size": 4}')
+    out = _main_json(capsys, ["--parallel-config", str(pc), *WORKED])
+    assert (out["world_size"], out["dp_size"], out["attn_tp_size"]) == (8, 2, 4)
