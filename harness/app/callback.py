@@ -20,7 +20,10 @@ from omegaconf import DictConfig, OmegaConf
 from harness.app import aggregate, progress
 from harness.app import status as st
 from harness.app.atomic import write_atomic
+from harness.app.claim import claim, is_ours
 from harness.app.job import RESULT_FILE
+from harness.cli import fail
+from implementations.errors import UserError
 
 OUTPUTS = ("results.csv", "results.md", "results.svg")
 
@@ -35,15 +38,22 @@ class SweepCallback(Callback):
 
     # ---- per job ----------------------------------------------------------------------------
 
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _claim(config, "hydra.run.dir", Path(str(config.hydra.run.dir)))
+
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _claim(config, "hydra.sweep.dir", Path(str(config.hydra.sweep.dir)))
         self.jobs = expected_jobs(config)
         self.varying = varying_keys(self.jobs)
         self.returns = {}
         _say(f"sweep: {_jobs(len(self.jobs))} -> {config.hydra.sweep.dir}")
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
-        stale = Path(config.hydra.runtime.output_dir) / RESULT_FILE
-        stale.unlink(missing_ok=True)  # a rerun into the same directory must not read an old result
+        job_dir = Path(config.hydra.runtime.output_dir)
+        if not is_ours(job_dir):  # a sweep's job folder (or a run folder resolved anew): no two jobs share one
+            _claim(config, "hydra.sweep.subdir" if _multirun(config) else "hydra.run.dir", job_dir, fresh=False)
+        stale = job_dir / RESULT_FILE
+        stale.unlink(missing_ok=True)  # never read an old result
         if OmegaConf.select(config, "suite.mode") == "suite" and _multirun(config):
             index, total = self._position(config)
             _say(progress.start_line(index, total, self._shown(config)))
@@ -92,6 +102,17 @@ class SweepCallback(Callback):
         for r in bad:
             counts = {k: r[k] for k in progress.COUNT_ORDER if r.get(k)}
             _say(f"  {r['status'].upper()} job {r['job']} ({r['overrides']}): {r['message'] or progress.counts_text(counts)}")
+
+
+def _claim(config: DictConfig, key: str, folder: Path, *, fresh: bool = True) -> None:
+    """``claim.claim`` the folder, or end the command with one ``error:`` line (exit 2) before Hydra
+    writes there (a ``SystemExit``: Hydra turns a callback's exceptions into warnings)."""
+    given = [o.split("=", 1)[1] for o in OmegaConf.select(config, "hydra.overrides.hydra", default=[]) or []
+             if o.lstrip("+~").split("=", 1)[0] == key]
+    try:
+        claim(folder, key, given[-1] if given else str(folder), fresh=fresh)
+    except UserError as exc:
+        fail(exc)
 
 
 def _multirun(config: DictConfig) -> bool:

@@ -76,7 +76,7 @@ def check_invocation(inv: Invocation) -> Optional[Path]:
     for text in inv.hydra_overrides:  # _target_ only for the callbacks this project ships (harness.config.targets)
         parse_override(text, sweep=True)
     jobs = check_overrides(inv.overrides, multirun=inv.multirun)
-    return check_results_dir(jobs[0], inv.hydra_overrides, multirun=inv.multirun)
+    return check_results_dir(jobs[0], inv.hydra_overrides, multirun=inv.multirun, n_jobs=len(jobs))
 
 
 # ---- overrides ---------------------------------------------------------------------------
@@ -238,8 +238,18 @@ def results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, multirun:
     return key, path, Path(path)
 
 
-def check_results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, multirun: bool) -> Path:
+def check_results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, multirun: bool,
+                      n_jobs: int = 1) -> Path:
+    """The results folder is a path Hydra can create and write; a sweep's job folders differ per job.
+    (That no other run writes the same folder is claimed when the run starts: ``harness.app.claim``.)"""
     key, value, path = results_dir(job, hydra_overrides, multirun=multirun)
+    if not str(value).strip():
+        raise ConfigError(key, value, "a folder for the results",
+                          "an empty path is the current folder; give a new folder, or leave it out")
+    if key in ("hydra.run.dir", "hydra.sweep.dir"):  # a folder given outright: no other run's (claimed at start)
+        from harness.app.claim import check_free
+
+        check_free(path, key, value)
     kept = check_writable(path, key, value)
     if multirun:  # each job writes into <sweep dir>/<subdir>: a subdir may point anywhere (an absolute path)
         from harness.config.compose import parse_override
@@ -249,6 +259,10 @@ def check_results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, mul
                 override = parse_override(text)
                 if override.key_or_group == "hydra.sweep.subdir" and not override.is_delete():
                     given = override.get_value_element_as_str()
+                    if not given.strip() or ("${" not in given and n_jobs > 1):
+                        raise ConfigError("hydra.sweep.subdir", given, "a folder that differs per job, e.g. "
+                                          "${hydra.job.num} (the default) or ${hydra.job.override_dirname}",
+                                          "otherwise the jobs write over each other's results")
                     first_job = re.sub(r"\$\{[^}]*\}", "0", given)  # ${hydra.job.num} of the first job
                     kept += check_writable(path / first_job, "hydra.sweep.subdir", given)
         except ConfigError:  # refused after all: the first check's folders go too

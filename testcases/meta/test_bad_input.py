@@ -166,6 +166,16 @@ ROWS = (
     Bad("target-callback", "hydra.callbacks.x._target_", "a callback this project ships",
         harness=("+hydra.callbacks.x._target_=os.getcwd",)),
     Bad("target-launcher", "hydra.launcher._target_", "no _target_ here", harness=("hydra.launcher._target_=os.getcwd",)),
+    # ---- results folders: nothing lost, nothing overwritten (harness.app.claim) ----
+    Bad("run-dir-empty", "hydra.run.dir", "a folder for the results", harness=("mode=plan", "hydra.run.dir=")),
+    Bad("run-dir-of-another-run", "hydra.run.dir", "no other run writes to",
+        harness=("mode=plan", "hydra.run.dir={inputs}/claimed_run")),
+    Bad("sweep-dir-of-another-run", "hydra.sweep.dir", "no other run writes to",
+        harness=("-m", "mode=plan", "layerwise=s2,s4", "hydra.sweep.dir={inputs}/claimed_run")),
+    Bad("run-dir-of-an-old-run", "hydra.run.dir", "a new or empty folder",
+        harness=("mode=plan", "hydra.run.dir={inputs}/old_run")),
+    Bad("sweep-subdir-constant", "hydra.sweep.subdir", "differs per job",
+        harness=("-m", "mode=plan", "layerwise=s2,s4", "hydra.sweep.dir={inputs}/new_sweep", "hydra.sweep.subdir=one")),
 )
 # Every row calls its entry point's main in-process. A real process adds what only a process
 # has (``python -m``'s module, its exit status, everything on its stderr, interpreter exit), so
@@ -212,6 +222,11 @@ def inputs(tmp_path_factory) -> Path:
     os.mkfifo(root / "pc.fifo")
     (root / "pc_typo.json").write_text(json.dumps({"layerwise_split_sise": 2}))
     (root / "deep_topology.yaml").write_text("cards: " + "[" * 5000 + "]" * 5000 + "\n")
+    # results folders: one a run has claimed (it is writing there), one a run wrote before claims existed
+    (root / "claimed_run").mkdir()
+    (root / "claimed_run" / ".lwsplit-run").write_text("{}")
+    (root / "old_run").mkdir()
+    (root / "old_run" / "result.json").write_text("{}")
     return root
 
 

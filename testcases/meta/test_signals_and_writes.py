@@ -2,7 +2,8 @@
 
 Each test would fail without its fix:
 - two ``python -m harness`` runs (or sweeps) started in the same second write to different
-  folders (``${run_id:}`` in conf/config.yaml);
+  folders (``${run_id:}`` in conf/config.yaml); given one folder, exactly one of them gets it
+  (``harness.app.claim``), the other is refused before anything is written there;
 - Ctrl-C stops a sweep between jobs and says which finished; SIGTERM does the same, and
   neither leaves a temp folder, a rank process or a half-written ``result.json``;
 - an xdist worker killed with SIGKILL leaves no temp folder once the session ends;
@@ -99,6 +100,58 @@ def test_runs_and_sweeps_started_together_get_their_own_folders(tmp_path):
         table = (sweep / "results.md").read_text()
         other = "qwen3_next" if model == "deepseek_v3" else "deepseek_v3"
         assert model in table and other not in table, table
+
+
+def test_runs_given_one_folder_at_once_one_claims_it(tmp_path):
+    """Eight processes claim one results folder at the same moment (released together through a pipe):
+    exactly one gets it, the others are refused; the folder then holds that one claim only."""
+    from harness.app.claim import CLAIM_FILE, claim
+    from implementations.errors import ConfigError
+
+    folder = tmp_path / "shared" / "run"
+    read_end, write_end = os.pipe()
+    children = []
+    for _ in range(8):
+        pid = os.fork()
+        if pid == 0:  # child: wait for the start, claim, report by exit status
+            code = 1
+            try:
+                os.close(write_end)
+                os.read(read_end, 1)
+                claim(folder, "hydra.run.dir", str(folder))
+                code = 0
+            except ConfigError:
+                code = 3
+            finally:
+                os._exit(code)
+        children.append(pid)
+    os.close(read_end)
+    os.write(write_end, b"x" * len(children))
+    os.close(write_end)
+    codes = sorted(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children)
+    assert codes == [0] + [3] * 7, codes
+    assert [p.name for p in folder.iterdir()] == [CLAIM_FILE]
+
+
+def test_a_folder_taken_after_the_preflight_is_refused_before_hydra_writes_there(tmp_path, capsys):
+    """The pre-flight saw a free folder; another run claimed it before this run's start: the run's start
+    (the callback Hydra calls before it makes or writes the folder) ends the command with one line, exit 2."""
+    from omegaconf import OmegaConf
+
+    from harness.app.callback import SweepCallback
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / ".lwsplit-run").write_text("{}")
+    config = OmegaConf.create({"hydra": {"run": {"dir": str(folder)}, "sweep": {"dir": str(folder)},
+                                         "overrides": {"hydra": [f"hydra.run.dir={folder}"], "task": []}}})
+    for start in (SweepCallback().on_run_start, SweepCallback().on_multirun_start):
+        with pytest.raises(SystemExit) as exit_info:
+            start(config)
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: hydra.") and len(err.splitlines()) == 1 and "another run" in err, err
+    assert [p.name for p in folder.iterdir()] == [".lwsplit-run"]
 
 
 # ---- signals to the app ----------------------------------------------------------------------------
