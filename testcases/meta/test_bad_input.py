@@ -176,6 +176,9 @@ ROWS = (
         harness=("mode=plan", "hydra.run.dir={inputs}/old_run")),
     Bad("sweep-subdir-constant", "hydra.sweep.subdir", "differs per job",
         harness=("-m", "mode=plan", "layerwise=s2,s4", "hydra.sweep.dir={inputs}/new_sweep", "hydra.sweep.subdir=one")),
+    # ---- YAML aliases count as what they expand to (implementations.inputs) ----
+    Bad("topology-yaml-alias-bomb", "hardware.topology", "at most 100000 nodes",
+        plan=("hardware.topology={inputs}/alias_topology.yaml",), harness=("hardware.topology={inputs}/alias_topology.yaml",)),
 )
 # Every row calls its entry point's main in-process. A real process adds what only a process
 # has (``python -m``'s module, its exit status, everything on its stderr, interpreter exit), so
@@ -227,6 +230,9 @@ def inputs(tmp_path_factory) -> Path:
     (root / "claimed_run" / ".lwsplit-run").write_text("{}")
     (root / "old_run").mkdir()
     (root / "old_run" / "result.json").write_text("{}")
+    # 300 bytes standing for a million card names (each anchor ten aliases of the one before)
+    links = ", ".join([f"&a{i} [" + ", ".join([f"*a{i - 1}" if i else "x"] * 10) + "]" for i in range(6)])
+    (root / "alias_topology.yaml").write_text(f"cards: [GPU0]\nlinks: [{links}, x]\n")
     return root
 
 
