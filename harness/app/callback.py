@@ -22,6 +22,7 @@ from harness.app import status as st
 from harness.app.atomic import write_atomic
 from harness.app.claim import claim, is_ours
 from harness.app.job import RESULT_FILE
+from harness.app.progress import say
 from harness.cli import fail
 from implementations.errors import UserError
 
@@ -46,7 +47,7 @@ class SweepCallback(Callback):
         self.jobs = expected_jobs(config)
         self.varying = varying_keys(self.jobs)
         self.returns = {}
-        _say(f"sweep: {_jobs(len(self.jobs))} -> {config.hydra.sweep.dir}")
+        say(f"sweep: {_jobs(len(self.jobs))} -> {config.hydra.sweep.dir}")
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         job_dir = Path(config.hydra.runtime.output_dir)
@@ -56,16 +57,16 @@ class SweepCallback(Callback):
         stale.unlink(missing_ok=True)  # never read an old result
         if OmegaConf.select(config, "suite.mode") == "suite" and _multirun(config):
             index, total = self._position(config)
-            _say(progress.start_line(index, total, self._shown(config)))
+            say(progress.start_line(index, total, self._shown(config)))
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         result = result_of_return(job_return)
         index, total = self._position(config)
         self.returns[index - 1] = result
         st.record(index - 1, result.get("status", st.ERROR))
-        _say(progress.job_line(index, total, self._shown(config), result))
+        say(progress.job_line(index, total, self._shown(config), result))
         if not _multirun(config):
-            _say(f"result: {Path(config.hydra.runtime.output_dir) / RESULT_FILE}")
+            say(f"result: {Path(config.hydra.runtime.output_dir) / RESULT_FILE}")
 
     def _shown(self, config: DictConfig) -> list[str]:
         """The overrides that tell this sweep's jobs apart (all of them outside a sweep)."""
@@ -98,10 +99,10 @@ class SweepCallback(Callback):
         rows = aggregate.rows(results)
         bad = aggregate.failed(rows)
         tally = ", ".join(f"{sum(r['status'] == s for r in rows)} {s}" for s in dict.fromkeys(r["status"] for r in rows))
-        _say(f"sweep done: {_jobs(len(rows))} ({tally}) -> {paths[1]}")
+        say(f"sweep done: {_jobs(len(rows))} ({tally}) -> {paths[1]}")
         for r in bad:
             counts = {k: r[k] for k in progress.COUNT_ORDER if r.get(k)}
-            _say(f"  {r['status'].upper()} job {r['job']} ({r['overrides']}): {r['message'] or progress.counts_text(counts)}")
+            say(f"  {r['status'].upper()} job {r['job']} ({r['overrides']}): {r['message'] or progress.counts_text(counts)}")
 
 
 def _claim(config: DictConfig, key: str, folder: Path, *, fresh: bool = True) -> None:
@@ -123,10 +124,6 @@ def _multirun(config: DictConfig) -> bool:
 
 def _jobs(n: int) -> str:
     return f"{n} job" if n == 1 else f"{n} jobs"
-
-
-def _say(line: str) -> None:
-    print(line, flush=True)
 
 
 def expected_jobs(config: DictConfig) -> list[list[str]]:
@@ -214,9 +211,9 @@ def combined_allure_report(sweep_dir: Path, results: list[dict], cli: Optional[P
         index = report.generate(folders, sweep_dir / ALLURE_REPORT_DIR, cli=cli,
                                 name=f"{report.REPORT_NAME}: sweep {sweep_dir.name}")
     except report.ReportError as exc:
-        _say(f"sweep: no combined Allure report ({exc})")
+        say(f"sweep: no combined Allure report ({exc})")
         return ""
-    _say(f"sweep: Allure report of {len(folders)} job{'' if len(folders) == 1 else 's'} -> {index}")
+    say(f"sweep: Allure report of {len(folders)} job{'' if len(folders) == 1 else 's'} -> {index}")
     return str(index.relative_to(sweep_dir))
 
 

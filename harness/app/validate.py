@@ -305,6 +305,16 @@ def check_writable(path: Path, key: str, value: Optional[str] = None) -> list[Pa
     return [d for d in dict.fromkeys(created) if d != path]
 
 
+def check_output_file(path: Path, key: str) -> Path:
+    """A file a command writes at the end, checked before it works: not a folder, in a folder it can write
+    (made now if missing, as ``check_writable`` does). ``ConfigError`` naming ``key`` otherwise."""
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(key, str(path), "a file to write", "it is a folder")
+    check_writable(path.absolute().parent, key, str(path))
+    return path
+
+
 def _remove_empty(directories: Sequence[Path]) -> None:
     """Remove ``directories`` (outermost first) innermost first, each only if empty."""
     for directory in reversed(directories):

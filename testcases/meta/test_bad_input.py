@@ -376,3 +376,127 @@ def test_spec_rejections_are_test_inputs(pytester, request):
     # (at w8 it is the same refusal on a pool of 8 ranks); TC-01's own one-rule rejection cases are left
     # out, since the override already breaks a rule in each
     result.assert_outcomes(passed=4)
+
+
+# ---- the other commands: one error: line and exit 2 for a bad argument, before any work -----------------
+
+
+@dataclass(frozen=True)
+class BadArg:
+    """A bad argument to one of the other commands (``module``'s ``main``). ``guard`` names the function that
+    starts the command's work: replaced by one that fails the test, so a check that comes too late (after the
+    run) is caught at once. ``said`` must appear in the one error line."""
+
+    id: str
+    module: str
+    argv: tuple[str, ...]
+    said: str
+    guard: str | None = None
+
+
+ARG_ROWS = (
+    BadArg("report-result-null", "harness.reporting.report", ("--results", "{cli}/result_null"), "a JSON object"),
+    BadArg("report-result-list", "harness.reporting.report", ("--results", "{cli}/result_list"), "a JSON object"),
+    BadArg("report-labels-null", "harness.reporting.report", ("--results", "{cli}/labels_null"), "labels"),
+    BadArg("report-details-string", "harness.reporting.report", ("--results", "{cli}/details_string"),
+           "statusDetails"),
+    BadArg("report-history-a-file", "harness.reporting.report",
+           ("--results", "{cli}/good", "--history", "{cli}/a_file"), "--history", guard="prepare"),
+    BadArg("report-bad-option", "harness.reporting.report", ("--bogus",), "--bogus", guard="generate"),
+    BadArg("runner-overhead-world-0", "harness.bench.runner_overhead", ("--worlds", "0"), "--worlds",
+           guard="machine_facts"),
+    BadArg("runner-overhead-repeats-0", "harness.bench.runner_overhead", ("--fresh-repeats", "0"), "--fresh-repeats",
+           guard="machine_facts"),
+    BadArg("runner-overhead-json-unwritable", "harness.bench.runner_overhead", ("--json", f"{UNWRITABLE}/x.json"),
+           "--json", guard="machine_facts"),
+    BadArg("faults-timeout-nan", "harness.bench.faults", ("--timeout", "nan"), "--timeout", guard="run_case"),
+    BadArg("faults-timeout-negative", "harness.bench.faults", ("--timeout", "-1"), "--timeout", guard="run_case"),
+    BadArg("faults-json-unwritable", "harness.bench.faults", ("--json", f"{UNWRITABLE}/x.json"), "--json",
+           guard="run_case"),
+    BadArg("planning-bad-option", "harness.bench.planning", ("--bogus",), "--bogus", guard="hybrid_run"),
+    BadArg("planning-repeats-0", "harness.bench.planning", ("--repeats", "0"), "--repeats", guard="hybrid_run"),
+    BadArg("test-groups-json-unwritable", "harness.bench.test_groups", ("--json", f"{UNWRITABLE}/x.json"), "--json",
+           guard="busy_cpu_s"),
+    BadArg("browser-timeout-nan", "harness.reporting.browser", ("--timeout", "nan"), "--timeout",
+           guard="check_report"),
+    BadArg("mutation-rows-truncated", "harness.mutation.__main__", ("--rows", "{cli}/rows_truncated", "--out", "out"),
+           "--rows"),
+    BadArg("mutation-rows-wrong-shape", "harness.mutation.__main__", ("--rows", "{cli}/rows_list", "--out", "out"),
+           "--rows"),
+    BadArg("mutation-bad-option", "harness.mutation.__main__", ("--bogus",), "--bogus"),
+)
+
+
+@pytest.fixture(scope="module")
+def cli_inputs(tmp_path_factory) -> Path:
+    """Results folders of valid JSON in the wrong shape, a good one, a plain file, broken mutation rows, and a
+    stand-in Allure CLI (writes an index.html into its -o folder)."""
+    root = tmp_path_factory.mktemp("cli-inputs")
+    for name, body in (("result_null", "null"), ("result_list", "[]"),
+                       ("labels_null", '{"status": "failed", "labels": null}'),
+                       ("details_string", '{"status": "failed", "statusDetails": "boom"}'),
+                       ("good", '{"status": "passed", "labels": []}')):
+        (root / name).mkdir()
+        (root / name / "x-result.json").write_text(body)
+    (root / "a_file").write_text("not a folder")
+    for name, body in (("rows_truncated", '{"implementation": "reference", "cells": {'), ("rows_list", "[]")):
+        (root / name).mkdir()
+        (root / name / "reference.json").write_text(body)
+    cli = root / "allure"
+    cli.write_text('#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = -o ] && out="$2"; shift; done\n'
+                   'mkdir -p "$out" && echo report > "$out/index.html"\n')
+    cli.chmod(0o755)
+    return root
+
+
+def _main_of(module: str):
+    import importlib
+
+    return importlib.import_module(module)
+
+
+@pytest.mark.parametrize("row", [pytest.param(r, id=r.id) for r in ARG_ROWS])
+def test_other_commands(row, cli_inputs, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    module = _main_of(row.module)
+    if row.module == "harness.reporting.report":
+        monkeypatch.setattr(module, "find_cli", lambda: cli_inputs / "allure")
+        monkeypatch.setattr(module, "DEFAULT_OUT", tmp_path / "out")
+    if row.guard:
+        def started(*args, **kwargs):
+            raise AssertionError(f"{row.module}.{row.guard} ran: the argument was not checked first")
+        monkeypatch.setattr(module, row.guard, started)
+    argv = [a.replace("{cli}", str(cli_inputs)) for a in row.argv]
+    if row.module == "harness.reporting.report" and "--out" not in argv:
+        argv += ["--out", str(tmp_path / "out")]
+    try:
+        code = module.main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    assert code == 2, out + err
+    assert "Traceback" not in out + err
+    assert len(err.splitlines()) == 1 and err.startswith("error: ") and row.said in err, err
+    assert out == ""
+    assert list(tmp_path.iterdir()) == [], "a refused command must write nothing"
+
+
+def test_commands_print_to_a_full_disk_as_one_error_line(capsys, monkeypatch, tmp_path):
+    """Standard output that cannot be written (``> /dev/full``): one ``error:`` line on stderr, exit 1,
+    in-process through ``harness.cli.command`` (a real process in test_signals_and_writes.py)."""
+    import errno
+
+    class Full:
+        def write(self, text):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def flush(self):
+            pass
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "stdout", Full())
+    with pytest.raises(SystemExit) as exit_info:
+        plan_cli.main(["--table"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 1
+    assert err == "error: cannot write to standard output: No space left on device\n"

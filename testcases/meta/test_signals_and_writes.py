@@ -9,7 +9,8 @@ Each test would fail without its fix:
 - an xdist worker killed with SIGKILL leaves no temp folder once the session ends;
 - a result line that cannot be written fails that case, not the session; an Allure file
   that cannot be written is one error at the end;
-- ``python -m harness.plan | head -1`` ends quietly; ``harness.mutation --out`` is checked first.
+- ``python -m harness.plan | head -1`` ends quietly; ``> /dev/full`` is one error line, also for a run
+  whose progress lines Hydra's callback prints; ``harness.mutation --out`` is checked first.
 """
 
 from __future__ import annotations
@@ -283,6 +284,40 @@ def test_plan_into_a_closed_pipe_ends_quietly(tmp_path):
     proc.wait(timeout=60)
     assert "Traceback" not in err and "BrokenPipe" not in err, err
     assert proc.returncode in (0, 1)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="/dev/full absent here")
+def test_a_command_printing_to_a_full_disk_says_so_in_one_line(tmp_path):
+    """``python -m harness.plan > /dev/full``: one ``error:`` line on stderr, exit 1, no traceback."""
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "harness.plan", "--table"], cwd=tmp_path, stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert proc.stderr == "error: cannot write to standard output: No space left on device\n", proc.stderr
+
+
+def test_a_run_printing_to_a_full_disk_keeps_its_result_and_says_so(tmp_path, capsys, monkeypatch):
+    """``python -m harness > /dev/full`` (in-process): the progress lines Hydra's callback prints are lost,
+    the run still writes its result, and the command ends with one ``error:`` line and exit 1."""
+    import errno
+
+    from harness.app.main import main
+
+    class Full:
+        def write(self, text):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def flush(self):
+            pass
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "stdout", Full())
+    with pytest.raises(SystemExit) as exit_info:
+        main(["mode=plan", "layerwise=s2", f"hydra.run.dir={tmp_path / 'run'}"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 1
+    assert err == "error: cannot write to standard output: No space left on device\n", err
+    assert json.loads((tmp_path / "run" / "result.json").read_text())["status"] == "planned"
 
 
 def test_mutation_out_is_checked_before_the_run(tmp_path):
