@@ -55,6 +55,7 @@ def claim(folder: Path, key: str, value: str, *, fresh: bool = True) -> Path:
     """
     folder = Path(folder).absolute()
     marker = folder / CLAIM_FILE
+    made = [d for d in (folder, *folder.parents) if not d.exists()]  # innermost first
     try:
         folder.mkdir(parents=True, exist_ok=True)
         try:
@@ -62,6 +63,11 @@ def claim(folder: Path, key: str, value: str, *, fresh: bool = True) -> Path:
         except FileExistsError:
             raise _taken(folder, key, value) from None
     except OSError as exc:
+        for directory in made:  # leave no empty folder behind
+            try:
+                directory.rmdir()
+            except OSError:
+                break
         raise ConfigError(key, value, "a writable directory for the results",
                           f"cannot write {folder}: {exc.strerror or exc}") from None
     try:

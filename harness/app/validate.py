@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import re
 import tempfile
 from dataclasses import dataclass
@@ -250,6 +251,7 @@ def check_results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, mul
         from harness.app.claim import check_free
 
         check_free(path, key, value)
+    check_path_length(path, key, value)
     kept = check_writable(path, key, value)
     if multirun:  # each job writes into <sweep dir>/<subdir>: a subdir may point anywhere (an absolute path)
         from harness.config.compose import parse_override
@@ -269,6 +271,36 @@ def check_results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, mul
             _remove_empty(kept)
             raise
     return path
+
+
+RESERVED_PATH_BYTES = 160
+"""Room kept below the system's path limit for what a run writes under its folder (a sweep's job folder,
+``allure-results/<uuid>-attachment.<ext>``, the report's staging folder): about 110 bytes."""
+
+
+def check_path_length(path: Path, key: str, value: Optional[str] = None) -> None:
+    """Every name under ``path`` a run writes fits the system's limits (``ENAMETOOLONG`` otherwise, partway
+    through the run): each part of ``path`` at most NAME_MAX bytes, the whole at most PATH_MAX less
+    ``RESERVED_PATH_BYTES``."""
+    path = Path(path).absolute()
+    value = str(path) if value is None else value
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    try:
+        name_max = os.pathconf(existing, "PC_NAME_MAX")
+        path_max = os.pathconf(existing, "PC_PATH_MAX")
+    except (OSError, ValueError):
+        name_max, path_max = 255, 4096
+    for part in path.parts:
+        if len(os.fsencode(part)) > name_max:
+            raise ConfigError(key, value, f"a path whose every part has at most {name_max} bytes",
+                              f"one part has {len(os.fsencode(part))}")
+    total = len(os.fsencode(str(path)))
+    if total > path_max - RESERVED_PATH_BYTES:
+        raise ConfigError(key, value, f"a path of at most {path_max - RESERVED_PATH_BYTES} bytes (the system's "
+                                      f"limit {path_max} less room for the files a run writes there)",
+                          f"it has {total}")
 
 
 def check_writable(path: Path, key: str, value: Optional[str] = None) -> list[Path]:

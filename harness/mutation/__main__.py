@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from harness.app.validate import check_writable
 
     check_writable(Path(args.out), "--out")  # first (before torch is imported): a folder this process can write
+    from harness.app.atomic import write_atomic
     from harness.mutation import killmatrix, render
     from implementations.mutants import MUTANTS
 
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     text = render.markdown(rows) + f"\nWall time: {elapsed:.1f} s ({'first catch' if args.first else 'every case'}).\n"
     print(text)
     out = Path(args.out)
-    render.write_atomic(out / "kill_matrix.md", text)
+    write_atomic(out / "kill_matrix.md", text)
     render.write_json(out / "kill_matrix.json", render.to_json(
         rows, matrix=killmatrix.MATRIX, stop_at_first=args.first, wall_s=round(elapsed, 2)))
     print(f"wrote {out / 'kill_matrix.md'} and {out / 'kill_matrix.json'}", file=sys.stderr)

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.app.atomic import write_atomic
 from harness.cli import Parser, command, say_error
 from harness.paths import REPO_ROOT
 from harness.reporting.allure_labels import FEATURE_DOC
@@ -244,11 +245,7 @@ def save_history(index_html: str, history: Path) -> list[Path]:
         if path.startswith("history/") and path.endswith(".json"):
             if path == "history/history.json":
                 data = cap_history(data)
-            target = history / path.split("/", 1)[1]
-            tmp = target.with_name(f".{target.name}.tmp")
-            tmp.write_bytes(data)
-            tmp.replace(target)
-            written.append(target)
+            written.append(write_atomic(history / path.split("/", 1)[1], data))
     return written
 
 

@@ -176,6 +176,8 @@ ROWS = (
         harness=("mode=plan", "hydra.run.dir={inputs}/old_run")),
     Bad("sweep-subdir-constant", "hydra.sweep.subdir", "differs per job",
         harness=("-m", "mode=plan", "layerwise=s2,s4", "hydra.sweep.dir={inputs}/new_sweep", "hydra.sweep.subdir=one")),
+    Bad("run-dir-past-the-path-limit", "hydra.run.dir", "a path of at most",
+        harness=("mode=plan", "hydra.run.dir={inputs}/" + ("c" * 200 + "/") * 19 + "d" * 120)),
     # ---- YAML aliases count as what they expand to (implementations.inputs) ----
     Bad("topology-yaml-alias-bomb", "hardware.topology", "at most 100000 nodes",
         plan=("hardware.topology={inputs}/alias_topology.yaml",), harness=("hardware.topology={inputs}/alias_topology.yaml",)),

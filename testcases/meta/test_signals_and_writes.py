@@ -272,6 +272,55 @@ def test_an_allure_file_that_cannot_be_written_is_recorded_not_raised(tmp_path, 
     assert write_guard.summary().startswith("error: ")
 
 
+def test_every_atomic_write_on_a_full_disk_leaves_no_temp_file(tmp_path):
+    """A write that runs out of room (a file-size limit: EFBIG, as ENOSPC would) fails, and leaves neither
+    the target nor a temporary file, for each writer: results, the kill matrix, the report's trend files."""
+    import base64
+    import resource
+
+    from harness.app.atomic import write_json_atomic
+    from harness.mutation import render
+    from harness.reporting import report
+
+    index = "d('history/history-trend.json','" + base64.b64encode(b"[" + b"0," * 5000 + b"0]").decode() + "')"
+    writers = {"result": lambda d: write_json_atomic(d / "result.json", {"x": "y" * 10_000}),
+               "kill-matrix": lambda d: render.write_json(d / "kill_matrix.json", {"x": "y" * 10_000}),
+               "trend": lambda d: report.save_history(index, d)}
+    for name, write in writers.items():
+        folder = tmp_path / name
+        folder.mkdir()
+        pid = os.fork()
+        if pid == 0:  # child: a 1 KiB file-size limit, then the write
+            code = 1
+            try:
+                signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+                resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))
+                write(folder)
+                code = 0
+            except OSError:
+                code = 3
+            finally:
+                os._exit(code)
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 3, f"{name}: the write did not fail"
+        assert sorted(p.name for p in folder.iterdir()) == [], f"{name} left {sorted(os.listdir(folder))}"
+
+
+def test_the_atomic_writer_makes_files_anyone_may_read(tmp_path):
+    """0666 less the umask (0644 here), as every other file the harness writes; the kill matrix's own writer
+    made them 0600."""
+    from harness.app.atomic import write_atomic
+    from harness.mutation import render
+
+    old = os.umask(0o022)
+    try:
+        render.write_json(tmp_path / "kill_matrix.json", {"rows": []})
+        write_atomic(tmp_path / "result.json", "{}")
+    finally:
+        os.umask(old)
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in tmp_path.iterdir()} == {
+        "kill_matrix.json": "0o644", "result.json": "0o644"}
+
+
 # ---- small commands ------------------------------------------------------------------------------------
 
 
