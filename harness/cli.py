@@ -34,6 +34,16 @@ def fail(message: object) -> NoReturn:
     raise SystemExit(USAGE_EXIT_CODE)
 
 
+def check_working_directory() -> None:
+    """A command reads relative paths (overrides, results folders) against the working directory: one that
+    was deleted (or unmounted) under the shell is said plainly, not blamed on the overrides."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        fail("the working directory no longer exists (deleted or unmounted); cd into an existing folder "
+             "and run the command again")
+
+
 class Parser(argparse.ArgumentParser):
     """``argparse`` whose usage errors are one ``error:`` line (no usage block) and exit 2."""
 
@@ -63,6 +73,7 @@ def command(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        check_working_directory()
         saved = sys.stdout
         guard = sys.stdout = _GuardedStdout(saved)
         try:

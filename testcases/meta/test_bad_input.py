@@ -178,6 +178,9 @@ ROWS = (
         harness=("-m", "mode=plan", "layerwise=s2,s4", "hydra.sweep.dir={inputs}/new_sweep", "hydra.sweep.subdir=one")),
     Bad("run-dir-past-the-path-limit", "hydra.run.dir", "a path of at most",
         harness=("mode=plan", "hydra.run.dir={inputs}/" + ("c" * 200 + "/") * 19 + "d" * 120)),
+    Bad("config-name-unknown", "--config-name", "a config Hydra can find", harness=("--config-name", "nope")),
+    Bad("config-dir-missing", "--config-dir", "a config Hydra can find",
+        harness=("--config-dir", "/nonexistent/conf", "mode=plan")),
     # ---- YAML aliases count as what they expand to (implementations.inputs) ----
     Bad("topology-yaml-alias-bomb", "hardware.topology", "at most 100000 nodes",
         plan=("hardware.topology={inputs}/alias_topology.yaml",), harness=("hardware.topology={inputs}/alias_topology.yaml",)),
@@ -502,3 +505,30 @@ def test_commands_print_to_a_full_disk_as_one_error_line(capsys, monkeypatch, tm
     err = capsys.readouterr().err
     assert exit_info.value.code == 1
     assert err == "error: cannot write to standard output: No space left on device\n"
+
+
+def test_a_deleted_working_directory_is_said_plainly(tmp_path, capsys, monkeypatch):
+    """The shell's folder was removed under it: the error says so instead of blaming the overrides."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    with pytest.raises(SystemExit) as exit_info:
+        plan_cli.main(["model=deepseek_v32"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert err.startswith("error: the working directory no longer exists") and len(err.splitlines()) == 1, err
+
+
+def test_a_relative_model_path_means_the_same_with_hydra_job_chdir(tmp_path, capsys, monkeypatch):
+    """``hydra.job.chdir=true`` moves the job into its run folder; ``model_path=ck/config.json`` still names the
+    file in the folder the command was started from."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ck").mkdir()
+    (tmp_path / "ck" / "config.json").write_text(json.dumps({
+        "model_type": "deepseek_v3", "num_hidden_layers": 3, "kv_lora_rank": 512, "qk_rope_head_dim": 64}))
+    code, output = _harness_in_process(["mode=plan", "model_path=ck/config.json", "hydra.job.chdir=true",
+                                        f"hydra.run.dir={tmp_path / 'run'}"], capsys)
+    assert code == 0, output[-3000:]
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert result["status"] == "planned" and result["config"]["model"] == "ck/config.json", result
