@@ -181,6 +181,8 @@ ROWS = (
     Bad("config-name-unknown", "--config-name", "a config Hydra can find", harness=("--config-name", "nope")),
     Bad("config-dir-missing", "--config-dir", "a config Hydra can find",
         harness=("--config-dir", "/nonexistent/conf", "mode=plan")),
+    Bad("override-non-ascii-unquoted", "override", "quote a value with non-ASCII characters: model_path='",
+        plan=("model_path=/tmp/\u6a21\u578b/config.json",), harness=("model_path=/tmp/r\u00e9sultats/config.json",)),
     # ---- YAML aliases count as what they expand to (implementations.inputs) ----
     Bad("topology-yaml-alias-bomb", "hardware.topology", "at most 100000 nodes",
         plan=("hardware.topology={inputs}/alias_topology.yaml",), harness=("hardware.topology={inputs}/alias_topology.yaml",)),
@@ -532,3 +534,18 @@ def test_a_relative_model_path_means_the_same_with_hydra_job_chdir(tmp_path, cap
     assert code == 0, output[-3000:]
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert result["status"] == "planned" and result["config"]["model"] == "ck/config.json", result
+
+
+def test_a_layer_kind_the_spec_only_guesses_is_warned_about(tmp_path, capsys, monkeypatch):
+    """``layer_types`` values other than full attention are linear by the spec's rule; one no model uses that
+    way (a typo, ``sliding_attention``) gets one ``warning:`` line, and the plan goes on."""
+    monkeypatch.chdir(tmp_path)
+    kinds = ["linear_attention", "sliding_attention", "linear_atention", "full_attention"] * 2
+    (tmp_path / "config.json").write_text(json.dumps({
+        "model_type": "qwen3_next", "num_hidden_layers": 8, "num_key_value_heads": 2, "head_dim": 256,
+        "full_attention_interval": 4, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+        "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "layer_types": kinds}))
+    assert plan_cli.main([f"model_path={tmp_path / 'config.json'}", "--table"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("warning: model.layer_types: 'linear_atention', 'sliding_attention'"), err
+    assert "layer 1, 2, 5, 6" in err[0]
