@@ -7,6 +7,7 @@ and keeps its traceback.
 
 from __future__ import annotations
 
+import argparse
 import functools
 import os
 import sys
@@ -21,11 +22,33 @@ USAGE_EXIT_CODE = 2
 F = TypeVar("F", bound=Callable[..., object])
 
 
+def say_error(message: object) -> None:
+    """Print ``error: <message>`` on one line of stderr (for a command that then returns its own status)."""
+    line = " ".join(str(message).split())
+    print(f"error: {line}", file=sys.stderr, flush=True)
+
+
 def fail(message: object) -> NoReturn:
     """Print ``error: <message>`` on one line and exit 2."""
-    line = " ".join(str(message).split())
-    print(f"error: {line}", file=sys.stderr)
+    say_error(message)
     raise SystemExit(USAGE_EXIT_CODE)
+
+
+def check_working_directory() -> None:
+    """A command reads relative paths (overrides, results folders) against the working directory: one that
+    was deleted (or unmounted) under the shell is said plainly, not blamed on the overrides."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        fail("the working directory no longer exists (deleted or unmounted); cd into an existing folder "
+             "and run the command again")
+
+
+class Parser(argparse.ArgumentParser):
+    """``argparse`` whose usage errors are one ``error:`` line (no usage block) and exit 2."""
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        fail(f"{message} (see {self.prog} --help)")
 
 
 @contextmanager
@@ -43,19 +66,85 @@ def command(func: F) -> F:
     A reader that goes away (``python -m harness.plan | head -1``) is not an error of
     ours: the rest of the output is dropped quietly (Python's documented recipe for
     SIGPIPE: point stdout at devnull so the exit flush cannot fail again), exit 1.
+    Standard output that cannot be written otherwise (``> /dev/full``: ENOSPC, EIO) is
+    one ``error:`` line on stderr and exit 1, no traceback: what was printed is flushed
+    here, before the interpreter's exit flush could fail where nothing reports it.
     """
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        check_working_directory()
+        saved = sys.stdout
+        guard = sys.stdout = _GuardedStdout(saved)
         try:
-            with user_errors():
-                return func(*args, **kwargs)
+            try:
+                with user_errors():
+                    result = func(*args, **kwargs)
+            finally:
+                guard.flush()
+            if guard.error is not None:  # a write that failed where something caught it (a Hydra callback)
+                raise guard.error
+            return result
         except BrokenPipeError:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
+            _stdout_to_devnull(saved)
             raise SystemExit(1) from None
+        except _StdoutError as exc:
+            _stdout_to_devnull(saved)
+            say_error(f"cannot write to standard output: {exc.strerror or exc}")
+            raise SystemExit(1) from None
+        finally:
+            if isinstance(sys.stdout, _GuardedStdout):
+                sys.stdout = saved
 
     return wrapper  # type: ignore[return-value]
+
+
+class _StdoutError(OSError):
+    """Standard output could not be written (ENOSPC, EIO, ...): told apart from a failed write elsewhere."""
+
+
+class _GuardedStdout:
+    """``sys.stdout`` while a command runs: a failed write or flush is a ``_StdoutError``; all else passes through."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+        self.error: _StdoutError | None = None
+        """The first failed write, kept: the command ends with it even if a caller swallowed it."""
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def flush(self):
+        try:
+            return self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def _failed(self, exc: OSError) -> _StdoutError:
+        error = _StdoutError(exc.errno, exc.strerror)
+        self.error = self.error or error
+        return error
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def _stdout_to_devnull(stream) -> None:
+    """Point the process's stdout at devnull, so the interpreter's exit flush cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, stream.fileno())
+    except (OSError, ValueError, AttributeError):  # a stream without a descriptor (a test's capture)
+        pass
+    finally:
+        os.close(devnull)
 
 
 def join_flag_values(argv: Sequence[str], flag: str = "--gflags") -> list[str]:

@@ -25,18 +25,13 @@ import json
 import sys
 from typing import Optional, Sequence
 
-from harness.cli import command, fail, join_flag_values
+from harness.cli import Parser, command, join_flag_values
 from implementations.formats import DEFAULT_SEMANTICS, SEMANTICS
 from implementations.units import MIB
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line and exit 2, like every other user error
-        fail(f"{message} (see python -m harness.plan --help)")
-
-
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = Parser(
         prog="python -m harness.plan",
         description="Print the layerwise split KV plan of one configuration (JSON, or --table).",
     )

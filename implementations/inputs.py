@@ -26,6 +26,9 @@ MAX_FILE_BYTES = 4 * 1024 * 1024
 """Largest input file read (a real config.json is ~10 KB)."""
 MAX_NESTING = 64
 """Deepest JSON / YAML nesting accepted (a real config.json nests 3 deep)."""
+MAX_YAML_NODES = 100_000
+"""Most YAML nodes a file may stand for once its aliases are expanded (a topology file has a few dozen):
+aliases let 300 bytes stand for a billion strings, which any later walk or message would expand."""
 MAX_INT_DIGITS = 18
 """Longest integer accepted, in decimal digits (fits int64)."""
 MAX_LAYERS = 10_000
@@ -112,20 +115,70 @@ def loads_json(text: str, field: str, source: str = "JSON") -> Any:
 
 
 def loads_yaml(text: str, field: str, source: str = "YAML") -> Any:
-    """``yaml.safe_load`` (data only) with bounded flow nesting; deep block nesting is caught too."""
+    """``yaml.safe_load`` (data only) with bounded nesting and size, both counted after aliases are expanded:
+    at most ``MAX_NESTING`` deep and ``MAX_YAML_NODES`` nodes; an alias inside its own anchor is refused."""
     import yaml
 
     depth = nesting_depth(text)
     if depth > MAX_NESTING:
         raise ConfigError(field, f"YAML nested {depth} deep", f"YAML nested at most {MAX_NESTING} deep")
+    loader = yaml.SafeLoader(text)
     try:
-        return yaml.safe_load(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_yaml_graph(node, field)
+        return loader.construct_document(node)
     except RecursionError:
         raise ConfigError(field, "deeply nested YAML", f"YAML nested at most {MAX_NESTING} deep") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source} line {mark.line + 1} column {mark.column + 1}" if mark is not None else source
         raise ConfigError(field, where, "valid YAML", str(getattr(exc, "problem", "") or exc).strip()) from None
+    finally:
+        loader.dispose()
+
+
+def _check_yaml_graph(root: Any, field: str) -> None:
+    """Nodes and depth of a YAML node graph as the data would hold them (an alias counts its anchor's
+    whole subtree again), each shared node measured once; ``ConfigError`` past a bound."""
+    import yaml
+
+    deep = ConfigError(field, f"YAML nested more than {MAX_NESTING} deep (aliases expanded)",
+                       f"YAML nested at most {MAX_NESTING} deep")
+    measured: dict[int, tuple[int, int]] = {}  # id(node) -> (nodes, height)
+    open_nodes: set[int] = set()
+
+    def measure(node: Any, level: int) -> tuple[int, int]:
+        key = id(node)
+        if key not in measured:
+            if key in open_nodes:
+                raise ConfigError(field, "a YAML alias inside its own anchor", "YAML data without a cycle")
+            if level > MAX_NESTING:
+                raise deep
+            open_nodes.add(key)
+            if isinstance(node, yaml.SequenceNode):
+                children = list(node.value)
+            elif isinstance(node, yaml.MappingNode):
+                children = [part for pair in node.value for part in pair]
+            else:
+                children = []
+            nodes, height = 1, 1
+            for child in children:
+                child_nodes, child_height = measure(child, level + 1)
+                nodes += child_nodes
+                height = max(height, child_height + 1)
+                if nodes > MAX_YAML_NODES:
+                    raise ConfigError(field, f"YAML of more than {MAX_YAML_NODES} nodes (aliases expanded)",
+                                      f"YAML of at most {MAX_YAML_NODES} nodes")
+            open_nodes.discard(key)
+            measured[key] = (nodes, height)
+        nodes, height = measured[key]
+        if level + height - 1 > MAX_NESTING:
+            raise deep
+        return nodes, height
+
+    measure(root, 1)
 
 
 def parse_int(field: str, value: object, allowed: str = "a whole number") -> int:

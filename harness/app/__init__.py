@@ -20,7 +20,10 @@ Results go to ``reports/runs/<date>/<time>-<run id>/`` (``report.results_dir=DIR
 case's per-rank estimated and measured bytes, n_blocks, savings, capacity gain; or
 the plan's numbers), ``allure-results/`` (build the HTML with
 ``python -m harness.reporting.report --results <dir>/allure-results``) and
-``.hydra/`` (the composed config).
+``.hydra/`` (the composed config). A folder given outright (``hydra.run.dir``,
+``hydra.sweep.dir``) must be new or empty: the run claims it when it starts
+(``harness.app.claim``, a ``.lwsplit-run`` file made with ``O_EXCL``), so a second run given
+the same folder, at once or later, is refused with one ``error:`` line.
 
 Sweeps (Hydra multirun)::
 

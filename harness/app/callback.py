@@ -20,7 +20,11 @@ from omegaconf import DictConfig, OmegaConf
 from harness.app import aggregate, progress
 from harness.app import status as st
 from harness.app.atomic import write_atomic
+from harness.app.claim import claim, is_ours
 from harness.app.job import RESULT_FILE
+from harness.app.progress import say
+from harness.cli import fail
+from implementations.errors import UserError
 
 OUTPUTS = ("results.csv", "results.md", "results.svg")
 
@@ -35,27 +39,34 @@ class SweepCallback(Callback):
 
     # ---- per job ----------------------------------------------------------------------------
 
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _claim(config, "hydra.run.dir", Path(str(config.hydra.run.dir)))
+
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _claim(config, "hydra.sweep.dir", Path(str(config.hydra.sweep.dir)))
         self.jobs = expected_jobs(config)
         self.varying = varying_keys(self.jobs)
         self.returns = {}
-        _say(f"sweep: {_jobs(len(self.jobs))} -> {config.hydra.sweep.dir}")
+        say(f"sweep: {_jobs(len(self.jobs))} -> {config.hydra.sweep.dir}")
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
-        stale = Path(config.hydra.runtime.output_dir) / RESULT_FILE
-        stale.unlink(missing_ok=True)  # a rerun into the same directory must not read an old result
+        job_dir = Path(config.hydra.runtime.output_dir)
+        if not is_ours(job_dir):  # a sweep's job folder (or a run folder resolved anew): no two jobs share one
+            _claim(config, "hydra.sweep.subdir" if _multirun(config) else "hydra.run.dir", job_dir, fresh=False)
+        stale = job_dir / RESULT_FILE
+        stale.unlink(missing_ok=True)  # never read an old result
         if OmegaConf.select(config, "suite.mode") == "suite" and _multirun(config):
             index, total = self._position(config)
-            _say(progress.start_line(index, total, self._shown(config)))
+            say(progress.start_line(index, total, self._shown(config)))
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         result = result_of_return(job_return)
         index, total = self._position(config)
         self.returns[index - 1] = result
         st.record(index - 1, result.get("status", st.ERROR))
-        _say(progress.job_line(index, total, self._shown(config), result))
+        say(progress.job_line(index, total, self._shown(config), result))
         if not _multirun(config):
-            _say(f"result: {Path(config.hydra.runtime.output_dir) / RESULT_FILE}")
+            say(f"result: {Path(config.hydra.runtime.output_dir) / RESULT_FILE}")
 
     def _shown(self, config: DictConfig) -> list[str]:
         """The overrides that tell this sweep's jobs apart (all of them outside a sweep)."""
@@ -88,10 +99,21 @@ class SweepCallback(Callback):
         rows = aggregate.rows(results)
         bad = aggregate.failed(rows)
         tally = ", ".join(f"{sum(r['status'] == s for r in rows)} {s}" for s in dict.fromkeys(r["status"] for r in rows))
-        _say(f"sweep done: {_jobs(len(rows))} ({tally}) -> {paths[1]}")
+        say(f"sweep done: {_jobs(len(rows))} ({tally}) -> {paths[1]}")
         for r in bad:
             counts = {k: r[k] for k in progress.COUNT_ORDER if r.get(k)}
-            _say(f"  {r['status'].upper()} job {r['job']} ({r['overrides']}): {r['message'] or progress.counts_text(counts)}")
+            say(f"  {r['status'].upper()} job {r['job']} ({r['overrides']}): {r['message'] or progress.counts_text(counts)}")
+
+
+def _claim(config: DictConfig, key: str, folder: Path, *, fresh: bool = True) -> None:
+    """``claim.claim`` the folder, or end the command with one ``error:`` line (exit 2) before Hydra
+    writes there (a ``SystemExit``: Hydra turns a callback's exceptions into warnings)."""
+    given = [o.split("=", 1)[1] for o in OmegaConf.select(config, "hydra.overrides.hydra", default=[]) or []
+             if o.lstrip("+~").split("=", 1)[0] == key]
+    try:
+        claim(folder, key, given[-1] if given else str(folder), fresh=fresh)
+    except UserError as exc:
+        fail(exc)
 
 
 def _multirun(config: DictConfig) -> bool:
@@ -102,10 +124,6 @@ def _multirun(config: DictConfig) -> bool:
 
 def _jobs(n: int) -> str:
     return f"{n} job" if n == 1 else f"{n} jobs"
-
-
-def _say(line: str) -> None:
-    print(line, flush=True)
 
 
 def expected_jobs(config: DictConfig) -> list[list[str]]:
@@ -193,9 +211,9 @@ def combined_allure_report(sweep_dir: Path, results: list[dict], cli: Optional[P
         index = report.generate(folders, sweep_dir / ALLURE_REPORT_DIR, cli=cli,
                                 name=f"{report.REPORT_NAME}: sweep {sweep_dir.name}")
     except report.ReportError as exc:
-        _say(f"sweep: no combined Allure report ({exc})")
+        say(f"sweep: no combined Allure report ({exc})")
         return ""
-    _say(f"sweep: Allure report of {len(folders)} job{'' if len(folders) == 1 else 's'} -> {index}")
+    say(f"sweep: Allure report of {len(folders)} job{'' if len(folders) == 1 else 's'} -> {index}")
     return str(index.relative_to(sweep_dir))
 
 

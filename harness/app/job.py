@@ -29,6 +29,7 @@ from typing import Mapping, Optional, Sequence
 
 from harness.app import status as st
 from harness.app.atomic import write_atomic, write_json_atomic
+from harness.app.progress import say
 from harness.paths import REPO_ROOT, TC_DIR
 from implementations.errors import UserError
 
@@ -79,9 +80,9 @@ def run_job(
         refusal = spec_refusal(run)
         if refusal:
             result["spec_refuses"] = refusal
-            print(f"note: the spec refuses this configuration at startup (FEATURE section 3): {refusal}; "
-                  + ("the plan shows the implementation's answer" if mode == "plan"
-                     else "the TCs check that the implementation under test refuses it"))
+            say(f"note: the spec refuses this configuration at startup (FEATURE section 3): {refusal}; "
+                 + ("the plan shows the implementation's answer" if mode == "plan"
+                    else "the TCs check that the implementation under test refuses it"))
         result.update(_plan(impl, run, strict=mode == "plan"))
         if mode == "plan":
             result["status"] = st.PLANNED if result["plan"] else st.REJECTED

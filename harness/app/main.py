@@ -7,21 +7,25 @@ Exit status: 0 when every job passed (or planned; a rejected plan is a result),
 
 from __future__ import annotations
 
+import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import CompactHydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from harness.app import signals
 from harness.app import status as st
-from harness.cli import command
+from harness.cli import command, fail
 from harness.config.store import register
 from harness.paths import CONF_DIR, CONFIG_NAME
 from harness.rankpool.rendezvous import remove_stale_dirs
+from implementations.errors import ConfigError
 
 register()  # base_config must be in the ConfigStore before Hydra composes
 
@@ -34,10 +38,11 @@ def run(cfg: DictConfig) -> dict:
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
     num = OmegaConf.select(hc, "job.num", default=0) if multirun else 0
-    result = run_job(
-        cfg, list(hc.overrides.task), dict(hc.runtime.choices), Path(hc.runtime.output_dir), int(num or 0),
-        quiet=multirun,
-    )
+    with _working_dir(Path(hc.runtime.cwd)):  # hydra.job.chdir=true: relative paths still mean the user's folder
+        result = run_job(
+            cfg, list(hc.overrides.task), dict(hc.runtime.choices), Path(hc.runtime.output_dir), int(num or 0),
+            quiet=multirun,
+        )
     st.record(int(num or 0), result["status"])
     return result
 
@@ -52,8 +57,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     saved = sys.argv
     sys.argv = [saved[0] if saved else "harness", *argv]
     try:
-        with signals.stop_on_signals():
+        with signals.stop_on_signals(), _hydra_errors_raised():
             run()
+    except CompactHydraException as exc:  # Hydra's own option errors (--config-name nope): one line
+        fail(hydra_option_error(argv, exc))
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM or SIGHUP: stop between jobs, say what finished
         name = getattr(exc, "signal_name", None) or signals.stop_requested() or "SIGINT"
         print(interrupted_summary(name), file=sys.stderr)
@@ -66,6 +73,47 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"failed: {len(failed)} job{'' if len(failed) == 1 else 's'} (listed above)", file=sys.stderr)
         return 1
     return 0
+
+
+@contextmanager
+def _working_dir(folder: Path) -> Iterator[None]:
+    """Run in ``folder`` (the command's own working directory), back where Hydra put the job afterwards: a
+    relative ``model_path``, topology or results path means what it meant on the command line."""
+    here = os.getcwd()
+    if Path(here) == folder:
+        yield
+        return
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(here)
+
+
+@contextmanager
+def _hydra_errors_raised() -> Iterator[None]:
+    """Let Hydra raise its errors instead of printing them as a block and exiting 1 (``HYDRA_FULL_ERROR``)."""
+    saved = os.environ.get("HYDRA_FULL_ERROR")
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
+        else:
+            os.environ["HYDRA_FULL_ERROR"] = saved
+
+
+HYDRA_SOURCE_OPTIONS = ("--config-name", "--config-path", "--config-dir", "--experimental-rerun")
+
+
+def hydra_option_error(argv: Sequence[str], exc: Exception) -> ConfigError:
+    """Hydra's message, first line, as an error naming the option that chose the config (if one did)."""
+    given = [(a.split("=", 1)[0], a.split("=", 1)[1] if "=" in a else (argv[i + 1] if i + 1 < len(argv) else ""))
+             for i, a in enumerate(argv) if a.split("=", 1)[0] in HYDRA_SOURCE_OPTIONS or a in ("-cn", "-cp", "-cd")]
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    option, value = given[0] if given else ("hydra", " ".join(argv))
+    return ConfigError(option, value, f"a config Hydra can find (this app's configs are in {CONF_DIR})", first)
 
 
 def interrupted_summary(signal_name: str) -> str:

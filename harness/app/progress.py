@@ -48,3 +48,12 @@ def job_line(index: int, total: int, overrides: Sequence[str], result: Mapping) 
 
 def start_line(index: int, total: int, overrides: Sequence[str]) -> str:
     return f"[{index}/{total}] {job_label(overrides)} ..."
+
+
+def say(line: str) -> None:
+    """A progress line on stdout, flushed. A stdout that cannot be written (full, gone) is no job's error:
+    the line is dropped, the work goes on, and the command says so at its end (``harness.cli.command``)."""
+    try:
+        print(line, flush=True)
+    except OSError:
+        pass

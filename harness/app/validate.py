@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import re
 import tempfile
 from dataclasses import dataclass
@@ -76,7 +77,7 @@ def check_invocation(inv: Invocation) -> Optional[Path]:
     for text in inv.hydra_overrides:  # _target_ only for the callbacks this project ships (harness.config.targets)
         parse_override(text, sweep=True)
     jobs = check_overrides(inv.overrides, multirun=inv.multirun)
-    return check_results_dir(jobs[0], inv.hydra_overrides, multirun=inv.multirun)
+    return check_results_dir(jobs[0], inv.hydra_overrides, multirun=inv.multirun, n_jobs=len(jobs))
 
 
 # ---- overrides ---------------------------------------------------------------------------
@@ -238,8 +239,19 @@ def results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, multirun:
     return key, path, Path(path)
 
 
-def check_results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, multirun: bool) -> Path:
+def check_results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, multirun: bool,
+                      n_jobs: int = 1) -> Path:
+    """The results folder is a path Hydra can create and write; a sweep's job folders differ per job.
+    (That no other run writes the same folder is claimed when the run starts: ``harness.app.claim``.)"""
     key, value, path = results_dir(job, hydra_overrides, multirun=multirun)
+    if not str(value).strip():
+        raise ConfigError(key, value, "a folder for the results",
+                          "an empty path is the current folder; give a new folder, or leave it out")
+    if key in ("hydra.run.dir", "hydra.sweep.dir"):  # a folder given outright: no other run's (claimed at start)
+        from harness.app.claim import check_free
+
+        check_free(path, key, value)
+    check_path_length(path, key, value)
     kept = check_writable(path, key, value)
     if multirun:  # each job writes into <sweep dir>/<subdir>: a subdir may point anywhere (an absolute path)
         from harness.config.compose import parse_override
@@ -249,12 +261,46 @@ def check_results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, mul
                 override = parse_override(text)
                 if override.key_or_group == "hydra.sweep.subdir" and not override.is_delete():
                     given = override.get_value_element_as_str()
+                    if not given.strip() or ("${" not in given and n_jobs > 1):
+                        raise ConfigError("hydra.sweep.subdir", given, "a folder that differs per job, e.g. "
+                                          "${hydra.job.num} (the default) or ${hydra.job.override_dirname}",
+                                          "otherwise the jobs write over each other's results")
                     first_job = re.sub(r"\$\{[^}]*\}", "0", given)  # ${hydra.job.num} of the first job
                     kept += check_writable(path / first_job, "hydra.sweep.subdir", given)
         except ConfigError:  # refused after all: the first check's folders go too
             _remove_empty(kept)
             raise
     return path
+
+
+RESERVED_PATH_BYTES = 160
+"""Room kept below the system's path limit for what a run writes under its folder (a sweep's job folder,
+``allure-results/<uuid>-attachment.<ext>``, the report's staging folder): about 110 bytes."""
+
+
+def check_path_length(path: Path, key: str, value: Optional[str] = None) -> None:
+    """Every name under ``path`` a run writes fits the system's limits (``ENAMETOOLONG`` otherwise, partway
+    through the run): each part of ``path`` at most NAME_MAX bytes, the whole at most PATH_MAX less
+    ``RESERVED_PATH_BYTES``."""
+    path = Path(path).absolute()
+    value = str(path) if value is None else value
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    try:
+        name_max = os.pathconf(existing, "PC_NAME_MAX")
+        path_max = os.pathconf(existing, "PC_PATH_MAX")
+    except (OSError, ValueError):
+        name_max, path_max = 255, 4096
+    for part in path.parts:
+        if len(os.fsencode(part)) > name_max:
+            raise ConfigError(key, value, f"a path whose every part has at most {name_max} bytes",
+                              f"one part has {len(os.fsencode(part))}")
+    total = len(os.fsencode(str(path)))
+    if total > path_max - RESERVED_PATH_BYTES:
+        raise ConfigError(key, value, f"a path of at most {path_max - RESERVED_PATH_BYTES} bytes (the system's "
+                                      f"limit {path_max} less room for the files a run writes there)",
+                          f"it has {total}")
 
 
 def check_writable(path: Path, key: str, value: Optional[str] = None) -> list[Path]:
@@ -289,6 +335,16 @@ def check_writable(path: Path, key: str, value: Optional[str] = None) -> list[Pa
     if path in created:
         _remove_empty([path])
     return [d for d in dict.fromkeys(created) if d != path]
+
+
+def check_output_file(path: Path, key: str) -> Path:
+    """A file a command writes at the end, checked before it works: not a folder, in a folder it can write
+    (made now if missing, as ``check_writable`` does). ``ConfigError`` naming ``key`` otherwise."""
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(key, str(path), "a file to write", "it is a folder")
+    check_writable(path.absolute().parent, key, str(path))
+    return path
 
 
 def _remove_empty(directories: Sequence[Path]) -> None:

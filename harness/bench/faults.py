@@ -16,12 +16,12 @@ processes that carry this run's tag other than this one and its forkserver.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import time
 import uuid
+
+from harness.cli import command
 
 TAG_ENV = "LWSPLIT_RUN_TAG"
 CASES = (
@@ -135,13 +135,21 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+@command
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.bench.faults", description=__doc__.splitlines()[0])
+    from harness.app.validate import check_output_file
+    from harness.cli import Parser
+    from harness.rankpool.backend import check_seconds
+
+    parser = Parser(prog="python -m harness.bench.faults", description=__doc__.splitlines()[0])
     parser.add_argument("--timeout", type=float, default=8.0, help="runner.timeout_s for every case (default 8)")
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES, metavar="CASE",
                         help=f"fault cases (default all: {' '.join(CASES)})")
     parser.add_argument("--json", help="also write the rows as JSON here")
     args = parser.parse_args(argv)
+    check_seconds("--timeout", args.timeout)
+    if args.json:
+        check_output_file(args.json, "--json")
     tag = os.environ.setdefault(TAG_ENV, f"bench-faults-{uuid.uuid4().hex[:8]}")  # inherited by every rank
 
     from harness.rankpool import close_all
@@ -164,8 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{len(rows)} fault cases, {len(rows) - len(missed)} detected; load average "
           f"{os.getloadavg()[0]:.1f}; processes left after closing every pool: {len(left)} {left or ''}")
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump({"rows": rows, "left_after_close": left}, fh, indent=2)
+        from harness.app.atomic import write_json_atomic
+
+        write_json_atomic(args.json, {"rows": rows, "left_after_close": left})
     return 1 if missed or left or any(r["left"] or not r["recovered"] for r in rows) else 0
 
 

@@ -13,9 +13,11 @@ from __future__ import annotations
 import os
 import platform
 import statistics
+import sys
 import time
 from dataclasses import replace
 
+from harness.cli import Parser, command, fail
 from harness.paths import TOPOLOGY_DIR
 from implementations.formats import load_topology
 from implementations.reference import ReferenceImplementation
@@ -51,7 +53,19 @@ def timed(fn, repeats: int) -> list[float]:
     return out
 
 
-def main(repeats: int = 50) -> None:
+@command
+def main(argv: list[str] | None = None) -> int:
+    parser = Parser(prog="python -m harness.bench.planning", description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=50, help="plans timed per kind (default 50)")
+    args = parser.parse_args(argv)
+    if args.repeats < 1:
+        fail(f"--repeats={args.repeats}: a whole number >= 1")
+    report(args.repeats)
+    return 0
+
+
+def report(repeats: int = 50) -> None:
+    """Time both plans and print the table."""
     impl = ReferenceImplementation()
     split = hybrid_run()
     uniform = replace(split, layerwise=LayerwiseFlags(enable=False, split_size=1))
@@ -71,4 +85,4 @@ def main(repeats: int = 50) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

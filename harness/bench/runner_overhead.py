@@ -12,8 +12,6 @@ Both use gloo on CPU so the figures compare like with like on any machine.
 
 from __future__ import annotations
 
-import argparse
-import json
 import multiprocessing
 import os
 import platform
@@ -22,6 +20,9 @@ import statistics
 import sys
 import tempfile
 import time
+
+from harness.app.atomic import write_json_atomic
+from harness.cli import Parser, command
 
 TARGET_RATIO = 1 / 50
 
@@ -108,13 +109,15 @@ def machine_facts() -> dict[str, object]:
     }
 
 
+@command
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.bench.runner_overhead", description=__doc__.split("\n")[0])
+    parser = Parser(prog="python -m harness.bench.runner_overhead", description=__doc__.split("\n")[0])
     parser.add_argument("--worlds", type=int, nargs="+", default=[4, 8])
     parser.add_argument("--fresh-repeats", type=int, default=3)
     parser.add_argument("--pooled-repeats", type=int, default=200)
     parser.add_argument("--json", help="also write the figures to this file")
     opts = parser.parse_args(argv)
+    check_args(opts)
     os.environ["OMP_NUM_THREADS"] = "1"  # the children of both modes inherit it
 
     facts = machine_facts()
@@ -157,9 +160,26 @@ def main(argv: list[str] | None = None) -> int:
     shares = ", ".join(f"world {r['world_size']}: {r['runner_only_median_s'] * 1e3:.2f} ms" for r in rows)
     print(f"runner's own share of a pooled call (empty body, median): {shares}")
     if opts.json:
-        with open(opts.json, "w") as f:
-            json.dump({"machine": facts, "rows": rows, "target_ratio": TARGET_RATIO}, f, indent=2)
+        write_json_atomic(opts.json, {"machine": facts, "rows": rows, "target_ratio": TARGET_RATIO})
     return 0
+
+
+def check_args(opts) -> None:
+    """Every value before the first process starts: world sizes the pool can start, repeats >= 1, --json writable."""
+    from harness.app.validate import check_output_file
+    from harness.rankpool.backend import check_world_size
+    from implementations.errors import ConfigError
+
+    for world in opts.worlds:
+        try:
+            check_world_size(world)
+        except ConfigError as exc:
+            raise ConfigError("--worlds", world, exc.allowed) from None
+    for flag, value in (("--fresh-repeats", opts.fresh_repeats), ("--pooled-repeats", opts.pooled_repeats)):
+        if value < 1:
+            raise ConfigError(flag, value, "a whole number >= 1 (the median of no runs is undefined)")
+    if opts.json:
+        check_output_file(opts.json, "--json")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ the processes it waited for, not the pools' ranks) does not. Nothing is asserted
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -29,7 +28,9 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
 
+from harness.app.atomic import write_atomic
 from harness.bench import cpu_probe
+from harness.cli import Parser, command
 from harness.paths import REPO_ROOT
 
 DEFAULT_ARGS = ("-n", "4")
@@ -110,12 +111,17 @@ def busy_cpu_s() -> float | None:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+@command
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     own, pytest_args = (argv[: argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
-    parser = argparse.ArgumentParser(prog="python -m harness.bench.test_groups", description=__doc__.split("\n")[0])
+    parser = Parser(prog="python -m harness.bench.test_groups", description=__doc__.split("\n")[0])
     parser.add_argument("--json", metavar="PATH", help="also write the per-test durations and the summary here")
     args = parser.parse_args(own)
+    if args.json:
+        from harness.app.validate import check_output_file
+
+        check_output_file(args.json, "--json")
     pytest_args = pytest_args or list(DEFAULT_ARGS)
     with tempfile.TemporaryDirectory(prefix="lwsplit-durations-") as tmp:
         xml, probe = Path(tmp) / "junit.xml", Path(tmp) / "cpu"
@@ -135,7 +141,7 @@ def main(argv=None) -> int:
     failed = [c for c in cases if c["outcome"] in ("failure", "error")]
     print(render(summary, wall_s, proc.returncode, pytest_args, cpu_s=cpu_s, failed=failed, cases=cases))
     if args.json:
-        Path(args.json).write_text(json.dumps({"wall_s": wall_s, "cpu_s": cpu_s, "exit_code": proc.returncode,
+        write_atomic(args.json, json.dumps({"wall_s": wall_s, "cpu_s": cpu_s, "exit_code": proc.returncode,
                                                "args": pytest_args,
                                                "cases": cases, **summary}, indent=1, default=list))
     return 0

@@ -8,6 +8,8 @@ the same composition and schema checks.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import sys
 import typing
 from pathlib import Path
 from typing import Any, Optional, Sequence, TypeVar, Union
@@ -124,7 +126,31 @@ def check_bounds(run: RunSpec) -> RunSpec:
         raise ConfigError("hardware.device_type", run.hardware.device_type, f"one of {', '.join(DEVICE_TYPES)}")
     if run.hardware.warp_size < 1:
         raise ConfigError("hardware.warp_size", run.hardware.warp_size, "a whole number >= 1 (64 on Iluvatar)")
+    for prefix, model in (("model", run.model), ("draft", run.draft)):
+        if model is not None and getattr(model, "layer_types", None):
+            warn_unknown_layer_types(f"{prefix}.layer_types", tuple(model.layer_types))
     return run
+
+
+KNOWN_LINEAR_TYPES = ("linear_attention",)
+"""``layer_types`` values upstream's hybrids use for linear attention (Qwen3-Next, Qwen3.5: ``model_args.h``
+and its tests at 494f293b5). FEATURE section 4 treats every value but ``full_attention`` / ``attention`` as
+linear, so a typo or another kind (``sliding_attention``) silently becomes a linear layer."""
+
+
+@functools.lru_cache(maxsize=64)
+def warn_unknown_layer_types(field: str, layer_types: tuple) -> None:
+    """One ``warning:`` line on stderr (once per distinct list) for values the spec treats as linear
+    attention but no known model uses that way. Not an error: the spec's rule decides, as upstream's does."""
+    from harness.oracle import FULL_TYPES
+
+    unknown = sorted({t for t in layer_types if t not in FULL_TYPES and t not in KNOWN_LINEAR_TYPES})
+    if unknown:
+        layers = [i for i, t in enumerate(layer_types) if t in unknown]
+        shown = ", ".join(map(str, layers[:6])) + (", ..." if len(layers) > 6 else "")
+        print(f"warning: {field}: {', '.join(repr(t) for t in unknown[:5])} (layer {shown}) is not a known "
+              f"kind; the spec treats it as linear attention (known: {', '.join(KNOWN_LINEAR_TYPES)} linear; "
+              f"{', '.join(FULL_TYPES)} full)", file=sys.stderr)
 
 
 def build_implementation(cfg: DictConfig) -> KVShardingImplementation:

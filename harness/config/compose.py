@@ -238,10 +238,13 @@ def _parse_checked(text: str, sweep: bool):
         if "empty choice" in str(exc):
             raise errors.empty_value(CONF_DIR, text.split("=", 1)[0].lstrip("+~")) from None
         detail = str(exc).strip().splitlines()
+        key, _, value = text.partition("=")
+        hint = (f"; quote a value with non-ASCII characters: {key}='{value}'"
+                if not value.isascii() and value[:1] not in "'\"" else "")
         raise ConfigError(
             "override", text,
             "malformed; use group=option (model=deepseek_v3), key=value (layerwise.split_size=2)"
-            + (" or a sweep (model=a,b)" if sweep else ""),
+            + (" or a sweep (model=a,b)" if sweep else "") + hint,
             detail[-1] if detail else "",
         ) from None
     if not override.key_or_group:

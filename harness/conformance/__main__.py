@@ -19,19 +19,14 @@ import os
 import sys
 from typing import Optional, Sequence
 
-from harness.cli import command, fail, join_flag_values
+from harness.cli import Parser, command, fail, join_flag_values
 from implementations.formats import DEFAULT_SEMANTICS, SEMANTICS
 
 DISAGREE_EXIT_CODE = 1
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        fail(f"{message} (see python -m harness.conformance --help)")
-
-
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = Parser(
         prog="python -m harness.conformance",
         description="Judge xLLM engine logs (startup refusal or KV cache figures) against the spec (FEATURE.md). "
                     "Exit 0: agree, 1: disagree, 2: unusable input.",

@@ -12,9 +12,11 @@ import sys
 import time
 from pathlib import Path
 
+from harness.cli import Parser, command, fail
+
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m harness.mutation", description=__doc__.split("\n\n")[1])
+    p = Parser(prog="python -m harness.mutation", description=__doc__.split("\n\n")[1])
     p.add_argument("--out", default="reports/mutation", help="output folder (default: reports/mutation)")
     p.add_argument("--first", action="store_true",
                    help="stop each mutant x TC at its first catching case (faster; counts become lower bounds)")
@@ -27,46 +29,47 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _load_rows(folder: Path):
-    import json
-
+    """The row files under ``folder``; a file that is not a whole row is one ``error:`` line naming it."""
     from harness.mutation.killmatrix import REFERENCE
     from harness.mutation.render import row_from_json
+    from implementations import inputs
+    from implementations.errors import ConfigError
     from implementations.mutants import MUTANTS
 
     order = [REFERENCE, *(cls.name for cls in MUTANTS.values())]
-    rows = [row_from_json(json.loads(p.read_text())) for p in folder.glob("*.json")]
+    if not folder.is_dir():
+        raise ConfigError("--rows", str(folder), "a folder of per-mutant row files (*.json)", "no such folder")
+    rows = []
+    for path in sorted(folder.glob("*.json")):
+        data = inputs.loads_json(inputs.read_input_file(path, "--rows"), "--rows", source=str(path))
+        try:
+            rows.append(row_from_json(data))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ConfigError("--rows", str(path), "a row file as testcases/meta writes it (LW_MUTATION_ROWS)",
+                              f"{type(exc).__name__}: {exc}") from None
     return sorted(rows, key=lambda r: order.index(r.implementation) if r.implementation in order else len(order))
 
 
+@command
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    from harness.app.validate import check_writable
+
+    check_writable(Path(args.out), "--out")  # first (before torch is imported): a folder this process can write
+    from harness.app.atomic import write_atomic
     from harness.mutation import killmatrix, render
-    from implementations.errors import UserError
     from implementations.mutants import MUTANTS
 
     unknown = [m for m in args.mutant if m not in MUTANTS]
     if unknown:
-        print(f"error: --mutant {unknown[0]!r}: allowed: {', '.join(MUTANTS)}", file=sys.stderr)
-        return 2
-    from harness.app.validate import check_writable
-
-    try:  # now, not after the whole run: --out must be a folder this process can write
-        check_writable(Path(args.out), "--out")
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        fail(f"--mutant {unknown[0]!r}: allowed: {', '.join(MUTANTS)}")
     start = time.perf_counter()
     if args.rows:
         rows = _load_rows(Path(args.rows))
         if not rows:
-            print(f"error: --rows {args.rows}: no row files (*.json) there", file=sys.stderr)
-            return 2
+            fail(f"--rows {args.rows}: no row files (*.json) there")
     else:
-        try:
-            matrix = killmatrix.load()
-        except UserError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+        matrix = killmatrix.load()
         rows = []
         for name in (killmatrix.REFERENCE, *(args.mutant or MUTANTS)):
             rows.append(killmatrix.row(name, matrix=matrix, stop_at_first=args.first))
@@ -77,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     text = render.markdown(rows) + f"\nWall time: {elapsed:.1f} s ({'first catch' if args.first else 'every case'}).\n"
     print(text)
     out = Path(args.out)
-    render.write_atomic(out / "kill_matrix.md", text)
+    write_atomic(out / "kill_matrix.md", text)
     render.write_json(out / "kill_matrix.json", render.to_json(
         rows, matrix=killmatrix.MATRIX, stop_at_first=args.first, wall_s=round(elapsed, 2)))
     print(f"wrote {out / 'kill_matrix.md'} and {out / 'kill_matrix.json'}", file=sys.stderr)

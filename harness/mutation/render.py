@@ -1,13 +1,12 @@
-"""The kill matrix as Markdown (README, Allure) and JSON (machines); atomic file writes."""
+"""The kill matrix as Markdown (README, Allure) and JSON (machines), written with the harness's one atomic
+writer (``harness.app.atomic``)."""
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
+from harness.app.atomic import write_json_atomic
 from harness.config.schema import TC_IDS
 from harness.mutation.killmatrix import REFERENCE, Row
 
@@ -93,19 +92,5 @@ def row_from_json(d: dict) -> Row:
                expected_catchers=tuple(d["expected_catchers"]))
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write through a temporary file in the same directory and rename: readers never see half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_json(path: Path, data: dict) -> None:
-    write_atomic(path, json.dumps(data, indent=2, default=str) + "\n")
+    write_json_atomic(path, data)

@@ -19,7 +19,6 @@ any problem is one ``error:`` line and exit status 1 (2 when Chromium is missing
 
 from __future__ import annotations
 
-import argparse
 import base64
 import json
 import os
@@ -32,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from harness.cli import Parser, command, say_error
 from harness.reporting.report import DEFAULT_OUT, embedded_files
 
 BINARIES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -294,21 +294,26 @@ _ATTACHMENTS_SHOWN = """(() => {
 })()"""
 
 
+@command
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.reporting.browser", description=__doc__.split("\n")[0])
+    parser = Parser(prog="python -m harness.reporting.browser", description=__doc__.split("\n")[0])
     parser.add_argument("--report", type=Path, default=DEFAULT_OUT / "index.html", help="the single-file report")
     parser.add_argument("--shots", type=Path, default=DEFAULT_OUT.parent / "allure-screenshots",
                         help="where the screenshots go")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for each page")
     args = parser.parse_args(argv)
+    from harness.app.validate import check_writable
+    from harness.rankpool.backend import check_seconds
+
+    check_seconds("--timeout", args.timeout)
     chromium = find_chromium()
     if chromium is None:
-        print(f"error: Chromium not found ({', '.join(BINARIES)}); install it with: {INSTALL_HINT}", file=sys.stderr)
+        say_error(f"Chromium not found ({', '.join(BINARIES)}); install it with: {INSTALL_HINT}")
         return 2
     if not args.report.is_file():
-        print(f"error: --report {args.report} does not exist (build it with python -m harness.reporting.report)",
-              file=sys.stderr)
+        say_error(f"--report {args.report} does not exist (build it with python -m harness.reporting.report)")
         return 2
+    check_writable(args.shots, "--shots")  # before the browser starts: the screenshots go there
     try:
         lines, problems = check_report(args.report, args.shots, chromium, timeout_s=args.timeout)
     except BrowserError as exc:

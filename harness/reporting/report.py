@@ -16,7 +16,6 @@ disk (file://); a multi-file one needs an HTTP server.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import json
 import os
@@ -29,9 +28,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.app.atomic import write_atomic
+from harness.cli import Parser, command, say_error
 from harness.paths import REPO_ROOT
 from harness.reporting.allure_labels import FEATURE_DOC
-from harness.reporting.results import prepare
+from harness.reporting.results import ResultShapeError, prepare
 
 LOCAL_CLI = REPO_ROOT / ".tools" / "allure" / "node_modules" / ".bin" / "allure"
 DEFAULT_RESULTS = REPO_ROOT / "reports" / "allure-results"
@@ -78,6 +79,22 @@ def check_out(out: Path) -> None:
     shown = ", ".join(others[:3] or names[:3]) + (", ..." if len(others or names) > 3 else "")
     raise ReportError(f"--out {out} holds files that are not a report written here ({shown}); a new report "
                       "replaces the folder whole, so give a new or empty folder, or an earlier report's")
+
+
+def check_history(history: Path, out: Path) -> None:
+    """``--history`` must be a folder this process can write (checked before the report is built, since it
+    is written after), and not the report's own folder (which the next report replaces whole)."""
+    from harness.app.validate import check_writable
+    from implementations.errors import UserError
+
+    if history.absolute() == out.absolute():
+        raise ReportError(f"--history {history} is the report's folder --out; give a folder of its own")
+    if os.path.lexists(history) and not history.is_dir():
+        raise ReportError(f"--history {history} is not a folder (the trend files are kept there)")
+    try:
+        check_writable(history, "--history")
+    except UserError as exc:
+        raise ReportError(str(exc)) from None
 
 
 def _is_single_file_report(index: Path) -> bool:
@@ -158,6 +175,8 @@ def generate(results: Path | Sequence[Path], out: Path, cli: Path | None = None,
     if not folders:
         raise ReportError("no results directory given")
     check_out(out)
+    if history is not None:
+        check_history(history, out)
     for folder in folders:
         check_results(Path(folder))
     cli = cli or find_cli()
@@ -176,6 +195,8 @@ def generate(results: Path | Sequence[Path], out: Path, cli: Path | None = None,
                                executor=executor if executor is not None else executor_info(os.environ, history))
         except OSError as exc:
             raise ReportError(f"cannot prepare the results from {results}: {exc.strerror or exc}") from exc
+        except ResultShapeError as exc:
+            raise ReportError(str(exc)) from None
         env = dict(os.environ, ALLURE_NO_ANALYTICS="true",
                    JAVA_OPTS=f"{QUICK_JVM_OPTS} {os.environ.get('JAVA_OPTS', '')}".strip())
         try:
@@ -224,11 +245,7 @@ def save_history(index_html: str, history: Path) -> list[Path]:
         if path.startswith("history/") and path.endswith(".json"):
             if path == "history/history.json":
                 data = cap_history(data)
-            target = history / path.split("/", 1)[1]
-            tmp = target.with_name(f".{target.name}.tmp")
-            tmp.write_bytes(data)
-            tmp.replace(target)
-            written.append(target)
+            written.append(write_atomic(history / path.split("/", 1)[1], data))
     return written
 
 
@@ -254,8 +271,9 @@ def embedded_files(index_html: str) -> dict[str, bytes]:
     return {path: base64.b64decode(data) for path, data in _EMBEDDED.findall(index_html)}
 
 
+@command
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.reporting.report", description=__doc__.split("\n")[0])
+    parser = Parser(prog="python -m harness.reporting.report", description=__doc__.split("\n")[0])
     parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="Allure results (pytest --alluredir)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="report directory (index.html inside)")
     parser.add_argument("--history", type=Path, default=DEFAULT_HISTORY,
@@ -266,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         index = generate(args.results, args.out, history=None if args.no_history else args.history, name=args.name)
     except ReportError as exc:
-        print(f"report: {exc}", file=sys.stderr)
+        say_error(exc)
         return 2
     print(f"report: {index} ({index.stat().st_size / 2**20:.1f} MiB)")
     return 0

@@ -138,7 +138,7 @@ def classify(status: str, message: str, trace: str, *, tc: str, xpass_reason: Op
 
 
 def _label(result: Mapping[str, Any], name: str) -> Optional[str]:
-    return next((l["value"] for l in result.get("labels", []) if l.get("name") == name), None)
+    return next((l.get("value") for l in result.get("labels", []) if l.get("name") == name), None)
 
 
 def rewrite(result: dict) -> dict:
@@ -164,6 +164,28 @@ def _link_or_copy(src: str, dst: str) -> None:
         shutil.copy2(src, dst)
 
 
+class ResultShapeError(ValueError):
+    """A results file that is JSON, but not an Allure result object."""
+
+
+def shape_problem(result: Any) -> Optional[str]:
+    """What keeps ``result`` (parsed JSON) from being an Allure result ``rewrite`` can read, or None."""
+    if not isinstance(result, dict):
+        return f"a JSON object, got {type(result).__name__}"
+    labels = result.get("labels", [])
+    if not isinstance(labels, list) or not all(isinstance(label, dict) for label in labels):
+        return f"labels: a list of {{name, value}} objects, got {type(labels).__name__}"
+    details = result.get("statusDetails")
+    if details is not None and not isinstance(details, dict):
+        return f"statusDetails: an object, got {type(details).__name__}"
+    for key in ("message", "trace"):
+        if details and details.get(key) is not None and not isinstance(details[key], str):
+            return f"statusDetails.{key}: a string, got {type(details[key]).__name__}"
+    if result.get("status") is not None and not isinstance(result["status"], str):
+        return f"status: a string, got {type(result['status']).__name__}"
+    return None
+
+
 def prepare(results: Union[Path, Sequence[Path]], staging: Path, *, history: Optional[Path] = None,
             executor: Optional[Mapping[str, Any]] = None) -> Path:
     """Copy ``results`` (one folder or several, merged) to ``staging`` (attachments linked), rewrite
@@ -176,6 +198,9 @@ def prepare(results: Union[Path, Sequence[Path]], staging: Path, *, history: Opt
             result = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue  # a half-written file (a killed worker): Allure skips it as well
+        problem = shape_problem(result)
+        if problem:
+            raise ResultShapeError(f"{path.name} is not an Allure result ({problem})")
         path.unlink()  # a link to pytest's file: write a new one, never through the link
         path.write_text(json.dumps(rewrite(result)), encoding="utf-8")
     (staging / "categories.json").unlink(missing_ok=True)

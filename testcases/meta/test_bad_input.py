@@ -185,6 +185,26 @@ ROWS = (
     Bad("target-callback", "hydra.callbacks.x._target_", "a callback this project ships",
         harness=("+hydra.callbacks.x._target_=os.getcwd",)),
     Bad("target-launcher", "hydra.launcher._target_", "no _target_ here", harness=("hydra.launcher._target_=os.getcwd",)),
+    # ---- results folders: nothing lost, nothing overwritten (harness.app.claim) ----
+    Bad("run-dir-empty", "hydra.run.dir", "a folder for the results", harness=("mode=plan", "hydra.run.dir=")),
+    Bad("run-dir-of-another-run", "hydra.run.dir", "no other run writes to",
+        harness=("mode=plan", "hydra.run.dir={inputs}/claimed_run")),
+    Bad("sweep-dir-of-another-run", "hydra.sweep.dir", "no other run writes to",
+        harness=("-m", "mode=plan", "layerwise=s2,s4", "hydra.sweep.dir={inputs}/claimed_run")),
+    Bad("run-dir-of-an-old-run", "hydra.run.dir", "a new or empty folder",
+        harness=("mode=plan", "hydra.run.dir={inputs}/old_run")),
+    Bad("sweep-subdir-constant", "hydra.sweep.subdir", "differs per job",
+        harness=("-m", "mode=plan", "layerwise=s2,s4", "hydra.sweep.dir={inputs}/new_sweep", "hydra.sweep.subdir=one")),
+    Bad("run-dir-past-the-path-limit", "hydra.run.dir", "a path of at most",
+        harness=("mode=plan", "hydra.run.dir={inputs}/" + ("c" * 200 + "/") * 19 + "d" * 120)),
+    Bad("config-name-unknown", "--config-name", "a config Hydra can find", harness=("--config-name", "nope")),
+    Bad("config-dir-missing", "--config-dir", "a config Hydra can find",
+        harness=("--config-dir", "/nonexistent/conf", "mode=plan")),
+    Bad("override-non-ascii-unquoted", "override", "quote a value with non-ASCII characters: model_path='",
+        plan=("model_path=/tmp/\u6a21\u578b/config.json",), harness=("model_path=/tmp/r\u00e9sultats/config.json",)),
+    # ---- YAML aliases count as what they expand to (implementations.inputs) ----
+    Bad("topology-yaml-alias-bomb", "hardware.topology", "at most 100000 nodes",
+        plan=("hardware.topology={inputs}/alias_topology.yaml",), harness=("hardware.topology={inputs}/alias_topology.yaml",)),
 )
 # Every row calls its entry point's main in-process. A real process adds what only a process
 # has (``python -m``'s module, its exit status, everything on its stderr, interpreter exit), so
@@ -240,6 +260,14 @@ def inputs(tmp_path_factory) -> Path:
         "model_type": "llama", "num_hidden_layers": 4, "hidden_size": 2048, "num_attention_heads": 16,
         "num_key_value_heads": 64, "head_dim": 128}))
     (root / "deep_topology.yaml").write_text("cards: " + "[" * 5000 + "]" * 5000 + "\n")
+    # results folders: one a run has claimed (it is writing there), one a run wrote before claims existed
+    (root / "claimed_run").mkdir()
+    (root / "claimed_run" / ".lwsplit-run").write_text("{}")
+    (root / "old_run").mkdir()
+    (root / "old_run" / "result.json").write_text("{}")
+    # 300 bytes standing for a million card names (each anchor ten aliases of the one before)
+    links = ", ".join([f"&a{i} [" + ", ".join([f"*a{i - 1}" if i else "x"] * 10) + "]" for i in range(6)])
+    (root / "alias_topology.yaml").write_text(f"cards: [GPU0]\nlinks: [{links}, x]\n")
     return root
 
 
@@ -383,3 +411,169 @@ def test_spec_rejections_are_test_inputs(pytester, request):
     # (at w8 it is the same refusal on a pool of 8 ranks); TC-01's own one-rule rejection cases are left
     # out, since the override already breaks a rule in each
     result.assert_outcomes(passed=4)
+
+
+# ---- the other commands: one error: line and exit 2 for a bad argument, before any work -----------------
+
+
+@dataclass(frozen=True)
+class BadArg:
+    """A bad argument to one of the other commands (``module``'s ``main``). ``guard`` names the function that
+    starts the command's work: replaced by one that fails the test, so a check that comes too late (after the
+    run) is caught at once. ``said`` must appear in the one error line."""
+
+    id: str
+    module: str
+    argv: tuple[str, ...]
+    said: str
+    guard: str | None = None
+
+
+ARG_ROWS = (
+    BadArg("report-result-null", "harness.reporting.report", ("--results", "{cli}/result_null"), "a JSON object"),
+    BadArg("report-result-list", "harness.reporting.report", ("--results", "{cli}/result_list"), "a JSON object"),
+    BadArg("report-labels-null", "harness.reporting.report", ("--results", "{cli}/labels_null"), "labels"),
+    BadArg("report-details-string", "harness.reporting.report", ("--results", "{cli}/details_string"),
+           "statusDetails"),
+    BadArg("report-history-a-file", "harness.reporting.report",
+           ("--results", "{cli}/good", "--history", "{cli}/a_file"), "--history", guard="prepare"),
+    BadArg("report-bad-option", "harness.reporting.report", ("--bogus",), "--bogus", guard="generate"),
+    BadArg("runner-overhead-world-0", "harness.bench.runner_overhead", ("--worlds", "0"), "--worlds",
+           guard="machine_facts"),
+    BadArg("runner-overhead-repeats-0", "harness.bench.runner_overhead", ("--fresh-repeats", "0"), "--fresh-repeats",
+           guard="machine_facts"),
+    BadArg("runner-overhead-json-unwritable", "harness.bench.runner_overhead", ("--json", f"{UNWRITABLE}/x.json"),
+           "--json", guard="machine_facts"),
+    BadArg("faults-timeout-nan", "harness.bench.faults", ("--timeout", "nan"), "--timeout", guard="run_case"),
+    BadArg("faults-timeout-negative", "harness.bench.faults", ("--timeout", "-1"), "--timeout", guard="run_case"),
+    BadArg("faults-json-unwritable", "harness.bench.faults", ("--json", f"{UNWRITABLE}/x.json"), "--json",
+           guard="run_case"),
+    BadArg("planning-bad-option", "harness.bench.planning", ("--bogus",), "--bogus", guard="hybrid_run"),
+    BadArg("planning-repeats-0", "harness.bench.planning", ("--repeats", "0"), "--repeats", guard="hybrid_run"),
+    BadArg("test-groups-json-unwritable", "harness.bench.test_groups", ("--json", f"{UNWRITABLE}/x.json"), "--json",
+           guard="busy_cpu_s"),
+    BadArg("browser-timeout-nan", "harness.reporting.browser", ("--timeout", "nan"), "--timeout",
+           guard="check_report"),
+    BadArg("mutation-rows-truncated", "harness.mutation.__main__", ("--rows", "{cli}/rows_truncated", "--out", "out"),
+           "--rows"),
+    BadArg("mutation-rows-wrong-shape", "harness.mutation.__main__", ("--rows", "{cli}/rows_list", "--out", "out"),
+           "--rows"),
+    BadArg("mutation-bad-option", "harness.mutation.__main__", ("--bogus",), "--bogus"),
+)
+
+
+@pytest.fixture(scope="module")
+def cli_inputs(tmp_path_factory) -> Path:
+    """Results folders of valid JSON in the wrong shape, a good one, a plain file, broken mutation rows, and a
+    stand-in Allure CLI (writes an index.html into its -o folder)."""
+    root = tmp_path_factory.mktemp("cli-inputs")
+    for name, body in (("result_null", "null"), ("result_list", "[]"),
+                       ("labels_null", '{"status": "failed", "labels": null}'),
+                       ("details_string", '{"status": "failed", "statusDetails": "boom"}'),
+                       ("good", '{"status": "passed", "labels": []}')):
+        (root / name).mkdir()
+        (root / name / "x-result.json").write_text(body)
+    (root / "a_file").write_text("not a folder")
+    for name, body in (("rows_truncated", '{"implementation": "reference", "cells": {'), ("rows_list", "[]")):
+        (root / name).mkdir()
+        (root / name / "reference.json").write_text(body)
+    cli = root / "allure"
+    cli.write_text('#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = -o ] && out="$2"; shift; done\n'
+                   'mkdir -p "$out" && echo report > "$out/index.html"\n')
+    cli.chmod(0o755)
+    return root
+
+
+def _main_of(module: str):
+    import importlib
+
+    return importlib.import_module(module)
+
+
+@pytest.mark.parametrize("row", [pytest.param(r, id=r.id) for r in ARG_ROWS])
+def test_other_commands(row, cli_inputs, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    module = _main_of(row.module)
+    if row.module == "harness.reporting.report":
+        monkeypatch.setattr(module, "find_cli", lambda: cli_inputs / "allure")
+        monkeypatch.setattr(module, "DEFAULT_OUT", tmp_path / "out")
+    if row.guard:
+        def started(*args, **kwargs):
+            raise AssertionError(f"{row.module}.{row.guard} ran: the argument was not checked first")
+        monkeypatch.setattr(module, row.guard, started)
+    argv = [a.replace("{cli}", str(cli_inputs)) for a in row.argv]
+    if row.module == "harness.reporting.report" and "--out" not in argv:
+        argv += ["--out", str(tmp_path / "out")]
+    try:
+        code = module.main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    assert code == 2, out + err
+    assert "Traceback" not in out + err
+    assert len(err.splitlines()) == 1 and err.startswith("error: ") and row.said in err, err
+    assert out == ""
+    assert list(tmp_path.iterdir()) == [], "a refused command must write nothing"
+
+
+def test_commands_print_to_a_full_disk_as_one_error_line(capsys, monkeypatch, tmp_path):
+    """Standard output that cannot be written (``> /dev/full``): one ``error:`` line on stderr, exit 1,
+    in-process through ``harness.cli.command`` (a real process in test_signals_and_writes.py)."""
+    import errno
+
+    class Full:
+        def write(self, text):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def flush(self):
+            pass
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "stdout", Full())
+    with pytest.raises(SystemExit) as exit_info:
+        plan_cli.main(["--table"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 1
+    assert err == "error: cannot write to standard output: No space left on device\n"
+
+
+def test_a_deleted_working_directory_is_said_plainly(tmp_path, capsys, monkeypatch):
+    """The shell's folder was removed under it: the error says so instead of blaming the overrides."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    with pytest.raises(SystemExit) as exit_info:
+        plan_cli.main(["model=deepseek_v32"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert err.startswith("error: the working directory no longer exists") and len(err.splitlines()) == 1, err
+
+
+def test_a_relative_model_path_means_the_same_with_hydra_job_chdir(tmp_path, capsys, monkeypatch):
+    """``hydra.job.chdir=true`` moves the job into its run folder; ``model_path=ck/config.json`` still names the
+    file in the folder the command was started from."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ck").mkdir()
+    (tmp_path / "ck" / "config.json").write_text(json.dumps({
+        "model_type": "deepseek_v3", "num_hidden_layers": 3, "kv_lora_rank": 512, "qk_rope_head_dim": 64}))
+    code, output = _harness_in_process(["mode=plan", "model_path=ck/config.json", "hydra.job.chdir=true",
+                                        f"hydra.run.dir={tmp_path / 'run'}"], capsys)
+    assert code == 0, output[-3000:]
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert result["status"] == "planned" and result["config"]["model"] == "ck/config.json", result
+
+
+def test_a_layer_kind_the_spec_only_guesses_is_warned_about(tmp_path, capsys, monkeypatch):
+    """``layer_types`` values other than full attention are linear by the spec's rule; one no model uses that
+    way (a typo, ``sliding_attention``) gets one ``warning:`` line, and the plan goes on."""
+    monkeypatch.chdir(tmp_path)
+    kinds = ["linear_attention", "sliding_attention", "linear_atention", "full_attention"] * 2
+    (tmp_path / "config.json").write_text(json.dumps({
+        "model_type": "qwen3_next", "num_hidden_layers": 8, "num_key_value_heads": 2, "head_dim": 256,
+        "full_attention_interval": 4, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+        "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "layer_types": kinds}))
+    assert plan_cli.main([f"model_path={tmp_path / 'config.json'}", "--table"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("warning: model.layer_types: 'linear_atention', 'sliding_attention'"), err
+    assert "layer 1, 2, 5, 6" in err[0]

@@ -2,13 +2,15 @@
 
 Each test would fail without its fix:
 - two ``python -m harness`` runs (or sweeps) started in the same second write to different
-  folders (``${run_id:}`` in conf/config.yaml);
+  folders (``${run_id:}`` in conf/config.yaml); given one folder, exactly one of them gets it
+  (``harness.app.claim``), the other is refused before anything is written there;
 - Ctrl-C stops a sweep between jobs and says which finished; SIGTERM does the same, and
   neither leaves a temp folder, a rank process or a half-written ``result.json``;
 - an xdist worker killed with SIGKILL leaves no temp folder once the session ends;
 - a result line that cannot be written fails that case, not the session; an Allure file
   that cannot be written is one error at the end;
-- ``python -m harness.plan | head -1`` ends quietly; ``harness.mutation --out`` is checked first.
+- ``python -m harness.plan | head -1`` ends quietly; ``> /dev/full`` is one error line, also for a run
+  whose progress lines Hydra's callback prints; ``harness.mutation --out`` is checked first.
 """
 
 from __future__ import annotations
@@ -99,6 +101,58 @@ def test_runs_and_sweeps_started_together_get_their_own_folders(tmp_path):
         table = (sweep / "results.md").read_text()
         other = "qwen3_next" if model == "deepseek_v3" else "deepseek_v3"
         assert model in table and other not in table, table
+
+
+def test_runs_given_one_folder_at_once_one_claims_it(tmp_path):
+    """Eight processes claim one results folder at the same moment (released together through a pipe):
+    exactly one gets it, the others are refused; the folder then holds that one claim only."""
+    from harness.app.claim import CLAIM_FILE, claim
+    from implementations.errors import ConfigError
+
+    folder = tmp_path / "shared" / "run"
+    read_end, write_end = os.pipe()
+    children = []
+    for _ in range(8):
+        pid = os.fork()
+        if pid == 0:  # child: wait for the start, claim, report by exit status
+            code = 1
+            try:
+                os.close(write_end)
+                os.read(read_end, 1)
+                claim(folder, "hydra.run.dir", str(folder))
+                code = 0
+            except ConfigError:
+                code = 3
+            finally:
+                os._exit(code)
+        children.append(pid)
+    os.close(read_end)
+    os.write(write_end, b"x" * len(children))
+    os.close(write_end)
+    codes = sorted(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children)
+    assert codes == [0] + [3] * 7, codes
+    assert [p.name for p in folder.iterdir()] == [CLAIM_FILE]
+
+
+def test_a_folder_taken_after_the_preflight_is_refused_before_hydra_writes_there(tmp_path, capsys):
+    """The pre-flight saw a free folder; another run claimed it before this run's start: the run's start
+    (the callback Hydra calls before it makes or writes the folder) ends the command with one line, exit 2."""
+    from omegaconf import OmegaConf
+
+    from harness.app.callback import SweepCallback
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / ".lwsplit-run").write_text("{}")
+    config = OmegaConf.create({"hydra": {"run": {"dir": str(folder)}, "sweep": {"dir": str(folder)},
+                                         "overrides": {"hydra": [f"hydra.run.dir={folder}"], "task": []}}})
+    for start in (SweepCallback().on_run_start, SweepCallback().on_multirun_start):
+        with pytest.raises(SystemExit) as exit_info:
+            start(config)
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: hydra.") and len(err.splitlines()) == 1 and "another run" in err, err
+    assert [p.name for p in folder.iterdir()] == [".lwsplit-run"]
 
 
 # ---- signals to the app ----------------------------------------------------------------------------
@@ -218,6 +272,55 @@ def test_an_allure_file_that_cannot_be_written_is_recorded_not_raised(tmp_path, 
     assert write_guard.summary().startswith("error: ")
 
 
+def test_every_atomic_write_on_a_full_disk_leaves_no_temp_file(tmp_path):
+    """A write that runs out of room (a file-size limit: EFBIG, as ENOSPC would) fails, and leaves neither
+    the target nor a temporary file, for each writer: results, the kill matrix, the report's trend files."""
+    import base64
+    import resource
+
+    from harness.app.atomic import write_json_atomic
+    from harness.mutation import render
+    from harness.reporting import report
+
+    index = "d('history/history-trend.json','" + base64.b64encode(b"[" + b"0," * 5000 + b"0]").decode() + "')"
+    writers = {"result": lambda d: write_json_atomic(d / "result.json", {"x": "y" * 10_000}),
+               "kill-matrix": lambda d: render.write_json(d / "kill_matrix.json", {"x": "y" * 10_000}),
+               "trend": lambda d: report.save_history(index, d)}
+    for name, write in writers.items():
+        folder = tmp_path / name
+        folder.mkdir()
+        pid = os.fork()
+        if pid == 0:  # child: a 1 KiB file-size limit, then the write
+            code = 1
+            try:
+                signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+                resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))
+                write(folder)
+                code = 0
+            except OSError:
+                code = 3
+            finally:
+                os._exit(code)
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 3, f"{name}: the write did not fail"
+        assert sorted(p.name for p in folder.iterdir()) == [], f"{name} left {sorted(os.listdir(folder))}"
+
+
+def test_the_atomic_writer_makes_files_anyone_may_read(tmp_path):
+    """0666 less the umask (0644 here), as every other file the harness writes; the kill matrix's own writer
+    made them 0600."""
+    from harness.app.atomic import write_atomic
+    from harness.mutation import render
+
+    old = os.umask(0o022)
+    try:
+        render.write_json(tmp_path / "kill_matrix.json", {"rows": []})
+        write_atomic(tmp_path / "result.json", "{}")
+    finally:
+        os.umask(old)
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in tmp_path.iterdir()} == {
+        "kill_matrix.json": "0o644", "result.json": "0o644"}
+
+
 # ---- small commands ------------------------------------------------------------------------------------
 
 
@@ -230,6 +333,40 @@ def test_plan_into_a_closed_pipe_ends_quietly(tmp_path):
     proc.wait(timeout=60)
     assert "Traceback" not in err and "BrokenPipe" not in err, err
     assert proc.returncode in (0, 1)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="/dev/full absent here")
+def test_a_command_printing_to_a_full_disk_says_so_in_one_line(tmp_path):
+    """``python -m harness.plan > /dev/full``: one ``error:`` line on stderr, exit 1, no traceback."""
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "harness.plan", "--table"], cwd=tmp_path, stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert proc.stderr == "error: cannot write to standard output: No space left on device\n", proc.stderr
+
+
+def test_a_run_printing_to_a_full_disk_keeps_its_result_and_says_so(tmp_path, capsys, monkeypatch):
+    """``python -m harness > /dev/full`` (in-process): the progress lines Hydra's callback prints are lost,
+    the run still writes its result, and the command ends with one ``error:`` line and exit 1."""
+    import errno
+
+    from harness.app.main import main
+
+    class Full:
+        def write(self, text):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def flush(self):
+            pass
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "stdout", Full())
+    with pytest.raises(SystemExit) as exit_info:
+        main(["mode=plan", "layerwise=s2", f"hydra.run.dir={tmp_path / 'run'}"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 1
+    assert err == "error: cannot write to standard output: No space left on device\n", err
+    assert json.loads((tmp_path / "run" / "result.json").read_text())["status"] == "planned"
 
 
 def test_mutation_out_is_checked_before_the_run(tmp_path):

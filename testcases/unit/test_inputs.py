@@ -129,3 +129,40 @@ def test_signal_free(monkeypatch):
     before = signal.getsignal(signal.SIGINT)
     inputs.loads_json("{}", "f")
     assert signal.getsignal(signal.SIGINT) is before
+
+
+# ---- YAML aliases: every bound holds after they are expanded ----------------------------------
+
+
+def _alias_bomb(levels: int, width: int = 10) -> str:
+    """``levels`` anchors, each a list of ``width`` aliases of the one before: width ** levels strings."""
+    lines = ["a0: &a0 [" + ", ".join(["x"] * width) + "]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * width) + "]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+def test_yaml_aliases_count_as_what_they_expand_to():
+    small = inputs.loads_yaml(_alias_bomb(3), "f")  # 1,110 nodes: fine, and the data is built as before
+    assert small["a2"][9][9] == ["x"] * 10
+    text = _alias_bomb(9)  # about 500 bytes standing for a billion strings
+    assert len(text) < 600
+    with pytest.raises(UserError, match=f"at most {inputs.MAX_YAML_NODES} nodes"):
+        inputs.loads_yaml(text, "f")
+
+
+def test_yaml_aliases_cannot_nest_past_the_bound_or_into_themselves():
+    chain = "a0: &a0 [x]\n" + "".join(f"a{i}: &a{i} [*a{i - 1}]\n" for i in range(1, inputs.MAX_NESTING + 2))
+    assert inputs.nesting_depth(chain) == 1  # the text alone looks flat
+    with pytest.raises(UserError, match=f"nested at most {inputs.MAX_NESTING} deep"):
+        inputs.loads_yaml(chain, "f")
+    with pytest.raises(UserError, match="without a cycle"):
+        inputs.loads_yaml("a: &a [1, *a]\n", "f")
+
+
+def test_an_error_never_prints_a_users_value_whole():
+    huge = "x" * 100_000
+    message = str(UserError(huge, huge, huge, huge))
+    assert len(message) < 2000 and message.startswith("xxx") and "..." in message
+    nested = [["GPU0"] * 10**3] * 10**3  # a million strings, shared: printing it whole would take megabytes
+    assert len(str(UserError("hardware.topology", nested, "a list of names"))) < 400
+    assert str(UserError("model", 10**5000, "a small number")).startswith("model=")  # past str()'s digit limit
