@@ -26,7 +26,7 @@ from typing import Iterator, Optional, Sequence, Union
 from omegaconf import DictConfig, OmegaConf
 
 from harness.config import errors
-from harness.config.schema import Config, ModelConfig
+from harness.config.schema import APP_GROUPS, GROUPS, Config, ModelConfig, group_options
 from harness.paths import CONF_DIR, CONFIG_NAME
 from implementations.errors import ConfigError
 
@@ -46,7 +46,7 @@ def compose_config(overrides: Sequence[str] = (), config_dir: Optional[Union[str
         try:
             cfg = _hydra_compose(conf_dir, overrides)
         except Exception as exc:  # Hydra/OmegaConf raise many types; each is the user's input here
-            raise errors.translate(exc, conf_dir, overrides) from None
+            raise errors.translate(exc, conf_dir, parsed) from None
     return finish(cfg, parsed, conf_dir)
 
 
@@ -62,11 +62,11 @@ def _hydra_compose(conf_dir: Path, overrides: Sequence[str]) -> DictConfig:
 # Hydra's composition costs ~0.1 s, and a test matrix composes hundreds of configurations
 # that differ only in which option each group takes. So each group option is composed
 # once per process, with Hydra, alone (``model=qwen3_5_moe``), and a configuration made of
-# plain choices (``group=option`` for ``errors.GROUPS``) and plain key changes
+# plain choices (``group=option`` for ``GROUPS``) and plain key changes
 # (``cache.block_size=64``) is assembled from those composed nodes: the default config
-# with each chosen group's node swapped in, then the key changes applied by Hydra's own
-# override step. That is Hydra's result whenever choosing an option changes nothing but
-# its own node, which is checked for every option before it is used; anything else (an
+# with each chosen group's node swapped in, then the key changes applied as Hydra applies
+# a plain ``key=value`` (``OmegaConf.update(..., merge=True)``). That is Hydra's result
+# whenever choosing an option changes nothing but its own node, which is checked for every option before it is used; anything else (an
 # option that writes elsewhere, ``+``/``~`` overrides, ``hydra.*``, ``suite``/``mode``/
 # ``launcher`` choices, any error) is composed by Hydra whole, and its errors are Hydra's.
 # testcases/unit/test_config.py proves the two equal for every shipped option and the
@@ -108,7 +108,7 @@ def _option_node(conf_dir: Path, group: str, option: str):
         return _NOT_LOCAL
     if key not in _local:
         _local[key] = _without(alone, group) == _without(base, group)
-    return alone._get_node(group) if _local[key] else _NOT_LOCAL  # the node itself, also where its value is None
+    return config_node(alone, group) if _local[key] else _NOT_LOCAL  # the node itself, also where its value is None
 
 
 _loaded: dict = {}
@@ -124,7 +124,7 @@ def _load_option(conf_dir: Path, group: str, option: str):
     group. Else None, and the option is composed by Hydra (``_composed_once``).
     """
     path = conf_dir / group / f"{option}.yaml"
-    if group not in errors.GROUPS or not path.is_file() or group in _primary_keys(conf_dir):
+    if group not in GROUPS or not path.is_file() or group in _primary_keys(conf_dir):
         return None
     text = path.read_text(encoding="utf-8")
     if "@package" in text:
@@ -133,7 +133,7 @@ def _load_option(conf_dir: Path, group: str, option: str):
         loaded = OmegaConf.load(path)
         if not isinstance(loaded, DictConfig) or "defaults" in loaded:
             return None
-        return OmegaConf.merge(_schema(), {group: loaded})._get_node(group)
+        return config_node(OmegaConf.merge(_schema(), {group: loaded}), group)
     except Exception:  # Hydra composes it and reports the problem in its words
         return None
 
@@ -154,20 +154,18 @@ def _assemble(conf_dir: Path, parsed: Sequence) -> Optional[DictConfig]:
     """The composed config for ``parsed`` from per-option nodes, or None: compose it with Hydra whole."""
     import copy
 
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
-
     choices: dict = {}
     changes = []
     for o in parsed:
         key = o.key_or_group
         if o.is_sweep_override() or o.is_delete() or o.is_add() or o.is_force_add() or o.package is not None:
             return None
-        if key in errors.GROUPS:
+        if key in GROUPS:
             value = o.value()
             if not isinstance(value, str) or key in choices:
                 return None
             choices[key] = value
-        elif key.split(".", 1)[0] == "hydra" or key in errors.APP_GROUPS or "/" in key:
+        elif key.split(".", 1)[0] == "hydra" or key in APP_GROUPS or "/" in key:
             return None
         else:  # a key: cache.block_size, layerwise.split_size, model_path
             changes.append(o)
@@ -183,13 +181,25 @@ def _assemble(conf_dir: Path, parsed: Sequence) -> Optional[DictConfig]:
     # One copy of the default config in which each chosen group's node is a fresh copy of the
     # option's node (copy.deepcopy's memo substitutes it; the copy re-parents it). Assigning the
     # nodes after copying would copy each group twice and validate nodes Hydra already typed.
-    memo = {id(base._get_node(group)): copy.deepcopy(node) for group, node in nodes.items()}
+    memo = {id(config_node(base, group)): copy.deepcopy(node) for group, node in nodes.items()}
     cfg = copy.deepcopy(base, memo)
     try:
-        ConfigLoaderImpl._apply_overrides_to_config(changes, cfg)
+        for change in changes:  # what Hydra does with a plain key=value override (no +, ~ or @package)
+            OmegaConf.update(cfg, change.key_or_group, change.value(), merge=True)
     except Exception:  # composed whole by the caller, whose error names the override
         return None
     return cfg
+
+
+def config_node(cfg: DictConfig, key: str):
+    """The node object holding ``cfg[key]``, also where its value is None (``draft: null``).
+
+    OmegaConf's ``cfg[key]`` gives the value (None for a null node), and composition swaps
+    nodes by identity, so this is the one use of OmegaConf's private ``_get_node``;
+    ``testcases/unit/test_config.py::test_config_node_is_omegaconfs_node`` fails when OmegaConf
+    changes it.
+    """
+    return cfg._get_node(key)
 
 
 def finish(cfg: DictConfig, parsed: Sequence, conf_dir: Path = CONF_DIR) -> DictConfig:
@@ -200,13 +210,13 @@ def finish(cfg: DictConfig, parsed: Sequence, conf_dir: Path = CONF_DIR) -> Dict
     """
     try:
         if any(o.is_add() or o.is_force_add() for o in parsed):
-            _check_schema(cfg, conf_dir)
+            _check_schema(cfg, conf_dir, parsed)
         _check_missing(cfg, conf_dir)
         OmegaConf.to_container(cfg, resolve=True)  # a bad ${...} given by the user fails here, as one line
     except ConfigError:
         raise
     except Exception as exc:  # OmegaConf interpolation / resolver errors
-        raise errors.translate(exc, conf_dir, [o.input_line for o in parsed]) from None
+        raise errors.translate(exc, conf_dir, parsed) from None
     if cfg.model_path is not None:
         _load_model_path(cfg, parsed)
     if cfg.draft_path is not None:
@@ -266,7 +276,7 @@ def _check_values(override) -> None:
     key = override.key_or_group
     values = [] if override.is_delete() else _value_strings(override)
     check_override_targets([f"{key}={v}" for v in values] or [override.input_line])
-    if key.lstrip("+~") in errors.GROUPS + errors.APP_GROUPS:
+    if key.lstrip("+~") in GROUPS + APP_GROUPS:
         group = key.lstrip("+~")
         for v in values:  # an option is a file name in conf/<group>/: no path may reach outside it
             if v and not _OPTION_NAME.fullmatch(v):  # (an empty value has its own message)
@@ -324,12 +334,12 @@ def _fresh_hydra() -> Iterator[None]:
         restore_gh_from_backup(backup)
 
 
-def _check_schema(cfg: DictConfig, conf_dir: Path) -> None:
+def _check_schema(cfg: DictConfig, conf_dir: Path, parsed: Sequence) -> None:
     """Re-validate against the schema: ``+key=value`` appends bypass Hydra's struct check."""
     try:
         OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.to_container(cfg, resolve=False))
     except Exception as exc:  # OmegaConf's key/validation errors
-        raise errors.translate(exc, conf_dir, []) from None
+        raise errors.translate(exc, conf_dir, parsed) from None
 
 
 def _check_missing(cfg: DictConfig, conf_dir: Path) -> None:
@@ -338,8 +348,8 @@ def _check_missing(cfg: DictConfig, conf_dir: Path) -> None:
     if not missing:
         return
     key = missing[0]
-    if key in errors.GROUPS:
-        raise ConfigError(key, None, f"missing; choose one of {', '.join(errors.group_options(conf_dir, key))}")
+    if key in GROUPS:
+        raise ConfigError(key, None, f"missing; choose one of {', '.join(group_options(conf_dir, key))}")
     raise ConfigError(key, None, "missing: the chosen options do not set it", f"{len(missing)} missing: {', '.join(missing)}")
 
 
