@@ -159,9 +159,14 @@ def hardware_int8_indexer_cache(hardware) -> bool:
     return bool(value)
 
 
+def attention_tp(world: int, dp: int, cp: int) -> int:
+    """Section 3: attention TP = world / (dp * cp) (the oracle's one statement of it)."""
+    return world // (dp * cp)
+
+
 def attn_tp_size(run) -> int:
-    """Section 3: attention TP = world / (dp * cp)."""
-    return run.parallel.world_size // (run.parallel.dp_size * run.parallel.cp_size)
+    """Section 3: the run's attention TP size (``attention_tp``)."""
+    return attention_tp(run.parallel.world_size, run.parallel.dp_size, run.parallel.cp_size)
 
 
 def split_size(run) -> int:
@@ -664,7 +669,7 @@ def expected_upstream_owner(full_layers, split_size: int) -> dict:
 
 
 def _tp_groups(world: int, dp: int, cp: int) -> list:
-    tp = world // (dp * cp)
+    tp = attention_tp(world, dp, cp)
     groups = []
     for dp_rank in range(dp):
         for cp_rank in range(cp):
