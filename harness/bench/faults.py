@@ -135,12 +135,18 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _cells(line: str) -> list[str]:
+    """The cells of one row of ``table`` (its cells hold no '|')."""
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.bench.faults", description=__doc__.splitlines()[0])
     parser.add_argument("--timeout", type=float, default=8.0, help="runner.timeout_s for every case (default 8)")
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES, metavar="CASE",
                         help=f"fault cases (default all: {' '.join(CASES)})")
     parser.add_argument("--json", help="also write the rows as JSON here")
+    parser.add_argument("--docs", action="store_true", help="also record the table into docs/faults.md")
     args = parser.parse_args(argv)
     tag = os.environ.setdefault(TAG_ENV, f"bench-faults-{uuid.uuid4().hex[:8]}")  # inherited by every rank
 
@@ -166,6 +172,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump({"rows": rows, "left_after_close": left}, fh, indent=2)
+    if args.docs:
+        from harness import docs_blocks
+
+        head, _, *body = table(rows).splitlines()
+        page = docs_blocks.publish(docs_blocks.measured(
+            "faults", command="python -m harness.bench.faults --docs", columns=_cells(head), align="lllrrrl",
+            rows=[_cells(line) for line in body],
+            notes=[f"{len(rows)} fault cases, {len(rows) - len(missed)} detected, {len(left)} processes left after "
+                   f"closing every pool (timeout {args.timeout:g} s)."]))
+        print(f"wrote {page}")
     return 1 if missed or left or any(r["left"] or not r["recovered"] for r in rows) else 0
 
 

@@ -115,6 +115,7 @@ def main(argv=None) -> int:
     own, pytest_args = (argv[: argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
     parser = argparse.ArgumentParser(prog="python -m harness.bench.test_groups", description=__doc__.split("\n")[0])
     parser.add_argument("--json", metavar="PATH", help="also write the per-test durations and the summary here")
+    parser.add_argument("--docs", action="store_true", help="also record this run's figures into docs/benchmarks.md")
     args = parser.parse_args(own)
     pytest_args = pytest_args or list(DEFAULT_ARGS)
     with tempfile.TemporaryDirectory(prefix="lwsplit-durations-") as tmp:
@@ -138,6 +139,20 @@ def main(argv=None) -> int:
         Path(args.json).write_text(json.dumps({"wall_s": wall_s, "cpu_s": cpu_s, "exit_code": proc.returncode,
                                                "args": pytest_args,
                                                "cases": cases, **summary}, indent=1, default=list))
+    if args.docs:
+        from harness import docs_blocks
+
+        outcomes: dict[str, int] = defaultdict(int)
+        for c in cases:
+            outcomes[c["outcome"]] += 1
+        cpu = f"; {cpu_s:.0f} s of CPU over {os.cpu_count()} cores" if cpu_s is not None else ""
+        page = docs_blocks.publish(docs_blocks.measured(
+            "bench_test_groups", command=f"python -m harness.bench.test_groups --docs -- {' '.join(pytest_args)}",
+            columns=("what", "command", "result", "target"), align="llll",
+            rows=[(f"{len(cases)} tests ({', '.join(f'{n} {o}' for o, n in sorted(outcomes.items()))})",
+                   f"`pytest {' '.join(pytest_args)}`", f"{wall_s:.1f} s (exit {proc.returncode}){cpu}",
+                   "120 s" if pytest_args == list(DEFAULT_ARGS) else "")]))
+        print(f"wrote {page}")
     return 0
 
 
