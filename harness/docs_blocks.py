@@ -94,12 +94,9 @@ def load(name: str, data_dir: Path = DOCS_DATA_DIR) -> Record:
 
 def machine() -> str:
     """This machine in one line: cores, CPU model, Python and torch versions."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            cpu = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), cpu)
-    except OSError:
-        pass
+    from harness import procfs
+
+    cpu = procfs.cpu_model() or platform.processor() or platform.machine()
     try:
         from importlib.metadata import version
 

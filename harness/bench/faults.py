@@ -23,6 +23,8 @@ import sys
 import time
 import uuid
 
+from harness import procfs
+
 TAG_ENV = "LWSPLIT_RUN_TAG"
 CASES = (
     "fault_raise", "fault_raise_master", "fault_exit", "fault_crash", "fault_hang", "fault_layout", "fault_overalloc",
@@ -54,7 +56,7 @@ def run_case(implementation: str, timeout_s: float) -> dict:
         outcome, reason = ("failed", problems[0]) if problems else ("passed", "")
     detect_s = time.perf_counter() - start
     live = set(pool.pids) if pool.generation == generation else set()
-    left = [pid for pid in pids if pid not in live and _alive(pid)]
+    left = [pid for pid in pids if pid not in live and procfs.alive(pid)]
     return {"case": implementation, "outcome": outcome, "reason": reason, "detect_s": round(detect_s, 3),
             "timeout_s": timeout_s, "left": len(left), "rebuilt": pool.generation != generation or not pool.started}
 
@@ -86,40 +88,18 @@ def leftovers(tag: str) -> list[int]:
 
 def tagged(tag: str) -> list[int]:
     needle = f"{TAG_ENV}={tag}".encode()
-    out = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as fh:
-                if needle in fh.read().split(b"\0"):
-                    out.append(int(name))
-        except OSError:
-            continue
-    return out
+    return [pid for pid in procfs.pids() if needle in (procfs.environ(pid) or ())]
 
 
 def left_behind(tag: str) -> list[str]:
     """The live processes carrying ``tag``, each as ``pid (parent P, state S): command line``."""
     out = []
     for pid in tagged(tag):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                command = fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[-1].split()
-        except OSError:  # gone meanwhile
+        command, found = procfs.cmdline(pid), procfs.stat(pid)
+        if command is None or found is None:  # gone meanwhile
             continue
-        out.append(f"pid {pid} (parent {int(fields[1])}, state {fields[0].decode()}): {command[:200]}")
+        out.append(f"pid {pid} (parent {found.ppid}, state {found.state}): {command[:200]}")
     return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
-    except OSError:
-        return False
 
 
 def table(rows: list[dict]) -> str:

@@ -29,6 +29,7 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
 
+from harness import procfs
 from harness.bench import cpu_probe
 from harness.paths import REPO_ROOT
 
@@ -100,16 +101,6 @@ def render(summary: dict, wall_s: float, exit_code: int, args: list[str], *, cpu
     return "\n".join(lines)
 
 
-def busy_cpu_s() -> float | None:
-    """CPU seconds every core of this machine has spent busy since boot (/proc/stat), or None."""
-    try:
-        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     own, pytest_args = (argv[: argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
@@ -123,10 +114,10 @@ def main(argv=None) -> int:
         probe.mkdir()
         cmd = [sys.executable, "-m", "pytest", *pytest_args, "-q", "-p", "no:cacheprovider", "-p", cpu_probe.__name__,
                f"--junitxml={xml}", "-o", "junit_duration_report=total", "-o", "junit_family=xunit2"]
-        start, cpu_start = time.monotonic(), busy_cpu_s()
+        start, cpu_start = time.monotonic(), procfs.busy_cpu_s()
         proc = subprocess.run(cmd, cwd=REPO_ROOT, env={**os.environ, cpu_probe.DIR_ENV: str(probe)},
                               stdout=subprocess.DEVNULL)
-        wall_s, cpu_end = time.monotonic() - start, busy_cpu_s()
+        wall_s, cpu_end = time.monotonic() - start, procfs.busy_cpu_s()
         cases = parse_junit(xml) if xml.is_file() else []
         cpu_by_test = cpu_probe.read(probe)
     for c in cases:

@@ -525,13 +525,11 @@ _FRAME_RE = re.compile(r'File "(.+)", line (\d+) in (\S+)')
 
 
 def _cpu_ticks(pid: int) -> int | None:
-    """utime + stime of a process, in clock ticks (Linux /proc)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])
-    except (OSError, IndexError, ValueError):
-        return None
+    """utime + stime of a process, in clock ticks (``harness.procfs``); None when it cannot be read."""
+    from harness import procfs
+
+    found = procfs.stat(pid)
+    return None if found is None else found.cpu_ticks
 
 
 def _size(path: str) -> int:

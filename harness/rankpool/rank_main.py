@@ -59,11 +59,10 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    try:  # an unreaped zombie is gone for our purpose
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
-    except OSError:
-        return True
+    from harness import procfs
+
+    found = procfs.stat(pid)  # an unreaped zombie is gone for our purpose
+    return found is None or not found.zombie
 
 
 def resolve(ref: str) -> Callable[..., Any]:

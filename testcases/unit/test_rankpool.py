@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+from harness import procfs
 from harness.rankpool import PoolUnavailable, RankFailure, RankPool, RankSkip, RankTimeout, get_pool, registry
 from harness.rankpool import selftest_bodies as bodies
 from harness.rankpool.backend import resolve_backend
@@ -42,16 +43,10 @@ def pool2():
 def child_pids() -> set[int]:
     """Live descendants of this process (ranks are forked by it or by its forkserver child), from /proc."""
     parent_of = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z":
-            parent_of[int(entry)] = int(fields[1])
+    for pid in procfs.pids():
+        found = procfs.stat(pid)
+        if found is not None and not found.zombie:
+            parent_of[pid] = found.ppid
     me, found = os.getpid(), set()
     for pid in parent_of:
         p = parent_of.get(pid)
@@ -61,6 +56,28 @@ def child_pids() -> set[int]:
                 break
             p = parent_of.get(p)
     return found
+
+
+# -- the /proc reader ------------------------------------------------------------------------
+@unit
+def test_procfs_reads_this_process_and_a_zombie_child():
+    me = procfs.stat()
+    assert (me.pid, me.ppid, me.state) == (os.getpid(), os.getppid(), "R")
+    assert procfs.stat(os.getpid()) is not None and procfs.stat(os.getpid()).starttime == me.starttime
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        assert child.pid in procfs.children() and procfs.alive(child.pid)
+        assert procfs.stat(child.pid).ppid == os.getpid()
+        assert "sys.stdin.read()" in procfs.cmdline(child.pid)
+        child.stdin.close()
+        deadline = time.monotonic() + 10
+        while procfs.stat(child.pid).state != "Z" and time.monotonic() < deadline:  # exited, not reaped yet
+            time.sleep(0.01)
+        assert procfs.stat(child.pid).zombie and not procfs.alive(child.pid)
+    finally:
+        child.wait(timeout=10)
+    assert procfs.stat(child.pid) is None and procfs.cmdline(child.pid) is None and not procfs.alive(child.pid)
+    assert procfs.busy_cpu_s() > 0
 
 
 # -- happy path ----------------------------------------------------------------------------
@@ -201,11 +218,7 @@ def test_close_leaves_no_rank_process_and_no_temp_dir():
 
 def running(pid: int) -> bool:
     """True while pid exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    return procfs.alive(pid)
 
 
 # The ranks are busy in a body (not reading their pipe) when the parent is SIGKILLed:
