@@ -310,6 +310,10 @@ def pytest_pyfunc_call(pyfuncitem):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
+    if report.failed and call.excinfo is not None and getattr(item.config.option, "allure_report_dir", None):
+        from harness.reporting import allure_labels
+
+        allure_labels.mark_origin(call.excinfo.value)  # the report's category comes from the exception
     case = _case_of(item)
     if case is not None and call.when == "call":
         from harness.reporting import allure_labels

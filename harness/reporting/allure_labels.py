@@ -147,6 +147,18 @@ def mark_xpass(reason: str) -> None:
     allure.dynamic.label(XPASS_LABEL, reason)
 
 
+def mark_origin(exc: BaseException) -> None:
+    """Label a failed test with where its exception came from (``results.failure_origin``), decided
+    here, from the exception, so the report never reads it back from the traceback's text."""
+    import allure
+
+    from harness.reporting.results import CAUSE_LABEL, ORIGIN_LABEL, failure_origin
+
+    origin = failure_origin(exc)
+    allure.dynamic.label(ORIGIN_LABEL, origin.where or "")
+    allure.dynamic.label(CAUSE_LABEL, origin.cause)
+
+
 def representatives(cases) -> set[tuple[str, str]]:
     """(TC, case id) of one case per TC (its first reference case in collection order, else its first)
     whose passing result carries

@@ -129,6 +129,9 @@ def test_raising_rank_fails_with_its_traceback_and_the_pool_recovers(pool4):
     assert "in raise_on_rank" in text  # rank 2's own traceback frame
     assert "ranks 0, 1, 3 still running" in text  # they were stuck in the second all_reduce
     assert set(err.rank_errors) == {0, 1, 2, 3} and err.pool_rebuilt
+    # where it comes from, from rank 2's exception object (the report's category reads this)
+    assert err.root == "rank 2 raised" and err.origin.cause == "ValueError: boom on rank 2"
+    assert err.origin.where.startswith("harness/rankpool/selftest_bodies.py:") and not err.origin.in_implementation
     infos = pool4.run(bodies.rank_info)
     assert [i["world_sum"] for i in infos] == [10.0] * 4
     assert set(pool4.pids).isdisjoint(before)
@@ -183,6 +186,10 @@ def test_hang_times_out_with_the_hung_ranks_stack_then_the_pool_recovers(pool2):
     assert "did not finish within 3 s" in text
     assert "sleep_forever" in timeout.value.rank_errors[1]
     assert "barrier" in timeout.value.rank_errors[0]  # rank 0 waits for it
+    origin = timeout.value.origin  # the failing rank's own frame, read from its stack dump by the pool
+    file, line = origin.where.rsplit(":", 1)
+    assert file.startswith("harness/rankpool/") and "3 s" in origin.cause
+    assert f'{file.rsplit("/", 1)[-1]}", line {line} in' in timeout.value.rank_errors[timeout.value.failed_rank]
     assert pool2.run(bodies.echo, 1) == [1, 1]
 
 
