@@ -111,7 +111,7 @@ def classify(status: str, message: str, trace: str, *, tc: str, xpass_reason: Op
 
 
 def _label(result: Mapping[str, Any], name: str) -> Optional[str]:
-    return next((l["value"] for l in result.get("labels", []) if l.get("name") == name), None)
+    return next((l.get("value") for l in result.get("labels", []) if l.get("name") == name), None)
 
 
 def rewrite(result: dict) -> dict:

@@ -649,6 +649,9 @@ def test_rewrite_reads_the_origin_from_the_labels():
     details = rs.rewrite(result)["statusDetails"]
     assert details["message"] == "TC-05: rank N raised: ValueError: bad block N (in implementations/reference/allocation.py)"
     assert details["trace"].startswith("category: product defect") and details["trace"].endswith("\n\ntb")
+    outside = {"status": "broken", "statusDetails": {"message": "OSError: x"},  # allure drops an empty label's value
+               "labels": [{"name": rs.ORIGIN_LABEL}, {"name": rs.CAUSE_LABEL, "value": "OSError: x"}]}
+    assert rs.rewrite(outside)["statusDetails"]["message"] == "OSError: x (in outside the repository)"
 
 
 def test_failed_checks_group_by_rule_not_by_case():
