@@ -266,8 +266,9 @@ def _parse_checked(text: str, sweep: bool):
     try:
         override = _parser().parse_override(text)
     except HydraException as exc:
-        if "empty choice" in str(exc):
-            raise errors.empty_value(CONF_DIR, text.split("=", 1)[0].lstrip("+~")) from None
+        key, _, value = text.partition("=")
+        if _EMPTY_CHOICE.fullmatch(value):  # what the user wrote, not Hydra's wording of its refusal
+            raise errors.empty_value(CONF_DIR, key.lstrip("+~")) from None
         detail = str(exc).strip().splitlines()
         raise ConfigError(
             "override", text,
@@ -286,6 +287,8 @@ def _parse_checked(text: str, sweep: bool):
     return override
 
 
+_EMPTY_CHOICE = re.compile(r"\s*choice\(\s*\)\s*")
+"""``model=choice()``: a sweep of no value, which Hydra's parser refuses."""
 _OPTION_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
 _ASCII_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:inf|nan)", re.IGNORECASE)
 
