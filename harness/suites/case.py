@@ -105,7 +105,9 @@ def option_spec(group: str, option: str, keys: tuple[str, ...] = ()):
 
     Without composing the whole config: case ids, and which cases a TC runs, need it
     for every case at collection. A key or value the schema cannot hold is the
-    ``ConfigError`` composition would raise.
+    ``ConfigError`` composition would raise. Memoized: the frozen spec of a few dozen
+    (option, keys) pairs is asked for thousands of times at collection (without the memo,
+    collecting the TC matrix costs 0.5 s more CPU per pytest process).
     """
     import copy
 
