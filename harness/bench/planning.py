@@ -54,7 +54,7 @@ def timed(fn, repeats: int) -> list[float]:
 
 
 def main(argv: list[str] | None = None, repeats: int = 50) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.bench.planning", description=__doc__.split("\n\n")[1])
+    parser = argparse.ArgumentParser(prog="python -m harness.bench.planning", description=__doc__.split("\n")[0])
     parser.add_argument("--docs", action="store_true", help="also record the figures into docs/benchmarks.md")
     args = parser.parse_args(argv)
     impl = ReferenceImplementation()
