@@ -103,10 +103,10 @@ def classify(status: str, message: str, trace: str, *, tc: str, xpass_reason: Op
                            f"category: {HARNESS}: no origin was recorded where it failed\n{message}")
         where, cause, product = origin.where, origin.cause, origin.in_implementation
         category = PRODUCT if product else HARNESS
-        origin = where.rsplit(":", 1)[0] if where else "outside the repository"
+        file = where.rsplit(":", 1)[0] if where else "outside the repository"
         why = (f"raised by the implementation under test at {where}" if product else
                f"raised in harness code at {where}" if where else "raised outside the repository (no frame of ours)")
-        return Verdict(category, f"{prefix}{template(cause)} (in {origin})", f"category: {category}: {why}\n{message}")
+        return Verdict(category, f"{prefix}{template(cause)} (in {file})", f"category: {category}: {why}\n{message}")
     return Verdict(None, message, "")
 
 
