@@ -159,9 +159,14 @@ def hardware_int8_indexer_cache(hardware) -> bool:
     return bool(value)
 
 
+def attention_tp(world: int, dp: int, cp: int) -> int:
+    """Section 3: attention TP = world / (dp * cp) (the oracle's one statement of it)."""
+    return world // (dp * cp)
+
+
 def attn_tp_size(run) -> int:
-    """Section 3: attention TP = world / (dp * cp)."""
-    return run.parallel.world_size // (run.parallel.dp_size * run.parallel.cp_size)
+    """Section 3: the run's attention TP size (``attention_tp``)."""
+    return attention_tp(run.parallel.world_size, run.parallel.dp_size, run.parallel.cp_size)
 
 
 def split_size(run) -> int:
@@ -664,7 +669,7 @@ def expected_upstream_owner(full_layers, split_size: int) -> dict:
 
 
 def _tp_groups(world: int, dp: int, cp: int) -> list:
-    tp = world // (dp * cp)
+    tp = attention_tp(world, dp, cp)
     groups = []
     for dp_rank in range(dp):
         for cp_rank in range(cp):
@@ -905,6 +910,31 @@ def expected_card_bytes(run, budget_bytes: Optional[int] = None, *, owner_rule: 
         where = expected_rank_location(run, rank)
         out[where] = out.get(where, 0) + b + report.draft_rank_bytes
     return out
+
+
+def spec_refuses_cards(run) -> Optional[str]:
+    """Section 4: why the spec forbids this placement outright, from its own numbers; None if it does not.
+
+    A lower bound per rank (the smallest split rank's bytes at the spec's block count)
+    is enough: if even that overfills a card's HBM with its reserve, no plan can fit.
+    """
+    s = split_size(run)
+    if s > 1 and expected_split_groups(run) is None:
+        return "no split grouping keeps each TP group's split groups on distinct cards"
+    hw = run.hardware
+    n_blocks, _ = expected_block_counts(run, run_budget_bytes(run))
+    full = expected_full_layers(run.model)
+    owner = expected_owner(full, s)
+    least = min(expected_rank_bytes(run, n_blocks, [l for l in full if owner[l] == r]) for r in range(s))
+    ranks_on: dict = {}
+    for rank in range(run.parallel.world_size):
+        card = expected_rank_location(run, rank)
+        ranks_on[card] = ranks_on.get(card, 0) + 1
+    for card, count in sorted(ranks_on.items()):
+        if count * (least + hw.reserved_bytes_per_card) > hw.hbm_bytes_per_card:
+            return (f"node {card[0]} card {card[1]} holds {count} ranks: at least {count} x ({least} B KV + "
+                    f"{hw.reserved_bytes_per_card} B reserved) > HBM {hw.hbm_bytes_per_card} B")
+    return None
 
 
 # ---- section 7: tensors a layer must expose --------------------------------------------------

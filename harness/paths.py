@@ -28,3 +28,22 @@ BASELINE_DIR = PACKAGE_DIR / "baselines"
 BASELINE_PATH = BASELINE_DIR / "uniform_allocation.json"
 TC_DIR = REPO_ROOT / "testcases" / "tc"
 """The TC test modules ``python -m harness mode=suite`` runs (a checkout only)."""
+
+REPORTS_DIR = REPO_ROOT / "reports"
+"""Default home of what a run writes (results, the Allure report and its history)."""
+ALLURE_RESULTS_DIR = REPORTS_DIR / "allure-results"
+"""``pytest --alluredir`` results the report is built from, by default."""
+ALLURE_REPORT_DIR = REPORTS_DIR / "allure-report"
+"""The single-file Allure report (``index.html`` inside), by default."""
+ALLURE_HISTORY_DIR = REPORTS_DIR / "allure-history"
+"""Trend history carried from report to report, by default."""
+LOCAL_ALLURE_CLI = REPO_ROOT / ".tools" / "allure" / "node_modules" / ".bin" / "allure"
+"""The repository's pinned Allure CLI (``setup.sh`` installs it)."""
+FEATURE_DOC = next((p for p in (REPO_ROOT.parent / "shared" / "FEATURE.md",
+                                 REPO_ROOT.parent.parent / "shared" / "FEATURE.md") if p.is_file()),
+                   REPO_ROOT.parent / "shared" / "FEATURE.md")
+"""The spec, ``../shared/FEATURE.md`` beside the checkout (a worktree's checkout one level deeper)."""
+DOCS_DIR = REPO_ROOT / "docs"
+"""The user documentation (Markdown pages; generated blocks inside, see ``harness.docs_blocks``)."""
+DOCS_DATA_DIR = DOCS_DIR / "data"
+"""Recorded figures (one JSON per generated block) the docs pages are rendered from."""

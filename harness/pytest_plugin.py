@@ -28,7 +28,11 @@ NOT_REWRITTEN = ("hydra", "hypothesis", "_hypothesis_globals", "harness", "imple
 
 
 def _skip_rewriting_libraries(pluginmanager) -> None:
-    """Unmark ``NOT_REWRITTEN`` for assert rewriting (test modules and conftests still are)."""
+    """Unmark ``NOT_REWRITTEN`` for assert rewriting (test modules and conftests still are).
+
+    pytest has no public way to unmark a distribution's modules, so this is the one use of its
+    private ``rewrite_hook._must_rewrite``; ``testcases/unit/test_plugin_schedule.py::
+    test_libraries_are_not_marked_for_assert_rewriting`` fails when pytest changes it."""
     hook = getattr(pluginmanager, "rewrite_hook", None)
     marked = getattr(hook, "_must_rewrite", None)
     if isinstance(marked, set):
@@ -310,6 +314,10 @@ def pytest_pyfunc_call(pyfuncitem):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
+    if report.failed and call.excinfo is not None and getattr(item.config.option, "allure_report_dir", None):
+        from harness.reporting import allure_labels
+
+        allure_labels.mark_origin(call.excinfo.value)  # the report's category comes from the exception
     case = _case_of(item)
     if case is not None and call.when == "call":
         from harness.reporting import allure_labels

@@ -198,6 +198,24 @@ def to_markdown(rows_: Sequence[Mapping[str, Any]], results: Sequence[Mapping[st
     return "\n".join(lines) + "\n"
 
 
+FIGURES_COLUMNS = ("model", "implementation", "s", "peak KV MiB/rank", "uniform MiB (same n_blocks)", "n_blocks",
+                   "uniform n_blocks", "capacity gain", "peak (layers)", "limit (layers)", "note")
+
+
+def figures_table(rows_: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, ...], list[list[str]], str]:
+    """(columns, cells, alignment) of the docs' figures table: one row per job of a plan sweep
+    (``harness.docs_blocks`` records it; the note says why a job has no numbers)."""
+    cells = []
+    for r in rows_:
+        gain = r.get("capacity_gain")
+        note = r.get("message") or "" if r.get("status") not in (st.PLANNED, st.PASSED) else ""
+        cells.append([_cell(c) for c in (
+            r.get("model") or "", r.get("implementation") or "", _num(r.get("split_size")), _mib(r.get("peak_bytes")),
+            _mib(r.get("uniform_peak_bytes")), _num(r.get("n_blocks")), _num(r.get("uniform_n_blocks")),
+            "" if gain is None else f"{gain:.2f}x", _num(r.get("peak_layers")), _num(r.get("limit_layers")), note)])
+    return FIGURES_COLUMNS, cells, "llrrrrrrrrl"
+
+
 # ---- chart ------------------------------------------------------------------------------------
 
 

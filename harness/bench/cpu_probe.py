@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from harness import procfs
+
 DIR_ENV = "LWSPLIT_CPU_PROBE_DIR"
 
 
@@ -27,29 +29,13 @@ def _cpu(who: int) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
 def _live_children() -> dict[int, float]:
     """This process's running children -> CPU seconds so far (their own and their reaped children's)."""
     out: dict[int, float] = {}
-    try:
-        threads = os.listdir("/proc/self/task")
-    except OSError:  # not Linux: nothing to take off
-        return out
-    for tid in threads:
-        try:
-            with open(f"/proc/self/task/{tid}/children") as fh:
-                pids = fh.read().split()
-        except OSError:
-            continue
-        for pid in pids:
-            try:
-                with open(f"/proc/{pid}/stat") as fh:
-                    fields = fh.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            out[int(pid)] = sum(int(f) for f in fields[11:15]) / _TICKS  # utime, stime, cutime, cstime
+    for pid in procfs.children():  # none where /proc is not (not Linux): nothing to take off
+        found = procfs.stat(pid)
+        if found is not None:
+            out[pid] = found.cpu_with_reaped_s
     return out
 
 
@@ -57,12 +43,9 @@ def _reaped(before: dict[int, float]) -> float:
     """CPU up to the snapshot of the children in ``before`` that this process has reaped since."""
     me, gone = os.getpid(), 0.0
     for pid, cpu in before.items():
-        try:
-            with open(f"/proc/{pid}/stat") as fh:
-                if int(fh.read().rsplit(")", 1)[1].split()[1]) == me:
-                    continue  # still ours (running, or a zombie not reaped yet)
-        except (OSError, ValueError, IndexError):
-            pass
+        found = procfs.stat(pid)
+        if found is not None and found.ppid == me:
+            continue  # still ours (running, or a zombie not reaped yet)
         gone += cpu
     return gone
 

@@ -21,6 +21,7 @@ import sys
 import time
 import uuid
 
+from harness import procfs
 from harness.cli import command
 
 TAG_ENV = "LWSPLIT_RUN_TAG"
@@ -54,7 +55,7 @@ def run_case(implementation: str, timeout_s: float) -> dict:
         outcome, reason = ("failed", problems[0]) if problems else ("passed", "")
     detect_s = time.perf_counter() - start
     live = set(pool.pids) if pool.generation == generation else set()
-    left = [pid for pid in pids if pid not in live and _alive(pid)]
+    left = [pid for pid in pids if pid not in live and procfs.alive(pid)]
     return {"case": implementation, "outcome": outcome, "reason": reason, "detect_s": round(detect_s, 3),
             "timeout_s": timeout_s, "left": len(left), "rebuilt": pool.generation != generation or not pool.started}
 
@@ -86,40 +87,18 @@ def leftovers(tag: str) -> list[int]:
 
 def tagged(tag: str) -> list[int]:
     needle = f"{TAG_ENV}={tag}".encode()
-    out = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as fh:
-                if needle in fh.read().split(b"\0"):
-                    out.append(int(name))
-        except OSError:
-            continue
-    return out
+    return [pid for pid in procfs.pids() if needle in (procfs.environ(pid) or ())]
 
 
 def left_behind(tag: str) -> list[str]:
     """The live processes carrying ``tag``, each as ``pid (parent P, state S): command line``."""
     out = []
     for pid in tagged(tag):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                command = fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[-1].split()
-        except OSError:  # gone meanwhile
+        command, found = procfs.cmdline(pid), procfs.stat(pid)
+        if command is None or found is None:  # gone meanwhile
             continue
-        out.append(f"pid {pid} (parent {int(fields[1])}, state {fields[0].decode()}): {command[:200]}")
+        out.append(f"pid {pid} (parent {found.ppid}, state {found.state}): {command[:200]}")
     return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
-    except OSError:
-        return False
 
 
 def table(rows: list[dict]) -> str:
@@ -135,6 +114,11 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _cells(line: str) -> list[str]:
+    """The cells of one row of ``table`` (its cells hold no '|')."""
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
 @command
 def main(argv: list[str] | None = None) -> int:
     from harness.app.validate import check_output_file
@@ -146,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES, metavar="CASE",
                         help=f"fault cases (default all: {' '.join(CASES)})")
     parser.add_argument("--json", help="also write the rows as JSON here")
+    parser.add_argument("--docs", action="store_true", help="also record the table into docs/faults.md")
     args = parser.parse_args(argv)
     check_seconds("--timeout", args.timeout)
     if args.json:
@@ -175,6 +160,16 @@ def main(argv: list[str] | None = None) -> int:
         from harness.app.atomic import write_json_atomic
 
         write_json_atomic(args.json, {"rows": rows, "left_after_close": left})
+    if args.docs:
+        from harness import docs_blocks
+
+        head, _, *body = table(rows).splitlines()
+        page = docs_blocks.publish(docs_blocks.measured(
+            "faults", command="python -m harness.bench.faults --docs", columns=_cells(head), align="lllrrrl",
+            rows=[_cells(line) for line in body],
+            notes=[f"{len(rows)} fault cases, {len(rows) - len(missed)} detected, {len(left)} processes left after "
+                   f"closing every pool (timeout {args.timeout:g} s)."]))
+        print(f"wrote {page}")
     return 1 if missed or left or any(r["left"] or not r["recovered"] for r in rows) else 0
 
 

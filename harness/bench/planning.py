@@ -1,11 +1,12 @@
 """Planning cost: validation + topology + layout + estimation, no allocation.
 
-    python -m harness.bench.planning
+    python -m harness.bench.planning [--docs]
 
 A 1,000-layer hybrid model (full attention every 4th layer, GDN elsewhere) at world
 size 64 (dp 8 x tp 8, 8 nodes of 8 cards behind two PCIe switches), split size 4,
 planned by the reference; the uniform plan (split off) of the same config is timed
 side by side, so the split overhead is a ratio measured in this run. Target: < 50 ms.
+``--docs`` also records the figures into docs/benchmarks.md (``harness.docs_blocks``).
 """
 
 from __future__ import annotations
@@ -57,15 +58,16 @@ def timed(fn, repeats: int) -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(prog="python -m harness.bench.planning", description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=50, help="plans timed per kind (default 50)")
+    parser.add_argument("--docs", action="store_true", help="also record the figures into docs/benchmarks.md")
     args = parser.parse_args(argv)
     if args.repeats < 1:
         fail(f"--repeats={args.repeats}: a whole number >= 1")
-    report(args.repeats)
+    report(args.repeats, docs=args.docs)
     return 0
 
 
-def report(repeats: int = 50) -> None:
-    """Time both plans and print the table."""
+def report(repeats: int = 50, *, docs: bool = False) -> None:
+    """Time both plans and print the table (and record it into its docs page)."""
     impl = ReferenceImplementation()
     split = hybrid_run()
     uniform = replace(split, layerwise=LayerwiseFlags(enable=False, split_size=1))
@@ -82,6 +84,17 @@ def report(repeats: int = 50) -> None:
           f"< {TARGET_S * 1e3:.0f} ms: {'met' if med_s < TARGET_S else 'MISSED'}")
     print(f"{'uniform':>14} | {med_u * 1e3:7.2f} ms | {max(t_uniform) * 1e3:7.2f} ms |")
     print(f"split / uniform planning time: {med_s / med_u:.2f}x")
+    if docs:
+        from harness import docs_blocks
+
+        page = docs_blocks.publish(docs_blocks.measured(
+            "bench_planning", command="python -m harness.bench.planning --docs",
+            columns=("what", "command", "result", "target"), align="llll",
+            rows=[(f"planning, 1,000-layer hybrid, world 64 (dp 8 x tp 8), s = 4 (median of {repeats})",
+                   "`python -m harness.bench.planning`",
+                   f"{med_s * 1e3:.2f} ms median (uniform plan of the same config {med_u * 1e3:.2f} ms: "
+                   f"split costs {med_s / med_u:.2f}x)", f"< {TARGET_S * 1e3:.0f} ms")]))
+        print(f"wrote {page}")
 
 
 if __name__ == "__main__":

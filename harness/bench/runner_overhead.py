@@ -116,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fresh-repeats", type=int, default=3)
     parser.add_argument("--pooled-repeats", type=int, default=200)
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--docs", action="store_true", help="also record the figures into docs/benchmarks.md")
     opts = parser.parse_args(argv)
     check_args(opts)
     os.environ["OMP_NUM_THREADS"] = "1"  # the children of both modes inherit it
@@ -161,6 +162,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"runner's own share of a pooled call (empty body, median): {shares}")
     if opts.json:
         write_json_atomic(opts.json, {"machine": facts, "rows": rows, "target_ratio": TARGET_RATIO})
+    if opts.docs:
+        from harness import docs_blocks
+
+        page = docs_blocks.publish(docs_blocks.measured(
+            "bench_runner_overhead", command="python -m harness.bench.runner_overhead --docs",
+            columns=("what", "command", "result", "target"), align="llll",
+            rows=[(f"per-test overhead, pooled vs fresh group, world {r['world_size']}",
+                   "`python -m harness.bench.runner_overhead`",
+                   f"fresh group {r['fresh_median_s']:.2f} s vs pooled {r['pooled_median_s'] * 1e3:.1f} ms: "
+                   f"**1/{1 / r['ratio']:.0f}** (pool start {r['pool_start_s']:.2f} s once)",
+                   f"pooled <= 1/{1 / TARGET_RATIO:.0f} of fresh") for r in rows]))
+        print(f"wrote {page}")
     return 0
 
 

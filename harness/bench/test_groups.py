@@ -28,6 +28,7 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
 
+from harness import procfs
 from harness.app.atomic import write_atomic
 from harness.bench import cpu_probe
 from harness.cli import Parser, command
@@ -101,22 +102,13 @@ def render(summary: dict, wall_s: float, exit_code: int, args: list[str], *, cpu
     return "\n".join(lines)
 
 
-def busy_cpu_s() -> float | None:
-    """CPU seconds every core of this machine has spent busy since boot (/proc/stat), or None."""
-    try:
-        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
 @command
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     own, pytest_args = (argv[: argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
     parser = Parser(prog="python -m harness.bench.test_groups", description=__doc__.split("\n")[0])
     parser.add_argument("--json", metavar="PATH", help="also write the per-test durations and the summary here")
+    parser.add_argument("--docs", action="store_true", help="also record this run's figures into docs/benchmarks.md")
     args = parser.parse_args(own)
     if args.json:
         from harness.app.validate import check_output_file
@@ -128,10 +120,10 @@ def main(argv=None) -> int:
         probe.mkdir()
         cmd = [sys.executable, "-m", "pytest", *pytest_args, "-q", "-p", "no:cacheprovider", "-p", cpu_probe.__name__,
                f"--junitxml={xml}", "-o", "junit_duration_report=total", "-o", "junit_family=xunit2"]
-        start, cpu_start = time.monotonic(), busy_cpu_s()
+        start, cpu_start = time.monotonic(), procfs.busy_cpu_s()
         proc = subprocess.run(cmd, cwd=REPO_ROOT, env={**os.environ, cpu_probe.DIR_ENV: str(probe)},
                               stdout=subprocess.DEVNULL)
-        wall_s, cpu_end = time.monotonic() - start, busy_cpu_s()
+        wall_s, cpu_end = time.monotonic() - start, procfs.busy_cpu_s()
         cases = parse_junit(xml) if xml.is_file() else []
         cpu_by_test = cpu_probe.read(probe)
     for c in cases:
@@ -144,6 +136,20 @@ def main(argv=None) -> int:
         write_atomic(args.json, json.dumps({"wall_s": wall_s, "cpu_s": cpu_s, "exit_code": proc.returncode,
                                                "args": pytest_args,
                                                "cases": cases, **summary}, indent=1, default=list))
+    if args.docs:
+        from harness import docs_blocks
+
+        outcomes: dict[str, int] = defaultdict(int)
+        for c in cases:
+            outcomes[c["outcome"]] += 1
+        cpu = f"; {cpu_s:.0f} s of CPU over {os.cpu_count()} cores" if cpu_s is not None else ""
+        page = docs_blocks.publish(docs_blocks.measured(
+            "bench_test_groups", command=f"python -m harness.bench.test_groups --docs -- {' '.join(pytest_args)}",
+            columns=("what", "command", "result", "target"), align="llll",
+            rows=[(f"{len(cases)} tests ({', '.join(f'{n} {o}' for o, n in sorted(outcomes.items()))})",
+                   f"`pytest {' '.join(pytest_args)}`", f"{wall_s:.1f} s (exit {proc.returncode}){cpu}",
+                   "120 s" if pytest_args == list(DEFAULT_ARGS) else "")]))
+        print(f"wrote {page}")
     return 0
 
 

@@ -189,7 +189,7 @@ def check_implementation_config(impl_cfg: Any) -> None:
 
 
 def _implementation_error(target: object, allowed: str, detail: str = "") -> UserError:
-    from harness.config.errors import group_options
+    from harness.config.schema import group_options
     from harness.paths import CONF_DIR
 
     options = ", ".join(group_options(CONF_DIR, "implementation"))

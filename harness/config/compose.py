@@ -26,7 +26,7 @@ from typing import Iterator, Optional, Sequence, Union
 from omegaconf import DictConfig, OmegaConf
 
 from harness.config import errors
-from harness.config.schema import Config, ModelConfig
+from harness.config.schema import APP_GROUPS, GROUPS, Config, ModelConfig, group_options
 from harness.paths import CONF_DIR, CONFIG_NAME
 from implementations.errors import ConfigError
 
@@ -46,7 +46,7 @@ def compose_config(overrides: Sequence[str] = (), config_dir: Optional[Union[str
         try:
             cfg = _hydra_compose(conf_dir, overrides)
         except Exception as exc:  # Hydra/OmegaConf raise many types; each is the user's input here
-            raise errors.translate(exc, conf_dir, overrides) from None
+            raise errors.translate(exc, conf_dir, parsed) from None
     return finish(cfg, parsed, conf_dir)
 
 
@@ -61,32 +61,107 @@ def _hydra_compose(conf_dir: Path, overrides: Sequence[str]) -> DictConfig:
 #
 # Hydra's composition costs ~0.1 s, and a test matrix composes hundreds of configurations
 # that differ only in which option each group takes. So each group option is composed
-# once per process, with Hydra, alone (``model=qwen3_5_moe``), and a configuration made of
-# plain choices (``group=option`` for ``errors.GROUPS``) and plain key changes
-# (``cache.block_size=64``) is assembled from those composed nodes: the default config
-# with each chosen group's node swapped in, then the key changes applied by Hydra's own
-# override step. That is Hydra's result whenever choosing an option changes nothing but
-# its own node, which is checked for every option before it is used; anything else (an
-# option that writes elsewhere, ``+``/``~`` overrides, ``hydra.*``, ``suite``/``mode``/
-# ``launcher`` choices, any error) is composed by Hydra whole, and its errors are Hydra's.
-# testcases/unit/test_config.py proves the two equal for every shipped option and the
-# CI matrix.
-
-_composed: dict = {}
-"""(conf_dir, overrides) -> Hydra's composed config, or None where Hydra raised."""
-_local: dict = {}
-"""(conf_dir, group, option) -> whether choosing the option changes nothing but its group's node."""
-_NOT_LOCAL = object()
+# once per process (``_Composition.option``: read from its file alone where that is all
+# Hydra does, else composed by Hydra alone, ``model=qwen3_5_moe``), and a configuration made
+# of plain choices (``group=option`` for ``GROUPS``) and plain key changes
+# (``cache.block_size=64``) is assembled from those nodes: the default config with each
+# chosen group's node swapped in, then the key changes applied as Hydra applies a plain
+# ``key=value`` (``OmegaConf.update(..., merge=True)``). That is Hydra's result whenever
+# choosing an option changes nothing but its own node, which is checked for every option
+# before it is used; anything else (an option that writes elsewhere, ``+``/``~`` overrides,
+# ``hydra.*``, ``suite``/``mode``/``launcher`` choices, any error) is composed by Hydra
+# whole, and its errors are Hydra's. testcases/unit/test_config.py proves the two equal
+# for every shipped option and the CI matrix. ``option_node`` gives the same nodes to
+# readers that need one group only (a case's layerwise and parallel options).
 
 
-def _composed_once(conf_dir: Path, overrides: tuple) -> Optional[DictConfig]:
-    key = (str(conf_dir), overrides)
-    if key not in _composed:
+class _Composition:
+    """What this process has composed from one config directory: the harness's one cache of
+    config reading (the default config, and each group option's node)."""
+
+    def __init__(self, conf_dir: Path) -> None:
+        self.conf_dir = conf_dir
+        primary = OmegaConf.load(conf_dir / f"{CONFIG_NAME}.yaml")
+        self.primary_keys = frozenset(k for k in primary if k not in ("defaults", "hydra"))
+        """Keys the primary config sets itself (besides its defaults list and ``hydra``)."""
+        self.schema = OmegaConf.structured(Config)
+        self._default: object = _UNSET
+        self._options: dict = {}
+
+    def default(self) -> Optional[DictConfig]:
+        """Hydra's composition of the default config; None where Hydra raised."""
+        if self._default is _UNSET:
+            self._default = self._hydra_or_none(())
+        return self._default
+
+    def option(self, group: str, option: str) -> Optional[tuple]:
+        """(the group's node when ``option`` is chosen, whether choosing it changes nothing else);
+        None where Hydra cannot compose it (the caller composes whole and reports the error)."""
+        key = (group, option)
+        if key not in self._options:
+            self._options[key] = self._compose_option(group, option)
+        return self._options[key]
+
+    def _compose_option(self, group: str, option: str) -> Optional[tuple]:
+        node = self.read_alone(group, option)
+        if node is not None:
+            return node, True
+        base, alone = self.default(), self._hydra_or_none((f"{group}={option}",))
+        if base is None or alone is None:
+            return None
+        return config_node(alone, group), _without(alone, group) == _without(base, group)
+
+    def read_alone(self, group: str, option: str):
+        """The option's node as Hydra's composition makes it, read from its file alone (Hydra's compose
+        costs ~0.1 s per option; this, a few ms): its YAML merged into the schema's node of the group.
+
+        Only where that is all Hydra does: the file has no ``@package`` header and no defaults list,
+        so it writes its own group and nothing else, and the primary config sets nothing under the
+        group. Else None, and the option is composed by Hydra.
+        """
+        path = self.conf_dir / group / f"{option}.yaml"
+        if group not in GROUPS or not path.is_file() or group in self.primary_keys:
+            return None
+        if "@package" in path.read_text(encoding="utf-8"):
+            return None
         try:
-            _composed[key] = _hydra_compose(conf_dir, overrides)
+            loaded = OmegaConf.load(path)
+            if not isinstance(loaded, DictConfig) or "defaults" in loaded:
+                return None
+            return config_node(OmegaConf.merge(self.schema, {group: loaded}), group)
+        except Exception:  # Hydra composes it and reports the problem in its words
+            return None
+
+    def _hydra_or_none(self, overrides: tuple) -> Optional[DictConfig]:
+        try:
+            return _hydra_compose(self.conf_dir, overrides)
         except Exception:  # composed whole again by the caller, which reports the error
-            _composed[key] = None
-    return _composed[key]
+            return None
+
+
+_UNSET = object()
+_compositions: dict = {}
+"""conf_dir -> its ``_Composition`` (one per directory a process composes from)."""
+
+
+def _composition(conf_dir: Path) -> _Composition:
+    from harness.config.store import register
+
+    key = str(conf_dir)
+    if key not in _compositions:
+        register()
+        _compositions[key] = _Composition(conf_dir)
+    return _compositions[key]
+
+
+def option_node(group: str, option: str, conf_dir: Optional[Path] = None):
+    """Group ``group``'s node (typed by the schema) when ``option`` is chosen, as Hydra composes it;
+    shared, never to be modified. ``ConfigError`` where composing the option fails."""
+    conf_dir = conf_dir if conf_dir is not None else CONF_DIR
+    found = _composition(conf_dir).option(group, option)
+    if found is None:
+        return config_node(compose_config([f"{group}={option}"], conf_dir), group)  # raises the error, or is Hydra's
+    return found[0]
 
 
 def _without(cfg: DictConfig, group: str) -> dict:
@@ -95,66 +170,9 @@ def _without(cfg: DictConfig, group: str) -> dict:
     return data
 
 
-def _option_node(conf_dir: Path, group: str, option: str):
-    """Group ``group``'s node when ``option`` is chosen; ``_NOT_LOCAL`` if choosing it changes more."""
-    key = (str(conf_dir), group, option)
-    if key not in _loaded:
-        _loaded[key] = _load_option(conf_dir, group, option)
-    if _loaded[key] is not None:
-        return _loaded[key]
-    base = _composed_once(conf_dir, ())
-    alone = _composed_once(conf_dir, (f"{group}={option}",))
-    if base is None or alone is None:
-        return _NOT_LOCAL
-    if key not in _local:
-        _local[key] = _without(alone, group) == _without(base, group)
-    return alone._get_node(group) if _local[key] else _NOT_LOCAL  # the node itself, also where its value is None
-
-
-_loaded: dict = {}
-"""(conf_dir, group, option) -> the option's node read from its file alone, or None where Hydra composes it."""
-
-
-def _load_option(conf_dir: Path, group: str, option: str):
-    """The option's node as Hydra's composition makes it, read from its file alone (Hydra's compose
-    costs ~0.1 s per option; this, a few ms): its YAML merged into the schema's node of the group.
-
-    Only where that is all Hydra does: the file has no ``@package`` header and no defaults list,
-    so it writes its own group and nothing else, and the primary config sets nothing under the
-    group. Else None, and the option is composed by Hydra (``_composed_once``).
-    """
-    path = conf_dir / group / f"{option}.yaml"
-    if group not in errors.GROUPS or not path.is_file() or group in _primary_keys(conf_dir):
-        return None
-    text = path.read_text(encoding="utf-8")
-    if "@package" in text:
-        return None
-    try:
-        loaded = OmegaConf.load(path)
-        if not isinstance(loaded, DictConfig) or "defaults" in loaded:
-            return None
-        return OmegaConf.merge(_schema(), {group: loaded})._get_node(group)
-    except Exception:  # Hydra composes it and reports the problem in its words
-        return None
-
-
-@functools.lru_cache(maxsize=8)
-def _primary_keys(conf_dir: Path) -> frozenset:
-    """Keys the primary config sets itself (besides its defaults list and ``hydra``)."""
-    primary = OmegaConf.load(conf_dir / f"{CONFIG_NAME}.yaml")
-    return frozenset(k for k in primary if k not in ("defaults", "hydra"))
-
-
-@functools.lru_cache(maxsize=1)
-def _schema() -> DictConfig:
-    return OmegaConf.structured(Config)
-
-
 def _assemble(conf_dir: Path, parsed: Sequence) -> Optional[DictConfig]:
     """The composed config for ``parsed`` from per-option nodes, or None: compose it with Hydra whole."""
     import copy
-
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
 
     choices: dict = {}
     changes = []
@@ -162,34 +180,47 @@ def _assemble(conf_dir: Path, parsed: Sequence) -> Optional[DictConfig]:
         key = o.key_or_group
         if o.is_sweep_override() or o.is_delete() or o.is_add() or o.is_force_add() or o.package is not None:
             return None
-        if key in errors.GROUPS:
+        if key in GROUPS:
             value = o.value()
             if not isinstance(value, str) or key in choices:
                 return None
             choices[key] = value
-        elif key.split(".", 1)[0] == "hydra" or key in errors.APP_GROUPS or "/" in key:
+        elif key.split(".", 1)[0] == "hydra" or key in APP_GROUPS or "/" in key:
             return None
         else:  # a key: cache.block_size, layerwise.split_size, model_path
             changes.append(o)
-    base = _composed_once(conf_dir, ())
+    composition = _composition(conf_dir)
+    base = composition.default()
     if base is None:
         return None
     nodes = {}
     for group, option in choices.items():
-        node = _option_node(conf_dir, group, option)
-        if node is _NOT_LOCAL:
+        found = composition.option(group, option)
+        if found is None or not found[1]:  # Hydra cannot compose it, or it changes more than its node
             return None
-        nodes[group] = node
+        nodes[group] = found[0]
     # One copy of the default config in which each chosen group's node is a fresh copy of the
     # option's node (copy.deepcopy's memo substitutes it; the copy re-parents it). Assigning the
     # nodes after copying would copy each group twice and validate nodes Hydra already typed.
-    memo = {id(base._get_node(group)): copy.deepcopy(node) for group, node in nodes.items()}
+    memo = {id(config_node(base, group)): copy.deepcopy(node) for group, node in nodes.items()}
     cfg = copy.deepcopy(base, memo)
     try:
-        ConfigLoaderImpl._apply_overrides_to_config(changes, cfg)
+        for change in changes:  # what Hydra does with a plain key=value override (no +, ~ or @package)
+            OmegaConf.update(cfg, change.key_or_group, change.value(), merge=True)
     except Exception:  # composed whole by the caller, whose error names the override
         return None
     return cfg
+
+
+def config_node(cfg: DictConfig, key: str):
+    """The node object holding ``cfg[key]``, also where its value is None (``draft: null``).
+
+    OmegaConf's ``cfg[key]`` gives the value (None for a null node), and composition swaps
+    nodes by identity, so this is the one use of OmegaConf's private ``_get_node``;
+    ``testcases/unit/test_config.py::test_config_node_is_omegaconfs_node`` fails when OmegaConf
+    changes it.
+    """
+    return cfg._get_node(key)
 
 
 def finish(cfg: DictConfig, parsed: Sequence, conf_dir: Path = CONF_DIR) -> DictConfig:
@@ -200,13 +231,13 @@ def finish(cfg: DictConfig, parsed: Sequence, conf_dir: Path = CONF_DIR) -> Dict
     """
     try:
         if any(o.is_add() or o.is_force_add() for o in parsed):
-            _check_schema(cfg, conf_dir)
+            _check_schema(cfg, conf_dir, parsed)
         _check_missing(cfg, conf_dir)
         OmegaConf.to_container(cfg, resolve=True)  # a bad ${...} given by the user fails here, as one line
     except ConfigError:
         raise
     except Exception as exc:  # OmegaConf interpolation / resolver errors
-        raise errors.translate(exc, conf_dir, [o.input_line for o in parsed]) from None
+        raise errors.translate(exc, conf_dir, parsed) from None
     if cfg.model_path is not None:
         _load_model_path(cfg, parsed)
     if cfg.draft_path is not None:
@@ -235,8 +266,9 @@ def _parse_checked(text: str, sweep: bool):
     try:
         override = _parser().parse_override(text)
     except HydraException as exc:
-        if "empty choice" in str(exc):
-            raise errors.empty_value(CONF_DIR, text.split("=", 1)[0].lstrip("+~")) from None
+        key, _, value = text.partition("=")
+        if _EMPTY_CHOICE.fullmatch(value):  # what the user wrote, not Hydra's wording of its refusal
+            raise errors.empty_value(CONF_DIR, key.lstrip("+~")) from None
         detail = str(exc).strip().splitlines()
         key, _, value = text.partition("=")
         hint = (f"; quote a value with non-ASCII characters: {key}='{value}'"
@@ -258,6 +290,8 @@ def _parse_checked(text: str, sweep: bool):
     return override
 
 
+_EMPTY_CHOICE = re.compile(r"\s*choice\(\s*\)\s*")
+"""``model=choice()``: a sweep of no value, which Hydra's parser refuses."""
 _OPTION_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
 _ASCII_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:inf|nan)", re.IGNORECASE)
 
@@ -269,7 +303,7 @@ def _check_values(override) -> None:
     key = override.key_or_group
     values = [] if override.is_delete() else _value_strings(override)
     check_override_targets([f"{key}={v}" for v in values] or [override.input_line])
-    if key.lstrip("+~") in errors.GROUPS + errors.APP_GROUPS:
+    if key.lstrip("+~") in GROUPS + APP_GROUPS:
         group = key.lstrip("+~")
         for v in values:  # an option is a file name in conf/<group>/: no path may reach outside it
             if v and not _OPTION_NAME.fullmatch(v):  # (an empty value has its own message)
@@ -327,12 +361,12 @@ def _fresh_hydra() -> Iterator[None]:
         restore_gh_from_backup(backup)
 
 
-def _check_schema(cfg: DictConfig, conf_dir: Path) -> None:
+def _check_schema(cfg: DictConfig, conf_dir: Path, parsed: Sequence) -> None:
     """Re-validate against the schema: ``+key=value`` appends bypass Hydra's struct check."""
     try:
         OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.to_container(cfg, resolve=False))
     except Exception as exc:  # OmegaConf's key/validation errors
-        raise errors.translate(exc, conf_dir, []) from None
+        raise errors.translate(exc, conf_dir, parsed) from None
 
 
 def _check_missing(cfg: DictConfig, conf_dir: Path) -> None:
@@ -341,8 +375,8 @@ def _check_missing(cfg: DictConfig, conf_dir: Path) -> None:
     if not missing:
         return
     key = missing[0]
-    if key in errors.GROUPS:
-        raise ConfigError(key, None, f"missing; choose one of {', '.join(errors.group_options(conf_dir, key))}")
+    if key in GROUPS:
+        raise ConfigError(key, None, f"missing; choose one of {', '.join(group_options(conf_dir, key))}")
     raise ConfigError(key, None, "missing: the chosen options do not set it", f"{len(missing)} missing: {', '.join(missing)}")
 
 

@@ -15,19 +15,11 @@ import typing
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from harness.config.schema import Config
+from harness.config.schema import APP_GROUPS, GROUPS, Config, group_options
 from implementations.errors import ConfigError
 
-GROUPS = ("model", "draft", "hardware", "parallel", "layerwise", "implementation")
-"""Config groups: a directory of YAML options each."""
-APP_GROUPS = ("suite", "mode", "launcher")
-"""Config groups of ``python -m harness`` (what it runs and where), beside the run's ``GROUPS``."""
-
-_MISSING_OPTION_RE = re.compile(r"Could not (?:find|load) '([^/']+)/([^']*)'")
 _PATH_PART_RE = re.compile(r"[^.\[\]]+")
-_IN_FILE_RE = re.compile(r"In '([^']+)': (\w+) raised while composing config")
-_FULL_KEY_RE = re.compile(r"full_key: (\S+)")
-_VALUE_RE = re.compile(r"Value '(.*?)' (?:of type|is not)")
+"""The parts of a key path: ``placement[1]`` -> placement, 1 (a key the user wrote, not a message)."""
 
 
 class UnknownKeyError(ConfigError):
@@ -39,11 +31,6 @@ class UnknownKeyError(ConfigError):
         hint = f" (did you mean {close[0]}?)" if close else ""
         super().__init__(key, None, f"allowed keys {where}: {', '.join(allowed)}")
         self.args = (f"{key}: no such key{hint}; allowed keys {where}: {', '.join(allowed)}",)
-
-
-def group_options(conf_dir: Path, group: str) -> list[str]:
-    """Option names of a config group: the YAML files in ``conf/<group>``."""
-    return sorted(p.stem for p in (conf_dir / group).glob("*.yaml"))
 
 
 def empty_value(conf_dir: Path, key: str) -> ConfigError:
@@ -136,44 +123,101 @@ def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else ""
 
 
-def translate(exc: BaseException, conf_dir: Path, overrides: Sequence[str]) -> ConfigError:
-    """The one-line ``ConfigError`` for an exception raised by Hydra's ``compose``."""
-    from omegaconf.errors import ConfigKeyError, ConfigTypeError, ValidationError
+def translate(exc: BaseException, conf_dir: Path, parsed: Sequence) -> ConfigError:
+    """The one-line ``ConfigError`` for an exception raised by Hydra's ``compose``.
 
-    text = str(exc)
-    match = _MISSING_OPTION_RE.search(text)
-    if match and match.group(1) in GROUPS:
-        return unknown_option(conf_dir, match.group(1), match.group(2))
-    cause = exc.__cause__ if exc.__cause__ is not None else exc
-    full_key = getattr(cause, "full_key", None)
-    if isinstance(cause, ConfigKeyError) and full_key:  # ConfigAttributeError is one too
-        return unknown_key(full_key)
-    if isinstance(cause, ValidationError) and full_key:
-        return wrong_type(full_key, getattr(cause, "value", None), getattr(cause, "msg", text))
-    in_file = _IN_FILE_RE.search(text)
-    file_key = _FULL_KEY_RE.search(text)
-    if in_file and file_key:  # a mistake inside a YAML option: Hydra keeps only the text
-        kind, key = in_file.group(2), file_key.group(1)
-        if kind in ("ConfigKeyError", "ConfigAttributeError"):
-            error = unknown_key(key)
-        else:
-            value = _VALUE_RE.search(text)
-            error = wrong_type(key, value.group(1) if value else None, text.split("\n", 1)[-1])
-        error.args = (f"{error.args[0]} (in {in_file.group(1)}.yaml)",)
+    ``parsed`` are the overrides it composed (``compose.parse_overrides``). The error is read
+    from the exception's own fields (Hydra's ``MissingConfigException.missing_cfg_file``,
+    OmegaConf's ``full_key`` / ``value`` / ``msg`` on the error Hydra chains) and from the
+    overrides themselves, never from the wording of Hydra's message.
+    """
+    from hydra.errors import MissingConfigException
+    from omegaconf.errors import (
+        ConfigAttributeError,
+        ConfigKeyError,
+        ConfigTypeError,
+        OmegaConfBaseException,
+        ValidationError,
+    )
+
+    if isinstance(exc, MissingConfigException) and exc.missing_cfg_file:
+        group, _, option = exc.missing_cfg_file.partition("/")
+        if group in GROUPS:
+            return unknown_option(conf_dir, group, option)
+    cause = exc.__cause__ or exc.__context__ or exc  # OmegaConf's error, raised from or during Hydra's
+    full_key = getattr(cause, "full_key", None) if isinstance(cause, OmegaConfBaseException) else None
+    error: Optional[ConfigError] = None
+    if isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and full_key:
+        error = unknown_key(full_key)
+    elif isinstance(cause, ValidationError) and full_key:
+        error = wrong_type(full_key, getattr(cause, "value", None), getattr(cause, "msg", None) or str(cause))
+    elif isinstance(cause, ConfigTypeError) and full_key and _override_of(parsed, full_key, delete=True):
+        error = ConfigError(full_key, None, "cannot be deleted: the schema needs it; set a value instead")
+    if error is not None:
+        if not _override_of(parsed, full_key):  # a mistake inside a YAML option: name the file
+            error.args = (f"{error.args[0]} (in {_option_file(conf_dir, parsed, full_key)}.yaml)",)
         return error
-    if isinstance(cause, ConfigTypeError) and full_key and "deletion" in text + str(cause):
-        return ConfigError(full_key, None, "cannot be deleted: the schema needs it; set a value instead")
-    if "Unexpected type for root: NoneType" in text:
-        from harness.config.compose import parse_overrides
+    draft_keys = [o for o in parsed if o.key_or_group.startswith("draft.")]
+    if draft_keys and _chosen_option(conf_dir, parsed, "draft") == "none":
+        return ConfigError(
+            draft_keys[0].key_or_group, draft_keys[0].get_value_element_as_str(),
+            f"no draft model is selected (draft=none); choose one first: "
+            f"draft={' / draft='.join(o for o in group_options(conf_dir, 'draft') if o != 'none')}",
+        )
+    for o in parsed:  # an override of a key the schema does not have (Hydra refuses it by name)
+        key = o.key_or_group
+        if key not in GROUPS + APP_GROUPS and key.split(".", 1)[0] != "hydra" and not _schema_has(key):
+            return unknown_key(key)
+    return ConfigError("overrides", " ".join(o.input_line for o in parsed), "could not compose the config",
+                       _first_line(str(exc)))
 
-        draft_keys = [o for o in parse_overrides(overrides) if o.key_or_group.startswith("draft.")]
-        if draft_keys:
-            return ConfigError(
-                draft_keys[0].key_or_group, draft_keys[0].get_value_element_as_str(),
-                f"no draft model is selected (draft=none); choose one first: "
-                f"draft={' / draft='.join(o for o in group_options(conf_dir, 'draft') if o != 'none')}",
-            )
-    match = re.search(r"Could not (?:override|delete) '([^']+)'", text)
-    if match:
-        return unknown_key(match.group(1))
-    return ConfigError("overrides", " ".join(overrides), "could not compose the config", _first_line(text))
+
+def _override_of(parsed: Sequence, full_key: str, *, delete: bool = False) -> bool:
+    """Whether a key override (a delete, with ``delete``) sets ``full_key`` or a node above it.
+
+    A group choice (``model=mine``) sets no key: a mistake under ``model.`` is in its YAML.
+    """
+    return any(
+        (full_key == o.key_or_group or full_key.startswith((o.key_or_group + ".", o.key_or_group + "[")))
+        and (o.is_delete() if delete else o.key_or_group not in GROUPS + APP_GROUPS)
+        for o in parsed
+    )
+
+
+def _chosen_option(conf_dir: Path, parsed: Sequence, group: str) -> Optional[str]:
+    """The option of ``group`` an override chooses, else the primary config's defaults list."""
+    from omegaconf import OmegaConf
+
+    from harness.paths import CONFIG_NAME
+
+    for o in reversed(parsed):
+        if o.key_or_group == group and not o.is_delete() and isinstance(o.value(), str):
+            return o.value()
+    for entry in OmegaConf.to_container(OmegaConf.load(conf_dir / f"{CONFIG_NAME}.yaml")).get("defaults", []):
+        if isinstance(entry, dict) and group in entry:
+            return str(entry[group])
+    return None
+
+
+def _option_file(conf_dir: Path, parsed: Sequence, full_key: str) -> str:
+    """``group/option`` of the YAML that set ``full_key`` (the primary config for keys outside the groups)."""
+    from harness.paths import CONFIG_NAME
+
+    group = _PATH_PART_RE.findall(full_key)[0]
+    option = _chosen_option(conf_dir, parsed, group) if group in GROUPS else None
+    return f"{group}/{option}" if option else CONFIG_NAME
+
+
+def _schema_has(key: str) -> bool:
+    """Whether the schema has ``key`` (any key under a free-form node counts)."""
+    parts = _PATH_PART_RE.findall(key)
+    node: Any = Config
+    for part in parts:
+        node = _unwrap_optional(node)
+        if not dataclasses.is_dataclass(node):
+            return True  # a free-form node (hardware.facts, implementation kwargs) or a list item
+        hints = typing.get_type_hints(node)
+        if part not in hints:
+            return False
+        node = hints[part]
+    return True

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from omegaconf import MISSING
@@ -27,6 +28,18 @@ from implementations.specs import CacheSpec, LayerwiseFlags, ModelSpec, Parallel
 
 TC_IDS = ("TC-01", "TC-02", "TC-03", "TC-04", "TC-05", "TC-06", "TC-07")
 """The seed test plan's TCs (the one owner of this list in the harness)."""
+
+# -- the override vocabulary: config groups (``group=option``) beside keys (``key=value``) ----
+
+GROUPS = ("model", "draft", "hardware", "parallel", "layerwise", "implementation")
+"""Config groups: a directory of YAML options each."""
+APP_GROUPS = ("suite", "mode", "launcher")
+"""Config groups of ``python -m harness`` (what it runs and where), beside the run's ``GROUPS``."""
+
+
+def group_options(conf_dir: Path, group: str) -> List[str]:
+    """Option names of a config group: the YAML files in ``conf/<group>``."""
+    return sorted(p.stem for p in (conf_dir / group).glob("*.yaml"))
 
 
 def _config_type(annotation: Any) -> Any:

@@ -27,11 +27,10 @@ def _process_token() -> str:
     """Same for every import of this module in one process (pytest's in-process runs drop and
     re-import modules, while OmegaConf keeps the first resolver): the process's start time in
     clock ticks (/proc), with the pid unique among live processes; a random token elsewhere."""
-    try:
-        with open(f"/proc/{os.getpid()}/stat", "rb") as fh:
-            return format(int(fh.read().rsplit(b")", 1)[-1].split()[19]), "x")
-    except (OSError, ValueError, IndexError):
-        return secrets.token_hex(2)
+    from harness import procfs
+
+    found = procfs.stat(os.getpid())
+    return format(found.starttime, "x") if found is not None else secrets.token_hex(2)
 
 
 _RUN_ID = f"{os.getpid()}-{_process_token()}"

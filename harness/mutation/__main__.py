@@ -25,6 +25,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rows", default=None, metavar="DIR",
                    help="do not run: assemble the table from per-mutant row files (*.json) that "
                         "testcases/meta wrote with LW_MUTATION_ROWS=DIR")
+    p.add_argument("--docs", action="store_true",
+                   help="also record the matrix into docs/mutation.md (whole runs only: not with --first or --mutant)")
     return p
 
 
@@ -63,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [m for m in args.mutant if m not in MUTANTS]
     if unknown:
         fail(f"--mutant {unknown[0]!r}: allowed: {', '.join(MUTANTS)}")
+    if args.docs and (args.first or args.mutant):
+        fail("--docs: records whole runs only; allowed without --first and --mutant")
     start = time.perf_counter()
     if args.rows:
         rows = _load_rows(Path(args.rows))
@@ -84,6 +88,14 @@ def main(argv: list[str] | None = None) -> int:
     render.write_json(out / "kill_matrix.json", render.to_json(
         rows, matrix=killmatrix.MATRIX, stop_at_first=args.first, wall_s=round(elapsed, 2)))
     print(f"wrote {out / 'kill_matrix.md'} and {out / 'kill_matrix.json'}", file=sys.stderr)
+    if args.docs:
+        from harness import docs_blocks
+
+        columns, cells, align = render.docs_table(rows)
+        page = docs_blocks.publish(docs_blocks.measured(
+            "kill_matrix", command="python -m harness.mutation --docs", columns=columns, rows=cells, align=align,
+            notes=[f"Wall time: {elapsed:.0f} s (every case)."]))
+        print(f"wrote {page}", file=sys.stderr)
     reference_ok = all(o.verdict == "pass" for r in rows if r.implementation == killmatrix.REFERENCE
                        for c in r.cells.values() for o in c.outcomes)
     all_caught = all(r.caught_by for r in rows if r.implementation != killmatrix.REFERENCE)

@@ -67,6 +67,13 @@ def markdown(rows: list[Row], *, tcs: tuple[str, ...] | None = None, title: str 
     return "\n".join(lines) + "\n"
 
 
+def docs_table(rows: list[Row]) -> tuple[tuple[str, ...], list[list[str]], str]:
+    """(columns, cells, alignment) of the kill matrix as docs/mutation.md shows it (``harness.docs_blocks``)."""
+    tcs = tuple(tc for tc in TC_IDS if any(tc in r.cells for r in rows))
+    cells = [[_name(r), r.component or "control", *(cell_text(r, tc) for tc in tcs), _verdict(r)] for r in rows]
+    return ("implementation", "component", *tcs, "verdict"), cells, "ll" + "r" * len(tcs) + "l"
+
+
 def to_json(rows: list[Row], **meta) -> dict:
     out = []
     for r in rows:

@@ -8,8 +8,68 @@ backend name is a user mistake and raises ``implementations.errors.ConfigError``
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Optional
+
+REPO_PACKAGES = ("implementations", "harness", "testcases")
+"""This repository's top-level packages: a frame in one of them is ours."""
+PASS_THROUGH_MODULES = ("harness.pytest_plugin",)
+"""Ours, but only hook wrappers every test runs through: never where a failure comes from."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Origin:
+    """Where a failure comes from, decided where it happens (from the exception, not its text)."""
+
+    where: Optional[str]
+    """The innermost frame of this repository's code, ``implementations/reference/layout.py:42``;
+    None when no frame of ours ran (the failure is outside the repository)."""
+    cause: str
+    """One line: ``ValueError: bad block 7``, ``rank 2 (pid 9) exit code 3``."""
+
+    @property
+    def in_implementation(self) -> bool:
+        """Raised by the implementation under test (``implementations/``)."""
+        return self.where is not None and self.where.startswith("implementations/")
+
+
+def origin_of(exc: BaseException) -> Origin:
+    """The ``Origin`` of an exception: its own traceback's innermost frame in this repository's
+    packages (by module name), and its type and first line."""
+    where = None
+    tb = exc.__traceback__
+    while tb is not None:
+        module = str(tb.tb_frame.f_globals.get("__name__", ""))
+        if module.split(".", 1)[0] in REPO_PACKAGES and module not in PASS_THROUGH_MODULES:
+            filename = tb.tb_frame.f_code.co_filename
+            tail = "/__init__.py" if os.path.basename(filename) == "__init__.py" else ".py"
+            where = f"{module.replace('.', '/')}{tail}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    lines = str(exc).strip().splitlines()
+    return Origin(where=where, cause=f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__)
+
+
+_DUMP_FRAME = re.compile(r'File "(.+)", line (\d+) in \S+')
+"""A frame of a ``faulthandler`` dump (a crashed or hung rank has no exception object, only this)."""
+
+
+def origin_of_dump(dump: str, cause: str) -> Origin:
+    """The ``Origin`` of a crashed or hung rank from its ``faulthandler`` dump (most recent call
+    first, one block per thread): the first frame in this repository's packages, in the thread
+    that runs the body (through ``rank_main.serve``) when there is one."""
+    threads = dump.split("\n\n")
+    body = [t for t in threads if re.search(r"rank_main\.py\", line \d+ in serve$", t, re.M)]
+    for match in _DUMP_FRAME.finditer("\n\n".join(body or threads)):
+        parts = match.group(1).replace("\\", "/").split("/")
+        if "site-packages" in parts:
+            continue
+        at = next((i for i, part in enumerate(parts) if part in REPO_PACKAGES), None)
+        if at is not None:
+            return Origin(where=f"{'/'.join(parts[at:])}:{match.group(2)}", cause=cause)
+    return Origin(where=None, cause=cause)
 
 
 class DistRunnerError(RuntimeError):
@@ -26,7 +86,9 @@ class RankFailure(DistRunnerError):
     The message keeps the summary and the first failing rank's section only, marked
     (``>>> rank 2 raised: the failure <<<``); the other ranks' sections (peers that
     raised afterwards, idle ranks' stacks) are in ``other_ranks`` (the report attaches
-    them once). ``failed_rank`` is that first rank (None for an agreed check).
+    them once). ``failed_rank`` is that first rank (None for an agreed check), ``root`` what
+    it did (``rank 2 raised``, ``agreed check``, ``rank 3 stack``) and ``origin`` where its
+    failure comes from (``Origin``; set by the pool, which has each rank's exception or dump).
     """
 
     def __init__(
@@ -36,7 +98,8 @@ class RankFailure(DistRunnerError):
         rank_errors: Mapping[int, str] | None = None,
         pool_rebuilt: bool = True,
     ) -> None:
-        short, self.failed_rank, self.other_ranks = split_sections(message)
+        short, self.failed_rank, self.other_ranks, self.root = split_sections(message)
+        self.origin: Optional[Origin] = None
         super().__init__(short)
         self.full_message = message
         self.rank_errors = dict(rank_errors or {})
@@ -73,14 +136,14 @@ ROOT_LABELS = ("exited", "raised", "agreed check", "stack")
 """Which section is the failure, in order: a dead rank, a raising rank, an agreed check, a hung rank."""
 
 
-def split_sections(message: str) -> tuple[str, int | None, str]:
-    """(summary + the failing rank's section, marked; that rank; every other section).
+def split_sections(message: str) -> tuple[str, int | None, str, str]:
+    """(summary + the failing rank's section, marked; that rank; every other section; what it did).
 
     A trailing note in parentheses (``(the ranks were killed; ...)``) stays in the summary.
     """
     found = list(SECTION.finditer(message))
     if not found:
-        return message, None, ""
+        return message, None, "", ""
     head = message[: found[0].start()].rstrip("\n")
     sections = []
     for i, match in enumerate(found):
@@ -105,7 +168,7 @@ def split_sections(message: str) -> tuple[str, int | None, str]:
     if others:
         marked += f"\n({len(sections) - 1} other rank section{'s' if len(sections) > 2 else ''} in other_ranks)"
     short = "\n".join(part for part in (head, marked, note) if part)
-    return short, root_rank, others
+    return short, root_rank, others, who
 
 
 _BODY_FRAME = re.compile(r'File "[^"]+", line \d+ in \S+')

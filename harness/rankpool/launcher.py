@@ -112,10 +112,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         outcome = {"result": body(ctx, *args)}
     except BaseException as exc:  # noqa: BLE001 - reported, then this rank exits non-zero
-        kind, text = classify(exc)
-        if kind != "skip":
-            fail(ctx, f"failed:\n{text}")
-        outcome = {"skipped": text}
+        failed = classify(exc)
+        if failed.kind != "skip":
+            fail(ctx, f"failed:\n{failed.text}")
+        outcome = {"skipped": failed.text}
     watchdog.cancel()
     report(ctx, opts.body, outcome)
     import torch.distributed as dist

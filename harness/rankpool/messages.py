@@ -49,6 +49,8 @@ class Failed:
     kind: str
     """``exception`` (raised or could not reply), ``check`` (an agreed check failed) or ``skip``."""
     text: str
+    origin: Optional[Any] = None
+    """``errors.Origin`` of the exception the rank raised (None where there was none)."""
 
 
 @dataclass(frozen=True)

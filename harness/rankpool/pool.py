@@ -33,7 +33,7 @@ from typing import Any
 
 from . import rank_main, rendezvous
 from .backend import DEFAULT_MAX_WORLD_SIZE, BackendChoice, check_seconds, check_world_size, resolve_backend
-from .errors import RankFailure, RankSkip, RankTimeout
+from .errors import Origin, RankFailure, RankSkip, RankTimeout, origin_of_dump
 from .messages import Call, Close, Done, Failed, Ready, State, StateQuery, ToParent
 from .spawn import start_processes
 
@@ -239,6 +239,7 @@ class RankPool:
         n = self.world_size
         results: dict[int, Any] = {}
         errors: dict[int, tuple[str, str]] = {}
+        origins: dict[int, Origin] = {}
         pending = set(range(n))
         deadline = time.monotonic() + limit_s
         # After a first failure, stop waiting once no rank has reported for grace_s AND no
@@ -269,12 +270,15 @@ class RankPool:
                 msg = self._receive(r, call_id) if not isinstance(obj, int) or self._conns[r].poll() else None
                 if msg is None:
                     errors[r] = ("exit", self._describe_exit(r))
+                    origins[r] = origin_of_dump(errors[r][1], errors[r][1].splitlines()[0].split(") ", 1)[-1])
                 elif expect == "ready" and isinstance(msg, Ready):
                     results[r] = msg.pid
                 elif expect == "ok" and isinstance(msg, Done) and msg.call_id == call_id:
                     results[r] = msg.result
                 elif isinstance(msg, Failed) and (expect == "ready" or msg.call_id in (call_id, None)):
                     errors[r] = (msg.kind, msg.text)
+                    if msg.origin is not None:
+                        origins[r] = msg.origin
                 else:
                     continue  # a stale message from an earlier call
                 pending.discard(r)
@@ -284,7 +288,7 @@ class RankPool:
                     self._progressing(pending, cpu_seen)  # baseline CPU times
         if not pending and not errors:
             return [results[r] for r in range(n)]
-        raise self._failure(what, limit_s, errors, pending)
+        raise self._failure(what, limit_s, errors, pending, origins)
 
     def _progressing(self, ranks: set[int], cpu_seen: dict[int, int]) -> bool:
         """Did any of ``ranks`` use CPU (>= 2 clock ticks) since the last look? False without /proc."""
@@ -306,7 +310,20 @@ class RankPool:
         except Exception as exc:  # the result does not unpickle here (e.g. a class only the rank has)
             return Failed(call_id, "exception", f"rank {rank}'s reply could not be unpickled by the parent: {exc!r}")
 
-    def _failure(self, what: str, limit_s: float, errors: dict[int, tuple[str, str]], pending: set[int]) -> Exception:
+    def _failure(self, what: str, limit_s: float, errors: dict[int, tuple[str, str]], pending: set[int],
+                 origins: dict[int, Origin]) -> Exception:
+        failure = self._failure_of(what, limit_s, errors, pending)
+        if isinstance(failure, RankFailure):  # where the root failure comes from: its rank's own origin
+            rank = failure.failed_rank
+            if rank is None:  # an agreed check: the lowest rank that raised it
+                rank = min((r for r, (k, _) in errors.items() if k == "check"), default=None)
+            if rank in origins:
+                failure.origin = origins[rank]
+            elif rank in pending:
+                failure.origin = origin_of_dump(failure.rank_errors.get(rank, ""), f"did not finish within {limit_s:g} s")
+        return failure
+
+    def _failure_of(self, what: str, limit_s: float, errors: dict[int, tuple[str, str]], pending: set[int]) -> Exception:
         stacks = self._dump_stacks(sorted(pending)) if pending else {}
         keep = what != "start-up" and not pending and "exit" not in {k for k, _ in errors.values()} and self._in_step()
         if not keep:
@@ -525,13 +542,11 @@ _FRAME_RE = re.compile(r'File "(.+)", line (\d+) in (\S+)')
 
 
 def _cpu_ticks(pid: int) -> int | None:
-    """utime + stime of a process, in clock ticks (Linux /proc)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])
-    except (OSError, IndexError, ValueError):
-        return None
+    """utime + stime of a process, in clock ticks (``harness.procfs``); None when it cannot be read."""
+    from harness import procfs
+
+    found = procfs.stat(pid)
+    return None if found is None else found.cpu_ticks
 
 
 def _size(path: str) -> int:

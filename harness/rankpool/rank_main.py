@@ -12,6 +12,7 @@ Only stdlib is imported at module level: torch is imported after the thread limi
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import faulthandler
 import importlib
 import os
@@ -59,11 +60,10 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    try:  # an unreaped zombie is gone for our purpose
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
-    except OSError:
-        return True
+    from harness import procfs
+
+    found = procfs.stat(pid)  # an unreaped zombie is gone for our purpose
+    return found is None or not found.zombie
 
 
 def resolve(ref: str) -> Callable[..., Any]:
@@ -75,17 +75,17 @@ def resolve(ref: str) -> Callable[..., Any]:
     return obj
 
 
-def classify(exc: BaseException) -> tuple[str, str]:
-    """(kind, text) for an exception raised by a body."""
-    from .errors import CollectiveCheckFailed, RankSkip
+def classify(exc: BaseException) -> Failed:
+    """The ``Failed`` message (kind, text, origin) for an exception raised by a body (its call id unset)."""
+    from .errors import CollectiveCheckFailed, RankSkip, origin_of
 
     if isinstance(exc, RankSkip):
-        return "skip", exc.reason
+        return Failed(None, "skip", exc.reason)
     outcomes = sys.modules.get("_pytest.outcomes")  # pytest.skip() in a body; never import pytest here
     if isinstance(exc, unittest.SkipTest) or (outcomes is not None and isinstance(exc, outcomes.Skipped)):
-        return "skip", str(getattr(exc, "msg", None) or exc)
+        return Failed(None, "skip", str(getattr(exc, "msg", None) or exc))
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return ("check" if isinstance(exc, CollectiveCheckFailed) else "exception"), text
+    return Failed(None, "check" if isinstance(exc, CollectiveCheckFailed) else "exception", text, origin_of(exc))
 
 
 def send_result(conn: Any, call_id: int, result: Any) -> None:
@@ -117,7 +117,10 @@ def main(
         ctx = start_group(rank=rank, world_size=world_size, backend=backend, device=device, tmp_dir=tmp_dir,
                           pg_timeout_s=pg_timeout_s)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, then exit
-        conn.send(Failed(0, "exception", "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))))
+        from .errors import origin_of
+
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        conn.send(Failed(0, "exception", text, origin_of(exc)))
         os._exit(1)
     conn.send(Ready(os.getpid()))
     serve(ctx, conn)
@@ -161,9 +164,9 @@ def serve(ctx: Any, conn: Any) -> None:
         try:
             result = resolve(msg.ref)(ctx, *msg.args, **msg.kwargs)
         except BaseException as exc:  # noqa: BLE001 - every outcome goes back to the parent
-            kind, text = classify(exc)
+            failed = dataclasses.replace(classify(exc), call_id=call_id)
             del exc
-            conn.send(Failed(call_id, kind, text))
+            conn.send(failed)
         else:
             send_result(conn, call_id, result)
             del result

@@ -6,7 +6,7 @@ import os
 import re
 from functools import cache
 
-from harness.paths import REPO_ROOT
+from harness.paths import FEATURE_DOC
 
 COMPONENTS = {
     "TC-01": "Layerwise allocation",
@@ -29,10 +29,6 @@ FEATURE_SECTIONS = {
     "TC-01": (4, 7), "TC-02": (5, 6), "TC-03": (4, 9), "TC-04": (8,), "TC-05": (8,), "TC-06": (2,), "TC-07": (6,),
 }
 """The FEATURE.md sections each TC checks (section 10 is the test plan of all of them)."""
-FEATURE_DOC = next((p for p in (REPO_ROOT.parent / "shared" / "FEATURE.md",
-                                 REPO_ROOT.parent.parent / "shared" / "FEATURE.md") if p.is_file()),
-                   REPO_ROOT.parent / "shared" / "FEATURE.md")
-"""The spec, ``../shared/FEATURE.md`` beside the checkout (a worktree's checkout one level deeper)."""
 FEATURE_URL_ENV = "LW_FEATURE_URL"
 """Where the report links FEATURE.md (a published copy); default ``FEATURE.md`` beside the report
 (``harness.reporting.report`` copies it there). Allure shows http(s) and relative links only."""
@@ -149,6 +145,18 @@ def mark_xpass(reason: str) -> None:
     from harness.reporting.results import XPASS_LABEL
 
     allure.dynamic.label(XPASS_LABEL, reason)
+
+
+def mark_origin(exc: BaseException) -> None:
+    """Label a failed test with where its exception came from (``results.failure_origin``), decided
+    here, from the exception, so the report never reads it back from the traceback's text."""
+    import allure
+
+    from harness.reporting.results import CAUSE_LABEL, ORIGIN_LABEL, failure_origin
+
+    origin = failure_origin(exc)
+    allure.dynamic.label(ORIGIN_LABEL, origin.where or "")
+    allure.dynamic.label(CAUSE_LABEL, origin.cause)
 
 
 def representatives(cases) -> set[tuple[str, str]]:

@@ -30,14 +30,13 @@ from typing import Any
 
 from harness.app.atomic import write_atomic
 from harness.cli import Parser, command, say_error
-from harness.paths import REPO_ROOT
-from harness.reporting.allure_labels import FEATURE_DOC
+from harness.paths import ALLURE_HISTORY_DIR, ALLURE_REPORT_DIR, ALLURE_RESULTS_DIR, FEATURE_DOC, LOCAL_ALLURE_CLI
 from harness.reporting.results import ResultShapeError, prepare
 
-LOCAL_CLI = REPO_ROOT / ".tools" / "allure" / "node_modules" / ".bin" / "allure"
-DEFAULT_RESULTS = REPO_ROOT / "reports" / "allure-results"
-DEFAULT_OUT = REPO_ROOT / "reports" / "allure-report"
-DEFAULT_HISTORY = REPO_ROOT / "reports" / "allure-history"
+LOCAL_CLI = LOCAL_ALLURE_CLI
+DEFAULT_RESULTS = ALLURE_RESULTS_DIR
+DEFAULT_OUT = ALLURE_REPORT_DIR
+DEFAULT_HISTORY = ALLURE_HISTORY_DIR
 REPORT_NAME = "Layerwise split KV cache sharding"
 INSTALL_HINT = "bash scripts/install_allure.sh"
 GENERATE_TIMEOUT_S = 300

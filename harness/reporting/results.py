@@ -8,7 +8,11 @@ not pass:
   frame inside this repository is under ``implementations/`` (the code under test), is a
   product defect; any other exception (harness, test code, the rank runner) is a harness
   error; an expected failure the spec predicts and an unexpected (strict) pass of one
-  have their own categories;
+  have their own categories. Where an exception comes from is decided where it fails,
+  from the exception itself (``failure_origin``: a rank's own exception or dump for a
+  ``RankFailure``, else the traceback's frames), and carried in the result's labels
+  (``ORIGIN_LABEL``, ``CAUSE_LABEL``; the pytest plugin sets them), never read back
+  from the traceback's text;
 - shortens the status message to one line that is the same for like cases (numbers
   and lists become ``N`` and ``[...]``, ``TC-04: ...`` in front), and moves the case's
   own detail to the top of the trace, under a ``category: ...`` line that
@@ -28,20 +32,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Optional, Union
 
+from harness.rankpool.errors import Origin
 from harness.reporting.allure_meta import UPSTREAM_RULE_MARKER, categories_json
 
 PRODUCT, HARNESS, XFAIL, XPASS = "product defect", "harness error", "expected failure", "unexpected pass"
 XPASS_LABEL = "xpass_strict"
 """Label the pytest plugin puts on a strict expected failure that passed (its value: the reason)."""
+ORIGIN_LABEL = "lw_origin"
+"""Label of a failed test: the innermost frame of this repository's code it failed in ("" for none)."""
+CAUSE_LABEL = "lw_cause"
+"""Label of a failed test: its cause in one line (``rank 2 raised: ValueError: bad block 7``)."""
 
-_PY_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
-_PYTEST_FRAME = re.compile(r"^(\S+\.py):(\d+): ", re.M)
-_MARKED = re.compile(r"^>>> (.*): the failure <<<$", re.M)
 _NUMBER = re.compile(r"(?<![A-Za-z_])-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
 _LIST = re.compile(r"\[[^\[\]]*\]")
-_EXCEPTION_LINE = re.compile(r"^(?:[a-z_]\w*\.)*[A-Z]\w*(?::\s.*)?$")
-"""``ValueError: boom``, ``implementations.faults.faulty.InjectedFault: ...``, ``KeyboardInterrupt``."""
-_REPO_DIRS = ("implementations/", "harness/", "testcases/")
 
 
 class Verdict(NamedTuple):
@@ -57,51 +60,25 @@ def template(text: str, limit: int = 200) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def innermost_repo_frame(text: str) -> Optional[str]:
-    """``implementations/reference/layout.py:42`` for the innermost frame inside the repository.
+def failure_origin(exc: BaseException) -> Origin:
+    """Where a test's exception comes from: for a rank failure (also one that caused ``exc``), the
+    failing rank's own origin (``RankFailure.origin``, set by the pool); else ``exc``'s traceback."""
+    from harness.rankpool.errors import RankFailure, origin_of
 
-    Python tracebacks list the innermost frame last, faulthandler dumps ("most recent
-    call first") first; pytest's long form names each frame ``path.py:line: ...``.
-    """
-    frames = [(m.group(1), m.group(2)) for m in _PY_FRAME.finditer(text)]
-    if "most recent call first" in text:
-        frames.reverse()
-    frames += [(m.group(1), m.group(2)) for m in _PYTEST_FRAME.finditer(text)] if not frames else []
-    for path, line in reversed(frames):
-        rel = _repo_relative(path)
-        if rel is not None:
-            return f"{rel}:{line}"
-    return None
+    seen, link = set(), exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        if isinstance(link, RankFailure) and link.origin is not None:
+            root = f"{link.root}: " if link.root else ""
+            return Origin(where=link.origin.where, cause=f"{root}{link.origin.cause}")
+        link = link.__cause__ or link.__context__
+    return origin_of(exc)
 
 
-def _repo_relative(path: str) -> Optional[str]:
-    path = path.replace("\\", "/")
-    if "site-packages/" in path or "/lib/python" in path:
-        return None
-    for root in _REPO_DIRS:
-        at = path.find(root)
-        if at == 0 or (at > 0 and path[at - 1] == "/"):
-            return path[at:]
-    return None
-
-
-def _exception_line(text: str) -> str:
-    """The last line that names an exception (``ValueError: boom``), else the last non-empty line."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    for line in reversed(lines):
-        if _EXCEPTION_LINE.match(line):
-            return line
-    return lines[-1] if lines else ""
-
-
-def _short_type(line: str) -> str:
-    """``harness.rankpool.errors.RankFailure: x`` -> ``RankFailure: x``."""
-    head, sep, rest = line.partition(": ")
-    return head.rsplit(".", 1)[-1] + sep + rest
-
-
-def classify(status: str, message: str, trace: str, *, tc: str, xpass_reason: Optional[str] = None) -> Verdict:
-    """The category of one non-passing result, its stable message and its detail (see the module doc)."""
+def classify(status: str, message: str, trace: str, *, tc: str, xpass_reason: Optional[str] = None,
+             origin: Optional[Origin] = None) -> Verdict:
+    """The category of one non-passing result, its stable message and its detail (see the module doc);
+    ``origin`` is where a broken result's exception came from (``failure_origin``)."""
     message, trace = message or "", trace or ""
     prefix = f"{tc}: " if tc else ""
     if xpass_reason is not None:
@@ -120,20 +97,16 @@ def classify(status: str, message: str, trace: str, *, tc: str, xpass_reason: Op
         return Verdict(PRODUCT, f"{prefix}check failed: {template(first)}",
                        f"category: {PRODUCT}: a check of the implementation failed\n{message}")
     if status == "broken":
-        marked = _MARKED.search(message)
-        if marked:  # a rank's failure (RankFailure / RankTimeout): its own section decides
-            section = message[marked.end():]
-            where = innermost_repo_frame(section)
-            cause = f"{marked.group(1)}: {_short_type(_exception_line(section))}"
-        else:
-            where = innermost_repo_frame(message + "\n" + trace)
-            cause = _short_type(message.splitlines()[0] if message else "")
-        product = where is not None and where.startswith("implementations/")
+        if origin is None:  # a result the harness's plugin did not see fail
+            first = message.splitlines()[0] if message else ""
+            return Verdict(HARNESS, f"{prefix}{template(first)} (origin not recorded)",
+                           f"category: {HARNESS}: no origin was recorded where it failed\n{message}")
+        where, cause, product = origin.where, origin.cause, origin.in_implementation
         category = PRODUCT if product else HARNESS
-        origin = where.rsplit(":", 1)[0] if where else "outside the repository"
+        file = where.rsplit(":", 1)[0] if where else "outside the repository"
         why = (f"raised by the implementation under test at {where}" if product else
                f"raised in harness code at {where}" if where else "raised outside the repository (no frame of ours)")
-        return Verdict(category, f"{prefix}{template(cause)} (in {origin})", f"category: {category}: {why}\n{message}")
+        return Verdict(category, f"{prefix}{template(cause)} (in {file})", f"category: {category}: {why}\n{message}")
     return Verdict(None, message, "")
 
 
@@ -147,8 +120,10 @@ def rewrite(result: dict) -> dict:
     xpass = _label(result, XPASS_LABEL)
     if result.get("status") in (None, "passed") and xpass is None:
         return result
+    cause = _label(result, CAUSE_LABEL)
+    origin = Origin(where=_label(result, ORIGIN_LABEL) or None, cause=cause) if cause is not None else None
     verdict = classify(result.get("status", ""), details.get("message", ""), details.get("trace", ""),
-                       tc=_label(result, "as_id") or "", xpass_reason=xpass)
+                       tc=_label(result, "as_id") or "", xpass_reason=xpass, origin=origin)
     if verdict.category is None and not verdict.detail:
         return result
     trace = details.get("trace") or ""

@@ -2,16 +2,17 @@
 
 allure-pytest writes each result as it finishes; an ``OSError`` there (disk full, a
 read-only mount appearing mid-run) would stop pytest with INTERNALERROR and lose
-every outcome so far. ``guard_allure_writes`` wraps the writer's methods (before
-allure-pytest registers its writer) so a failure is recorded instead; the plugin
-prints one ``error:`` line per kind at the end and makes the exit status non-zero.
+every outcome so far. ``guard_allure_writes`` registers hook wrappers with
+allure-commons' public plugin manager around its writer hooks (``report_result``,
+``report_container``, ``report_attached_file``, ``report_attached_data``,
+``report_globals``), so a failure is recorded instead; the plugin prints one
+``error:`` line per kind at the end and makes the exit status non-zero.
 Under xdist the workers' records travel to the controller in ``workeroutput``.
 """
 
 from __future__ import annotations
 
-import functools
-from typing import Callable
+import os
 
 WORKEROUTPUT_KEY = "lw_write_failures"
 
@@ -37,27 +38,54 @@ def summary() -> str:
     return f"error: {len(_failures)} result file(s) could not be written; first: {first}{more}"
 
 
-def _guarded(method: Callable, what: str) -> Callable:
-    @functools.wraps(method)  # keeps allure's hookimpl marker, so the wrapper is still the hook
-    def wrapper(self, *args, **kwargs):
-        try:
-            return method(self, *args, **kwargs)
-        except OSError as exc:
-            record(f"Allure {what} in {getattr(self, '_report_dir', '?')}", exc)
-            return None
-
-    wrapper.__lw_guarded__ = True
-    return wrapper
-
-
-def guard_allure_writes() -> None:
-    """Wrap ``AllureFileLogger``'s writers once per process (idempotent)."""
+def _guard(what: str):
+    """The body of a hook wrapper: the wrapped writers' result, or None and a record when one raised ``OSError``."""
     try:
-        from allure_commons.logger import AllureFileLogger
-    except ImportError:  # allure-pytest absent: nothing to guard
-        return
-    for name, what in (("_report_item", "result"), ("report_attached_file", "attachment"),
-                       ("report_attached_data", "attachment")):
-        method = getattr(AllureFileLogger, name, None)
-        if method is not None and not getattr(method, "__lw_guarded__", False):
-            setattr(AllureFileLogger, name, _guarded(method, what))
+        return (yield)
+    except OSError as exc:
+        where = f" in {os.path.dirname(exc.filename)}" if exc.filename else ""
+        record(f"Allure {what}{where}", exc)
+        return None
+
+
+GUARD_NAME = "lwsplit-write-guard"
+"""The guard's name in allure-commons' plugin manager."""
+
+
+def allure_write_guard():
+    """A plugin for allure-commons' plugin manager that wraps every writer hook with ``_guard``."""
+    from allure_commons import hookimpl
+
+    class AllureWriteGuard:
+        @hookimpl(wrapper=True)
+        def report_result(self, result):
+            return (yield from _guard("result"))
+
+        @hookimpl(wrapper=True)
+        def report_container(self, container):
+            return (yield from _guard("result"))
+
+        @hookimpl(wrapper=True)
+        def report_attached_file(self, source, file_name):
+            return (yield from _guard("attachment"))
+
+        @hookimpl(wrapper=True)
+        def report_attached_data(self, body, file_name):
+            return (yield from _guard("attachment"))
+
+        @hookimpl(wrapper=True)
+        def report_globals(self, globals_item):
+            return (yield from _guard("result"))
+
+    return AllureWriteGuard()
+
+
+def guard_allure_writes(manager=None) -> None:
+    """Register the guard with allure-commons' plugin manager (or ``manager``) once per process."""
+    if manager is None:
+        try:
+            from allure_commons import plugin_manager as manager
+        except ImportError:  # allure-pytest absent: nothing to guard
+            return
+    if manager.get_plugin(GUARD_NAME) is None:
+        manager.register(allure_write_guard(), name=GUARD_NAME)

@@ -188,9 +188,7 @@ def upstream_prediction(tc: str, run) -> Optional[Prediction]:
     reasons: list[str] = []
     consequences: tuple[str, ...] = ()
     if tc == "TC-03":
-        from harness.suites.tc03 import spec_refuses_cards
-
-        if spec_refuses_cards(run):  # the spec forbids the placement: any UserError passes, nothing to predict
+        if oracle.spec_refuses_cards(run):  # the spec forbids the placement: any UserError passes, nothing to predict
             return None
         spec_groups = oracle.expected_split_groups(run, rule="topology")
         upstream_groups = oracle.expected_split_groups(run, rule=UPSTREAM_GROUPS)

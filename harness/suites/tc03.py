@@ -183,7 +183,7 @@ def _card_slots(plan, num_cards: int) -> dict:
 def check(facts: list, run) -> list[str]:
     """Problems found (empty: pass). ``run`` is the composed RunSpec of the case."""
     if expected_rejection(run) is None:
-        refusal = spec_refuses_cards(run)
+        refusal = oracle.spec_refuses_cards(run)
         if refusal:
             err = master_error(facts)
             if err is None:
@@ -245,31 +245,6 @@ def _check_groups(plan, run) -> list[str]:
         if run.placement is None and 1 < s and topo in EXPECT_CONSECUTIVE and not keeps:
             problems.append(f"harness: on {topo} consecutive groups should be optimal")
     return problems
-
-
-def spec_refuses_cards(run) -> str | None:
-    """Why FEATURE section 4 forbids this placement outright, from the spec's own numbers.
-
-    A lower bound per rank (the smallest split rank's bytes at the spec's block count)
-    is enough: if even that overfills a card's HBM with its reserve, no plan can fit.
-    """
-    where = expected_placement(run)
-    s = oracle.split_size(run)
-    if s > 1 and expected_split_groups(run) is None:
-        return "no split grouping keeps each TP group's split groups on distinct cards"
-    hw = run.hardware
-    n_blocks, _ = oracle.expected_block_counts(run, oracle.run_budget_bytes(run))
-    full = oracle.expected_full_layers(run.model)
-    owner = oracle.expected_owner(full, s)
-    least = min(oracle.expected_rank_bytes(run, n_blocks, [l for l in full if owner[l] == r]) for r in range(s))
-    ranks_on: dict[tuple[int, int], int] = {}
-    for card in where:
-        ranks_on[card] = ranks_on.get(card, 0) + 1
-    for card, count in sorted(ranks_on.items()):
-        if count * (least + hw.reserved_bytes_per_card) > hw.hbm_bytes_per_card:
-            return (f"node {card[0]} card {card[1]} holds {count} ranks: at least {count} x ({least} B KV + "
-                    f"{hw.reserved_bytes_per_card} B reserved) > HBM {hw.hbm_bytes_per_card} B")
-    return None
 
 
 def _check_cards(plan, run) -> list[str]:

@@ -256,20 +256,39 @@ def test_a_result_line_that_cannot_be_written_fails_its_case_not_the_session(pyt
 
 
 def test_an_allure_file_that_cannot_be_written_is_recorded_not_raised(tmp_path, monkeypatch):
+    """allure-pytest's own writer at a folder it cannot write, behind the guard, called as allure-commons
+    calls it (a plugin manager of the ``allure`` project with its writer hooks; a private one, so no write
+    reaches this session's own results)."""
+    import pluggy
     from allure_commons.logger import AllureFileLogger
 
     from harness.reporting import write_guard
 
+    class WriterHooks:
+        spec = pluggy.HookspecMarker("allure")
+
+        @spec
+        def report_attached_data(self, body, file_name): ...
+
+        @spec
+        def report_result(self, result): ...
+
+    manager = pluggy.PluginManager("allure")
+    manager.add_hookspecs(WriterHooks)
     monkeypatch.setattr(write_guard, "_failures", [])  # this session's own record stays clean
-    write_guard.guard_allure_writes()
+    write_guard.guard_allure_writes(manager)
+    write_guard.guard_allure_writes(manager)  # once per manager
+    (tmp_path / "results").mkdir()
     logger = AllureFileLogger(tmp_path / "results")
-    (tmp_path / "not-a-folder").write_text("x")
-    logger._report_dir = tmp_path / "not-a-folder" / "results"  # every write now fails (NotADirectoryError)
-    before = len(write_guard.failures())
-    logger.report_attached_data(body="x", file_name="a.txt")
-    assert len(write_guard.failures()) == before + 1
-    assert "Allure attachment" in write_guard.failures()[-1]
-    assert write_guard.summary().startswith("error: ")
+    manager.register(logger)
+    (tmp_path / "results").rmdir()
+    (tmp_path / "results").write_text("x")  # every write now fails (NotADirectoryError)
+    manager.hook.report_attached_data(body="x", file_name="a.txt")
+    assert write_guard.failures() == [f"Allure attachment in {tmp_path / 'results'}: Not a directory"]
+    assert write_guard.summary().startswith("error: 1 result file(s) could not be written")
+    manager.unregister(name=write_guard.GUARD_NAME)
+    with pytest.raises(NotADirectoryError):  # without the guard the writer's error reaches the caller
+        manager.hook.report_attached_data(body="x", file_name="a.txt")
 
 
 def test_every_atomic_write_on_a_full_disk_leaves_no_temp_file(tmp_path):

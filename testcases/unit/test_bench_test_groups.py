@@ -88,12 +88,12 @@ def test_the_probe_measures_a_test_and_the_process_it_waited_for(pytester, monke
 def test_the_probe_leaves_out_what_a_child_running_before_the_test_had_used(pytester, monkeypatch):
     """A rank of the worker's own pool is such a child: its earlier work is not this test's."""
     pytester.makepyfile(
-        "import os, subprocess, sys, time\n\n"
+        "import subprocess, sys, time\n\n"
+        "from harness import procfs\n\n"
         "BURN = 'import sys, time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.4: pass\\nsys.stdin.read()'\n"
         "CHILD = subprocess.Popen([sys.executable, '-c', BURN], stdin=subprocess.PIPE)\n"
         "def _cpu():\n"
-        "    with open(f'/proc/{CHILD.pid}/stat') as fh:\n"
-        "        return sum(int(f) for f in fh.read().rsplit(')', 1)[1].split()[11:13]) / os.sysconf('SC_CLK_TCK')\n"
+        "    return procfs.stat(CHILD.pid).cpu_ticks / procfs.TICKS_PER_S\n"
         "deadline = time.monotonic() + 30\n"
         "while _cpu() < 0.35 and time.monotonic() < deadline:\n"
         "    time.sleep(0.02)\n\n"

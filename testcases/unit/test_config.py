@@ -442,12 +442,12 @@ def test_options_read_alone_are_hydras_nodes():
     from harness.config.store import register
 
     register()
-    composition._loaded.clear()
+    reader = composition._composition(CONF_DIR)
     for row in range(max(len(options) for options in _READ_ALONE.values())):
         chosen = {g: options[row] for g, options in _READ_ALONE.items() if row < len(options)}
         hydras = composition._hydra_compose(CONF_DIR, [f"{g}={o}" for g, o in chosen.items()])
         for group, option in chosen.items():
-            node = composition._load_option(CONF_DIR, group, option)
+            node = reader.read_alone(group, option)
             if option == "none":
                 assert node is None, "an @package option is Hydra's to compose"
                 continue
@@ -462,8 +462,8 @@ def test_an_option_with_a_defaults_list_is_composed_by_hydra(tmp_path):
     conf = tmp_path / "conf"
     shutil.copytree(CONF_DIR, conf)
     (conf / "layerwise" / "nested.yaml").write_text("defaults:\n  - s2\n  - _self_\nsplit_size: 4\n")
-    assert composition._load_option(conf, "layerwise", "nested") is None
-    assert composition._load_option(conf, "layerwise", "s4") is not None
+    assert composition._composition(conf).read_alone("layerwise", "nested") is None
+    assert composition._composition(conf).read_alone("layerwise", "s4") is not None
     got = compose_config(["layerwise=nested"], config_dir=conf)
     assert (got.layerwise.enable, got.layerwise.split_size) == (True, 4)  # Hydra merged s2 under it
     _same_config(got, _hydra_whole(["layerwise=nested"], conf))
@@ -524,3 +524,16 @@ def test_assembly_errors_are_hydras_errors(overrides, field):
     with pytest.raises(ConfigError) as info:
         compose_config(overrides)
     assert info.value.field == field
+
+
+def test_config_node_is_omegaconfs_node():
+    """``compose.config_node`` is the one use of OmegaConf's private ``_get_node``: this fails when it changes."""
+    from omegaconf import Node
+
+    from harness.config.compose import config_node
+
+    cfg = compose_config(["draft=none"])
+    assert cfg.draft is None
+    null = config_node(cfg, "draft")
+    assert isinstance(null, Node) and null._get_parent() is cfg and null._value() is None
+    assert config_node(cfg, "model") is cfg.model

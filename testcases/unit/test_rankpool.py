@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+from harness import procfs
 from harness.rankpool import PoolUnavailable, RankFailure, RankPool, RankSkip, RankTimeout, get_pool, registry
 from harness.rankpool import selftest_bodies as bodies
 from harness.rankpool.backend import resolve_backend
@@ -42,16 +43,10 @@ def pool2():
 def child_pids() -> set[int]:
     """Live descendants of this process (ranks are forked by it or by its forkserver child), from /proc."""
     parent_of = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z":
-            parent_of[int(entry)] = int(fields[1])
+    for pid in procfs.pids():
+        found = procfs.stat(pid)
+        if found is not None and not found.zombie:
+            parent_of[pid] = found.ppid
     me, found = os.getpid(), set()
     for pid in parent_of:
         p = parent_of.get(pid)
@@ -61,6 +56,28 @@ def child_pids() -> set[int]:
                 break
             p = parent_of.get(p)
     return found
+
+
+# -- the /proc reader ------------------------------------------------------------------------
+@unit
+def test_procfs_reads_this_process_and_a_zombie_child():
+    me = procfs.stat()
+    assert (me.pid, me.ppid, me.state) == (os.getpid(), os.getppid(), "R")
+    assert procfs.stat(os.getpid()) is not None and procfs.stat(os.getpid()).starttime == me.starttime
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        assert child.pid in procfs.children() and procfs.alive(child.pid)
+        assert procfs.stat(child.pid).ppid == os.getpid()
+        assert "sys.stdin.read()" in procfs.cmdline(child.pid)
+        child.stdin.close()
+        deadline = time.monotonic() + 10
+        while procfs.stat(child.pid).state != "Z" and time.monotonic() < deadline:  # exited, not reaped yet
+            time.sleep(0.01)
+        assert procfs.stat(child.pid).zombie and not procfs.alive(child.pid)
+    finally:
+        child.wait(timeout=10)
+    assert procfs.stat(child.pid) is None and procfs.cmdline(child.pid) is None and not procfs.alive(child.pid)
+    assert procfs.busy_cpu_s() > 0
 
 
 # -- happy path ----------------------------------------------------------------------------
@@ -112,6 +129,9 @@ def test_raising_rank_fails_with_its_traceback_and_the_pool_recovers(pool4):
     assert "in raise_on_rank" in text  # rank 2's own traceback frame
     assert "ranks 0, 1, 3 still running" in text  # they were stuck in the second all_reduce
     assert set(err.rank_errors) == {0, 1, 2, 3} and err.pool_rebuilt
+    # where it comes from, from rank 2's exception object (the report's category reads this)
+    assert err.root == "rank 2 raised" and err.origin.cause == "ValueError: boom on rank 2"
+    assert err.origin.where.startswith("harness/rankpool/selftest_bodies.py:") and not err.origin.in_implementation
     infos = pool4.run(bodies.rank_info)
     assert [i["world_sum"] for i in infos] == [10.0] * 4
     assert set(pool4.pids).isdisjoint(before)
@@ -166,6 +186,10 @@ def test_hang_times_out_with_the_hung_ranks_stack_then_the_pool_recovers(pool2):
     assert "did not finish within 3 s" in text
     assert "sleep_forever" in timeout.value.rank_errors[1]
     assert "barrier" in timeout.value.rank_errors[0]  # rank 0 waits for it
+    origin = timeout.value.origin  # the failing rank's own frame, read from its stack dump by the pool
+    file, line = origin.where.rsplit(":", 1)
+    assert file.startswith("harness/rankpool/") and "3 s" in origin.cause
+    assert f'{file.rsplit("/", 1)[-1]}", line {line} in' in timeout.value.rank_errors[timeout.value.failed_rank]
     assert pool2.run(bodies.echo, 1) == [1, 1]
 
 
@@ -201,11 +225,7 @@ def test_close_leaves_no_rank_process_and_no_temp_dir():
 
 def running(pid: int) -> bool:
     """True while pid exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    return procfs.alive(pid)
 
 
 # The ranks are busy in a body (not reading their pipe) when the parent is SIGKILLed:

@@ -636,24 +636,17 @@ def test_views_show_the_draft_of_a_speculative_case():
 
 # ---- categories by origin, stable messages -----------------------------------------------
 
+from harness.rankpool.errors import Origin, RankFailure  # noqa: E402
 from harness.reporting import results as rs  # noqa: E402
-
-RANK_TRACE = """harness.rankpool.errors.RankFailure: step on 4 ranks (gloo, pool generation 2) failed: rank 2 raised
->>> rank 2 raised: the failure <<<
-Traceback (most recent call last):
-  File "/w/harness/rankpool/rank_main.py", line 80, in _serve
-    out = fn(ctx, *args)
-  File "/w/harness/suites/common.py", line 33, in standard_body
-    session = bring_up(ctx, run, impl_cfg, engines=engines)
-  File "/w/implementations/reference/allocation.py", line {line}, in allocate
-    raise ValueError(f"bad block {n}")
-ValueError: bad block {n}
-(3 other rank sections in other_ranks)"""
 
 
 def test_an_exception_from_the_implementation_is_a_product_defect_with_a_stable_message():
-    one = rs.classify("broken", RANK_TRACE.format(line=41, n=7), "", tc="TC-01")
-    two = rs.classify("broken", RANK_TRACE.format(line=41, n=9123), "", tc="TC-01")
+    message = "RankFailure: step on 4 ranks failed: rank 2 raised\n>>> rank 2 raised: the failure <<<\nValueError: bad block {n}"
+    where = "implementations/reference/allocation.py:41"
+    one = rs.classify("broken", message.format(n=7), "", tc="TC-01",
+                      origin=Origin(where=where, cause="rank 2 raised: ValueError: bad block 7"))
+    two = rs.classify("broken", message.format(n=9123), "", tc="TC-01",
+                      origin=Origin(where=where, cause="rank 3 raised: ValueError: bad block 9123"))
     assert one.category == rs.PRODUCT
     assert one.message == two.message == (
         "TC-01: rank N raised: ValueError: bad block N (in implementations/reference/allocation.py)")
@@ -663,18 +656,57 @@ def test_an_exception_from_the_implementation_is_a_product_defect_with_a_stable_
 
 
 def test_an_exception_from_harness_code_is_a_harness_error():
-    trace = RANK_TRACE.replace("/w/implementations/reference/allocation.py", "/w/harness/suites/bring_up.py")
-    verdict = rs.classify("broken", trace.format(line=5, n=1), "", tc="TC-04")
-    assert verdict.category == rs.HARNESS and "(in harness/suites/bring_up.py)" in verdict.message
-    # an exception in the parent: pytest's long form names the frames
-    longrepr = ("harness/suites/execute.py:36: in run_case\n    facts = run_body()\n"
-                "/usr/lib/python3.10/site-packages/torch/x.py:9: in f\n    raise\nE   KeyError: 'target'\n\n"
-                "/usr/lib/python3.10/site-packages/torch/x.py:9: KeyError")
-    verdict = rs.classify("broken", "KeyError: 'target'", longrepr, tc="TC-07")
+    verdict = rs.classify("broken", "KeyError: 'target'", "", tc="TC-07",
+                          origin=Origin(where="harness/suites/execute.py:36", cause="KeyError: 'target'"))
     assert verdict.category == rs.HARNESS and verdict.detail.startswith(
         "category: harness error: raised in harness code at harness/suites/execute.py:36")
-    longrepr = longrepr.replace("harness/suites/execute.py:36", "implementations/mutants/m.py:3")
-    assert rs.classify("broken", "KeyError: 'target'", longrepr, tc="TC-07").category == rs.PRODUCT
+    outside = rs.classify("broken", "OSError: x", "", tc="TC-07", origin=Origin(where=None, cause="OSError: x"))
+    assert outside.category == rs.HARNESS and outside.message == "TC-07: OSError: x (in outside the repository)"
+    unknown = rs.classify("broken", "KeyError: 'target'", "", tc="TC-07")  # a result no plugin labelled
+    assert unknown.category == rs.HARNESS and unknown.message == "TC-07: KeyError: 'target' (origin not recorded)"
+
+
+def _raise_in_implementation_code():
+    from implementations import inputs
+
+    inputs.read_input_file("/nonexistent/lwsplit/config.json", "model_path")
+
+
+def test_the_origin_is_read_from_the_exception_itself():
+    with pytest.raises(Exception) as raised:
+        _raise_in_implementation_code()
+    origin = rs.failure_origin(raised.value)
+    assert origin.in_implementation and origin.where.startswith("implementations/inputs.py:")
+    assert origin.cause.startswith(type(raised.value).__name__ + ": ")
+    with pytest.raises(KeyError) as here:
+        {}["target"]
+    origin = rs.failure_origin(here.value)
+    assert origin.where.startswith("testcases/unit/test_reporting.py:") and not origin.in_implementation
+    # a rank failure: the failing rank's own origin (the pool sets it), also when it caused another error
+    failure = RankFailure("x failed: rank 2 raised\n--- rank 2 raised ---\nValueError: bad block 7")
+    failure.origin = Origin(where="implementations/reference/allocation.py:41", cause="ValueError: bad block 7")
+    assert rs.failure_origin(failure) == Origin(where="implementations/reference/allocation.py:41",
+                                                cause="rank 2 raised: ValueError: bad block 7")
+    try:
+        try:
+            raise failure
+        except RankFailure as exc:
+            raise RuntimeError("the case failed") from exc
+    except RuntimeError as wrapped:
+        assert rs.failure_origin(wrapped).in_implementation
+
+
+def test_rewrite_reads_the_origin_from_the_labels():
+    result = {"status": "broken", "statusDetails": {"message": "ValueError: bad block 7", "trace": "tb"},
+              "labels": [{"name": "as_id", "value": "TC-05"},
+                         {"name": rs.ORIGIN_LABEL, "value": "implementations/reference/allocation.py:41"},
+                         {"name": rs.CAUSE_LABEL, "value": "rank 1 raised: ValueError: bad block 7"}]}
+    details = rs.rewrite(result)["statusDetails"]
+    assert details["message"] == "TC-05: rank N raised: ValueError: bad block N (in implementations/reference/allocation.py)"
+    assert details["trace"].startswith("category: product defect") and details["trace"].endswith("\n\ntb")
+    outside = {"status": "broken", "statusDetails": {"message": "OSError: x"},  # allure drops an empty label's value
+               "labels": [{"name": rs.ORIGIN_LABEL}, {"name": rs.CAUSE_LABEL, "value": "OSError: x"}]}
+    assert rs.rewrite(outside)["statusDetails"]["message"] == "OSError: x (in outside the repository)"
 
 
 def test_failed_checks_group_by_rule_not_by_case():
@@ -710,7 +742,7 @@ def test_rank_failure_message_keeps_the_failing_rank_and_moves_the_others():
                "--- rank 1 stack ---\nstack 1\n(the ranks were killed; the next run starts a fresh group)")
     err = RankFailure(message, rank_errors={0: "s0", 1: "s1", 2: "tb2", 3: "s3"})
     text = str(err)
-    assert text.splitlines()[0].startswith("step on 4 ranks") and err.failed_rank == 2
+    assert text.splitlines()[0].startswith("step on 4 ranks") and err.failed_rank == 2 and err.root == "rank 2 raised"
     assert ">>> rank 2 raised: the failure <<<\nTraceback ...\nValueError: boom" in text
     assert "stack 1" not in text and "most recent call first" not in text
     assert "stack 1" in err.other_ranks and "--- rank 0 stack ---" in err.other_ranks

@@ -1,0 +1,245 @@
+"""Figures in the docs have one source: the command that measures them.
+
+A figure a command measures (the sweep's figures table, the kill matrix, the benchmarks,
+the fault table) lives in two files only: its record, ``docs/data/<name>.json`` (the
+table, and the date, machine, commit and command that measured it), and the block of its
+docs page between ``<!-- generated:<name> -->`` and ``<!-- /generated:<name> -->``,
+rendered from that record by ``render``. The measuring commands write both with
+``--docs`` (a plain run leaves the docs alone); nobody types a figure into a page.
+``testcases/unit/test_docs_blocks.py`` fails when a page's block is not what ``render``
+makes of its record.
+
+    python -m harness.docs_blocks                 # re-render every block from its record
+    python -m harness.docs_blocks --check         # list stale blocks; exit 1 if any
+    python -m harness.docs_blocks figures DIR     # record a finished sweep's results.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from harness.paths import DOCS_DATA_DIR, DOCS_DIR
+
+PAGES = {
+    "figures": "figures.md",
+    "bench_planning": "benchmarks.md",
+    "bench_runner_overhead": "benchmarks.md",
+    "bench_test_groups": "benchmarks.md",
+    "kill_matrix": "mutation.md",
+    "faults": "faults.md",
+}
+"""Each generated block and the page (under ``docs/``) that shows it."""
+
+_BLOCK = "<!-- generated:{name} -->\n{body}<!-- /generated:{name} -->"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Record:
+    """One measured table and how it was measured."""
+
+    name: str
+    """The block's name (a key of ``PAGES``)."""
+    command: str
+    """The command that measures it again (with ``--docs``, writes this record and the block)."""
+    date: str
+    """UTC date of the measurement, ``YYYY-MM-DD``."""
+    machine: str
+    """Where it was measured (cores, CPU, Python, torch)."""
+    commit: str
+    """The harness's git commit it was measured at."""
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    align: str = ""
+    """Per column ``l`` or ``r`` (default: left)."""
+    provenance: str = ""
+    """Anything the reader must know about where the figures come from."""
+    notes: tuple[str, ...] = ()
+    """Lines printed under the table (measured facts, not prose)."""
+
+    def to_json(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Record:
+        values = dict(data)
+        values["columns"] = tuple(values["columns"])
+        values["rows"] = tuple(tuple(str(c) for c in row) for row in values["rows"])
+        values["notes"] = tuple(values.get("notes", ()))
+        return cls(**values)
+
+
+def _check_name(name: str) -> None:
+    if name not in PAGES:
+        raise ValueError(f"generated block {name!r}: allowed: {', '.join(PAGES)}")
+
+
+def record_path(name: str, data_dir: Path = DOCS_DATA_DIR) -> Path:
+    _check_name(name)
+    return data_dir / f"{name}.json"
+
+
+def load(name: str, data_dir: Path = DOCS_DATA_DIR) -> Record:
+    return Record.from_json(json.loads(record_path(name, data_dir).read_text(encoding="utf-8")))
+
+
+def machine() -> str:
+    """This machine in one line: cores, CPU model, Python and torch versions."""
+    from harness import procfs
+
+    cpu = procfs.cpu_model() or platform.processor() or platform.machine()
+    try:
+        from importlib.metadata import version
+
+        torch = f", torch {version('torch')}"
+    except Exception:  # no torch installed: the line says nothing about it
+        torch = ""
+    return f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}{torch}"
+
+
+def measured(name: str, *, command: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
+             align: str = "", notes: Sequence[str] = (), provenance: str = "") -> Record:
+    """A record of figures measured now, on this machine, at this checkout's commit."""
+    from harness.reporting.allure_meta import git_commit
+
+    _check_name(name)
+    return Record(name=name, command=command, date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+                  machine=machine(), commit=git_commit()[:12], columns=tuple(columns),
+                  rows=tuple(tuple(str(c) for c in row) for row in rows), align=align,
+                  notes=tuple(notes), provenance=provenance)
+
+
+def render(record: Record) -> str:
+    """The block's Markdown: where the figures come from, the table, the notes."""
+    origin = f"Measured {record.date} on {record.machine}, commit {record.commit}, by `{record.command}`"
+    lines = [f"_{origin}{'; ' + record.provenance if record.provenance else ''}._", ""]
+    lines.append("| " + " | ".join(record.columns) + " |")
+    align = record.align.ljust(len(record.columns), "l")
+    lines.append("|" + "|".join("---:" if a == "r" else "---" for a in align[:len(record.columns)]) + "|")
+    for row in record.rows:
+        lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in row) + " |")
+    if record.notes:
+        lines += [""] + list(record.notes)
+    return "\n".join(lines) + "\n"
+
+
+def _pattern(name: str) -> re.Pattern:
+    return re.compile(re.escape(f"<!-- generated:{name} -->") + r"\n(.*?)" + re.escape(f"<!-- /generated:{name} -->"),
+                      re.DOTALL)
+
+
+def block_text(page_text: str, name: str) -> Optional[str]:
+    """What a page holds between the block's markers, or None without them."""
+    found = _pattern(name).search(page_text)
+    return found.group(1) if found else None
+
+
+def write_block(page: Path, name: str, body: str) -> None:
+    """Replace the block ``name`` in ``page`` by ``body``, atomically; ``ValueError`` without its markers."""
+    from harness.app.atomic import write_atomic
+
+    text = page.read_text(encoding="utf-8")
+    if block_text(text, name) is None:
+        raise ValueError(f"{page}: no <!-- generated:{name} --> ... <!-- /generated:{name} --> markers")
+    new = _pattern(name).sub(lambda _: _BLOCK.format(name=name, body=body), text, count=1)
+    if new != text:
+        write_atomic(page, new)
+
+
+def publish(record: Record, *, docs_dir: Path = DOCS_DIR) -> Path:
+    """Write ``record`` (``docs/data/<name>.json``), then its block into its page; the page's path."""
+    from harness.app.atomic import write_json_atomic
+
+    write_json_atomic(record_path(record.name, docs_dir / "data"), record.to_json())
+    page = docs_dir / PAGES[record.name]
+    write_block(page, record.name, render(record))
+    return page
+
+
+def stale(docs_dir: Path = DOCS_DIR) -> list[str]:
+    """Blocks whose page does not hold what ``render`` makes of their record (or lacks a record / markers)."""
+    problems = []
+    for name, page_name in PAGES.items():
+        page = docs_dir / page_name
+        data = record_path(name, docs_dir / "data")
+        if not data.is_file():
+            problems.append(f"{name}: no record {data}")
+            continue
+        shown = block_text(page.read_text(encoding="utf-8"), name) if page.is_file() else None
+        if shown is None:
+            problems.append(f"{name}: {page} has no generated:{name} block")
+        elif shown != render(load(name, docs_dir / "data")):
+            problems.append(f"{name}: {page} differs from its record; run python -m harness.docs_blocks")
+    return problems
+
+
+def _sweep_record(sweep_dir: Path) -> Record:
+    """The figures table of a finished sweep, from its ``results.csv`` (``harness.app.aggregate``)."""
+    import csv
+
+    from harness.app.aggregate import figures_table
+
+    csv_path = sweep_dir / "results.csv"
+    if not csv_path.is_file():
+        raise ValueError(f"{sweep_dir}: no results.csv (a finished sweep's folder, e.g. multirun/<date>/<time>)")
+    with open(csv_path, newline="", encoding="utf-8") as fh:
+        rows = [{k: _typed(v) for k, v in r.items()} for r in csv.DictReader(fh)]
+    md = sweep_dir / "results.md"
+    command = next((line.strip("`") for line in md.read_text(encoding="utf-8").splitlines()
+                    if line.startswith("`")), "") if md.is_file() else ""
+    columns, cells, align = figures_table(rows)
+    return measured("figures", command=f"{command or 'python -m harness -m ...'} "
+                                       f"&& python -m harness.docs_blocks figures <sweep dir>",
+                    columns=columns, rows=cells, align=align)
+
+
+def _typed(text: str) -> Any:
+    if text == "":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.docs_blocks", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="list stale blocks; exit 1 if any")
+    parser.add_argument("what", nargs="?", choices=["figures"], help="record a finished sweep's figures")
+    parser.add_argument("sweep_dir", nargs="?", type=Path, help="the sweep's folder (holds results.csv)")
+    args = parser.parse_args(argv)
+    if args.what == "figures":
+        if args.sweep_dir is None:
+            print("error: sweep_dir: missing; give a finished sweep's folder (holds results.csv)", file=sys.stderr)
+            return 2
+        try:
+            record = _sweep_record(args.sweep_dir)
+        except ValueError as exc:
+            print(f"error: sweep_dir: {exc}", file=sys.stderr)
+            return 2
+        print(f"wrote {publish(record)} and {record_path('figures')}")
+        return 0
+    if args.check:
+        problems = stale()
+        for line in problems:
+            print(line)
+        return 1 if problems else 0
+    for name, page in PAGES.items():
+        write_block(DOCS_DIR / page, name, render(load(name)))
+    print(f"rendered {len(PAGES)} blocks from {DOCS_DATA_DIR}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

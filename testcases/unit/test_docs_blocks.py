@@ -1,0 +1,67 @@
+"""The docs' figures have one source: each generated block is what its record renders to."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from harness import docs_blocks
+from harness.paths import DOCS_DIR
+
+
+def test_every_generated_block_is_what_its_record_renders():
+    assert docs_blocks.stale() == []
+
+
+def test_a_figure_typed_into_a_page_is_stale(tmp_path):
+    docs = tmp_path / "docs"
+    shutil.copytree(DOCS_DIR, docs)
+    page = docs / docs_blocks.PAGES["faults"]
+    text = page.read_text(encoding="utf-8")
+    shown = docs_blocks.render(docs_blocks.load("faults"))
+    assert shown in text
+    page.write_text(text.replace("8.24 s", "7.00 s", 1), encoding="utf-8")
+    assert docs_blocks.stale(docs) == [f"faults: {page} differs from its record; run python -m harness.docs_blocks"]
+
+
+def test_publish_writes_the_record_and_only_its_block(tmp_path):
+    (tmp_path / "data").mkdir()
+    page = tmp_path / docs_blocks.PAGES["faults"]
+    page.write_text("# Faults\n\nprose\n\n<!-- generated:faults -->\nold\n<!-- /generated:faults -->\n\nafter\n",
+                    encoding="utf-8")
+    record = docs_blocks.measured("faults", command="python -m harness.bench.faults --docs",
+                                  columns=("fault", "time (s)"), rows=[("rank 1 hangs", 8.24)], align="lr",
+                                  notes=["1 fault case."])
+    assert docs_blocks.publish(record, docs_dir=tmp_path) == page
+    text = page.read_text(encoding="utf-8")
+    assert text.startswith("# Faults\n\nprose\n\n<!-- generated:faults -->\n_Measured ")
+    assert "| fault | time (s) |\n|---|---:|\n| rank 1 hangs | 8.24 |\n\n1 fault case.\n<!-- /generated:faults -->\n\nafter\n" in text
+    assert docs_blocks.load("faults", tmp_path / "data") == record
+
+
+def test_a_page_without_the_markers_is_refused(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("no block here\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"no <!-- generated:faults --> \.\.\. <!-- /generated:faults --> markers"):
+        docs_blocks.write_block(page, "faults", "x\n")
+    assert page.read_text(encoding="utf-8") == "no block here\n"
+
+
+def test_a_sweeps_results_become_the_figures_record(tmp_path):
+    from harness.app import aggregate
+
+    row = {c: None for c in aggregate.COLUMNS}
+    row.update(job=1, status="planned", model="deepseek_v32", implementation="reference", split_size=2,
+               peak_bytes=16379 * 2**20, uniform_peak_bytes=31222 * 2**20, n_blocks=2978, uniform_n_blocks=1562,
+               capacity_gain=1.9066, peak_layers=32.0, limit_layers=32)
+    rejected = dict(row, job=2, status="rejected", implementation="xllm_upstream", model="deepseek_v3",
+                    peak_bytes=None, capacity_gain=None, message="model.model_type: not upstream's")
+    (tmp_path / "results.csv").write_text(aggregate.to_csv([row, rejected]), encoding="utf-8")
+    (tmp_path / "results.md").write_text("# Sweep results\n\n`python -m harness -m model=deepseek_v32`\n")
+    record = docs_blocks._sweep_record(tmp_path)
+    assert record.columns == aggregate.FIGURES_COLUMNS
+    assert record.rows[0] == ("deepseek_v32", "reference", "2", "16,379.0", "31,222.0", "2978", "1562", "1.91x",
+                              "32", "32", "")
+    assert record.rows[1][-1] == "model.model_type: not upstream's" and record.rows[1][3] == ""
+    assert record.command.startswith("python -m harness -m model=deepseek_v32 && python -m harness.docs_blocks")
