@@ -39,11 +39,9 @@ ALLURE_HISTORY_DIR = REPORTS_DIR / "allure-history"
 """Trend history carried from report to report, by default."""
 LOCAL_ALLURE_CLI = REPO_ROOT / ".tools" / "allure" / "node_modules" / ".bin" / "allure"
 """The repository's pinned Allure CLI (``setup.sh`` installs it)."""
-FEATURE_DOC = next((p for p in (REPO_ROOT.parent / "shared" / "FEATURE.md",
-                                 REPO_ROOT.parent.parent / "shared" / "FEATURE.md") if p.is_file()),
-                   REPO_ROOT.parent / "shared" / "FEATURE.md")
-"""The spec, ``../shared/FEATURE.md`` beside the checkout (a worktree's checkout one level deeper)."""
 DOCS_DIR = REPO_ROOT / "docs"
 """The user documentation (Markdown pages; generated blocks inside, see ``harness.docs_blocks``)."""
+FEATURE_DOC = DOCS_DIR / "FEATURE.md"
+"""The spec the harness checks, kept in the repository; reports link their TCs' sections in a copy of it."""
 DOCS_DATA_DIR = DOCS_DIR / "data"
 """Recorded figures (one JSON per generated block) the docs pages are rendered from."""
