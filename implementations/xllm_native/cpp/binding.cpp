@@ -63,7 +63,6 @@ void init_logging() {
   FLAGS_stderrthreshold = google::NUM_SEVERITIES;  // the sink reports fatals
   static FatalSink sink;
   google::AddLogSink(&sink);
-  google::InstallFailureFunction(&on_failure);
 }
 
 class Request {
@@ -309,6 +308,9 @@ std::string g_out;
 extern "C" const char* lwsplit_call(const char* request) {
   using namespace lwsplit;
   init_logging();
+  // glog keeps one failure function per process: take it back on every call (another tree's
+  // library loaded in the same process installs its own).
+  google::InstallFailureFunction(&on_failure);
   g_fatal_file.clear();
   g_fatal_line = 0;
   g_fatal_message.clear();
