@@ -414,6 +414,8 @@ def build(tree: TreeMap, *, root: Optional[Path] = None) -> Built:
         found = _find(root, key)
         if found is not None:
             return found
+        for stale in root.glob(f".tmp-{key}-*"):  # a build of this key killed midway: no one else holds the lock
+            shutil.rmtree(stale, ignore_errors=True)
         return _build_locked(tree, root, key)
 
 

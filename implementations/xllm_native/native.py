@@ -19,26 +19,30 @@ from typing import Mapping, Optional
 from implementations.errors import ConfigError, PlanError, UserError
 from implementations.xllm_native import build
 
-CHECK_RULES: tuple[tuple[str, str], ...] = (
-    (r"layerwise_split_size\s*,\s*1\b", "layerwise.split_size"),
-    (r"group_size_\s*,\s*0|local_rank_\s*>=", "layerwise.split_size"),
-    (r"dp_size\(\)\s*,\s*1\b", "parallel.dp_size"),
-    (r"global_world_size\s*%\s*dp_cp_size", "parallel.world_size"),
-    (r"global_world_size\s*,\s*0\b", "parallel.world_size"),
-    (r"is_layerwise_split_supported_model", "model.model_type"),
-    (r"attn_tp_size\s*%\s*layerwise_split_size", "layerwise.split_size"),
-    (r"host_blocks_factor", "cache.host_blocks_factor"),
-    (r"kv_split_size_effective", "parallel.kv_split_size"),
-    (r"cp_size\(\)\s*,\s*1\b", "parallel.cp_size"),
-    (r"requested_blocks\s*,\s*max_blocks", "cache.max_linear_state_cache_slots"),
-    (r"draft_full_attention_slot_size\s*,\s*target_full_attention_slot_size", "draft"),
-    (r"block_size\(\)\s*,\s*draft_kv_cache_cap\.block_size", "cache.block_size"),
-    (r"common_block_count\s*,\s*std::numeric_limits", "model"),
-    (r"linear_cache_size_in_bytes|available_full_cache_size_in_bytes", "cache.max_seqs_per_batch"),
-    (r"common_block_count\s*,\s*0|n_blocks\(\)\s*,\s*0|n_blocks\s*,\s*0", "hardware.reserved_bytes_per_card"),
-    (r"cache_size_in_bytes\(\)\s*,\s*0", "cache.kv_budget_bytes"),
+CHECK_RULES: tuple[tuple[str, str, str], ...] = (
+    (r"layerwise_split_size\s*,\s*1\b", "layerwise.split_size", "a whole number >= 1"),
+    (r"group_size_\s*,\s*0|local_rank_\s*>=", "layerwise.split_size", "a whole number >= 1"),
+    (r"dp_size\(\)\s*,\s*1\b", "parallel.dp_size", "a whole number >= 1"),
+    (r"global_world_size\s*%\s*dp_cp_size", "parallel.world_size", "a multiple of dp_size * cp_size"),
+    (r"global_world_size\s*,\s*0\b", "parallel.world_size", "a whole number >= 1"),
+    (r"is_layerwise_split_supported_model", "model.model_type", "a model type the tree splits"),
+    (r"attn_tp_size\s*%\s*layerwise_split_size", "layerwise.split_size", "a divisor of the attention TP size"),
+    (r"host_blocks_factor", "cache.host_blocks_factor", "<= 1 (host cache off) with the split"),
+    (r"kv_split_size_effective", "parallel.kv_split_size", "1 (no KV split) with the split"),
+    (r"cp_size\(\)\s*,\s*1\b", "parallel.cp_size", "1 (no context parallel) with the split"),
+    (r"requested_blocks\s*,\s*max_blocks", "cache.max_linear_state_cache_slots",
+     "at most the linear-state slots the budget holds"),
+    (r"draft_full_attention_slot_size\s*,\s*target_full_attention_slot_size", "draft",
+     "a draft slot <= the target's, or draft.body_tp1=true"),
+    (r"block_size\(\)\s*,\s*draft_kv_cache_cap\.block_size", "cache.block_size", "the target's block size"),
+    (r"common_block_count\s*,\s*std::numeric_limits", "model", "a model with a full-attention layer to split"),
+    (r"linear_cache_size_in_bytes|available_full_cache_size_in_bytes", "cache.max_seqs_per_batch",
+     "fewer sequences: the linear state must leave room for full-attention KV"),
+    (r"common_block_count\s*,\s*0|n_blocks\(\)\s*,\s*0|n_blocks\s*,\s*0", "hardware.reserved_bytes_per_card",
+     "a budget holding one block"),
+    (r"cache_size_in_bytes\(\)\s*,\s*0", "cache.kv_budget_bytes", "a KV budget > 0"),
 )
-"""(pattern over the CHECK's condition, harness field it guards), first match wins."""
+"""(pattern over the CHECK's condition, harness field it guards, what is allowed), first match wins."""
 MASTER_ROLES = ("master", "layout")
 """CHECKs in these roles' files are startup rules (``ConfigError``); the rest are planning (``PlanError``)."""
 
@@ -75,11 +79,17 @@ def check_condition(file: str, line: int) -> str:
     return " ".join(text[m.start():i + 1].split())
 
 
-def field_of(check: Check) -> Optional[str]:
-    for pattern, name in CHECK_RULES:
+def rule_of(check: Check) -> tuple[str, str]:
+    """(field, allowed) of the CHECK; ``implementation`` for a CHECK no rule names."""
+    for pattern, name, allowed in CHECK_RULES:
         if re.search(pattern, check.condition):
-            return name
-    return None
+            return name, allowed
+    return "implementation", "a configuration the tree's CHECKs accept"
+
+
+def field_of(check: Check) -> Optional[str]:
+    name = rule_of(check)[0]
+    return None if name == "implementation" else name
 
 
 class Native:
@@ -110,13 +120,13 @@ class Native:
 
     def refusal(self, check: Check) -> UserError:
         """The ``UserError`` for a CHECK: the field it guards, the CHECK's place and text."""
-        name = field_of(check) or "implementation"
+        name, allowed = rule_of(check)
         roles = [r for r in build.ROLES if str(self.tree.path(r)) == check.file]
         cls = ConfigError if roles and roles[0] in MASTER_ROLES else PlanError
         detail = f"CHECK at {check.where} `{check.condition}`"
         if check.message:
             detail += f": {check.message.splitlines()[-1]}"
-        return cls(name, check.where, "a value the tree's CHECK accepts", detail)
+        return cls(name, check.where, allowed, detail)
 
 
 def _text(value: object) -> str:

@@ -191,6 +191,18 @@ def test_no_tree_is_one_error_line(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+def test_a_refusal_is_one_error_line(impl, cache):
+    """The CHECK's refusal through harness.plan: one line naming the field, nothing else glog writes."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), build.ENV_CACHE: str(cache)}
+    proc = subprocess.run([sys.executable, "-m", "harness.plan", "implementation=xllm_native",
+                           f"implementation.source_dir={FIXTURE}", "model=llama3_8b", "layerwise=s2"],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("error: model.model_type='llama': a model type the tree splits (CHECK at "
+                                  "layerwise_split_layout.h:"), proc.stderr
+    assert proc.stderr.count("\n") == 1
+
+
 def test_not_a_tree():
     with pytest.raises(UserError) as err:
         build.tree_map(str(FIXTURE / "xllm"))

@@ -8,6 +8,9 @@
 // ParallelConfig, one jump buffer): the Python side holds a lock.
 #include <glog/logging.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <csetjmp>
 #include <cstdint>
 #include <cstdio>
@@ -27,6 +30,25 @@ volatile bool g_armed = false;
 std::string g_fatal_file;
 int g_fatal_line = 0;
 std::string g_fatal_message;
+int g_saved_stderr = -1;
+
+// glog writes "*** Check failure stack trace: ***" to fd 2 between telling its sinks and calling
+// the failure function: fd 2 points at /dev/null for that moment only.
+void silence_stderr() {
+  if (g_saved_stderr >= 0) return;
+  const int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (null_fd < 0) return;
+  g_saved_stderr = ::dup(STDERR_FILENO);
+  ::dup2(null_fd, STDERR_FILENO);
+  ::close(null_fd);
+}
+
+void restore_stderr() {
+  if (g_saved_stderr < 0) return;
+  ::dup2(g_saved_stderr, STDERR_FILENO);
+  ::close(g_saved_stderr);
+  g_saved_stderr = -1;
+}
 
 class FatalSink : public google::LogSink {
  public:
@@ -37,10 +59,12 @@ class FatalSink : public google::LogSink {
     g_fatal_file = full_filename ? full_filename : "";
     g_fatal_line = line;
     g_fatal_message.assign(message, message_len);
+    if (g_armed) silence_stderr();
   }
 };
 
 void on_failure() {
+  restore_stderr();
   if (g_armed) {
     g_armed = false;
     siglongjmp(g_jump, 1);
