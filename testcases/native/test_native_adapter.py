@@ -203,6 +203,13 @@ def test_a_refusal_is_one_error_line(impl, cache):
     assert proc.stderr.count("\n") == 1
 
 
+def test_no_compiler(monkeypatch):
+    monkeypatch.setenv("CXX", "no-such-compiler-lwsplit")
+    with pytest.raises(UserError) as err:
+        build.compiler()
+    assert err.value.field == "CXX" and "C++20 compiler" in str(err.value)
+
+
 def test_not_a_tree():
     with pytest.raises(UserError) as err:
         build.tree_map(str(FIXTURE / "xllm"))
