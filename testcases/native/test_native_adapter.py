@@ -39,7 +39,11 @@ def run(split=2, *, model=MODEL, world=4, budget=BUDGET, **kw):
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("native-cache")
+    """One cache for every xdist worker of the session: its file lock has them build the fixture once."""
+    base = tmp_path_factory.getbasetemp()
+    path = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "lwsplit-native-cache"
+    path.mkdir(exist_ok=True)
+    return path
 
 
 @pytest.fixture(scope="module")
