@@ -1073,6 +1073,10 @@ def expected_upstream_rejection(run) -> Optional[Rejection]:
 
 
 def _rejection(run, active_split: int, model_types: tuple) -> Optional[Rejection]:
+    """The first rule broken, in upstream's order (FEATURE 3): the master's rules (s >= 1, whole
+    attention TP, then with the split active the model type before attention tp % s, then host
+    cache, cp, KV split), then the worker-side CHECKs (quantized caches, linear + indexer, sleep
+    mode, xtensor) that run once the engine starts its workers."""
     p, cache, hw = run.parallel, run.cache, run.hardware
     s = run.layerwise.split_size
     if s < 1:
@@ -1080,16 +1084,22 @@ def _rejection(run, active_split: int, model_types: tuple) -> Optional[Rejection
     if p.world_size % (p.dp_size * p.cp_size) != 0:
         return Rejection("parallel.world_size",
                          f"world_size {p.world_size} is not divisible by dp_size * cp_size = {p.dp_size * p.cp_size}")
+    active = active_split > 1
+    if active and run.model.model_type not in model_types:
+        return Rejection("model.model_type",
+                         f"layerwise split does not support {run.model.model_type} (supported: {', '.join(model_types)})")
     tp = attn_tp_size(run)
     if tp % s != 0:
         return Rejection("layerwise.split_size", f"attention tp size {tp} is not divisible by layerwise_split_size {s}")
-    found = _model_rejection(run.model, "model")
-    if found is not None:
-        return found
-    if getattr(run, "draft", None) is not None:
-        found = _model_rejection(run.draft, "draft")
-        if found is not None:
-            return found
+    if active and _opt(cache, "host_blocks_factor", 0.0) > 1:
+        return Rejection("cache.host_blocks_factor", "layerwise split does not support the host cache (host_blocks_factor > 1)")
+    if active and p.cp_size > 1:
+        return Rejection("parallel.cp_size", f"layerwise split does not support context parallel (cp_size {p.cp_size})")
+    kv_split = _opt(p, "kv_split_size", 1)
+    effective = p.cp_size if kv_split == 0 else kv_split
+    if active and effective > 1:
+        return Rejection("parallel.kv_split_size", f"layerwise split does not support KV split (effective kv_split_size {effective})")
+    # worker-side CHECKs, after the master's
     if kv_quantized(cache) and cache.kv_cache_dtype not in hardware_quantized_kv_dtypes(hw):
         allowed = hardware_quantized_kv_dtypes(hw)
         return Rejection("cache.kv_cache_dtype",
@@ -1101,22 +1111,14 @@ def _rejection(run, active_split: int, model_types: tuple) -> Optional[Rejection
     # kv_cache_test IndexerInt8WithoutIndexerDoesNotCreateScaleShape accepts int8 without one)
     if indexer_cache_dtype(cache) == "int8" and indexed and not hardware_int8_indexer_cache(hw):
         return Rejection("cache.indexer_cache_dtype", f"int8 indexer cache is not supported on {hw.name} (supported: auto)")
-    if active_split == 1:
-        return None
-    if run.model.model_type not in model_types:
-        return Rejection("model.model_type",
-                         f"layerwise split does not support {run.model.model_type} (supported: {', '.join(model_types)})")
-    if _opt(cache, "host_blocks_factor", 0.0) > 1:
-        return Rejection("cache.host_blocks_factor", "layerwise split does not support the host cache (host_blocks_factor > 1)")
-    if p.cp_size > 1:
-        return Rejection("parallel.cp_size", f"layerwise split does not support context parallel (cp_size {p.cp_size})")
-    kv_split = _opt(p, "kv_split_size", 1)
-    effective = p.cp_size if kv_split == 0 else kv_split
-    if effective > 1:
-        return Rejection("parallel.kv_split_size", f"layerwise split does not support KV split (effective kv_split_size {effective})")
-    if _opt(cache, "enable_sleep_mode", False):
+    found = _model_rejection(run.model, "model")
+    if found is None and draft is not None:
+        found = _model_rejection(draft, "draft")
+    if found is not None:
+        return found
+    if active and _opt(cache, "enable_sleep_mode", False):
         return Rejection("cache.enable_sleep_mode", "layerwise split does not support sleep mode")
-    if _opt(cache, "enable_xtensor", False):
+    if active and _opt(cache, "enable_xtensor", False):
         return Rejection("cache.enable_xtensor", "layerwise split does not support xtensor")
     return None
 

@@ -231,10 +231,12 @@ def upstream_prediction(tc: str, run) -> Optional[Prediction]:
 PREDICTIONS: dict[str, Callable[[str, object], Optional[Prediction]]] = {
     "upstream_owner_rule": owner_rule_prediction,
     "xllm_upstream": upstream_prediction,
+    "xllm_native": upstream_prediction,
 }
 """Implementation name -> predict(tc, run). ``upstream_owner_rule`` is the reference with only
 upstream's owner rule; ``xllm_upstream`` is upstream in every rule (FEATURE 2-4: no enable flag,
-upstream's model list, consecutive groups, ``rank % s``, ``layer_id % s``)."""
+upstream's model list, consecutive groups, ``rank % s``, ``layer_id % s``); ``xllm_native`` is upstream's
+own planning code compiled from a source tree, so the same predictions hold."""
 
 
 def prediction(tc: str, implementation: str, run) -> Optional[Prediction]:

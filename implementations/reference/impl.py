@@ -34,20 +34,26 @@ class ReferenceImplementation:
         return flags.enable and flags.split_size > 1
 
     def validate(self, run: RunSpec) -> None:
-        """Startup rules (FEATURE section 3) in the order of the shared rejection list; raises ``ConfigError``."""
+        """Startup rules (FEATURE section 3) in upstream's order: the master's, then the worker-side ones;
+        raises ``ConfigError`` for the first rule broken."""
         validation.check_model(run.model)
         validation.check_cache(run.cache)
         validation.check_hardware(run.hardware)
         validation.check_split_size_positive(run.layerwise)
         validation.check_parallel(run.parallel)
+        active = self.is_active(run.layerwise)
+        if active:  # upstream's master: the model type before attention tp % s
+            self.check_supported_model(run)
         validation.check_split_size(run.layerwise, self.attn_tp_size(run.parallel))
+        if active:
+            validation.check_active_master(run)
+        # the worker-side rules, after the master's
+        validation.check_quantized_support(run)
         validation.check_linear_with_indexer(run.model)
         if run.draft is not None:
             validation.check_linear_with_indexer(run.draft, prefix="draft")
-        validation.check_quantized_support(run)
-        if self.is_active(run.layerwise):
-            self.check_supported_model(run)
-            validation.check_active_split(run, self.full_layers(run.model))
+        if active:
+            validation.check_active_worker(run, self.full_layers(run.model))
         if run.draft is not None:
             validation.check_draft(run.draft)
 

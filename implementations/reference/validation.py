@@ -176,28 +176,42 @@ def check_supported_model(model: ModelSpec, supported: tuple[str, ...], split_si
         )
 
 
-def check_active_split(run: RunSpec, full_layers: tuple[int, ...]) -> None:
-    """Rules that only apply when the split is active (enabled and s > 1)."""
-    model, cache, parallel = run.model, run.cache, run.parallel
-    active = f"with layerwise split active (layerwise.split_size {run.layerwise.split_size})"
+def _active(run: RunSpec) -> str:
+    return f"with layerwise split active (layerwise.split_size {run.layerwise.split_size})"
+
+
+def check_active_master(run: RunSpec) -> None:
+    """The master's rules of an active split, in upstream's order: host cache, cp, KV split."""
+    cache, parallel = run.cache, run.parallel
     if cache.host_blocks_factor > 1:
         raise ConfigError("cache.host_blocks_factor", cache.host_blocks_factor,
-                          "<= 1 (host cache off)", f"the host cache is not supported {active}")
+                          "<= 1 (host cache off)", f"the host cache is not supported {_active(run)}")
     if parallel.cp_size > 1:
         raise ConfigError("parallel.cp_size", parallel.cp_size, "1",
-                          f"context parallel is not supported {active}")
+                          f"context parallel is not supported {_active(run)}")
     if effective_kv_split_size(parallel) > 1:
         raise ConfigError("parallel.kv_split_size", parallel.kv_split_size, "1 (or 0 with cp_size 1)",
-                          f"KV split is not supported {active}")
+                          f"KV split is not supported {_active(run)}")
+
+
+def check_active_worker(run: RunSpec, full_layers: tuple[int, ...]) -> None:
+    """The worker-side rules of an active split: sleep mode, xtensor, something to split."""
+    cache = run.cache
     if cache.enable_sleep_mode:
         raise ConfigError("cache.enable_sleep_mode", True, "false",
-                          f"sleep mode is not supported {active}")
+                          f"sleep mode is not supported {_active(run)}")
     if cache.enable_xtensor:
         raise ConfigError("cache.enable_xtensor", True, "false",
-                          f"xtensor is not supported {active}")
+                          f"xtensor is not supported {_active(run)}")
     if not full_layers:
-        raise ConfigError("model", model.name, "a model with at least one full-attention layer",
-                          f"nothing to split {active}")
+        raise ConfigError("model", run.model.name, "a model with at least one full-attention layer",
+                          f"nothing to split {_active(run)}")
+
+
+def check_active_split(run: RunSpec, full_layers: tuple[int, ...]) -> None:
+    """Rules that only apply when the split is active (enabled and s > 1): the master's, then the worker's."""
+    check_active_master(run)
+    check_active_worker(run, full_layers)
 
 
 def check_draft(draft: ModelSpec) -> None:

@@ -202,8 +202,15 @@ def test_upstream_refuses_naming_the_model_where_the_spec_names_a_later_rule():
     assert judge("TC-01", "xllm_upstream", run, [named_model]) == []
     assert judge("TC-01", "xllm_upstream", run, [Problem("accepted", rule="rejection")])
     for variant, model, lw, par, hw, extra in REJECTIONS:  # every other startup rule: same field, nothing predicted
-        if variant != "xtensor":
+        if variant not in ("xtensor", "linear-and-indexer"):
             assert _up("TC-01", model, lw, par, hardware=hw, extra=extra)[1] is None, variant
+
+
+def test_upstream_refuses_the_model_type_before_the_workers_linear_and_indexer_check():
+    """Upstream's master refuses the model type before its workers check linear + indexer (FEATURE 3)."""
+    run, pred = _up("TC-01", "qwen3_5_moe", "s2", extra=("model.index_n_heads=64", "model.index_head_dim=128"))
+    assert expected_rejection(run).field == "model.index_n_heads"
+    assert [(p.rule, p.field) for p in pred.required] == [("rejection", "model.model_type")]
 
 
 def test_upstream_splits_with_the_flag_off():

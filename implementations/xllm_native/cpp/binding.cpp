@@ -1,0 +1,361 @@
+// lwsplit-harness binding: calls the tree's compiled planning code.
+//
+// One C entry point, lwsplit_call(request) -> response: the request is
+// "key=value" lines, the response one JSON object. A glog CHECK failure inside
+// the planning code does not abort the process: the failure function installed
+// here jumps back to lwsplit_call, which answers {"check": {file, line,
+// message}} naming the CHECK that fired. Not thread-safe (one global
+// ParallelConfig, one jump buffer): the Python side holds a lock.
+#include <glog/logging.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <csetjmp>
+#include <cstdint>
+#include <cstdio>
+#include <ctime>
+#include <exception>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace lwsplit {
+namespace {
+
+sigjmp_buf g_jump;
+volatile bool g_armed = false;
+std::string g_fatal_file;
+int g_fatal_line = 0;
+std::string g_fatal_message;
+int g_saved_stderr = -1;
+
+// glog writes "*** Check failure stack trace: ***" to fd 2 between telling its sinks and calling
+// the failure function: fd 2 points at /dev/null for that moment only.
+void silence_stderr() {
+  if (g_saved_stderr >= 0) return;
+  const int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (null_fd < 0) return;
+  g_saved_stderr = ::dup(STDERR_FILENO);
+  ::dup2(null_fd, STDERR_FILENO);
+  ::close(null_fd);
+}
+
+void restore_stderr() {
+  if (g_saved_stderr < 0) return;
+  ::dup2(g_saved_stderr, STDERR_FILENO);
+  ::close(g_saved_stderr);
+  g_saved_stderr = -1;
+}
+
+class FatalSink : public google::LogSink {
+ public:
+  void send(google::LogSeverity severity, const char* full_filename,
+            const char* /*base_filename*/, int line, const std::tm* /*t*/,
+            const char* message, size_t message_len) override {
+    if (severity != google::GLOG_FATAL) return;
+    g_fatal_file = full_filename ? full_filename : "";
+    g_fatal_line = line;
+    g_fatal_message.assign(message, message_len);
+    if (g_armed) silence_stderr();
+  }
+};
+
+void on_failure() {
+  restore_stderr();
+  if (g_armed) {
+    g_armed = false;
+    siglongjmp(g_jump, 1);
+  }
+  std::abort();
+}
+
+void init_logging() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  if (!google::IsGoogleLoggingInitialized()) {
+    google::InitGoogleLogging("lwsplit_native");
+  }
+  for (int severity = 0; severity < google::NUM_SEVERITIES; ++severity) {
+    google::SetLogDestination(severity, "");  // no log files
+  }
+  FLAGS_logtostderr = false;
+  FLAGS_alsologtostderr = false;
+  FLAGS_stderrthreshold = google::NUM_SEVERITIES;  // the sink reports fatals
+  static FatalSink sink;
+  google::AddLogSink(&sink);
+}
+
+class Request {
+ public:
+  explicit Request(const char* text) {
+    std::istringstream in(text ? text : "");
+    std::string line;
+    while (std::getline(in, line)) {
+      const auto eq = line.find('=');
+      if (eq == std::string::npos) continue;
+      values_[line.substr(0, eq)] = line.substr(eq + 1);
+    }
+  }
+  std::string str(const std::string& key, const std::string& fallback = "") const {
+    const auto it = values_.find(key);
+    return it == values_.end() ? fallback : it->second;
+  }
+  int64_t i64(const std::string& key, int64_t fallback = 0) const {
+    const auto it = values_.find(key);
+    if (it == values_.end() || it->second.empty()) return fallback;
+    return std::stoll(it->second);
+  }
+  double f64(const std::string& key, double fallback = 0.0) const {
+    const auto it = values_.find(key);
+    if (it == values_.end() || it->second.empty()) return fallback;
+    return std::stod(it->second);
+  }
+  bool flag(const std::string& key) const { return i64(key, 0) != 0; }
+  std::vector<std::string> list(const std::string& key) const {
+    std::vector<std::string> out;
+    const std::string text = str(key);
+    if (text.empty()) return out;
+    std::string item;
+    std::istringstream in(text);
+    while (std::getline(in, item, ',')) out.push_back(item);
+    return out;
+  }
+
+ private:
+  std::map<std::string, std::string> values_;
+};
+
+std::string quote(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+class Json {
+ public:
+  Json& num(const std::string& key, int64_t value) {
+    return raw(key, std::to_string(value));
+  }
+  Json& raw(const std::string& key, const std::string& value) {
+    body_ += (body_.empty() ? "" : ",") + quote(key) + ":" + value;
+    return *this;
+  }
+  std::string str() const { return "{" + body_ + "}"; }
+
+ private:
+  std::string body_;
+};
+
+template <typename T>
+std::string array(const std::vector<T>& values) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i) {
+    out += (i ? "," : "") + std::to_string(static_cast<int64_t>(values[i]));
+  }
+  return out + "]";
+}
+
+void set_parallel(const Request& req, const std::string& p) {
+  auto& pc = xllm::ParallelConfig::get_instance();
+  pc.layerwise_split_size(static_cast<int32_t>(req.i64(p + "layerwise_split_size", 1)));
+  pc.cp_size(static_cast<int32_t>(req.i64("cp_size", 1)));
+  pc.kv_split_size(static_cast<int32_t>(req.i64("kv_split_size", 1)));
+}
+
+xllm::ModelArgs model_args(const Request& req, const std::string& p) {
+  xllm::ModelArgs args;
+  args.model_type(req.str(p + "model_type"));
+  args.dtype(req.str(p + "dtype", "bfloat16"));
+  args.n_layers(req.i64(p + "n_layers"));
+  args.enable_mla(req.flag(p + "enable_mla"));
+  args.head_dim(req.i64(p + "head_dim"));
+  args.n_heads(req.i64(p + "n_heads"));
+  if (req.i64(p + "n_kv_heads") > 0) args.n_kv_heads(req.i64(p + "n_kv_heads"));
+  args.kv_lora_rank(static_cast<int32_t>(req.i64(p + "kv_lora_rank")));
+  args.qk_rope_head_dim(static_cast<int32_t>(req.i64(p + "qk_rope_head_dim")));
+  args.index_n_heads(static_cast<int32_t>(req.i64(p + "index_n_heads")));
+  args.index_head_dim(static_cast<int32_t>(req.i64(p + "index_head_dim")));
+  args.num_nextn_predict_layers(static_cast<int32_t>(req.i64(p + "num_nextn_predict_layers")));
+  args.full_attention_interval(static_cast<int32_t>(req.i64(p + "full_attention_interval")));
+  args.linear_conv_kernel_dim(static_cast<int32_t>(req.i64(p + "linear_conv_kernel_dim")));
+  args.linear_key_head_dim(static_cast<int32_t>(req.i64(p + "linear_key_head_dim")));
+  args.linear_value_head_dim(static_cast<int32_t>(req.i64(p + "linear_value_head_dim")));
+  args.linear_num_key_heads(req.i64(p + "linear_num_key_heads"));
+  args.linear_num_value_heads(static_cast<int32_t>(req.i64(p + "linear_num_value_heads")));
+  args.mamba_ssm_dtype(req.str(p + "mamba_ssm_dtype"));
+  args.layer_types(req.list(p + "layer_types"));
+  return args;
+}
+
+xllm::KVCacheEstimateOptions estimate_options(const Request& req, const std::string& p) {
+  xllm::KVCacheEstimateOptions o;
+  o.dtype = static_cast<decltype(o.dtype)>(req.i64(p + "dtype_code"));
+  o.kv_cache_dtype = req.str(p + "kv_cache_dtype", "auto");
+  o.indexer_cache_dtype = req.str(p + "indexer_cache_dtype", "auto");
+  o.cache_size_in_bytes = req.i64(p + "cache_size_in_bytes");
+  o.block_size = req.i64(p + "block_size");
+  o.world_size = req.i64(p + "world_size", 1);
+  o.n_local_kv_heads = req.i64(p + "n_local_kv_heads");
+  o.n_local_linear_k_heads = req.i64(p + "n_local_linear_k_heads");
+  o.n_local_linear_v_heads = req.i64(p + "n_local_linear_v_heads");
+  o.max_seqs_per_batch = req.i64(p + "max_seqs_per_batch");
+  o.num_speculative_tokens = req.i64(p + "num_speculative_tokens");
+  o.max_tokens_per_batch = req.i64(p + "max_tokens_per_batch");
+  o.max_linear_state_cache_slots = req.i64(p + "max_linear_state_cache_slots");
+  o.is_draft_engine = req.flag(p + "is_draft_engine");
+  o.enable_prefix_cache = req.flag(p + "enable_prefix_cache");
+  o.layerwise_split_size = static_cast<int32_t>(req.i64(p + "layerwise_split_size", 1));
+  return o;
+}
+
+std::string capacity(const xllm::KVCacheCapacity& c) {
+  Json j;
+  j.num("n_blocks", c.n_blocks())
+      .num("cache_size_in_bytes", c.cache_size_in_bytes())
+      .num("block_size", c.block_size())
+      .num("slot_size", c.slot_size())
+      .num("index_slot_size", c.index_slot_size())
+      .num("num_indexer_layers", c.num_indexer_layers())
+      .num("scale_slot_size", c.scale_slot_size())
+      .num("linear_slot_size", c.linear_slot_size())
+      .num("linear_cache_size_in_bytes", c.linear_cache_size_in_bytes())
+      .num("n_layers", c.n_layers())
+      .num("num_linear_state_blocks", c.num_linear_state_blocks())
+      .num("num_full_attention_layers", c.num_full_attention_layers())
+      .num("num_linear_attention_layers", c.num_linear_attention_layers());
+  return j.str();
+}
+
+// is_full_attention_layer and resolve_indexer_cache_enabled_layers per layer.
+Json& layer_facts(Json& j, const xllm::ModelArgs& args, int64_t n_layers) {
+  std::vector<int> full;
+  for (int64_t layer = 0; layer < n_layers; ++layer) {
+    full.push_back(xllm::is_full_attention_layer(args, layer) ? 1 : 0);
+  }
+  const std::vector<bool> indexer =
+      xllm::resolve_indexer_cache_enabled_layers(args, n_layers);
+  return j.raw("full_attention", array(full))
+      .raw("indexer_layers", array(std::vector<int>(indexer.begin(), indexer.end())));
+}
+
+// Role: master startup validation (validate_layerwise_split_size_startup_config).
+std::string op_validate(const Request& req) {
+  set_parallel(req, "");
+  xllm::Options options;
+  options.dp_size_ = static_cast<int32_t>(req.i64("dp_size", 1));
+  options.cp_size_ = static_cast<int32_t>(req.i64("cp_size", 1));
+  options.host_blocks_factor_ = req.f64("host_blocks_factor", 0.0);
+  xllm::validate_layerwise_split_size_startup_config(
+      options, req.str("model_type"), static_cast<int32_t>(req.i64("world_size")));
+  return Json().raw("ok", "true").str();
+}
+
+// Role: estimation (estimate_kv_cache_capacity) plus the per-layer facts it uses.
+std::string op_estimate(const Request& req) {
+  set_parallel(req, "");
+  const xllm::ModelArgs args = model_args(req, "");
+  const xllm::KVCacheCapacity cap =
+      xllm::estimate_kv_cache_capacity(args, estimate_options(req, ""));
+  Json j;
+  j.raw("capacity", capacity(cap));
+  return layer_facts(j, args, cap.n_layers()).str();
+}
+
+// Role: layout (LayerwiseSplitLayout and build_layer_cache_owned): each split
+// rank's ownership mask over the model's layers.
+std::string op_layout(const Request& req) {
+  const xllm::ModelArgs args = model_args(req, "");
+  const int32_t s = static_cast<int32_t>(req.i64("layerwise_split_size", 1));
+  std::string masks = "[";
+  for (int32_t rank = 0; rank < s; ++rank) {
+    const xllm::LayerwiseSplitLayout layout(/*enabled=*/true, s, rank);
+    const std::vector<bool> owned =
+        xllm::build_layer_cache_owned(args, layout, args.n_layers());
+    masks += (rank ? "," : "") + array(std::vector<int>(owned.begin(), owned.end()));
+  }
+  masks += "]";
+  return Json().raw("owned", masks).str();
+}
+
+// Role: speculative (SpeculativeEngine::calculate_kv_cache) on the two
+// engines' capacities, estimated as LLMEngine::estimate_kv_cache_capacity does.
+std::string op_speculative(const Request& req) {
+  set_parallel(req, "t.");
+  xllm::SpeculativeEngine engine;
+  engine.model_args_ = model_args(req, "t.");
+  engine.options_.enable_mtp_draft_body_tp1_ = req.flag("draft_body_tp1");
+  engine.options_.is_draft_engine_ = false;
+  const xllm::KVCacheCapacity target =
+      xllm::estimate_kv_cache_capacity(engine.model_args_, estimate_options(req, "t."));
+  const xllm::ModelArgs draft_args = model_args(req, "d.");
+  const xllm::KVCacheCapacity draft =
+      xllm::estimate_kv_cache_capacity(draft_args, estimate_options(req, "d."));
+  const int64_t n_blocks = engine.calculate_kv_cache(target, draft);
+  Json j;
+  j.raw("target", capacity(target)).raw("draft", capacity(draft)).num("n_blocks", n_blocks);
+  return layer_facts(j, engine.model_args_, target.n_layers()).str();
+}
+
+std::string dispatch(const Request& req) {
+  const std::string op = req.str("op");
+  if (op == "validate") return op_validate(req);
+  if (op == "estimate") return op_estimate(req);
+  if (op == "layout") return op_layout(req);
+  if (op == "speculative") return op_speculative(req);
+  throw std::invalid_argument("unknown op " + op);
+}
+
+std::string g_out;
+
+}  // namespace
+}  // namespace lwsplit
+
+extern "C" const char* lwsplit_call(const char* request) {
+  using namespace lwsplit;
+  init_logging();
+  // glog keeps one failure function per process: take it back on every call (another tree's
+  // library loaded in the same process installs its own).
+  google::InstallFailureFunction(&on_failure);
+  g_fatal_file.clear();
+  g_fatal_line = 0;
+  g_fatal_message.clear();
+  if (sigsetjmp(g_jump, 0) != 0) {
+    g_out = Json()
+                .raw("check", Json()
+                                  .raw("file", quote(g_fatal_file))
+                                  .num("line", g_fatal_line)
+                                  .raw("message", quote(g_fatal_message))
+                                  .str())
+                .str();
+    return g_out.c_str();
+  }
+  g_armed = true;
+  try {
+    g_out = dispatch(Request(request));
+  } catch (const std::exception& exc) {
+    g_out = Json().raw("exception", quote(exc.what())).str();
+  }
+  g_armed = false;
+  return g_out.c_str();
+}
+
+extern "C" int lwsplit_abi_version() { return 1; }

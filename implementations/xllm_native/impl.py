@@ -1,0 +1,228 @@
+"""xLLM's own planning code, compiled from a source tree, as an implementation under test.
+
+``plan`` runs the tree's C++ (``build`` compiles it, ``native`` calls it):
+
+* startup: ``validate_layerwise_split_size_startup_config`` (master.cpp), with the layout
+  header's enablement checks; a CHECK that fires is the refusal, naming the field it guards;
+* estimate: ``estimate_kv_cache_capacity`` for the target (split block count included), and for
+  a speculative draft the draft's capacity and ``SpeculativeEngine::calculate_kv_cache``;
+* ownership: each split rank's mask from ``LayerwiseSplitLayout`` / ``build_layer_cache_owned``.
+
+What the tree's planning files do not hold comes from the Python model of upstream
+(``implementations.xllm_upstream``): the engine's option values (local heads per TP rank, the
+draft's layer count), the worker-side CHECKs (linear + indexer, quantized caches, sleep mode,
+xtensor), split groups and placement (``rank % s``), ``engine_message`` and ``init_worker``.
+Allocation is not compiled: ``init_worker`` allocates as the Python model does.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional
+
+from implementations.errors import ConfigError, PlanError, UserError
+from implementations.plan_types import DraftPlan, KVPlan
+from implementations.reference import estimation, kv_bytes, validation
+from implementations.specs import ModelSpec, RunSpec
+from implementations.xllm_native import native as native_mod
+from implementations.xllm_upstream.impl import XllmUpstreamImplementation
+
+TORCH_SCALAR_TYPES = {"float16": 5, "float32": 6, "bfloat16": 15}
+"""c10::ScalarType codes of the model dtypes (the estimate options' ``dtype``)."""
+
+
+def field_value(run: RunSpec, name: str, fallback: object) -> object:
+    """The run's value of a harness field (``parallel.cp_size``), else ``fallback``."""
+    head, _, rest = name.partition(".")
+    node = getattr(run, head, None)
+    if node is None:
+        return fallback
+    if not rest:
+        return getattr(node, "name", fallback)
+    if head == "hardware" and rest == "reserved_bytes_per_card":
+        return f"per-rank KV budget {run.kv_budget_bytes} B"
+    return getattr(node, rest, fallback)
+
+
+class XllmNativeImplementation(XllmUpstreamImplementation):
+    name = "xllm_native"
+
+    def __init__(self, source_dir: Optional[str] = None, files: Optional[Mapping[str, str]] = None) -> None:
+        self.native = native_mod.load(source_dir, dict(files or {}))
+
+    # ---- inputs the engine hands the planning code -------------------------------------------
+
+    def model_args(self, model: ModelSpec, *, draft: bool = False) -> dict:
+        """``ModelArgs`` as the model loader fills them (a draft engine's layer count: its MTP layers)."""
+        full = [("full_attention" if t in ("full_attention", "attention") else t) for t in model.layer_types or ()]
+        return {
+            "model_type": model.model_type, "dtype": model.dtype, "n_layers": model.num_hidden_layers,
+            "enable_mla": model.attention == "mla", "head_dim": model.head_dim,
+            "n_heads": model.num_attention_heads, "n_kv_heads": model.num_key_value_heads,
+            "kv_lora_rank": model.kv_lora_rank, "qk_rope_head_dim": model.qk_rope_head_dim,
+            "index_n_heads": model.index_n_heads, "index_head_dim": model.index_head_dim,
+            "num_nextn_predict_layers": validation.draft_num_layers(model) if draft else model.num_nextn_predict_layers,
+            "full_attention_interval": model.full_attention_interval if model.layer_types is None else 0,
+            "layer_types": full, "linear_conv_kernel_dim": model.linear_conv_kernel_dim,
+            "linear_key_head_dim": model.linear_key_head_dim, "linear_value_head_dim": model.linear_value_head_dim,
+            "linear_num_key_heads": model.linear_num_key_heads,
+            "linear_num_value_heads": model.linear_num_value_heads,
+            "mamba_ssm_dtype": model.mamba_ssm_dtype or "",
+        }
+
+    def estimate_options(self, run: RunSpec, model: ModelSpec, tp: int, *, split_size: int,
+                         draft: bool = False) -> dict:
+        """``KVCacheEstimateOptions`` as ``LLMEngine::estimate_kv_cache_capacity`` fills them."""
+        cache = run.cache
+        if draft and model.body_tp1:
+            tp = 1
+        return {
+            "dtype_code": TORCH_SCALAR_TYPES[model.dtype], "kv_cache_dtype": cache.kv_cache_dtype,
+            "indexer_cache_dtype": cache.indexer_cache_dtype, "cache_size_in_bytes": run.kv_budget_bytes,
+            "block_size": cache.block_size, "world_size": tp,
+            "n_local_kv_heads": kv_bytes.local_heads(model.num_key_value_heads, tp) if model.attention == "gqa" else 0,
+            "n_local_linear_k_heads": kv_bytes.local_heads(model.linear_num_key_heads, tp),
+            "n_local_linear_v_heads": kv_bytes.local_heads(model.linear_num_value_heads, tp),
+            "max_seqs_per_batch": cache.max_seqs_per_batch, "num_speculative_tokens": cache.num_speculative_tokens,
+            "max_linear_state_cache_slots": cache.max_linear_state_cache_slots, "is_draft_engine": draft,
+            "enable_prefix_cache": cache.enable_prefix_cache, "layerwise_split_size": 1 if draft else split_size,
+        }
+
+    def call(self, run: RunSpec, op: str, values: dict) -> dict:
+        """One call into the compiled code; a CHECK's refusal carries the run's value of the field it names."""
+        try:
+            return self.native.call(op, values)
+        except UserError as exc:
+            raise type(exc)(exc.field, field_value(run, exc.field, exc.value), exc.allowed, exc.detail) from None
+
+    def _parallel(self, run: RunSpec) -> dict:
+        return {"cp_size": run.parallel.cp_size, "kv_split_size": run.parallel.kv_split_size}
+
+    # ---- master ---------------------------------------------------------------------------------
+
+    def validate(self, run: RunSpec) -> None:
+        """Schema (what the harness's inputs must hold), then the tree's master validation, then the
+        worker-side CHECKs upstream runs once its workers start (Python model)."""
+        validation.check_model(run.model)
+        validation.check_cache(run.cache)
+        validation.check_hardware(run.hardware)
+        if not isinstance(run.layerwise.split_size, int) or isinstance(run.layerwise.split_size, bool):
+            raise ConfigError("layerwise.split_size", run.layerwise.split_size, "a whole number >= 1")
+        for name in ("world_size", "dp_size", "cp_size"):
+            value = getattr(run.parallel, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"parallel.{name}", value, "a whole number >= 1")
+        self.call(run, "validate", {
+            "layerwise_split_size": run.layerwise.split_size, "dp_size": run.parallel.dp_size,
+            "world_size": run.parallel.world_size, "model_type": run.model.model_type,
+            "host_blocks_factor": run.cache.host_blocks_factor, **self._parallel(run)})
+        validation.check_parallel(run.parallel)  # a whole attention TP also when the split is off
+        validation.check_split_size(run.layerwise, self.attn_tp_size(run.parallel))
+        validation.check_quantized_support(run)
+        validation.check_linear_with_indexer(run.model)
+        if run.draft is not None:
+            validation.check_linear_with_indexer(run.draft, prefix="draft")
+            validation.check_draft(run.draft)
+        if self.is_active(run.layerwise):
+            active = f"with layerwise split active (layerwise.split_size {run.layerwise.split_size})"
+            if run.cache.enable_sleep_mode:
+                raise ConfigError("cache.enable_sleep_mode", True, "false", f"sleep mode is not supported {active}")
+            if run.cache.enable_xtensor:
+                raise ConfigError("cache.enable_xtensor", True, "false", f"xtensor is not supported {active}")
+
+    def native_estimate(self, run: RunSpec, split_size: int) -> dict:
+        """The target's capacity from the tree's code, and with a draft its capacity and the common block count."""
+        tp = self.attn_tp_size(run.parallel)
+        target = {**self.model_args(run.model), **self.estimate_options(run, run.model, tp, split_size=split_size)}
+        if run.draft is None:
+            reply = self.call(run, "estimate", {**target, **self._parallel(run)})
+            return {"target": reply["capacity"], "draft": None, "n_blocks": reply["capacity"]["n_blocks"],
+                    "full_attention": reply["full_attention"], "indexer_layers": reply["indexer_layers"]}
+        draft = {**self.model_args(run.draft, draft=True),
+                 **self.estimate_options(run, run.draft, tp, split_size=1, draft=True)}
+        values = {**{f"t.{k}": v for k, v in target.items()}, **{f"d.{k}": v for k, v in draft.items()},
+                  "draft_body_tp1": run.draft.body_tp1, **self._parallel(run)}
+        return self.call(run, "speculative", values)
+
+    def plan(self, run: RunSpec) -> KVPlan:
+        self.validate(run)
+        model, cache = run.model, run.cache
+        tp = self.attn_tp_size(run.parallel)
+        active = self.is_active(run.layerwise)
+        s = run.layerwise.split_size if active else 1
+        est = self.native_estimate(run, s)
+        cap = est["target"]
+        n_blocks = est["n_blocks"]
+        if n_blocks < 1:
+            raise PlanError("hardware.reserved_bytes_per_card", f"per-rank KV budget {run.kv_budget_bytes} B",
+                            "a budget holding one block", f"the compiled estimate gives n_blocks {n_blocks}")
+        full = tuple(l for l, f in enumerate(est["full_attention"]) if f)
+        indexer_mask = est["indexer_layers"]
+        block = cap["block_size"]
+        slot, scale, index = cap["slot_size"], cap["scale_slot_size"], cap["index_slot_size"]
+        indexed = {l for l in full if index > 0 and (not indexer_mask or indexer_mask[l])}
+        layer_bytes = tuple(block * (slot + scale + (index if l in indexed else 0)) if l in full else 0
+                            for l in range(model.num_hidden_layers))
+        scratch = block * (slot + scale + (index if indexed else 0)) if active else 0
+        linear = cap["linear_cache_size_in_bytes"]
+        budget = run.kv_budget_bytes
+        available = budget - linear
+        draft = self._draft_plan(run, est) if run.draft is not None else None
+        additional = draft.bytes_per_block if draft is not None else 0
+        uniform_n_blocks = self._uniform_n_blocks(run, n_blocks if not active else None)
+        notes: list[str] = []
+        if active:
+            masks = self.call(run, "layout", {**self.model_args(model), "layerwise_split_size": s})["owned"]
+            layer_owner = tuple((l, next(r for r in range(s) if masks[r][l])) for l in full)
+            idle = [r for r in range(s) if not any(o == r for _, o in layer_owner)]
+            if idle:
+                notes.append(f"split ranks {idle} own no full-attention layer ({len(full)} full layers, s={s})")
+        else:
+            layer_owner = ()
+        placement = self.place_ranks(run)
+        groups = self.split_groups(run, placement)
+        ranks = self._rank_plans(run, tp, placement, groups, full, layer_owner, layer_bytes, split_size=s,
+                                 n_blocks=n_blocks, scratch=scratch, linear=linear,
+                                 draft_bytes_per_block=additional)
+        per_rank = {r.rank: r.estimated_bytes for r in ranks}
+        uniform_peak = estimation.rank_bytes(n_blocks, estimation.owned_bytes_per_block(layer_bytes, full), 0, linear)
+        peak = estimation.peak_bytes(per_rank)
+        self.check_cards(groups, placement, {r.rank: r.estimated_bytes + r.draft_estimated_bytes for r in ranks}, run)
+        return KVPlan(
+            implementation=self.name, model=model.name, world_size=run.parallel.world_size,
+            dp_size=run.parallel.dp_size, cp_size=run.parallel.cp_size, attn_tp_size=tp, split_size=s,
+            active=active, block_size=cache.block_size, kv_layout=run.hardware.kv_layout,
+            num_layers=model.num_hidden_layers, full_layers=full, layer_bytes_per_block=layer_bytes,
+            scratch_bytes_per_block=scratch, additional_bytes_per_block=additional, linear_state_bytes=linear,
+            budget_bytes=budget, available_bytes=available, split_groups=groups, layer_owner=layer_owner,
+            n_blocks=n_blocks, uniform_n_blocks=uniform_n_blocks, peak_bytes=peak,
+            mean_bytes=estimation.mean_bytes(per_rank), uniform_peak_bytes=uniform_peak,
+            savings_bytes=uniform_peak - peak,
+            capacity_gain=estimation.capacity_gain(n_blocks, uniform_n_blocks) if active else 1.0,
+            ranks=ranks, draft=draft, notes=tuple(notes), slot_size=slot, index_slot_size=index,
+            scale_slot_size=scale, num_indexer_layers=cap["num_indexer_layers"],
+            linear_slot_size=cap["linear_slot_size"], num_linear_state_blocks=cap["num_linear_state_blocks"],
+        )
+
+    def _uniform_n_blocks(self, run: RunSpec, known: Optional[int]) -> int:
+        """The block count at s = 1 from the same compiled code (0 when not one block fits)."""
+        if known is not None:
+            return known
+        try:
+            return self.native_estimate(run, 1)["n_blocks"]
+        except PlanError:
+            return 0
+
+    def _draft_plan(self, run: RunSpec, est: dict) -> DraftPlan:
+        """The draft's KV per block as ``calculate_kv_cache`` costs it (target shape unless body_tp1)."""
+        t, d = est["target"], est["draft"]
+        block = t["block_size"]
+        n = d["n_layers"]
+        if run.draft.body_tp1:
+            per_layer = tuple(block * (d["slot_size"] + d["scale_slot_size"]
+                                       + (d["index_slot_size"] if l < d["num_indexer_layers"] else 0))
+                              for l in range(n))
+        else:
+            per_layer = (block * (t["slot_size"] + t["index_slot_size"] + t["scale_slot_size"]),) * n
+        return DraftPlan(model=run.draft.name, num_layers=n, full_layers=tuple(range(n)),
+                         layer_bytes_per_block=per_layer, body_tp1=run.draft.body_tp1)
+

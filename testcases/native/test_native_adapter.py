@@ -1,0 +1,268 @@
+"""implementation=xllm_native on the project's C++ fixture tree (``fixture_tree``): build, bind, cache,
+refusal, missing entry point, compile error, concurrent build.
+
+The fixture has the roles' files at upstream's paths with simple math and light headers, so one
+build takes a few seconds; every expected number below is worked out by hand from that math.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from implementations.errors import ConfigError, PlanError, UserError
+from implementations.specs import CacheSpec, ModelSpec
+from implementations.xllm_native import build, native
+from testcases import ROOT
+from testcases.unit import _models as M
+
+FIXTURE = Path(__file__).resolve().parent / "fixture_tree"
+LAYOUT = "xllm/core/framework/kv_cache/layerwise_split_layout.h"
+ESTIMATION = "xllm/core/framework/kv_cache/kv_cache_estimation.cpp"
+SPECULATIVE = "xllm/core/distributed_runtime/speculative_engine.cpp"
+# An MLA model of 6 full layers: slot = 2 B * (24 + 8) = 64 B, one layer of a 16-token block = 1 KiB.
+MODEL = ModelSpec(name="fixture", model_type="fixture_split", num_hidden_layers=6, attention="mla",
+                  kv_lora_rank=24, qk_rope_head_dim=8)
+LAYER = 16 * 64
+BUDGET = 100 * LAYER + 5
+
+
+def run(split=2, *, model=MODEL, world=4, budget=BUDGET, **kw):
+    return M.run_spec(model, split=split, world=world, budget_bytes=budget, cache=CacheSpec(block_size=16), **kw)
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """One cache for every xdist worker of the session: its file lock has them build the fixture once."""
+    base = tmp_path_factory.getbasetemp()
+    path = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "lwsplit-native-cache"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def impl(cache):
+    os.environ[build.ENV_CACHE] = str(cache)
+    try:
+        from implementations.xllm_native import XllmNativeImplementation
+
+        yield XllmNativeImplementation(source_dir=str(FIXTURE))
+    finally:
+        os.environ.pop(build.ENV_CACHE, None)
+
+
+def copy_tree(tmp_path: Path, edit_file: str = "", old: str = "", new: str = "") -> Path:
+    tree = tmp_path / "tree"
+    shutil.copytree(FIXTURE, tree)
+    if edit_file:
+        path = tree / edit_file
+        text = path.read_text()
+        assert old in text, (edit_file, old)
+        path.write_text(text.replace(old, new))
+    return tree
+
+
+def entries(cache: Path) -> list[str]:
+    return sorted(p.name for p in cache.iterdir() if not p.name.endswith(".lock"))
+
+
+# ---- the plan comes from the compiled code ----------------------------------------------------------------
+
+
+def test_plan_numbers_are_the_fixtures_math(impl):
+    plan = impl.plan(run(2))
+    # each split rank owns 3 layers + 1 scratch layer: 100 KiB // 4 KiB; uniform holds 6 layers
+    assert (plan.n_blocks, plan.uniform_n_blocks) == (BUDGET // (4 * LAYER), BUDGET // (6 * LAYER))
+    assert plan.layer_owner == tuple((layer, layer % 2) for layer in range(6))
+    assert plan.scratch_bytes_per_block == LAYER and plan.slot_size == 64
+    assert plan.implementation == "xllm_native"
+
+
+def test_speculative_block_count_is_calculate_kv_cache(impl):
+    draft = replace(MODEL, name="fixture_mtp", num_nextn_predict_layers=1)
+    plan = impl.plan(run(2, draft=draft))
+    # owner 3 layers + scratch + the draft's one layer at the target's slot
+    assert plan.n_blocks == BUDGET // (5 * LAYER)
+    assert plan.draft.layer_bytes_per_block == (LAYER,)
+
+
+def test_the_trees_own_code_is_compiled_and_a_changed_header_rebuilds_it(tmp_path, cache):
+    """A tree whose layout assigns layer l to (l + 1) % s: the plan follows the tree, not the Python model;
+    then a header that no role names changes: the cached entry no longer counts (one build for both checks)."""
+    tree = copy_tree(tmp_path, LAYOUT, "layer_id % group_size_", "(layer_id + 1) % group_size_")
+    os.environ[build.ENV_CACHE] = str(cache)
+    try:
+        from implementations.xllm_native import XllmNativeImplementation
+
+        impl = XllmNativeImplementation(source_dir=str(tree))
+    finally:
+        os.environ.pop(build.ENV_CACHE, None)
+    assert impl.plan(run(2)).layer_owner == tuple((layer, (layer + 1) % 2) for layer in range(6))
+    key = build.source_key(build.tree_map(str(tree)))
+    assert build._find(cache, key) == impl.native.built
+    header = tree / "xllm/core/framework/kv_cache/kv_cache_capacity.h"
+    header.write_text(header.read_text() + "// changed\n")  # found through the compiler's -MD list
+    assert build.source_key(build.tree_map(str(tree))) == key
+    assert build._find(cache, key) is None
+
+
+# ---- refusals: a CHECK names its field --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec, field", [
+    (dict(split=2, model=replace(MODEL, model_type="llama")), "model.model_type"),
+    (dict(split=3, model=replace(MODEL, model_type="llama")), "model.model_type"),  # also tp 4 % 3: model first
+    (dict(split=3), "layerwise.split_size"),
+    (dict(split=2, cp=2, world=8), "parallel.cp_size"),
+    (dict(split=2, kv_split_size=2), "parallel.kv_split_size"),
+])
+def test_a_check_failure_is_the_refusal_naming_its_field(impl, spec, field):
+    with pytest.raises(ConfigError) as err:
+        impl.plan(run(**spec))
+    assert err.value.field == field
+    assert "CHECK at " in err.value.detail
+
+
+def test_an_estimation_check_is_a_plan_error_and_the_process_keeps_working(impl):
+    for _ in range(30):  # glog's failure path is left by a jump each time; the library stays usable
+        with pytest.raises(PlanError) as err:
+            impl.plan(run(2, budget=3 * LAYER))
+        assert err.value.field == "hardware.reserved_bytes_per_card"
+        assert "kv_cache_estimation.cpp" in err.value.detail and "common_block_count" in err.value.detail
+    assert impl.plan(run(2)).n_blocks == BUDGET // (4 * LAYER)
+
+
+def test_an_unknown_check_names_the_implementation():
+    check = native.Check(file="x.cpp", line=3, condition="CHECK(something_new())", message="")
+    assert native.field_of(check) is None
+    assert native.field_of(replace(check, condition="CHECK_EQ(attn_tp_size % layerwise_split_size, 0)")) \
+        == "layerwise.split_size"
+
+
+# ---- cache -------------------------------------------------------------------------------------------------
+
+
+def test_a_warm_start_does_not_compile(impl, cache, monkeypatch):
+    def no_build(*args, **kwargs):
+        raise AssertionError("compiled again")
+
+    monkeypatch.setattr(build, "_build_locked", no_build)
+    again = build.build(build.tree_map(str(FIXTURE)), root=cache)
+    assert again.library == impl.native.built.library
+    manifest = again.manifest
+    assert manifest["source"] == str(FIXTURE) and manifest["flags"] == list(build.CXX_FLAGS)
+    assert str(FIXTURE / "xllm/core/framework/kv_cache/kv_cache_capacity.h") in manifest["deps"]
+
+
+# ---- broken trees ------------------------------------------------------------------------------------------
+
+
+def test_a_missing_entry_point_names_the_function_and_file(tmp_path):
+    tree = copy_tree(tmp_path, SPECULATIVE, "SpeculativeEngine::calculate_kv_cache(", "SpeculativeEngine::other(")
+    cache = tmp_path / "cache"
+    with pytest.raises(UserError) as err:
+        native.load(str(tree), cache=cache)
+    assert "SpeculativeEngine::calculate_kv_cache not found in" in str(err.value)
+    assert str(tree / SPECULATIVE) in str(err.value)
+    assert entries(cache) == []  # nothing half-built left
+
+
+def test_a_compile_error_names_the_file_and_first_error(tmp_path):
+    tree = copy_tree(tmp_path, ESTIMATION, "namespace {\n", "namespace {\nint broken = ;\n")
+    cache = tmp_path / "cache"
+    with pytest.raises(UserError) as err:
+        native.load(str(tree), cache=cache)
+    text = str(err.value)
+    assert f"the estimation role ({tree / ESTIMATION}) does not compile" in text
+    assert "kv_cache_estimation.cpp:14:14: error: expected primary-expression" in text
+    assert entries(cache) == []
+
+
+def test_no_tree_is_one_error_line(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != build.ENV_SOURCE}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run([sys.executable, "-m", "harness.plan", "implementation=xllm_native",
+                           f"implementation.source_dir={tmp_path / 'none'}"],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("error: implementation.source_dir=") and proc.stderr.count("\n") == 1
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_refusal_is_one_error_line(impl, cache):
+    """The CHECK's refusal through harness.plan: one line naming the field, nothing else glog writes."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), build.ENV_CACHE: str(cache)}
+    proc = subprocess.run([sys.executable, "-m", "harness.plan", "implementation=xllm_native",
+                           f"implementation.source_dir={FIXTURE}", "model=llama3_8b", "layerwise=s2"],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("error: model.model_type='llama': a model type the tree splits (CHECK at "
+                                  "layerwise_split_layout.h:"), proc.stderr
+    assert proc.stderr.count("\n") == 1
+
+
+def test_no_compiler(monkeypatch):
+    monkeypatch.setenv("CXX", "no-such-compiler-lwsplit")
+    with pytest.raises(UserError) as err:
+        build.compiler()
+    assert err.value.field == "CXX" and "C++20 compiler" in str(err.value)
+
+
+def test_not_a_tree():
+    with pytest.raises(UserError) as err:
+        build.tree_map(str(FIXTURE / "xllm"))
+    assert err.value.field == "implementation.files.estimation"
+    env = os.environ.pop(build.ENV_SOURCE, None)
+    try:
+        with pytest.raises(UserError) as err:
+            build.tree_map(None)
+        assert err.value.field == build.FIELD
+    finally:
+        if env is not None:
+            os.environ[build.ENV_SOURCE] = env
+
+
+# ---- concurrent builds -------------------------------------------------------------------------------------
+
+_BUILDER = """
+import sys
+from pathlib import Path
+from implementations.xllm_native import build
+print(build.build(build.tree_map(sys.argv[1]), root=Path(sys.argv[2])).library)
+"""
+
+
+def test_two_processes_build_once_and_share_it(tmp_path):
+    tree = copy_tree(tmp_path)
+    cache = tmp_path / "cache"
+    log = tmp_path / "compiles.log"
+    cxx = tmp_path / "cxx"
+    cxx.write_text(f'#!/bin/sh\ncase "$*" in *--version*) ;; *) echo x >> {log} ;; esac\nexec g++ "$@"\n')
+    cxx.chmod(0o755)
+    env = {**os.environ, "CXX": str(cxx), "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-c", _BUILDER, str(tree), str(cache)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert outs[0][0] == outs[1][0]
+    assert log.read_text().count("x") == 1
+    assert len(entries(cache)) == 1
+
+
+# ---- cutting functions out -----------------------------------------------------------------------------------
+
+
+def test_extract_takes_the_definition_not_a_call():
+    text = ("int f(int a);\nvoid g() { f(1); if (f(2)) { } }\n// f(3) {\ntemplate <typename T>\n"
+            "inline int f(int a) {\n  return a + 1;  // }\n}\nconstexpr int k = f(4);\n")
+    line, snippet = build.extract(text, "f")
+    assert line == 4 and snippet.startswith("template <typename T>\ninline int f(int a) {")
+    assert snippet.endswith("// }\n}")
+    assert build.extract(text, "k") == (8, "constexpr int k = f(4);")
+    assert build.extract(text, "h") is None
