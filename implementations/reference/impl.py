@@ -47,9 +47,13 @@ class ReferenceImplementation:
         validation.check_quantized_support(run)
         if self.is_active(run.layerwise):
             self.check_supported_model(run)
-            validation.check_active_split(run, self.full_layers(run.model))
+            self.check_active_split(run)
         if run.draft is not None:
             validation.check_draft(run.draft)
+
+    def check_active_split(self, run: RunSpec) -> None:
+        """Active split: no host cache, cp, KV split, sleep mode or xtensor; a full layer to split."""
+        validation.check_active_split(run, self.full_layers(run.model))
 
     def check_supported_model(self, run: RunSpec) -> None:
         """Active split: ``model_type`` in ``supported_model_types``."""

@@ -243,6 +243,14 @@ def _cp_split_accepted(m):
     with pytest.raises(ConfigError, match="parallel.cp_size"):
         REF.plan(run)
     assert m.plan(run).active
+    # one rule only: the effective KV split (0 follows cp) and every other startup rule still refuse
+    follow_cp = run_spec(DEEPSEEK_V3, world=8, cp=2, split=2, kv_split_size=0)
+    with pytest.raises(ConfigError, match="parallel.kv_split_size"):
+        m.plan(follow_cp)
+    hybrid_draft = replace(DEEPSEEK_MTP, index_n_heads=64, index_head_dim=128, layer_types=("linear_attention",))
+    for impl in (REF, m):  # the draft's linear + indexer rule comes before the split's (FEATURE 3 order)
+        with pytest.raises(ConfigError, match="draft.index_n_heads"):
+            impl.plan(run_spec(DEEPSEEK_V3, world=8, cp=2, split=2, draft=hybrid_draft))
 
 
 def _kv_split_accepted(m):
