@@ -235,3 +235,140 @@ def no_separate_draft(case) -> bool:
 
 def plan_world_size(case) -> int:
     return case.world_size
+
+
+# ---- what the plan and the workers state about the layout, against the spec -------------------
+
+
+def _differs(what: str, got, want, **kw) -> list[str]:
+    return [] if got == want else [Problem(f"{what}: plan {got!r}, spec {want!r}", **kw)]
+
+
+def plan_layout_problems(plan, run) -> list[str]:
+    """Every layout fact the plan states, against the spec (FEATURE 4-7): the run's shape (world, dp, cp,
+    attention TP, split size, active, block size, the hardware profile's KV layout), the model's layers,
+    the slot sizes of section 5, the split groups and owners of section 4, and per rank its node and card,
+    its dp/cp/tp coordinates (``dp_rank * (cp*tp) + cp_rank * tp + tp_rank``), its split group and
+    position, and its owned full layers. Owner problems carry rule ``owner-plan``; the rest ``layout``."""
+    p, model, cache = run.parallel, run.model, run.cache
+    tp, s = oracle.attn_tp_size(run), oracle.split_size(run)
+    full = tuple(oracle.expected_full_layers(model))
+    out = []
+    for what, got, want in (
+        ("model", plan.model, model.name), ("world_size", plan.world_size, p.world_size),
+        ("dp_size", plan.dp_size, p.dp_size), ("cp_size", plan.cp_size, p.cp_size),
+        ("attn_tp_size", plan.attn_tp_size, tp), ("split_size", plan.split_size, s),
+        ("active", plan.active, s > 1), ("block_size", plan.block_size, cache.block_size),
+        ("kv_layout", plan.kv_layout, run.hardware.kv_layout), ("num_layers", plan.num_layers, model.num_hidden_layers),
+        ("full_layers", tuple(plan.full_layers), full),
+        ("budget_bytes", plan.budget_bytes, oracle.run_budget_bytes(run)),
+        ("slot_size", plan.slot_size, oracle.kv_slot_bytes(model, cache, tp)),
+        ("index_slot_size", plan.index_slot_size, oracle.index_slot_bytes(model, cache)),
+        ("scale_slot_size", plan.scale_slot_size, oracle.scale_slot_bytes(model, cache, tp)),
+        ("num_indexer_layers", plan.num_indexer_layers, len(full) if oracle.expected_indexer(model) else 0),
+        ("linear_slot_size", plan.linear_slot_size, oracle.expected_linear_state_bytes_per_slot(model, cache, tp)),
+        ("num_linear_state_blocks", plan.num_linear_state_blocks,
+         oracle.expected_linear_state_slots(model, cache, tp, oracle.run_budget_bytes(run))),
+    ):
+        out += _differs(what, got, want, rule="layout")
+    linear = oracle.expected_linear_state_bytes(model, cache, tp, oracle.run_budget_bytes(run))
+    out += _differs("available_bytes (budget - linear state)", plan.available_bytes,
+                    oracle.run_budget_bytes(run) - linear, rule="layout")
+    owner = oracle.expected_owner(full, s) if s > 1 else {}
+    out += _differs("layer_owner", dict(plan.layer_owner), owner, rule="owner-plan")
+    groups = oracle.expected_split_groups(run)
+    if groups is None:
+        return out
+    out += _differs("split_groups", [list(g) for g in plan.split_groups], groups, rule="layout")
+    ranks = {rp.rank: rp for rp in plan.ranks}
+    if sorted(ranks) != list(range(p.world_size)):
+        return out + [Problem(f"plan ranks {sorted(ranks)}, spec 0..{p.world_size - 1}", rule="layout")]
+    for r in range(p.world_size):
+        rp = ranks[r]
+        index, position = oracle.expected_split_position(run, r)
+        coords = (r // (p.cp_size * tp), r // tp % p.cp_size, r % tp)
+        for what, got, want in (
+            ("(node, card)", (rp.node, rp.card), tuple(oracle.expected_rank_location(run, r))),
+            ("(dp_rank, cp_rank, tp_rank)", (rp.dp_rank, rp.cp_rank, rp.tp_rank), coords),
+            ("split group", list(plan.split_groups[rp.split_group]) if 0 <= rp.split_group < len(plan.split_groups)
+             else rp.split_group, groups[index]),
+            ("split_rank", rp.split_rank, position),
+        ):
+            out += _differs(f"rank {r} {what}", got, want, rule="layout", rank=r)
+        out += _differs(f"rank {r} owned_full_layers", tuple(rp.owned_full_layers),
+                        tuple(oracle.expected_rank_owned_layers(run, r)), rule="owner-plan", rank=r)
+    return out
+
+
+def draft_plan_problems(plan, run) -> list[str]:
+    """The draft's figures in the plan (FEATURE 6): none without a draft; else its model and layers, its
+    bytes per block per layer (D over its layers: the target's cache shape unless the body runs at TP 1),
+    ``additional_bytes_per_block`` = D, and every rank's ``draft_estimated_bytes`` = n_blocks x D."""
+    draft = getattr(run, "draft", None)
+    if draft is None:
+        out = [] if plan.draft is None else [Problem(f"plan has a draft {plan.draft.model!r}; the run has none",
+                                                     rule="draft-plan")]
+        out += _differs("additional_bytes_per_block (no draft)", plan.additional_bytes_per_block, 0, rule="draft-plan")
+        return out + [Problem(f"rank {rp.rank}: draft_estimated_bytes {rp.draft_estimated_bytes}, no draft",
+                              rule="draft-plan", rank=rp.rank) for rp in plan.ranks if rp.draft_estimated_bytes]
+    if plan.draft is None:
+        return [Problem(f"plan has no draft; the run's draft is {draft.name}", rule="draft-plan")]
+    n_layers = oracle.draft_num_layers(draft)
+    per_block = oracle.expected_draft_bytes_per_block(run)
+    out = []
+    for what, got, want in (
+        ("draft model", plan.draft.model, draft.name), ("draft num_layers", plan.draft.num_layers, n_layers),
+        ("draft full_layers", tuple(plan.draft.full_layers), tuple(range(n_layers))),
+        ("draft body_tp1", plan.draft.body_tp1, oracle.draft_body_tp1(run)),
+        ("draft layer_bytes_per_block", tuple(plan.draft.layer_bytes_per_block), (per_block // n_layers,) * n_layers),
+        ("additional_bytes_per_block (the draft's D)", plan.additional_bytes_per_block, per_block),
+    ):
+        out += _differs(what, got, want, rule="draft-plan")
+    want = oracle.expected_draft_rank_bytes(run, plan.n_blocks)
+    out += [Problem(f"rank {rp.rank}: draft_estimated_bytes {rp.draft_estimated_bytes}, spec {want} "
+                    f"({plan.n_blocks} blocks x {per_block} B/block)", rule="draft-plan", rank=rp.rank)
+            for rp in plan.ranks if rp.draft_estimated_bytes != want]
+    return out
+
+
+def worker_layout_problems(facts: list, run, role: str = "target", *, spec_n_blocks: bool = True) -> list[str]:
+    """What each worker reports about its place in the layout (FEATURE 4, 7, 8), against the spec: its
+    split size, its split group (plan ranks, the spec's grouping) and its position there, its block count
+    (the spec's), the hardware profile's KV layout, and its own rank, role and device. A draft worker: split 1, a group of itself, rank 0.
+    Rule ``owner`` (with the rank) for the split rank, ``groups`` for the split group, ``layout`` for the rest. ``spec_n_blocks``
+    False: the block count is left to the caller (TC-04 compares it with the master's plan)."""
+    plan = plan_of(facts)
+    s = oracle.split_size(run) if role == "target" else 1
+    groups = oracle.expected_split_groups(run) if role == "target" else None
+    n_blocks = oracle.expected_block_counts(run, oracle.run_budget_bytes(run))[0]
+    out = []
+    for f in facts:
+        wf = f.workers.get(role)
+        if wf is None:
+            continue
+        r = wf.plan_rank
+        if s > 1 and groups is not None:
+            group = next(list(g) for g in groups if r in g)
+            want_group, want_rank = group, group.index(r)
+        else:
+            want_group, want_rank = [r], 0
+        where = f"rank {f.rank} {role} worker"
+        if wf.split_size != s:
+            out.append(Problem(f"{where}: split size {wf.split_size}, spec {s}", rule="layout", rank=f.rank))
+        if wf.split_rank != want_rank:
+            out.append(Problem(f"{where}: reports split rank {wf.split_rank}; spec: position {want_rank} of split "
+                               f"group {want_group}", rule="owner", rank=f.rank))
+        if list(wf.split_group) != want_group:
+            out.append(Problem(f"{where}: reports split group {list(wf.split_group)}; spec {want_group}",
+                               rule="groups", rank=f.rank))
+        if spec_n_blocks and wf.n_blocks != n_blocks:
+            out.append(Problem(f"{where}: n_blocks {wf.n_blocks}, spec {n_blocks}"
+                               + (f" (plan {plan.n_blocks})" if plan is not None else ""), rule="n_blocks"))
+        said = (wf.reported_rank, wf.reported_role, wf.reported_device)
+        if said != (r, role, wf.device):
+            out.append(Problem(f"{where}: its cache says rank {said[0]}, role {said[1]!r}, device {said[2]!r}; it is "
+                               f"plan rank {r}, role {role!r} on {wf.device!r}", rule="layout", rank=f.rank))
+        if wf.kv_layout != run.hardware.kv_layout:
+            out.append(Problem(f"{where}: kv_layout {wf.kv_layout!r}, the hardware profile's "
+                               f"{run.hardware.kv_layout!r}", rule="layout", rank=f.rank))
+    return out

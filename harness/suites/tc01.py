@@ -31,6 +31,7 @@ from harness.suites.common import (
     summarize,
     tensor_problems,
     view_problems,
+    worker_layout_problems,
 )
 from harness.suites.expectations import Problem
 
@@ -130,6 +131,7 @@ def check(facts: list, run) -> list[str]:
     if tuple(plan.full_layers) != tuple(full):
         problems.append(f"plan full layers {list(plan.full_layers)} != spec {list(full)}")
     problems += ownership_problems(facts, run)
+    problems += worker_layout_problems(facts, run)
     for f in facts:
         wf = f.workers["target"]
         r = f.rank

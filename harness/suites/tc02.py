@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from harness import oracle
 from harness.suites.common import (
+    draft_plan_problems,
     leak_problems,
     no_missing_baseline,
     no_separate_draft,
+    plan_layout_problems,
     plan_of,
     plan_world_size,
     report_view,
@@ -53,6 +55,8 @@ def check(facts: list, run) -> list[str]:
         return verdict
     plan, run = plan_of(facts), run_of(facts)
     problems = _plan_problems(plan, run)
+    problems += plan_layout_problems(plan, run)
+    problems += draft_plan_problems(plan, run)
     problems += _measured_problems(facts, plan, run)
     problems += leak_problems(facts)
     return problems

@@ -18,6 +18,7 @@ import itertools
 from harness import oracle
 from harness.suites.case import Case
 from harness.suites.common import (
+    draft_plan_problems,
     leak_problems,
     no_missing_baseline,
     no_separate_draft,
@@ -30,6 +31,7 @@ from harness.suites.common import (
     standard_body,
     startup_problems,
     summarize,
+    worker_layout_problems,
 )
 from harness.suites.expectations import Problem
 
@@ -81,6 +83,15 @@ def check(facts: list, run) -> list[str]:
         if len(digests) != 1 or None in digests:
             problems.append(f"{role} workers hold different layouts: {sorted(map(str, digests))}")
     problems += ownership_problems(facts, run)
+    problems += worker_layout_problems(facts, run) + worker_layout_problems(facts, run, "draft")
+    problems += draft_plan_problems(plan, run)
+    draft_estimate = {rp.rank: rp.draft_estimated_bytes for rp in plan.ranks}
+    for f in facts:
+        wf = f.workers.get("draft")
+        if wf is not None and wf.measured_bytes != draft_estimate.get(wf.plan_rank):
+            problems.append(Problem(f"rank {f.rank} draft: allocated {wf.measured_bytes} B, the plan's "
+                                    f"draft_estimated_bytes {draft_estimate.get(wf.plan_rank)} B", rule="bytes",
+                                    rank=f.rank))
     for f in facts:
         r, workers = f.rank, f.workers
         if set(workers) != {"target", "draft"}:
