@@ -18,6 +18,11 @@ REGROUPED = "pcie_2switch_8_interleaved"
 """A topology whose split groups are not consecutive (even/odd switches): a rank's position in its
 split group differs from ``rank % s``. TCs that start workers also run on it, at world 4 and 8."""
 REGROUPED_PARALLEL = ("tp4", "dp2_tp4")
+ALLOCATING_PROFILES = (("bi_v100", "deepseek_v32", "s2"), ("cuda_generic", "qwen3_5_moe", "s2"))
+"""Workers allocated on the card profiles (the CPU profile is heads-major like BI-V100; ``cuda_generic`` is
+tokens-major): (hardware, model, layerwise option). Their cards are shrunk to the CPU profile's KV budget
+(``SMALL_CARDS``) so the tensors fit in host memory; the layout and the byte math are the profile's."""
+SMALL_CARDS = ("hardware.hbm_mib_per_card=512", "hardware.reserved_mib_per_card=384")
 
 
 def standard_cases(tc: str, matrix, *, layerwise=None, parallel=None, models=None) -> list[Case]:
@@ -50,6 +55,17 @@ def regrouped_cases(tc: str, matrix, models, *, layerwise=("s2",), draft: Option
                         draft=(draft or {}).get(model, "none"), variant=REGROUPED,
                         extra=(f"hardware.topology={REGROUPED}", *matrix.extra)))
     return out
+
+
+def profile_cases(tc: str, matrix) -> list[Case]:
+    """``ALLOCATING_PROFILES`` at tp4, where the matrix runs the model and offers the split, CPU-only matrices
+    (a card matrix runs its own profile)."""
+    if list(matrix.hardware) != ["cpu"]:
+        return []
+    return [Case(tc=tc, model=model, layerwise=lw, parallel="tp4", implementation=impl, hardware=hw,
+                 variant="alloc", extra=(*SMALL_CARDS, *matrix.extra_for(lw)))
+            for hw, model, lw in ALLOCATING_PROFILES if model in matrix.models and matrix.offers("layerwise", lw)
+            for impl in matrix.implementations]
 
 
 def standard_body(ctx, run, impl_cfg, engines: Optional[tuple[EngineLayout, ...]] = None) -> RankFacts:

@@ -47,6 +47,11 @@ __all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "report_view", "sum
 
 PAIRS = (("deepseek_v3", "deepseek_mtp"), ("deepseek_v32", "deepseek_v32_mtp"), ("qwen3_5_moe", "qwen3_5_mtp"))
 """Each target with its own MTP draft (conf/draft)."""
+DRAFT_VARIANTS = (
+    ("deepseek_v32", "deepseek_v32_mtp", "mtp2", ("draft.num_hidden_layers=2",)),
+    ("qwen3_5_moe", "qwen3_5_mtp", "body_tp1", ("draft.body_tp1=true",)),
+)
+"""A draft of two layers, and a draft whose body runs at TP 1 (its own cache shape, FEATURE 6)."""
 
 
 def cases(matrix) -> list[Case]:
@@ -62,6 +67,12 @@ def cases(matrix) -> list[Case]:
                         hardware=hw, variant=draft, extra=matrix.extra_for(lw, par)))
     if pairs:
         out += regrouped_cases(TC, matrix, [t for t, _ in pairs], draft=dict(PAIRS))
+    for target, draft, variant, extra in DRAFT_VARIANTS:
+        lw = matrix.offered("layerwise", ["s2"])
+        if target in matrix.models and lw and pars:
+            out += [Case(tc=TC, model=target, draft=draft, layerwise=lw[0], parallel=pars[0], implementation=impl,
+                         hardware=matrix.hardware[0], variant=variant, extra=(*extra, *matrix.extra_for(lw[0], pars[0])))
+                    for impl in matrix.implementations]
     return out
 
 
