@@ -158,7 +158,8 @@ def ownership_problems(facts: list, run, role: str = "target", owner: Optional[d
 def tensor_problems(facts: list, run, role: str = "target") -> list[str]:
     """Every layer exposes the spec's tensors (FEATURE 7; upstream's KVCacheShape decides what the page
     leaves open): an owned full layer and a non-owned view the full-layer tensors (names, shapes, dtypes)
-    at the plan's block count, a linear layer its conv and recurrent state. One problem per rank and kind."""
+    at the plan's block count, a linear layer its conv and recurrent state; a draft layer the draft's
+    (``oracle.expected_draft_layer_tensors``). One problem per rank and kind."""
     plan = plan_of(facts)
     if plan is None:
         return []
@@ -166,8 +167,11 @@ def tensor_problems(facts: list, run, role: str = "target") -> list[str]:
     def geometry(specs: dict) -> dict:
         return {name: (tuple(t.shape), t.dtype) for name, t in sorted(specs.items())}
 
-    want = {"full": geometry(oracle.expected_full_layer_tensors(run, plan.n_blocks))}
-    if oracle.expected_linear_layers(run.model):
+    if role == "draft":  # FEATURE 6-7: the target's cache shape, or the draft's own with its body at TP 1
+        want = {"full": geometry(oracle.expected_draft_layer_tensors(run, plan.n_blocks))}
+    else:
+        want = {"full": geometry(oracle.expected_full_layer_tensors(run, plan.n_blocks))}
+    if role == "target" and oracle.expected_linear_layers(run.model):
         want["linear"] = geometry(oracle.expected_linear_layer_tensors(run))
     out = []
     for f in facts:

@@ -31,6 +31,7 @@ from harness.suites.common import (
     standard_body,
     startup_problems,
     summarize,
+    tensor_problems,
     worker_layout_problems,
 )
 from harness.suites.expectations import Problem
@@ -96,6 +97,7 @@ def check(facts: list, run) -> list[str]:
     problems += ownership_problems(facts, run)
     problems += worker_layout_problems(facts, run) + worker_layout_problems(facts, run, "draft")
     problems += draft_plan_problems(plan, run)
+    problems += tensor_problems(facts, run, "draft")
     draft_estimate = {rp.rank: rp.draft_estimated_bytes for rp in plan.ranks}
     for f in facts:
         wf = f.workers.get("draft")

@@ -31,6 +31,24 @@ from implementations.mutants.estimation import (
 )
 from implementations.mutants.flags import DisabledStillSplits
 from implementations.mutants.layout import LinearSplit, OwnerOffByOne
+from implementations.mutants.rules import (
+    CapacityGainInverted,
+    DraftBodyTp1Ignored,
+    FixedSlotsUnpadded,
+    GqaHeadsNotDivided,
+    IntervalOffByOne,
+    LinearWithIndexerAccepted,
+    MlaRopeDropped,
+    PrefixCacheIgnored,
+    QuantizedCacheAccepted,
+    SleepModeAccepted,
+    SpeculativeStateIgnored,
+    SplitNotDividingTpAccepted,
+    SplitSizeBelowOneAccepted,
+    SsmDtypeIgnored,
+    UniformIgnoresDraft,
+    XtensorAccepted,
+)
 from implementations.mutants.topology import CardCheckSkipped, StridedGroups, TieGroupsReshuffled
 from implementations.mutants.validation import (
     CpSplitAccepted,
@@ -68,6 +86,22 @@ _CLASSES: tuple[type[Mutant], ...] = (
     DraftLeaksStorage,
     ConvStateTransposed,
     TieGroupsReshuffled,
+    SplitSizeBelowOneAccepted,
+    SplitNotDividingTpAccepted,
+    SleepModeAccepted,
+    XtensorAccepted,
+    QuantizedCacheAccepted,
+    LinearWithIndexerAccepted,
+    IntervalOffByOne,
+    GqaHeadsNotDivided,
+    MlaRopeDropped,
+    SpeculativeStateIgnored,
+    SsmDtypeIgnored,
+    FixedSlotsUnpadded,
+    PrefixCacheIgnored,
+    CapacityGainInverted,
+    DraftBodyTp1Ignored,
+    UniformIgnoresDraft,
 )
 
 MUTANTS: dict[str, type[Mutant]] = {cls.name.removeprefix("mutant_"): cls for cls in _CLASSES}

@@ -143,7 +143,8 @@ def _corrupt_tensor(cache: WorkerKVCache, prop: str) -> None:
         views = [l for l in full if not l.owned]
         if views:  # a non-owned layer with storage of its own
             views[0].tensors = {n: v.clone() for n, v in views[0].tensors.items()}
-        elif len(owned) > 1:  # an owned layer without storage of its own: the first one's
-            first = owned[0]
-            layer.tensors = {n: first.tensors[n].view(v.shape) for n, v in layer.tensors.items()}
-
+        else:  # an owned layer's second tensor inside its first one's storage
+            names = sorted(layer.tensors)
+            first, second = layer.tensors[names[0]], layer.tensors[names[-1]]
+            if len(names) > 1 and first.dtype == second.dtype and first.numel() >= second.numel():
+                layer.tensors[names[-1]] = first.reshape(-1)[:second.numel()].view(second.shape)
