@@ -40,7 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     from harness.coverage import fields, render
 
     if args.what == "tables":
+        from harness.coverage import rules
+
         render.write_section(Path(args.out), "fields", render.field_table(fields.recorded()))
+        render.write_section(Path(args.out), "rules", rules.table())
         print(f"wrote {args.out}", file=sys.stderr)
         return 0
     unknown = [f for f in args.field if f not in fields.record_keys()]

@@ -8,7 +8,6 @@ step is a module function).
 from __future__ import annotations
 
 from dataclasses import replace
-from math import gcd
 
 from implementations.mutants.base import Mutant
 from implementations.reference import layers
@@ -26,20 +25,6 @@ class SplitSizeBelowOneAccepted(Mutant):
     def validate(self, run):
         if run.layerwise.split_size < 1:  # the mutation: seen as 1 (off)
             run = replace(run, layerwise=replace(run.layerwise, split_size=1))
-        super().validate(run)
-
-
-class SplitNotDividingTpAccepted(Mutant):
-    """A split size that does not divide the attention TP size is accepted (FEATURE 3, attention tp % s == 0)."""
-
-    name = "mutant_split_not_dividing_tp_accepted"
-    component = "validation"
-    expected_catchers = ("TC-01",)
-
-    def validate(self, run):
-        s, tp = run.layerwise.split_size, self.attn_tp_size(run.parallel)
-        if 1 <= s <= tp and tp % s:  # the mutation: validated as the largest divisor it shares with tp
-            run = replace(run, layerwise=replace(run.layerwise, split_size=gcd(s, tp)))
         super().validate(run)
 
 

@@ -52,3 +52,32 @@ def test_a_field_mutant_on_a_case_that_does_not_check_it_passes():
                 if killmatrix.case_key(c) == "deepseek_v32-s2-w4")
     outcome = killmatrix.run_one(killmatrix.suite_module("TC-01"), case)
     assert outcome.verdict == killmatrix.PASS, outcome
+
+
+# ---- rules ---------------------------------------------------------------------------------------
+
+
+def test_every_rule_has_a_mutant_or_says_why_not():
+    """Each rule of FEATURE 2-8 names its mutants, or is carried out by the harness, or is a named gap;
+    each mutant breaks one named rule (``test_mutation`` shows it is caught)."""
+    from harness.coverage import rules
+    from implementations.mutants import MUTANTS
+
+    placed = [r for r in rules.RULES if (r in rules.MUTANTS) + (r in rules.HARNESS) + (r in rules.GAPS) != 1]
+    assert not placed, f"rules with no mutant, harness note or gap (or more than one): {placed}"
+    assert set(rules.MUTANTS) | set(rules.HARNESS) | set(rules.GAPS) <= set(rules.RULES)
+    named = [n for names in rules.MUTANTS.values() for n in names]
+    assert sorted(named) == sorted(set(named)) and set(named) == set(MUTANTS), \
+        f"mutants in no rule: {sorted(set(MUTANTS) - set(named))}; unknown: {sorted(set(named) - set(MUTANTS))}"
+    assert all(r.split(".")[0] in {f"F{n}" for n in range(2, 9)} for r in rules.RULES)
+
+
+def test_every_mutant_has_a_recorded_first_catch_on_the_default_matrix():
+    """Where each rule changes a checked fact: the case of the ci matrix that catches its mutant first, per
+    expected catcher (``python -m harness.mutation --first`` measures it; ``first_catch.from_rows``)."""
+    from harness.mutation.first_catch import FIRST_CATCH
+    from implementations.mutants import MUTANTS
+
+    missing = {n: [tc for tc in cls.expected_catchers if tc not in FIRST_CATCH.get(n, {})]
+               for n, cls in MUTANTS.items()}
+    assert not {n: tcs for n, tcs in missing.items() if tcs}, missing
