@@ -88,6 +88,7 @@ MUTANTS: dict[str, tuple[str, ...]] = {
     "F4.split-rank-position": ("split_rank_mod_s",),
     "F4.only-full-split": ("linear_split",),
     "F4.interval": ("interval_off_by_one",),
+    "F4.layer-types": ("attention_spelling_linear",),
     "F4.round-robin": ("owner_off_by_one",),
     "F4.topology-groups": ("tie_groups_reshuffled",),
     "F4.cards": ("card_check_skipped",),
@@ -100,11 +101,14 @@ MUTANTS: dict[str, tuple[str, ...]] = {
     "F5.slots-padding": ("linear_slots_unpadded",),
     "F5.slots-fixed": ("fixed_slots_unpadded",),
     "F5.slots-prefix": ("prefix_cache_ignored",),
+    "F5.int8-index": ("int8_index_scale_missing",),
+    "F5.slots-cap": ("slot_cap_unchecked",),
     "F6.scratch-cost": ("no_scratch_in_estimate",),
     "F6.min-blocks": ("max_block_count",),
     "F6.draft-additional": ("draft_additional_ignored",),
     "F6.draft-body-tp1": ("draft_body_tp1_ignored",),
     "F6.uniform-with-draft": ("uniform_ignores_draft",),
+    "F6.draft-target-shape": ("draft_own_shape",),
     "F6.report-peak": ("peak_scratch_omitted",),
     "F6.report-savings": ("savings_at_uniform_blocks",),
     "F6.report-gain": ("capacity_gain_inverted",),
@@ -128,10 +132,6 @@ GAPS: dict[str, str] = {
                        "field (layerwise.split_size), so a mutant of the check alone is equivalent",
     "F3.world-divides": "no mutant: the attention TP size is undefined when the world does not divide",
     "F3.order": "no mutant reorders the checks; TC-01's cases each break one rule",
-    "F4.layer-types": "no case spells a full layer `attention` (every model writes full_attention)",
-    "F5.int8-index": "no mutant of the int8 index slot (cases: int8, e5m2)",
-    "F5.slots-cap": "the cap never binds at the CPU profile's budget, and its refusal has no case",
-    "F6.draft-target-shape": "every draft has the target's slot: no case has a larger draft slot",
 }
 
 

@@ -56,6 +56,10 @@ FIRST_CATCH: dict[str, dict[str, str]] = {
     "capacity_gain_inverted": {"TC-02": "deepseek_v3-s2-w4"},
     "draft_body_tp1_ignored": {"TC-07": "qwen3_5_moe-s2-w4-body_tp1"},
     "uniform_ignores_draft": {"TC-02": "qwen3_5_moe-s2-w4-qwen3_5_mtp"},
+    "attention_spelling_linear": {"TC-01": "qwen3_5_moe-s2-w4-attention-spelling", "TC-02": "qwen3_5_moe-s2-w4-attention-spelling"},
+    "int8_index_scale_missing": {"TC-02": "deepseek_v32-s2-w4-int8"},
+    "slot_cap_unchecked": {"TC-01": "qwen3_5_moe-s2-w4-slots-over-cap"},
+    "draft_own_shape": {"TC-01": "qwen3_5_moe-s2-w4-draft-slot-larger", "TC-07": "deepseek_v32-s2-w4-small_slot"},
 }
 """Mutant short name -> {TC: case key}."""
 

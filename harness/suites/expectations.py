@@ -22,7 +22,15 @@ from typing import Callable, Optional
 from harness import oracle
 
 # ---- rejections ---------------------------------------------------------------------------
-from harness.oracle import Rejection, expected_rejection  # noqa: F401  (re-exported: the suites' one import)
+from harness.oracle import Rejection  # noqa: F401  (re-exported: the suites' one import)
+
+
+def expected_rejection(run) -> Optional[Rejection]:
+    """The spec's refusal of a config: the first startup rule it breaks (FEATURE 3,
+    ``oracle.expected_rejection``), else a figure that cannot be planned (FEATURE 5-6,
+    ``oracle.expected_estimation_rejection``: linear-state slots above the cap, a draft slot larger than
+    the target's, no block)."""
+    return oracle.expected_rejection(run) or oracle.expected_estimation_rejection(run)
 
 
 def rejection_problems(error, run) -> Optional[list[str]]:

@@ -87,13 +87,42 @@ REJECTIONS = (
     ("s0-flag-off", "deepseek_v32", "off", "tp4", "cpu", ("layerwise.split_size=0",)),
     ("cp2-dp2", "deepseek_v32", "s2", "dp2_tp4", "cpu", ("parallel.cp_size=2",)),
     ("s-not-dividing-tp-dp2", "qwen3_5_moe", "s2", "dp2_tp4", "cpu", ("layerwise.split_size=3",)),
+    ("slots-over-cap", "qwen3_5_moe", "s2", "tp4", "cpu", ("cache.max_linear_state_cache_slots=100000",)),
 )
+# Refusals that involve the draft: (variant, model, draft, layerwise option, key overrides).
+DRAFT_REJECTIONS = (
+    # a one-layer draft whose layer is linear (interval 4) and carries an indexer: FEATURE 3, never both
+    ("draft-linear-and-indexer", "qwen3_5_moe", "qwen3_5_mtp", "s2",
+     ("draft.full_attention_interval=4", "draft.index_n_heads=64", "draft.index_head_dim=128")),
+    # a draft slot larger than the target's, its body not at TP 1: FEATURE 6
+    ("draft-slot-larger", "qwen3_5_moe", "qwen3_5_mtp", "s2", ("draft.num_key_value_heads=16",)),
+)
+ATTENTION_SPELLING = ("qwen3_5_moe", "s2", "model.layer_types=[" + ",".join(
+    "attention" if (layer + 1) % 4 == 0 else "linear_attention" for layer in range(40)) + "]")
+"""Qwen3.5 with its full layers spelled ``attention`` (FEATURE 4: full as well as ``full_attention``)."""
 
 
 def cases(matrix):
     return (standard_cases(TC, matrix) + variant_cases(TC, matrix) + rejection_cases(TC, matrix)
             + regrouped_cases(TC, matrix, ("qwen3_5_moe", "deepseek_v32"), layerwise=("s2", "s4"))
-            + profile_cases(TC, matrix))
+            + profile_cases(TC, matrix) + draft_rejection_cases(TC, matrix) + spelling_cases(TC, matrix))
+
+
+def draft_rejection_cases(tc: str, matrix) -> list:
+    return [Case(tc=tc, model=model, draft=draft, layerwise=lw, parallel="tp4", implementation=impl, hardware="cpu",
+                 variant=variant, extra=(*matrix.extra, *extra))
+            for variant, model, draft, lw, extra in DRAFT_REJECTIONS
+            if model in matrix.models and matrix.offers("layerwise", lw) and not matrix.extra
+            for impl in matrix.implementations]
+
+
+def spelling_cases(tc: str, matrix) -> list:
+    model, lw, override = ATTENTION_SPELLING
+    if model not in matrix.models or not matrix.offers("layerwise", lw):
+        return []
+    return [Case(tc=tc, model=model, layerwise=lw, parallel="tp4", implementation=impl, hardware="cpu",
+                 variant="attention-spelling", extra=(*matrix.extra_for(lw), override))
+            for impl in matrix.implementations]
 
 
 def variant_cases(tc: str, matrix, names=None) -> list:

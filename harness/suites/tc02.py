@@ -48,10 +48,11 @@ __all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "report_view", "sum
 def cases(matrix):
     """The standard axes, TC-01's cache variants (scale bytes, dtypes, linear-state slots change the estimate),
     and each target with its draft at s = 2 (the draft's D shares the budget: block counts, capacity gain)."""
-    from harness.suites.tc01 import VARIANTS, variant_cases
+    from harness.suites.tc01 import VARIANTS, spelling_cases, variant_cases
     from harness.suites.tc07 import PAIRS
 
     out = standard_cases(TC, matrix) + variant_cases(TC, matrix, tuple(v[0] for v in VARIANTS))
+    out += spelling_cases(TC, matrix)
     lw = matrix.offered("layerwise", ["s2"])
     pars = matrix.offered("parallel", ["tp4"])
     for (target, draft), impl in itertools.product(PAIRS, matrix.implementations):

@@ -51,8 +51,10 @@ PAIRS = (("deepseek_v3", "deepseek_mtp"), ("deepseek_v32", "deepseek_v32_mtp"), 
 DRAFT_VARIANTS = (
     ("deepseek_v32", "deepseek_v32_mtp", "mtp2", ("draft.num_hidden_layers=2",)),
     ("qwen3_5_moe", "qwen3_5_mtp", "body_tp1", ("draft.body_tp1=true",)),
+    ("deepseek_v32", "deepseek_v32_mtp", "small_slot", ("draft.kv_lora_rank=256",)),
 )
-"""A draft of two layers, and a draft whose body runs at TP 1 (its own cache shape, FEATURE 6)."""
+"""A draft of two layers, a draft whose body runs at TP 1 (its own cache shape), and a draft with a smaller
+slot than the target's (its KV still takes the target's shape) (FEATURE 6)."""
 
 
 def cases(matrix) -> list[Case]:

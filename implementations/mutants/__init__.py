@@ -32,16 +32,20 @@ from implementations.mutants.estimation import (
 from implementations.mutants.flags import DisabledStillSplits
 from implementations.mutants.layout import LinearSplit, OwnerOffByOne
 from implementations.mutants.rules import (
+    AttentionSpellingLinear,
     CapacityGainInverted,
     DraftBodyTp1Ignored,
+    DraftOwnShape,
     FixedSlotsUnpadded,
     GqaHeadsNotDivided,
+    Int8IndexScaleMissing,
     IntervalOffByOne,
     LinearWithIndexerAccepted,
     MlaRopeDropped,
     PrefixCacheIgnored,
     QuantizedCacheAccepted,
     SleepModeAccepted,
+    SlotCapUnchecked,
     SpeculativeStateIgnored,
     SplitSizeBelowOneAccepted,
     SsmDtypeIgnored,
@@ -100,6 +104,10 @@ _CLASSES: tuple[type[Mutant], ...] = (
     CapacityGainInverted,
     DraftBodyTp1Ignored,
     UniformIgnoresDraft,
+    AttentionSpellingLinear,
+    Int8IndexScaleMissing,
+    SlotCapUnchecked,
+    DraftOwnShape,
 )
 
 MUTANTS: dict[str, type[Mutant]] = {cls.name.removeprefix("mutant_"): cls for cls in _CLASSES}

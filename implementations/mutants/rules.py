@@ -204,3 +204,60 @@ class UniformIgnoresDraft(Mutant):
         uniform = self.block_count(plan.available_bytes, [sum(plan.layer_bytes_per_block)])
         gain = plan.n_blocks / uniform if plan.active else plan.capacity_gain
         return replace(plan, uniform_n_blocks=uniform, capacity_gain=gain)
+
+
+class AttentionSpellingLinear(Mutant):
+    """A layer_types entry `attention` counts as linear; only `full_attention` is full (FEATURE 4, both spellings)."""
+
+    name = "mutant_attention_spelling_linear"
+    component = "layout"
+    expected_catchers = ("TC-01", "TC-02")
+
+    def full_layers(self, model):
+        if model.layer_types is None:
+            return super().full_layers(model)
+        return tuple(l for l in super().full_layers(model) if model.layer_types[l] == "full_attention")
+
+
+class Int8IndexScaleMissing(Mutant):
+    """The int8 indexer slot is index_head_dim bytes, without its 4-byte scale (FEATURE 5, int8 index slot)."""
+
+    name = "mutant_int8_index_scale_missing"
+    component = "estimation"
+    expected_catchers = ("TC-02",)
+
+    def layer_bytes_per_block(self, model, cache, attn_tp_size):
+        per_layer = super().layer_bytes_per_block(model, cache, attn_tp_size)
+        if cache.indexer_cache_dtype != "int8":
+            return per_layer
+        indexed = set(layers.indexer_layers(model))
+        return tuple(b - cache.block_size * 4 if l in indexed else b for l, b in enumerate(per_layer))
+
+
+class SlotCapUnchecked(Mutant):
+    """max_linear_state_cache_slots above the cap is reserved anyway instead of refused (FEATURE 5, slot cap)."""
+
+    name = "mutant_slot_cap_unchecked"
+    component = "estimation"
+    expected_catchers = ("TC-01",)
+
+    def linear_state_slots(self, cache, **figures):
+        from implementations.errors import PlanError
+
+        try:
+            return super().linear_state_slots(cache, **figures)
+        except PlanError as exc:
+            if exc.field != "cache.max_linear_state_cache_slots":
+                raise
+            return cache.max_linear_state_cache_slots + 2  # the mutation: no cap
+
+
+class DraftOwnShape(Mutant):
+    """The draft's KV takes its own cache shape, not the target's, and a larger draft slot is not refused (FEATURE 6)."""
+
+    name = "mutant_draft_own_shape"
+    component = "estimation"
+    expected_catchers = ("TC-01", "TC-07")
+
+    def draft_layer_bytes_per_block(self, target, draft, *, draft_body_tp1):
+        return super().draft_layer_bytes_per_block(target, draft, draft_body_tp1=True)

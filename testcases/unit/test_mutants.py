@@ -367,12 +367,23 @@ def _refused_by_reference_only(m, run, field):
     assert m.plan(run).n_blocks >= 1
 
 
+def _refused_naming_another_field(m, run, field):
+    with pytest.raises(PlanError) as ref:
+        REF.plan(run)
+    with pytest.raises(PlanError) as mut:
+        m.plan(run)
+    assert ref.value.field == field != mut.value.field
+
+
 def _plans_differ(m, run, attr):
     assert getattr(m.plan(run), attr) != getattr(REF.plan(run), attr)
 
 
 NO_QUANT = replace(run_spec(DEEPSEEK_V32, split=2), hardware=hardware(4, quantized=False))
 QWEN_DRAFT = run_spec(QWEN3_5_MOE, split=2, draft=QWEN3_5_MTP)
+SPELLED = run_spec(replace(QWEN3_5_MOE, layer_types=tuple(
+    "attention" if (l + 1) % 4 == 0 else "linear_attention" for l in range(40))), split=2)
+OVER_CAP = run_spec(QWEN3_5_MOE, split=2, cache=CacheSpec(max_linear_state_cache_slots=100000))
 TP1_DRAFT = run_spec(QWEN3_5_MOE, split=2, draft=replace(QWEN3_5_MTP, body_tp1=True))
 
 
@@ -402,6 +413,14 @@ DIFFERS: dict[str, Callable] = {
     "draft_body_tp1_ignored": lambda m: (  # its own (TP 1) slot exceeds the target's: refused as too large
         REF.plan(TP1_DRAFT), pytest.raises(ConfigError, m.plan, TP1_DRAFT)),
     "uniform_ignores_draft": lambda m: _plans_differ(m, QWEN_DRAFT, "uniform_n_blocks"),
+    "attention_spelling_linear": lambda m: (  # no full layer left to split: refused
+        REF.plan(SPELLED), pytest.raises(ConfigError, m.plan, SPELLED)),
+    "int8_index_scale_missing": lambda m: _plans_differ(
+        m, run_spec(DEEPSEEK_V32, split=2, cache=CacheSpec(indexer_cache_dtype="int8")), "layer_bytes_per_block"),
+    "slot_cap_unchecked": lambda m: _refused_naming_another_field(m, OVER_CAP, "cache.max_linear_state_cache_slots"),
+    "draft_own_shape": lambda m: _plans_differ(
+        m, run_spec(DEEPSEEK_V32, split=2, draft=replace(DEEPSEEK_V32, name="mtp", num_hidden_layers=1,
+                                                           kv_lora_rank=256)), "additional_bytes_per_block"),
     "owner_off_by_one": _owner_off_by_one,
     "linear_split": _linear_split,
     "no_scratch_in_estimate": _no_scratch_in_estimate,
