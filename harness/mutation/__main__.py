@@ -1,6 +1,6 @@
 """``python -m harness.mutation [--out reports/mutation] [--first] [--mutant NAME ...] [--rows DIR]``
 
-Runs every TC suite against the reference and each mutant on ``conf/matrix/mutation.yaml``,
+Runs every TC suite against the reference and each mutant on ``conf/matrix/ci.yaml``,
 prints the kill matrix, and writes ``kill_matrix.md`` and ``kill_matrix.json`` under ``--out``.
 Exit status 0 when the reference passes every case and every mutant is caught, else 1.
 """

@@ -1,7 +1,7 @@
 """Where each mutant is caught first: per mutant and predicted TC, the case that catches it.
 
 For every TC a mutant's ``expected_catchers`` names, the ``killmatrix.case_key`` of the first
-case, in the TC's case order on ``conf/matrix/mutation.yaml``, that catches the mutant.
+case, in the TC's case order on ``conf/matrix/ci.yaml``, that catches the mutant.
 ``testcases/meta/test_mutation.py`` tries that case first and stops when it catches, so a
 predicted TC costs one case instead of every passing case before it; the catch it shows is the
 one the ordered scan finds (the same case, the same check). A case that no longer catches (a
@@ -33,7 +33,7 @@ FIRST_CATCH: dict[str, dict[str, str]] = {
     "cp_split_accepted": {"TC-01": "deepseek_v32-s2-w4-cp2"},
     "kv_split_accepted": {"TC-01": "deepseek_v32-s2-w4-kv-split"},
     "host_cache_wrong_field": {"TC-01": "deepseek_v32-s2-w4-hostcache"},
-    "split_rank_mod_s": {"TC-01": "qwen3_5_moe-s2-w4-pcie_2switch_8_interleaved", "TC-04": "deepseek_v32-s2-w4-pcie_2switch_8_interleaved", "TC-05": "deepseek_v32-s2-w4-pcie_2switch_8_interleaved", "TC-07": "deepseek_v32-s2-w4-pcie_2switch_8_interleaved"},
+    "split_rank_mod_s": {"TC-01": "qwen3_5_moe-s2-w4-pcie_2switch_8_interleaved", "TC-04": "deepseek_v32-s2-w4-pcie_2switch_8_interleaved", "TC-05": "deepseek_v3-s2-w4-pcie_2switch_8_interleaved", "TC-07": "deepseek_v3-s2-w4-pcie_2switch_8_interleaved"},
     "peak_scratch_omitted": {"TC-02": "deepseek_v32-s2-w4"},
     "scale_missing_in_estimate": {"TC-02": "deepseek_v32-s2-w4-int8"},
     "savings_at_uniform_blocks": {"TC-02": "deepseek_v32-s2-w4"},
@@ -41,6 +41,25 @@ FIRST_CATCH: dict[str, dict[str, str]] = {
     "draft_leaks_storage": {"TC-04": "deepseek_v32-s2-w4-spec_w8", "TC-07": "deepseek_v32-off-w4-deepseek_v32_mtp"},
     "conv_state_transposed": {"TC-01": "qwen3_5_moe-s2-w4"},
     "tie_groups_reshuffled": {"TC-03": "deepseek_v32-s2-w8-pcie_2switch_8_interleaved"},
+    "split_size_below_one_accepted": {"TC-01": "deepseek_v32-s0-w4-s0"},
+    "sleep_mode_accepted": {"TC-01": "deepseek_v32-s2-w4-sleep-mode"},
+    "xtensor_accepted": {"TC-01": "qwen3_5_moe-s2-w4-xtensor"},
+    "quantized_cache_accepted": {"TC-01": "deepseek_v32-s2-w4-bi_v100-quantized-unsupported"},
+    "linear_with_indexer_accepted": {"TC-01": "qwen3_5_moe-s2-w4-linear-and-indexer"},
+    "interval_off_by_one": {"TC-01": "qwen3_next-off-w4", "TC-02": "qwen3_next-off-w4"},
+    "gqa_heads_not_divided": {"TC-02": "qwen3_5_moe-off-w4"},
+    "mla_rope_dropped": {"TC-02": "deepseek_v3-off-w4"},
+    "speculative_state_ignored": {"TC-01": "qwen3_5_moe-s2-w4-nspec", "TC-02": "qwen3_5_moe-s2-w4-nspec"},
+    "ssm_dtype_ignored": {"TC-01": "qwen3_5_moe-s2-w4-nspec", "TC-02": "qwen3_5_moe-s2-w4-nspec"},
+    "fixed_slots_unpadded": {"TC-01": "qwen3_5_moe-s4-w4-slots8", "TC-02": "qwen3_5_moe-s4-w4-slots8"},
+    "prefix_cache_ignored": {"TC-01": "qwen3_5_moe-off-w4", "TC-02": "qwen3_5_moe-off-w4"},
+    "capacity_gain_inverted": {"TC-02": "deepseek_v3-s2-w4"},
+    "draft_body_tp1_ignored": {"TC-07": "qwen3_5_moe-s2-w4-body_tp1"},
+    "uniform_ignores_draft": {"TC-02": "qwen3_5_moe-s2-w4-qwen3_5_mtp"},
+    "attention_spelling_linear": {"TC-01": "qwen3_5_moe-s2-w4-attention-spelling", "TC-02": "qwen3_5_moe-s2-w4-attention-spelling"},
+    "int8_index_scale_missing": {"TC-02": "deepseek_v32-s2-w4-int8"},
+    "slot_cap_unchecked": {"TC-01": "qwen3_5_moe-s2-w4-slots-over-cap"},
+    "draft_own_shape": {"TC-01": "qwen3_5_moe-s2-w4-draft-slot-larger", "TC-07": "deepseek_v32-s2-w4-small_slot"},
 }
 """Mutant short name -> {TC: case key}."""
 

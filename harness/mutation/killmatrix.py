@@ -1,4 +1,4 @@
-"""The kill matrix: which TC suite catches which mutant, on the reduced matrix ``conf/matrix/mutation.yaml``.
+"""The kill matrix: which TC suite catches which mutant, on the default matrix ``conf/matrix/ci.yaml``.
 
 A TC *catches* an implementation when at least one of its cases reports problems
 (``check`` non-empty) or fails (a rank failure or any other exception; a skip is not a
@@ -19,7 +19,7 @@ from harness.suites.execute import pool_runner, run_case
 from harness.suites.expectations import judge
 from harness.suites.matrix import Matrix, load_matrix
 
-MATRIX = "mutation"
+MATRIX = "ci"
 REFERENCE = "reference"
 PASS, PROBLEMS, FAILED, SKIPPED = "pass", "problems", "failed", "skipped"
 DETAIL_CHARS = 300

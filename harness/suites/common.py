@@ -18,6 +18,11 @@ REGROUPED = "pcie_2switch_8_interleaved"
 """A topology whose split groups are not consecutive (even/odd switches): a rank's position in its
 split group differs from ``rank % s``. TCs that start workers also run on it, at world 4 and 8."""
 REGROUPED_PARALLEL = ("tp4", "dp2_tp4")
+ALLOCATING_PROFILES = (("bi_v100", "deepseek_v32", "s2"), ("cuda_generic", "qwen3_5_moe", "s2"))
+"""Workers allocated on the card profiles (the CPU profile is heads-major like BI-V100; ``cuda_generic`` is
+tokens-major): (hardware, model, layerwise option). Their cards are shrunk to the CPU profile's KV budget
+(``SMALL_CARDS``) so the tensors fit in host memory; the layout and the byte math are the profile's."""
+SMALL_CARDS = ("hardware.hbm_mib_per_card=512", "hardware.reserved_mib_per_card=384")
 
 
 def standard_cases(tc: str, matrix, *, layerwise=None, parallel=None, models=None) -> list[Case]:
@@ -50,6 +55,17 @@ def regrouped_cases(tc: str, matrix, models, *, layerwise=("s2",), draft: Option
                         draft=(draft or {}).get(model, "none"), variant=REGROUPED,
                         extra=(f"hardware.topology={REGROUPED}", *matrix.extra)))
     return out
+
+
+def profile_cases(tc: str, matrix) -> list[Case]:
+    """``ALLOCATING_PROFILES`` at tp4, where the matrix runs the model and offers the split, CPU-only matrices
+    (a card matrix runs its own profile)."""
+    if list(matrix.hardware) != ["cpu"]:
+        return []
+    return [Case(tc=tc, model=model, layerwise=lw, parallel="tp4", implementation=impl, hardware=hw,
+                 variant="alloc", extra=(*SMALL_CARDS, *matrix.extra_for(lw)))
+            for hw, model, lw in ALLOCATING_PROFILES if model in matrix.models and matrix.offers("layerwise", lw)
+            for impl in matrix.implementations]
 
 
 def standard_body(ctx, run, impl_cfg, engines: Optional[tuple[EngineLayout, ...]] = None) -> RankFacts:
@@ -142,7 +158,8 @@ def ownership_problems(facts: list, run, role: str = "target", owner: Optional[d
 def tensor_problems(facts: list, run, role: str = "target") -> list[str]:
     """Every layer exposes the spec's tensors (FEATURE 7; upstream's KVCacheShape decides what the page
     leaves open): an owned full layer and a non-owned view the full-layer tensors (names, shapes, dtypes)
-    at the plan's block count, a linear layer its conv and recurrent state. One problem per rank and kind."""
+    at the plan's block count, a linear layer its conv and recurrent state; a draft layer the draft's
+    (``oracle.expected_draft_layer_tensors``). One problem per rank and kind."""
     plan = plan_of(facts)
     if plan is None:
         return []
@@ -150,8 +167,11 @@ def tensor_problems(facts: list, run, role: str = "target") -> list[str]:
     def geometry(specs: dict) -> dict:
         return {name: (tuple(t.shape), t.dtype) for name, t in sorted(specs.items())}
 
-    want = {"full": geometry(oracle.expected_full_layer_tensors(run, plan.n_blocks))}
-    if oracle.expected_linear_layers(run.model):
+    if role == "draft":  # FEATURE 6-7: the target's cache shape, or the draft's own with its body at TP 1
+        want = {"full": geometry(oracle.expected_draft_layer_tensors(run, plan.n_blocks))}
+    else:
+        want = {"full": geometry(oracle.expected_full_layer_tensors(run, plan.n_blocks))}
+    if role == "target" and oracle.expected_linear_layers(run.model):
         want["linear"] = geometry(oracle.expected_linear_layer_tensors(run))
     out = []
     for f in facts:
@@ -235,3 +255,140 @@ def no_separate_draft(case) -> bool:
 
 def plan_world_size(case) -> int:
     return case.world_size
+
+
+# ---- what the plan and the workers state about the layout, against the spec -------------------
+
+
+def _differs(what: str, got, want, **kw) -> list[str]:
+    return [] if got == want else [Problem(f"{what}: plan {got!r}, spec {want!r}", **kw)]
+
+
+def plan_layout_problems(plan, run) -> list[str]:
+    """Every layout fact the plan states, against the spec (FEATURE 4-7): the run's shape (world, dp, cp,
+    attention TP, split size, active, block size, the hardware profile's KV layout), the model's layers,
+    the slot sizes of section 5, the split groups and owners of section 4, and per rank its node and card,
+    its dp/cp/tp coordinates (``dp_rank * (cp*tp) + cp_rank * tp + tp_rank``), its split group and
+    position, and its owned full layers. Owner problems carry rule ``owner-plan``; the rest ``layout``."""
+    p, model, cache = run.parallel, run.model, run.cache
+    tp, s = oracle.attn_tp_size(run), oracle.split_size(run)
+    full = tuple(oracle.expected_full_layers(model))
+    out = []
+    for what, got, want in (
+        ("model", plan.model, model.name), ("world_size", plan.world_size, p.world_size),
+        ("dp_size", plan.dp_size, p.dp_size), ("cp_size", plan.cp_size, p.cp_size),
+        ("attn_tp_size", plan.attn_tp_size, tp), ("split_size", plan.split_size, s),
+        ("active", plan.active, s > 1), ("block_size", plan.block_size, cache.block_size),
+        ("kv_layout", plan.kv_layout, run.hardware.kv_layout), ("num_layers", plan.num_layers, model.num_hidden_layers),
+        ("full_layers", tuple(plan.full_layers), full),
+        ("budget_bytes", plan.budget_bytes, oracle.run_budget_bytes(run)),
+        ("slot_size", plan.slot_size, oracle.kv_slot_bytes(model, cache, tp)),
+        ("index_slot_size", plan.index_slot_size, oracle.index_slot_bytes(model, cache)),
+        ("scale_slot_size", plan.scale_slot_size, oracle.scale_slot_bytes(model, cache, tp)),
+        ("num_indexer_layers", plan.num_indexer_layers, len(full) if oracle.expected_indexer(model) else 0),
+        ("linear_slot_size", plan.linear_slot_size, oracle.expected_linear_state_bytes_per_slot(model, cache, tp)),
+        ("num_linear_state_blocks", plan.num_linear_state_blocks,
+         oracle.expected_linear_state_slots(model, cache, tp, oracle.run_budget_bytes(run))),
+    ):
+        out += _differs(what, got, want, rule="layout")
+    linear = oracle.expected_linear_state_bytes(model, cache, tp, oracle.run_budget_bytes(run))
+    out += _differs("available_bytes (budget - linear state)", plan.available_bytes,
+                    oracle.run_budget_bytes(run) - linear, rule="layout")
+    owner = oracle.expected_owner(full, s) if s > 1 else {}
+    out += _differs("layer_owner", dict(plan.layer_owner), owner, rule="owner-plan")
+    groups = oracle.expected_split_groups(run)
+    if groups is None:
+        return out
+    out += _differs("split_groups", [list(g) for g in plan.split_groups], groups, rule="layout")
+    ranks = {rp.rank: rp for rp in plan.ranks}
+    if sorted(ranks) != list(range(p.world_size)):
+        return out + [Problem(f"plan ranks {sorted(ranks)}, spec 0..{p.world_size - 1}", rule="layout")]
+    for r in range(p.world_size):
+        rp = ranks[r]
+        index, position = oracle.expected_split_position(run, r)
+        coords = (r // (p.cp_size * tp), r // tp % p.cp_size, r % tp)
+        for what, got, want in (
+            ("(node, card)", (rp.node, rp.card), tuple(oracle.expected_rank_location(run, r))),
+            ("(dp_rank, cp_rank, tp_rank)", (rp.dp_rank, rp.cp_rank, rp.tp_rank), coords),
+            ("split group", list(plan.split_groups[rp.split_group]) if 0 <= rp.split_group < len(plan.split_groups)
+             else rp.split_group, groups[index]),
+            ("split_rank", rp.split_rank, position),
+        ):
+            out += _differs(f"rank {r} {what}", got, want, rule="layout", rank=r)
+        out += _differs(f"rank {r} owned_full_layers", tuple(rp.owned_full_layers),
+                        tuple(oracle.expected_rank_owned_layers(run, r)), rule="owner-plan", rank=r)
+    return out
+
+
+def draft_plan_problems(plan, run) -> list[str]:
+    """The draft's figures in the plan (FEATURE 6): none without a draft; else its model and layers, its
+    bytes per block per layer (D over its layers: the target's cache shape unless the body runs at TP 1),
+    ``additional_bytes_per_block`` = D, and every rank's ``draft_estimated_bytes`` = n_blocks x D."""
+    draft = getattr(run, "draft", None)
+    if draft is None:
+        out = [] if plan.draft is None else [Problem(f"plan has a draft {plan.draft.model!r}; the run has none",
+                                                     rule="draft-plan")]
+        out += _differs("additional_bytes_per_block (no draft)", plan.additional_bytes_per_block, 0, rule="draft-plan")
+        return out + [Problem(f"rank {rp.rank}: draft_estimated_bytes {rp.draft_estimated_bytes}, no draft",
+                              rule="draft-plan", rank=rp.rank) for rp in plan.ranks if rp.draft_estimated_bytes]
+    if plan.draft is None:
+        return [Problem(f"plan has no draft; the run's draft is {draft.name}", rule="draft-plan")]
+    n_layers = oracle.draft_num_layers(draft)
+    per_block = oracle.expected_draft_bytes_per_block(run)
+    out = []
+    for what, got, want in (
+        ("draft model", plan.draft.model, draft.name), ("draft num_layers", plan.draft.num_layers, n_layers),
+        ("draft full_layers", tuple(plan.draft.full_layers), tuple(range(n_layers))),
+        ("draft body_tp1", plan.draft.body_tp1, oracle.draft_body_tp1(run)),
+        ("draft layer_bytes_per_block", tuple(plan.draft.layer_bytes_per_block), (per_block // n_layers,) * n_layers),
+        ("additional_bytes_per_block (the draft's D)", plan.additional_bytes_per_block, per_block),
+    ):
+        out += _differs(what, got, want, rule="draft-plan")
+    want = oracle.expected_draft_rank_bytes(run, plan.n_blocks)
+    out += [Problem(f"rank {rp.rank}: draft_estimated_bytes {rp.draft_estimated_bytes}, spec {want} "
+                    f"({plan.n_blocks} blocks x {per_block} B/block)", rule="draft-plan", rank=rp.rank)
+            for rp in plan.ranks if rp.draft_estimated_bytes != want]
+    return out
+
+
+def worker_layout_problems(facts: list, run, role: str = "target", *, spec_n_blocks: bool = True) -> list[str]:
+    """What each worker reports about its place in the layout (FEATURE 4, 7, 8), against the spec: its
+    split size, its split group (plan ranks, the spec's grouping) and its position there, its block count
+    (the spec's), the hardware profile's KV layout, and its own rank, role and device. A draft worker: split 1, a group of itself, rank 0.
+    Rule ``owner`` (with the rank) for the split rank, ``groups`` for the split group, ``layout`` for the rest. ``spec_n_blocks``
+    False: the block count is left to the caller (TC-04 compares it with the master's plan)."""
+    plan = plan_of(facts)
+    s = oracle.split_size(run) if role == "target" else 1
+    groups = oracle.expected_split_groups(run) if role == "target" else None
+    n_blocks = oracle.expected_block_counts(run, oracle.run_budget_bytes(run))[0]
+    out = []
+    for f in facts:
+        wf = f.workers.get(role)
+        if wf is None:
+            continue
+        r = wf.plan_rank
+        if s > 1 and groups is not None:
+            group = next(list(g) for g in groups if r in g)
+            want_group, want_rank = group, group.index(r)
+        else:
+            want_group, want_rank = [r], 0
+        where = f"rank {f.rank} {role} worker"
+        if wf.split_size != s:
+            out.append(Problem(f"{where}: split size {wf.split_size}, spec {s}", rule="layout", rank=f.rank))
+        if wf.split_rank != want_rank:
+            out.append(Problem(f"{where}: reports split rank {wf.split_rank}; spec: position {want_rank} of split "
+                               f"group {want_group}", rule="owner", rank=f.rank))
+        if list(wf.split_group) != want_group:
+            out.append(Problem(f"{where}: reports split group {list(wf.split_group)}; spec {want_group}",
+                               rule="groups", rank=f.rank))
+        if spec_n_blocks and wf.n_blocks != n_blocks:
+            out.append(Problem(f"{where}: n_blocks {wf.n_blocks}, spec {n_blocks}"
+                               + (f" (plan {plan.n_blocks})" if plan is not None else ""), rule="n_blocks"))
+        said = (wf.reported_rank, wf.reported_role, wf.reported_device)
+        if said != (r, role, wf.device):
+            out.append(Problem(f"{where}: its cache says rank {said[0]}, role {said[1]!r}, device {said[2]!r}; it is "
+                               f"plan rank {r}, role {role!r} on {wf.device!r}", rule="layout", rank=f.rank))
+        if wf.kv_layout != run.hardware.kv_layout:
+            out.append(Problem(f"{where}: kv_layout {wf.kv_layout!r}, the hardware profile's "
+                               f"{run.hardware.kv_layout!r}", rule="layout", rank=f.rank))
+    return out

@@ -22,7 +22,15 @@ from typing import Callable, Optional
 from harness import oracle
 
 # ---- rejections ---------------------------------------------------------------------------
-from harness.oracle import Rejection, expected_rejection  # noqa: F401  (re-exported: the suites' one import)
+from harness.oracle import Rejection  # noqa: F401  (re-exported: the suites' one import)
+
+
+def expected_rejection(run) -> Optional[Rejection]:
+    """The spec's refusal of a config: the first startup rule it breaks (FEATURE 3,
+    ``oracle.expected_rejection``), else a figure that cannot be planned (FEATURE 5-6,
+    ``oracle.expected_estimation_rejection``: linear-state slots above the cap, a draft slot larger than
+    the target's, no block)."""
+    return oracle.expected_rejection(run) or oracle.expected_estimation_rejection(run)
 
 
 def rejection_problems(error, run) -> Optional[list[str]]:
@@ -137,7 +145,7 @@ def owner_rule_prediction(tc: str, run) -> Optional[Prediction]:
         return Prediction(required=tuple(Predicted(rule="peak", rank=r, amount=amount,
                                                    why=f"rank {r} exceeds the uniform peak by {amount} B")
                                          for r, amount in over),
-                          consequences=("n_blocks", "estimate", "figure"), reason=reason)
+                          consequences=("n_blocks", "estimate", "figure", "owner-plan"), reason=reason)
     return None
 
 
@@ -218,6 +226,9 @@ def upstream_prediction(tc: str, run) -> Optional[Prediction]:
         if required:
             reasons.append(f"upstream's worker split rank is global rank % {s_upstream}, not the position in the "
                            f"spec's split group on {run.hardware.topology.name} (FEATURE 4)")
+        spec_groups = oracle.expected_split_groups(run, rule="topology")
+        if spec_groups is not None and spec_groups != oracle.expected_split_groups(run, rule=UPSTREAM_GROUPS):
+            consequences += ("groups",)  # each worker reports upstream's consecutive group
     owner = owner_rule_prediction(tc, run)
     if owner is not None:
         required += [p for p in owner.required if not any(p == q for q in required)]

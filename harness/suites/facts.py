@@ -76,6 +76,10 @@ class WorkerFacts:
     """Digest of the engine message this worker received (hashed by plan_types on the rank)."""
     leak: Optional[LeakFacts] = None
     """Filled by teardown: None means the leak check did not run for this worker."""
+    reported_rank: int = -1
+    reported_role: str = ""
+    reported_device: str = ""
+    """What the worker's cache says about itself (its rank, role and device): facts to check."""
 
     def owned_full(self) -> list[int]:
         return [l.layer for l in self.layers if l.kind == "full" and l.owned]
@@ -165,6 +169,9 @@ def worker_facts(worker, device: str, *, leak: Optional[LeakFacts] = None) -> Wo
         layers=tuple(layers),
         received_digest=worker.message.digest,
         leak=leak,
+        reported_rank=cache.rank,
+        reported_role=cache.role,
+        reported_device=str(cache.device),
     )
 
 

@@ -22,6 +22,7 @@ from harness.suites.common import (
     ownership_problems,
     plan_of,
     plan_world_size,
+    profile_cases,
     regrouped_cases,
     report_view,
     run_of,
@@ -31,6 +32,7 @@ from harness.suites.common import (
     summarize,
     tensor_problems,
     view_problems,
+    worker_layout_problems,
 )
 from harness.suites.expectations import Problem
 
@@ -50,6 +52,16 @@ __all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "report_view", "sum
 VARIANTS = (
     ("int8", "s2", "tp4", ("cache.kv_cache_dtype=int8", "cache.indexer_cache_dtype=int8")),
     ("fp8", "s4", "tp4", ("cache.kv_cache_dtype=fp8_e4m3",)),
+    # the int8 KV cache without the int8 indexer, and fp8_e5m2 with it: the two dtypes read apart
+    ("int8kv", "s2", "tp4", ("cache.kv_cache_dtype=int8",)),
+    ("e5m2", "s4", "tp4", ("cache.kv_cache_dtype=fp8_e5m2", "cache.indexer_cache_dtype=int8")),
+    # boundaries that must be accepted: block size 64, host cache factor 1.0 (off), KV split 0 (follows cp 1)
+    ("bounds", "s2", "tp4", ("cache.block_size=64", "cache.host_blocks_factor=1.0", "parallel.kv_split_size=0")),
+    # FEATURE 5's speculative conv/SSM growth of a Qwen3.5 target and a float32 SSM state
+    ("nspec", "s2", "tp4", ("cache.num_speculative_tokens=2", "model.mamba_ssm_dtype=float32")),
+    # linear-state slots without prefix cache at max_seqs_per_batch 0 (2 padding slots), and fixed slots
+    ("slots0", "s2", "tp4", ("cache.enable_prefix_cache=false", "cache.max_seqs_per_batch=0")),
+    ("slots8", "s4", "tp4", ("cache.max_linear_state_cache_slots=8",)),
 )
 VARIANT_MODELS = ("deepseek_v32", "qwen3_5_moe")
 
@@ -69,12 +81,48 @@ REJECTIONS = (
     ("xtensor", "qwen3_5_moe", "s2", "tp4", "cpu", ("cache.enable_xtensor=true",)),
     ("linear-and-indexer", "qwen3_5_moe", "s2", "tp4", "cpu", ("model.index_n_heads=64", "model.index_head_dim=128")),
     ("quantized-unsupported", "deepseek_v32", "s2", "tp4", "bi_v100", ("cache.kv_cache_dtype=int8",)),
+    ("fp8-unsupported", "deepseek_v32", "s2", "tp4", "bi_v100", ("cache.kv_cache_dtype=fp8_e4m3",)),
+    ("int8-indexer-unsupported", "deepseek_v32", "s2", "tp4", "bi_v100", ("cache.indexer_cache_dtype=int8",)),
+    ("s-negative", "deepseek_v32", "s2", "tp4", "cpu", ("layerwise.split_size=-1",)),
+    ("s0-flag-off", "deepseek_v32", "off", "tp4", "cpu", ("layerwise.split_size=0",)),
+    ("cp2-dp2", "deepseek_v32", "s2", "dp2_tp4", "cpu", ("parallel.cp_size=2",)),
+    ("s-not-dividing-tp-dp2", "qwen3_5_moe", "s2", "dp2_tp4", "cpu", ("layerwise.split_size=3",)),
+    ("slots-over-cap", "qwen3_5_moe", "s2", "tp4", "cpu", ("cache.max_linear_state_cache_slots=100000",)),
 )
+# Refusals that involve the draft: (variant, model, draft, layerwise option, key overrides).
+DRAFT_REJECTIONS = (
+    # a one-layer draft whose layer is linear (interval 4) and carries an indexer: FEATURE 3, never both
+    ("draft-linear-and-indexer", "qwen3_5_moe", "qwen3_5_mtp", "s2",
+     ("draft.full_attention_interval=4", "draft.index_n_heads=64", "draft.index_head_dim=128")),
+    # a draft slot larger than the target's, its body not at TP 1: FEATURE 6
+    ("draft-slot-larger", "qwen3_5_moe", "qwen3_5_mtp", "s2", ("draft.num_key_value_heads=16",)),
+)
+ATTENTION_SPELLING = ("qwen3_5_moe", "s2", "model.layer_types=[" + ",".join(
+    "attention" if (layer + 1) % 4 == 0 else "linear_attention" for layer in range(40)) + "]")
+"""Qwen3.5 with its full layers spelled ``attention`` (FEATURE 4: full as well as ``full_attention``)."""
 
 
 def cases(matrix):
     return (standard_cases(TC, matrix) + variant_cases(TC, matrix) + rejection_cases(TC, matrix)
-            + regrouped_cases(TC, matrix, ("qwen3_5_moe", "deepseek_v32")))
+            + regrouped_cases(TC, matrix, ("qwen3_5_moe", "deepseek_v32"), layerwise=("s2", "s4"))
+            + profile_cases(TC, matrix) + draft_rejection_cases(TC, matrix) + spelling_cases(TC, matrix))
+
+
+def draft_rejection_cases(tc: str, matrix) -> list:
+    return [Case(tc=tc, model=model, draft=draft, layerwise=lw, parallel="tp4", implementation=impl, hardware="cpu",
+                 variant=variant, extra=(*matrix.extra, *extra))
+            for variant, model, draft, lw, extra in DRAFT_REJECTIONS
+            if model in matrix.models and matrix.offers("layerwise", lw) and not matrix.extra
+            for impl in matrix.implementations]
+
+
+def spelling_cases(tc: str, matrix) -> list:
+    model, lw, override = ATTENTION_SPELLING
+    if model not in matrix.models or not matrix.offers("layerwise", lw):
+        return []
+    return [Case(tc=tc, model=model, layerwise=lw, parallel="tp4", implementation=impl, hardware="cpu",
+                 variant="attention-spelling", extra=(*matrix.extra_for(lw), override))
+            for impl in matrix.implementations]
 
 
 def variant_cases(tc: str, matrix, names=None) -> list:
@@ -130,6 +178,7 @@ def check(facts: list, run) -> list[str]:
     if tuple(plan.full_layers) != tuple(full):
         problems.append(f"plan full layers {list(plan.full_layers)} != spec {list(full)}")
     problems += ownership_problems(facts, run)
+    problems += worker_layout_problems(facts, run)
     for f in facts:
         wf = f.workers["target"]
         r = f.rank

@@ -11,11 +11,16 @@ exceed the uniform peak at the same number of blocks.
 
 from __future__ import annotations
 
+import itertools
+
 from harness import oracle
+from harness.suites.case import Case
 from harness.suites.common import (
+    draft_plan_problems,
     leak_problems,
     no_missing_baseline,
     no_separate_draft,
+    plan_layout_problems,
     plan_of,
     plan_world_size,
     report_view,
@@ -41,10 +46,20 @@ __all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "report_view", "sum
 
 
 def cases(matrix):
-    """The standard axes plus TC-01's quantized-cache variants (scale bytes change the estimate)."""
-    from harness.suites.tc01 import variant_cases
+    """The standard axes, TC-01's cache variants (scale bytes, dtypes, linear-state slots change the estimate),
+    and each target with its draft at s = 2 (the draft's D shares the budget: block counts, capacity gain)."""
+    from harness.suites.tc01 import VARIANTS, spelling_cases, variant_cases
+    from harness.suites.tc07 import PAIRS
 
-    return standard_cases(TC, matrix) + variant_cases(TC, matrix, ("int8", "fp8"))
+    out = standard_cases(TC, matrix) + variant_cases(TC, matrix, tuple(v[0] for v in VARIANTS))
+    out += spelling_cases(TC, matrix)
+    lw = matrix.offered("layerwise", ["s2"])
+    pars = matrix.offered("parallel", ["tp4"])
+    for (target, draft), impl in itertools.product(PAIRS, matrix.implementations):
+        if target in matrix.models and lw and pars:
+            out.append(Case(tc=TC, model=target, draft=draft, layerwise=lw[0], parallel=pars[0], implementation=impl,
+                            hardware=matrix.hardware[0], variant=draft, extra=matrix.extra_for(lw[0], pars[0])))
+    return out
 
 
 def check(facts: list, run) -> list[str]:
@@ -53,6 +68,8 @@ def check(facts: list, run) -> list[str]:
         return verdict
     plan, run = plan_of(facts), run_of(facts)
     problems = _plan_problems(plan, run)
+    problems += plan_layout_problems(plan, run)
+    problems += draft_plan_problems(plan, run)
     problems += _measured_problems(facts, plan, run)
     problems += leak_problems(facts)
     return problems

@@ -84,6 +84,10 @@ def cases(matrix) -> list[Case]:
     for model, lw, impl in itertools.product(models, layerwise, matrix.implementations):
         out.append(Case(tc=TC, model=model, layerwise=lw, parallel="tp4", implementation=impl,
                         hardware=BI_V100[0], extra=matrix.extra_for(lw)))
+    if MESH not in matrix.topologies and matrix.topologies:  # the one non-tree fixture: the exhaustive search
+        for lw, impl in itertools.product(layerwise, matrix.implementations):
+            out.append(Case(tc=TC, model=models[0], layerwise=lw, parallel="tp8", implementation=impl,
+                            hardware="cpu", variant=MESH, extra=(f"hardware.topology={MESH}", *matrix.extra_for(lw))))
     for impl in matrix.implementations:  # two ranks per card: the master must refuse (HBM)
         out.append(Case(tc=TC, model=models[0], layerwise="s2", parallel="tp4", implementation=impl,
                         hardware="cpu", variant="oversubscribed", extra=(OVERSUBSCRIBED, *matrix.extra)))
@@ -91,6 +95,8 @@ def cases(matrix) -> list[Case]:
 
 
 OVERSUBSCRIBED = "placement=[0,0,1,1]"
+MESH = "nvlink_mesh_8"
+"""NVLink hybrid cube mesh: not a tree, so split groups come from the exhaustive search (FEATURE 4)."""
 
 
 # ---- rank side --------------------------------------------------------------------------
@@ -196,6 +202,9 @@ def check(facts: list, run) -> list[str]:
     if facts[0].unusable:
         return [f"plan cannot form subgroups: {facts[0].unusable}"]
     problems = _check_groups(plan, run)
+    if plan.kv_layout != run.hardware.kv_layout:  # the profile's layout reaches the plan the workers allocate by
+        problems.append(Problem(f"plan kv_layout {plan.kv_layout!r}, hardware profile {run.hardware.name}: "
+                                f"{run.hardware.kv_layout!r}", rule="layout"))
     problems += _check_cards(plan, run)
     problems += _check_live(facts, plan, run)
     return problems

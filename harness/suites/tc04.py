@@ -37,6 +37,7 @@ from harness.suites.common import (
     preferred,
     regrouped_cases,
     startup_problems,
+    worker_layout_problems,
 )
 from harness.suites.facts import MasterError, RankFacts, owned_full, worker_facts
 
@@ -212,6 +213,7 @@ def check(facts: list[dict], run) -> list[str]:
     problems = [p for f in facts for p in f.problems]
     for role, ranks in engines.items():
         problems += _check_engine(facts, plan, run, role, ranks)
+        problems += worker_layout_problems(facts, run, role, spec_n_blocks=False)
     problems += _check_coverage(facts, plan, run, engines["target"])
     problems += ownership_problems(facts, run, owner=dict(plan.layer_owner))  # positions: the spec's
     problems += _check_tamper(facts, engines)

@@ -48,6 +48,7 @@ from harness.suites.common import (
     ownership_problems,
     plan_of,
     plan_world_size,
+    profile_cases,
     regrouped_cases,
     report_view,
     startup_problems,
@@ -103,7 +104,7 @@ def cases(matrix) -> list[Case]:
                      variant=variant, extra=(*extra, *matrix.extra)) for impl in matrix.implementations]
     if models:
         out += regrouped_cases(TC, matrix, models)
-    return out
+    return out + profile_cases(TC, matrix)
 
 
 def preferred_model(model: str, models: list) -> str:

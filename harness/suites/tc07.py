@@ -18,6 +18,7 @@ import itertools
 from harness import oracle
 from harness.suites.case import Case
 from harness.suites.common import (
+    draft_plan_problems,
     leak_problems,
     no_missing_baseline,
     no_separate_draft,
@@ -30,6 +31,8 @@ from harness.suites.common import (
     standard_body,
     startup_problems,
     summarize,
+    tensor_problems,
+    worker_layout_problems,
 )
 from harness.suites.expectations import Problem
 
@@ -45,6 +48,13 @@ __all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "report_view", "sum
 
 PAIRS = (("deepseek_v3", "deepseek_mtp"), ("deepseek_v32", "deepseek_v32_mtp"), ("qwen3_5_moe", "qwen3_5_mtp"))
 """Each target with its own MTP draft (conf/draft)."""
+DRAFT_VARIANTS = (
+    ("deepseek_v32", "deepseek_v32_mtp", "mtp2", ("draft.num_hidden_layers=2",)),
+    ("qwen3_5_moe", "qwen3_5_mtp", "body_tp1", ("draft.body_tp1=true",)),
+    ("deepseek_v32", "deepseek_v32_mtp", "small_slot", ("draft.kv_lora_rank=256",)),
+)
+"""A draft of two layers, a draft whose body runs at TP 1 (its own cache shape), and a draft with a smaller
+slot than the target's (its KV still takes the target's shape) (FEATURE 6)."""
 
 
 def cases(matrix) -> list[Case]:
@@ -60,6 +70,12 @@ def cases(matrix) -> list[Case]:
                         hardware=hw, variant=draft, extra=matrix.extra_for(lw, par)))
     if pairs:
         out += regrouped_cases(TC, matrix, [t for t, _ in pairs], draft=dict(PAIRS))
+    for target, draft, variant, extra in DRAFT_VARIANTS:
+        lw = matrix.offered("layerwise", ["s2"])
+        if target in matrix.models and lw and pars:
+            out += [Case(tc=TC, model=target, draft=draft, layerwise=lw[0], parallel=pars[0], implementation=impl,
+                         hardware=matrix.hardware[0], variant=variant, extra=(*extra, *matrix.extra_for(lw[0], pars[0])))
+                    for impl in matrix.implementations]
     return out
 
 
@@ -81,6 +97,16 @@ def check(facts: list, run) -> list[str]:
         if len(digests) != 1 or None in digests:
             problems.append(f"{role} workers hold different layouts: {sorted(map(str, digests))}")
     problems += ownership_problems(facts, run)
+    problems += worker_layout_problems(facts, run) + worker_layout_problems(facts, run, "draft")
+    problems += draft_plan_problems(plan, run)
+    problems += tensor_problems(facts, run, "draft")
+    draft_estimate = {rp.rank: rp.draft_estimated_bytes for rp in plan.ranks}
+    for f in facts:
+        wf = f.workers.get("draft")
+        if wf is not None and wf.measured_bytes != draft_estimate.get(wf.plan_rank):
+            problems.append(Problem(f"rank {f.rank} draft: allocated {wf.measured_bytes} B, the plan's "
+                                    f"draft_estimated_bytes {draft_estimate.get(wf.plan_rank)} B", rule="bytes",
+                                    rank=f.rank))
     for f in facts:
         r, workers = f.rank, f.workers
         if set(workers) != {"target", "draft"}:

@@ -31,6 +31,27 @@ from implementations.mutants.estimation import (
 )
 from implementations.mutants.flags import DisabledStillSplits
 from implementations.mutants.layout import LinearSplit, OwnerOffByOne
+from implementations.mutants.rules import (
+    AttentionSpellingLinear,
+    CapacityGainInverted,
+    DraftBodyTp1Ignored,
+    DraftOwnShape,
+    FixedSlotsUnpadded,
+    GqaHeadsNotDivided,
+    Int8IndexScaleMissing,
+    IntervalOffByOne,
+    LinearWithIndexerAccepted,
+    MlaRopeDropped,
+    PrefixCacheIgnored,
+    QuantizedCacheAccepted,
+    SleepModeAccepted,
+    SlotCapUnchecked,
+    SpeculativeStateIgnored,
+    SplitSizeBelowOneAccepted,
+    SsmDtypeIgnored,
+    UniformIgnoresDraft,
+    XtensorAccepted,
+)
 from implementations.mutants.topology import CardCheckSkipped, StridedGroups, TieGroupsReshuffled
 from implementations.mutants.validation import (
     CpSplitAccepted,
@@ -68,6 +89,25 @@ _CLASSES: tuple[type[Mutant], ...] = (
     DraftLeaksStorage,
     ConvStateTransposed,
     TieGroupsReshuffled,
+    SplitSizeBelowOneAccepted,
+    SleepModeAccepted,
+    XtensorAccepted,
+    QuantizedCacheAccepted,
+    LinearWithIndexerAccepted,
+    IntervalOffByOne,
+    GqaHeadsNotDivided,
+    MlaRopeDropped,
+    SpeculativeStateIgnored,
+    SsmDtypeIgnored,
+    FixedSlotsUnpadded,
+    PrefixCacheIgnored,
+    CapacityGainInverted,
+    DraftBodyTp1Ignored,
+    UniformIgnoresDraft,
+    AttentionSpellingLinear,
+    Int8IndexScaleMissing,
+    SlotCapUnchecked,
+    DraftOwnShape,
 )
 
 MUTANTS: dict[str, type[Mutant]] = {cls.name.removeprefix("mutant_"): cls for cls in _CLASSES}

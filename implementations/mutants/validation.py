@@ -28,21 +28,11 @@ class CpSplitAccepted(Mutant):
     # TC-01 runs the cp2 case; TC-04 runs no context-parallel config.
     expected_catchers = ("TC-01",)
 
-    def validate(self, run):
-        validation.check_model(run.model)
-        validation.check_cache(run.cache)
-        validation.check_hardware(run.hardware)
-        validation.check_split_size_positive(run.layerwise)
-        validation.check_parallel(run.parallel)
-        validation.check_split_size(run.layerwise, self.attn_tp_size(run.parallel))
-        validation.check_linear_with_indexer(run.model)
-        validation.check_quantized_support(run)
-        if self.is_active(run.layerwise):
-            self.check_supported_model(run)
-            no_cp = replace(run, parallel=replace(run.parallel, cp_size=1))  # the mutation
-            validation.check_active_split(no_cp, self.full_layers(run.model))
-        if run.draft is not None:
-            validation.check_draft(run.draft)
+    def check_active_master(self, run):
+        # the mutation: cp_size seen as 1; the effective KV split (0 follows cp) stays what it was
+        parallel = replace(run.parallel, cp_size=1,
+                           kv_split_size=validation.effective_kv_split_size(run.parallel))
+        super().check_active_master(replace(run, parallel=parallel))
 
 
 class KvSplitAccepted(Mutant):

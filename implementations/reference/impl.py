@@ -46,16 +46,24 @@ class ReferenceImplementation:
             self.check_supported_model(run)
         validation.check_split_size(run.layerwise, self.attn_tp_size(run.parallel))
         if active:
-            validation.check_active_master(run)
+            self.check_active_master(run)
         # the worker-side rules, after the master's
         validation.check_quantized_support(run)
         validation.check_linear_with_indexer(run.model)
         if run.draft is not None:
             validation.check_linear_with_indexer(run.draft, prefix="draft")
         if active:
-            validation.check_active_worker(run, self.full_layers(run.model))
+            self.check_active_worker(run)
         if run.draft is not None:
             validation.check_draft(run.draft)
+
+    def check_active_master(self, run: RunSpec) -> None:
+        """Active split, the master's rules: no host cache, cp or KV split."""
+        validation.check_active_master(run)
+
+    def check_active_worker(self, run: RunSpec) -> None:
+        """Active split, the worker-side rules: no sleep mode or xtensor; a full layer to split."""
+        validation.check_active_worker(run, self.full_layers(run.model))
 
     def check_supported_model(self, run: RunSpec) -> None:
         """Active split: ``model_type`` in ``supported_model_types``."""

@@ -208,12 +208,6 @@ def check_active_worker(run: RunSpec, full_layers: tuple[int, ...]) -> None:
                           f"nothing to split {_active(run)}")
 
 
-def check_active_split(run: RunSpec, full_layers: tuple[int, ...]) -> None:
-    """Rules that only apply when the split is active (enabled and s > 1): the master's, then the worker's."""
-    check_active_master(run)
-    check_active_worker(run, full_layers)
-
-
 def check_draft(draft: ModelSpec) -> None:
     """A speculative draft: a valid model of full-attention layers only (it never splits)."""
     check_model(draft, prefix="draft")

@@ -29,7 +29,10 @@ from testcases.unit._models import (
     DEEPSEEK_V32,
     LLAMA3_8B,
     QWEN3_5_MOE,
+    QWEN3_5_MTP,
+    QWEN3_NEXT,
     MiB,
+    hardware,
     run_spec,
 )
 
@@ -74,9 +77,17 @@ def test_each_has_a_config_whose_target_is_the_class(key):
     assert getattr(importlib.import_module(module), attr) is MUTANTS[key]
 
 
-def test_no_stray_mutant_configs():
+def test_configs_are_generated_from_the_registry():
+    """One registry (``MUTANTS``): each ``conf/implementation/mutant_*.yaml`` is exactly what it renders, and
+    no file names a mutant it lacks (``python -m harness.coverage mutant-configs`` rewrites them)."""
+    from harness.coverage import mutant_configs
+
+    differ = [p.name for p, text in mutant_configs.expected().items() if not p.is_file() or p.read_text() != text]
+    assert not differ, f"stale or missing (run python -m harness.coverage mutant-configs): {differ}"
+    assert not mutant_configs.stale(), mutant_configs.stale()
     on_disk = {p.stem.removeprefix("mutant_") for p in CONF_IMPL.glob("mutant_*.yaml")}
     assert on_disk == set(MUTANTS)
+
 
 
 @pytest.mark.parametrize("key", sorted(MUTANTS))
@@ -243,6 +254,16 @@ def _cp_split_accepted(m):
     with pytest.raises(ConfigError, match="parallel.cp_size"):
         REF.plan(run)
     assert m.plan(run).active
+    # one rule only: the effective KV split (0 follows cp) and every other startup rule still refuse
+    follow_cp = run_spec(DEEPSEEK_V3, world=8, cp=2, split=2, kv_split_size=0)
+    with pytest.raises(ConfigError, match="parallel.kv_split_size"):
+        m.plan(follow_cp)
+    hybrid_draft = replace(DEEPSEEK_MTP, index_n_heads=64, index_head_dim=128, layer_types=("linear_attention",))
+    both = run_spec(DEEPSEEK_V3, world=8, cp=2, split=2, draft=hybrid_draft)
+    with pytest.raises(ConfigError, match="parallel.cp_size"):  # the master's cp rule first (FEATURE 3 order)
+        REF.plan(both)
+    with pytest.raises(ConfigError, match="draft.index_n_heads"):  # the worker-side rule after it still refuses
+        m.plan(both)
 
 
 def _kv_split_accepted(m):
@@ -342,7 +363,66 @@ def _conv_state_transposed(m):
         plan_off, off, rank=0, role="target", device="cpu", expected_digest=plan_off.digest).layer(linear).tensors["conv"].shape
 
 
+def _refused_by_reference_only(m, run, field):
+    with pytest.raises(ConfigError, match=field):
+        REF.plan(run)
+    assert m.plan(run).n_blocks >= 1
+
+
+def _refused_naming_another_field(m, run, field):
+    with pytest.raises(PlanError) as ref:
+        REF.plan(run)
+    with pytest.raises(PlanError) as mut:
+        m.plan(run)
+    assert ref.value.field == field != mut.value.field
+
+
+def _plans_differ(m, run, attr):
+    assert getattr(m.plan(run), attr) != getattr(REF.plan(run), attr)
+
+
+NO_QUANT = replace(run_spec(DEEPSEEK_V32, split=2), hardware=hardware(4, quantized=False))
+QWEN_DRAFT = run_spec(QWEN3_5_MOE, split=2, draft=QWEN3_5_MTP)
+SPELLED = run_spec(replace(QWEN3_5_MOE, layer_types=tuple(
+    "attention" if (l + 1) % 4 == 0 else "linear_attention" for l in range(40))), split=2)
+OVER_CAP = run_spec(QWEN3_5_MOE, split=2, cache=CacheSpec(max_linear_state_cache_slots=100000))
+TP1_DRAFT = run_spec(QWEN3_5_MOE, split=2, draft=replace(QWEN3_5_MTP, body_tp1=True))
+
+
 DIFFERS: dict[str, Callable] = {
+    "split_size_below_one_accepted": lambda m: _refused_by_reference_only(
+        m, run_spec(DEEPSEEK_V32, split=0), "layerwise.split_size"),
+    "sleep_mode_accepted": lambda m: _refused_by_reference_only(
+        m, run_spec(DEEPSEEK_V32, split=2, cache=CacheSpec(enable_sleep_mode=True)), "cache.enable_sleep_mode"),
+    "xtensor_accepted": lambda m: _refused_by_reference_only(
+        m, run_spec(DEEPSEEK_V32, split=2, cache=CacheSpec(enable_xtensor=True)), "cache.enable_xtensor"),
+    "quantized_cache_accepted": lambda m: _refused_by_reference_only(
+        m, replace(NO_QUANT, cache=CacheSpec(kv_cache_dtype="fp8_e4m3")), "cache.kv_cache_dtype"),
+    "linear_with_indexer_accepted": lambda m: (
+        pytest.raises(ConfigError, REF.plan, run_spec(replace(QWEN3_5_MOE, index_n_heads=64, index_head_dim=128))),
+        m.validate(run_spec(replace(QWEN3_5_MOE, index_n_heads=64, index_head_dim=128)))),
+    "interval_off_by_one": lambda m: _plans_differ(m, run_spec(QWEN3_NEXT, split=2), "full_layers"),
+    "gqa_heads_not_divided": lambda m: _plans_differ(m, run_spec(LLAMA3_8B), "layer_bytes_per_block"),
+    "mla_rope_dropped": lambda m: _plans_differ(m, run_spec(DEEPSEEK_V3, split=2), "layer_bytes_per_block"),
+    "speculative_state_ignored": lambda m: _plans_differ(
+        m, run_spec(QWEN3_5_MOE, split=2, cache=CacheSpec(num_speculative_tokens=2)), "linear_slot_size"),
+    "ssm_dtype_ignored": lambda m: _plans_differ(
+        m, run_spec(replace(QWEN3_5_MOE, mamba_ssm_dtype="float32"), split=2), "linear_slot_size"),
+    "fixed_slots_unpadded": lambda m: _plans_differ(
+        m, run_spec(QWEN3_5_MOE, split=2, cache=CacheSpec(max_linear_state_cache_slots=8)), "num_linear_state_blocks"),
+    "prefix_cache_ignored": lambda m: _plans_differ(m, run_spec(QWEN3_5_MOE, split=2), "num_linear_state_blocks"),
+    "capacity_gain_inverted": lambda m: _plans_differ(m, run_spec(DEEPSEEK_V32, split=2), "capacity_gain"),
+    "draft_body_tp1_ignored": lambda m: (  # its own (TP 1) slot exceeds the target's: refused as too large
+        REF.plan(TP1_DRAFT), pytest.raises(ConfigError, m.plan, TP1_DRAFT)),
+    "uniform_ignores_draft": lambda m: _plans_differ(m, QWEN_DRAFT, "uniform_n_blocks"),
+    "attention_spelling_linear": lambda m: (  # no full layer left to split: refused
+        REF.plan(SPELLED), pytest.raises(ConfigError, m.plan, SPELLED)),
+    "int8_index_scale_missing": lambda m: _plans_differ(
+        m, run_spec(DEEPSEEK_V32, split=2, cache=CacheSpec(indexer_cache_dtype="int8")), "layer_bytes_per_block"),
+    "slot_cap_unchecked": lambda m: _refused_naming_another_field(m, OVER_CAP, "cache.max_linear_state_cache_slots"),
+    "draft_own_shape": lambda m: _plans_differ(
+        m, run_spec(DEEPSEEK_V32, split=2, draft=replace(DEEPSEEK_V32, name="mtp", num_hidden_layers=1,
+                                                           kv_lora_rank=256)), "additional_bytes_per_block"),
     "owner_off_by_one": _owner_off_by_one,
     "linear_split": _linear_split,
     "no_scratch_in_estimate": _no_scratch_in_estimate,
