@@ -91,6 +91,8 @@ class InProcessRunner:
         if refusal is not None:
             return refusal
         plan = published.plan
+        if prediction("TC-06", self.implementation, run) is not None and oracle.split_size(run) == 1:
+            return self._flag_ignored(impl, plan, run, engines, published.digests, allocate=allocate)
         checks = {"TC-03": tc03.check(topology_facts(plan, run), run)}
         failures = [f"ownership: {p}" for p in ownership_problems(plan, run, self.implementation)]
         if allocate:
@@ -109,6 +111,19 @@ class InProcessRunner:
             failures += [f"{tc}: {p}" for p in judge(tc, self.implementation, run, problems)]
         return Verdict(failures=tuple(failures), judged_by=("ownership", *(["TC-02 plan"] if not allocate else []),
                                                             *checks), refused=False)
+
+    def _flag_ignored(self, impl, plan, run, engines, digests, *, allocate: bool) -> Verdict:
+        """The flag is off but s > 1, and the spec predicts that this variant splits anyway (upstream has no
+        enable flag, FEATURE 2). The TC rows holding such a config are TC-06's: judged there where a uniform
+        baseline is recorded; elsewhere the prediction's one plan-level fact, an active plan, is checked."""
+        if allocate and tc06.missing_baseline(run) is None:
+            facts, crashed = self._allocate(impl, plan, run, engines, digests)
+            failures = crashed or [f"TC-06: {p}" for p in judge("TC-06", self.implementation, run,
+                                                                 tc06.check(facts, run))]
+            return Verdict(failures=tuple(failures), judged_by=("TC-06",), refused=False)
+        failures = () if plan.active else (f"flag: the spec predicts {self.implementation} splits with the enable flag "
+                                           f"off at s={run.layerwise.split_size} (FEATURE 2); its plan is inactive",)
+        return Verdict(failures=failures, judged_by=("flag",), refused=False)
 
     # ---- refusals --------------------------------------------------------------------
 

@@ -128,12 +128,19 @@ def owner_rule_prediction(tc: str, run) -> Optional[Prediction]:
     counts = {r: sum(1 for o in oracle.expected_upstream_owner(full, s).values() if o == r) for r in range(s)}
     reason = (f"upstream owner rule (layer_id % s) on {run.model.name} at s={s}: split ranks own {counts} "
               f"full layers (FEATURE 4)")
+    budget = oracle.run_budget_bytes(run)
+    if oracle.expected_block_counts(run, budget, owner_rule=UPSTREAM_OWNER_RULE)[0] < 1 <= \
+            oracle.expected_block_counts(run, budget)[0]:  # its busiest owner leaves no block: it must refuse
+        return Prediction(required=(Predicted(rule="refused", why="no block fits its busiest owner"),),
+                          reason=reason + f"; at {budget} B per rank not one block fits its busiest owner (FEATURE 6)")
     if tc in ("TC-01", "TC-07"):
         differ = [r for r, (a, b) in enumerate(zip(spec, upstream)) if tuple(a) != tuple(b)]
         return Prediction(required=tuple(Predicted(rule="owner", rank=r) for r in differ),
                           consequences=("bytes", "n_blocks"), reason=reason)
     if tc == "TC-02":
         over = oracle.expected_ranks_over_uniform_peak(run, owner_rule=UPSTREAM_OWNER_RULE)
+        if not over:  # owners moved but no rank outgrows the uniform peak: the figures stay the spec's
+            return None
         return Prediction(required=tuple(Predicted(rule="peak", rank=r, amount=amount,
                                                    why=f"rank {r} exceeds the uniform peak by {amount} B")
                                          for r, amount in over),
@@ -161,6 +168,11 @@ def upstream_prediction(tc: str, run) -> Optional[Prediction]:
       (TC-01, TC-04, TC-05, TC-07 ``owner``); plus ``owner_rule_prediction`` for the owner rule.
     """
     spec, upstream = expected_rejection(run), oracle.expected_upstream_rejection(run)
+    if tc == "TC-03" and spec is None:
+        from harness.suites.tc03 import spec_refuses_cards
+
+        if spec_refuses_cards(run):  # the spec forbids the placement: any UserError passes, nothing to predict
+            return None
     if spec != upstream and upstream is not None:
         if spec is None:
             return Prediction(required=(Predicted(rule="refused", field=upstream.field, why=upstream.reason),),
@@ -184,6 +196,9 @@ def upstream_prediction(tc: str, run) -> Optional[Prediction]:
                                     *(Predicted(rule="baseline", rank=r) for r in range(world))),
                           reason=f"upstream has no enable flag: layerwise_split_size {s_upstream} alone splits, so "
                                  f"every rank departs from the uniform baseline (FEATURE 2)")
+    owner = owner_rule_prediction(tc, run)
+    if owner is not None and any(p.rule == "refused" for p in owner.required):
+        return owner  # refused before any layout exists
     required: list[Predicted] = []
     reasons: list[str] = []
     consequences: tuple[str, ...] = ()
@@ -220,7 +235,6 @@ def upstream_prediction(tc: str, run) -> Optional[Prediction]:
         if required:
             reasons.append(f"upstream's worker split rank is global rank % {s_upstream}, not the position in the "
                            f"spec's split group on {run.hardware.topology.name} (FEATURE 4)")
-    owner = owner_rule_prediction(tc, run)
     if owner is not None:
         required += [p for p in owner.required if not any(p == q for q in required)]
         reasons.append(owner.reason)
