@@ -65,11 +65,13 @@ class InProcessRunner:
 
     ``implementation`` is the matrix option name (predictions key on it); ``impl_cfg`` its
     composed config node (``_target_`` and arguments), built anew for every configuration,
-    as each rank builds its own."""
+    as each rank builds its own. ``runner_for`` makes one from the session's matrix."""
 
-    def __init__(self, implementation: str, impl_cfg: dict):
+    def __init__(self, implementation: str, impl_cfg: dict, overrides: tuple[str, ...] = ()):
         self.implementation = implementation
         self.impl_cfg = impl_cfg
+        self.overrides = tuple(overrides) or (f"implementation={implementation}",)
+        """The overrides that chose it (``implementation=<name>``, ``implementation._target_=...``)."""
         instantiate(impl_cfg)  # a bad node fails here, once
 
     def verdict(self, run, *, allocate: bool) -> Verdict:
@@ -135,7 +137,7 @@ class InProcessRunner:
             return self._judged(run, facts, ("TC-01", "TC-03"), refused=True)
         cards = tc03.spec_refuses_cards(run)
         if cards:
-            return self._judged(run, [topology_facts(published.plan, run)] if error is None else facts, ("TC-03",),
+            return self._judged(run, topology_facts(published.plan, run) if error is None else facts, ("TC-03",),
                                 refused=True)
         unplannable = oracle.expected_estimation_rejection(run)
         if unplannable is not None:
@@ -223,3 +225,17 @@ def topology_facts(plan, run) -> list:
         out.append(tc03.TopologyFacts(rank=r, plan=plan if r == 0 else None, group=tc03.LiveGroup(
             members=members, card_counts=counts), **base))
     return out
+
+
+def implementation_overrides(matrix, implementation: str) -> tuple[str, ...]:
+    """``implementation=<name>`` plus the matrix's ``implementation.*`` key overrides (``_target_``, arguments)."""
+    keys = tuple(o for o in matrix.extra if o.lstrip("+~").split("=", 1)[0].split(".", 1)[0] == "implementation")
+    return (f"implementation={implementation}", *keys)
+
+
+def runner_for(matrix, implementation: str) -> InProcessRunner:
+    """The runner of one implementation of the matrix, composed as the TCs compose it."""
+    from harness.suites.case import resolve
+
+    overrides = implementation_overrides(matrix, implementation)
+    return InProcessRunner(implementation, resolve(overrides).impl_cfg, overrides)

@@ -9,7 +9,7 @@ from a fixed seed with no example database, so a run is repeatable and writes no
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Optional
 
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as fixed_seed
@@ -20,6 +20,8 @@ from harness.explore.strategies import explorable
 from implementations.specs import RunSpec
 
 DEFAULT_SEED = 20261201
+CI_EXAMPLES = {False: 200, True: 60}
+"""Configurations CI draws per implementation: plan level (False) and with allocation (True)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,12 +31,12 @@ class Finding:
     implementation: str
     run: RunSpec
     failures: tuple[str, ...]
-    impl_overrides: tuple[str, ...] = ()
+    impl_overrides: tuple[str, ...]
     checked: int = 0
     """Configurations judged before (and while) shrinking."""
 
     def command(self) -> str:
-        return reproduce.command(self.run, self.impl_overrides or (f"implementation={self.implementation}",))
+        return reproduce.command(self.run, self.impl_overrides)
 
     def report(self) -> str:
         return "\n".join([f"{self.implementation}: a drawn configuration fails {len(self.failures)} check(s):",
@@ -48,7 +50,9 @@ class _Failed(AssertionError):
 
 
 @dataclass
-class _Count:
+class Count:
+    """What an exploration judged: configurations, refusals, by which checks, and open questions."""
+
     judged: int = 0
     refused: int = 0
     open_questions: dict = field(default_factory=dict)
@@ -57,9 +61,9 @@ class _Count:
 
 
 def explore(runner: InProcessRunner, *, examples: int, allocate: bool, seed: int = DEFAULT_SEED,
-            shrink: bool = True, impl_overrides: Sequence[str] = (), count: Optional[_Count] = None) -> Optional[Finding]:
+            shrink: bool = True, count: Optional[Count] = None) -> Optional[Finding]:
     """Judge ``examples`` drawn configurations; the minimal failing one, or None."""
-    count = count if count is not None else _Count()
+    count = count if count is not None else Count()
     last: dict = {}
 
     @settings(max_examples=examples, deadline=None, database=None, derandomize=False, print_blob=False,
@@ -84,5 +88,5 @@ def explore(runner: InProcessRunner, *, examples: int, allocate: bool, seed: int
         judged()
     except _Failed as exc:  # Hypothesis re-raises the minimal example's failure last
         return Finding(implementation=runner.implementation, run=last["run"], failures=exc.failures,
-                       impl_overrides=tuple(impl_overrides), checked=count.judged)
+                       impl_overrides=runner.overrides, checked=count.judged)
     return None
