@@ -300,6 +300,15 @@ def expected_full_bytes_per_block(model, cache, attn_tp: int) -> int:
     return sum(expected_layer_bytes_per_block(model, cache, attn_tp).values())
 
 
+def expected_block_cost_bytes(model, cache, attn_tp: int) -> int:
+    """Sections 5-6: F as the estimate divides by it (block count, linear-state cap): a model with
+    no full-attention layer counts one layer's KV + scale, no index (upstream
+    ``standard_full_cache_block_size_in_bytes`` takes max(full layers, 1), as ``Capacity`` does)."""
+    if not expected_full_layers(model):
+        return cache.block_size * (kv_slot_bytes(model, cache, attn_tp) + scale_slot_bytes(model, cache, attn_tp))
+    return expected_full_bytes_per_block(model, cache, attn_tp)
+
+
 def expected_num_speculative_tokens(model, cache, *, is_draft: bool = False) -> int:
     """Section 5: n_spec = ``num_speculative_tokens`` for a Qwen3.5 target engine, else 0."""
     if is_draft or model.model_type not in QWEN3_5_TARGET_MODEL_TYPES:
@@ -316,8 +325,10 @@ def ssm_dtype(model, cache) -> str:
 
 
 def linear_local_heads(model, attn_tp: int) -> tuple:
-    """Section 5: (n_local_k_heads, n_local_v_heads) = heads // attn_tp."""
-    return model.linear_num_key_heads // attn_tp, model.linear_num_value_heads // attn_tp
+    """Section 5: (n_local_k_heads, n_local_v_heads) = max(1, heads // attn_tp): fewer heads than
+    ranks are replicated (upstream ``LLMEngine``: ``std::max<int64_t>(1, linear_n_k_heads / world_size)``,
+    and ``get_local_head_count`` in ``kv_cache_shape.cpp`` for the allocated state)."""
+    return max(1, model.linear_num_key_heads // attn_tp), max(1, model.linear_num_value_heads // attn_tp)
 
 
 def linear_conv_state_len(model, cache, *, is_draft: bool = False) -> int:
@@ -382,7 +393,7 @@ def expected_linear_state_slots(model, cache, attn_tp: int, budget_bytes: int, *
         budget_bytes,
         len(expected_linear_layers(model)),
         expected_linear_state_bytes_per_slot(model, cache, attn_tp, is_draft=is_draft),
-        expected_full_bytes_per_block(model, cache, attn_tp),
+        expected_block_cost_bytes(model, cache, attn_tp),
         max_seqs=max_seqs_per_batch(cache),
         max_linear_slots=max_linear_state_cache_slots(cache),
         prefix_cache=enable_prefix_cache(cache),
@@ -609,7 +620,7 @@ def expected_block_counts(run, budget_bytes: int, additional_bytes_per_block: Op
     additional = expected_draft_bytes_per_block(run) if additional_bytes_per_block is None else additional_bytes_per_block
     target = _target_capacity_alone(run, budget_bytes, owner_rule, 1)
     available = budget_bytes - target.linear_cache_bytes
-    uniform = available // (expected_full_bytes_per_block(model, cache, tp) + additional)
+    uniform = available // (expected_block_cost_bytes(model, cache, tp) + additional)
     s = split_size(run)
     if s == 1:
         return uniform, uniform

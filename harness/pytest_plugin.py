@@ -56,6 +56,11 @@ def pytest_addoption(parser, pluginmanager) -> None:
     group.addoption("--lw-results", default=None, help="append one JSON line per case result to this file")
     group.addoption("--lw-max-live-ranks", default=12, type=int, help="rank processes kept alive per pytest worker")
     group.addoption(
+        "--lw-explore", default=None, type=int, metavar="N",
+        help="configurations the explorer (testcases/explore) draws per implementation and level "
+        "(default: its fixed CI budget)",
+    )
+    group.addoption(
         "--lw-keep-pools", action="store_true", default=False,
         help="leave rank pools alive at session end (python -m harness reuses them across a sweep's jobs); "
         "they still close at interpreter exit",
@@ -161,6 +166,11 @@ def _check_options(config) -> None:
 
     if config.getoption("lw_timeout") is not None:
         check_seconds("--lw-timeout", config.getoption("lw_timeout"))
+    explore = config.getoption("lw_explore")
+    if explore is not None and explore < 1:
+        from implementations.errors import UserError
+
+        raise UserError("--lw-explore", explore, "a whole number of configurations >= 1")
     alluredir = getattr(config.option, "allure_report_dir", None)
     if alluredir:
         check_writable(Path(alluredir), "--alluredir")
@@ -207,6 +217,11 @@ def _check_extra_overrides(matrix) -> None:
     if resolved.backend not in BACKENDS:
         raise ConfigError("runner.backend", resolved.backend, f"one of {', '.join(BACKENDS)}")
     check_seconds("runner.timeout_s", resolved.timeout_s)
+
+
+def session_matrix(config):
+    """The case matrix of this session: ``--lw-matrix`` narrowed by ``--lw-override``."""
+    return config.stash[_MATRIX_KEY]
 
 
 def pytest_generate_tests(metafunc) -> None:

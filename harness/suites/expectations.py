@@ -136,12 +136,19 @@ def owner_rule_prediction(tc: str, run) -> Optional[Prediction]:
     counts = {r: sum(1 for o in oracle.expected_upstream_owner(full, s).values() if o == r) for r in range(s)}
     reason = (f"upstream owner rule (layer_id % s) on {run.model.name} at s={s}: split ranks own {counts} "
               f"full layers (FEATURE 4)")
+    budget = oracle.run_budget_bytes(run)
+    if oracle.expected_block_counts(run, budget, owner_rule=UPSTREAM_OWNER_RULE)[0] < 1 <= \
+            oracle.expected_block_counts(run, budget)[0]:  # its busiest owner leaves no block: it must refuse
+        return Prediction(required=(Predicted(rule="refused", why="no block fits its busiest owner"),),
+                          reason=reason + f"; at {budget} B per rank not one block fits its busiest owner (FEATURE 6)")
     if tc in ("TC-01", "TC-07"):
         differ = [r for r, (a, b) in enumerate(zip(spec, upstream)) if tuple(a) != tuple(b)]
         return Prediction(required=tuple(Predicted(rule="owner", rank=r) for r in differ),
                           consequences=("bytes", "n_blocks"), reason=reason)
     if tc == "TC-02":
         over = oracle.expected_ranks_over_uniform_peak(run, owner_rule=UPSTREAM_OWNER_RULE)
+        if not over:  # owners moved but no rank outgrows the uniform peak: the figures stay the spec's
+            return None
         return Prediction(required=tuple(Predicted(rule="peak", rank=r, amount=amount,
                                                    why=f"rank {r} exceeds the uniform peak by {amount} B")
                                          for r, amount in over),
@@ -169,6 +176,9 @@ def upstream_prediction(tc: str, run) -> Optional[Prediction]:
       (TC-01, TC-04, TC-05, TC-07 ``owner``); plus ``owner_rule_prediction`` for the owner rule.
     """
     spec, upstream = expected_rejection(run), oracle.expected_upstream_rejection(run)
+    if tc == "TC-03" and spec is None:
+        if oracle.spec_refuses_cards(run):  # the spec forbids the placement: any UserError passes, nothing to predict
+            return None
     if spec != upstream and upstream is not None:
         if spec is None:
             return Prediction(required=(Predicted(rule="refused", field=upstream.field, why=upstream.reason),),
@@ -192,6 +202,9 @@ def upstream_prediction(tc: str, run) -> Optional[Prediction]:
                                     *(Predicted(rule="baseline", rank=r) for r in range(world))),
                           reason=f"upstream has no enable flag: layerwise_split_size {s_upstream} alone splits, so "
                                  f"every rank departs from the uniform baseline (FEATURE 2)")
+    owner = owner_rule_prediction(tc, run)
+    if owner is not None and any(p.rule == "refused" for p in owner.required):
+        return owner  # refused before any layout exists
     required: list[Predicted] = []
     reasons: list[str] = []
     consequences: tuple[str, ...] = ()
@@ -229,7 +242,6 @@ def upstream_prediction(tc: str, run) -> Optional[Prediction]:
         spec_groups = oracle.expected_split_groups(run, rule="topology")
         if spec_groups is not None and spec_groups != oracle.expected_split_groups(run, rule=UPSTREAM_GROUPS):
             consequences += ("groups",)  # each worker reports upstream's consecutive group
-    owner = owner_rule_prediction(tc, run)
     if owner is not None:
         required += [p for p in owner.required if not any(p == q for q in required)]
         reasons.append(owner.reason)

@@ -1,0 +1,11 @@
+"""Property-based exploration of configurations (FEATURE sections 3 to 8).
+
+A hand-written matrix covers the configurations someone thought of; the explorer draws
+valid configurations within real bounds (``strategies``), runs an implementation on each
+in-process (``runner``: ``plan``, ``engine_message`` and ``init_worker`` of every rank on
+the CPU, no process group), and judges the result with the TCs' own check functions and
+the ownership properties (``properties``) against ``harness.oracle``. A failure shrinks to
+a minimal configuration and prints it as a ``python -m harness.plan`` command
+(``reproduce``). ``search.explore`` drives it; ``testcases/explore`` and
+``python -m harness.bench.explore`` share it.
+"""

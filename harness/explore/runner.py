@@ -1,0 +1,241 @@
+"""One configuration through one implementation, in-process on the CPU, judged like the TCs.
+
+The master's ``plan`` and each engine's ``engine_message`` are called once, then
+``init_worker`` for every rank of every engine in turn (no process group: each rank's
+caches are measured with ``facts.worker_facts`` and torn down with ``RankSession.teardown``
+before the next rank allocates). The facts are the ones the TCs' rank bodies send, so the
+TCs' own check functions judge them:
+
+- a config the spec refuses at startup: the startup verdict every TC shares (TC-01, TC-03);
+- a placement the spec refuses (TC-03's ``spec_refuses_cards``): TC-03 alone;
+- a config that passes startup but cannot be planned (``oracle.expected_estimation_rejection``:
+  no memory for one block, explicit linear-state slots above the cap, a draft slot larger
+  than the target's, no full layer to split): the master must refuse it with a UserError;
+- otherwise, at plan level: TC-02's plan figures, TC-03 (its facts built from the plan as
+  its rank body builds them), the ownership properties (``properties``); with allocation
+  also TC-01, TC-02 (measured), TC-06 (where a uniform baseline is recorded) and TC-07
+  (with a draft).
+
+Every TC's problems go through ``expectations.judge``: a variant the spec predicts to fail
+must fail exactly as predicted. TC-02's plan figures alone cannot show a measured
+prediction (the peak a rank allocates), so at plan level only what they find must be
+predicted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Optional
+
+from harness import oracle
+from harness.explore.known import open_question
+from harness.explore.properties import ownership_problems
+from harness.suites import tc01, tc02, tc03, tc06, tc07
+from harness.suites.bring_up import RankSession, Worker, _master, engines_for, instantiate
+from harness.suites.expectations import expected_rejection, judge, prediction
+from harness.suites.facts import RankFacts, master_error_of, worker_facts
+from harness.suites.measure import distinct_storage_bytes
+
+DEVICE = "cpu"
+
+
+@dataclass(frozen=True)
+class InProcessRank:
+    """The part of a rank context that ``RankSession.teardown`` reads."""
+
+    rank: int
+    world_size: int
+    device: str = DEVICE
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verdict:
+    """What one configuration showed: the failures (empty: pass) and what judged it."""
+
+    failures: tuple[str, ...]
+    judged_by: tuple[str, ...]
+    refused: bool
+    open_question: str = ""
+    """Set when the spec leaves this configuration open (``known``): its failures are reported, not failed."""
+
+
+class InProcessRunner:
+    """Runs configurations through one implementation of the matrix.
+
+    ``implementation`` is the matrix option name (predictions key on it); ``impl_cfg`` its
+    composed config node (``_target_`` and arguments), built anew for every configuration,
+    as each rank builds its own. ``runner_for`` makes one from the session's matrix."""
+
+    def __init__(self, implementation: str, impl_cfg: dict, overrides: tuple[str, ...] = ()):
+        self.implementation = implementation
+        self.impl_cfg = impl_cfg
+        self.overrides = tuple(overrides) or (f"implementation={implementation}",)
+        """The overrides that chose it (``implementation=<name>``, ``implementation._target_=...``)."""
+        instantiate(impl_cfg)  # a bad node fails here, once
+
+    def verdict(self, run, *, allocate: bool) -> Verdict:
+        verdict = self._verdict(run, allocate=allocate)
+        question = open_question(run)
+        if question and verdict.failures:
+            return dataclasses.replace(verdict, open_question=question)
+        return verdict
+
+    def _verdict(self, run, *, allocate: bool) -> Verdict:
+        impl = instantiate(self.impl_cfg)
+        engines = engines_for(run.parallel.world_size, run)
+        try:
+            published = _master(impl, run, engines)
+        except Exception as exc:  # noqa: BLE001 - any crash of the code under test is a finding, reported by type
+            return Verdict(failures=(f"master crashed: {type(exc).__name__}: {exc}",), judged_by=("crash",),
+                           refused=True)
+        refusal = self._refusal(run, published)
+        if refusal is not None:
+            return refusal
+        plan = published.plan
+        if prediction("TC-06", self.implementation, run) is not None and oracle.split_size(run) == 1:
+            return self._flag_ignored(impl, plan, run, engines, published.digests, allocate=allocate)
+        checks = {"TC-03": tc03.check(topology_facts(plan, run), run)}
+        failures = [f"ownership: {p}" for p in ownership_problems(plan, run, self.implementation)]
+        if allocate:
+            facts, crashed = self._allocate(impl, plan, run, engines, published.digests)
+            if crashed:
+                return Verdict(failures=tuple(failures + crashed), judged_by=("init_worker",), refused=False)
+            checks["TC-01"] = tc01.check(facts, run)
+            checks["TC-02"] = tc02.check(facts, run)
+            if oracle.split_size(run) == 1 and tc06.missing_baseline(run) is None:
+                checks["TC-06"] = tc06.check(facts, run)
+            if run.draft is not None:
+                checks["TC-07"] = tc07.check(facts, run)
+        else:
+            failures += [f"TC-02: {p}" for p in self._unexplained("TC-02", run, tc02._plan_problems(plan, run))]
+        for tc, problems in checks.items():
+            failures += [f"{tc}: {p}" for p in judge(tc, self.implementation, run, problems)]
+        return Verdict(failures=tuple(failures), judged_by=("ownership", *(["TC-02 plan"] if not allocate else []),
+                                                            *checks), refused=False)
+
+    def _flag_ignored(self, impl, plan, run, engines, digests, *, allocate: bool) -> Verdict:
+        """The flag is off but s > 1, and the spec predicts that this variant splits anyway (upstream has no
+        enable flag, FEATURE 2). The TC rows holding such a config are TC-06's: judged there where a uniform
+        baseline is recorded; elsewhere the prediction's one plan-level fact, an active plan, is checked."""
+        if allocate and tc06.missing_baseline(run) is None:
+            facts, crashed = self._allocate(impl, plan, run, engines, digests)
+            failures = crashed or [f"TC-06: {p}" for p in judge("TC-06", self.implementation, run,
+                                                                 tc06.check(facts, run))]
+            return Verdict(failures=tuple(failures), judged_by=("TC-06",), refused=False)
+        failures = () if plan.active else (f"flag: the spec predicts {self.implementation} splits with the enable flag "
+                                           f"off at s={run.layerwise.split_size} (FEATURE 2); its plan is inactive",)
+        return Verdict(failures=failures, judged_by=("flag",), refused=False)
+
+    # ---- refusals --------------------------------------------------------------------
+
+    def _refusal(self, run, published) -> Optional[Verdict]:
+        """The verdict when the spec or the master refuses; None when both accept."""
+        error = published.error
+        facts = [RankFacts(rank=0, error=error, plan=published.plan, run=run)]
+        if expected_rejection(run) is not None:
+            return self._judged(run, facts, ("TC-01", "TC-03"), refused=True)
+        cards = tc03.spec_refuses_cards(run)
+        if cards:
+            return self._judged(run, topology_facts(published.plan, run) if error is None else facts, ("TC-03",),
+                                refused=True)
+        unplannable = oracle.expected_estimation_rejection(run)
+        if unplannable is not None:
+            if error is None:
+                return Verdict(failures=(f"estimation: master accepted a config the spec cannot plan: "
+                                         f"{unplannable.reason} ({unplannable.field}; FEATURE 5-6)",),
+                               judged_by=("estimation",), refused=True)
+            if not error.user_error:
+                return Verdict(failures=(f"estimation: master refused with {error} (not a UserError); the spec "
+                                         f"cannot plan it: {unplannable.reason}",), judged_by=("estimation",),
+                               refused=True)
+            return Verdict(failures=(), judged_by=("estimation",), refused=True)
+        if error is not None:  # the spec accepts: TC-01's startup verdict (a variant may be predicted to refuse)
+            return self._judged(run, facts, ("TC-01",), refused=True)
+        return None
+
+    def _judged(self, run, facts, tcs, *, refused: bool) -> Verdict:
+        checks = {"TC-01": tc01.check, "TC-03": tc03.check}
+        failures = [f"{tc}: {p}" for tc in tcs for p in judge(tc, self.implementation, run, checks[tc](facts, run))]
+        return Verdict(failures=tuple(failures), judged_by=tuple(tcs), refused=refused)
+
+    def _unexplained(self, tc: str, run, problems: list) -> list[str]:
+        """Problems no prediction of ``tc`` explains (a prediction's own problems are not required here)."""
+        pred = prediction(tc, self.implementation, run)
+        if pred is None:
+            return list(problems)
+        return [p for p in problems if not any(want.matches(p) for want in pred.required)
+                and getattr(p, "rule", "") not in pred.consequences]
+
+    # ---- allocation ------------------------------------------------------------------
+
+    def _allocate(self, impl, plan, run, engines, digests) -> tuple[list, list[str]]:
+        """Every rank's workers, one rank at a time: their facts, measured and torn down."""
+        world = run.parallel.world_size
+        messages = {e.role: impl.engine_message(plan, run, e.role) for e in engines}
+        facts, crashed = [], []
+        seen_digests: dict[str, list] = {e.role: [] for e in engines}
+        for rank in range(world):
+            session = RankSession(ctx=InProcessRank(rank=rank, world_size=world), run=run, impl=impl, plan=plan)
+            for engine in engines:
+                if rank not in engine.ranks:
+                    continue
+                try:
+                    session.workers[engine.role] = _worker(impl, messages[engine.role], run, engine.role,
+                                                           engine.ranks.index(rank), digests[engine.role])
+                except Exception as exc:  # noqa: BLE001 - a worker that raises on the published plan is a finding
+                    crashed.append(f"rank {rank} {engine.role}: init_worker raised {master_error_of(exc)}")
+            workers = {role: worker_facts(w, DEVICE) for role, w in session.workers.items()}
+            for role in seen_digests:
+                seen_digests[role].append(workers[role].digest if role in workers else None)
+            leaks = session.teardown()
+            workers = {role: dataclasses.replace(wf, leak=leaks.get(role)) for role, wf in workers.items()}
+            facts.append(RankFacts(rank=rank, plan=plan if rank == 0 else None, run=run if rank == 0 else None,
+                                   workers=workers))
+        facts = [dataclasses.replace(f, digests={role: tuple(d) for role, d in seen_digests.items()}) for f in facts]
+        return facts, crashed
+
+
+def _worker(impl, message, run, role: str, plan_rank: int, digest: str) -> Worker:
+    """One worker's caches, measured (the session holds the only reference: teardown drops it)."""
+    cache = impl.init_worker(message, run, rank=plan_rank, role=role, device=DEVICE, expected_digest=digest)
+    return Worker(role, plan_rank, cache, distinct_storage_bytes(cache.all_tensors()), message)
+
+
+def topology_facts(plan, run) -> list:
+    """What TC-03's rank body reports, built from the published plan in-process: each rank's split
+    group as its members (rank, node, card, owned layers) and the cards counted once per member."""
+    base = {"device": DEVICE, "error": None}
+    world = run.parallel.world_size
+    unusable = tc03._unusable(plan, world)
+    if unusable:
+        return [tc03.TopologyFacts(rank=r, plan=plan if r == 0 else None, unusable=unusable, **base)
+                for r in range(world)]
+    by_rank = {rp.rank: rp for rp in plan.ranks}
+    slots = tc03._card_slots(plan, run.hardware.num_cards)
+    group_of = {r: g for g in plan.split_groups for r in g}
+    out = []
+    for r in range(world):
+        members = tuple(tc03.Member(rank=m, node=by_rank[m].node, card=by_rank[m].card,
+                                    owned=tuple(by_rank[m].owned_full_layers)) for m in group_of[r])
+        counts: dict[str, int] = {}
+        for m in members:
+            key = str((m.node, m.card)) if (m.node, m.card) in slots else "invalid"
+            counts[key] = counts.get(key, 0) + 1
+        out.append(tc03.TopologyFacts(rank=r, plan=plan if r == 0 else None, group=tc03.LiveGroup(
+            members=members, card_counts=counts), **base))
+    return out
+
+
+def implementation_overrides(matrix, implementation: str) -> tuple[str, ...]:
+    """``implementation=<name>`` plus the matrix's ``implementation.*`` key overrides (``_target_``, arguments)."""
+    keys = tuple(o for o in matrix.extra if o.lstrip("+~").split("=", 1)[0].split(".", 1)[0] == "implementation")
+    return (f"implementation={implementation}", *keys)
+
+
+def runner_for(matrix, implementation: str) -> InProcessRunner:
+    """The runner of one implementation of the matrix, composed as the TCs compose it."""
+    from harness.suites.case import resolve
+
+    overrides = implementation_overrides(matrix, implementation)
+    return InProcessRunner(implementation, resolve(overrides).impl_cfg, overrides)

@@ -1,0 +1,92 @@
+"""Drive the explorer with Hypothesis: draw, judge, and on a failure shrink to a minimal configuration.
+
+``explore(runner, examples=N, allocate=..., seed=S)`` returns None when every drawn
+configuration passed, else the ``Finding`` of the minimal failing one: its configuration, the
+failing checks' messages and a ready ``python -m harness.plan`` command. Hypothesis runs
+from a fixed seed with no example database, so a run is repeatable and writes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as fixed_seed
+
+from harness.explore import reproduce
+from harness.explore.runner import InProcessRunner
+from harness.explore.strategies import explorable
+from implementations.specs import RunSpec
+
+DEFAULT_SEED = 20261201
+CI_EXAMPLES = {False: 200, True: 60}
+"""Configurations CI draws per implementation: plan level (False) and with allocation (True)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finding:
+    """The minimal failing configuration of one exploration."""
+
+    implementation: str
+    run: RunSpec
+    failures: tuple[str, ...]
+    impl_overrides: tuple[str, ...]
+    checked: int = 0
+    """Configurations judged before (and while) shrinking."""
+
+    def command(self) -> str:
+        return reproduce.command(self.run, self.impl_overrides)
+
+    def report(self) -> str:
+        return "\n".join([f"{self.implementation}: a drawn configuration fails {len(self.failures)} check(s):",
+                          *(f"  {f}" for f in self.failures), "reproduce its plan with:", f"  {self.command()}"])
+
+
+class _Failed(AssertionError):
+    def __init__(self, failures: tuple[str, ...]):
+        super().__init__("\n".join(failures))
+        self.failures = failures
+
+
+@dataclass
+class Count:
+    """What an exploration judged: configurations, refusals, by which checks, and open questions."""
+
+    judged: int = 0
+    refused: int = 0
+    open_questions: dict = field(default_factory=dict)
+    """Open question -> configurations it left unjudged (``known``)."""
+    judged_by: dict = field(default_factory=dict)
+
+
+def explore(runner: InProcessRunner, *, examples: int, allocate: bool, seed: int = DEFAULT_SEED,
+            shrink: bool = True, count: Optional[Count] = None) -> Optional[Finding]:
+    """Judge ``examples`` drawn configurations; the minimal failing one, or None."""
+    count = count if count is not None else Count()
+    last: dict = {}
+
+    @settings(max_examples=examples, deadline=None, database=None, derandomize=False, print_blob=False,
+              phases=(Phase.generate, Phase.shrink) if shrink else (Phase.generate,),
+              suppress_health_check=list(HealthCheck))
+    @fixed_seed(seed)
+    @given(explorable())
+    def judged(run):
+        verdict = runner.verdict(run, allocate=allocate)
+        count.judged += 1
+        count.refused += verdict.refused
+        for name in verdict.judged_by:
+            count.judged_by[name] = count.judged_by.get(name, 0) + 1
+        if verdict.open_question:
+            kind = verdict.open_question.split(":", 1)[0]
+            count.open_questions[kind] = count.open_questions.get(kind, 0) + 1
+        elif verdict.failures:
+            last["run"] = run
+            raise _Failed(verdict.failures)
+
+    try:
+        judged()
+    except _Failed as exc:  # Hypothesis re-raises the minimal example's failure last
+        return Finding(implementation=runner.implementation, run=last["run"], failures=exc.failures,
+                       impl_overrides=runner.overrides, checked=count.judged)
+    return None

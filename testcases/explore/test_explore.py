@@ -1,0 +1,31 @@
+"""The explorer (``harness.explore``) on every implementation of the session's matrix.
+
+Each test draws configurations from a fixed seed (``--lw-explore N``: N per level instead of
+CI's budget, ``search.CI_EXAMPLES``) and judges each with the TCs' checks and the ownership
+properties against the oracle; a variant the spec predicts to fail must fail exactly as
+predicted. A failure shrinks to a minimal configuration and prints a ``python -m harness.plan``
+command for it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.explore.runner import runner_for
+from harness.explore.search import CI_EXAMPLES, Count, explore
+from harness.pytest_plugin import session_matrix
+
+
+@pytest.mark.parametrize("allocate", [False, True], ids=["plan", "allocation"])
+def test_drawn_configurations_pass(request, explored_implementation, allocate):
+    config = request.config
+    examples = config.getoption("lw_explore") or CI_EXAMPLES[allocate]
+    count = Count()
+    finding = explore(runner_for(session_matrix(config), explored_implementation), examples=examples,
+                      allocate=allocate, count=count)
+    assert finding is None, finding.report()
+    # the draw reaches every kind of verdict, not only refusals
+    assert count.judged == examples
+    assert {"TC-03", "ownership", "estimation"} <= set(count.judged_by), count.judged_by
+    if allocate:
+        assert {"TC-01", "TC-02", "TC-07"} <= set(count.judged_by), count.judged_by
