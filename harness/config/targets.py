@@ -51,7 +51,7 @@ def check_override_targets(overrides: list[str]) -> None:
 
 def check_implementation_node(node: Mapping[str, Any], field: str = "implementation") -> type:
     """The class ``node._target_`` names, once it is known to be a Protocol class; nothing is called."""
-    from hydra._internal.utils import _locate
+    from hydra.utils import get_object
 
     target = node.get("_target_")
     if not isinstance(target, str) or not target:
@@ -62,7 +62,7 @@ def check_implementation_node(node: Mapping[str, Any], field: str = "implementat
         if key != "_target_" and _has_target(value):
             raise ConfigError(f"{field}.{key}", "a nested _target_", "plain values (no nested instantiation)")
     try:
-        obj = _locate(target)
+        obj = get_object(target)
     except Exception as exc:  # ImportError, AttributeError, ...: the user's typo
         raise ConfigError(field, target, "an importable class", str(exc).splitlines()[0]) from None
     if not inspect.isclass(obj):
