@@ -69,6 +69,9 @@ REJECTIONS = (
     ("xtensor", "qwen3_5_moe", "s2", "tp4", "cpu", ("cache.enable_xtensor=true",)),
     ("linear-and-indexer", "qwen3_5_moe", "s2", "tp4", "cpu", ("model.index_n_heads=64", "model.index_head_dim=128")),
     ("quantized-unsupported", "deepseek_v32", "s2", "tp4", "bi_v100", ("cache.kv_cache_dtype=int8",)),
+    # two rules at once: the refusal names the first in upstream's order (FEATURE 3)
+    ("model-before-tp-mod-s", "llama3_8b", "s2", "tp4", "cpu", ("layerwise.split_size=3",)),
+    ("cp-before-quantized", "deepseek_v32", "s2", "tp4", "bi_v100", ("parallel.cp_size=2", "cache.kv_cache_dtype=int8")),
 )
 
 

@@ -33,6 +33,8 @@ WANT_FIELD = {
     "xtensor": "cache.enable_xtensor",
     "linear-and-indexer": "model.index_n_heads",
     "quantized-unsupported": "cache.kv_cache_dtype",
+    "model-before-tp-mod-s": "model.model_type",  # two rules broken: upstream's order names the first
+    "cp-before-quantized": "parallel.cp_size",
 }
 
 
