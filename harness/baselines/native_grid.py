@@ -33,9 +33,10 @@ SYNTHETIC = (
               qk_rope_head_dim=8, index_n_heads=2, index_head_dim=16),
 )
 TINY = ("tiny_mla", "tiny_glm", "tiny_gqa", "tiny_hybrid")
-PARALLEL = ((1, 1, 1, 1), (2, 1, 1, 1), (4, 1, 1, 1), (8, 1, 1, 1), (8, 2, 1, 1), (4, 1, 2, 1), (4, 1, 1, 2),
-            (4, 1, 1, 0))
-"""(world, dp, cp, kv_split): attention tp 1, 2, 4, 8, 4 (dp 2), 2 (cp 2), 4 with KV split 2 and 0 (follows cp)."""
+PARALLEL = ((1, 1, 1, 1), (2, 1, 1, 1), (3, 1, 1, 1), (4, 1, 1, 1), (6, 1, 1, 1), (8, 1, 1, 1), (8, 2, 1, 1),
+            (6, 2, 1, 1), (4, 1, 2, 1), (4, 1, 1, 2), (4, 1, 1, 0))
+"""(world, dp, cp, kv_split): attention tp 1, 2, 3, 4, 6, 8, 4 (dp 2), 3 (dp 2), 2 (cp 2), 4 with KV split 2
+and 0 (follows cp)."""
 
 
 def load_models() -> dict:

@@ -88,6 +88,9 @@ REJECTIONS = (
     ("cp2-dp2", "deepseek_v32", "s2", "dp2_tp4", "cpu", ("parallel.cp_size=2",)),
     ("s-not-dividing-tp-dp2", "qwen3_5_moe", "s2", "dp2_tp4", "cpu", ("layerwise.split_size=3",)),
     ("slots-over-cap", "qwen3_5_moe", "s2", "tp4", "cpu", ("cache.max_linear_state_cache_slots=100000",)),
+    # two rules at once: the refusal names the first in upstream's order (FEATURE 3)
+    ("model-before-tp-mod-s", "llama3_8b", "s2", "tp4", "cpu", ("layerwise.split_size=3",)),
+    ("cp-before-quantized", "deepseek_v32", "s2", "tp4", "bi_v100", ("parallel.cp_size=2", "cache.kv_cache_dtype=int8")),
 )
 # Refusals that involve the draft: (variant, model, draft, layerwise option, key overrides).
 DRAFT_REJECTIONS = (

@@ -40,7 +40,7 @@ CHECK_RULES: tuple[tuple[str, str, str], ...] = (
      "fewer sequences: the linear state must leave room for full-attention KV"),
     (r"common_block_count\s*,\s*0|n_blocks\(\)\s*,\s*0|n_blocks\s*,\s*0", "hardware.reserved_bytes_per_card",
      "a budget holding one block"),
-    (r"cache_size_in_bytes\(\)\s*,\s*0", "cache.kv_budget_bytes", "a KV budget > 0"),
+    (r"cache_size_in_bytes(?:\(\))?\s*,\s*0\)", "cache.kv_budget_bytes", "a KV budget > 0"),
 )
 """(pattern over the CHECK's condition, harness field it guards, what is allowed), first match wins."""
 MASTER_ROLES = ("master", "layout")

@@ -22,6 +22,8 @@ from implementations.xllm_native import build, native
 from testcases import ROOT
 from testcases.unit import _models as M
 
+pytestmark = pytest.mark.slow  # builds C++ (a few seconds each): scheduled first
+
 FIXTURE = Path(__file__).resolve().parent / "fixture_tree"
 LAYOUT = "xllm/core/framework/kv_cache/layerwise_split_layout.h"
 ESTIMATION = "xllm/core/framework/kv_cache/kv_cache_estimation.cpp"
@@ -248,7 +250,13 @@ def test_two_processes_build_once_and_share_it(tmp_path):
     env = {**os.environ, "CXX": str(cxx), "PYTHONPATH": str(ROOT)}
     procs = [subprocess.Popen([sys.executable, "-c", _BUILDER, str(tree), str(cache)], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    outs = [p.communicate(timeout=300) for p in procs]
+    try:
+        outs = [p.communicate(timeout=300) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     assert [p.returncode for p in procs] == [0, 0], outs
     assert outs[0][0] == outs[1][0]
     assert log.read_text().count("x") == 1

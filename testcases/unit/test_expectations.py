@@ -40,6 +40,8 @@ WANT_FIELD = {
     "cp2-dp2": "parallel.cp_size",
     "s-not-dividing-tp-dp2": "layerwise.split_size",
     "slots-over-cap": "cache.max_linear_state_cache_slots",
+    "model-before-tp-mod-s": "model.model_type",  # two rules broken: upstream's order names the first
+    "cp-before-quantized": "parallel.cp_size",
 }
 
 

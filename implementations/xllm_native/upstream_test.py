@@ -1,0 +1,62 @@
+"""Run a tree's own estimation unit test against the sources ``xllm_native`` compiles.
+
+    python -m implementations.xllm_native.upstream_test --source /path/to/xllm
+
+Compiles the same generated translation unit as the adapter (the tree's planning code, the cut-out
+functions, the project's shims and binding) together with the tree's
+``tests/core/framework/kv_cache/kv_cache_estimation_test.cpp`` and GoogleTest, runs it and prints
+its summary: evidence that the shims leave the planning math as the tree's own test expects it.
+Needs GoogleTest (Debian: ``libgtest-dev``). Nothing is cached; the build folder is removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Optional, Sequence
+
+from harness.cli import command, fail
+from implementations.xllm_native import build
+
+TEST = "tests/core/framework/kv_cache/kv_cache_estimation_test.cpp"
+
+
+@command
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m implementations.xllm_native.upstream_test",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--source", required=True, help="an xLLM source tree")
+    parser.add_argument("--test", default=TEST, help="the test file, relative to the tree (default: %(default)s)")
+    args = parser.parse_args(argv)
+    tree = build.tree_map(args.source)
+    test = tree.root / args.test
+    if not test.is_file():
+        fail(f"--test={args.test}: a file of {tree.root}")
+    tmp = Path(tempfile.mkdtemp(prefix="lwsplit-upstream-test-"))
+    try:
+        gen = tmp / "gen"
+        gen.mkdir()
+        unity = build.generate(tree, gen)
+        source = gen / "upstream_test.cpp"
+        source.write_text(unity.read_text() + f'#include "{test}"\n')
+        cmd = [c for c in build.compile_command(tree, gen, source, tmp / "upstream_test") if c != "-shared"]
+        cmd.insert(-1, f"-I{tree.path('estimation').parent}")  # the test includes its header by bare name
+        cmd += ["-lgtest", "-lgtest_main", "-pthread"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            fail(f"{test} does not compile against the adapter's sources: {build.first_error(proc.stderr)}")
+        run = subprocess.run([str(tmp / "upstream_test")], capture_output=True, text=True, check=False)
+        lines = run.stdout.splitlines()
+        print("\n".join(line for line in lines if line.startswith(("[  PASSED", "[  FAILED", "[==========]")))
+              or run.stdout[-2000:])
+        return 0 if run.returncode == 0 else 1
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
