@@ -8,6 +8,7 @@ and keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import errno
 import functools
 import os
 import sys
@@ -112,6 +113,8 @@ class _GuardedStdout:
         """The first failed write, kept: the command ends with it even if a caller swallowed it."""
 
     def write(self, text):
+        if self._stream is None:  # the process was started with stdout closed (``>&-``)
+            raise self._failed(OSError(errno.EBADF, "it is closed"))
         try:
             return self._stream.write(text)
         except BrokenPipeError:
@@ -120,6 +123,8 @@ class _GuardedStdout:
             raise self._failed(exc) from None
 
     def flush(self):
+        if self._stream is None:
+            return None
         try:
             return self._stream.flush()
         except BrokenPipeError:
@@ -138,6 +143,8 @@ class _GuardedStdout:
 
 def _stdout_to_devnull(stream) -> None:
     """Point the process's stdout at devnull, so the interpreter's exit flush cannot fail again."""
+    if stream is None:
+        return
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(devnull, stream.fileno())

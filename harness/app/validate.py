@@ -30,6 +30,9 @@ from typing import Optional, Sequence
 from implementations.errors import ConfigError
 
 MODES = ("suite", "plan")
+MAX_SWEEP_JOBS = 1000
+"""Most jobs one ``python -m harness -m`` sweep may expand to: every value is composed before the first job
+runs (about 10 ms each), so ``range(1,100000)`` would be minutes of checking before a word is printed."""
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,13 @@ def check_overrides(overrides: Sequence[str], *, multirun: bool) -> list[list[st
                 key = text.split("=", 1)[0].lstrip("+~")
                 raise ConfigError(key, text.split("=", 1)[1],
                                   "one value here; sweeps (a,b / range()) need `python -m harness -m ...`")
+    jobs = 1
+    for values in axes:
+        jobs *= len(values)
+    if jobs > MAX_SWEEP_JOBS:
+        sizes = " x ".join(str(len(values)) for values in axes if len(values) > 1)
+        raise ConfigError("sweep", f"{jobs} jobs ({sizes})", f"at most {MAX_SWEEP_JOBS} jobs in one sweep "
+                          "(each value is checked before the first job; split a larger sweep)")
     for values in axes:
         for value in values:
             _check_app_group(value)
@@ -260,7 +270,8 @@ def check_results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, mul
             for text in hydra_overrides:
                 override = parse_override(text)
                 if override.key_or_group == "hydra.sweep.subdir" and not override.is_delete():
-                    given = override.get_value_element_as_str()
+                    value = override.value()  # as given: get_value_element_as_str() escapes ${...}
+                    given = value if isinstance(value, str) else override.get_value_element_as_str()
                     if not given.strip() or ("${" not in given and n_jobs > 1):
                         raise ConfigError("hydra.sweep.subdir", given, "a folder that differs per job, e.g. "
                                           "${hydra.job.num} (the default) or ${hydra.job.override_dirname}",

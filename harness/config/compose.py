@@ -286,6 +286,11 @@ def _parse_checked(text: str, sweep: bool):
             override.key_or_group, override.input_line.split("=", 1)[-1],
             "one value here; sweeps (a,b / range()) need `python -m harness -m ...`",
         )
+    if (override.key_or_group in errors.GROUPS + errors.APP_GROUPS and not override.is_delete()
+            and isinstance(override.value(), list)):
+        raise ConfigError(override.key_or_group, override.input_line.split("=", 1)[-1],
+                          "one option (a list would merge several options into one config); "
+                          "a sweep over options is `python -m harness -m group=a,b`")
     _check_values(override)
     return override
 

@@ -30,15 +30,12 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _load_rows(folder: Path):
+def _read_rows(folder: Path):
     """The row files under ``folder``; a file that is not a whole row is one ``error:`` line naming it."""
-    from harness.mutation.killmatrix import REFERENCE
     from harness.mutation.render import row_from_json
     from implementations import inputs
     from implementations.errors import ConfigError
-    from implementations.mutants import MUTANTS
 
-    order = [REFERENCE, *(cls.name for cls in MUTANTS.values())]
     if not folder.is_dir():
         raise ConfigError("--rows", str(folder), "a folder of per-mutant row files (*.json)", "no such folder")
     rows = []
@@ -49,6 +46,15 @@ def _load_rows(folder: Path):
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ConfigError("--rows", str(path), "a row file as testcases/meta writes it (LW_MUTATION_ROWS)",
                               f"{type(exc).__name__}: {exc}") from None
+    return rows
+
+
+def _in_table_order(rows):
+    """The reference first, then the mutants in ``MUTANTS`` order."""
+    from harness.mutation.killmatrix import REFERENCE
+    from implementations.mutants import MUTANTS
+
+    order = [REFERENCE, *(cls.name for cls in MUTANTS.values())]
     return sorted(rows, key=lambda r: order.index(r.implementation) if r.implementation in order else len(order))
 
 
@@ -60,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     check_writable(Path(args.out), "--out")  # first (before torch is imported): a folder this process can write
     from harness.app.atomic import write_atomic
     from harness.mutation import killmatrix, render
+
+    start = time.perf_counter()
+    rows = _read_rows(Path(args.rows)) if args.rows else []  # the files first: a broken one costs no torch import
     from implementations.mutants import MUTANTS
 
     unknown = [m for m in args.mutant if m not in MUTANTS]
@@ -67,9 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         fail(f"--mutant {unknown[0]!r}: allowed: {', '.join(MUTANTS)}")
     if args.docs and (args.first or args.mutant):
         fail("--docs: records whole runs only; allowed without --first and --mutant")
-    start = time.perf_counter()
     if args.rows:
-        rows = _load_rows(Path(args.rows))
+        rows = _in_table_order(rows)
         if not rows:
             fail(f"--rows {args.rows}: no row files (*.json) there")
     else:

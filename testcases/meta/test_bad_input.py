@@ -202,6 +202,9 @@ ROWS = (
         harness=("--config-dir", "/nonexistent/conf", "mode=plan")),
     Bad("override-non-ascii-unquoted", "override", "quote a value with non-ASCII characters: model_path='",
         plan=("model_path=/tmp/\u6a21\u578b/config.json",), harness=("model_path=/tmp/r\u00e9sultats/config.json",)),
+    Bad("sweep-too-large", "sweep", "at most 1000 jobs", harness=("-m", "mode=plan", "layerwise.split_size=range(1,5000)")),
+    Bad("group-given-a-list", "model", "one option", plan=("model=[deepseek_v32,qwen3_next]",),
+        harness=("model=[deepseek_v32,qwen3_next]",)),
     # ---- YAML aliases count as what they expand to (implementations.inputs) ----
     Bad("topology-yaml-alias-bomb", "hardware.topology", "at most 100000 nodes",
         plan=("hardware.topology={inputs}/alias_topology.yaml",), harness=("hardware.topology={inputs}/alias_topology.yaml",)),
@@ -577,3 +580,24 @@ def test_a_layer_kind_the_spec_only_guesses_is_warned_about(tmp_path, capsys, mo
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("warning: model.layer_types: 'linear_atention', 'sliding_attention'"), err
     assert "layer 1, 2, 5, 6" in err[0]
+
+
+@pytest.mark.parametrize("subdir", ["${hydra.job.num}", "${hydra.job.override_dirname}", "job-${hydra.job.num}"])
+def test_a_sweep_subdir_that_differs_per_job_passes_the_preflight(subdir, tmp_path):
+    """The per-job check reads the subdir as given (Hydra's string form escapes ``${``)."""
+    from harness.app.validate import check_results_dir
+
+    sweep = tmp_path / "sweep"
+    assert check_results_dir(["mode=plan"], [f"hydra.sweep.dir={sweep}", f"hydra.sweep.subdir={subdir}"],
+                             multirun=True, n_jobs=2) == sweep
+    assert not any(sweep.rglob("*"))  # the check leaves no file or job folder behind
+
+
+def test_a_command_started_with_stdout_closed_says_so(capsys, monkeypatch, tmp_path):
+    """``python -m harness.plan >&-`` (Python then sets ``sys.stdout`` to None): one error line, exit 1."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "stdout", None)
+    with pytest.raises(SystemExit) as exit_info:
+        plan_cli.main(["--table"])
+    assert exit_info.value.code == 1
+    assert capsys.readouterr().err == "error: cannot write to standard output: it is closed\n"
