@@ -8,7 +8,9 @@ from pathlib import Path
 
 from harness.mutation.render import write_atomic
 
-BEGIN, END = "<!-- coverage:{} begin (generated: python -m harness.coverage {} --record) -->", "<!-- coverage:{} end -->"
+BEGIN, END = "<!-- coverage:{} begin (generated: {}) -->", "<!-- coverage:{} end -->"
+SOURCES = {"fields": "python -m harness.coverage fields --record",
+           "rules": "python -m harness.coverage tables, from harness/coverage/rules.py and the recorded first catches"}
 
 
 def field_table(found: dict) -> str:
@@ -37,9 +39,9 @@ def write_record(path: Path, found: dict) -> None:
 
 def write_section(page: Path, name: str, body: str) -> None:
     """Replace the generated section ``name`` of ``page`` (appended when the page lacks it)."""
-    begin, end = BEGIN.format(name, name), END.format(name)
+    begin, end = BEGIN.format(name, SOURCES[name]), END.format(name)
     text = page.read_text() if page.is_file() else ""
     block = f"{begin}\n{body}{end}\n"
-    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end) + r"\n?", re.S)
+    pattern = re.compile(re.escape(f"<!-- coverage:{name} begin") + r".*?" + re.escape(end) + r"\n?", re.S)
     text = pattern.sub(lambda _: block, text) if pattern.search(text) else text + ("\n" if text else "") + block
     write_atomic(page, text)

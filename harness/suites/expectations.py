@@ -202,6 +202,11 @@ def upstream_prediction(tc: str, run) -> Optional[Prediction]:
                                     *(Predicted(rule="baseline", rank=r) for r in range(world))),
                           reason=f"upstream has no enable flag: layerwise_split_size {s_upstream} alone splits, so "
                                  f"every rank departs from the uniform baseline (FEATURE 2)")
+    shared = _upstream_group_sharing_a_card(run)
+    if shared is not None and not oracle.spec_refuses_cards(run):  # where the spec refuses too, any refusal passes
+        return Prediction(required=(Predicted(rule="refused", field="placement", why=shared),),
+                          reason=f"upstream's consecutive split groups put two ranks of a group on one card: {shared}; "
+                                 f"the spec regroups them onto distinct cards (FEATURE 4)")
     owner = owner_rule_prediction(tc, run)
     if owner is not None and any(p.rule == "refused" for p in owner.required):
         return owner  # refused before any layout exists
@@ -249,6 +254,17 @@ def upstream_prediction(tc: str, run) -> Optional[Prediction]:
     if not required:
         return None
     return Prediction(required=tuple(required), consequences=consequences, reason="; ".join(reasons))
+
+
+def _upstream_group_sharing_a_card(run) -> Optional[str]:
+    """Where upstream's consecutive groups hold two ranks on one card (which the card rule refuses): the
+    first such pair, described; None when every consecutive group spans distinct cards."""
+    for group in oracle.expected_split_groups(run, rule=UPSTREAM_GROUPS):
+        cards = [oracle.expected_rank_location(run, r) for r in group]
+        for i, here in enumerate(cards):
+            if here in cards[:i]:
+                return f"ranks {group[cards.index(here)]} and {group[i]} of group {list(group)} on node {here[0]} card {here[1]}"
+    return None
 
 
 PREDICTIONS: dict[str, Callable[[str, object], Optional[Prediction]]] = {

@@ -16,6 +16,7 @@ from __future__ import annotations
 from harness import oracle
 from harness.suites.case import Case
 from harness.suites.common import (
+    REGROUPED,
     leak_problems,
     no_missing_baseline,
     no_separate_draft,
@@ -108,7 +109,18 @@ ATTENTION_SPELLING = ("qwen3_5_moe", "s2", "model.layer_types=[" + ",".join(
 def cases(matrix):
     return (standard_cases(TC, matrix) + variant_cases(TC, matrix) + rejection_cases(TC, matrix)
             + regrouped_cases(TC, matrix, ("qwen3_5_moe", "deepseek_v32"), layerwise=("s2", "s4"))
-            + profile_cases(TC, matrix) + draft_rejection_cases(TC, matrix) + spelling_cases(TC, matrix))
+            + profile_cases(TC, matrix) + draft_rejection_cases(TC, matrix) + spelling_cases(TC, matrix)
+            + tp8_cases(TC, matrix))
+
+
+def tp8_cases(tc: str, matrix) -> list:
+    """Workers at attention TP 8 (TC-03 plans tp 8; here it is allocated), s = 4 on the regrouped topology."""
+    if "deepseek_v32" not in matrix.models or not matrix.offers("layerwise", "s4") or matrix.topologies and \
+            REGROUPED not in matrix.topologies:
+        return []
+    return [Case(tc=tc, model="deepseek_v32", layerwise="s4", parallel="tp8", implementation=impl, hardware="cpu",
+                 variant=f"tp8-{REGROUPED}", extra=(f"hardware.topology={REGROUPED}", *matrix.extra_for("s4")))
+            for impl in matrix.implementations]
 
 
 def draft_rejection_cases(tc: str, matrix) -> list:

@@ -88,6 +88,9 @@ def cases(matrix) -> list[Case]:
         for lw, impl in itertools.product(layerwise, matrix.implementations):
             out.append(Case(tc=TC, model=models[0], layerwise=lw, parallel="tp8", implementation=impl,
                             hardware="cpu", variant=MESH, extra=(f"hardware.topology={MESH}", *matrix.extra_for(lw))))
+    for impl in matrix.implementations:  # two ranks per card with memory to spare: regrouped onto distinct cards
+        out.append(Case(tc=TC, model=models[0], layerwise="s2", parallel="tp4", implementation=impl,
+                        hardware="cpu", variant="shared-card", extra=(OVERSUBSCRIBED, *SHARED_CARD, *matrix.extra)))
     for impl in matrix.implementations:  # two ranks per card: the master must refuse (HBM)
         out.append(Case(tc=TC, model=models[0], layerwise="s2", parallel="tp4", implementation=impl,
                         hardware="cpu", variant="oversubscribed", extra=(OVERSUBSCRIBED, *matrix.extra)))
@@ -95,6 +98,8 @@ def cases(matrix) -> list[Case]:
 
 
 OVERSUBSCRIBED = "placement=[0,0,1,1]"
+SHARED_CARD = ("hardware.reserved_mib_per_card=128", "cache.kv_budget_bytes=104857600")
+"""Two ranks per card that fit: 2 x (100 MiB KV + 128 MiB reserved) <= 512 MiB HBM."""
 MESH = "nvlink_mesh_8"
 """NVLink hybrid cube mesh: not a tree, so split groups come from the exhaustive search (FEATURE 4)."""
 

@@ -2,7 +2,8 @@
 
 Each mutant subclasses ``ReferenceImplementation`` (through ``base.Mutant``),
 overrides the smallest method that reaches its rule, and is selectable as
-``implementation=mutant_<name>`` (``conf/implementation/mutant_<name>.yaml``).
+``implementation=mutant_<name>`` (``conf/implementation/mutant_<name>.yaml``, generated from ``MUTANTS``
+by ``python -m harness.coverage mutant-configs``; ``harness/coverage/rules.py`` names each one's rule).
 The meta-suite runs the TC suites against every entry of ``MUTANTS`` to show
 each one is caught. Class docstring = ``rule``; see also ``component`` and
 ``expected_catchers``.

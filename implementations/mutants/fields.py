@@ -8,8 +8,8 @@ port that got that one figure wrong would. ``harness.coverage`` runs the TC matr
 field mutant per field and records which cases catch it: a field no case catches is a fact no
 check compares with the spec.
 
-Selected as ``implementation=field_<field id with . and [] as _>`` (registered by
-``harness.coverage.register_options``), or directly as
+Selected by overriding the implementation node (``implementation._target_=implementations.mutants.fields.FieldMutant
++implementation.field='KVPlan.n_blocks'``, what ``harness.coverage.fields`` does), or directly as
 ``FieldMutant(field="KVPlan.n_blocks")``. A per-rank field corrupts the last rank (at dp > 1
 a rank of the last dp group); a worker field corrupts that rank's worker of the named role.
 """
