@@ -26,8 +26,8 @@ from implementations.specs import ModelSpec, RunSpec
 from implementations.xllm_native import native as native_mod
 from implementations.xllm_upstream.impl import XllmUpstreamImplementation
 
-TORCH_SCALAR_TYPES = {"float16": 5, "float32": 6, "bfloat16": 15}
-"""c10::ScalarType codes of the model dtypes (the estimate options' ``dtype``)."""
+TORCH_SCALAR_TYPES = {"int8": 1, "float16": 5, "float32": 6, "bfloat16": 15, "fp8_e5m2": 23, "fp8_e4m3": 24}
+"""c10::ScalarType codes of the model dtypes ``specs.DTYPE_BYTES`` names (the estimate options' ``dtype``)."""
 
 
 def field_value(run: RunSpec, name: str, fallback: object) -> object:

@@ -140,6 +140,13 @@ def test_an_estimation_check_is_a_plan_error_and_the_process_keeps_working(impl)
     assert impl.plan(run(2)).n_blocks == BUDGET // (4 * LAYER)
 
 
+def test_every_model_dtype_has_a_torch_scalar_type_code():
+    from implementations.specs import DTYPE_BYTES
+    from implementations.xllm_native.impl import TORCH_SCALAR_TYPES
+
+    assert set(TORCH_SCALAR_TYPES) == set(DTYPE_BYTES)
+
+
 def test_an_unknown_check_names_the_implementation():
     check = native.Check(file="x.cpp", line=3, condition="CHECK(something_new())", message="")
     assert native.field_of(check) is None
