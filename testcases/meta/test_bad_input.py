@@ -573,3 +573,18 @@ def test_a_command_started_with_stdout_closed_says_so(capsys, monkeypatch, tmp_p
         plan_cli.main(["--table"])
     assert exit_info.value.code == 1
     assert capsys.readouterr().err == "error: cannot write to standard output: it is closed\n"
+
+
+def test_ctrl_c_in_a_command_without_a_handler_is_one_line(capsys):
+    """Ctrl-C in ``harness.mutation`` or a benchmark (no handler of their own): one line and exit 130, not a
+    KeyboardInterrupt traceback."""
+    from harness.cli import command
+
+    @command
+    def main() -> int:
+        raise KeyboardInterrupt
+
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    assert exit_info.value.code == 130
+    assert capsys.readouterr().err == "error: interrupted (SIGINT); what was under way did not finish\n"
