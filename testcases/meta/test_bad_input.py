@@ -479,6 +479,8 @@ def test_other_commands(row, cli_inputs, tmp_path, capsys, monkeypatch):
     argv = [a.replace("{cli}", str(cli_inputs)) for a in row.argv]
     if row.module == "harness.reporting.report" and "--out" not in argv:
         argv += ["--out", str(tmp_path / "out")]
+    if row.module == "harness.reporting.report" and "--history" not in argv:
+        argv += ["--no-history"]  # never the checkout's reports/allure-history
     try:
         code = module.main(argv)
     except SystemExit as exc:
