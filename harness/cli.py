@@ -20,6 +20,9 @@ from implementations.errors import UserError
 USAGE_EXIT_CODE = 2
 """The exit status for a user error (argparse uses 2 for usage errors too)."""
 
+INTERRUPTED_EXIT_CODE = 130
+"""128 + SIGINT, as a shell reports a process Ctrl-C ended."""
+
 F = TypeVar("F", bound=Callable[..., object])
 
 
@@ -89,6 +92,9 @@ def command(func: F) -> F:
         except BrokenPipeError:
             _stdout_to_devnull(saved)
             raise SystemExit(1) from None
+        except KeyboardInterrupt:  # Ctrl-C where the command has no handler of its own: a line, not a traceback
+            say_error("interrupted (SIGINT); what was under way did not finish")
+            raise SystemExit(INTERRUPTED_EXIT_CODE) from None
         except _StdoutError as exc:
             _stdout_to_devnull(saved)
             say_error(f"cannot write to standard output: {exc.strerror or exc}")

@@ -21,6 +21,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -199,10 +200,9 @@ def generate(results: Path | Sequence[Path], out: Path, cli: Path | None = None,
         env = dict(os.environ, ALLURE_NO_ANALYTICS="true",
                    JAVA_OPTS=f"{QUICK_JVM_OPTS} {os.environ.get('JAVA_OPTS', '')}".strip())
         try:
-            done = subprocess.run(
+            done = _run_cli(
                 [str(cli), "generate", "--single-file", "--clean", "--name", name, "-o", str(staging), str(prepared)],
-                env=env, capture_output=True, text=True, timeout=GENERATE_TIMEOUT_S,
-            )
+                env)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise ReportError(f"allure generate did not run: {exc}") from exc
         if done.returncode != 0 or not (staging / "index.html").is_file():
@@ -220,6 +220,23 @@ def generate(results: Path | Sequence[Path], out: Path, cli: Path | None = None,
     if history is not None:
         save_history(index.read_text(encoding="utf-8"), history)
     return index
+
+
+def _run_cli(argv: list[str], env: Mapping[str, str]) -> subprocess.CompletedProcess:
+    """The Allure CLI in a session of its own: a timeout or an interrupt (Ctrl-C, SIGTERM) ends its whole
+    process tree (its shell wrapper and the JVM it starts), not only the wrapper."""
+    proc = subprocess.Popen(argv, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=GENERATE_TIMEOUT_S)
+    except BaseException:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 HISTORY_ITEMS = 5
@@ -280,11 +297,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-history", action="store_true", help="neither read nor write the trend history")
     parser.add_argument("--name", default=REPORT_NAME, help="the report's title")
     args = parser.parse_args(argv)
+    from harness.app import signals
+
     try:
-        index = generate(args.results, args.out, history=None if args.no_history else args.history, name=args.name)
+        with signals.stop_on_signals():  # SIGTERM / SIGHUP as Ctrl-C: the staging folder goes, --out stays as it was
+            index = generate(args.results, args.out, history=None if args.no_history else args.history,
+                             name=args.name)
     except ReportError as exc:
         say_error(exc)
         return 2
+    except signals.StopRequested as exc:
+        say_error(f"interrupted by {exc.signal_name}: no report written; {args.out} is as it was")
+        return signals.exit_code(exc.signal_name)
     print(f"report: {index} ({index.stat().st_size / 2**20:.1f} MiB)")
     return 0
 

@@ -507,6 +507,8 @@ def test_other_commands(row, cli_inputs, tmp_path, capsys, monkeypatch):
     argv = [a.replace("{cli}", str(cli_inputs)) for a in row.argv]
     if row.module == "harness.reporting.report" and "--out" not in argv:
         argv += ["--out", str(tmp_path / "out")]
+    if row.module == "harness.reporting.report" and "--history" not in argv:
+        argv += ["--no-history"]  # never the checkout's reports/allure-history
     try:
         code = module.main(argv)
     except SystemExit as exc:
@@ -601,3 +603,18 @@ def test_a_command_started_with_stdout_closed_says_so(capsys, monkeypatch, tmp_p
         plan_cli.main(["--table"])
     assert exit_info.value.code == 1
     assert capsys.readouterr().err == "error: cannot write to standard output: it is closed\n"
+
+
+def test_ctrl_c_in_a_command_without_a_handler_is_one_line(capsys):
+    """Ctrl-C in ``harness.mutation`` or a benchmark (no handler of their own): one line and exit 130, not a
+    KeyboardInterrupt traceback."""
+    from harness.cli import command
+
+    @command
+    def main() -> int:
+        raise KeyboardInterrupt
+
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    assert exit_info.value.code == 130
+    assert capsys.readouterr().err == "error: interrupted (SIGINT); what was under way did not finish\n"

@@ -6,9 +6,11 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -844,3 +846,35 @@ def test_browser_check_opens_the_failing_tc_with_most_attachments(tmp_path, monk
     assert browser.main(["--report", str(tmp_path / "index.html")]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and err.startswith("error: Chromium not found") and "apt-get install -y chromium" in err
+
+
+def test_a_report_stopped_by_sigterm_leaves_the_previous_one_and_no_staging(tmp_path, capsys, monkeypatch):
+    """SIGTERM while Allure runs (sent here by the stand-in CLI to its parent): one line, exit 143, the
+    earlier report untouched, the staging folder and the CLI's process gone."""
+    out = tmp_path / "allure-report"
+    done = _fake_cli(tmp_path, OUT_ARG + 'mkdir -p "$out" && echo previous > "$out/index.html"\n')
+    report.generate(_results(tmp_path), out, cli=done)
+    stopper = tmp_path / "stopper"
+    stopper.write_text('#!/bin/sh\nsleep 30 &\necho $! > "$(dirname "$0")/cli.pid"\nkill -TERM $PPID\nwait\n')
+    stopper.chmod(0o755)
+    monkeypatch.setattr(report, "find_cli", lambda: stopper)
+    code = report.main(["--results", str(tmp_path / "results"), "--out", str(out), "--no-history"])
+    err = capsys.readouterr().err
+    assert code == 128 + signal.SIGTERM, err
+    assert err.startswith("error: interrupted by SIGTERM") and len(err.splitlines()) == 1, err
+    assert (out / "index.html").read_text() == "previous\n"
+    assert sorted(p.name for p in out.parent.iterdir()) == sorted(
+        ["allure-report", "results", "fake-allure", "stopper", "cli.pid"])
+    child = int((tmp_path / "cli.pid").read_text())  # the wrapper's own child, as Allure's JVM is
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child), "the CLI's child process outlived the report"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False
