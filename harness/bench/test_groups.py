@@ -102,6 +102,14 @@ def render(summary: dict, wall_s: float, exit_code: int, args: list[str], *, cpu
     return "\n".join(lines)
 
 
+def timed_run(cmd: list[str], probe: Path) -> tuple[subprocess.CompletedProcess, float, float | None, float | None]:
+    """Run ``cmd`` in the checkout: (its process, wall seconds, the machine's busy CPU seconds before and after)."""
+    start, cpu_start = time.monotonic(), procfs.busy_cpu_s()
+    proc = subprocess.run(cmd, cwd=REPO_ROOT, env={**os.environ, cpu_probe.DIR_ENV: str(probe)},
+                          stdout=subprocess.DEVNULL)
+    return proc, time.monotonic() - start, cpu_start, procfs.busy_cpu_s()
+
+
 @command
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -120,10 +128,7 @@ def main(argv=None) -> int:
         probe.mkdir()
         cmd = [sys.executable, "-m", "pytest", *pytest_args, "-q", "-p", "no:cacheprovider", "-p", cpu_probe.__name__,
                f"--junitxml={xml}", "-o", "junit_duration_report=total", "-o", "junit_family=xunit2"]
-        start, cpu_start = time.monotonic(), procfs.busy_cpu_s()
-        proc = subprocess.run(cmd, cwd=REPO_ROOT, env={**os.environ, cpu_probe.DIR_ENV: str(probe)},
-                              stdout=subprocess.DEVNULL)
-        wall_s, cpu_end = time.monotonic() - start, procfs.busy_cpu_s()
+        proc, wall_s, cpu_start, cpu_end = timed_run(cmd, probe)
         cases = parse_junit(xml) if xml.is_file() else []
         cpu_by_test = cpu_probe.read(probe)
     for c in cases:

@@ -49,10 +49,30 @@ def check_override_targets(overrides: list[str]) -> None:
                                           "(implementation=<option>, launcher=<option>)")
 
 
+def locate(path: str) -> object:
+    """The object a dotted path names (``package.module.Class``): the longest importable module prefix, then
+    attributes. ImportError or AttributeError when nothing there has that name."""
+    import importlib
+
+    parts = path.split(".")
+    if not all(parts):
+        raise ImportError(f"{path!r} is not a dotted path")
+    for cut in range(len(parts), 0, -1):
+        module_name = ".".join(parts[:cut])
+        try:
+            obj = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and not module_name.startswith(exc.name) and exc.name != module_name:
+                raise  # the module exists but imports something missing: its own error
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(f"no module named {parts[0]!r}")
+
+
 def check_implementation_node(node: Mapping[str, Any], field: str = "implementation") -> type:
     """The class ``node._target_`` names, once it is known to be a Protocol class; nothing is called."""
-    from hydra.utils import get_object
-
     target = node.get("_target_")
     if not isinstance(target, str) or not target:
         raise ConfigError(field, target, "a node with _target_: <importable class>")
@@ -62,7 +82,7 @@ def check_implementation_node(node: Mapping[str, Any], field: str = "implementat
         if key != "_target_" and _has_target(value):
             raise ConfigError(f"{field}.{key}", "a nested _target_", "plain values (no nested instantiation)")
     try:
-        obj = get_object(target)
+        obj = locate(target)
     except Exception as exc:  # ImportError, AttributeError, ...: the user's typo
         raise ConfigError(field, target, "an importable class", str(exc).splitlines()[0]) from None
     if not inspect.isclass(obj):

@@ -35,7 +35,7 @@ def stale() -> list[Path]:
 
 def write() -> list[Path]:
     """Write every file that differs, remove the stale ones; the paths changed."""
-    from harness.mutation.render import write_atomic
+    from harness.app.atomic import write_atomic
 
     changed = []
     for path, text in expected().items():

@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from harness.mutation.render import write_atomic
+from harness.app.atomic import write_atomic
 
 BEGIN, END = "<!-- coverage:{} begin (generated: {}) -->", "<!-- coverage:{} end -->"
 SOURCES = {"fields": "python -m harness.coverage fields --record",

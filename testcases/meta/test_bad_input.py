@@ -410,10 +410,11 @@ def test_spec_rejections_are_test_inputs(pytester, request):
         "--lw-max-live-ranks", str(request.config.getoption("lw_max_live_ranks")))
     output = "\n".join(result.outlines + result.errlines)
     assert result.ret == 0, output[-3000:]
-    # llama3_8b: 1 case; deepseek_v32: the plain case, its int8 variant and the regrouped topology at w4
-    # (at w8 it is the same refusal on a pool of 8 ranks); TC-01's own one-rule rejection cases are left
-    # out, since the override already breaks a rule in each
-    result.assert_outcomes(passed=4)
+    # llama3_8b: 1 case; deepseek_v32: the plain case, its cache variants (int8, int8kv, bounds, nspec,
+    # slots0), the regrouped topology at w4 and the bi_v100 allocation (at w8 it is the same refusal on a
+    # pool of 8 ranks); TC-01's own one-rule rejection cases are left out, since the override already
+    # breaks a rule in each
+    result.assert_outcomes(passed=9)
 
 
 # ---- the other commands: one error: line and exit 2 for a bad argument, before any work -----------------
@@ -454,7 +455,7 @@ ARG_ROWS = (
     BadArg("planning-bad-option", "harness.bench.planning", ("--bogus",), "--bogus", guard="hybrid_run"),
     BadArg("planning-repeats-0", "harness.bench.planning", ("--repeats", "0"), "--repeats", guard="hybrid_run"),
     BadArg("test-groups-json-unwritable", "harness.bench.test_groups", ("--json", f"{UNWRITABLE}/x.json"), "--json",
-           guard="busy_cpu_s"),
+           guard="timed_run"),
     BadArg("browser-timeout-nan", "harness.reporting.browser", ("--timeout", "nan"), "--timeout",
            guard="check_report"),
     BadArg("mutation-rows-truncated", "harness.mutation.__main__", ("--rows", "{cli}/rows_truncated", "--out", "out"),

@@ -245,7 +245,7 @@ def test_a_result_line_that_cannot_be_written_fails_its_case_not_the_session(pyt
     result = pytester.runpytest_inprocess(
         TC01, "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
         "--lw-override", "model=deepseek_v32", "--lw-override", "layerwise=s2", "--lw-override", "parallel=tp4",
-        "--lw-override", "implementation=reference", "-k", "reference-int8 or w4-reference]",
+        "--lw-override", "implementation=reference", "-k", "reference-int8] or w4-reference]",
         "--lw-results", "/dev/full", "--lw-keep-pools",
         "--lw-max-live-ranks", str(request.config.getoption("lw_max_live_ranks")))
     out = "\n".join(result.outlines + result.errlines)

@@ -92,3 +92,17 @@ def test_every_shipped_option_binds_its_arguments():
         node = OmegaConf.to_container(OmegaConf.load(path))
         cls = targets.check_implementation_node(node)
         assert targets.check_arguments(cls, node).keys() == node.keys() - {"_target_"}, path.name
+
+
+def test_locate_finds_a_class_by_its_dotted_path_and_names_what_is_missing():
+    from harness.config.targets import locate
+    from implementations.reference import ReferenceImplementation
+
+    assert locate("implementations.reference.ReferenceImplementation") is ReferenceImplementation
+    assert locate("implementations.reference.impl.ReferenceImplementation") is ReferenceImplementation
+    with pytest.raises(ImportError, match="nowhere"):
+        locate("nowhere.Impl")
+    with pytest.raises(AttributeError, match="Nope"):
+        locate("implementations.reference.Nope")
+    with pytest.raises(ImportError, match="dotted path"):
+        locate("implementations..Impl")
