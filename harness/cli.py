@@ -13,7 +13,7 @@ import functools
 import os
 import sys
 from contextlib import contextmanager
-from typing import Callable, Iterator, NoReturn, Sequence, TypeVar
+from typing import Callable, Iterator, NoReturn, Optional, Sequence, TypeVar
 
 from implementations.errors import UserError
 
@@ -115,7 +115,7 @@ class _GuardedStdout:
 
     def __init__(self, stream) -> None:
         self._stream = stream
-        self.error: _StdoutError | None = None
+        self.error: Optional[_StdoutError] = None
         """The first failed write, kept: the command ends with it even if a caller swallowed it."""
 
     def write(self, text):

@@ -402,7 +402,7 @@ def parse_topo_text(text: str, *, name: str = "topology") -> Topology:
     columns); each GPU<i> row holds one link code per column. NIC rows and columns,
     affinity values, the legend, ``#`` comment lines and ANSI escapes are ignored.
     """
-    header: list[str] | None = None
+    header: Optional[list[str]] = None
     rows: list[tuple[str, list[str]]] = []
     for raw in text.splitlines():
         tokens = _ANSI_RE.sub("", raw).split()

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 SMI_TOOLS = ("ixsmi", "nvidia-smi")
@@ -38,7 +39,7 @@ def parse_topology(text: str, name: str):
     return parse_topo_text(text, name=name)
 
 
-def read_topology_text(file: str | None) -> tuple[str, str]:
+def read_topology_text(file: Optional[str]) -> tuple[str, str]:
     """(text, source): from ``file``, else from the first SMI tool on PATH."""
     if file:
         return Path(file).read_text(), file
@@ -51,7 +52,7 @@ def read_topology_text(file: str | None) -> tuple[str, str]:
     raise RuntimeError(f"neither {' nor '.join(SMI_TOOLS)} is on PATH")
 
 
-def topology(cards: int, file: str | None, save: str | None) -> int:
+def topology(cards: int, file: Optional[str], save: Optional[str]) -> int:
     try:
         text, source = read_topology_text(file)
     except (OSError, RuntimeError, subprocess.TimeoutExpired) as exc:
@@ -107,7 +108,7 @@ def nccl(world: int) -> int:
     return 1 if problems else 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/card_tools.py", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("count")

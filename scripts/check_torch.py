@@ -15,6 +15,7 @@ import argparse
 import os
 import re
 import sys
+from typing import Optional
 
 TORCH_FLOOR = "2.1.0"
 
@@ -28,7 +29,7 @@ def release(version: str) -> tuple[int, ...]:
     return tuple(int(n) for n in match.group(0).split("."))
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/check_torch.py", description=__doc__.split("\n")[0])
     parser.add_argument("--floor", default=TORCH_FLOOR)
     opts = parser.parse_args(argv)

@@ -20,6 +20,7 @@ import os
 import sys
 import time
 import uuid
+from typing import Optional
 
 from harness import procfs
 from harness.cli import command
@@ -120,7 +121,7 @@ def _cells(line: str) -> list[str]:
 
 
 @command
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Optional[list[str]] = None) -> int:
     from harness.app.validate import check_output_file
     from harness.cli import Parser
     from harness.rankpool.backend import check_seconds

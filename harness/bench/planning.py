@@ -17,6 +17,7 @@ import statistics
 import sys
 import time
 from dataclasses import replace
+from typing import Optional
 
 from harness.cli import Parser, command, fail
 from harness.paths import TOPOLOGY_DIR
@@ -55,7 +56,7 @@ def timed(fn, repeats: int) -> list[float]:
 
 
 @command
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Optional[list[str]] = None) -> int:
     parser = Parser(prog="python -m harness.bench.planning", description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=50, help="plans timed per kind (default 50)")
     parser.add_argument("--docs", action="store_true", help="also record the figures into docs/benchmarks.md")

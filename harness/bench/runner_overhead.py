@@ -20,6 +20,7 @@ import statistics
 import sys
 import tempfile
 import time
+from typing import Optional
 
 from harness.app.atomic import write_json_atomic
 from harness.cli import Parser, command
@@ -110,7 +111,7 @@ def machine_facts() -> dict[str, object]:
 
 
 @command
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Optional[list[str]] = None) -> int:
     parser = Parser(prog="python -m harness.bench.runner_overhead", description=__doc__.split("\n")[0])
     parser.add_argument("--worlds", type=int, nargs="+", default=[4, 8])
     parser.add_argument("--fresh-repeats", type=int, default=3)

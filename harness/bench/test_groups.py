@@ -27,6 +27,7 @@ import time
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
+from typing import Optional
 
 from harness import procfs
 from harness.app.atomic import write_atomic
@@ -72,7 +73,7 @@ def summarize(cases: list[dict]) -> dict:
     return {"groups": dict(groups), "files": dict(files)}
 
 
-def render(summary: dict, wall_s: float, exit_code: int, args: list[str], *, cpu_s: float | None = None,
+def render(summary: dict, wall_s: float, exit_code: int, args: list[str], *, cpu_s: Optional[float] = None,
            failed: list[dict] = (), cases: list[dict] = (), top: int = 15) -> str:
     total = sum(g["seconds"] for g in summary["groups"].values()) or 1.0
     cpu = f"; machine CPU {cpu_s:.0f} s over all cores" if cpu_s is not None else ""
@@ -102,7 +103,7 @@ def render(summary: dict, wall_s: float, exit_code: int, args: list[str], *, cpu
     return "\n".join(lines)
 
 
-def timed_run(cmd: list[str], probe: Path) -> tuple[subprocess.CompletedProcess, float, float | None, float | None]:
+def timed_run(cmd: list[str], probe: Path) -> tuple[subprocess.CompletedProcess, float, Optional[float], Optional[float]]:
     """Run ``cmd`` in the checkout: (its process, wall seconds, the machine's busy CPU seconds before and after)."""
     start, cpu_start = time.monotonic(), procfs.busy_cpu_s()
     proc = subprocess.run(cmd, cwd=REPO_ROOT, env={**os.environ, cpu_probe.DIR_ENV: str(probe)},

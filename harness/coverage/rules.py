@@ -12,6 +12,8 @@ rule, and on a gap that gained a mutant without leaving ``GAPS``.
 
 from __future__ import annotations
 
+from typing import Optional
+
 RULES: dict[str, str] = {
     # 2. flags
     "F2.active-iff": "active iff enable_layerwise_split and s > 1; disabled is the uniform allocation",
@@ -135,7 +137,7 @@ GAPS: dict[str, str] = {
 }
 
 
-def rule_of(mutant: str) -> str | None:
+def rule_of(mutant: str) -> Optional[str]:
     return next((rule for rule, names in MUTANTS.items() if mutant in names), None)
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import replace
-from functools import lru_cache
+from functools import cache
 
 from hypothesis import strategies as st
 
@@ -63,7 +63,7 @@ def mostly(common: tuple, rare: tuple, weight: int = 6) -> st.SearchStrategy:
     return st.sampled_from(common * (weight // 2) + rare + common * (weight - weight // 2))
 
 
-@lru_cache(maxsize=None)
+@cache
 def base_hardware(name: str) -> HardwareProfile:
     """The shipped hardware profile ``conf/hardware/<name>.yaml`` (composed once per process)."""
     from harness.suites.case import resolve
@@ -71,7 +71,7 @@ def base_hardware(name: str) -> HardwareProfile:
     return resolve((f"hardware={name}",)).run.hardware
 
 
-@lru_cache(maxsize=None)
+@cache
 def fixture_topology(name: str) -> Topology:
     from harness.paths import TOPOLOGY_DIR
     from implementations.formats import load_topology
@@ -260,7 +260,7 @@ def configs(draw) -> RunSpec:
 # ---- shipped models with a recorded uniform baseline (TC-06) -----------------------------
 
 
-@lru_cache(maxsize=None)
+@cache
 def recorded_entries() -> tuple[tuple[str, str, str], ...]:
     """(model, parallel, hardware) of every entry of the recorded uniform baseline, in file order."""
     from harness.suites import baseline
@@ -268,7 +268,7 @@ def recorded_entries() -> tuple[tuple[str, str, str], ...]:
     return tuple((e["model"], e["parallel"], e["hardware"]) for e in baseline.load()["entries"].values())
 
 
-@lru_cache(maxsize=None)
+@cache
 def recorded_run(model: str, parallel: str, hardware: str) -> RunSpec:
     """The shipped configuration a baseline entry was recorded for (composed once per process)."""
     from harness.suites.case import resolve

@@ -11,6 +11,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 from harness.cli import Parser, command, fail
 
@@ -59,7 +60,7 @@ def _in_table_order(rows):
 
 
 @command
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Optional[list[str]] = None) -> int:
     args = _parser().parse_args(argv)
     from harness.app.validate import check_writable
 

@@ -58,7 +58,7 @@ class Cell:
         return sum(o.catches for o in self.outcomes)
 
     @property
-    def first_catch(self) -> CaseOutcome | None:
+    def first_catch(self) -> Optional[CaseOutcome]:
         return next((o for o in self.outcomes if o.catches), None)
 
     @property
@@ -108,7 +108,7 @@ def load(overrides: Iterable[str] = ()) -> Matrix:
     return load_matrix(MATRIX, list(overrides))
 
 
-def cases_for(tc: str, implementation: str, matrix: Matrix | None = None) -> list:
+def cases_for(tc: str, implementation: str, matrix: Optional[Matrix] = None) -> list:
     """The TC's own cases on ``matrix`` with the implementations axis replaced by ``implementation``."""
     matrix = matrix or load()
     if tc not in matrix.tcs:
@@ -154,7 +154,7 @@ def run_one(suite, case, pool_getter: Callable[..., Any] = get_pool) -> CaseOutc
     return CaseOutcome(case_id=case.id, verdict=PASS, seconds=seconds)
 
 
-def evaluate(implementation: str, tc: str, *, matrix: Matrix | None = None, stop_at_first: bool = True,
+def evaluate(implementation: str, tc: str, *, matrix: Optional[Matrix] = None, stop_at_first: bool = True,
              pool_getter: Callable[..., Any] = get_pool, first: Optional[str] = None) -> Cell:
     """Run ``tc``'s cases against ``implementation``; with ``stop_at_first``, until the first catch.
 
@@ -173,7 +173,7 @@ def evaluate(implementation: str, tc: str, *, matrix: Matrix | None = None, stop
                 stopped_early=len(outcomes) < len(cases))
 
 
-def row(implementation: str, *, tcs: Iterable[str] | None = None, matrix: Matrix | None = None,
+def row(implementation: str, *, tcs: Optional[Iterable[str]] = None, matrix: Optional[Matrix] = None,
         stop_at_first: bool = True, pool_getter: Callable[..., Any] = get_pool,
         first: Optional[Mapping[str, str]] = None) -> Row:
     """The kill-matrix row of ``implementation`` (every TC of the matrix unless ``tcs`` narrows it).
@@ -195,9 +195,9 @@ def row(implementation: str, *, tcs: Iterable[str] | None = None, matrix: Matrix
                expected_catchers=tuple(cls.expected_catchers) if cls else ())
 
 
-def full_matrix(*, matrix: Matrix | None = None, stop_at_first: bool = False,
+def full_matrix(*, matrix: Optional[Matrix] = None, stop_at_first: bool = False,
                 pool_getter: Callable[..., Any] = get_pool,
-                progress: Callable[[Row], None] | None = None) -> list[Row]:
+                progress: Optional[Callable[[Row], None]] = None) -> list[Row]:
     """The reference row, then one row per mutant in registry order."""
     from implementations.mutants import MUTANTS
 

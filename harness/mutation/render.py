@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
+from typing import Optional
 
 from harness.app.atomic import write_json_atomic
 from harness.config.schema import TC_IDS
@@ -42,7 +43,7 @@ def _verdict(r: Row) -> str:
     return "caught" + (f" (missed by expected {', '.join(missed)})" if missed else "")
 
 
-def markdown(rows: list[Row], *, tcs: tuple[str, ...] | None = None, title: str = "Kill matrix",
+def markdown(rows: list[Row], *, tcs: Optional[tuple[str, ...]] = None, title: str = "Kill matrix",
              details: bool = True) -> str:
     tcs = tcs or tuple(tc for tc in TC_IDS if any(tc in r.cells for r in rows))
     lines = [f"### {title}", "", LEGEND, "",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from typing import Optional
 
 from implementations.errors import ConfigError
 
@@ -78,8 +79,8 @@ def resolve_backend(
     local_world_size: int,
     *,
     device_type: str = "auto",
-    card_count: int | None = None,
-    nccl_ok: bool | None = None,
+    card_count: Optional[int] = None,
+    nccl_ok: Optional[bool] = None,
 ) -> BackendChoice:
     """``auto`` -> nccl when every local rank gets its own card, else gloo on CPU.
 

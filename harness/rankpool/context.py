@@ -9,7 +9,7 @@ over the gloo control group, so under NCCL no pickled object touches a card.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Optional
 
 import torch
 import torch.distributed as dist
@@ -60,7 +60,7 @@ class RankContext:
             tmp_dir=tmp_dir,
         )
 
-    def group(self, ranks: Sequence[int]) -> Any | None:
+    def group(self, ranks: Sequence[int]) -> Optional[Any]:
         """A real ``new_group`` over ``ranks`` (cached); None on ranks outside it.
 
         Collective over the WHOLE world: every rank calls it with the same ranks, in
@@ -121,7 +121,7 @@ class RankContext:
             lines = "; ".join(f"rank {r}: {d}" if d else f"rank {r}" for r, d in failed.items())
             raise CollectiveCheckFailed(f"check failed on {len(failed)}/{self.world_size} ranks: {lines}")
 
-    def sync_state(self) -> dict[str, Any] | None:
+    def sync_state(self) -> Optional[dict[str, Any]]:
         """This rank's collective counters: group creations made, and each joined group's sequence number.
 
         The parent compares them across ranks after a failure in which every rank

@@ -95,7 +95,7 @@ class RankFailure(DistRunnerError):
         self,
         message: str,
         *,
-        rank_errors: Mapping[int, str] | None = None,
+        rank_errors: Optional[Mapping[int, str]] = None,
         pool_rebuilt: bool = True,
     ) -> None:
         short, self.failed_rank, self.other_ranks, self.root = split_sections(message)
@@ -136,7 +136,7 @@ ROOT_LABELS = ("exited", "raised", "agreed check", "stack")
 """Which section is the failure, in order: a dead rank, a raising rank, an agreed check, a hung rank."""
 
 
-def split_sections(message: str) -> tuple[str, int | None, str, str]:
+def split_sections(message: str) -> tuple[str, Optional[int], str, str]:
     """(summary + the failing rank's section, marked; that rank; every other section; what it did).
 
     A trailing note in parentheses (``(the ranks were killed; ...)``) stays in the summary.

@@ -35,7 +35,7 @@ import shutil
 import sys
 import tempfile
 import threading
-from typing import Any
+from typing import Any, Optional
 
 from implementations.errors import UserError
 
@@ -44,7 +44,7 @@ from .errors import PoolUnavailable
 from .rank_main import classify, resolve
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m harness.rankpool.launcher", description=__doc__.split("\n")[0])
     parser.add_argument("body", help="module-level body as package.module:function")
     parser.add_argument("args", nargs="?", default="[]", help="JSON list of positional arguments for the body")
@@ -57,7 +57,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def agent_count(env: dict[str, str | None]) -> int:
+def agent_count(env: dict[str, Optional[str]]) -> int:
     """Launcher agents (nodes) in the world: torchrun's GROUP_WORLD_SIZE, else WORLD_SIZE / LOCAL_WORLD_SIZE."""
     if env.get("GROUP_WORLD_SIZE"):
         return int(env["GROUP_WORLD_SIZE"] or 1)
@@ -65,7 +65,7 @@ def agent_count(env: dict[str, str | None]) -> int:
     return max(1, -(-world // max(1, local)))
 
 
-def choose_gloo_interface(agents: int, multi_node: bool) -> str | None:
+def choose_gloo_interface(agents: int, multi_node: bool) -> Optional[str]:
     """Pin gloo to loopback for one agent; honour the inherited interface only in multi-node mode.
 
     Returns the interface gloo will use (None: gloo resolves the hostname). ValueError when
@@ -83,7 +83,7 @@ def choose_gloo_interface(agents: int, multi_node: bool) -> str | None:
     return os.environ.get("GLOO_SOCKET_IFNAME")
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Optional[list[str]] = None) -> int:
     opts = parse_args(argv)
     env = {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_WORLD_SIZE")}
     if env["RANK"] is None or env["WORLD_SIZE"] is None:
@@ -156,7 +156,7 @@ def report(ctx: Any, ref: str, outcome: dict[str, Any]) -> None:
     """Gather every rank's outcome on rank 0, which prints the JSON line; then clean tmp_dir."""
     import torch.distributed as dist
 
-    gathered: list[Any] | None = [None] * ctx.world_size if ctx.rank == 0 else None
+    gathered: Optional[list[Any]] = [None] * ctx.world_size if ctx.rank == 0 else None
     dist.gather_object(outcome, gathered, dst=0, group=ctx.control_group)
     ctx.barrier()
     if ctx.local_rank == 0:

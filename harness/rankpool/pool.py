@@ -29,7 +29,7 @@ import time
 import weakref
 from collections.abc import Callable
 from multiprocessing.reduction import ForkingPickler
-from typing import Any
+from typing import Any, Optional
 
 from . import rank_main, rendezvous
 from .backend import DEFAULT_MAX_WORLD_SIZE, BackendChoice, check_seconds, check_world_size, resolve_backend
@@ -108,14 +108,14 @@ class RankPool:
         self.close_timeout_s = close_timeout_s
         self.choice: BackendChoice = resolve_backend(backend, world_size, device_type=device_type)
         self.generation = 0
-        self.start_method: str | None = None
+        self.start_method: Optional[str] = None
         """How the live generation's ranks were started (``start_method``); None before the first start."""
         """How many times the ranks have been started (a rebuild after a failure adds one)."""
         self._lock = threading.RLock()
         self._owner_pid = os.getpid()
         self._procs: list[Any] = []
         self._conns: list[Any] = []
-        self._tmp_dir: str | None = None
+        self._tmp_dir: Optional[str] = None
         self._stack_offsets: dict[int, int] = {}
         self._call_id = 0
         _live_pools.add(self)
@@ -134,7 +134,7 @@ class RankPool:
         return [p.pid for p in self._procs]
 
     @property
-    def tmp_dir(self) -> str | None:
+    def tmp_dir(self) -> Optional[str]:
         """The live generation's private directory (RankContext.tmp_dir); None when stopped."""
         return self._tmp_dir
 
@@ -150,7 +150,7 @@ class RankPool:
                     self._kill()
                     raise
 
-    def run(self, fn: Callable[..., Any] | str, *args: Any, timeout_s: float | None = None) -> list[Any]:
+    def run(self, fn: Callable[..., Any] | str, *args: Any, timeout_s: Optional[float] = None) -> list[Any]:
         """Call ``fn(ctx, *args)`` on every rank; return the results ordered by rank.
 
         ``fn`` is a module-level function or its ``"module:qualname"``. Raises RankFailure
@@ -245,7 +245,7 @@ class RankPool:
         # After a first failure, stop waiting once no rank has reported for grace_s AND no
         # unfinished rank used CPU meanwhile: ranks stuck in a gloo collective sleep, while a
         # rank merely slowed by a loaded machine keeps computing.
-        first_bad: float | None = None
+        first_bad: Optional[float] = None
         last_event = 0.0
         cpu_seen: dict[int, int] = {}
         by_conn = {id(c): r for r, c in enumerate(self._conns)}
@@ -302,7 +302,7 @@ class RankPool:
             cpu_seen[r] = ticks
         return moved
 
-    def _receive(self, rank: int, call_id: int) -> ToParent | None:
+    def _receive(self, rank: int, call_id: int) -> Optional[ToParent]:
         try:
             return self._conns[rank].recv()
         except (EOFError, OSError):
@@ -528,7 +528,7 @@ def _where_stuck(stacks: dict[int, str]) -> str:
     return " (" + "; ".join(f"rank{'s' if len(r) > 1 else ''} {_ranks(r)} at {f}" for r, f in parts) + ")"
 
 
-def _body_frame(stack: str) -> str | None:
+def _body_frame(stack: str) -> Optional[str]:
     """Innermost frame of the thread running the body (the one through ``rank_main.serve``)."""
     for block in stack.split("\n\n"):
         frames = [line.strip() for line in block.splitlines() if line.strip().startswith("File ")]
@@ -541,7 +541,7 @@ def _body_frame(stack: str) -> str | None:
 _FRAME_RE = re.compile(r'File "(.+)", line (\d+) in (\S+)')
 
 
-def _cpu_ticks(pid: int) -> int | None:
+def _cpu_ticks(pid: int) -> Optional[int]:
     """utime + stime of a process, in clock ticks (``harness.procfs``); None when it cannot be read."""
     from harness import procfs
 

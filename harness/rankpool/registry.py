@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import threading
 from collections import OrderedDict
+from typing import Optional
 
 from .backend import DEFAULT_MAX_WORLD_SIZE, check_seconds, check_world_size, resolve_backend
 from .pool import RankPool
@@ -20,7 +21,7 @@ _lock = threading.Lock()
 _settings = {"max_live_ranks": None}
 
 
-def configure(*, max_live_ranks: int | None) -> None:
+def configure(*, max_live_ranks: Optional[int]) -> None:
     """Set the cap on live rank processes held by the registry (None: no cap)."""
     if max_live_ranks is not None and (isinstance(max_live_ranks, bool) or not isinstance(max_live_ranks, int) or max_live_ranks < 1):
         from implementations.errors import ConfigError

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import os
 import tempfile
+from typing import Optional
 
 STORE_FILE = "filestore"
 
@@ -30,7 +31,7 @@ def make_pool_dir() -> str:
     return make_owned_dir("pool")
 
 
-def remove_stale_dirs(root: str | None = None) -> list[str]:
+def remove_stale_dirs(root: Optional[str] = None) -> list[str]:
     """Remove this user's harness temp folders whose owner process is gone; returns what went.
 
     A process killed with SIGKILL (an xdist worker, the app) runs no clean-up; the
@@ -59,7 +60,7 @@ def remove_stale_dirs(root: str | None = None) -> list[str]:
     return removed
 
 
-def _owner_pid(name: str) -> int | None:
+def _owner_pid(name: str) -> Optional[int]:
     parts = name.split("-")
     if len(parts) < 4 or parts[0] != "lwsplit" or parts[1] not in OWNED_DIR_KINDS or not parts[2].isdigit():
         return None

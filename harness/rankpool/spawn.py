@@ -12,11 +12,11 @@ import os
 import queue
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Optional
 
 _RANK_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}  # CI: 2 cores, 4 xdist workers, pools of 8
 _spawn_jobs: queue.Queue[tuple[list[Any], queue.Queue]] = queue.Queue()
-_spawn_thread: threading.Thread | None = None
+_spawn_thread: Optional[threading.Thread] = None
 _spawn_lock = threading.Lock()
 _env_lock = threading.Lock()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from functools import cache
+from typing import Optional
 
 from harness.paths import FEATURE_DOC
 
@@ -68,7 +69,7 @@ def feature_anchors() -> dict[int, str]:
     return out
 
 
-def feature_links(tc: str, base: str | None = None) -> list[tuple[str, str]]:
+def feature_links(tc: str, base: Optional[str] = None) -> list[tuple[str, str]]:
     """(name, url) of the FEATURE sections a TC checks, then the test plan's row."""
     base = base or os.environ.get(FEATURE_URL_ENV) or FEATURE_DOC.name
     anchors = feature_anchors()

@@ -12,6 +12,7 @@ import platform
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Optional
 
 from harness.paths import REPO_ROOT
 
@@ -75,9 +76,9 @@ def environment_values(
     device_names: Sequence[str],
     hardware_profile: str,
     topology: str,
-    git_commit_id: str | None = None,
-    python_version: str | None = None,
-    host_cores: int | None = None,
+    git_commit_id: Optional[str] = None,
+    python_version: Optional[str] = None,
+    host_cores: Optional[int] = None,
 ) -> dict[str, str]:
     """The environment shown on the report's front page; omitted values are detected here."""
     return {

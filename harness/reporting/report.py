@@ -27,7 +27,7 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from harness.app.atomic import write_atomic
 from harness.cli import Parser, command, say_error
@@ -106,7 +106,7 @@ def _is_single_file_report(index: Path) -> bool:
         return False
 
 
-def find_cli() -> Path | None:
+def find_cli() -> Optional[Path]:
     """The repository's pinned CLI (.tools/allure), else ``allure`` on PATH."""
     if LOCAL_CLI.is_file() and os.access(LOCAL_CLI, os.X_OK):
         return LOCAL_CLI
@@ -124,7 +124,7 @@ def check_results(results: Path) -> int:
     return count
 
 
-def executor_info(env: Mapping[str, str], history: Path | None = None) -> dict:
+def executor_info(env: Mapping[str, str], history: Optional[Path] = None) -> dict:
     """Allure's ``executor.json``: the CI's name, build number and link when the environment has them.
 
     Known CIs: GitHub Actions, GitLab CI, Jenkins, Buildkite; any other may set
@@ -153,7 +153,7 @@ def executor_info(env: Mapping[str, str], history: Path | None = None) -> dict:
     return info
 
 
-def _last_build_order(history: Path | None) -> int:
+def _last_build_order(history: Optional[Path]) -> int:
     """The highest ``buildOrder`` in ``history/history-trend.json`` (0 without one)."""
     try:
         points = json.loads((history / "history-trend.json").read_text(encoding="utf-8")) if history else []
@@ -163,8 +163,8 @@ def _last_build_order(history: Path | None) -> int:
     return max(orders, default=len(points))
 
 
-def generate(results: Path | Sequence[Path], out: Path, cli: Path | None = None, *, history: Path | None = None,
-             name: str = REPORT_NAME, executor: Mapping[str, Any] | None = None) -> Path:
+def generate(results: Path | Sequence[Path], out: Path, cli: Optional[Path] = None, *, history: Optional[Path] = None,
+             name: str = REPORT_NAME, executor: Optional[Mapping[str, Any]] = None) -> Path:
     """Build ``out/index.html`` from ``results`` (one folder, or several merged: a sweep's jobs);
     returns its path.
 
@@ -288,7 +288,7 @@ def embedded_files(index_html: str) -> dict[str, bytes]:
 
 
 @command
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Optional[list[str]] = None) -> int:
     parser = Parser(prog="python -m harness.reporting.report", description=__doc__.split("\n")[0])
     parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="Allure results (pytest --alluredir)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="report directory (index.html inside)")

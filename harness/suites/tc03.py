@@ -170,7 +170,7 @@ def body(ctx, run, impl_cfg) -> TopologyFacts:
     return TopologyFacts(**base, group=live)
 
 
-def _unusable(plan, world_size: int) -> str | None:
+def _unusable(plan, world_size: int) -> Optional[str]:
     """Why the plan's split groups cannot become subgroups of this world (None: they can)."""
     covered = sorted(r for g in plan.split_groups for r in g)
     if covered != list(range(world_size)):

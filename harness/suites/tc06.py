@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 from functools import lru_cache
+from typing import Optional
 
 from harness.suites import baseline
 from harness.suites.case import Case
@@ -72,7 +73,7 @@ def _recorded() -> dict:
     return baseline.load()["entries"]
 
 
-def _entry(run) -> dict | None:
+def _entry(run) -> Optional[dict]:
     """The recorded entry for this run's model, parallel layout and hardware, if its conditions match."""
     for e in _recorded().values():
         if (e["model"] == run.model.name and e["hardware"] == run.hardware.name
@@ -82,7 +83,7 @@ def _entry(run) -> dict | None:
     return None
 
 
-def missing_baseline(run) -> str | None:
+def missing_baseline(run) -> Optional[str]:
     """Why this case has nothing to compare with (a skip reason), or None."""
     if _entry(run) is not None:
         return None

@@ -20,13 +20,13 @@ torchrun stops every rank), as a crashed rank would.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 PASS, PROBLEMS, FAILED, SKIPPED = "pass", "problems", "failed", "skipped"
 
 
-def run_matrix(ctx, matrix_name: str = "smoke", overrides: list[str] | None = None,
-               variants: list[str] | None = None) -> dict[str, Any]:
+def run_matrix(ctx, matrix_name: str = "smoke", overrides: Optional[list[str]] = None,
+               variants: Optional[list[str]] = None) -> dict[str, Any]:
     """Run every TC case of ``conf/matrix/<matrix_name>.yaml`` (narrowed by ``overrides``) on this group.
 
     ``variants``: run only the cases whose ``Case.variant`` is in the list (``""``: a TC's plain

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Optional
 
 from implementations.mutants.base import Mutant
 from implementations.reference import estimation, kv_bytes, layers
@@ -108,7 +109,7 @@ class DraftAdditionalIgnored(Mutant):
         return replace(target, draft=draft, ranks=ranks)
 
 
-def _with_estimates(plan, estimates: dict[int, int], *, uniform_peak: int | None = None):
+def _with_estimates(plan, estimates: dict[int, int], *, uniform_peak: Optional[int] = None):
     """``plan`` with new per-rank estimates and the figures recomputed from them, as a report would."""
     from implementations.reference import estimation
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Optional
 
 import pytest
 
@@ -52,11 +53,11 @@ def _cases_by_tc(index_html: str) -> dict[str, list[dict]]:
     return out
 
 
-def _param(case: dict, name: str) -> str | None:
+def _param(case: dict, name: str) -> Optional[str]:
     return next((p["value"] for p in case.get("parameters", []) if p["name"] == name), None)
 
 
-def _label(case: dict, name: str) -> str | None:
+def _label(case: dict, name: str) -> Optional[str]:
     return next((l["value"] for l in case["labels"] if l["name"] == name), None)
 
 

@@ -25,6 +25,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -46,9 +47,9 @@ class Bad:
     id: str
     field: str
     allowed: str
-    plan: tuple[str, ...] | None = None
-    harness: tuple[str, ...] | None = None
-    pytest: tuple[str, ...] | None = None
+    plan: Optional[tuple[str, ...]] = None
+    harness: Optional[tuple[str, ...]] = None
+    pytest: Optional[tuple[str, ...]] = None
 
 
 def _same(*overrides: str, pytest_too: bool = True) -> dict:
@@ -430,7 +431,7 @@ class BadArg:
     module: str
     argv: tuple[str, ...]
     said: str
-    guard: str | None = None
+    guard: Optional[str] = None
 
 
 ARG_ROWS = (

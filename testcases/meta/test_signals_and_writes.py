@@ -25,6 +25,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -42,7 +43,7 @@ def _env(tag: str) -> dict:
     return env
 
 
-def _owned_temp_dirs(pid: int, root: str | None = None) -> list[str]:
+def _owned_temp_dirs(pid: int, root: Optional[str] = None) -> list[str]:
     root = root or tempfile.gettempdir()
     return [n for n in os.listdir(root) if n.startswith("lwsplit-") and f"-{pid}-" in n]
 

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
+from typing import Optional
 
 import pytest
 
@@ -189,7 +190,7 @@ def test_pool_ranks_use_loopback_whatever_gloo_socket_ifname_was_inherited():
     assert sums == [3.0, 3.0] and ifnames == ["lo", "lo"]
 
 
-def gloo_ifname(ctx) -> str | None:
+def gloo_ifname(ctx) -> Optional[str]:
     """Rank body: the interface gloo was told to use in this rank."""
     return os.environ.get("GLOO_SOCKET_IFNAME")
 

@@ -6,6 +6,7 @@ Built here directly (not from conf/) so the unit tests depend only on specs.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Optional
 
 from implementations.specs import (
     CacheSpec,
@@ -74,8 +75,8 @@ def hardware(num_cards: int = 4, *, hbm_bytes: int = 32 * GiB, reserved_bytes: i
 
 
 def run_spec(model: ModelSpec = DEEPSEEK_V32, *, world: int = 4, dp: int = 1, cp: int = 1,
-             split: int = 1, enable: bool = True, cache: CacheSpec | None = None,
-             num_cards: int | None = None, budget_bytes: int = 16 * GiB, draft: ModelSpec | None = None,
+             split: int = 1, enable: bool = True, cache: Optional[CacheSpec] = None,
+             num_cards: Optional[int] = None, budget_bytes: int = 16 * GiB, draft: Optional[ModelSpec] = None,
              **parallel) -> RunSpec:
     """A run on one node of ``world`` cards (or ``num_cards``) with ``budget_bytes`` of KV per rank."""
     cards = num_cards or world

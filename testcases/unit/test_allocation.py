@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 from dataclasses import replace
+from typing import Optional
 
 import pytest
 import torch
@@ -72,7 +73,7 @@ def cpu_hardware(world_size: int, *, kv_layout: str = "heads_major",
 def run_spec(model: ModelSpec, *, world_size: int = 4, dp_size: int = 1, split_size: int = 2,
              enable: bool = True, kv_layout: str = "heads_major", block_size: int = 16,
              kv_cache_dtype: str = "auto", indexer_cache_dtype: str = "auto",
-             draft: ModelSpec | None = None, budget_bytes: int = 64 * MiB) -> RunSpec:
+             draft: Optional[ModelSpec] = None, budget_bytes: int = 64 * MiB) -> RunSpec:
     return RunSpec(
         model=model,
         parallel=ParallelSpec(world_size=world_size, dp_size=dp_size),

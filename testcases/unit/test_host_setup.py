@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.unit
 CHECK_TORCH = ROOT / "scripts" / "check_torch.py"
 
 
-def _check_torch(tmp_path: Path, version: str | None, *args: str) -> subprocess.CompletedProcess:
+def _check_torch(tmp_path: Path, version: Optional[str], *args: str) -> subprocess.CompletedProcess:
     """Run check_torch.py against a stand-in ``torch`` package reading ``version`` (None: torch fails to import)."""
     pkg = tmp_path / "torch"
     pkg.mkdir()
