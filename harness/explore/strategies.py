@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import replace
-from functools import lru_cache
+from functools import cache, lru_cache
 
 from hypothesis import strategies as st
 
@@ -60,18 +60,18 @@ RANDOM_TOPOLOGY_PREFIX = "explore_links_"
 # Strategies are built once per distinct argument: building one per draw cost half of the drawing time.
 
 
-@lru_cache(maxsize=None)
+@cache
 def choice(choices: tuple) -> st.SearchStrategy:
     """``st.sampled_from``, shrinking towards the first choice."""
     return st.sampled_from(choices)
 
 
-@lru_cache(maxsize=None)
+@cache
 def integers(low: int, high: int) -> st.SearchStrategy:
     return st.integers(low, high)
 
 
-@lru_cache(maxsize=None)
+@cache
 def lists_of(element: st.SearchStrategy, size: int) -> st.SearchStrategy:
     return st.lists(element, min_size=size, max_size=size)
 
@@ -79,14 +79,14 @@ def lists_of(element: st.SearchStrategy, size: int) -> st.SearchStrategy:
 BOOLEANS = st.booleans()
 
 
-@lru_cache(maxsize=None)
+@cache
 def mostly(common: tuple, rare: tuple, weight: int = 6) -> st.SearchStrategy:
     """``common`` values ``weight`` times as likely as each ``rare`` one. The rare ones sit in the
     middle: Hypothesis favours the ends of a range, and shrinks towards the first value."""
     return st.sampled_from(common * (weight // 2) + rare + common * (weight - weight // 2))
 
 
-@lru_cache(maxsize=None)
+@cache
 def base_hardware(name: str) -> HardwareProfile:
     """The shipped hardware profile ``conf/hardware/<name>.yaml`` (composed once per process)."""
     from harness.suites.case import resolve
@@ -94,7 +94,7 @@ def base_hardware(name: str) -> HardwareProfile:
     return resolve((f"hardware={name}",)).run.hardware
 
 
-@lru_cache(maxsize=None)
+@cache
 def fixture_topology(name: str) -> Topology:
     from harness.paths import TOPOLOGY_DIR
     from implementations.formats import load_topology
@@ -134,7 +134,7 @@ def tree_links(switch: list, bridge: list, socket: list, nvlink: bool) -> dict:
 @st.composite
 def models(draw) -> ModelSpec:
     kind = draw(mostly(MODEL_KINDS, ("hybrid_indexer",), 4))
-    n = draw(integers(1, MAX_LAYERS))
+    n = draw(integers(1, 6) if draw(BOOLEANS) else integers(1, MAX_LAYERS))  # few layers often: fewer full than s
     values = dict(name=f"explore_{kind}", num_hidden_layers=n,
                   dtype=draw(choice(("bfloat16", "float16", "float32"))))
     if kind in ("mla", "dsa"):
@@ -316,7 +316,7 @@ def configs(draw) -> RunSpec:
 # ---- shipped models with a recorded uniform baseline (TC-06) -----------------------------
 
 
-@lru_cache(maxsize=None)
+@cache
 def recorded_entries() -> tuple[tuple[str, str, str], ...]:
     """(model, parallel, hardware) of every entry of the recorded uniform baseline, in file order."""
     from harness.suites import baseline
@@ -324,7 +324,7 @@ def recorded_entries() -> tuple[tuple[str, str, str], ...]:
     return tuple((e["model"], e["parallel"], e["hardware"]) for e in baseline.load()["entries"].values())
 
 
-@lru_cache(maxsize=None)
+@cache
 def recorded_run(model: str, parallel: str, hardware: str) -> RunSpec:
     """The shipped configuration a baseline entry was recorded for (composed once per process)."""
     from harness.suites.case import resolve
@@ -340,7 +340,7 @@ def recorded_configs(draw) -> RunSpec:
     return replace(run, layerwise=draw(layerwise_flags(run.parallel.world_size // run.parallel.dp_size)))
 
 
-@lru_cache(maxsize=None)
+@cache
 def explorable() -> st.SearchStrategy:
     """Mostly synthetic configurations; one in five a recorded shipped one."""
     return st.sampled_from(("synthetic",) * 4 + ("recorded",)).flatmap(
