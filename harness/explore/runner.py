@@ -33,7 +33,8 @@ from harness import oracle
 from harness.explore.known import open_question
 from harness.explore.properties import SPEC_OWNER_RULE, owner_rule, ownership_problems
 from harness.suites import tc01, tc02, tc03, tc06, tc07
-from harness.suites.bring_up import RankSession, Worker, _master, engines_for, instantiate
+from harness.config.targets import check_arguments, check_implementation_node
+from harness.suites.bring_up import RankSession, Worker, _master, engines_for
 from harness.suites.expectations import card_overflow, expected_rejection, judge, prediction
 from harness.suites.facts import RankFacts, master_error_of, worker_facts
 from harness.suites.measure import distinct_storage_bytes
@@ -73,17 +74,19 @@ class InProcessRunner:
         self.impl_cfg = impl_cfg
         self.overrides = tuple(overrides) or (f"implementation={implementation}",)
         """The overrides that chose it (``implementation=<name>``, ``implementation._target_=...``)."""
-        instantiate(impl_cfg)  # a bad node fails here, once
+        # checked once (a bad node fails here), built per configuration as ``instantiate`` builds it
+        self._cls = check_implementation_node(impl_cfg)
+        self._arguments = check_arguments(self._cls, impl_cfg)
 
     def verdict(self, run, *, allocate: bool) -> Verdict:
         verdict = self._verdict(run, allocate=allocate)
-        question = open_question(run)
-        if question and verdict.failures:
+        question = open_question(run) if verdict.failures else None
+        if question:
             return dataclasses.replace(verdict, open_question=question)
         return verdict
 
     def _verdict(self, run, *, allocate: bool) -> Verdict:
-        impl = instantiate(self.impl_cfg)
+        impl = self._cls(**self._arguments)
         engines = engines_for(run.parallel.world_size, run)
         try:
             published = _master(impl, run, engines)
