@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from typing import Optional
 
 from harness import oracle
+from harness.config.targets import check_arguments, check_implementation_node
 from harness.explore.known import open_question
 from harness.explore.properties import SPEC_OWNER_RULE, owner_rule, ownership_problems
 from harness.suites import tc01, tc02, tc03, tc06, tc07
-from harness.config.targets import check_arguments, check_implementation_node
 from harness.suites.bring_up import RankSession, Worker, _master, engines_for
 from harness.suites.expectations import card_overflow, expected_rejection, judge, prediction
 from harness.suites.facts import RankFacts, master_error_of, worker_facts
