@@ -217,3 +217,48 @@ def test_open_question_spec_over_uniform_peak_still_reproduces():
     verdict = runner_for(load_matrix(MATRIX, ["implementation=reference"]), "reference").verdict(run, allocate=True)
     assert verdict.open_question.startswith("spec over uniform peak")
     assert any("exceeding the uniform peak" in f for f in verdict.failures), verdict
+
+
+# ---- the explorer's own refusal rules, each with a broken implementation it catches --------------
+
+
+def _with_budget(run, budget: int) -> RunSpec:
+    return replace(run, cache=replace(run.cache, kv_budget_bytes=budget))
+
+
+def test_unplannable_budget_must_be_refused():
+    run = _with_budget(_mla(layers=8, s=2), 1)
+    assert oracle.expected_estimation_rejection(run) is not None
+    assert _verdict(run).failures == ()
+    broken = _runner(("implementation=reference", f"implementation._target_={LOCAL}.BlockCountAtLeastOne"))
+    failures = broken.verdict(run, allocate=False).failures
+    assert len(failures) == 1 and failures[0].startswith("estimation: master accepted a config the spec cannot plan")
+
+
+def test_card_overflow_must_be_refused():
+    """7 full layers at s = 2: split rank 0 holds 4 + scratch, rank 1 3 + scratch. A budget 10% above what a
+    card holds beside its reserve overfills rank 0's cards but not rank 1's, so TC-03's lower bound (the
+    least-loaded rank) lets it through and the exact rule must refuse it."""
+    from harness.suites.expectations import card_overflow
+
+    hw = base_hardware("cpu")
+    run = _with_budget(_mla(layers=7, s=2), int((hw.hbm_bytes_per_card - hw.reserved_bytes_per_card) * 1.1))
+    assert card_overflow(run) and oracle.expected_estimation_rejection(run) is None
+    from harness.suites.tc03 import spec_refuses_cards
+
+    assert not spec_refuses_cards(run)
+    assert _verdict(run).failures == ()
+    failures = _runner(("implementation=mutant_card_check_skipped",)).verdict(run, allocate=False).failures
+    assert any(f.startswith("estimation: master accepted") and "HBM" in f for f in failures), failures
+
+
+def test_flag_ignored_variant_must_split():
+    """``xllm_upstream`` with the flag off and s = 2 is predicted to split; an implementation that honours the
+    flag under that name (the reference) is caught."""
+    run = replace(_mla(layers=8, s=2), layerwise=LayerwiseFlags(enable=False, split_size=2))
+    run = replace(run, model=replace(run.model, model_type="deepseek_v32", index_n_heads=64, index_head_dim=128))
+    honest = runner_for(load_matrix(MATRIX, ["implementation=xllm_upstream"]), "xllm_upstream")
+    assert honest.verdict(run, allocate=False).failures == ()
+    disguised = InProcessRunner("xllm_upstream", resolve(("implementation=reference",)).impl_cfg)
+    failures = disguised.verdict(run, allocate=False).failures
+    assert len(failures) == 1 and failures[0].startswith("flag:"), failures
