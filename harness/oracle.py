@@ -34,7 +34,7 @@ Choices where FEATURE.md leaves one (say so if an implementation disagrees):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -197,12 +197,22 @@ def is_full_attention_layer(model, layer: int) -> bool:
 
 def expected_full_layers(model) -> tuple:
     """Section 4: ids of the full-attention layers."""
+    try:
+        return _full_layers(model)
+    except TypeError:  # an unhashable model object: computed each time
+        return tuple(layer for layer in range(model.num_hidden_layers) if is_full_attention_layer(model, layer))
+
+
+@lru_cache(maxsize=1024)
+def _full_layers(model) -> tuple:
+    """``expected_full_layers`` once per distinct (frozen) model: every check asks again."""
     return tuple(layer for layer in range(model.num_hidden_layers) if is_full_attention_layer(model, layer))
 
 
 def expected_linear_layers(model) -> tuple:
     """Section 4: ids of the linear-attention (GDN) layers."""
-    return tuple(layer for layer in range(model.num_hidden_layers) if not is_full_attention_layer(model, layer))
+    full = set(expected_full_layers(model))
+    return tuple(layer for layer in range(model.num_hidden_layers) if layer not in full)
 
 
 def has_linear_attention_layers(model) -> bool:
@@ -280,13 +290,9 @@ def full_layer_slot_bytes(model, cache, attn_tp: int) -> int:
 
 def expected_layer_bytes_per_block(model, cache, attn_tp: int) -> dict:
     """Section 5: layer id -> KV bytes per block on one rank; 0 for linear-attention layers."""
-    per_layer = {}
-    for layer in range(model.num_hidden_layers):
-        if is_full_attention_layer(model, layer):
-            per_layer[layer] = cache.block_size * full_layer_slot_bytes(model, cache, attn_tp)
-        else:
-            per_layer[layer] = 0
-    return per_layer
+    full = set(expected_full_layers(model))
+    per_block = cache.block_size * full_layer_slot_bytes(model, cache, attn_tp) if full else 0
+    return {layer: per_block if layer in full else 0 for layer in range(model.num_hidden_layers)}
 
 
 def expected_scratch_bytes_per_block(model, cache, attn_tp: int) -> int:
@@ -489,7 +495,10 @@ def estimate_capacity(model, cache, *, attn_tp: int, budget_bytes: int, split: i
     """Sections 5-6 for one engine on its own (upstream ``estimate_kv_cache_capacity``):
     slots, linear-state reservation, then the uniform or split block count."""
     n_layers = draft_num_layers(model) if is_draft else model.num_hidden_layers
-    num_full = sum(1 for layer in range(n_layers) if is_full_attention_layer(model, layer))
+    if n_layers <= model.num_hidden_layers:
+        num_full = sum(1 for layer in expected_full_layers(model) if layer < n_layers)
+    else:  # a draft with more MTP layers than hidden layers
+        num_full = sum(1 for layer in range(n_layers) if is_full_attention_layer(model, layer))
     num_linear = n_layers - num_full
     slot = kv_slot_bytes(model, cache, attn_tp)
     scale = scale_slot_bytes(model, cache, attn_tp)
@@ -717,12 +726,20 @@ def oracle_topology(run) -> formats.OracleTopology:
     (synthetic topologies built in tests)."""
     topo = run.hardware.topology
     name = getattr(topo, "name", None)
-    if name:
-        for suffix in (".txt", ".yaml"):
-            if (formats.TOPOLOGY_DIR / f"{name}{suffix}").is_file():
-                return formats.load_topology(name)
+    fixture = _fixture_topology(str(name)) if name else None
+    if fixture is not None:
+        return fixture
     return formats.OracleTopology(name=str(name), cards=tuple(topo.cards),
                                   links=tuple(tuple(r) for r in topo.links), source="run")
+
+
+@lru_cache(maxsize=64)
+def _fixture_topology(name: str) -> Optional[formats.OracleTopology]:
+    """The shipped fixture ``name`` (read once per process: conf/topology is part of the checkout), or None."""
+    for suffix in (".txt", ".yaml"):
+        if (formats.TOPOLOGY_DIR / f"{name}{suffix}").is_file():
+            return formats.load_topology(name)
+    return None
 
 
 def expected_rank_location(run, rank: int) -> tuple:

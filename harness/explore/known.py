@@ -45,6 +45,10 @@ def grouping_tie(run) -> Optional[str]:
             return (f"grouping tie: TP group {list(tp_group)} on {run.hardware.topology.name}: consecutive groups "
                     f"{consecutive} (worst links {[worst_link(run, g) for g in consecutive]}) tie on the worst link "
                     f"with the oracle's {inside} ({[worst_link(run, g) for g in inside]}); FEATURE 4 reads either way")
+        if len({worst_link(run, g) for g in inside}) > 1:  # another grouping may tie on the worst link alone
+            return (f"grouping tie: TP group {list(tp_group)} on {run.hardware.topology.name}: the oracle's groups "
+                    f"{inside} have unequal worst links {[worst_link(run, g) for g in inside]}: a grouping with the "
+                    f"same worst link but worse others is as good under the worst-link-only reading")
     return None
 
 

@@ -7,10 +7,11 @@ before the next rank allocates). The facts are the ones the TCs' rank bodies sen
 TCs' own check functions judge them:
 
 - a config the spec refuses at startup: the startup verdict every TC shares (TC-01, TC-03);
-- a placement the spec refuses (TC-03's ``spec_refuses_cards``): TC-03 alone;
+- a placement the spec refuses (the oracle's ``spec_refuses_cards``): TC-03 alone;
 - a config that passes startup but cannot be planned (``oracle.expected_estimation_rejection``:
   no memory for one block, explicit linear-state slots above the cap, a draft slot larger
-  than the target's, no full layer to split): the master must refuse it with a UserError;
+  than the target's, no full layer to split; or ``expectations.card_overflow``: the spec's
+  plan overfills a card): the master must refuse it with a UserError;
 - otherwise, at plan level: TC-02's plan figures, TC-03 (its facts built from the plan as
   its rank body builds them), the ownership properties (``properties``); with allocation
   also TC-01, TC-02 (measured), TC-06 (where a uniform baseline is recorded) and TC-07
@@ -29,11 +30,12 @@ from dataclasses import dataclass
 from typing import Optional
 
 from harness import oracle
+from harness.config.targets import check_arguments, check_implementation_node
 from harness.explore.known import open_question
-from harness.explore.properties import ownership_problems
+from harness.explore.properties import SPEC_OWNER_RULE, owner_rule, ownership_problems
 from harness.suites import tc01, tc02, tc03, tc06, tc07
-from harness.suites.bring_up import RankSession, Worker, _master, engines_for, instantiate
-from harness.suites.expectations import expected_rejection, judge, prediction
+from harness.suites.bring_up import RankSession, Worker, _master, engines_for
+from harness.suites.expectations import card_overflow, expected_rejection, judge, prediction
 from harness.suites.facts import RankFacts, master_error_of, worker_facts
 from harness.suites.measure import distinct_storage_bytes
 
@@ -72,30 +74,35 @@ class InProcessRunner:
         self.impl_cfg = impl_cfg
         self.overrides = tuple(overrides) or (f"implementation={implementation}",)
         """The overrides that chose it (``implementation=<name>``, ``implementation._target_=...``)."""
-        instantiate(impl_cfg)  # a bad node fails here, once
+        # checked once (a bad node fails here), built per configuration as ``instantiate`` builds it
+        self._cls = check_implementation_node(impl_cfg)
+        self._arguments = check_arguments(self._cls, impl_cfg)
 
     def verdict(self, run, *, allocate: bool) -> Verdict:
         verdict = self._verdict(run, allocate=allocate)
-        question = open_question(run)
-        if question and verdict.failures:
+        question = open_question(run) if verdict.failures else None
+        if question:
             return dataclasses.replace(verdict, open_question=question)
         return verdict
 
     def _verdict(self, run, *, allocate: bool) -> Verdict:
-        impl = instantiate(self.impl_cfg)
+        impl = self._cls(**self._arguments)
         engines = engines_for(run.parallel.world_size, run)
         try:
             published = _master(impl, run, engines)
         except Exception as exc:  # noqa: BLE001 - any crash of the code under test is a finding, reported by type
             return Verdict(failures=(f"master crashed: {type(exc).__name__}: {exc}",), judged_by=("crash",),
                            refused=True)
+        if prediction("TC-06", self.implementation, run) is not None and oracle.split_size(run) == 1:
+            return self._flag_ignored(impl, published, run, engines, allocate=allocate)
         refusal = self._refusal(run, published)
         if refusal is not None:
             return refusal
         plan = published.plan
-        if prediction("TC-06", self.implementation, run) is not None and oracle.split_size(run) == 1:
-            return self._flag_ignored(impl, plan, run, engines, published.digests, allocate=allocate)
-        checks = {"TC-03": tc03.check(topology_facts(plan, run), run)}
+        checks = {}
+        if owner_rule(self.implementation) == SPEC_OWNER_RULE or not oracle.spec_refuses_cards(run):
+            # (TC-03's card bound is the spec's round-robin; a variant whose own owner rule fits is not judged by it)
+            checks["TC-03"] = tc03.check(topology_facts(plan, run), run)
         failures = [f"ownership: {p}" for p in ownership_problems(plan, run, self.implementation)]
         if allocate:
             facts, crashed = self._allocate(impl, plan, run, engines, published.digests)
@@ -114,12 +121,18 @@ class InProcessRunner:
         return Verdict(failures=tuple(failures), judged_by=("ownership", *(["TC-02 plan"] if not allocate else []),
                                                             *checks), refused=False)
 
-    def _flag_ignored(self, impl, plan, run, engines, digests, *, allocate: bool) -> Verdict:
+    def _flag_ignored(self, impl, published, run, engines, *, allocate: bool) -> Verdict:
         """The flag is off but s > 1, and the spec predicts that this variant splits anyway (upstream has no
         enable flag, FEATURE 2). The TC rows holding such a config are TC-06's: judged there where a uniform
-        baseline is recorded; elsewhere the prediction's one plan-level fact, an active plan, is checked."""
+        baseline is recorded; elsewhere the prediction's one plan-level fact, an active plan, is checked. The
+        spec's block count is the uniform one, not the split the variant plans: a UserError (no block fits
+        its split) makes no claim."""
+        plan, error = published.plan, published.error
+        if error is not None:
+            failures = () if error.user_error else (f"flag: master refused with {error}, not a UserError",)
+            return Verdict(failures=failures, judged_by=("flag",), refused=True)
         if allocate and tc06.missing_baseline(run) is None:
-            facts, crashed = self._allocate(impl, plan, run, engines, digests)
+            facts, crashed = self._allocate(impl, plan, run, engines, published.digests)
             failures = crashed or [f"TC-06: {p}" for p in judge("TC-06", self.implementation, run,
                                                                  tc06.check(facts, run))]
             return Verdict(failures=tuple(failures), judged_by=("TC-06",), refused=False)
@@ -135,21 +148,21 @@ class InProcessRunner:
         facts = [RankFacts(rank=0, error=error, plan=published.plan, run=run)]
         if expected_rejection(run) is not None:
             return self._judged(run, facts, ("TC-01", "TC-03"), refused=True)
-        cards = tc03.spec_refuses_cards(run)
-        if cards:
+        rule = owner_rule(self.implementation)
+        if oracle.spec_refuses_cards(run) and (rule == SPEC_OWNER_RULE or oracle.expected_split_groups(run) is None):
             return self._judged(run, topology_facts(published.plan, run) if error is None else facts, ("TC-03",),
                                 refused=True)
-        unplannable = oracle.expected_estimation_rejection(run)
-        if unplannable is not None:
+        rejection = oracle.expected_estimation_rejection(run)
+        why = (f"{rejection.reason} ({rejection.field}; FEATURE 5-6)" if rejection is not None
+               else card_overflow(run, rule))  # a predicted variant: by its own owner rule
+        if why:
             if error is None:
-                return Verdict(failures=(f"estimation: master accepted a config the spec cannot plan: "
-                                         f"{unplannable.reason} ({unplannable.field}; FEATURE 5-6)",),
-                               judged_by=("estimation",), refused=True)
-            if not error.user_error:
-                return Verdict(failures=(f"estimation: master refused with {error} (not a UserError); the spec "
-                                         f"cannot plan it: {unplannable.reason}",), judged_by=("estimation",),
-                               refused=True)
-            return Verdict(failures=(), judged_by=("estimation",), refused=True)
+                failure = f"estimation: master accepted a config the spec cannot plan: {why}"
+            elif not error.user_error:
+                failure = f"estimation: master refused with {error} (not a UserError); the spec cannot plan it: {why}"
+            else:
+                failure = None
+            return Verdict(failures=(failure,) if failure else (), judged_by=("estimation",), refused=True)
         if error is not None:  # the spec accepts: TC-01's startup verdict (a variant may be predicted to refuse)
             return self._judged(run, facts, ("TC-01",), refused=True)
         return None

@@ -20,7 +20,7 @@ from harness.explore.strategies import explorable
 from implementations.specs import RunSpec
 
 DEFAULT_SEED = 20261201
-CI_EXAMPLES = {False: 200, True: 60}
+CI_EXAMPLES = {False: 150, True: 40}
 """Configurations CI draws per implementation: plan level (False) and with allocation (True)."""
 
 

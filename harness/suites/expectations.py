@@ -136,24 +136,56 @@ def owner_rule_prediction(tc: str, run) -> Optional[Prediction]:
     counts = {r: sum(1 for o in oracle.expected_upstream_owner(full, s).values() if o == r) for r in range(s)}
     reason = (f"upstream owner rule (layer_id % s) on {run.model.name} at s={s}: split ranks own {counts} "
               f"full layers (FEATURE 4)")
-    budget = oracle.run_budget_bytes(run)
-    if oracle.expected_block_counts(run, budget, owner_rule=UPSTREAM_OWNER_RULE)[0] < 1 <= \
-            oracle.expected_block_counts(run, budget)[0]:  # its busiest owner leaves no block: it must refuse
-        return Prediction(required=(Predicted(rule="refused", why="no block fits its busiest owner"),),
-                          reason=reason + f"; at {budget} B per rank not one block fits its busiest owner (FEATURE 6)")
+    refusal = unplannable(run, UPSTREAM_OWNER_RULE)
+    if refusal and not unplannable(run):  # its busiest owner leaves no block or overfills a card: it must refuse
+        return Prediction(required=(Predicted(rule="refused", why=refusal),), reason=f"{reason}; {refusal}")
     if tc in ("TC-01", "TC-07"):
         differ = [r for r, (a, b) in enumerate(zip(spec, upstream)) if tuple(a) != tuple(b)]
         return Prediction(required=tuple(Predicted(rule="owner", rank=r) for r in differ),
                           consequences=("bytes", "n_blocks"), reason=reason)
     if tc == "TC-02":
         over = oracle.expected_ranks_over_uniform_peak(run, owner_rule=UPSTREAM_OWNER_RULE)
-        if not over:  # owners moved but no rank outgrows the uniform peak: the figures stay the spec's
+        estimates = zip(oracle.expected_report(run).rank_bytes,
+                        oracle.expected_report(run, owner_rule=UPSTREAM_OWNER_RULE).rank_bytes)
+        differ = [r for r, (want, got) in enumerate(estimates) if want != got]
+        required = tuple(Predicted(rule="peak", rank=r, amount=amount,
+                                   why=f"rank {r} exceeds the uniform peak by {amount} B") for r, amount in over)
+        if not over:  # no rank outgrows the uniform peak, but ranks hold other bytes than the spec's
+            required = tuple(Predicted(rule="estimate", rank=r, why=f"rank {r} owns other full layers' bytes")
+                             for r in differ)
+        if not required:  # owners moved between ranks of equal bytes: every figure stays the spec's
             return None
-        return Prediction(required=tuple(Predicted(rule="peak", rank=r, amount=amount,
-                                                   why=f"rank {r} exceeds the uniform peak by {amount} B")
-                                         for r, amount in over),
-                          consequences=("n_blocks", "estimate", "figure", "owner-plan"), reason=reason)
+        return Prediction(required=required, consequences=("n_blocks", "estimate", "figure", "owner-plan"),
+                          reason=reason)
     return None
+
+
+def card_overflow(run, owner_rule: str = "round_robin") -> Optional[str]:
+    """Why the plan under ``owner_rule`` overfills a card (FEATURE 4: no card's planned memory may exceed its
+    HBM), or None: the oracle's bytes per card (target + draft) plus each rank's reserve. Exact, where
+    the oracle's ``spec_refuses_cards`` is a lower bound. Only for a config the spec groups."""
+    if oracle.expected_split_groups(run) is None:
+        return None
+    hw = run.hardware
+    ranks_on: dict = {}
+    for rank in range(run.parallel.world_size):
+        card = oracle.expected_rank_location(run, rank)
+        ranks_on[card] = ranks_on.get(card, 0) + 1
+    for card, planned in sorted(oracle.expected_card_bytes(run, owner_rule=owner_rule).items()):
+        if planned + ranks_on[card] * hw.reserved_bytes_per_card > hw.hbm_bytes_per_card:
+            return (f"node {card[0]} card {card[1]}: {planned} B of KV planned + {ranks_on[card]} x "
+                    f"{hw.reserved_bytes_per_card} B reserved > HBM {hw.hbm_bytes_per_card} B")
+    return None
+
+
+def unplannable(run, owner_rule: str = "round_robin") -> Optional[str]:
+    """Why a config that passes startup cannot be planned under ``owner_rule`` (FEATURE 4-6: no block fits
+    the busiest owner, or a card overfills), or None."""
+    budget = oracle.run_budget_bytes(run)
+    n_blocks = oracle.expected_block_counts(run, budget, owner_rule=owner_rule)[0]
+    if n_blocks < 1:
+        return f"at {budget} B per rank not one block fits the busiest owner (n_blocks {n_blocks}, FEATURE 6)"
+    return card_overflow(run, owner_rule)
 
 
 UPSTREAM_GROUPS = "consecutive"

@@ -35,3 +35,12 @@ class IdleRanksUnnoted(ReferenceImplementation):
     def plan(self, run):
         plan = super().plan(run)
         return replace(plan, notes=tuple(n for n in plan.notes if "own no full-attention layer" not in n))
+
+
+class BlockCountAtLeastOne(ReferenceImplementation):
+    """The block count never drops below one, so a budget that holds no block is accepted (FEATURE 6: error)."""
+
+    name = "explore_block_count_at_least_one"
+
+    def block_count(self, available_bytes, costs_per_block):
+        return max(1, super().block_count(available_bytes, costs_per_block))
