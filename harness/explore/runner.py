@@ -35,7 +35,7 @@ from harness.explore.known import open_question
 from harness.explore.properties import SPEC_OWNER_RULE, owner_rule, ownership_problems
 from harness.suites import tc01, tc02, tc03, tc06, tc07
 from harness.suites.bring_up import RankSession, Worker, _master, engines_for
-from harness.suites.expectations import card_overflow, expected_rejection, judge, prediction
+from harness.suites.expectations import card_overflow, judge, prediction
 from harness.suites.facts import RankFacts, master_error_of, worker_facts
 from harness.suites.measure import distinct_storage_bytes
 
@@ -146,7 +146,7 @@ class InProcessRunner:
         """The verdict when the spec or the master refuses; None when both accept."""
         error = published.error
         facts = [RankFacts(rank=0, error=error, plan=published.plan, run=run)]
-        if expected_rejection(run) is not None:
+        if oracle.expected_rejection(run) is not None:  # a startup rule (FEATURE 3): TC-01 names its field
             return self._judged(run, facts, ("TC-01", "TC-03"), refused=True)
         rule = owner_rule(self.implementation)
         if oracle.spec_refuses_cards(run) and (rule == SPEC_OWNER_RULE or oracle.expected_split_groups(run) is None):

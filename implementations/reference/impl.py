@@ -112,8 +112,10 @@ class ReferenceImplementation:
         return kv_bytes.speculative_state_tokens(model, cache, is_draft=False)
 
     def linear_slot_bytes(self, model: ModelSpec, cache: CacheSpec, attn_tp_size: int) -> int:
-        """ls: one sequence slot of one linear layer (conv + recurrent); 0 without linear layers."""
-        if model.linear_num_value_heads <= 0 or not layers.linear_layers(model):
+        """ls: one sequence slot of one linear layer (conv + recurrent). As upstream's ``linear_slot_size``, it
+        depends on the linear heads alone (0 without linear value heads), not on how many layers are linear:
+        with none, the reservation is 0 bytes all the same (FEATURE 5)."""
+        if model.linear_num_value_heads <= 0:
             return 0
         n_spec = self.speculative_state_tokens(model, cache)
         return kv_bytes.linear_spec(model, cache, attn_tp_size, speculative_tokens=n_spec).seq_bytes
