@@ -1076,10 +1076,24 @@ def expected_draft_layer_tensors(run, n_blocks: int) -> dict:
 
 @dataclass(frozen=True)
 class Rejection:
-    """Section 3: the startup rule a config breaks: the config field named and why."""
+    """Section 3: the startup rule a config breaks: the config field named and why. A figure that cannot be
+    planned (sections 5-6) may be named by any of the knobs that set it (``fields``)."""
 
     field: str
     reason: str
+    alternatives: tuple = ()
+    """Other fields an implementation may name for the same refusal (the budget has several knobs)."""
+
+    @property
+    def fields(self) -> tuple:
+        return (self.field, *self.alternatives)
+
+
+BUDGET_FIELDS = ("cache.kv_budget_bytes", "hardware.reserved_bytes_per_card", "hardware.hbm_bytes_per_card",
+                 "cache.max_seqs_per_batch", "cache.block_size")
+"""What an implementation may name when the per-rank budget holds no block, or nothing after the linear state:
+the budget (``cache.kv_budget_bytes``, else the profile's HBM less its reserve), or what sizes the linear
+state and one block."""
 
 
 def _model_rejection(model, prefix: str) -> Optional[Rejection]:
@@ -1167,7 +1181,8 @@ def expected_estimation_rejection(run, budget_bytes: Optional[int] = None) -> Op
             return Rejection("cache.max_linear_state_cache_slots",
                              f"{requested} + 2 linear-state slots exceed the {cap} that fit in {budget} B")
     if budget - target.linear_cache_bytes <= 0:
-        return Rejection("cache.kv_budget_bytes", "no memory left for full-attention KV after the linear state")
+        return Rejection("cache.kv_budget_bytes", "no memory left for full-attention KV after the linear state",
+                         BUDGET_FIELDS[1:])
     if getattr(run, "draft", None) is not None and not draft_body_tp1(run):
         draft = _draft_capacity_alone(run, budget)
         if draft.full_slot_size > target.full_slot_size:
@@ -1176,7 +1191,8 @@ def expected_estimation_rejection(run, budget_bytes: Optional[int] = None) -> Op
         return Rejection("layerwise.split_size", "no split rank owns a full-attention layer")
     n_blocks, _ = expected_block_counts(run, budget)
     if n_blocks < 1:
-        return Rejection("cache.kv_budget_bytes", f"no memory for one KV block (n_blocks {n_blocks})")
+        return Rejection("cache.kv_budget_bytes", f"no memory for one KV block (n_blocks {n_blocks})",
+                         BUDGET_FIELDS[1:])
     return None
 
 

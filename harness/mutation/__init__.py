@@ -1,4 +1,4 @@
-"""Mutation self-test (issue 5): the kill matrix of the TC suites against the mutants.
+"""Mutation self-test: the kill matrix of the TC suites against the mutants.
 
 ``python -m harness.mutation`` prints it and writes ``kill_matrix.md`` / ``kill_matrix.json``;
 ``testcases/meta/test_mutation.py`` asserts on it under pytest.

@@ -27,7 +27,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="do not run: assemble the table from per-mutant row files (*.json) that "
                         "testcases/meta wrote with LW_MUTATION_ROWS=DIR")
     p.add_argument("--docs", action="store_true",
-                   help="also record the matrix into docs/mutation.md (whole runs only: not with --first or --mutant)")
+                   help="also record the matrix into docs/mutation.md (runs of every mutant only: not with --mutant)")
     return p
 
 
@@ -75,8 +75,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     unknown = [m for m in args.mutant if m not in MUTANTS]
     if unknown:
         fail(f"--mutant {unknown[0]!r}: allowed: {', '.join(MUTANTS)}")
-    if args.docs and (args.first or args.mutant):
-        fail("--docs: records whole runs only; allowed without --first and --mutant")
+    if args.docs and args.mutant:
+        fail("--docs: records runs of every mutant only; allowed without --mutant")
     if args.rows:
         rows = _in_table_order(rows)
         if not rows:
@@ -102,8 +102,9 @@ def main(argv: Optional[list[str]] = None) -> int:
 
         columns, cells, align = render.docs_table(rows)
         page = docs_blocks.publish(docs_blocks.measured(
-            "kill_matrix", command="python -m harness.mutation --docs", columns=columns, rows=cells, align=align,
-            notes=[f"Wall time: {elapsed:.0f} s (every case)."]))
+            "kill_matrix", command="python -m harness.mutation --docs" + (" --first" if args.first else ""),
+            columns=columns, rows=cells, align=align,
+            notes=[f"Wall time: {elapsed:.0f} s ({'each cell stops at its first catching case' if args.first else 'every case'})."]))
         print(f"wrote {page}", file=sys.stderr)
     reference_ok = all(o.verdict == "pass" for r in rows if r.implementation == killmatrix.REFERENCE
                        for c in r.cells.values() for o in c.outcomes)

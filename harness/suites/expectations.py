@@ -35,21 +35,18 @@ def expected_rejection(run) -> Optional[Rejection]:
 
 def rejection_problems(error, run) -> Optional[list[str]]:
     """None when the spec expects no rejection; else the problems of the master's answer (empty: the
-    implementation refused with a UserError naming the expected field). A startup rule's field is part of
-    the spec (FEATURE 3); a figure that cannot be planned (FEATURE 5-6) names whichever knob the
-    implementation chooses (the budget has two: ``cache.kv_budget_bytes`` and the profile's reserve), so
-    there any UserError is the right answer."""
+    implementation refused with a UserError naming the expected field, or one of the knobs that set a
+    figure the spec cannot plan: the budget has several, ``oracle.BUDGET_FIELDS``)."""
     want = expected_rejection(run)
     if want is None:
         return None
-    startup = oracle.expected_rejection(run) is not None
     if error is None:
         return [Problem(f"master accepted a config the spec refuses: {want.reason} (expected a UserError "
                         f"naming {want.field})", rule="rejection")]
     if not error.user_error:
         return [Problem(f"master refused with {error} (not a UserError); expected a UserError naming "
                         f"{want.field} ({want.reason})", rule="rejection")]
-    if startup and error.field != want.field:
+    if error.field not in want.fields:
         return [Problem(f"master refused naming {error.field!r} ({error}); the spec's rule is {want.field} "
                         f"({want.reason})", rule="rejection", field=error.field)]
     return []
@@ -215,8 +212,6 @@ def upstream_prediction(tc: str, run) -> Optional[Prediction]:
     if tc == "TC-03" and spec is None:
         if oracle.spec_refuses_cards(run):  # the spec forbids the placement: any UserError passes, nothing to predict
             return None
-    if spec is not None and upstream is not None and oracle.expected_rejection(run) is None:
-        return None  # the spec cannot plan it (FEATURE 5-6) and upstream refuses at startup: any refusal passes
     if spec != upstream and upstream is not None:
         if spec is None:
             return Prediction(required=(Predicted(rule="refused", field=upstream.field, why=upstream.reason),),

@@ -1,4 +1,4 @@
-"""Mutation self-test (issue 5): the TC suites catch the mutants, and the reference passes them all.
+"""Mutation self-test: the TC suites catch the mutants, and the reference passes them all.
 
 Runs on the default matrix ``conf/matrix/ci.yaml`` through ``harness.mutation.killmatrix``
 (the TC modules' own cases, bodies and checks, on this worker's rank pools). "Caught" means

@@ -269,3 +269,16 @@ def test_upstream_startup_rules_in_the_oracle(model, layerwise, extra, spec, ups
     run = _case(model, layerwise, extra=extra).resolved.run
     assert getattr(expected_rejection(run), "field", None) == spec
     assert getattr(oracle.expected_upstream_rejection(run), "field", None) == upstream
+
+
+def test_a_budget_holding_no_block_is_refused_naming_one_of_its_knobs():
+    from harness.suites.expectations import rejection_problems
+
+    run = _case("deepseek_v32", "s2", "tp4", extra=("cache.kv_budget_bytes=1024",)).resolved.run
+
+    def refused(field):
+        return rejection_problems(MasterError(type="PlanError", field=field, message="no block"), run)
+
+    assert refused("cache.kv_budget_bytes") == [] and refused("hardware.reserved_bytes_per_card") == []
+    assert [p.rule for p in refused("cache.max_linear_state_cache_slots")] == ["rejection"]
+    assert [p.rule for p in rejection_problems(None, run)] == ["rejection"]

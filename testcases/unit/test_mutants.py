@@ -1,5 +1,5 @@
 """The mutants are real mutations: registered, selectable by config, and each observably
-different from the reference on one concrete configuration (issue 5, mutation self-test).
+different from the reference on one concrete configuration (the mutation self-test).
 
 Whether the TC suites *catch* them is the meta-suite's job; this only guards that no
 mutant is an equivalent program (which would make "not caught" meaningless).

@@ -556,8 +556,8 @@ def test_no_rejection_for_valid_or_inactive_configs():
                 hardware=_hw(int8_indexer_cache=False)),
     ):
         assert oracle.expected_rejection(run) is None, run
-    # the contracted order and field names
-    assert [f.name for f in fields(oracle.Rejection)] == ["field", "reason"]
+    # the contracted order and field names (a startup rule names one field: no alternatives)
+    assert [f.name for f in fields(oracle.Rejection)] == ["field", "reason", "alternatives"]
     r = run_spec(DEEPSEEK_V32, split=3, cache=cache(host_blocks_factor=2.0))
     assert oracle.expected_rejection(r).field == "layerwise.split_size"
 
@@ -588,3 +588,13 @@ def test_pinned_figures_through_the_composed_cpu_profile():
     assert oracle.expected_report(old, owner_rule="layer_id_mod_s").peak_bytes == 133_021_696
     v2 = replace(run, cache=cache(**V2_DEFAULTS))
     assert oracle.expected_report(v2, owner_rule="layer_id_mod_s").peak_bytes == 134_045_696
+
+
+def test_a_budget_that_holds_no_block_may_be_named_by_any_of_its_knobs():
+    run = run_spec(DEEPSEEK_V32, split=2, cache=cache(kv_budget_bytes=1024))
+    assert oracle.expected_rejection(run) is None
+    no_block = oracle.expected_estimation_rejection(run)
+    assert no_block.field == "cache.kv_budget_bytes" and "hardware.reserved_bytes_per_card" in no_block.fields
+    assert set(no_block.fields) == set(oracle.BUDGET_FIELDS)
+    startup = oracle.expected_rejection(run_spec(DEEPSEEK_V32, split=3))
+    assert startup.fields == ("layerwise.split_size",)

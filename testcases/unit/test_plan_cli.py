@@ -18,7 +18,7 @@ from implementations.units import GIB
 
 pytestmark = pytest.mark.unit
 
-ISSUE_KEYS = (
+PLAN_KEYS = (
     "model", "implementation", "world_size", "attn_tp_size", "split_size", "active", "block_size",
     "available_bytes", "full_layers", "layer_bytes_per_block", "n_blocks", "uniform_n_blocks", "peak_bytes",
     "uniform_peak_bytes", "capacity_gain", "ranks",
@@ -38,7 +38,7 @@ def test_worked_example_json_without_torch(tmp_path):
     proc = _run([*WORKED, "layerwise=s2"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout)
-    assert set(ISSUE_KEYS) <= set(out)
+    assert set(PLAN_KEYS) <= set(out)
     assert all(set(RANK_KEYS) <= set(r) for r in out["ranks"])
     assert (out["model"], out["implementation"], out["world_size"], out["attn_tp_size"]) == (
         "deepseek_v32", "reference", 4, 4)

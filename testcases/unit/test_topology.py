@@ -1,4 +1,4 @@
-"""ILU topology mapping (issue 2 item 6, FEATURE section 4 Topology, section 9).
+"""ILU topology mapping (FEATURE section 4 Topology, section 9).
 
 Expected groupings come from the topology descriptions (which cards share a PCIe
 switch) and FEATURE section 4; bottlenecks are recomputed here with this file's
