@@ -78,6 +78,8 @@ RULES: dict[str, str] = {
 MUTANTS: dict[str, tuple[str, ...]] = {
     "F2.active-iff": ("disabled_still_splits",),
     "F3.s-positive": ("split_size_below_one_accepted",),
+    "F3.world-divides": ("world_remainder_dropped",),
+    "F3.order": ("tp_mod_s_before_model_type",),
     "F3.supported-model": ("no_validation_unsupported",),
     "F3.no-host-cache": ("host_cache_wrong_field",),
     "F3.no-cp": ("cp_split_accepted",),
@@ -132,8 +134,6 @@ HARNESS: dict[str, str] = {
 GAPS: dict[str, str] = {
     "F3.tp-divides-s": "not observable alone: with the check skipped, forming the split groups refuses the same "
                        "field (layerwise.split_size), so a mutant of the check alone is equivalent",
-    "F3.world-divides": "no mutant: the attention TP size is undefined when the world does not divide",
-    "F3.order": "no mutant reorders the checks; TC-01's cases each break one rule",
 }
 
 

@@ -42,6 +42,8 @@ FIRST_CATCH: dict[str, dict[str, str]] = {
     "conv_state_transposed": {"TC-01": "qwen3_5_moe-s2-w4"},
     "tie_groups_reshuffled": {"TC-03": "deepseek_v32-s2-w8-pcie_2switch_8_interleaved"},
     "split_size_below_one_accepted": {"TC-01": "deepseek_v32-s0-w4-s0"},
+    "world_remainder_dropped": {"TC-01": "deepseek_v32-s2-w4dp3-world-not-dp-cp"},
+    "tp_mod_s_before_model_type": {"TC-01": "llama3_8b-s3-w4-model-before-tp-mod-s"},
     "sleep_mode_accepted": {"TC-01": "deepseek_v32-s2-w4-sleep-mode"},
     "xtensor_accepted": {"TC-01": "qwen3_5_moe-s2-w4-xtensor"},
     "quantized_cache_accepted": {"TC-01": "deepseek_v32-s2-w4-bi_v100-quantized-unsupported"},

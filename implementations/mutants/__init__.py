@@ -50,7 +50,9 @@ from implementations.mutants.rules import (
     SpeculativeStateIgnored,
     SplitSizeBelowOneAccepted,
     SsmDtypeIgnored,
+    TpModSBeforeModelType,
     UniformIgnoresDraft,
+    WorldRemainderDropped,
     XtensorAccepted,
 )
 from implementations.mutants.topology import CardCheckSkipped, StridedGroups, TieGroupsReshuffled
@@ -91,6 +93,8 @@ _CLASSES: tuple[type[Mutant], ...] = (
     ConvStateTransposed,
     TieGroupsReshuffled,
     SplitSizeBelowOneAccepted,
+    WorldRemainderDropped,
+    TpModSBeforeModelType,
     SleepModeAccepted,
     XtensorAccepted,
     QuantizedCacheAccepted,

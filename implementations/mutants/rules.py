@@ -10,9 +10,36 @@ from __future__ import annotations
 from dataclasses import replace
 
 from implementations.mutants.base import Mutant
-from implementations.reference import layers
+from implementations.reference import layers, validation
 
 # ---- startup rules (FEATURE 3) ----------------------------------------------------------------
+
+
+class WorldRemainderDropped(Mutant):
+    """A world size dp * cp does not divide is accepted, its remainder dropped (FEATURE 3, world % (dp * cp) == 0)."""
+
+    name = "mutant_world_remainder_dropped"
+    component = "validation"
+    expected_catchers = ("TC-01",)
+
+    def validate(self, run):
+        p = run.parallel
+        rest = p.world_size % (p.dp_size * p.cp_size) if p.dp_size >= 1 and p.cp_size >= 1 else 0
+        if rest:  # the mutation: the rules that follow see the whole part of the world
+            run = replace(run, parallel=replace(p, world_size=p.world_size - rest))
+        super().validate(run)
+
+
+class TpModSBeforeModelType(Mutant):
+    """attention tp % s is checked before the model type (FEATURE 3, upstream's order: the model type first)."""
+
+    name = "mutant_tp_mod_s_before_model_type"
+    component = "validation"
+    expected_catchers = ("TC-01",)
+
+    def check_supported_model(self, run):
+        validation.check_split_size(run.layerwise, self.attn_tp_size(run.parallel))  # the mutation: first
+        super().check_supported_model(run)
 
 
 class SplitSizeBelowOneAccepted(Mutant):

@@ -389,7 +389,19 @@ OVER_CAP = run_spec(QWEN3_5_MOE, split=2, cache=CacheSpec(max_linear_state_cache
 TP1_DRAFT = run_spec(QWEN3_5_MOE, split=2, draft=replace(QWEN3_5_MTP, body_tp1=True))
 
 
+def _names_another_field(m, run, field, mutant_field):
+    with pytest.raises(ConfigError) as ref:
+        REF.plan(run)
+    with pytest.raises(ConfigError) as mut:
+        m.plan(run)
+    assert (ref.value.field, mut.value.field) == (field, mutant_field)
+
+
 DIFFERS: dict[str, Callable] = {
+    "world_remainder_dropped": lambda m: _names_another_field(
+        m, run_spec(DEEPSEEK_V32, split=2, dp=3), "parallel.world_size", "layerwise.split_size"),
+    "tp_mod_s_before_model_type": lambda m: _names_another_field(
+        m, run_spec(LLAMA3_8B, split=3), "model.model_type", "layerwise.split_size"),
     "split_size_below_one_accepted": lambda m: _refused_by_reference_only(
         m, run_spec(DEEPSEEK_V32, split=0), "layerwise.split_size"),
     "sleep_mode_accepted": lambda m: _refused_by_reference_only(
