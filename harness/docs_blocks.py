@@ -37,6 +37,7 @@ PAGES = {
     "bench_test_groups": "benchmarks.md",
     "kill_matrix": "mutation.md",
     "faults": "faults.md",
+    "bench_explore": "explore.md",
 }
 """Each generated block and the page (under ``docs/``) that shows it."""
 

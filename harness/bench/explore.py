@@ -15,11 +15,7 @@ Goals: 500 configurations per CPU second at plan level, 20 with allocation.
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import platform
-import re
-import subprocess
 import sys
 import time
 from typing import Optional, Sequence
@@ -29,7 +25,6 @@ from harness.cli import command, fail
 GOALS = {False: 500.0, True: 20.0}
 """Configurations per CPU second: plan level (False), with allocation (True)."""
 DOCS = "docs/explore.md"
-MARK_BEGIN, MARK_END = "<!-- bench:explore -->", "<!-- /bench:explore -->"
 
 
 def drawn(examples: int, seed: int) -> list:
@@ -82,47 +77,25 @@ def measure(examples: dict, seed: int) -> dict:
     return out
 
 
-def table(results: dict) -> list[str]:
-    lines = [f"{'level':>16} | {'configs':>7} | {'CPU s':>6} | {'configs / CPU s':>15} | {'refused':>7} | "
-             f"{'judging alone / CPU s':>21} | goal (explored)"]
+COLUMNS = ("level", "configs", "CPU s", "configs / CPU s", "refused", "judging alone / CPU s", "goal (explored)")
+
+
+def rows(results: dict) -> list[tuple]:
+    """One row per level: configurations, CPU seconds, the explored rate, refusals, the judging-alone rate, goal."""
+    out = []
     for allocate, name in ((False, "plan"), (True, "with allocation")):
         n, seconds, refused, judge_s = results[allocate]
         rate = n / seconds if seconds else float("inf")
         verdict = "met" if rate >= GOALS[allocate] else "MISSED"
-        lines.append(f"{name:>16} | {n:>7} | {seconds:>6.2f} | {rate:>15.0f} | {refused:>7} | "
-                     f"{1 / judge_s if judge_s else float('inf'):>21.0f} | >= {GOALS[allocate]:.0f}: {verdict}")
+        out.append((name, n, f"{seconds:.2f}", f"{rate:.0f}", refused, f"{1 / judge_s if judge_s else float('inf'):.0f}",
+                    f">= {GOALS[allocate]:.0f}: {verdict}"))
+    return out
+
+
+def ratio_note(results: dict) -> str:
     plan_rate = results[False][0] / results[False][1]
     alloc_rate = results[True][0] / results[True][1]
-    lines.append(f"plan level / with allocation: {plan_rate / alloc_rate:.1f}x")
-    return lines
-
-
-def provenance() -> str:
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                check=False, timeout=10).stdout.strip() or "unknown"
-    except OSError:  # no git on this machine: the figure still says where it ran
-        commit = "unknown"
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return (f"{now}, commit {commit}, {platform.machine()} {os.cpu_count()} cores "
-            f"(load {os.getloadavg()[0]:.2f}), Python {platform.python_version()}")
-
-
-def write_docs(path: str, lines: Sequence[str], where: str) -> None:
-    """Replace the figures between the markers of ``path`` (atomically)."""
-    from harness.app.atomic import write_atomic
-
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
-        fail(f"--write-docs: cannot read {path}: {exc.strerror or exc}")
-    block = "\n".join([MARK_BEGIN, f"Measured {where} by `python -m harness.bench.explore --write-docs`:", "",
-                       "```", *lines, "```", MARK_END])
-    pattern = re.compile(re.escape(MARK_BEGIN) + ".*?" + re.escape(MARK_END), re.S)
-    if not pattern.search(text):
-        fail(f"--write-docs: {path} has no {MARK_BEGIN} ... {MARK_END} block")
-    write_atomic(path, pattern.sub(lambda _: block, text))
+    return f"plan level / with allocation: {plan_rate / alloc_rate:.1f}x (load {os.getloadavg()[0]:.2f} when measured)"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -136,18 +109,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--plan-examples", type=int, default=1000, help="configurations at plan level (default 1000)")
     p.add_argument("--allocation-examples", type=int, default=200, help="configurations with allocation (default 200)")
     p.add_argument("--seed", type=int, default=20261201)
-    p.add_argument("--write-docs", action="store_true", help=f"record the figures in {DOCS}")
+    p.add_argument("--docs", action="store_true", help=f"also record the figures into {DOCS}")
     args = p.parse_args(sys.argv[1:] if argv is None else list(argv))
     for name in ("plan_examples", "allocation_examples"):
         if getattr(args, name) < 1:
             fail(f"--{name.replace('_', '-')}: {getattr(args, name)}; allowed: a whole number >= 1")
-    lines = table(measure({False: args.plan_examples, True: args.allocation_examples}, args.seed))
-    where = provenance()
-    print(f"machine: {where}")
-    print("\n".join(lines))
-    if args.write_docs:
-        write_docs(DOCS, lines, where)
-        print(f"recorded in {DOCS}")
+    results = measure({False: args.plan_examples, True: args.allocation_examples}, args.seed)
+    table_rows = rows(results)
+    print(" | ".join(COLUMNS))
+    for row in table_rows:
+        print(" | ".join(str(c) for c in row))
+    print(ratio_note(results))
+    if args.docs:
+        from harness import docs_blocks
+
+        page = docs_blocks.publish(docs_blocks.measured(
+            "bench_explore", command="python -m harness.bench.explore --docs", columns=COLUMNS, rows=table_rows,
+            align="lrrrrrl", notes=[ratio_note(results)]))
+        print(f"wrote {page}")
     return 0
 
 
