@@ -1,6 +1,6 @@
 """Byte units: the one owner of MiB and GiB in code that may import ``implementations``.
 
-(``harness/oracle.py`` keeps its own: it imports nothing from ``implementations``.)
+(``harness/oracle/`` keeps its own: it imports nothing from ``implementations``.)
 """
 
 from __future__ import annotations

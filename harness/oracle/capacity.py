@@ -1,0 +1,256 @@
+"""FEATURE sections 5-6: one engine's capacity as upstream's ``KVCacheCapacity``, and the run level:
+the target and draft engines of one configuration, their block counts and bytes per rank."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from harness.oracle.inputs import (
+    _opt,
+    attn_tp_size,
+    draft_body_tp1,
+    enable_prefix_cache,
+    max_linear_state_cache_slots,
+    max_seqs_per_batch,
+    run_budget_bytes,
+    split_size,
+)
+from harness.oracle.layers import draft_num_layers, expected_full_layers, is_full_attention_layer
+from harness.oracle.layout import owner_of_layers
+from harness.oracle.slots import (
+    expected_block_cost_bytes,
+    expected_layer_bytes_per_block,
+    expected_linear_state_bytes,
+    expected_linear_state_bytes_per_slot,
+    expected_num_speculative_tokens,
+    expected_scratch_bytes_per_block,
+    index_slot_bytes,
+    kv_slot_bytes,
+    linear_state_slots,
+    scale_slot_bytes,
+)
+
+# ---- one engine's capacity, as upstream's KVCacheCapacity -----------------------------------
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """One engine's estimate: the figures upstream's ``allocate_kv_cache`` logs (sections 5-6)."""
+
+    cache_size_bytes: int
+    block_size: int
+    n_blocks: int
+    slot_size: int
+    index_slot_size: int
+    scale_slot_size: int
+    linear_slot_size: int
+    n_layers: int
+    num_full_attention_layers: int
+    num_linear_attention_layers: int
+    num_indexer_layers: int
+    num_linear_state_blocks: int
+    linear_cache_bytes: int
+    linear_conv_state_len: int = 0
+    linear_ssm_checkpoint_stride: int = 1
+
+    @property
+    def full_bytes_per_block(self) -> int:
+        """Upstream ``standard_full_cache_block_size_in_bytes``."""
+        return self.block_size * (
+            max(self.num_full_attention_layers, 1) * (self.slot_size + self.scale_slot_size)
+            + self.num_indexer_layers * self.index_slot_size
+        )
+
+    @property
+    def full_slot_size(self) -> int:
+        """slot + index slot + scale slot: the per-token shape a draft's KV takes (section 6)."""
+        return self.slot_size + self.index_slot_size + self.scale_slot_size
+
+
+def split_block_count(model, cap: Capacity, s: int, available_bytes: int, additional_bytes_per_block: int = 0,
+                      owner_rule: str = "round_robin") -> int:
+    """Section 6 (upstream ``layerwise_split_block_count``): min over split ranks that own a
+    full layer of available // (owned + scratch + additional). 0 when no rank owns a layer."""
+    full = [layer for layer in range(cap.n_layers) if is_full_attention_layer(model, layer)]
+    has_index = cap.index_slot_size > 0
+    layer_bytes = cap.block_size * (cap.slot_size + cap.scale_slot_size + (cap.index_slot_size if has_index else 0))
+    scratch = layer_bytes
+    owner = owner_of_layers(full, s, owner_rule)
+    best = None
+    for split_rank in range(s):
+        owned = sum(layer_bytes for layer in full if owner[layer] == split_rank)
+        if owned == 0:
+            continue
+        n = available_bytes // (owned + scratch + additional_bytes_per_block)
+        best = n if best is None else min(best, n)
+    return 0 if best is None else best
+
+
+def estimate_capacity(model, cache, *, attn_tp: int, budget_bytes: int, split: int = 1,
+                      owner_rule: str = "round_robin", is_draft: bool = False) -> Capacity:
+    """Sections 5-6 for one engine on its own (upstream ``estimate_kv_cache_capacity``):
+    slots, linear-state reservation, then the uniform or split block count."""
+    n_layers = draft_num_layers(model) if is_draft else model.num_hidden_layers
+    if n_layers <= model.num_hidden_layers:
+        num_full = sum(1 for layer in expected_full_layers(model) if layer < n_layers)
+    else:  # a draft with more MTP layers than hidden layers
+        num_full = sum(1 for layer in range(n_layers) if is_full_attention_layer(model, layer))
+    num_linear = n_layers - num_full
+    slot = kv_slot_bytes(model, cache, attn_tp)
+    scale = scale_slot_bytes(model, cache, attn_tp)
+    index = index_slot_bytes(model, cache)
+    ls = expected_linear_state_bytes_per_slot(model, cache, attn_tp, is_draft=is_draft)
+    n_spec = expected_num_speculative_tokens(model, cache, is_draft=is_draft)
+    cap = Capacity(
+        cache_size_bytes=budget_bytes, block_size=cache.block_size, n_blocks=0, slot_size=slot,
+        index_slot_size=index, scale_slot_size=scale, linear_slot_size=ls, n_layers=n_layers,
+        num_full_attention_layers=num_full, num_linear_attention_layers=num_linear,
+        num_indexer_layers=num_full if index > 0 else 0, num_linear_state_blocks=0, linear_cache_bytes=0,
+        linear_conv_state_len=_opt(model, "linear_conv_kernel_dim", 0) - 1 + n_spec,
+        linear_ssm_checkpoint_stride=n_spec + 1,
+    )
+    slots = linear_state_slots(
+        budget_bytes, num_linear, ls, cap.full_bytes_per_block,
+        max_seqs=max_seqs_per_batch(cache), max_linear_slots=max_linear_state_cache_slots(cache),
+        prefix_cache=enable_prefix_cache(cache),
+    )
+    linear = num_linear * slots * ls
+    available = budget_bytes - linear
+    if split > 1:
+        n_blocks = split_block_count(model, _replace(cap, n_layers=n_layers), split, available, 0, owner_rule)
+    else:
+        n_blocks = available // cap.full_bytes_per_block
+    return _replace(cap, n_blocks=n_blocks, num_linear_state_blocks=slots, linear_cache_bytes=linear)
+
+
+def _replace(cap: Capacity, **changes) -> Capacity:
+    from dataclasses import replace
+
+    return replace(cap, **changes)
+
+
+def speculative_block_count(target: Capacity, draft: Capacity, *, share_device: bool = True,
+                            draft_body_tp1: bool = False, split: int = 1, target_model=None,
+                            owner_rule: str = "round_robin") -> int:
+    """Section 6 (upstream ``SpeculativeEngine::calculate_kv_cache`` /
+    ``estimate_speculative_kv_cache_blocks``): C = min of the two budgets, only the target
+    reserves linear state, the draft costs D = block_size * draft layers * target full slot
+    (its own shape only with ``draft_body_tp1``); uniform (C - linear) // (F + D), split: D
+    is the split count's additional bytes. Different devices: the smaller own count."""
+    if not share_device:
+        return min(target.n_blocks, draft.n_blocks)
+    bs = target.block_size
+    budget = min(target.cache_size_bytes, draft.cache_size_bytes)
+    available = budget - target.linear_cache_bytes
+    target_full = bs * (
+        max(target.num_full_attention_layers, 1) * (target.slot_size + target.scale_slot_size)
+        + target.num_indexer_layers * target.index_slot_size
+    )
+    draft_cost = expected_draft_cost_per_block(target, draft, draft_body_tp1=draft_body_tp1)
+    if split > 1:
+        if target_model is None:
+            raise TypeError("speculative_block_count: a split target needs target_model for its layers")
+        return split_block_count(target_model, target, split, available, draft_cost, owner_rule)
+    return available // (target_full + draft_cost)
+
+
+def expected_draft_cost_per_block(target: Capacity, draft: Capacity, *, draft_body_tp1: bool = False) -> int:
+    """Section 6: D, the draft's KV bytes per block: its layers at the target's full slot,
+    or at its own shape when the draft body runs at TP 1."""
+    bs = target.block_size
+    if draft_body_tp1:
+        return bs * (draft.n_layers * (draft.slot_size + draft.scale_slot_size)
+                     + draft.num_indexer_layers * draft.index_slot_size)
+    return bs * draft.n_layers * target.full_slot_size
+
+
+# ---- run level: the target and draft engines of one configuration ---------------------------
+
+
+def _target_capacity_alone(run, budget_bytes: int, owner_rule: str, s: int) -> Capacity:
+    return estimate_capacity(run.model, run.cache, attn_tp=attn_tp_size(run), budget_bytes=budget_bytes,
+                             split=s, owner_rule=owner_rule)
+
+
+def _draft_capacity_alone(run, budget_bytes: int) -> Capacity:
+    tp = 1 if draft_body_tp1(run) else attn_tp_size(run)
+    return estimate_capacity(run.draft, run.cache, attn_tp=tp, budget_bytes=budget_bytes, is_draft=True)
+
+
+def expected_capacities(run, budget_bytes: Optional[int] = None, *, owner_rule: str = "round_robin",
+                        s: Optional[int] = None, share_device: bool = True) -> tuple:
+    """Sections 5-6: (target Capacity, draft Capacity or None) with the common n_blocks the
+    engines allocate (upstream ``SpeculativeEngine::allocate_kv_cache``)."""
+    budget = run_budget_bytes(run) if budget_bytes is None else budget_bytes
+    s = split_size(run) if s is None else s
+    target = _target_capacity_alone(run, budget, owner_rule, s)
+    if getattr(run, "draft", None) is None:
+        return target, None
+    draft = _draft_capacity_alone(run, budget)
+    n = speculative_block_count(target, draft, share_device=share_device, draft_body_tp1=draft_body_tp1(run),
+                                split=s, target_model=run.model, owner_rule=owner_rule)
+    common = min(target.cache_size_bytes, draft.cache_size_bytes)
+    return (_replace(target, n_blocks=n, cache_size_bytes=common), _replace(draft, n_blocks=n, cache_size_bytes=common))
+
+
+def expected_capacity(run, budget_bytes: Optional[int] = None, *, owner_rule: str = "round_robin") -> Capacity:
+    """Sections 5-6: the target engine's Capacity (the figures of its ``kv cache capacity`` line)."""
+    return expected_capacities(run, budget_bytes, owner_rule=owner_rule)[0]
+
+
+def expected_draft_capacity(run, budget_bytes: Optional[int] = None, *, owner_rule: str = "round_robin") -> Optional[Capacity]:
+    """Section 6: the draft engine's Capacity (its own slot sizes, the common n_blocks), or None."""
+    return expected_capacities(run, budget_bytes, owner_rule=owner_rule)[1]
+
+
+def expected_draft_bytes_per_block(run) -> int:
+    """Section 6: D for the run's draft (0 without one)."""
+    if getattr(run, "draft", None) is None:
+        return 0
+    budget = run_budget_bytes(run)
+    target = _target_capacity_alone(run, budget, "round_robin", 1)
+    draft = _draft_capacity_alone(run, budget)
+    return expected_draft_cost_per_block(target, draft, draft_body_tp1=draft_body_tp1(run))
+
+
+def expected_block_counts(run, budget_bytes: int, additional_bytes_per_block: Optional[int] = None,
+                          *, owner_rule: str = "round_robin") -> tuple:
+    """Section 6: (split n_blocks, uniform n_blocks) at one per-rank budget C.
+
+    ``additional_bytes_per_block`` None: the run's draft cost D (section 6; 0 without a
+    draft); a number overrides it. With split inactive both are the uniform count. A
+    value < 1 (0 when no split rank owns a layer) means the implementation must refuse."""
+    model, cache = run.model, run.cache
+    tp = attn_tp_size(run)
+    additional = expected_draft_bytes_per_block(run) if additional_bytes_per_block is None else additional_bytes_per_block
+    target = _target_capacity_alone(run, budget_bytes, owner_rule, 1)
+    available = budget_bytes - target.linear_cache_bytes
+    uniform = available // (expected_block_cost_bytes(model, cache, tp) + additional)
+    s = split_size(run)
+    if s == 1:
+        return uniform, uniform
+    return split_block_count(model, target, s, available, additional, owner_rule), uniform
+
+
+def expected_rank_bytes(run, n_blocks: int, owned_layers, *, include_linear_state: bool = True,
+                        budget_bytes: Optional[int] = None) -> int:
+    """Sections 6-7: target bytes one rank allocates: its owned full layers, one scratch
+    layer whenever the split is active (even for a rank that owns every full layer), and
+    (by default) its linear-layer state at the run's budget (or ``budget_bytes``)."""
+    model, cache = run.model, run.cache
+    tp = attn_tp_size(run)
+    per_layer = expected_layer_bytes_per_block(model, cache, tp)
+    per_block = sum(per_layer[layer] for layer in set(owned_layers))
+    if split_size(run) > 1:
+        per_block += expected_scratch_bytes_per_block(model, cache, tp)
+    total = n_blocks * per_block
+    if include_linear_state:
+        budget = run_budget_bytes(run) if budget_bytes is None else budget_bytes
+        total += expected_linear_state_bytes(model, cache, tp, budget)
+    return total
+
+
+def expected_draft_rank_bytes(run, n_blocks: int) -> int:
+    """Sections 6-7: the draft engine's bytes on one rank: n_blocks * D (never split)."""
+    return n_blocks * expected_draft_bytes_per_block(run)

@@ -1,0 +1,61 @@
+"""FEATURE section 4: which layers are full attention (and which carry an indexer; a draft's layer count)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from harness.oracle.inputs import FULL_TYPES, _opt
+
+# ---- section 4: which layers are full attention -------------------------------------------
+
+
+def is_full_attention_layer(model, layer: int) -> bool:
+    """Section 4 (upstream ``is_full_attention_layer``): ``layer_types`` first, else the interval."""
+    layer_types = getattr(model, "layer_types", None) or ()
+    if 0 <= layer < len(layer_types):
+        return layer_types[layer] in FULL_TYPES
+    interval = _opt(model, "full_attention_interval", 1)
+    if interval <= 1:
+        return True
+    return (layer + 1) % interval == 0
+
+
+def expected_full_layers(model) -> tuple:
+    """Section 4: ids of the full-attention layers."""
+    try:
+        return _full_layers(model)
+    except TypeError:  # an unhashable model object: computed each time
+        return tuple(layer for layer in range(model.num_hidden_layers) if is_full_attention_layer(model, layer))
+
+
+@lru_cache(maxsize=1024)
+def _full_layers(model) -> tuple:
+    """``expected_full_layers`` once per distinct (frozen) model: every check asks again."""
+    return tuple(layer for layer in range(model.num_hidden_layers) if is_full_attention_layer(model, layer))
+
+
+def expected_linear_layers(model) -> tuple:
+    """Section 4: ids of the linear-attention (GDN) layers."""
+    full = set(expected_full_layers(model))
+    return tuple(layer for layer in range(model.num_hidden_layers) if layer not in full)
+
+
+def has_linear_attention_layers(model) -> bool:
+    """Section 3 (upstream ``has_linear_attention_layers``): any non-full ``layer_types`` entry,
+    or, without ``layer_types``, ``full_attention_interval > 1``."""
+    layer_types = getattr(model, "layer_types", None)
+    if layer_types:
+        return any(t not in FULL_TYPES for t in layer_types)
+    return _opt(model, "full_attention_interval", 1) > 1
+
+
+def expected_indexer(model) -> bool:
+    """Section 5: a DSA indexer (``index_n_heads > 0``) on every full-attention layer."""
+    return _opt(model, "index_n_heads", 0) > 0
+
+
+def draft_num_layers(draft) -> int:
+    """Section 6: a draft engine's layers (upstream: ``num_nextn_predict_layers``; a draft spec
+    that does not say has that many layers)."""
+    nextn = int(_opt(draft, "num_nextn_predict_layers", 0))
+    return nextn if nextn > 0 else draft.num_hidden_layers

@@ -1,0 +1,233 @@
+"""FEATURE section 4: layer ownership, split groups (consecutive or topology-aware), rank placement on
+nodes and cards, and the links between them."""
+
+from __future__ import annotations
+
+from functools import cache, lru_cache
+from typing import Optional, Sequence
+
+from harness import _oracle_formats as formats
+from harness.oracle.inputs import GROUP_RULES, OWNER_RULES, attention_tp, split_size, upstream_split_size
+from harness.oracle.layers import expected_full_layers
+
+# ---- section 4: split groups and ownership -----------------------------------------------------
+
+
+def expected_owner(full_layers, split_size: int) -> dict:
+    """Section 4: round robin over full layers: the k-th full layer is owned by split rank k % s."""
+    owner = {}
+    for k, layer in enumerate(full_layers):
+        owner[layer] = k % split_size
+    return owner
+
+
+def expected_upstream_owner(full_layers, split_size: int) -> dict:
+    """Section 4: upstream xLLM's rule, layer_id % s (wrong on hybrid models)."""
+    owner = {}
+    for layer in full_layers:
+        owner[layer] = layer % split_size
+    return owner
+
+
+def owner_of_layers(full_layers: Sequence[int], s: int, owner_rule: str = "round_robin") -> dict:
+    """Section 4: full layer id -> owner split rank under ``owner_rule``."""
+    if owner_rule == "round_robin":
+        return expected_owner(full_layers, s)
+    if owner_rule == "layer_id_mod_s":
+        return expected_upstream_owner(full_layers, s)
+    raise ValueError(f"owner_rule {owner_rule!r}; allowed: {', '.join(OWNER_RULES)}")
+
+
+def _tp_groups(world: int, dp: int, cp: int) -> list:
+    tp = attention_tp(world, dp, cp)
+    groups = []
+    for dp_rank in range(dp):
+        for cp_rank in range(cp):
+            groups.append([dp_rank * (cp * tp) + cp_rank * tp + tp_rank for tp_rank in range(tp)])
+    return groups
+
+
+def expected_split_groups_consecutive(world: int, dp: int, cp: int, s: int) -> list:
+    """Section 4: consecutive groups of s ranks inside each attention TP group, in rank order
+    (upstream ``get_layerwise_split_group``)."""
+    groups = []
+    for tp_group in _tp_groups(world, dp, cp):
+        for start in range(0, len(tp_group), s):
+            groups.append(tp_group[start : start + s])
+    return groups
+
+
+def link_score(link: str) -> int:
+    """Section 4: how good a link is: NV# (more links better) > PIX > PXB > PHB > NODE > SYS >
+    another node (``NET``). ``X`` (the same card) cannot join a split group: -1."""
+    if link == "X":
+        return -1
+    if link.startswith("NV") and link[2:].isdigit():
+        return 100 + int(link[2:])
+    order = {"PIX": 6, "PXB": 5, "PHB": 4, "NODE": 3, "SYS": 2, "NET": 1}
+    if link not in order:
+        raise ValueError(f"unknown link {link!r}; allowed: X, PIX, PXB, PHB, NODE, SYS, NV#")
+    return order[link]
+
+
+def oracle_topology(run) -> formats.OracleTopology:
+    """Section 4: the run's link matrix as the oracle reads it: the fixture named by
+    ``hardware.topology.name`` in conf/topology (its own parser), else the RunSpec's matrix
+    (synthetic topologies built in tests)."""
+    topo = run.hardware.topology
+    name = getattr(topo, "name", None)
+    fixture = _fixture_topology(str(name)) if name else None
+    if fixture is not None:
+        return fixture
+    return formats.OracleTopology(name=str(name), cards=tuple(topo.cards),
+                                  links=tuple(tuple(r) for r in topo.links), source="run")
+
+
+@lru_cache(maxsize=64)
+def _fixture_topology(name: str) -> Optional[formats.OracleTopology]:
+    """The shipped fixture ``name`` (read once per process: conf/topology is part of the checkout), or None."""
+    for suffix in (".txt", ".yaml"):
+        if (formats.TOPOLOGY_DIR / f"{name}{suffix}").is_file():
+            return formats.load_topology(name)
+    return None
+
+
+def expected_rank_location(run, rank: int) -> tuple:
+    """Section 4: (node, card) of a rank: node rank // num_cards, card ``placement[rank]``,
+    else rank % num_cards."""
+    return _location(rank, run.hardware.num_cards, _placement(run))
+
+
+def _placement(run) -> Optional[tuple]:
+    placement = getattr(run, "placement", None)
+    return None if placement is None else tuple(placement)
+
+
+def _location(rank: int, num_cards: int, placement: Optional[tuple]) -> tuple:
+    return rank // num_cards, placement[rank] if placement is not None else rank % num_cards
+
+
+def rank_link(run, a: int, b: int, links=None) -> str:
+    """Section 4: the link between two ranks' cards (``NET`` across nodes, ``X`` same card)."""
+    links = oracle_topology(run).links if links is None else links
+    return _link(a, b, links, run.hardware.num_cards, _placement(run))
+
+
+def _link(a: int, b: int, links, num_cards: int, placement: Optional[tuple]) -> str:
+    node_a, card_a = _location(a, num_cards, placement)
+    node_b, card_b = _location(b, num_cards, placement)
+    if node_a != node_b:
+        return "NET"
+    if card_a == card_b:
+        return "X"
+    forward, backward = links[card_a][card_b], links[card_b][card_a]
+    return forward if link_score(forward) <= link_score(backward) else backward
+
+
+def best_partition(members: Sequence[int], s: int, score) -> Optional[list]:
+    """Section 4, exact search: the partition of ``members`` into groups of s whose sorted
+    vector of per-group worst-link scores is lexicographically largest; ties: the
+    lexicographically smallest partition (groups sorted, ordered by first member). None
+    when every partition puts two ranks of one group on one card (score < 0)."""
+    members = sorted(members)
+    if s == 1:
+        return [[m] for m in members]
+    n = len(members)
+
+    def group_score(group) -> int:
+        worst = None
+        for i in range(len(group)):
+            for j in range(i + 1, len(group)):
+                value = score(group[i], group[j])
+                worst = value if worst is None else min(worst, value)
+        return worst
+
+    from itertools import combinations
+
+    @cache
+    def solve(remaining: tuple):
+        if not remaining:
+            return (), ()
+        first, rest = remaining[0], remaining[1:]
+        best = None
+        for others in combinations(rest, s - 1):
+            group = (first,) + others
+            gs = group_score(group)
+            if gs < 0:
+                continue
+            left = tuple(m for m in rest if m not in others)
+            sub = solve(left)
+            if sub is None:
+                continue
+            scores = tuple(sorted(sub[0] + (gs,)))
+            partition = (group,) + sub[1]
+            if best is None or scores > best[0] or (scores == best[0] and partition < best[1]):
+                best = (scores, partition)
+        return best
+
+    if n % s:
+        return None
+    result = solve(tuple(members))
+    return None if result is None else [list(g) for g in result[1]]
+
+
+def expected_split_groups(run, *, rule: str = "topology") -> Optional[list]:
+    """Section 4: the split groups (global ranks, in split-rank order) of every attention TP
+    group: ``topology`` (the adaptation: best worst-link groups, ties consecutive) or
+    ``consecutive`` (upstream). s = 1: one group per rank. None when no grouping keeps
+    the ranks of each group on distinct cards."""
+    p = run.parallel
+    s = split_size(run) if rule == "topology" else upstream_split_size(run)
+    if rule == "consecutive":
+        return expected_split_groups_consecutive(p.world_size, p.dp_size, p.cp_size, s)
+    if rule != "topology":
+        raise ValueError(f"rule {rule!r}; allowed: {', '.join(GROUP_RULES)}")
+    groups = _topology_groups(p.world_size, p.dp_size, p.cp_size, s, oracle_topology(run).links,
+                              run.hardware.num_cards, _placement(run))
+    return None if groups is None else [list(g) for g in groups]
+
+
+@cache
+def _topology_groups(world: int, dp: int, cp: int, s: int, links, num_cards: int, placement) -> Optional[tuple]:
+    """``expected_split_groups``'s search, once per distinct layout (every check asks again)."""
+    groups = []
+    for tp_group in _tp_groups(world, dp, cp):
+        part = best_partition(tp_group, s, lambda a, b: link_score(_link(a, b, links, num_cards, placement)))
+        if part is None:
+            return None
+        groups.extend(tuple(g) for g in part)
+    return tuple(groups)
+
+
+def expected_split_position(run, rank: int, *, rule: str = "topology") -> tuple:
+    """Section 4: (index of the rank's split group, its split rank = position in that group)."""
+    groups = expected_split_groups(run, rule=rule)
+    if groups is None:
+        raise ValueError("no split grouping keeps each group's ranks on distinct cards")
+    for index, group in enumerate(groups):
+        if rank in group:
+            return index, group.index(rank)
+    raise ValueError(f"rank {rank} is not in any split group (world {run.parallel.world_size})")
+
+
+def expected_owned_full_layers(run, split_rank: int, *, owner_rule: str = "round_robin") -> tuple:
+    """Section 4: the full layers split rank ``split_rank`` owns (all of them when s = 1)."""
+    full = expected_full_layers(run.model)
+    s = split_size(run)
+    if s == 1:
+        return full
+    owner = owner_of_layers(full, s, owner_rule)
+    return tuple(layer for layer in full if owner[layer] == split_rank)
+
+
+def expected_rank_owned_layers(run, rank: int, *, owner_rule: str = "round_robin", rule: str = "topology") -> tuple:
+    """Sections 4 and 7: the full layers a global rank must allocate (from its position)."""
+    if split_size(run) == 1:
+        return expected_full_layers(run.model)
+    _, position = expected_split_position(run, rank, rule=rule)
+    return expected_owned_full_layers(run, position, owner_rule=owner_rule)
+
+
+def expected_upstream_worker_split_rank(run, rank: int) -> int:
+    """Section 4: what upstream's worker computes: global ``rank % s``."""
+    return rank % upstream_split_size(run)

@@ -1,0 +1,109 @@
+"""FEATURE section 6: the report per rank (peak, mean, uniform peak, savings), and what section 4's
+cards forbid outright."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from harness.oracle.capacity import expected_block_counts, expected_draft_rank_bytes, expected_rank_bytes
+from harness.oracle.inputs import attn_tp_size, run_budget_bytes, split_size
+from harness.oracle.layers import expected_full_layers
+from harness.oracle.layout import (
+    expected_owner,
+    expected_rank_location,
+    expected_rank_owned_layers,
+    expected_split_groups,
+)
+from harness.oracle.slots import expected_full_bytes_per_block, expected_linear_state_bytes
+
+# ---- section 6: report per rank --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Report:
+    """Section 6 "Report per rank" at one budget."""
+
+    n_blocks: int
+    uniform_n_blocks: int
+    rank_bytes: tuple
+    """Target KV of each global rank (owned + scratch when split, + linear state)."""
+    draft_rank_bytes: int
+    """The draft's KV on every rank (0 without a draft)."""
+    peak_bytes: int
+    mean_bytes: int
+    uniform_peak_bytes: int
+    """Every rank allocating every full layer at the same n_blocks, + linear state."""
+    savings_bytes: int
+    capacity_gain: float
+    """n_blocks / uniform_n_blocks at the same budget."""
+    linear_state_bytes: int = 0
+    budget_bytes: int = 0
+    rank_owned_layers: tuple = field(default_factory=tuple)
+
+
+def expected_report(run, budget_bytes: Optional[int] = None, *, owner_rule: str = "round_robin",
+                    rule: str = "topology") -> Report:
+    """Section 6: per-rank estimates, peak, mean, uniform peak, savings and capacity gain."""
+    budget = run_budget_bytes(run) if budget_bytes is None else budget_bytes
+    tp = attn_tp_size(run)
+    n_blocks, uniform = expected_block_counts(run, budget, owner_rule=owner_rule)
+    linear = expected_linear_state_bytes(run.model, run.cache, tp, budget)
+    owned = tuple(expected_rank_owned_layers(run, r, owner_rule=owner_rule, rule=rule)
+                  for r in range(run.parallel.world_size))
+    ranks = tuple(expected_rank_bytes(run, n_blocks, layers, budget_bytes=budget) for layers in owned)
+    peak = max(ranks)
+    uniform_peak = n_blocks * expected_full_bytes_per_block(run.model, run.cache, tp) + linear
+    return Report(
+        n_blocks=n_blocks, uniform_n_blocks=uniform, rank_bytes=ranks,
+        draft_rank_bytes=expected_draft_rank_bytes(run, n_blocks) if getattr(run, "draft", None) is not None else 0,
+        peak_bytes=peak, mean_bytes=sum(ranks) // len(ranks), uniform_peak_bytes=uniform_peak,
+        savings_bytes=uniform_peak - peak, capacity_gain=(n_blocks / uniform) if uniform > 0 else 0.0,
+        linear_state_bytes=linear, budget_bytes=budget, rank_owned_layers=owned,
+    )
+
+
+def expected_ranks_over_uniform_peak(run, budget_bytes: Optional[int] = None, *,
+                                     owner_rule: str = "round_robin", rule: str = "topology") -> list:
+    """Section 4: [(rank, bytes above the uniform peak)] for every rank whose estimate exceeds
+    the uniform allocation at the same n_blocks (what upstream's ``layer_id % s`` does to a
+    hybrid model: the predicted problem an expected failure names). Empty when none does."""
+    report = expected_report(run, budget_bytes, owner_rule=owner_rule, rule=rule)
+    return [(rank, b - report.uniform_peak_bytes) for rank, b in enumerate(report.rank_bytes)
+            if b > report.uniform_peak_bytes]
+
+
+def expected_card_bytes(run, budget_bytes: Optional[int] = None, *, owner_rule: str = "round_robin") -> dict:
+    """Section 4: (node, card) -> planned bytes of every rank placed on it (target + draft),
+    to compare with the card's HBM (no card may be oversubscribed)."""
+    report = expected_report(run, budget_bytes, owner_rule=owner_rule)
+    out = {}
+    for rank, b in enumerate(report.rank_bytes):
+        where = expected_rank_location(run, rank)
+        out[where] = out.get(where, 0) + b + report.draft_rank_bytes
+    return out
+
+
+def spec_refuses_cards(run) -> Optional[str]:
+    """Section 4: why the spec forbids this placement outright, from its own numbers; None if it does not.
+
+    A lower bound per rank (the smallest split rank's bytes at the spec's block count)
+    is enough: if even that overfills a card's HBM with its reserve, no plan can fit.
+    """
+    s = split_size(run)
+    if s > 1 and expected_split_groups(run) is None:
+        return "no split grouping keeps each TP group's split groups on distinct cards"
+    hw = run.hardware
+    n_blocks, _ = expected_block_counts(run, run_budget_bytes(run))
+    full = expected_full_layers(run.model)
+    owner = expected_owner(full, s)
+    least = min(expected_rank_bytes(run, n_blocks, [l for l in full if owner[l] == r]) for r in range(s))
+    ranks_on: dict = {}
+    for rank in range(run.parallel.world_size):
+        card = expected_rank_location(run, rank)
+        ranks_on[card] = ranks_on.get(card, 0) + 1
+    for card, count in sorted(ranks_on.items()):
+        if count * (least + hw.reserved_bytes_per_card) > hw.hbm_bytes_per_card:
+            return (f"node {card[0]} card {card[1]} holds {count} ranks: at least {count} x ({least} B KV + "
+                    f"{hw.reserved_bytes_per_card} B reserved) > HBM {hw.hbm_bytes_per_card} B")
+    return None
