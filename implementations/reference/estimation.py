@@ -107,7 +107,9 @@ def block_count(available_bytes: int, costs_per_block: Iterable[int]) -> int:
     """The common block count: min over ranks of available // cost (0 if nothing fits)."""
     costs = list(costs_per_block)
     if not costs:
-        raise PlanError("layer_owner", (), "at least one split rank owning a full-attention layer")
+        raise PlanError("layerwise.split_size", "no split rank owns a full-attention layer",
+                        "1 for a model without full-attention layers (upstream: No layerwise split rank owns a "
+                        "model layer.)")
     if min(costs) <= 0:
         raise PlanError("model", f"{min(costs)} KV bytes per block",
                         "at least one full-attention layer holding KV (bytes per block > 0)")

@@ -195,7 +195,8 @@ def check_active_master(run: RunSpec) -> None:
 
 
 def check_active_worker(run: RunSpec, full_layers: tuple[int, ...]) -> None:
-    """The worker-side rules of an active split: sleep mode, xtensor, something to split."""
+    """The worker-side rules of an active split: no sleep mode, no xtensor (a model with nothing to split is
+    refused by the estimation: no split rank owns a layer, FEATURE 6)."""
     cache = run.cache
     if cache.enable_sleep_mode:
         raise ConfigError("cache.enable_sleep_mode", True, "false",
@@ -203,9 +204,6 @@ def check_active_worker(run: RunSpec, full_layers: tuple[int, ...]) -> None:
     if cache.enable_xtensor:
         raise ConfigError("cache.enable_xtensor", True, "false",
                           f"xtensor is not supported {_active(run)}")
-    if not full_layers:
-        raise ConfigError("model", run.model.name, "a model with at least one full-attention layer",
-                          f"nothing to split {_active(run)}")
 
 
 def check_draft(draft: ModelSpec) -> None:

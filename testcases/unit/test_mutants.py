@@ -428,7 +428,7 @@ DIFFERS: dict[str, Callable] = {
         REF.plan(TP1_DRAFT), pytest.raises(ConfigError, m.plan, TP1_DRAFT)),
     "uniform_ignores_draft": lambda m: _plans_differ(m, QWEN_DRAFT, "uniform_n_blocks"),
     "attention_spelling_linear": lambda m: (  # no full layer left to split: refused
-        REF.plan(SPELLED), pytest.raises(ConfigError, m.plan, SPELLED)),
+        REF.plan(SPELLED), pytest.raises(PlanError, m.plan, SPELLED)),
     "int8_index_scale_missing": lambda m: _plans_differ(
         m, run_spec(DEEPSEEK_V32, split=2, cache=CacheSpec(indexer_cache_dtype="int8")), "layer_bytes_per_block"),
     "slot_cap_unchecked": lambda m: _refused_naming_another_field(m, OVER_CAP, "cache.max_linear_state_cache_slots"),

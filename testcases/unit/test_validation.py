@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from implementations.errors import ConfigError
+from implementations.errors import ConfigError, PlanError
 from implementations.reference import ReferenceImplementation
 from implementations.specs import CacheSpec, LayerwiseFlags
 from implementations.xllm_upstream import XllmUpstreamImplementation
@@ -159,8 +159,13 @@ def test_host_cache_factor_one_is_off():
 
 
 def test_no_full_attention_layer_when_active():
+    """Nothing to split is the estimation's refusal (FEATURE 6: no split rank owns a layer), after the linear
+    state is sized, as upstream's kv_cache_estimation CHECK; startup lets it through."""
     all_linear = replace(QWEN3_5_MOE, num_hidden_layers=3, layer_types=("linear_attention",) * 3)
-    rejected(run_spec(all_linear, split=2), "model", "at least one full-attention layer")
+    REF.validate(run_spec(all_linear, split=2))
+    with pytest.raises(PlanError) as err:
+        REF.plan(run_spec(all_linear, split=2))
+    assert err.value.field == "layerwise.split_size" and "no split rank owns a full-attention layer" in str(err.value)
 
 
 # ---- model ------------------------------------------------------------------------
