@@ -51,6 +51,8 @@ def parse_junit(path: Path) -> list[dict]:
         file = "/".join(stem) + ".py" if stem else "(unknown)"
         found = next((child for child in case if child.tag in ("failure", "error", "skipped")), None)
         outcome = found.tag if found is not None else "passed"
+        if outcome == "skipped" and found.get("type") == "pytest.xfail":  # junit writes an expected failure so
+            outcome = "xfailed"
         message = (found.get("message") or "").strip() if found is not None else ""
         out.append({"file": file, "group": stem[0] if len(stem) > 1 else "(top)",
                     "name": case.get("name", ""), "seconds": float(case.get("time", 0) or 0), "outcome": outcome,

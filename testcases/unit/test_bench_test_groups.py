@@ -102,3 +102,14 @@ def test_the_probe_leaves_out_what_a_child_running_before_the_test_had_used(pyte
         "    assert CHILD.wait() == 0\n")
     [(_, seconds)] = _probe(pytester, monkeypatch).items()
     assert seconds < 0.25, f"{seconds} s: the child's 0.4 s before the test counted"
+
+
+def test_an_expected_failure_is_counted_as_one_not_as_a_skip(tmp_path):
+    path = tmp_path / "junit.xml"
+    path.write_text("""<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
+<testcase classname="testcases.tc.test_tc01_allocation" name="test_tc01[a]" time="1.0">
+<skipped type="pytest.xfail" message="predicted"/></testcase>
+<testcase classname="testcases.unit.test_allocation" name="test_cuda" time="0.0">
+<skipped type="pytest.skip" message="needs a CUDA device"/></testcase>
+</testsuite></testsuites>""")
+    assert [c["outcome"] for c in parse_junit(path)] == ["xfailed", "skipped"]
