@@ -1,7 +1,7 @@
 """Exploring cost: configurations checked per CPU second, at plan level and with allocation.
 
     python -m harness.bench.explore                 # measure and print
-    python -m harness.bench.explore --write-docs    # ... and record the figures in docs/explore.md
+    python -m harness.bench.explore --docs          # ... and record the figures in docs/explore.md
 
 The explorer (``harness.explore``) runs the reference on configurations drawn from the
 fixed seed, once judging plans only and once also allocating every rank in-process; a
