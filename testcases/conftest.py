@@ -88,3 +88,18 @@ def pytester(_loaded_before_pytester: None, pytester: pytest.Pytester) -> pytest
     (``pytest testcases/meta/test_bad_input.py testcases/meta/test_security.py``).
     """
     return pytester
+
+
+class FullStdout:
+    """A standard output on a full disk (``> /dev/full``): every write fails with ENOSPC. A test sets it in
+    its body (``monkeypatch.setattr(sys, "stdout", FullStdout())``): pytest puts ``capsys``'s stream back
+    when the test's call begins, over anything a fixture set."""
+
+    def write(self, text):
+        import errno
+
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def flush(self):
+        pass
+

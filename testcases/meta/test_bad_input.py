@@ -31,6 +31,7 @@ import pytest
 
 from harness import plan as plan_cli
 from harness.paths import TC_DIR
+from testcases.conftest import FullStdout
 
 pytestmark = pytest.mark.meta
 
@@ -526,17 +527,8 @@ def test_other_commands(row, cli_inputs, tmp_path, capsys, monkeypatch):
 def test_commands_print_to_a_full_disk_as_one_error_line(capsys, monkeypatch, tmp_path):
     """Standard output that cannot be written (``> /dev/full``): one ``error:`` line on stderr, exit 1,
     in-process through ``harness.cli.command`` (a real process in test_signals_and_writes.py)."""
-    import errno
-
-    class Full:
-        def write(self, text):
-            raise OSError(errno.ENOSPC, "No space left on device")
-
-        def flush(self):
-            pass
-
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "stdout", Full())
+    monkeypatch.setattr(sys, "stdout", FullStdout())
     with pytest.raises(SystemExit) as exit_info:
         plan_cli.main(["--table"])
     err = capsys.readouterr().err

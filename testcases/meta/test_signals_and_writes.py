@@ -31,6 +31,7 @@ import pytest
 
 from harness.bench.faults import TAG_ENV, left_behind, tagged
 from harness.paths import REPO_ROOT
+from testcases.conftest import FullStdout
 
 pytestmark = pytest.mark.meta
 
@@ -368,19 +369,10 @@ def test_a_command_printing_to_a_full_disk_says_so_in_one_line(tmp_path):
 def test_a_run_printing_to_a_full_disk_keeps_its_result_and_says_so(tmp_path, capsys, monkeypatch):
     """``python -m harness > /dev/full`` (in-process): the progress lines Hydra's callback prints are lost,
     the run still writes its result, and the command ends with one ``error:`` line and exit 1."""
-    import errno
-
     from harness.app.main import main
 
-    class Full:
-        def write(self, text):
-            raise OSError(errno.ENOSPC, "No space left on device")
-
-        def flush(self):
-            pass
-
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "stdout", Full())
+    monkeypatch.setattr(sys, "stdout", FullStdout())
     with pytest.raises(SystemExit) as exit_info:
         main(["mode=plan", "layerwise=s2", f"hydra.run.dir={tmp_path / 'run'}"])
     err = capsys.readouterr().err
