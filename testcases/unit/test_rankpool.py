@@ -69,13 +69,15 @@ def test_procfs_reads_this_process_and_a_zombie_child():
         assert child.pid in procfs.children() and procfs.alive(child.pid)
         assert procfs.stat(child.pid).ppid == os.getpid()
         assert "sys.stdin.read()" in procfs.cmdline(child.pid)
-        child.stdin.close()
-        deadline = time.monotonic() + 10
+        child.kill()  # deterministic, however slowly the child started (EOF on its stdin once timed out under load)
+        deadline = time.monotonic() + 30
         while procfs.stat(child.pid).state != "Z" and time.monotonic() < deadline:  # exited, not reaped yet
             time.sleep(0.01)
         assert procfs.stat(child.pid).zombie and not procfs.alive(child.pid)
     finally:
-        child.wait(timeout=10)
+        child.kill()
+        child.stdin.close()
+        child.wait(timeout=30)
     assert procfs.stat(child.pid) is None and procfs.cmdline(child.pid) is None and not procfs.alive(child.pid)
     assert procfs.busy_cpu_s() > 0
 
