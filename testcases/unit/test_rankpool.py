@@ -66,9 +66,12 @@ def test_procfs_reads_this_process_and_a_zombie_child():
     assert procfs.stat(os.getpid()) is not None and procfs.stat(os.getpid()).starttime == me.starttime
     child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     try:
+        deadline = time.monotonic() + 30  # its command line is there once the exec has run, however loaded
+        while "sys.stdin.read()" not in (procfs.cmdline(child.pid) or "") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert "sys.stdin.read()" in procfs.cmdline(child.pid)
         assert child.pid in procfs.children() and procfs.alive(child.pid)
         assert procfs.stat(child.pid).ppid == os.getpid()
-        assert "sys.stdin.read()" in procfs.cmdline(child.pid)
         child.kill()  # deterministic, however slowly the child started (EOF on its stdin once timed out under load)
         deadline = time.monotonic() + 30
         while procfs.stat(child.pid).state != "Z" and time.monotonic() < deadline:  # exited, not reaped yet
