@@ -62,8 +62,8 @@ class ReferenceImplementation:
         validation.check_active_master(run)
 
     def check_active_worker(self, run: RunSpec) -> None:
-        """Active split, the worker-side rules: no sleep mode or xtensor; a full layer to split."""
-        validation.check_active_worker(run, self.full_layers(run.model))
+        """Active split, the worker-side rules: no sleep mode or xtensor."""
+        validation.check_active_worker(run)
 
     def check_supported_model(self, run: RunSpec) -> None:
         """Active split: ``model_type`` in ``supported_model_types``."""

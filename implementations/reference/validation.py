@@ -194,7 +194,7 @@ def check_active_master(run: RunSpec) -> None:
                           f"KV split is not supported {_active(run)}")
 
 
-def check_active_worker(run: RunSpec, full_layers: tuple[int, ...]) -> None:
+def check_active_worker(run: RunSpec) -> None:
     """The worker-side rules of an active split: no sleep mode, no xtensor (a model with nothing to split is
     refused by the estimation: no split rank owns a layer, FEATURE 6)."""
     cache = run.cache
