@@ -58,3 +58,31 @@ def test_libraries_are_not_marked_for_assert_rewriting(request):
     marked = request.config.pluginmanager.rewrite_hook._must_rewrite
     assert isinstance(marked, set) and marked, "pytest no longer keeps the modules it marks in a set"
     assert not marked & set(NOT_REWRITTEN), sorted(marked & set(NOT_REWRITTEN))
+
+
+_GC_STATE = """
+import gc
+
+def test_gc_state():
+    assert gc.get_freeze_count() > 0, "collection left nothing frozen"
+    assert gc.isenabled() is {enabled}
+"""
+
+
+@pytest.mark.parametrize("enabled", [True, False], ids=["collector-on", "collector-off-stays-off"])
+def test_collection_freezes_what_it_built_and_restores_the_collector(pytester, enabled):
+    """What start-up and collection built is frozen (``gc.freeze``) once collection ends, and the
+    collector is back as it was before (on, or off where the run had turned it off)."""
+    import gc
+
+    pytester.makepyfile(test_gc=_GC_STATE.format(enabled=enabled))
+    gc.unfreeze()  # this process froze its own collection; the inner run must freeze again
+    was = gc.isenabled()
+    if not enabled:
+        gc.disable()
+    try:
+        result = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider")
+    finally:
+        (gc.enable if was else gc.disable)()
+        gc.freeze()
+    result.assert_outcomes(passed=1)
