@@ -34,7 +34,7 @@ from harness.config.targets import check_arguments, check_implementation_node
 from harness.explore.known import open_question
 from harness.explore.properties import SPEC_OWNER_RULE, owner_rule, ownership_problems
 from harness.suites import tc01, tc02, tc03, tc06, tc07
-from harness.suites.bring_up import RankSession, Worker, _master, engines_for
+from harness.suites.bring_up import RankSession, Worker, engines_for, master_plan
 from harness.suites.expectations import card_overflow, judge, prediction
 from harness.suites.facts import RankFacts, master_error_of, worker_facts
 from harness.suites.measure import distinct_storage_bytes
@@ -89,7 +89,7 @@ class InProcessRunner:
         impl = self._cls(**self._arguments)
         engines = engines_for(run.parallel.world_size, run)
         try:
-            published = _master(impl, run, engines)
+            published = master_plan(impl, run, engines)
         except Exception as exc:  # noqa: BLE001 - any crash of the code under test is a finding, reported by type
             return Verdict(failures=(f"master crashed: {type(exc).__name__}: {exc}",), judged_by=("crash",),
                            refused=True)
@@ -115,7 +115,7 @@ class InProcessRunner:
             if run.draft is not None:
                 checks["TC-07"] = tc07.check(facts, run)
         else:
-            failures += [f"TC-02: {p}" for p in self._unexplained("TC-02", run, tc02._plan_problems(plan, run))]
+            failures += [f"TC-02: {p}" for p in self._unexplained("TC-02", run, tc02.plan_problems(plan, run))]
         for tc, problems in checks.items():
             failures += [f"{tc}: {p}" for p in judge(tc, self.implementation, run, problems)]
         return Verdict(failures=tuple(failures), judged_by=("ownership", *(["TC-02 plan"] if not allocate else []),
@@ -220,12 +220,12 @@ def topology_facts(plan, run) -> list:
     group as its members (rank, node, card, owned layers) and the cards counted once per member."""
     base = {"device": DEVICE, "error": None}
     world = run.parallel.world_size
-    unusable = tc03._unusable(plan, world)
+    unusable = tc03.unusable_groups(plan, world)
     if unusable:
         return [tc03.TopologyFacts(rank=r, plan=plan if r == 0 else None, unusable=unusable, **base)
                 for r in range(world)]
     by_rank = {rp.rank: rp for rp in plan.ranks}
-    slots = tc03._card_slots(plan, run.hardware.num_cards)
+    slots = tc03.card_slots(plan, run.hardware.num_cards)
     group_of = {r: g for g in plan.split_groups for r in g}
     out = []
     for r in range(world):

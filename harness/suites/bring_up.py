@@ -132,7 +132,7 @@ def engines_for(world_size: int, run, *, separate_draft: bool = False) -> tuple[
 
 
 @dataclass(frozen=True)
-class _Published:
+class Published:
     """What the master broadcasts: its plan and each engine message's digest, or its refusal."""
 
     plan: Optional[KVPlan]
@@ -164,7 +164,7 @@ def bring_up(
     run = _fit_to_card(ctx, run)
     session = RankSession(ctx=ctx, run=run, impl=impl, engines=engines, allocator_before=allocator_bytes(ctx.device))
 
-    published = _master(impl, run, engines) if ctx.rank == 0 else None
+    published = master_plan(impl, run, engines) if ctx.rank == 0 else None
     published = ctx.broadcast_object(published, src=0)
     if published.error is not None:
         session.error = published.error
@@ -203,15 +203,16 @@ def bring_up(
     return session
 
 
-def _master(impl, run, engines) -> _Published:
+def master_plan(impl, run, engines) -> Published:
     """Rank 0: plan and hash each engine's message. A UserError is the master's refusal (data for the
-    checks); any other exception is a crash and fails the rank with its type and message."""
+    checks); any other exception is a crash and fails the rank with its type and message.
+    The explorer (``harness.explore.runner``) plans in process through it too."""
     try:
         plan = impl.plan(run)
         digests = {e.role: impl.engine_message(plan, run, e.role).digest for e in engines}
     except UserError as exc:
-        return _Published(plan=None, digests={}, error=master_error_of(exc))
-    return _Published(plan=plan, digests=digests, error=None)
+        return Published(plan=None, digests={}, error=master_error_of(exc))
+    return Published(plan=plan, digests=digests, error=None)
 
 
 def _engine_groups(ctx, engines: tuple[EngineLayout, ...]) -> dict:

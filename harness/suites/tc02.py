@@ -67,7 +67,7 @@ def check(facts: list, run) -> list[str]:
     if verdict is not None:
         return verdict
     plan, run = plan_of(facts), run_of(facts)
-    problems = _plan_problems(plan, run)
+    problems = plan_problems(plan, run)
     problems += plan_layout_problems(plan, run)
     problems += draft_plan_problems(plan, run)
     problems += _measured_problems(facts, plan, run)
@@ -81,8 +81,9 @@ def _figure(name: str, got, want, **kw) -> list[str]:
     return [Problem(f"{name}: plan {got}, spec {want}", **kw)]
 
 
-def _plan_problems(plan, run) -> list[str]:
-    """Every number of the plan against the spec's (``oracle.expected_report``: FEATURE sections 5-6)."""
+def plan_problems(plan, run) -> list[str]:
+    """Every number of the plan against the spec's (``oracle.expected_report``: FEATURE sections 5-6).
+    Also the explorer's plan-level TC-02 check (``harness.explore.runner``)."""
     tp, s = oracle.attn_tp_size(run), oracle.split_size(run)
     budget = oracle.run_budget_bytes(run)
     per_layer = oracle.expected_layer_bytes_per_block(run.model, run.cache, tp)

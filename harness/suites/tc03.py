@@ -149,13 +149,13 @@ def body(ctx, run, impl_cfg) -> TopologyFacts:
     if plan is None:
         return TopologyFacts(**base)
     # Decided from the broadcast plan alone, so every rank takes the same branch.
-    unusable = _unusable(plan, ctx.world_size)
+    unusable = unusable_groups(plan, ctx.world_size)
     if unusable:
         return TopologyFacts(**base, unusable=unusable)
 
     group = ctx.split_groups(plan.split_groups)
     mine = next(rp for rp in plan.ranks if rp.rank == ctx.rank)
-    slots = _card_slots(plan, run.hardware.num_cards)
+    slots = card_slots(plan, run.hardware.num_cards)
     onehot = torch.zeros(len(slots) + 1, dtype=torch.int64, device=ctx.device)
     onehot[slots.get((mine.node, mine.card), len(slots))] = 1
     dist.all_reduce(onehot, group=group)
@@ -170,7 +170,7 @@ def body(ctx, run, impl_cfg) -> TopologyFacts:
     return TopologyFacts(**base, group=live)
 
 
-def _unusable(plan, world_size: int) -> Optional[str]:
+def unusable_groups(plan, world_size: int) -> Optional[str]:
     """Why the plan's split groups cannot become subgroups of this world (None: they can)."""
     covered = sorted(r for g in plan.split_groups for r in g)
     if covered != list(range(world_size)):
@@ -180,7 +180,8 @@ def _unusable(plan, world_size: int) -> Optional[str]:
     return None
 
 
-def _card_slots(plan, num_cards: int) -> dict:
+def card_slots(plan, num_cards: int) -> dict:
+    """(node, card) -> its index over the plan's nodes; the rank body and the explorer place ranks by it."""
     nodes = sorted({rp.node for rp in plan.ranks if isinstance(rp.node, int) and rp.node >= 0})
     return {(n, c): i for i, (n, c) in enumerate(itertools.product(nodes, range(num_cards)))}
 
