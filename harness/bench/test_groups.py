@@ -3,6 +3,7 @@
     python -m harness.bench.test_groups                     # the README's test command: pytest -n 4
     python -m harness.bench.test_groups -- -n 2 testcases/unit testcases/meta
     python -m harness.bench.test_groups --json durations.json -- -n 4
+    python -m harness.bench.test_groups --against 7d6c599 --repeat 2   # before and after, side by side
 
 Runs pytest once (arguments after ``--``; default ``-n 4``) with a JUnit XML report and
 reads each test's duration from it (setup + call + teardown). Prints the run's wall time,
@@ -14,12 +15,21 @@ the whole machine spent busy meanwhile (``/proc/stat``; other load on the machin
 Under ``-n N`` the summed times add up to about N x the wall time, and a test's wall time
 grows with what runs beside it; its CPU (``harness.bench.cpu_probe``: its own process and
 the processes it waited for, not the pools' ranks) does not. Nothing is asserted: figures only.
+
+``--against REV`` measures a change side by side: the same pytest command on a copy of commit
+REV (``git archive``, in a temporary folder, with this checkout's ``.tools`` so that both find
+the same Allure CLI) and on this checkout, one after the other, ``--repeat`` times (before,
+now, before, now, ...), and prints each run and the ratio of the medians (wall and CPU). The
+machine's load moves single runs by 10 to 20 %, so a figure compared with another run's
+record says less than this.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -105,12 +115,107 @@ def render(summary: dict, wall_s: float, exit_code: int, args: list[str], *, cpu
     return "\n".join(lines)
 
 
-def timed_run(cmd: list[str], probe: Path) -> tuple[subprocess.CompletedProcess, float, Optional[float], Optional[float]]:
-    """Run ``cmd`` in the checkout: (its process, wall seconds, the machine's busy CPU seconds before and after)."""
+def timed_run(cmd: list[str], probe: Path, cwd: Path = REPO_ROOT,
+              ) -> tuple[subprocess.CompletedProcess, float, Optional[float], Optional[float]]:
+    """Run ``cmd`` in ``cwd`` (the checkout): (its process, wall seconds, the machine's busy CPU seconds before and after)."""
     start, cpu_start = time.monotonic(), procfs.busy_cpu_s()
-    proc = subprocess.run(cmd, cwd=REPO_ROOT, env={**os.environ, cpu_probe.DIR_ENV: str(probe)},
+    proc = subprocess.run(cmd, cwd=cwd, env={**os.environ, cpu_probe.DIR_ENV: str(probe)},
                           stdout=subprocess.DEVNULL)
     return proc, time.monotonic() - start, cpu_start, procfs.busy_cpu_s()
+
+
+def pytest_command(pytest_args: list[str], xml: Path) -> list[str]:
+    return [sys.executable, "-m", "pytest", *pytest_args, "-q", "-p", "no:cacheprovider", "-p", cpu_probe.__name__,
+            f"--junitxml={xml}", "-o", "junit_duration_report=total", "-o", "junit_family=xunit2"]
+
+
+def measure(pytest_args: list[str], cwd: Path = REPO_ROOT) -> dict:
+    """One pytest run in ``cwd``: wall and machine CPU seconds, exit code, and its cases (with their CPU)."""
+    with tempfile.TemporaryDirectory(prefix="lwsplit-durations-") as tmp:
+        xml, probe = Path(tmp) / "junit.xml", Path(tmp) / "cpu"
+        probe.mkdir()
+        proc, wall_s, cpu_start, cpu_end = timed_run(pytest_command(pytest_args, xml), probe, cwd)
+        cases = parse_junit(xml) if xml.is_file() else []
+        cpu_by_test = cpu_probe.read(probe)
+    for c in cases:
+        c["cpu_s"] = cpu_by_test.get((c["file"], c["name"]))
+    cpu_s = cpu_end - cpu_start if cpu_start is not None and cpu_end is not None else None
+    return {"wall_s": wall_s, "cpu_s": cpu_s, "exit_code": proc.returncode, "cases": cases}
+
+
+def outcome_counts(cases: list[dict]) -> str:
+    """``2458 tests (2313 passed, 1 skipped, 144 xfailed)``."""
+    outcomes: dict[str, int] = defaultdict(int)
+    for c in cases:
+        outcomes[c["outcome"]] += 1
+    return f"{len(cases)} tests ({', '.join(f'{n} {o}' for o, n in sorted(outcomes.items()))})"
+
+
+def resolve_commit(rev: str) -> str:
+    """The full hash of ``rev`` in this checkout; UserError naming ``--against`` when it names no commit."""
+    from implementations.errors import UserError
+
+    try:
+        proc = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd=REPO_ROOT,
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UserError("--against", rev, f"a commit of this checkout (git could not be run: {exc})") from None
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise UserError("--against", rev, "a commit of this git checkout (a hash, tag or branch)")
+    return proc.stdout.strip()
+
+
+def export_commit(commit: str, into: Path) -> Path:
+    """Commit ``commit``'s files in ``into``/tree (``git archive``; the repository is not touched),
+    with this checkout's ``.tools`` linked in, where the Allure CLI lives."""
+    tree = into / "tree"
+    tree.mkdir()
+    archive = subprocess.Popen(["git", "archive", "--format=tar", commit], cwd=REPO_ROOT, stdout=subprocess.PIPE)
+    subprocess.run(["tar", "-x", "-C", str(tree)], stdin=archive.stdout, check=True)
+    archive.stdout.close()
+    if archive.wait() != 0:
+        raise RuntimeError(f"git archive {commit} failed (exit {archive.returncode})")
+    tools = REPO_ROOT / ".tools"
+    if tools.is_dir() and not (tree / ".tools").exists():
+        (tree / ".tools").symlink_to(tools, target_is_directory=True)
+    return tree
+
+
+def compare(pytest_args: list[str], commit: str, repeat: int) -> dict:
+    """Runs before (``commit``) and now, alternated ``repeat`` times; medians and their ratios."""
+    runs: dict[str, list[dict]] = {"before": [], "now": []}
+    with tempfile.TemporaryDirectory(prefix="lwsplit-against-") as tmp:
+        tree = export_commit(commit, Path(tmp))
+        for i in range(repeat):
+            for side, cwd in (("before", tree), ("now", REPO_ROOT)):
+                run = measure(pytest_args, cwd)
+                runs[side].append(run)
+                cpu = f", machine CPU {run['cpu_s']:.0f} s" if run["cpu_s"] is not None else ""
+                print(f"[{i + 1}/{repeat}] {side:<6} wall {run['wall_s']:.1f} s{cpu} (exit {run['exit_code']}): "
+                      f"{outcome_counts(run['cases'])}", flush=True)
+        shutil.rmtree(tree, ignore_errors=True)
+
+    def median(side: str, key: str) -> Optional[float]:
+        values = [r[key] for r in runs[side] if r[key] is not None]
+        return statistics.median(values) if values else None
+
+    out = {"commit": commit, "repeat": repeat, "runs": runs}
+    for key in ("wall_s", "cpu_s"):
+        before, now = median("before", key), median("now", key)
+        out[key] = {"before": before, "now": now, "ratio": (now / before) if before and now is not None else None}
+    return out
+
+
+def render_comparison(result: dict, pytest_args: list[str]) -> str:
+    short = result["commit"][:12]
+    lines = [f"pytest {' '.join(pytest_args)}: medians of {result['repeat']} run(s) each, alternated"]
+    for key, label in (("wall_s", "wall"), ("cpu_s", "machine CPU")):
+        m = result[key]
+        if m["before"] is None or m["now"] is None:
+            continue
+        lines.append(f"  {label:<12} before ({short}) {m['before']:.1f} s, now {m['now']:.1f} s: "
+                     f"now/before = {m['ratio']:.2f}")
+    return "\n".join(lines)
 
 
 @command
@@ -120,45 +225,70 @@ def main(argv=None) -> int:
     parser = Parser(prog="python -m harness.bench.test_groups", description=__doc__.split("\n")[0])
     parser.add_argument("--json", metavar="PATH", help="also write the per-test durations and the summary here")
     parser.add_argument("--docs", action="store_true", help="also record this run's figures into docs/benchmarks.md")
+    parser.add_argument("--against", metavar="REV", help="also run the same command on commit REV, side by side")
+    parser.add_argument("--repeat", type=int, default=1, choices=range(1, 11), metavar="N",
+                        help="with --against: runs of each side, alternated (1 to 10; default 1)")
     args = parser.parse_args(own)
     if args.json:
         from harness.app.validate import check_output_file
 
         check_output_file(args.json, "--json")
     pytest_args = pytest_args or list(DEFAULT_ARGS)
-    with tempfile.TemporaryDirectory(prefix="lwsplit-durations-") as tmp:
-        xml, probe = Path(tmp) / "junit.xml", Path(tmp) / "cpu"
-        probe.mkdir()
-        cmd = [sys.executable, "-m", "pytest", *pytest_args, "-q", "-p", "no:cacheprovider", "-p", cpu_probe.__name__,
-               f"--junitxml={xml}", "-o", "junit_duration_report=total", "-o", "junit_family=xunit2"]
-        proc, wall_s, cpu_start, cpu_end = timed_run(cmd, probe)
-        cases = parse_junit(xml) if xml.is_file() else []
-        cpu_by_test = cpu_probe.read(probe)
-    for c in cases:
-        c["cpu_s"] = cpu_by_test.get((c["file"], c["name"]))
-    cpu_s = cpu_end - cpu_start if cpu_start is not None and cpu_end is not None else None
+    target = "120 s" if pytest_args == list(DEFAULT_ARGS) else ""
+    if args.against is not None:
+        commit = resolve_commit(args.against)
+        result = compare(pytest_args, commit, args.repeat)
+        print(render_comparison(result, pytest_args))
+        if args.json:
+            write_atomic(args.json, json.dumps(result, indent=1, default=list))
+        if args.docs:
+            _publish_comparison(result, pytest_args, target)
+        return 0
+    run = measure(pytest_args)
+    cases, wall_s, cpu_s, exit_code = run["cases"], run["wall_s"], run["cpu_s"], run["exit_code"]
     summary = summarize(cases)
     failed = [c for c in cases if c["outcome"] in ("failure", "error")]
-    print(render(summary, wall_s, proc.returncode, pytest_args, cpu_s=cpu_s, failed=failed, cases=cases))
+    print(render(summary, wall_s, exit_code, pytest_args, cpu_s=cpu_s, failed=failed, cases=cases))
     if args.json:
-        write_atomic(args.json, json.dumps({"wall_s": wall_s, "cpu_s": cpu_s, "exit_code": proc.returncode,
+        write_atomic(args.json, json.dumps({"wall_s": wall_s, "cpu_s": cpu_s, "exit_code": exit_code,
                                                "args": pytest_args,
                                                "cases": cases, **summary}, indent=1, default=list))
     if args.docs:
         from harness import docs_blocks
 
-        outcomes: dict[str, int] = defaultdict(int)
-        for c in cases:
-            outcomes[c["outcome"]] += 1
         cpu = f"; {cpu_s:.0f} s of CPU over {os.cpu_count()} cores" if cpu_s is not None else ""
         page = docs_blocks.publish(docs_blocks.measured(
             "bench_test_groups", command=f"python -m harness.bench.test_groups --docs -- {' '.join(pytest_args)}",
             columns=("what", "command", "result", "target"), align="llll",
-            rows=[(f"{len(cases)} tests ({', '.join(f'{n} {o}' for o, n in sorted(outcomes.items()))})",
-                   f"`pytest {' '.join(pytest_args)}`", f"{wall_s:.1f} s (exit {proc.returncode}){cpu}",
-                   "120 s" if pytest_args == list(DEFAULT_ARGS) else "")]))
+            rows=[(outcome_counts(cases), f"`pytest {' '.join(pytest_args)}`",
+                   f"{wall_s:.1f} s (exit {exit_code}){cpu}", target)]))
         print(f"wrote {page}")
     return 0
+
+
+def _publish_comparison(result: dict, pytest_args: list[str], target: str) -> None:
+    from harness import docs_blocks
+
+    short = result["commit"][:12]
+    rows = []
+    for side in ("before", "now"):
+        runs = result["runs"][side]
+        walls = ", ".join(f"{r['wall_s']:.1f}" for r in runs)
+        cpus = ", ".join(f"{r['cpu_s']:.0f}" for r in runs if r["cpu_s"] is not None)
+        exits = sorted({r["exit_code"] for r in runs})
+        what = f"{outcome_counts(runs[-1]['cases'])}, {'commit ' + short if side == 'before' else 'this commit'}"
+        rows.append((what, f"`pytest {' '.join(pytest_args)}`",
+                     f"wall {walls} s; CPU {cpus} s over {os.cpu_count()} cores (exit {', '.join(map(str, exits))})",
+                     target))
+    ratios = "; ".join(f"{label} now/before {result[key]['ratio']:.2f}" for key, label in
+                       (("wall_s", "wall"), ("cpu_s", "CPU")) if result[key]["ratio"] is not None)
+    rows.append((f"side by side, medians of {result['repeat']} alternated run(s) each", "", ratios, ""))
+    page = docs_blocks.publish(docs_blocks.measured(
+        "bench_test_groups",
+        command=(f"python -m harness.bench.test_groups --against {short} --repeat {result['repeat']} --docs -- "
+                 f"{' '.join(pytest_args)}"),
+        columns=("what", "command", "result", "target"), align="llll", rows=rows))
+    print(f"wrote {page}")
 
 
 if __name__ == "__main__":

@@ -113,3 +113,42 @@ def test_an_expected_failure_is_counted_as_one_not_as_a_skip(tmp_path):
 <skipped type="pytest.skip" message="needs a CUDA device"/></testcase>
 </testsuite></testsuites>""")
     assert [c["outcome"] for c in parse_junit(path)] == ["xfailed", "skipped"]
+
+
+def test_against_takes_a_commit_of_this_checkout_or_names_the_option():
+    from harness.bench.test_groups import resolve_commit
+    from implementations.errors import UserError
+
+    commit = resolve_commit("HEAD")
+    assert len(commit) == 40 and all(ch in "0123456789abcdef" for ch in commit)
+    with pytest.raises(UserError) as refused:
+        resolve_commit("no-such-revision-of-this-checkout")
+    assert refused.value.field == "--against"
+
+
+def test_against_alternates_before_and_now_and_compares_medians(monkeypatch, capsys):
+    """Before runs in an exported copy of the commit (its files, none of this checkout's own), now
+    in this checkout, alternated; the printed ratios are of the medians of each side."""
+    from harness.bench import test_groups
+    from harness.paths import REPO_ROOT
+
+    seen = []
+
+    def fake_measure(pytest_args, cwd=REPO_ROOT):
+        side = "now" if cwd == REPO_ROOT else "before"
+        if side == "before":
+            assert (cwd / "pyproject.toml").is_file() and not (cwd / ".git").exists()
+        seen.append(side)
+        wall = {"before": [100.0, 130.0, 110.0], "now": [60.0, 40.0, 55.0]}[side][seen.count(side) - 1]
+        return {"wall_s": wall, "cpu_s": 2 * wall, "exit_code": 0,
+                "cases": [{"outcome": "passed"}, {"outcome": "xfailed"}]}
+
+    monkeypatch.setattr(test_groups, "measure", fake_measure)
+    result = test_groups.compare(["-n", "4"], test_groups.resolve_commit("HEAD"), repeat=3)
+    assert seen == ["before", "now"] * 3
+    assert result["wall_s"] == {"before": 110.0, "now": 55.0, "ratio": 0.5}
+    assert result["cpu_s"]["ratio"] == 0.5
+    text = test_groups.render_comparison(result, ["-n", "4"])
+    assert "wall         before (" in text and "110.0 s, now 55.0 s: now/before = 0.50" in text
+    out = capsys.readouterr().out
+    assert "[2/3] now    wall 40.0 s, machine CPU 80 s (exit 0): 2 tests (1 passed, 1 xfailed)" in out
