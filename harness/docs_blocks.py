@@ -9,7 +9,7 @@ rendered from that record by ``render``. The measuring commands write both with
 ``testcases/unit/test_docs_blocks.py`` fails when a page's block is not what ``render``
 makes of its record.
 
-    python -m harness.docs_blocks                 # re-render every block from its record
+    python -m harness.docs_blocks                 # re-render every block from its record (or source)
     python -m harness.docs_blocks --check         # list stale blocks; exit 1 if any
     python -m harness.docs_blocks figures DIR     # record a finished sweep's results.csv
 """
@@ -39,7 +39,15 @@ PAGES = {
     "faults": "faults.md",
     "bench_explore": "explore.md",
 }
-"""Each generated block and the page (under ``docs/``) that shows it."""
+"""Each generated block of measured figures and the page (under ``docs/``) that shows it."""
+
+DERIVED = {
+    "coverage_fields": ("coverage.md", "harness.coverage.render:fields_block"),
+    "coverage_rules": ("coverage.md", "harness.coverage.render:rules_block"),
+}
+"""Blocks rendered from committed sources instead of a measurement record: name -> (page, the
+``module:function`` that returns the block's Markdown, saying which command rewrites it).
+Same markers, same writer and the same staleness check as the measured blocks."""
 
 _BLOCK = "<!-- generated:{name} -->\n{body}<!-- /generated:{name} -->"
 
@@ -166,9 +174,25 @@ def publish(record: Record, *, docs_dir: Path = DOCS_DIR) -> Path:
     return page
 
 
+def render_derived(name: str) -> str:
+    """The Markdown of a ``DERIVED`` block, from its renderer."""
+    import importlib
+
+    module, _, function = DERIVED[name][1].partition(":")
+    return getattr(importlib.import_module(module), function)()
+
+
 def stale(docs_dir: Path = DOCS_DIR) -> list[str]:
-    """Blocks whose page does not hold what ``render`` makes of their record (or lacks a record / markers)."""
+    """Blocks whose page does not hold what ``render`` makes of their record, or what a derived
+    block's renderer makes (or that lack a record or markers)."""
     problems = []
+    for name, (page_name, source) in DERIVED.items():
+        page = docs_dir / page_name
+        shown = block_text(page.read_text(encoding="utf-8"), name) if page.is_file() else None
+        if shown is None:
+            problems.append(f"{name}: {page} has no generated:{name} block")
+        elif shown != render_derived(name):
+            problems.append(f"{name}: {page} differs from what {source} renders; run python -m harness.docs_blocks")
     for name, page_name in PAGES.items():
         page = docs_dir / page_name
         data = record_path(name, docs_dir / "data")
@@ -238,7 +262,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 1 if problems else 0
     for name, page in PAGES.items():
         write_block(DOCS_DIR / page, name, render(load(name)))
-    print(f"rendered {len(PAGES)} blocks from {DOCS_DATA_DIR}")
+    for name, (page, _) in DERIVED.items():
+        write_block(DOCS_DIR / page, name, render_derived(name))
+    print(f"rendered {len(PAGES)} blocks from {DOCS_DATA_DIR} and {len(DERIVED)} from their sources")
     return 0
 
 

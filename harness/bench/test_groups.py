@@ -19,9 +19,9 @@ the processes it waited for, not the pools' ranks) does not. Nothing is asserted
 ``--against REV`` measures a change side by side: the same pytest command on a copy of commit
 REV (``git archive``, in a temporary folder, with this checkout's ``.tools`` so that both find
 the same Allure CLI) and on this checkout, one after the other, ``--repeat`` times (before,
-now, before, now, ...), and prints each run and the ratio of the medians (wall and CPU). The
-machine's load moves single runs by 10 to 20 %, so a figure compared with another run's
-record says less than this.
+now, before, now, ...), and prints each run and the ratio of the medians (wall and CPU). Single
+runs move with the machine's load, so a figure compared with another day's record says less
+than this.
 """
 
 from __future__ import annotations

@@ -41,10 +41,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     from harness.coverage import fields, render
 
     if args.what == "tables":
-        from harness.coverage import rules
-
-        render.write_section(Path(args.out), "fields", render.field_table(fields.recorded()))
-        render.write_section(Path(args.out), "rules", rules.table())
+        render.write_section(Path(args.out), "fields")
+        render.write_section(Path(args.out), "rules")
         print(f"wrote {args.out}", file=sys.stderr)
         return 0
     unknown = [f for f in args.field if f not in fields.record_keys()]
@@ -76,7 +74,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(f"wall time {time.perf_counter() - start:.1f} s", file=sys.stderr)
     if args.record:
         render.write_record(fields.RECORD, found)
-        render.write_section(Path(args.out), "fields", table)
+        render.write_section(Path(args.out), "fields")
     return 0 if all(found.get(f) for f in fields.record_keys()) else 1
 
 

@@ -1,4 +1,5 @@
-"""The docs' figures have one source: each generated block is what its record renders to."""
+"""The docs' figures have one source: each generated block is what its record (or, for a derived
+block such as the coverage tables, its renderer) makes."""
 
 from __future__ import annotations
 
@@ -25,6 +26,24 @@ def test_a_figure_typed_into_a_page_is_stale(tmp_path):
     typed = shown[:digit] + ("1" if shown[digit] != "1" else "2") + shown[digit + 1:]  # one figure typed over
     page.write_text(text.replace(shown, typed, 1), encoding="utf-8")
     assert docs_blocks.stale(docs) == [f"faults: {page} differs from its record; run python -m harness.docs_blocks"]
+
+
+@pytest.mark.parametrize("name", sorted(docs_blocks.DERIVED))
+def test_a_derived_table_edited_by_hand_is_stale(tmp_path, name):
+    """The coverage tables are derived blocks: a page that no longer holds what their renderer
+    makes from the records (a row edited by hand, or a record changed without rewriting the page)
+    is stale."""
+    docs = tmp_path / "docs"
+    shutil.copytree(DOCS_DIR, docs)
+    page = docs / docs_blocks.DERIVED[name][0]
+    text = page.read_text(encoding="utf-8")
+    shown = docs_blocks.block_text(text, name)
+    assert shown == docs_blocks.render_derived(name)
+    last_row = shown.rstrip("\n").rsplit("\n", 1)[1]
+    page.write_text(text.replace(last_row, last_row.replace("|", "| edited", 1), 1), encoding="utf-8")
+    source = docs_blocks.DERIVED[name][1]
+    assert docs_blocks.stale(docs) == [
+        f"{name}: {page} differs from what {source} renders; run python -m harness.docs_blocks"]
 
 
 def test_publish_writes_the_record_and_only_its_block(tmp_path):
