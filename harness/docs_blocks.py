@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from harness.paths import DOCS_DATA_DIR, DOCS_DIR
+from harness.paths import DOCS_DATA_DIR, DOCS_DIR, REPO_ROOT
 
 PAGES = {
     "figures": "figures.md",
@@ -115,14 +115,35 @@ def machine() -> str:
     return f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}{torch}"
 
 
-def measured(name: str, *, command: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
-             align: str = "", notes: Sequence[str] = (), provenance: str = "") -> Record:
-    """A record of figures measured now, on this machine, at this checkout's commit."""
+DIRTY = " with uncommitted changes"
+"""Appended to a record's commit when tracked files differ from it: the figures are not that commit's."""
+
+
+def checkout_commit(repo_dir: Path = REPO_ROOT) -> str:
+    """The checkout's commit (12 hex digits, ``unknown`` without git), plus ``DIRTY`` when a tracked
+    file differs from it."""
+    import subprocess
+
     from harness.reporting.allure_meta import git_commit
 
+    commit = git_commit(repo_dir)[:12]
+    if commit == "unknown":
+        return commit
+    try:
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo_dir,
+                                capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return commit
+    return commit + DIRTY if status.returncode == 0 and status.stdout.strip() else commit
+
+
+def measured(name: str, *, command: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
+             align: str = "", notes: Sequence[str] = (), provenance: str = "") -> Record:
+    """A record of figures measured now, on this machine, at this checkout's commit (said to
+    have uncommitted changes when it has)."""
     _check_name(name)
     return Record(name=name, command=command, date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
-                  machine=machine(), commit=git_commit()[:12], columns=tuple(columns),
+                  machine=machine(), commit=checkout_commit(), columns=tuple(columns),
                   rows=tuple(tuple(str(c) for c in row) for row in rows), align=align,
                   notes=tuple(notes), provenance=provenance)
 

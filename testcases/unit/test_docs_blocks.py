@@ -86,3 +86,22 @@ def test_a_sweeps_results_become_the_figures_record(tmp_path):
                               "32", "32", "")
     assert record.rows[1][-1] == "model.model_type: not upstream's" and record.rows[1][3] == ""
     assert record.command.startswith("python -m harness -m model=deepseek_v32 && python -m harness.docs_blocks")
+
+
+def test_a_record_says_when_the_checkout_had_uncommitted_changes(tmp_path):
+    import subprocess
+
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
+                       capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "a.txt").write_text("1\n")
+    git("add", "a.txt")
+    git("commit", "-q", "-m", "one")
+    clean = docs_blocks.checkout_commit(tmp_path)
+    assert len(clean) == 12 and all(ch in "0123456789abcdef" for ch in clean)
+    (tmp_path / "untracked.txt").write_text("not the harness's\n")
+    assert docs_blocks.checkout_commit(tmp_path) == clean  # untracked files are not the measured code
+    (tmp_path / "a.txt").write_text("2\n")
+    assert docs_blocks.checkout_commit(tmp_path) == clean + docs_blocks.DIRTY
