@@ -173,6 +173,18 @@ def block_text(page_text: str, name: str) -> Optional[str]:
     return found.group(1) if found else None
 
 
+def missing_markers(page: Path, names: Sequence[str]) -> Optional[str]:
+    """Why ``page`` cannot take the blocks ``names`` (None: it can): unreadable, or without a block's markers."""
+    try:
+        text = page.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"cannot be read ({getattr(exc, 'strerror', None) or exc})"
+    missing = [name for name in names if block_text(text, name) is None]
+    if missing:
+        return f"has no <!-- generated:{missing[0]} --> ... <!-- /generated:{missing[0]} --> markers"
+    return None
+
+
 def write_block(page: Path, name: str, body: str) -> None:
     """Replace the block ``name`` in ``page`` by ``body``, atomically; ``ValueError`` without its markers."""
     from harness.app.atomic import write_atomic

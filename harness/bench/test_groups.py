@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -193,7 +192,6 @@ def compare(pytest_args: list[str], commit: str, repeat: int) -> dict:
                 cpu = f", machine CPU {run['cpu_s']:.0f} s" if run["cpu_s"] is not None else ""
                 print(f"[{i + 1}/{repeat}] {side:<6} wall {run['wall_s']:.1f} s{cpu} (exit {run['exit_code']}): "
                       f"{outcome_counts(run['cases'])}", flush=True)
-        shutil.rmtree(tree, ignore_errors=True)
 
     def median(side: str, key: str) -> Optional[float]:
         values = [r[key] for r in runs[side] if r[key] is not None]

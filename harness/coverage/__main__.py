@@ -40,6 +40,15 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 0
     from harness.coverage import fields, render
 
+    if args.what == "tables" or args.record:  # before any run: a fields run takes minutes
+        from harness import docs_blocks
+
+        names = render.BLOCKS.values() if args.what == "tables" else [render.BLOCKS["fields"]]
+        why = docs_blocks.missing_markers(Path(args.out), list(names))
+        if why:
+            print(f"error: --out {args.out!r}: {why}; give a page that holds the coverage tables' blocks "
+                  f"(default docs/coverage.md)", file=sys.stderr)
+            return 2
     if args.what == "tables":
         render.write_section(Path(args.out), "fields")
         render.write_section(Path(args.out), "rules")
