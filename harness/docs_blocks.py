@@ -34,6 +34,7 @@ PAGES = {
     "figures": "figures.md",
     "bench_planning": "benchmarks.md",
     "bench_runner_overhead": "benchmarks.md",
+    "bench_collectives": "benchmarks.md",
     "bench_test_groups": "benchmarks.md",
     "kill_matrix": "mutation.md",
     "faults": "faults.md",

@@ -14,6 +14,7 @@ from typing import Any, Optional
 import torch
 import torch.distributed as dist
 
+from . import wire
 from .errors import CollectiveCheckFailed
 
 
@@ -93,16 +94,45 @@ class RankContext:
         return self._partitions[parts]
 
     def broadcast_object(self, obj: Any, src: int = 0) -> Any:
-        """``obj`` from rank ``src`` on every rank (pickled over the control group)."""
-        box = [obj if self.rank == src else None]
-        dist.broadcast_object_list(box, src=src, group=self.control_group)
-        return box[0]
+        """``obj`` from rank ``src`` on every rank (pickled over the control group, ``wire``).
+
+        One broadcast of a frame; a second, sized to fit, for an object over
+        ``wire.INLINE_BYTES``. If ``obj`` does not pickle on ``src``, every rank raises
+        ``wire.UnpicklableObject``.
+        """
+        self._check_ranks([src])
+        kind, data = wire.encode(obj) if self.rank == src else (wire.PICKLED, b"")
+        size = wire.INLINE_BYTES
+        box = wire.frame(kind, data, size) if self.rank == src else wire.empty(size)
+        dist.broadcast(box, src=src, group=self.control_group)
+        [head] = wire.headers(box)
+        if head[1] > size:
+            box = wire.frame(kind, data, head[1]) if self.rank == src else wire.empty(head[1])
+            dist.broadcast(box, src=src, group=self.control_group)
+        return wire.decode(box, head, src)
 
     def all_gather_object(self, obj: Any) -> list[Any]:
-        """Every rank's ``obj``, indexed by rank."""
-        out: list[Any] = [None] * self.world_size
-        dist.all_gather_object(out, obj, group=self.control_group)
-        return out
+        """Every rank's ``obj``, indexed by rank (``wire``: one gather to rank 0 and one broadcast).
+
+        A second round, sized to the largest, when any object is over ``wire.INLINE_BYTES``.
+        If any rank's object does not pickle, every rank raises ``wire.UnpicklableObject``
+        naming the first such rank.
+        """
+        kind, data = wire.encode(obj)
+        frames = self._gather_frames(kind, data, wire.INLINE_BYTES)
+        heads = wire.headers(frames)
+        longest = max(length for _, length in heads)
+        if longest > wire.INLINE_BYTES:
+            frames = self._gather_frames(kind, data, longest)
+        return [wire.decode(f, head, sender) for sender, (f, head) in enumerate(zip(frames, heads))]
+
+    def _gather_frames(self, kind: int, data: bytes, size: int) -> Any:
+        """Every rank's frame of ``size`` payload bytes, on every rank (rows indexed by rank)."""
+        frames = wire.empty(size, rows=self.world_size)
+        mine = wire.frame(kind, data, size)
+        dist.gather(mine, list(frames.unbind(0)) if self.rank == 0 else None, dst=0, group=self.control_group)
+        dist.broadcast(frames, src=0, group=self.control_group)
+        return frames
 
     def barrier(self) -> None:
         """Control-plane barrier (gloo): it orders host code, not pending NCCL kernels."""

@@ -71,6 +71,21 @@ def broadcast_from(ctx: RankContext, src: int) -> Any:
     return ctx.broadcast_object(f"from rank {ctx.rank}", src=src)
 
 
+def gather_sized(ctx: RankContext, sizes: list[int]) -> list[Any]:
+    """Rank r contributes ``sizes[r]`` bytes (a pattern naming r) to an all-gather, then a
+    broadcast from the last rank: objects on both sides of the one-frame limit."""
+    mine = bytes([ctx.rank]) * sizes[ctx.rank]
+    return [ctx.all_gather_object(mine), ctx.broadcast_object(mine, src=ctx.world_size - 1)]
+
+
+def unpicklable_on_rank(ctx: RankContext, k: int, collective: str) -> Any:
+    """Rank ``k`` passes a lambda (it does not pickle) to an object collective; the others an int."""
+    obj = (lambda: None) if ctx.rank == k else ctx.rank
+    if collective == "broadcast":
+        return ctx.broadcast_object(obj, src=k)
+    return ctx.all_gather_object(obj)
+
+
 def write_then_read(ctx: RankContext) -> str:
     """Rank 0 writes a file in the shared tmp_dir; everyone reads it after a barrier."""
     path = os.path.join(ctx.tmp_dir, "fixture.txt")

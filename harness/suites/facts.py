@@ -128,18 +128,26 @@ def master_error_of(exc: BaseException) -> MasterError:
 
 
 def worker_facts(worker, device: str, *, leak: Optional[LeakFacts] = None) -> WorkerFacts:
-    """Per layer: owned flag, tensor names/shapes/dtypes and bytes of its own storage."""
+    """Per layer: owned flag, tensor names/shapes/dtypes and bytes of its own storage.
+
+    Each tensor is looked at once (a case's ranks hold thousands of them)."""
     cache = worker.cache
-    scratch_keys = {storage_key(t) for t in cache.scratch.values()}
-    seen: set = set(scratch_keys)
+    scratch = {storage_key(t): t for t in cache.scratch.values()}
+    seen: set = set(scratch)
+    dtype_names: dict = {}
     layers = []
     for layer in cache.layers:
         own_bytes = 0
         tensors = {}
+        all_scratch = bool(layer.tensors)
         for name, t in layer.tensors.items():
             key = storage_key(t)
-            tensors[name] = TensorFacts(shape=tuple(int(x) for x in t.shape),
-                                        dtype=str(t.dtype).replace("torch.", ""), bytes=tensor_bytes(t))
+            dtype = dtype_names.get(t.dtype)
+            if dtype is None:
+                dtype = dtype_names[t.dtype] = str(t.dtype).replace("torch.", "")
+            tensors[name] = TensorFacts(shape=tuple(int(x) for x in t.shape), dtype=dtype, bytes=tensor_bytes(t))
+            if key not in scratch:
+                all_scratch = False
             if key not in seen:
                 seen.add(key)
                 own_bytes += t.untyped_storage().nbytes()
@@ -148,11 +156,10 @@ def worker_facts(worker, device: str, *, leak: Optional[LeakFacts] = None) -> Wo
             kind=layer.kind,
             owned=bool(layer.owned),
             own_bytes=own_bytes,
-            scratch_view=bool(layer.tensors) and all(storage_key(t) in scratch_keys for t in layer.tensors.values()),
+            scratch_view=all_scratch,
             tensors=tensors,
         ))
-    distinct = {storage_key(t): t for t in cache.scratch.values()}
-    scratch_bytes = sum(t.untyped_storage().nbytes() for t in distinct.values())
+    scratch_bytes = sum(t.untyped_storage().nbytes() for t in scratch.values())
     return WorkerFacts(
         role=worker.role,
         plan_rank=worker.plan_rank,

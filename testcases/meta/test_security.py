@@ -273,11 +273,27 @@ def _violations(path: Path) -> list[str]:
     return out
 
 
+ALLOWED = {
+    ("harness/rankpool/wire.py", "import pickle"): "the control plane's object codec",
+    ("harness/rankpool/wire.py", "pickle.loads"): "bytes from ranks of the same pool over its own group, as "
+                                                  "torch.distributed's object collectives unpickle them",
+}
+"""(file, pattern) -> why: the only places a pattern above may appear. Never a file or a config."""
+
+
+def _allowed(violation: str) -> bool:
+    where, _, what = violation.partition(" ")
+    return any(where.split(":")[0] == file and what.startswith(pattern) for file, pattern in ALLOWED)
+
+
 def test_no_unpickling_unsafe_yaml_or_eval_in_sources():
     sources = _sources()
     assert len(sources) > 40, "the scan found too few files to mean anything"
-    problems = [v for path in sources for v in _violations(path)]
+    found = [v for path in sources for v in _violations(path)]
+    problems = [v for v in found if not _allowed(v)]
     assert not problems, "\n".join(problems)
+    unused = [key for key in ALLOWED if not any(_allowed(v) and v.startswith(key[0]) and key[1] in v for v in found)]
+    assert not unused, f"allowances that match nothing any more (remove them): {unused}"
 
 
 def test_static_scan_catches_each_pattern(tmp_path, monkeypatch):
@@ -371,3 +387,17 @@ def test_run_id_is_one_per_process_even_when_its_module_is_imported_again(monkey
     again.register()
     assert again.run_id() == store.run_id() == first == OmegaConf.create({"x": "${run_id:}"}).x
     assert first.startswith(f"{os.getpid()}-")
+
+
+def test_an_allowance_covers_its_own_file_and_pattern_only(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    (tmp_path / "harness" / "rankpool").mkdir(parents=True)
+    codec = tmp_path / "harness" / "rankpool" / "wire.py"
+    codec.write_text("import pickle\npickle.loads(b'')\neval('1')\npickle.load(open('f', 'rb'))\n")
+    other = tmp_path / "harness" / "rankpool" / "other.py"
+    other.write_text("import pickle\npickle.loads(b'')\n")
+    left = [v for path in (codec, other) for v in _violations(path) if not _allowed(v)]
+    assert sorted(v.split(" ", 1)[0] for v in left) == [
+        "harness/rankpool/other.py:1", "harness/rankpool/other.py:2",  # the same calls elsewhere
+        "harness/rankpool/wire.py:3", "harness/rankpool/wire.py:4",  # other patterns in the allowed file
+    ], left

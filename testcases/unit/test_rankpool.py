@@ -107,6 +107,31 @@ def test_object_collectives_and_tmp_dir(pool4):
 
 
 @dist
+@pytest.mark.parametrize("sizes", [[10, 4000, 0, 7], [10, 4097, 0, 9000], [70000, 1, 2, 3]],
+                         ids=["all-inline", "two-over", "first-over"])
+def test_object_collectives_carry_objects_of_any_size(pool4, sizes):
+    """Objects within one frame (wire.INLINE_BYTES = 4096 pickled bytes) and over it, mixed in one
+    call (an all-gather and a broadcast from rank 3): every rank gets every byte."""
+    expected = [bytes([r]) * n for r, n in enumerate(sizes)]
+    assert pool4.run(bodies.gather_sized, sizes) == [[expected, expected[3]]] * 4
+
+
+@dist
+@pytest.mark.parametrize("collective", ["broadcast", "all_gather"])
+def test_an_object_that_does_not_pickle_fails_every_rank_and_keeps_the_group(pool4, collective):
+    pids, generation = pool4.pids, pool4.generation
+    with pytest.raises(RankFailure) as failure:
+        pool4.run(bodies.unpicklable_on_rank, 2, collective)
+    errors = failure.value.rank_errors
+    assert sorted(errors) == [0, 1, 2, 3], errors
+    for text in errors.values():  # the same error on every rank, naming the rank and what did not pickle
+        assert "UnpicklableObject: rank 2's object could not be pickled" in text and "lambda" in text, text
+    assert not failure.value.pool_rebuilt  # every rank ran the same collectives: no rank was left waiting
+    assert (pool4.pids, pool4.generation) == (pids, generation)
+    assert pool4.run(bodies.gather_objects, 0) == [[0, 1, 2, 3]] * 4
+
+
+@dist
 @pytest.mark.parametrize(
     "partition",
     [((0, 1), (2, 3)), ((0, 2), (1, 3)), ((0,), (1, 2, 3))],
