@@ -303,6 +303,12 @@ def _case_of(item):
     return case if isinstance(case, Case) else None  # an empty parameter set holds NOTSET
 
 
+def pytest_runtest_setup(item) -> None:
+    from harness.rankpool import registry
+
+    registry.close_idle()  # a worker busy with other tests does not keep idle ranks polling
+
+
 @pytest.fixture
 def lw_case(request):
     """The case, with its Allure labels (predicted failures are judged by the test: expectations.judge)."""

@@ -118,6 +118,8 @@ class RankPool:
         self._tmp_dir: Optional[str] = None
         self._stack_offsets: dict[int, int] = {}
         self._call_id = 0
+        self.idle_since = time.monotonic()
+        """When the last ``run`` returned (or the pool was made)."""
         _live_pools.add(self)
 
     # -- public ---------------------------------------------------------------------------
@@ -177,6 +179,8 @@ class RankPool:
             except BaseException:  # e.g. KeyboardInterrupt: the ranks' state is unknown
                 self._kill()
                 raise
+            finally:
+                self.idle_since = time.monotonic()
 
     def close(self) -> None:
         """Stop the ranks: destroy_process_group with a bounded wait, then kill. Never hangs.

@@ -170,6 +170,7 @@ def serve(ctx: Any, conn: Any) -> None:
         else:
             send_result(conn, call_id, result)
             del result
+        ctx.end_call()
 
 
 def shut_down(conn: Any) -> None:

@@ -4,12 +4,20 @@ Each pytest (or xdist) worker process has its own registry: nothing is shared be
 workers. ``max_live_ranks`` bounds the rank processes kept alive at once (least
 recently used pools are closed first) so a worker holding pools of 4 and 8 ranks
 does not crowd a small machine; None keeps every pool.
+
+``close_idle`` closes the CPU pools that no ``run`` has used for ``IDLE_CLOSE_S``; their
+next ``run`` starts them again. An idle rank is not free: gloo's TCP loop in every rank
+wakes every 10 ms, for each of its groups, and four pytest workers holding pools of 4 and
+8 ranks spent a tenth of a 2-core machine on that. A CPU pool starts again in about 0.1 s
+(``python -m harness.bench.runner_overhead``); a pool on cards pays CUDA and NCCL set-up
+again, so it is kept.
 """
 
 from __future__ import annotations
 
 import atexit
 import threading
+import time
 from collections import OrderedDict
 from typing import Optional
 
@@ -19,6 +27,8 @@ from .pool import RankPool
 _pools: OrderedDict[tuple[int, str, str], RankPool] = OrderedDict()
 _lock = threading.Lock()
 _settings = {"max_live_ranks": None}
+IDLE_CLOSE_S = {"cpu": 5.0, "cuda": None}
+"""Device type -> seconds without a ``run`` after which ``close_idle`` closes a pool (None: never)."""
 
 
 def configure(*, max_live_ranks: Optional[int]) -> None:
@@ -60,7 +70,8 @@ def get_pool(
             pool.timeout_s = check_seconds("runner.timeout_s", timeout_s)
         _pools[key] = pool  # most recently used last
         _evict(keep=pool)
-        return pool
+    close_idle()
+    return pool
 
 
 def _evict(keep: RankPool) -> None:
@@ -75,6 +86,19 @@ def _evict(keep: RankPool) -> None:
             pool.close()
             del _pools[key]
             live -= pool.world_size
+
+
+def close_idle(now: Optional[float] = None) -> list[RankPool]:
+    """Close the started pools idle longer than ``IDLE_CLOSE_S`` allows for their device type;
+    returns them (they stay registered and start again on their next ``run``)."""
+    now = time.monotonic() if now is None else now
+    with _lock:
+        idle = [pool for pool in _pools.values()
+                if pool.started and IDLE_CLOSE_S.get(pool.choice.device_type) is not None
+                and now - pool.idle_since > IDLE_CLOSE_S[pool.choice.device_type]]
+    for pool in idle:
+        pool.close()
+    return idle
 
 
 def live_pools() -> list[RankPool]:

@@ -63,6 +63,11 @@ def split_all_reduce(ctx: RankContext, partition: tuple[tuple[int, ...], ...]) -
     return {"sum": t.item(), "group_ranks": dist.get_process_group_ranks(group)}
 
 
+def groups_and_threads(ctx: RankContext) -> dict[str, Any]:
+    """The subgroups this rank keeps and its native thread count (each live gloo group runs threads)."""
+    return {"groups": [list(g) for g in ctx.live_groups], "threads": len(os.listdir("/proc/self/task"))}
+
+
 def gather_objects(ctx: RankContext, base: int) -> list[Any]:
     return ctx.all_gather_object(base + ctx.rank)
 

@@ -119,6 +119,7 @@ def test_object_collectives_carry_objects_of_any_size(pool4, sizes):
 @dist
 @pytest.mark.parametrize("collective", ["broadcast", "all_gather"])
 def test_an_object_that_does_not_pickle_fails_every_rank_and_keeps_the_group(pool4, collective):
+    pool4.run(bodies.echo, None)  # started (this may be the module's first test on this worker)
     pids, generation = pool4.pids, pool4.generation
     with pytest.raises(RankFailure) as failure:
         pool4.run(bodies.unpicklable_on_rank, 2, collective)
@@ -493,6 +494,68 @@ def test_unpicklable_arguments_fail_before_any_rank_is_started():
     with pytest.raises(Exception, match="pickle"):
         pool.run(bodies.echo, threading.Lock())
     assert not pool.started
+
+
+@dist
+def test_a_cpu_pool_idle_past_its_limit_is_closed_and_starts_again_when_used(monkeypatch):
+    monkeypatch.setitem(registry.IDLE_CLOSE_S, "cpu", 0.3)
+    try:
+        pool = get_pool(2, "gloo")
+        assert pool.run(bodies.echo, 1) == [1, 1]
+        pids, generation = pool.pids, pool.generation
+        assert registry.close_idle() == [] and pool.pids == pids  # just used
+        time.sleep(0.5)
+        assert registry.close_idle() == [pool]
+        assert not pool.started and not any(running(p) for p in pids)
+        assert get_pool(2, "gloo") is pool and pool.run(bodies.echo, 2) == [2, 2]  # started again
+        assert pool.generation == generation + 1
+        monkeypatch.setitem(registry.IDLE_CLOSE_S, "cpu", None)  # None: kept however long it idles
+        time.sleep(0.5)
+        assert registry.close_idle() == [] and pool.started
+    finally:
+        registry.close_all()
+
+
+@unit
+def test_every_test_setup_closes_the_idle_pools(monkeypatch):
+    """The plugin asks at each test's setup, so a worker busy with other tests does not keep idle ranks."""
+    from harness import pytest_plugin
+
+    asked = []
+    monkeypatch.setattr(registry, "close_idle", lambda: asked.append(True) or [])
+    pytest_plugin.pytest_runtest_setup(None)
+    assert asked == [True]
+
+
+P1, P2, P3, P4 = ((0, 1), (2, 3)), ((0, 2), (1, 3)), ((0, 3), (1, 2)), ((0,), (1, 2, 3))
+
+
+def _split_sums(partition) -> list[float]:
+    """Rank r's all-reduce of r + 1 over its part (what selftest_bodies.split_all_reduce computes)."""
+    part_of = {r: part for part in partition for r in part}
+    return [float(sum(q + 1 for q in part_of[r])) for r in range(4)]
+
+
+@dist
+def test_a_rank_keeps_its_most_recently_used_subgroups_and_no_more_threads(pool4):
+    """At most context.KEPT_GROUPS subgroups live between calls, the least recently used go first
+    (with their gloo threads), and a group made again works. The same on every rank."""
+    from harness.rankpool.context import KEPT_GROUPS
+
+    assert KEPT_GROUPS == 4  # two partitions of four ranks into pairs
+    for partition in (P1, P2):
+        assert [r["sum"] for r in pool4.run(bodies.split_all_reduce, partition)] == _split_sums(partition)
+    kept = pool4.run(bodies.groups_and_threads)
+    assert kept[0]["groups"] == [list(g) for g in P1 + P2] and all(k["groups"] == kept[0]["groups"] for k in kept)
+    for partition in (P1, P3):  # P1 used again: P2 is now the least recently used, and goes
+        assert [r["sum"] for r in pool4.run(bodies.split_all_reduce, partition)] == _split_sums(partition)
+    after = pool4.run(bodies.groups_and_threads)
+    assert all(a["groups"] == [list(g) for g in P1 + P3] for a in after), after
+    for partition in (P4, P2, P3):
+        assert [r["sum"] for r in pool4.run(bodies.split_all_reduce, partition)] == _split_sums(partition)
+    last = pool4.run(bodies.groups_and_threads)
+    # each rank is in one group of each kept partition, as after the first two: no thread more
+    assert [x["threads"] for x in last] == [k["threads"] for k in kept] == [a["threads"] for a in after]
 
 
 @dist
