@@ -17,7 +17,7 @@ import sys
 import time
 from typing import Any, Callable, Optional
 
-from harness.bench.runner_overhead import machine_facts
+from harness.bench.runner_overhead import check_args, machine_facts
 from harness.cli import Parser, command
 
 OPS = ("broadcast", "all_gather")
@@ -91,7 +91,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument("--docs", action="store_true", help="also record the figures into docs/benchmarks.md")
     opts = parser.parse_args(argv)
-    check_args(opts)
+    check_args(opts, counts=("--repeats",))
     os.environ["OMP_NUM_THREADS"] = "1"
 
     facts = machine_facts()
@@ -125,23 +125,6 @@ def main(argv: Optional[list[str]] = None) -> int:
                    f"{r['wall_ratio']:.2f}") for r in rows]))
         print(f"wrote {page}")
     return 0
-
-
-def check_args(opts) -> None:
-    """Every value before a process starts: world sizes the pool can start, --repeats >= 1, --json writable."""
-    from harness.app.validate import check_output_file
-    from harness.rankpool.backend import check_world_size
-    from implementations.errors import ConfigError
-
-    for world in opts.worlds:
-        try:
-            check_world_size(world)
-        except ConfigError as exc:
-            raise ConfigError("--worlds", world, exc.allowed) from None
-    if opts.repeats < 1:
-        raise ConfigError("--repeats", opts.repeats, "a whole number >= 1")
-    if opts.json:
-        check_output_file(opts.json, "--json")
 
 
 if __name__ == "__main__":

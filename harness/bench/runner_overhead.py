@@ -178,8 +178,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     return 0
 
 
-def check_args(opts) -> None:
-    """Every value before the first process starts: world sizes the pool can start, repeats >= 1, --json writable."""
+def check_args(opts, counts: tuple[str, ...] = ("--fresh-repeats", "--pooled-repeats")) -> None:
+    """Every value before the first process starts: world sizes the pool can start, each of the
+    ``counts`` flags >= 1, --json writable. (The pool benches share it: ``harness.bench.collectives``.)"""
     from harness.app.validate import check_output_file
     from harness.rankpool.backend import check_world_size
     from implementations.errors import ConfigError
@@ -189,12 +190,12 @@ def check_args(opts) -> None:
             check_world_size(world)
         except ConfigError as exc:
             raise ConfigError("--worlds", world, exc.allowed) from None
-    for flag, value in (("--fresh-repeats", opts.fresh_repeats), ("--pooled-repeats", opts.pooled_repeats)):
+    for flag in counts:
+        value = getattr(opts, flag.lstrip("-").replace("-", "_"))
         if value < 1:
             raise ConfigError(flag, value, "a whole number >= 1 (the median of no runs is undefined)")
     if opts.json:
         check_output_file(opts.json, "--json")
-
 
 if __name__ == "__main__":
     sys.exit(main())
