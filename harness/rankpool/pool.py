@@ -35,7 +35,7 @@ from . import rank_main, rendezvous
 from .backend import DEFAULT_MAX_WORLD_SIZE, BackendChoice, check_seconds, check_world_size, resolve_backend
 from .errors import Origin, RankFailure, RankSkip, RankTimeout, origin_of_dump
 from .messages import Call, Close, Done, Failed, Ready, State, StateQuery, ToParent
-from .spawn import start_processes
+from .spawn import other_threads, start_processes
 
 # forkserver: one process per pool owner imports torch once; every rank is then a
 # cheap fork of it (spawn paid ~1.8 s of torch import per rank, per pool start).
@@ -52,12 +52,13 @@ def start_method(device_type: str) -> str:
     runs on the main thread; ``python -m harness``; a plain ``pytest``) forks its ranks
     directly: they inherit the torch and modules it already imported. A forkserver costs a
     second interpreter that imports torch (~2 s of CPU), worth it where the owner cannot be
-    forked safely: other Python threads (a lock one of them holds would stay held in the rank),
+    forked safely: other Python threads (a lock one of them holds would stay held in the rank; the
+    harness's own idle spawner thread does not count, ``spawn.other_threads``),
     ranks on cards (CUDA the owner initialised does not survive a fork), Python 3.12+ (which
     warns on forking a process with any other OS thread, and torch keeps one).
     """
     if (_FORK is not None and device_type == "cpu" and sys.version_info < (3, 12)
-            and threading.current_thread() is threading.main_thread() and threading.active_count() == 1):
+            and threading.current_thread() is threading.main_thread() and not other_threads()):
         return "fork"
     return "forkserver"
 

@@ -19,6 +19,8 @@ _spawn_jobs: queue.Queue[tuple[list[Any], queue.Queue]] = queue.Queue()
 _spawn_thread: Optional[threading.Thread] = None
 _spawn_lock = threading.Lock()
 _env_lock = threading.Lock()
+_spawner_busy = False
+"""True while the spawner thread handles a job (only it writes this)."""
 
 
 def start_processes(procs: list[Any]) -> None:
@@ -39,14 +41,30 @@ def start_processes(procs: list[Any]) -> None:
 
 
 def _spawn_loop() -> None:
+    global _spawner_busy
     while True:
         procs, done = _spawn_jobs.get()
+        _spawner_busy = True
         try:
             _start_now(procs)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller
             done.put(exc)
         else:
             done.put(None)
+        finally:
+            _spawner_busy = False
+
+
+def other_threads() -> list[threading.Thread]:
+    """The live Python threads besides the main one that a fork could catch holding a lock.
+
+    The spawner thread is left out while it waits for work: it then holds none of this module's
+    locks, and a rank never uses its queue. It lives as long as the process once a pool was started
+    from another thread; counting it would make every later pool of that process pay for a
+    forkserver and for each rank's own imports."""
+    main = threading.main_thread()
+    return [t for t in threading.enumerate()
+            if t is not main and not (t is _spawn_thread and not _spawner_busy)]
 
 
 def _start_now(procs: list[Any]) -> None:

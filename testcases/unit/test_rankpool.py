@@ -305,20 +305,36 @@ def test_ranks_die_when_the_parent_is_killed():
 @unit
 def test_only_a_single_threaded_owner_on_cpu_forks_its_ranks(monkeypatch):
     """Elsewhere a forkserver starts them: an owner with other Python threads, ranks on cards (CUDA
-    does not survive a fork), a start from another thread, Python 3.12+."""
+    does not survive a fork), a start from another thread, Python 3.12+. The harness's own spawner
+    thread does not count while it waits for work, only while it starts a pool."""
     from harness.rankpool import pool as pool_module
+    from harness.rankpool import spawn
 
     forks = "fork" if sys.version_info < (3, 12) else "forkserver"
-    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    main = threading.main_thread()
+    spawner, other = threading.Thread(name="lwsplit-spawner"), threading.Thread(name="someone-else")
+    monkeypatch.setattr(spawn, "_spawn_thread", spawner)
+
+    def live(*threads):  # the process's threads, as both of threading's ways of asking see them
+        monkeypatch.setattr(threading, "enumerate", lambda: [main, *threads])
+        monkeypatch.setattr(threading, "active_count", lambda: 1 + len(threads))
+
+    live()
     assert pool_module.start_method("cpu") == forks
     assert pool_module.start_method("cuda") == "forkserver"
-    found = []
-    other = threading.Thread(target=lambda: found.append(pool_module.start_method("cpu")))
-    other.start()
-    other.join()
-    assert found == ["forkserver"]
-    monkeypatch.setattr(threading, "active_count", lambda: 3)
+    live(spawner)
+    assert pool_module.start_method("cpu") == forks, "the idle spawner thread made the owner use a forkserver"
+    monkeypatch.setattr(spawn, "_spawner_busy", True)
     assert pool_module.start_method("cpu") == "forkserver"
+    monkeypatch.setattr(spawn, "_spawner_busy", False)
+    live(other)
+    assert pool_module.start_method("cpu") == "forkserver"
+    live()
+    found = []
+    starter = threading.Thread(target=lambda: found.append(pool_module.start_method("cpu")))
+    starter.start()
+    starter.join()
+    assert found == ["forkserver"]
 
 
 @dist
@@ -332,6 +348,11 @@ def test_a_pool_started_from_a_short_lived_thread_outlives_that_thread():
         assert pool.run(bodies.echo, "alive") == ["alive"]
     finally:
         pool.close()
+    from harness.rankpool import spawn
+
+    # the spawner thread that forked it lives on, idle: later pools of this process may fork again
+    assert spawn._spawn_thread is not None and spawn._spawn_thread.is_alive()
+    assert spawn._spawn_thread not in spawn.other_threads()
 
 
 @dist
