@@ -70,7 +70,7 @@ def get_pool(
             pool.timeout_s = check_seconds("runner.timeout_s", timeout_s)
         _pools[key] = pool  # most recently used last
         _evict(keep=pool)
-    close_idle()
+    close_idle(keep=pool)  # not the pool asked for: closing it now would only start it again
     return pool
 
 
@@ -88,13 +88,13 @@ def _evict(keep: RankPool) -> None:
             live -= pool.world_size
 
 
-def close_idle(now: Optional[float] = None) -> list[RankPool]:
-    """Close the started pools idle longer than ``IDLE_CLOSE_S`` allows for their device type;
-    returns them (they stay registered and start again on their next ``run``)."""
+def close_idle(now: Optional[float] = None, *, keep: Optional[RankPool] = None) -> list[RankPool]:
+    """Close the started pools (but ``keep``) idle longer than ``IDLE_CLOSE_S`` allows for their
+    device type; returns them (they stay registered and start again on their next ``run``)."""
     now = time.monotonic() if now is None else now
     with _lock:
         idle = [pool for pool in _pools.values()
-                if pool.started and IDLE_CLOSE_S.get(pool.choice.device_type) is not None
+                if pool is not keep and pool.started and IDLE_CLOSE_S.get(pool.choice.device_type) is not None
                 and now - pool.idle_since > IDLE_CLOSE_S[pool.choice.device_type]]
     for pool in idle:
         pool.close()

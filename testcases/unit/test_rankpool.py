@@ -537,6 +537,22 @@ def test_a_cpu_pool_idle_past_its_limit_is_closed_and_starts_again_when_used(mon
         registry.close_all()
 
 
+@dist
+def test_fetching_a_pool_closes_the_other_idle_pools_not_that_one(monkeypatch):
+    monkeypatch.setitem(registry.IDLE_CLOSE_S, "cpu", 0.3)
+    try:
+        wanted, other = get_pool(1, "gloo"), get_pool(2, "gloo")
+        assert wanted.run(bodies.echo, 1) == [1] and other.run(bodies.echo, 1) == [1, 1]
+        pids, generation = wanted.pids, wanted.generation
+        time.sleep(0.5)
+        assert get_pool(1, "gloo") is wanted
+        assert not other.started, "an idle pool was kept"
+        assert wanted.started and wanted.pids == pids and wanted.generation == generation, \
+            "the pool just asked for was closed (its next run would start it again)"
+    finally:
+        registry.close_all()
+
+
 @unit
 def test_every_test_setup_closes_the_idle_pools(monkeypatch):
     """The plugin asks at each test's setup, so a worker busy with other tests does not keep idle ranks."""
