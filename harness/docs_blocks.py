@@ -36,6 +36,7 @@ PAGES = {
     "bench_runner_overhead": "benchmarks.md",
     "bench_collectives": "benchmarks.md",
     "bench_test_groups": "benchmarks.md",
+    "bench_test_cpu": "benchmarks.md",
     "kill_matrix": "mutation.md",
     "faults": "faults.md",
     "bench_explore": "explore.md",

@@ -7,7 +7,9 @@ or torchrun agents a test starts, with whatever they waited for in turn). A chil
 already running when the test began (a rank of the worker's own pools, which the worker forks)
 and is reaped during it counts only with what it used during the test: its CPU up to the
 test's start, read from /proc, is taken off. One JSON line per test goes to
-``<folder>/<pid>.jsonl``.
+``<folder>/<pid>.jsonl``, and a closing line per process (``"process"``): its whole CPU (start-up,
+collection, tests, reporting) and that of every child it reaped, which with xdist are a worker's
+pools' ranks too, closed with the session. ``breakdown`` splits a run's CPU from these lines.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import os
 import resource
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -65,15 +68,90 @@ def pytest_runtest_protocol(item, nextitem):
         out.write(json.dumps(line) + "\n")
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """The process's closing line (after the session closed its pools and reaped their ranks)."""
+    folder = os.environ.get(DIR_ENV)
+    if not folder:
+        return
+    line = {"process": os.getpid(), "self_s": round(_cpu(resource.RUSAGE_SELF), 3),
+            "children_s": round(_cpu(resource.RUSAGE_CHILDREN), 3)}
+    with open(Path(folder) / f"{os.getpid()}.jsonl", "a", encoding="utf-8") as out:
+        out.write(json.dumps(line) + "\n")
+
+
+def _lines(folder: Path) -> dict[str, list[dict]]:
+    """Each process's lines (its file's stem, the pid) in the order written."""
+    out: dict[str, list[dict]] = {}
+    for path in sorted(Path(folder).glob("*.jsonl")):
+        out[path.stem] = [json.loads(text) for text in path.read_text(encoding="utf-8").splitlines() if text.strip()]
+    return out
+
+
 def read(folder: Path) -> dict[tuple[str, str], float]:
     """(file as the JUnit report names it, test name) -> CPU seconds, from every process's lines."""
     out: dict[tuple[str, str], float] = {}
-    for path in sorted(Path(folder).glob("*.jsonl")):
-        for text in path.read_text(encoding="utf-8").splitlines():
-            if not text.strip():
+    for entries in _lines(folder).values():
+        for entry in entries:
+            if "nodeid" not in entry:
                 continue
-            entry = json.loads(text)
             file, _, name = entry["nodeid"].partition("::")
             key = (file.removeprefix("testcases/"), name.rsplit("::", 1)[-1])
             out[key] = out.get(key, 0.0) + entry["self_s"] + entry["children_s"]
     return out
+
+
+BREAKDOWN = (
+    ("in_tests", "pytest workers, during tests (the tests run in process; the TC cases' parent side)"),
+    ("between_tests", "pytest workers, outside tests (interpreter and torch start-up, collection, reporting)"),
+    ("started_by_tests", "processes the tests started and waited for (sweeps, torchrun agents, nested pytest, "
+                         "the Allure CLI, the compiler)"),
+    ("pools", "the workers' other children: their rank pools (the TC cases' ranks) and forkservers"),
+    ("controller", "the xdist controller"),
+)
+"""The parts of a run's CPU, in the order shown, each with what it holds."""
+
+
+def breakdown(folder: Path, tree_cpu_s: Optional[float] = None) -> dict:
+    """Where a run's CPU went, from every process's lines: seconds per ``BREAKDOWN`` part, plus
+    ``tree`` (``tree_cpu_s``: the CPU of the pytest command's whole process tree, as its parent
+    measured it), ``rest`` (tree minus the parts: its processes that no line covers) and
+    ``incomplete`` (processes that ran tests but wrote no closing line: crashed or killed;
+    only their tests' own figures count)."""
+    parts = {key: 0.0 for key, _ in BREAKDOWN}
+    incomplete = 0
+    for entries in _lines(folder).values():
+        tests = [e for e in entries if "nodeid" in e]
+        closing = next((e for e in reversed(entries) if "process" in e), None)
+        in_tests = sum(e["self_s"] for e in tests)
+        waited = sum(e["children_s"] for e in tests)
+        if not tests:  # the xdist controller runs no test; its children are the workers, counted by their own lines
+            parts["controller"] += closing["self_s"] if closing else 0.0
+            continue
+        parts["in_tests"] += in_tests
+        parts["started_by_tests"] += waited
+        if closing is None:
+            incomplete += 1
+            continue
+        parts["between_tests"] += max(closing["self_s"] - in_tests, 0.0)
+        parts["pools"] += max(closing["children_s"] - waited, 0.0)
+    rest = tree_cpu_s - sum(parts.values()) if tree_cpu_s is not None else None
+    return {**parts, "tree": tree_cpu_s, "rest": rest, "incomplete": incomplete}
+
+
+def render_breakdown(parts: dict, machine_cpu_s: Optional[float] = None) -> list[str]:
+    """The lines that show ``breakdown``'s result, largest part first."""
+    known = sum(parts[key] for key, _ in BREAKDOWN)
+    total = parts["tree"] if parts.get("tree") is not None else known
+    head = f"where the CPU went ({total:.0f} s in the pytest command's processes"
+    if machine_cpu_s is not None:
+        head += f"; the machine was busy {machine_cpu_s:.0f} s in all"
+    lines = [head + "):"]
+    rows = [(parts[key], label) for key, label in BREAKDOWN]
+    if parts.get("rest") is not None:
+        rows.append((parts["rest"], "the rest of the command's process tree (processes no probe line covers)"))
+    for seconds, label in sorted(rows, key=lambda row: -row[0]):
+        lines.append(f"  {seconds:>7.1f} s {seconds / total if total else 0:>5.0%}  {label}")
+    if parts.get("incomplete"):
+        lines.append(f"  ({parts['incomplete']} worker(s) wrote no closing line: only their tests are counted)")
+    return lines

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -114,13 +115,21 @@ def render(summary: dict, wall_s: float, exit_code: int, args: list[str], *, cpu
     return "\n".join(lines)
 
 
-def timed_run(cmd: list[str], probe: Path, cwd: Path = REPO_ROOT,
-              ) -> tuple[subprocess.CompletedProcess, float, Optional[float], Optional[float]]:
-    """Run ``cmd`` in ``cwd`` (the checkout): (its process, wall seconds, the machine's busy CPU seconds before and after)."""
-    start, cpu_start = time.monotonic(), procfs.busy_cpu_s()
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed_run(cmd: list[str], probe: Path, cwd: Path = REPO_ROOT) -> dict:
+    """Run ``cmd`` in ``cwd`` (the checkout): its process, wall seconds, the machine's busy CPU seconds
+    meanwhile (None without ``/proc``) and the CPU of the command's process tree (what it and the
+    processes it waited for, recursively, used)."""
+    start, cpu_start, tree_start = time.monotonic(), procfs.busy_cpu_s(), _children_cpu_s()
     proc = subprocess.run(cmd, cwd=cwd, env={**os.environ, cpu_probe.DIR_ENV: str(probe)},
                           stdout=subprocess.DEVNULL)
-    return proc, time.monotonic() - start, cpu_start, procfs.busy_cpu_s()
+    wall_s, cpu_end = time.monotonic() - start, procfs.busy_cpu_s()
+    machine = cpu_end - cpu_start if cpu_start is not None and cpu_end is not None else None
+    return {"proc": proc, "wall_s": wall_s, "cpu_s": machine, "tree_cpu_s": _children_cpu_s() - tree_start}
 
 
 def pytest_command(pytest_args: list[str], xml: Path) -> list[str]:
@@ -133,13 +142,14 @@ def measure(pytest_args: list[str], cwd: Path = REPO_ROOT) -> dict:
     with tempfile.TemporaryDirectory(prefix="lwsplit-durations-") as tmp:
         xml, probe = Path(tmp) / "junit.xml", Path(tmp) / "cpu"
         probe.mkdir()
-        proc, wall_s, cpu_start, cpu_end = timed_run(pytest_command(pytest_args, xml), probe, cwd)
+        timed = timed_run(pytest_command(pytest_args, xml), probe, cwd)
         cases = parse_junit(xml) if xml.is_file() else []
         cpu_by_test = cpu_probe.read(probe)
+        parts = cpu_probe.breakdown(probe, timed["tree_cpu_s"])
     for c in cases:
         c["cpu_s"] = cpu_by_test.get((c["file"], c["name"]))
-    cpu_s = cpu_end - cpu_start if cpu_start is not None and cpu_end is not None else None
-    return {"wall_s": wall_s, "cpu_s": cpu_s, "exit_code": proc.returncode, "cases": cases}
+    return {"wall_s": timed["wall_s"], "cpu_s": timed["cpu_s"], "exit_code": timed["proc"].returncode,
+            "cases": cases, "breakdown": parts}
 
 
 def outcome_counts(cases: list[dict]) -> str:
@@ -239,17 +249,22 @@ def main(argv=None) -> int:
         print(render_comparison(result, pytest_args))
         if args.json:
             write_atomic(args.json, json.dumps(result, indent=1, default=list))
+        print("\n" + "\n".join(cpu_probe.render_breakdown(median_breakdown(result["runs"]["now"]))))
         if args.docs:
             _publish_comparison(result, pytest_args, target)
+            _publish_breakdown(result["runs"]["now"], pytest_args,
+                               f"python -m harness.bench.test_groups --against {commit[:12]} --repeat {args.repeat} "
+                               f"--docs")
         return 0
     run = measure(pytest_args)
     cases, wall_s, cpu_s, exit_code = run["cases"], run["wall_s"], run["cpu_s"], run["exit_code"]
     summary = summarize(cases)
     failed = [c for c in cases if c["outcome"] in ("failure", "error")]
     print(render(summary, wall_s, exit_code, pytest_args, cpu_s=cpu_s, failed=failed, cases=cases))
+    print("\n" + "\n".join(cpu_probe.render_breakdown(run["breakdown"], cpu_s)))
     if args.json:
         write_atomic(args.json, json.dumps({"wall_s": wall_s, "cpu_s": cpu_s, "exit_code": exit_code,
-                                               "args": pytest_args,
+                                               "args": pytest_args, "breakdown": run["breakdown"],
                                                "cases": cases, **summary}, indent=1, default=list))
     if args.docs:
         from harness import docs_blocks
@@ -261,7 +276,35 @@ def main(argv=None) -> int:
             rows=[(outcome_counts(cases), f"`pytest {' '.join(pytest_args)}`",
                    f"{wall_s:.1f} s (exit {exit_code}){cpu}", target)]))
         print(f"wrote {page}")
+        _publish_breakdown([run], pytest_args, "python -m harness.bench.test_groups --docs")
     return 0
+
+
+def median_breakdown(runs: list[dict]) -> dict:
+    """Each part's median over ``runs`` (the parts of one run do not add up across runs exactly)."""
+    keys = [key for key, _ in cpu_probe.BREAKDOWN] + ["tree", "rest"]
+    out: dict = {}
+    for key in keys:
+        values = [r["breakdown"][key] for r in runs if r["breakdown"].get(key) is not None]
+        out[key] = statistics.median(values) if values else None
+    out["incomplete"] = max((r["breakdown"].get("incomplete", 0) for r in runs), default=0)
+    return out
+
+
+def _publish_breakdown(runs: list[dict], pytest_args: list[str], command: str) -> None:
+    """The ``bench_test_cpu`` block: where the CPU of ``runs`` (this checkout's) went, medians."""
+    from harness import docs_blocks
+
+    parts = median_breakdown(runs)
+    tree = parts["tree"] or sum(parts[key] for key, _ in cpu_probe.BREAKDOWN)
+    labels = dict(cpu_probe.BREAKDOWN, rest="the rest of the command's process tree (processes no probe line covers)")
+    rows = [(labels[key], f"{parts[key]:.1f}", f"{parts[key] / tree:.0%}")
+            for key in sorted(labels, key=lambda k: -(parts[k] or 0.0)) if parts[key] is not None]
+    rows.append(("the pytest command's process tree in all", f"{tree:.1f}", "100%"))
+    page = docs_blocks.publish(docs_blocks.measured(
+        "bench_test_cpu", command=f"{command} -- {' '.join(pytest_args)}",
+        columns=("where", f"CPU s (median of {len(runs)})", "share"), align="lrr", rows=rows))
+    print(f"wrote {page}")
 
 
 def _publish_comparison(result: dict, pytest_args: list[str], target: str) -> None:

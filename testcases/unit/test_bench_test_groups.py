@@ -152,3 +152,53 @@ def test_against_alternates_before_and_now_and_compares_medians(monkeypatch, cap
     assert "wall         before (" in text and "110.0 s, now 55.0 s: now/before = 0.50" in text
     out = capsys.readouterr().out
     assert "[2/3] now    wall 40.0 s, machine CPU 80 s (exit 0): 2 tests (1 passed, 1 xfailed)" in out
+
+
+def test_the_runs_cpu_is_split_by_the_processes_closing_lines(tmp_path):
+    """Per worker: its own CPU in tests and outside them, what its tests waited for, and the rest of
+    what it reaped (its pools' ranks); the controller's own CPU; the tree's remainder."""
+    from harness.bench import cpu_probe
+
+    (tmp_path / "11.jsonl").write_text(  # a worker: two tests, then its closing line
+        '{"nodeid": "testcases/unit/test_app.py::test_a", "self_s": 2.0, "children_s": 5.0}\n'
+        '{"nodeid": "testcases/tc/test_tc01_allocation.py::test_tc01[x]", "self_s": 1.0, "children_s": 0.5}\n'
+        '{"process": 11, "self_s": 10.0, "children_s": 25.5}\n')
+    (tmp_path / "12.jsonl").write_text(  # a worker killed before its closing line: its tests only
+        '{"nodeid": "testcases/unit/test_app.py::test_b", "self_s": 0.5, "children_s": 1.5}\n')
+    (tmp_path / "10.jsonl").write_text('{"process": 10, "self_s": 3.0, "children_s": 99.0}\n')  # the controller
+    parts = cpu_probe.breakdown(tmp_path, tree_cpu_s=60.0)
+    assert parts == {"in_tests": 3.5, "between_tests": 7.0, "started_by_tests": 7.0, "pools": 20.0,
+                     "controller": 3.0, "tree": 60.0, "rest": 19.5, "incomplete": 1}
+    assert cpu_probe.read(tmp_path)[("unit/test_app.py", "test_a")] == 7.0  # closing lines are not tests
+    lines = cpu_probe.render_breakdown(parts, machine_cpu_s=70.0)
+    assert lines[0] == "where the CPU went (60 s in the pytest command's processes; the machine was busy 70 s in all):"
+    assert lines[1].split()[:2] == ["20.0", "s"] and "rank pools" in lines[1]  # largest first
+    assert lines[2].split()[0] == "19.5" and "no probe line covers" in lines[2]
+    assert lines[-1] == "  (1 worker(s) wrote no closing line: only their tests are counted)"
+
+
+def test_the_probe_writes_each_process_closing_line(pytester, monkeypatch):
+    from harness.bench import cpu_probe
+
+    pytester.makepyfile("def test_nothing():\n    assert True\n")
+    folder = pytester.path / "cpu"
+    folder.mkdir()
+    monkeypatch.setenv(cpu_probe.DIR_ENV, str(folder))
+    pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                                 "-p", cpu_probe.__name__).assert_outcomes(passed=1)
+    [entries] = cpu_probe._lines(folder).values()
+    assert [sorted(e) for e in entries] == [["children_s", "nodeid", "self_s"], ["children_s", "process", "self_s"]]
+    assert entries[1]["self_s"] >= entries[0]["self_s"]  # the whole process's CPU, its test's with it
+    parts = cpu_probe.breakdown(folder)
+    assert parts["in_tests"] == entries[0]["self_s"]
+    assert parts["between_tests"] == pytest.approx(entries[1]["self_s"] - entries[0]["self_s"])
+
+
+def test_against_shows_the_median_of_each_part():
+    from harness.bench.test_groups import median_breakdown
+
+    runs = [{"breakdown": {"in_tests": v, "between_tests": 1.0, "started_by_tests": 2.0, "pools": 3.0,
+                           "controller": 0.5, "tree": 10 * v, "rest": None, "incomplete": n}}
+            for v, n in ((1.0, 0), (5.0, 1), (3.0, 0))]
+    parts = median_breakdown(runs)
+    assert parts["in_tests"] == 3.0 and parts["tree"] == 30.0 and parts["rest"] is None and parts["incomplete"] == 1
