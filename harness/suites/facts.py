@@ -130,27 +130,32 @@ def master_error_of(exc: BaseException) -> MasterError:
 def worker_facts(worker, device: str, *, leak: Optional[LeakFacts] = None) -> WorkerFacts:
     """Per layer: owned flag, tensor names/shapes/dtypes and bytes of its own storage.
 
-    Each tensor is looked at once (a case's ranks hold thousands of them)."""
+    Each tensor is looked at once (a case's ranks hold thousands of them), and tensors of one
+    geometry share one ``TensorFacts`` (frozen): the pickle that carries them to the parent
+    holds each geometry once, a third of the bytes to write and read."""
     cache = worker.cache
     scratch = {storage_key(t): t for t in cache.scratch.values()}
     seen: set = set(scratch)
-    dtype_names: dict = {}
+    geometries: dict = {}
     layers = []
     for layer in cache.layers:
         own_bytes = 0
         tensors = {}
         all_scratch = bool(layer.tensors)
         for name, t in layer.tensors.items():
-            key = storage_key(t)
-            dtype = dtype_names.get(t.dtype)
-            if dtype is None:
-                dtype = dtype_names[t.dtype] = str(t.dtype).replace("torch.", "")
-            tensors[name] = TensorFacts(shape=tuple(int(x) for x in t.shape), dtype=dtype, bytes=tensor_bytes(t))
+            storage = t.untyped_storage()
+            key = storage_key(t, storage)
+            shape = tuple(t.shape)
+            found = geometries.get((shape, t.dtype))
+            if found is None:
+                found = geometries[(shape, t.dtype)] = TensorFacts(
+                    shape=shape, dtype=str(t.dtype).replace("torch.", ""), bytes=tensor_bytes(t))
+            tensors[name] = found
             if key not in scratch:
                 all_scratch = False
             if key not in seen:
                 seen.add(key)
-                own_bytes += t.untyped_storage().nbytes()
+                own_bytes += storage.nbytes()
         layers.append(LayerFacts(
             layer=layer.layer_id,
             kind=layer.kind,

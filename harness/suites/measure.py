@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 
-def storage_key(tensor) -> tuple[str, int]:
-    storage = tensor.untyped_storage()
+def storage_key(tensor, storage=None) -> tuple[str, int]:
+    """(device, address) of the storage behind ``tensor`` (``storage``: that storage, when at hand)."""
+    storage = tensor.untyped_storage() if storage is None else storage
     return (str(tensor.device), storage.data_ptr())
 
 
