@@ -101,6 +101,9 @@ def read(folder: Path) -> dict[tuple[str, str], float]:
     return out
 
 
+TC_DIR = "testcases/tc/"
+"""Where the TC suites' tests live (node ids start with it)."""
+
 BREAKDOWN = (
     ("in_tests", "pytest workers, during tests (the tests run in process; the TC cases' parent side)"),
     ("between_tests", "pytest workers, outside tests (interpreter and torch start-up, collection, reporting)"),
@@ -119,9 +122,10 @@ def breakdown(folder: Path, tree_cpu_s: Optional[float] = None) -> dict:
     ``incomplete`` (processes that ran tests but wrote no closing line: crashed or killed;
     only their tests' own figures count)."""
     parts = {key: 0.0 for key, _ in BREAKDOWN}
-    incomplete = 0
+    incomplete, tc_cases = 0, 0.0
     for entries in _lines(folder).values():
         tests = [e for e in entries if "nodeid" in e]
+        tc_cases += sum(e["self_s"] + e["children_s"] for e in tests if e["nodeid"].startswith(TC_DIR))
         closing = next((e for e in reversed(entries) if "process" in e), None)
         in_tests = sum(e["self_s"] for e in tests)
         waited = sum(e["children_s"] for e in tests)
@@ -136,7 +140,14 @@ def breakdown(folder: Path, tree_cpu_s: Optional[float] = None) -> dict:
         parts["between_tests"] += max(closing["self_s"] - in_tests, 0.0)
         parts["pools"] += max(closing["children_s"] - waited, 0.0)
     rest = tree_cpu_s - sum(parts.values()) if tree_cpu_s is not None else None
-    return {**parts, "tree": tree_cpu_s, "rest": rest, "incomplete": incomplete}
+    return {**parts, "tree": tree_cpu_s, "rest": rest, "incomplete": incomplete, "tc_cases": tc_cases}
+
+
+def without_tc_matrix(parts: dict) -> float:
+    """The run's CPU but the TC cases' own (their tests' time) and the rank pools' (mostly the TC
+    cases' ranks): what the rest of the test command costs by itself."""
+    total = parts["tree"] if parts.get("tree") is not None else sum(parts[key] for key, _ in BREAKDOWN)
+    return total - parts.get("tc_cases", 0.0) - parts["pools"]
 
 
 def render_breakdown(parts: dict, machine_cpu_s: Optional[float] = None) -> list[str]:
@@ -152,6 +163,9 @@ def render_breakdown(parts: dict, machine_cpu_s: Optional[float] = None) -> list
         rows.append((parts["rest"], "the rest of the command's process tree (processes no probe line covers)"))
     for seconds, label in sorted(rows, key=lambda row: -row[0]):
         lines.append(f"  {seconds:>7.1f} s {seconds / total if total else 0:>5.0%}  {label}")
+    if "tc_cases" in parts:
+        lines.append(f"  the TC matrix ({TC_DIR}): {parts['tc_cases']:.1f} s in its tests, and the pools' ranks; "
+                     f"everything else: {without_tc_matrix(parts):.1f} s")
     if parts.get("incomplete"):
         lines.append(f"  ({parts['incomplete']} worker(s) wrote no closing line: only their tests are counted)")
     return lines

@@ -282,7 +282,7 @@ def main(argv=None) -> int:
 
 def median_breakdown(runs: list[dict]) -> dict:
     """Each part's median over ``runs`` (the parts of one run do not add up across runs exactly)."""
-    keys = [key for key, _ in cpu_probe.BREAKDOWN] + ["tree", "rest"]
+    keys = [key for key, _ in cpu_probe.BREAKDOWN] + ["tree", "rest", "tc_cases"]
     out: dict = {}
     for key in keys:
         values = [r["breakdown"][key] for r in runs if r["breakdown"].get(key) is not None]
@@ -301,6 +301,10 @@ def _publish_breakdown(runs: list[dict], pytest_args: list[str], command: str) -
     rows = [(labels[key], f"{parts[key]:.1f}", f"{parts[key] / tree:.0%}")
             for key in sorted(labels, key=lambda k: -(parts[k] or 0.0)) if parts[key] is not None]
     rows.append(("the pytest command's process tree in all", f"{tree:.1f}", "100%"))
+    if parts["tc_cases"] is not None:
+        rest = cpu_probe.without_tc_matrix({**parts, "tree": tree})
+        rows.append(("of it, all but the TC cases' tests and the rank pools (what the run costs without the TC "
+                     "matrix)", f"{rest:.1f}", f"{rest / tree:.0%}"))
     page = docs_blocks.publish(docs_blocks.measured(
         "bench_test_cpu", command=f"{command} -- {' '.join(pytest_args)}",
         columns=("where", f"CPU s (median of {len(runs)})", "share"), align="lrr", rows=rows))

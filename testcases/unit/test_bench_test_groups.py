@@ -168,12 +168,14 @@ def test_the_runs_cpu_is_split_by_the_processes_closing_lines(tmp_path):
     (tmp_path / "10.jsonl").write_text('{"process": 10, "self_s": 3.0, "children_s": 99.0}\n')  # the controller
     parts = cpu_probe.breakdown(tmp_path, tree_cpu_s=60.0)
     assert parts == {"in_tests": 3.5, "between_tests": 7.0, "started_by_tests": 7.0, "pools": 20.0,
-                     "controller": 3.0, "tree": 60.0, "rest": 19.5, "incomplete": 1}
+                     "controller": 3.0, "tree": 60.0, "rest": 19.5, "incomplete": 1, "tc_cases": 1.5}
+    assert cpu_probe.without_tc_matrix(parts) == 60.0 - 1.5 - 20.0
     assert cpu_probe.read(tmp_path)[("unit/test_app.py", "test_a")] == 7.0  # closing lines are not tests
     lines = cpu_probe.render_breakdown(parts, machine_cpu_s=70.0)
     assert lines[0] == "where the CPU went (60 s in the pytest command's processes; the machine was busy 70 s in all):"
     assert lines[1].split()[:2] == ["20.0", "s"] and "rank pools" in lines[1]  # largest first
     assert lines[2].split()[0] == "19.5" and "no probe line covers" in lines[2]
+    assert lines[-2] == "  the TC matrix (testcases/tc/): 1.5 s in its tests, and the pools' ranks; everything else: 38.5 s"
     assert lines[-1] == "  (1 worker(s) wrote no closing line: only their tests are counted)"
 
 
@@ -198,7 +200,7 @@ def test_against_shows_the_median_of_each_part():
     from harness.bench.test_groups import median_breakdown
 
     runs = [{"breakdown": {"in_tests": v, "between_tests": 1.0, "started_by_tests": 2.0, "pools": 3.0,
-                           "controller": 0.5, "tree": 10 * v, "rest": None, "incomplete": n}}
+                           "controller": 0.5, "tree": 10 * v, "rest": None, "incomplete": n, "tc_cases": 1.0}}
             for v, n in ((1.0, 0), (5.0, 1), (3.0, 0))]
     parts = median_breakdown(runs)
     assert parts["in_tests"] == 3.0 and parts["tree"] == 30.0 and parts["rest"] is None and parts["incomplete"] == 1
