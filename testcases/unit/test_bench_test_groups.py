@@ -204,3 +204,28 @@ def test_against_shows_the_median_of_each_part():
             for v, n in ((1.0, 0), (5.0, 1), (3.0, 0))]
     parts = median_breakdown(runs)
     assert parts["in_tests"] == 3.0 and parts["tree"] == 30.0 and parts["rest"] is None and parts["incomplete"] == 1
+
+
+def test_the_recorded_breakdown_sets_the_run_without_the_tc_matrix_beside_the_target(monkeypatch, capsys):
+    from harness import docs_blocks
+    from harness.bench import test_groups
+
+    published = []
+    monkeypatch.setattr(docs_blocks, "publish", lambda record: published.append(record) or "docs/benchmarks.md")
+    monkeypatch.setattr(test_groups.os, "cpu_count", lambda: 2)
+    parts = {"in_tests": 90.0, "between_tests": 25.0, "started_by_tests": 140.0, "pools": 55.0, "controller": 5.0,
+             "tree": 320.0, "rest": 5.0, "incomplete": 0, "tc_cases": 20.0}
+    test_groups._publish_breakdown([{"breakdown": parts}], ["-n", "4"], "python -m harness.bench.test_groups --docs")
+    [record] = published
+    assert record.name == "bench_test_cpu" and record.command.endswith("--docs -- -n 4")
+    rows = {row[0]: row[1:] for row in record.rows}
+    assert rows["processes the tests started and waited for (sweeps, torchrun agents, nested pytest, the Allure "
+                "CLI, the compiler)"] == ("140.0", "44%")
+    assert record.rows[0][1] == "140.0"  # largest part first
+    assert rows["the pytest command's process tree in all"] == ("320.0", "100%")
+    assert rows["of it, all but the TC cases' tests and the rank pools (what the run costs without the TC matrix)"] \
+        == ("245.0", "77%")
+    assert rows["the 120 s target, in CPU seconds of this machine's 2 cores"] == ("240.0", "")
+    published.clear()
+    test_groups._publish_breakdown([{"breakdown": parts}], ["-n", "2", "testcases/unit"], "cmd")
+    assert not any("target" in row[0] for row in published[0].rows)  # another command: no target to set beside
