@@ -12,7 +12,9 @@ with one card per local rank when available, else gloo; ``--backend`` overrides)
 A rank that raises prints its traceback on stderr and exits 1, which makes torchrun stop
 the other ranks and exit non-zero; a rank that hangs past ``--timeout-s`` dumps its stack
 and exits 1 the same way. ``ctx.tmp_dir`` has the same path on every node but is node-local
-(after a failure, a node without the failing rank may keep its empty copy).
+(after a failure, a node without the failing rank may keep its empty copy). A rank whose launcher
+agent is gone (killed outright, so it could not stop its ranks) says so on stderr, removes its
+``tmp_dir`` and exits 1 within about a second, wherever it was: no rank outlives its agent.
 
 Unlike the pool (FileStore, no ports), torchrun's c10d rendezvous listens on a TCP port:
 with ``--standalone`` a free port on loopback that it picks itself. This mode is explicit.
@@ -41,7 +43,7 @@ from implementations.errors import UserError
 
 from .backend import BACKENDS, DEVICE_TYPES, check_seconds, resolve_backend
 from .errors import PoolUnavailable
-from .rank_main import classify, resolve
+from .rank_main import classify, die_with_parent, resolve
 
 
 def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
@@ -102,7 +104,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     except (ValueError, UserError, PoolUnavailable, ImportError, AttributeError) as exc:
         print(f"harness.rankpool.launcher: {exc}", file=sys.stderr)
         return 2
+    left_behind: list[str] = []
+    agent = os.getppid()
+    die_with_parent(agent, pdeathsig=False, before_exit=lambda: _orphaned(agent, left_behind))
     ctx = join_group(choice.backend, choice.device(local_rank), local_rank, timeout_s)
+    left_behind.append(ctx.tmp_dir)
 
     faulthandler.enable()
     watchdog = threading.Timer(timeout_s, fail, args=(ctx, f"did not finish within {timeout_s:g} s", True))
@@ -122,6 +128,13 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     dist.destroy_process_group()
     return 0
+
+
+def _orphaned(agent: int, tmp_dirs: list[str]) -> None:
+    print(f"harness.rankpool.launcher: rank {os.environ.get('RANK')}: the launcher agent (pid {agent}) is gone; "
+          "leaving", file=sys.stderr, flush=True)
+    for path in tmp_dirs:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def fail(ctx: Any, what: str, dump_stacks: bool = False) -> None:

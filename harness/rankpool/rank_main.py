@@ -22,7 +22,7 @@ import threading
 import time
 import traceback
 import unittest
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from .messages import Call, Close, Closed, Done, Failed, Ready, State, StateQuery
 
@@ -30,24 +30,33 @@ PR_SET_PDEATHSIG = 1
 STACK_FILE = "faulthandler-rank{rank}.txt"
 
 
-def die_with_parent(parent_pid: int) -> None:
-    """SIGKILL this process when the pool's owner goes.
+def die_with_parent(parent_pid: int, *, pdeathsig: bool = True,
+                    before_exit: Optional[Callable[[], None]] = None) -> None:
+    """End this process when ``parent_pid`` (the pool's owner, or a launcher agent) goes.
 
     Ranks are forked by the owner's main (or spawner) thread, or by a forkserver that exits with
-    the owner, so prctl's parent-death signal (fired when the forking thread ends) covers the
-    fast path; a thread polling the owner's pid covers the rest.
+    the owner, so prctl's parent-death signal (fired when the forking thread ends: a SIGKILL)
+    covers the fast path; a thread polling the owner's pid covers the rest, and alone covers a
+    process that another program started (``pdeathsig=False``: that program's thread is not
+    ours to know). The poller calls ``before_exit`` (best effort) before it leaves with exit code 1.
     """
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass  # not Linux: the watchdog below still works
+    if pdeathsig:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # not Linux: the watchdog below still works
     if not _alive(parent_pid):  # the owner died before prctl took effect
         os._exit(1)
 
     def watch() -> None:
         while _alive(parent_pid):
             time.sleep(0.5)
+        if before_exit is not None:
+            try:
+                before_exit()
+            except Exception:  # noqa: BLE001 - leaving matters more than tidying
+                pass
         os._exit(1)
 
     threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()

@@ -302,6 +302,48 @@ def test_ranks_die_when_the_parent_is_killed():
     assert not [p for p in pids if running(int(p))]
 
 
+AGENT_SCRIPT = """
+import os, subprocess, sys
+tmp, err = sys.argv[1:]
+env = dict(os.environ, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+           MASTER_PORT="0", TMPDIR=tmp)  # port 0: the one rank hosts the store itself, on a port of its choice
+with open(err, "w") as stderr:
+    rank = subprocess.Popen([sys.executable, "-m", "harness.rankpool.launcher", "--timeout-s", "600",
+                             "harness.rankpool.selftest_bodies:hang_on_rank_after_saying_so", "[0]"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+print(rank.pid, flush=True)
+rank.wait()
+"""
+
+
+@pytest.mark.slow
+@dist
+def test_a_launcher_rank_leaves_when_its_agent_is_killed(tmp_path):
+    """A launcher agent (torchrun's, here a stand-in with the same environment) killed outright cannot
+    stop its ranks: a rank hanging in its body notices, says so, removes its tmp_dir and exits."""
+    tmp, err = tmp_path / "tmp", tmp_path / "rank.err"
+    tmp.mkdir()
+    agent = subprocess.Popen([sys.executable, "-c", AGENT_SCRIPT, str(tmp), str(err)], stdout=subprocess.PIPE, text=True)
+    with agent:
+        rank = int(agent.stdout.readline())
+        try:
+            deadline = time.monotonic() + 120  # bounds for a slow CI box, not speed claims
+            while not list(tmp.glob("lwsplit-torchrun-*/in-body-0")):
+                assert running(rank) and time.monotonic() < deadline, f"the rank never entered its body: {err.read_text()}"
+                time.sleep(0.05)
+            agent.kill()
+            assert agent.wait(timeout=30) == -9
+            deadline = time.monotonic() + 30
+            while running(rank) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not running(rank), "the rank outlived its launcher agent"
+        finally:
+            if running(rank):
+                os.kill(rank, 9)
+    assert f"rank 0: the launcher agent (pid {agent.pid}) is gone; leaving" in err.read_text()
+    assert not list(tmp.glob("lwsplit-torchrun-*")), "the rank left its tmp_dir behind"
+
+
 @unit
 def test_only_a_single_threaded_owner_on_cpu_forks_its_ranks(monkeypatch):
     """Elsewhere a forkserver starts them: an owner with other Python threads, ranks on cards (CUDA
