@@ -17,7 +17,7 @@ grows with what runs beside it; its CPU (``harness.bench.cpu_probe``: its own pr
 the processes it waited for, not the pools' ranks) does not. Nothing is asserted: figures only.
 
 ``--against REV`` measures a change side by side: the same pytest command on a copy of commit
-REV (``git archive``, in a temporary folder, with this checkout's ``.tools`` so that both find
+REV (a shared ``git clone`` checked out at REV, in a temporary folder, with this checkout's ``.tools`` so that both find
 the same Allure CLI) and on this checkout, one after the other, ``--repeat`` times (before,
 now, before, now, ...), and prints each run and the ratio of the medians (wall and CPU). Single
 runs move with the machine's load, so a figure compared with another day's record says less
@@ -175,15 +175,15 @@ def resolve_commit(rev: str) -> str:
 
 
 def export_commit(commit: str, into: Path) -> Path:
-    """Commit ``commit``'s files in ``into``/tree (``git archive``; the repository is not touched),
-    with this checkout's ``.tools`` linked in, where the Allure CLI lives."""
+    """A checkout of ``commit`` in ``into``/tree: a shared clone (it reads this repository's objects
+    and writes nothing here), so that the tests that ask git about their checkout run there as
+    here; with this checkout's ``.tools`` linked in, where the Allure CLI lives."""
     tree = into / "tree"
-    tree.mkdir()
-    archive = subprocess.Popen(["git", "archive", "--format=tar", commit], cwd=REPO_ROOT, stdout=subprocess.PIPE)
-    subprocess.run(["tar", "-x", "-C", str(tree)], stdin=archive.stdout, check=True)
-    archive.stdout.close()
-    if archive.wait() != 0:
-        raise RuntimeError(f"git archive {commit} failed (exit {archive.returncode})")
+    for cmd in (["git", "clone", "--quiet", "--shared", "--no-checkout", str(REPO_ROOT), str(tree)],
+                ["git", "-C", str(tree), "checkout", "--quiet", "--detach", commit]):
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd[:3])} failed (exit {done.returncode}): {done.stderr.strip()}")
     tools = REPO_ROOT / ".tools"
     if tools.is_dir() and not (tree / ".tools").exists():
         (tree / ".tools").symlink_to(tools, target_is_directory=True)

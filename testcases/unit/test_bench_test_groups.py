@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from harness.bench.test_groups import parse_junit, render, summarize
@@ -127,8 +129,8 @@ def test_against_takes_a_commit_of_this_checkout_or_names_the_option():
 
 
 def test_against_alternates_before_and_now_and_compares_medians(monkeypatch, capsys):
-    """Before runs in an exported copy of the commit (its files, none of this checkout's own), now
-    in this checkout, alternated; the printed ratios are of the medians of each side."""
+    """Before runs in a checkout of the commit (a git checkout, as this one is), now in this
+    checkout, alternated; the printed ratios are of the medians of each side."""
     from harness.bench import test_groups
     from harness.paths import REPO_ROOT
 
@@ -137,14 +139,16 @@ def test_against_alternates_before_and_now_and_compares_medians(monkeypatch, cap
     def fake_measure(pytest_args, cwd=REPO_ROOT):
         side = "now" if cwd == REPO_ROOT else "before"
         if side == "before":
-            assert (cwd / "pyproject.toml").is_file() and not (cwd / ".git").exists()
+            head = subprocess.run(["git", "-C", str(cwd), "rev-parse", "HEAD"], capture_output=True, text=True)
+            assert (cwd / "pyproject.toml").is_file() and head.stdout.strip() == commit  # a checkout of the commit
         seen.append(side)
         wall = {"before": [100.0, 130.0, 110.0], "now": [60.0, 40.0, 55.0]}[side][seen.count(side) - 1]
         return {"wall_s": wall, "cpu_s": 2 * wall, "exit_code": 0,
                 "cases": [{"outcome": "passed"}, {"outcome": "xfailed"}]}
 
     monkeypatch.setattr(test_groups, "measure", fake_measure)
-    result = test_groups.compare(["-n", "4"], test_groups.resolve_commit("HEAD"), repeat=3)
+    commit = test_groups.resolve_commit("HEAD~1")
+    result = test_groups.compare(["-n", "4"], commit, repeat=3)
     assert seen == ["before", "now"] * 3
     assert result["wall_s"] == {"before": 110.0, "now": 55.0, "ratio": 0.5}
     assert result["cpu_s"]["ratio"] == 0.5
