@@ -251,10 +251,10 @@ def main(argv=None) -> int:
             write_atomic(args.json, json.dumps(result, indent=1, default=list))
         print("\n" + "\n".join(cpu_probe.render_breakdown(median_breakdown(result["runs"]["now"]))))
         if args.docs:
-            _publish_comparison(result, pytest_args, target)
-            _publish_breakdown(result["runs"]["now"], pytest_args,
-                               f"python -m harness.bench.test_groups --against {commit[:12]} --repeat {args.repeat} "
-                               f"--docs")
+            _publish(_comparison_record(result, pytest_args, target),
+                     _breakdown_record(result["runs"]["now"], pytest_args,
+                                       f"python -m harness.bench.test_groups --against {commit[:12]} "
+                                       f"--repeat {args.repeat} --docs"))
         return 0
     run = measure(pytest_args)
     cases, wall_s, cpu_s, exit_code = run["cases"], run["wall_s"], run["cpu_s"], run["exit_code"]
@@ -270,14 +270,22 @@ def main(argv=None) -> int:
         from harness import docs_blocks
 
         cpu = f"; {cpu_s:.0f} s of CPU over {os.cpu_count()} cores" if cpu_s is not None else ""
-        page = docs_blocks.publish(docs_blocks.measured(
+        _publish(docs_blocks.measured(
             "bench_test_groups", command=f"python -m harness.bench.test_groups --docs -- {' '.join(pytest_args)}",
             columns=("what", "command", "result", "target"), align="llll",
             rows=[(outcome_counts(cases), f"`pytest {' '.join(pytest_args)}`",
-                   f"{wall_s:.1f} s (exit {exit_code}){cpu}", target)]))
-        print(f"wrote {page}")
-        _publish_breakdown([run], pytest_args, "python -m harness.bench.test_groups --docs")
+                   f"{wall_s:.1f} s (exit {exit_code}){cpu}", target)]),
+            _breakdown_record([run], pytest_args, "python -m harness.bench.test_groups --docs"))
     return 0
+
+
+def _publish(*records) -> None:
+    """Write every record's block; the records are all made first, so each names the checkout as
+    it was measured, not as the previous block's write left it."""
+    from harness import docs_blocks
+
+    for record in records:
+        print(f"wrote {docs_blocks.publish(record)}")
 
 
 def median_breakdown(runs: list[dict]) -> dict:
@@ -295,8 +303,8 @@ TARGET_WALL_S = 120
 """The test command's wall-time target (``pytest -n 4`` on the 2-core CI machine)."""
 
 
-def _publish_breakdown(runs: list[dict], pytest_args: list[str], command: str) -> None:
-    """The ``bench_test_cpu`` block: where the CPU of ``runs`` (this checkout's) went, medians."""
+def _breakdown_record(runs: list[dict], pytest_args: list[str], command: str):
+    """The ``bench_test_cpu`` record: where the CPU of ``runs`` (this checkout's) went, medians."""
     from harness import docs_blocks
 
     parts = median_breakdown(runs)
@@ -313,13 +321,12 @@ def _publish_breakdown(runs: list[dict], pytest_args: list[str], command: str) -
         cores = os.cpu_count() or 1
         rows.append((f"the {TARGET_WALL_S} s target, in CPU seconds of this machine's {cores} cores",
                      f"{TARGET_WALL_S * cores:.1f}", ""))
-    page = docs_blocks.publish(docs_blocks.measured(
+    return docs_blocks.measured(
         "bench_test_cpu", command=f"{command} -- {' '.join(pytest_args)}",
-        columns=("where", f"CPU s (median of {len(runs)})", "share"), align="lrr", rows=rows))
-    print(f"wrote {page}")
+        columns=("where", f"CPU s (median of {len(runs)})", "share"), align="lrr", rows=rows)
 
 
-def _publish_comparison(result: dict, pytest_args: list[str], target: str) -> None:
+def _comparison_record(result: dict, pytest_args: list[str], target: str):
     from harness import docs_blocks
 
     short = result["commit"][:12]
@@ -336,12 +343,11 @@ def _publish_comparison(result: dict, pytest_args: list[str], target: str) -> No
     ratios = "; ".join(f"{label} now/before {result[key]['ratio']:.2f}" for key, label in
                        (("wall_s", "wall"), ("cpu_s", "CPU")) if result[key]["ratio"] is not None)
     rows.append((f"side by side, medians of {result['repeat']} alternated run(s) each", "", ratios, ""))
-    page = docs_blocks.publish(docs_blocks.measured(
+    return docs_blocks.measured(
         "bench_test_groups",
         command=(f"python -m harness.bench.test_groups --against {short} --repeat {result['repeat']} --docs -- "
                  f"{' '.join(pytest_args)}"),
-        columns=("what", "command", "result", "target"), align="llll", rows=rows))
-    print(f"wrote {page}")
+        columns=("what", "command", "result", "target"), align="llll", rows=rows)
 
 
 if __name__ == "__main__":

@@ -210,16 +210,18 @@ def test_against_shows_the_median_of_each_part():
     assert parts["in_tests"] == 3.0 and parts["tree"] == 30.0 and parts["rest"] is None and parts["incomplete"] == 1
 
 
-def test_the_recorded_breakdown_sets_the_run_without_the_tc_matrix_beside_the_target(monkeypatch, capsys):
-    from harness import docs_blocks
+def test_the_recorded_breakdown_sets_the_run_without_the_tc_matrix_beside_the_target(monkeypatch):
     from harness.bench import test_groups
 
     published = []
-    monkeypatch.setattr(docs_blocks, "publish", lambda record: published.append(record) or "docs/benchmarks.md")
+
+    def _publish_breakdown(*args):
+        published.append(test_groups._breakdown_record(*args))
+
     monkeypatch.setattr(test_groups.os, "cpu_count", lambda: 2)
     parts = {"in_tests": 90.0, "between_tests": 25.0, "started_by_tests": 140.0, "pools": 55.0, "controller": 5.0,
              "tree": 320.0, "rest": 5.0, "incomplete": 0, "tc_cases": 20.0}
-    test_groups._publish_breakdown([{"breakdown": parts}], ["-n", "4"], "python -m harness.bench.test_groups --docs")
+    _publish_breakdown([{"breakdown": parts}], ["-n", "4"], "python -m harness.bench.test_groups --docs")
     [record] = published
     assert record.name == "bench_test_cpu" and record.command.endswith("--docs -- -n 4")
     rows = {row[0]: row[1:] for row in record.rows}
@@ -231,5 +233,29 @@ def test_the_recorded_breakdown_sets_the_run_without_the_tc_matrix_beside_the_ta
         == ("245.0", "77%")
     assert rows["the 120 s target, in CPU seconds of this machine's 2 cores"] == ("240.0", "")
     published.clear()
-    test_groups._publish_breakdown([{"breakdown": parts}], ["-n", "2", "testcases/unit"], "cmd")
+    _publish_breakdown([{"breakdown": parts}], ["-n", "2", "testcases/unit"], "cmd")
     assert not any("target" in row[0] for row in published[0].rows)  # another command: no target to set beside
+
+
+def test_both_records_of_a_docs_run_are_made_before_either_block_is_written(monkeypatch, tmp_path):
+    """Else the second record would call the checkout dirty because of the first block's write."""
+    from harness import docs_blocks
+    from harness.bench import test_groups
+
+    events = []
+    monkeypatch.setattr(docs_blocks, "checkout_commit", lambda *a, **k: events.append("commit") or "abc")
+    monkeypatch.setattr(docs_blocks, "publish", lambda record: events.append("write") or tmp_path / "page.md")
+    parts = {"in_tests": 1.0, "between_tests": 1.0, "started_by_tests": 1.0, "pools": 1.0, "controller": 1.0,
+             "tree": 5.0, "rest": 0.0, "incomplete": 0, "tc_cases": 0.5}
+    case = {"file": "unit/test_x.py", "group": "unit", "name": "test_x", "seconds": 0.1, "outcome": "passed",
+            "message": "", "cpu_s": 0.1}
+    run = {"wall_s": 1.0, "cpu_s": 2.0, "exit_code": 0, "cases": [case], "breakdown": parts}
+    result = {"commit": "f" * 40, "repeat": 1, "runs": {"before": [run], "now": [run]},
+              "wall_s": {"before": 1.0, "now": 1.0, "ratio": 1.0}, "cpu_s": {"before": 2.0, "now": 2.0, "ratio": 1.0}}
+    monkeypatch.setattr(test_groups, "resolve_commit", lambda rev: "f" * 40)
+    monkeypatch.setattr(test_groups, "compare", lambda *a: result)
+    monkeypatch.setattr(test_groups, "measure", lambda *a: run)
+    for argv in (["--against", "HEAD", "--docs"], ["--docs"]):
+        events.clear()
+        assert test_groups.main(argv) == 0
+        assert events == ["commit", "commit", "write", "write"]
