@@ -114,6 +114,9 @@ BREAKDOWN = (
 )
 """The parts of a run's CPU, in the order shown, each with what it holds."""
 
+REST = "the rest of the command's process tree (processes no probe line covers)"
+"""What ``breakdown``'s ``rest`` holds."""
+
 
 def breakdown(folder: Path, tree_cpu_s: Optional[float] = None) -> dict:
     """Where a run's CPU went, from every process's lines: seconds per ``BREAKDOWN`` part, plus
@@ -160,7 +163,7 @@ def render_breakdown(parts: dict, machine_cpu_s: Optional[float] = None) -> list
     lines = [head + "):"]
     rows = [(parts[key], label) for key, label in BREAKDOWN]
     if parts.get("rest") is not None:
-        rows.append((parts["rest"], "the rest of the command's process tree (processes no probe line covers)"))
+        rows.append((parts["rest"], REST))
     for seconds, label in sorted(rows, key=lambda row: -row[0]):
         lines.append(f"  {seconds:>7.1f} s {seconds / total if total else 0:>5.0%}  {label}")
     if "tc_cases" in parts:

@@ -309,7 +309,7 @@ def _breakdown_record(runs: list[dict], pytest_args: list[str], command: str):
 
     parts = median_breakdown(runs)
     tree = parts["tree"] or sum(parts[key] for key, _ in cpu_probe.BREAKDOWN)
-    labels = dict(cpu_probe.BREAKDOWN, rest="the rest of the command's process tree (processes no probe line covers)")
+    labels = dict(cpu_probe.BREAKDOWN, rest=cpu_probe.REST)
     rows = [(labels[key], f"{parts[key]:.1f}", f"{parts[key] / tree:.0%}")
             for key in sorted(labels, key=lambda k: -(parts[k] or 0.0)) if parts[key] is not None]
     rows.append(("the pytest command's process tree in all", f"{tree:.1f}", "100%"))
