@@ -540,6 +540,15 @@ def test_bodies_must_be_module_level_functions():
     assert not pool.started  # nothing was spawned for a bad call
 
 
+@pytest.fixture
+def fresh_registry():
+    """The process's pool registry, empty: the worker's earlier tests (TC cases) leave pools in it,
+    idle or stopped, which these tests would otherwise count. Emptied again afterwards."""
+    registry.close_all()
+    yield registry
+    registry.close_all()
+
+
 @unit
 def test_registry_keeps_one_pool_per_key_until_close_all():
     pool = get_pool(3, "gloo")
@@ -560,7 +569,7 @@ def test_unpicklable_arguments_fail_before_any_rank_is_started():
 
 
 @dist
-def test_a_cpu_pool_idle_past_its_limit_is_closed_and_starts_again_when_used(monkeypatch):
+def test_a_cpu_pool_idle_past_its_limit_is_closed_and_starts_again_when_used(monkeypatch, fresh_registry):
     monkeypatch.setitem(registry.IDLE_CLOSE_S, "cpu", 0.3)
     try:
         pool = get_pool(2, "gloo")
@@ -580,7 +589,7 @@ def test_a_cpu_pool_idle_past_its_limit_is_closed_and_starts_again_when_used(mon
 
 
 @dist
-def test_fetching_a_pool_closes_the_other_idle_pools_not_that_one(monkeypatch):
+def test_fetching_a_pool_closes_the_other_idle_pools_not_that_one(monkeypatch, fresh_registry):
     monkeypatch.setitem(registry.IDLE_CLOSE_S, "cpu", 0.3)
     try:
         wanted, other = get_pool(1, "gloo"), get_pool(2, "gloo")
@@ -638,7 +647,7 @@ def test_a_rank_keeps_its_most_recently_used_subgroups_and_no_more_threads(pool4
 
 
 @dist
-def test_registry_closes_least_recently_used_pools_beyond_the_rank_cap():
+def test_registry_closes_least_recently_used_pools_beyond_the_rank_cap(fresh_registry):
     registry.configure(max_live_ranks=2)
     try:
         small = get_pool(1, "gloo")
