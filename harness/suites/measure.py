@@ -18,7 +18,8 @@ def storage_key(tensor, storage=None) -> tuple[str, int]:
 def distinct_storage_bytes(tensors: Iterable) -> int:
     seen: dict[tuple[str, int], int] = {}
     for t in tensors:
-        seen[storage_key(t)] = t.untyped_storage().nbytes()
+        storage = t.untyped_storage()
+        seen[storage_key(t, storage)] = storage.nbytes()
     return sum(seen.values())
 
 
