@@ -15,7 +15,7 @@ import sys
 from contextlib import contextmanager
 from typing import Callable, Iterator, NoReturn, Optional, Sequence, TypeVar
 
-from implementations.errors import UserError
+from implementations.errors import ImplementationFailure, UserError
 
 USAGE_EXIT_CODE = 2
 """The exit status for a user error (argparse uses 2 for usage errors too)."""
@@ -55,13 +55,21 @@ class Parser(argparse.ArgumentParser):
         fail(f"{message} (see {self.prog} --help)")
 
 
+FAILURE_EXIT_CODE = 1
+"""The exit status when the code under test failed (``ImplementationFailure``): not a usage error."""
+
+
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Turn a ``UserError`` raised inside the block into ``fail``."""
+    """Turn a ``UserError`` raised inside the block into ``fail``; an ``ImplementationFailure`` (the code
+    under test exited, crashed, hung) into one ``error:`` line and exit 1."""
     try:
         yield
     except UserError as exc:
         fail(exc)
+    except ImplementationFailure as exc:
+        say_error(exc)
+        raise SystemExit(FAILURE_EXIT_CODE) from None
 
 
 def command(func: F) -> F:

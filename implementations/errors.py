@@ -69,3 +69,26 @@ class TopologyError(UserError):
 
 class PlanError(UserError):
     """The configuration is valid but no plan fits (e.g. budget below one block)."""
+
+
+class ImplementationFailure(RuntimeError):
+    """The implementation's own code failed: it exited, crashed, hung, wrote where it must not, or
+    answered something malformed. A verdict on the implementation, never a refusal of the user's
+    input: it is not a ``UserError``, so no check takes it for one. Commands print it as one
+    ``error:`` line (exit 1); the ranks and the explorer report it as a crash of the code under test.
+
+    ``implementation`` names what failed (e.g. ``xllm_native tree /src/xllm``), ``what`` says what
+    happened, ``tail`` holds the last lines the code wrote (its log), if any.
+    """
+
+    def __init__(self, implementation: str, what: str, tail: str = "") -> None:
+        self.implementation = implementation
+        self.what = what
+        self.tail = tail
+        msg = f"{clip(str(implementation))}: {clip(str(what), 2 * MAX_SHOWN)}"
+        if tail:
+            msg += f"; its last output: {clip(tail, 2 * MAX_SHOWN)}"
+        super().__init__(" ".join(msg.split()))
+
+    def __reduce__(self):
+        return (type(self), (self.implementation, self.what, self.tail))

@@ -31,7 +31,7 @@ from harness.app import status as st
 from harness.app.atomic import write_atomic, write_json_atomic
 from harness.app.progress import say
 from harness.paths import REPO_ROOT, TC_DIR
-from implementations.errors import UserError
+from implementations.errors import ImplementationFailure, UserError
 
 RESULT_FILE = "result.json"
 MATRIX_GROUPS = ("model", "layerwise", "parallel", "implementation", "hardware")
@@ -90,7 +90,7 @@ def run_job(
         else:
             axes = {group: choices.get(group) for group in MATRIX_GROUPS}
             result.update(run_suite(cfg, axes, key_overrides(task_overrides, choices), job_dir, quiet=quiet))
-    except UserError as exc:
+    except (UserError, ImplementationFailure) as exc:  # the input, or the code under test failing: one line
         result.update(status=st.ERROR, message=str(exc))
     except Exception as exc:  # a bug: one line here, the traceback beside the result
         _write_quietly(job_dir / "error.txt", traceback.format_exc())

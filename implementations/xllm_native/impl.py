@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Mapping, Optional
 
-from implementations.errors import ConfigError, PlanError, UserError
+from implementations.errors import ConfigError, ImplementationFailure, PlanError, UserError
 from implementations.plan_types import DraftPlan, KVPlan
 from implementations.reference import estimation, kv_bytes, validation
 from implementations.specs import ModelSpec, RunSpec
@@ -46,8 +46,11 @@ def field_value(run: RunSpec, name: str, fallback: object) -> object:
 class XllmNativeImplementation(XllmUpstreamImplementation):
     name = "xllm_native"
 
-    def __init__(self, source_dir: Optional[str] = None, files: Optional[Mapping[str, str]] = None) -> None:
+    def __init__(self, source_dir: Optional[str] = None, files: Optional[Mapping[str, str]] = None,
+                 timeout_s: Optional[float] = None) -> None:
         self.native = native_mod.load(source_dir, dict(files or {}))
+        self.timeout_s = timeout_s
+        """Each call's limit (``runner.timeout_s``; ``native.DEFAULT_TIMEOUT_S`` when None)."""
 
     # ---- inputs the engine hands the planning code -------------------------------------------
 
@@ -90,7 +93,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
     def call(self, run: RunSpec, op: str, values: dict) -> dict:
         """One call into the compiled code; a CHECK's refusal carries the run's value of the field it names."""
         try:
-            return self.native.call(op, values)
+            return self.native.call(op, values, timeout_s=self.timeout_s)
         except UserError as exc:
             raise type(exc)(exc.field, field_value(run, exc.field, exc.value), exc.allowed, exc.detail) from None
 
@@ -135,13 +138,51 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         target = {**self.model_args(run.model), **self.estimate_options(run, run.model, tp, split_size=split_size)}
         if run.draft is None:
             reply = self.call(run, "estimate", {**target, **self._parallel(run)})
-            return {"target": reply["capacity"], "draft": None, "n_blocks": reply["capacity"]["n_blocks"],
-                    "full_attention": reply["full_attention"], "indexer_layers": reply["indexer_layers"]}
+            est = {"target": reply.get("capacity"), "draft": None,
+                   "n_blocks": (reply.get("capacity") or {}).get("n_blocks"),
+                   "full_attention": reply.get("full_attention"), "indexer_layers": reply.get("indexer_layers")}
+            return self._checked_estimate("estimate", run, est)
         draft = {**self.model_args(run.draft, draft=True),
                  **self.estimate_options(run, run.draft, tp, split_size=1, draft=True)}
         values = {**{f"t.{k}": v for k, v in target.items()}, **{f"d.{k}": v for k, v in draft.items()},
                   "draft_body_tp1": run.draft.body_tp1, **self._parallel(run)}
-        return self.call(run, "speculative", values)
+        return self._checked_estimate("speculative", run, self.call(run, "speculative", values))
+
+    def _malformed(self, op: str, what: str) -> ImplementationFailure:
+        return ImplementationFailure(self.native.who, f"the compiled {op} answered {what}")
+
+    def _checked_estimate(self, op: str, run: RunSpec, est: dict) -> dict:
+        """``est`` when its shapes fit the model: one flag per layer of ``model.num_hidden_layers`` (an
+        indexer mask empty or as long), whole block counts; else ``ImplementationFailure`` naming the key."""
+        n = run.model.num_hidden_layers
+        full, indexer = est.get("full_attention"), est.get("indexer_layers")
+        if not isinstance(full, list) or len(full) != n:
+            got = f"{len(full)} full_attention flags" if isinstance(full, list) else f"full_attention {full!r}"
+            raise self._malformed(op, f"{got} for a model of {n} layers (model.num_hidden_layers): "
+                                      f"the tree's layer count is not the model's")
+        if not isinstance(indexer, list) or len(indexer) not in (0, n):
+            got = f"{len(indexer)} indexer_layers flags" if isinstance(indexer, list) else f"indexer_layers {indexer!r}"
+            raise self._malformed(op, f"{got} for a model of {n} layers (model.num_hidden_layers)")
+        for name in ("target",) + (("draft",) if run.draft is not None else ()):
+            if not isinstance(est.get(name), dict):
+                raise self._malformed(op, f"no {name} capacity")
+        if isinstance(est.get("n_blocks"), bool) or not isinstance(est.get("n_blocks"), int):
+            raise self._malformed(op, f"n_blocks {est.get('n_blocks')!r}, not a whole number")
+        return est
+
+    def owned_masks(self, run: RunSpec, split_size: int) -> list:
+        """Each split rank's owned-layer mask from the tree's layout: ``split_size`` masks of one flag per layer."""
+        masks = self.call(run, "layout", {**self.model_args(run.model), "layerwise_split_size": split_size}).get("owned")
+        n = run.model.num_hidden_layers
+        if not isinstance(masks, list) or len(masks) != split_size:
+            got = f"{len(masks)} owned masks" if isinstance(masks, list) else f"owned {masks!r}"
+            raise self._malformed("layout", f"{got} for layerwise.split_size {split_size}")
+        for rank, mask in enumerate(masks):
+            if not isinstance(mask, list) or len(mask) != n:
+                got = f"{len(mask)} flags" if isinstance(mask, list) else repr(mask)
+                raise self._malformed("layout", f"split rank {rank}'s owned mask with {got} for a model of {n} "
+                                                f"layers (model.num_hidden_layers)")
+        return masks
 
     def plan(self, run: RunSpec) -> KVPlan:
         self.validate(run)
@@ -171,7 +212,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         uniform_n_blocks = self._uniform_n_blocks(run, n_blocks if not active else None)
         notes: list[str] = []
         if active:
-            masks = self.call(run, "layout", {**self.model_args(model), "layerwise_split_size": s})["owned"]
+            masks = self.owned_masks(run, s)
             layer_owner = tuple((l, next(r for r in range(s) if masks[r][l])) for l in full)
             idle = [r for r in range(s) if not any(o == r for _, o in layer_owner)]
             if idle:

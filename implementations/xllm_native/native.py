@@ -1,23 +1,42 @@
-"""The compiled planning code of one xLLM tree, called through ctypes.
+"""The compiled planning code of one xLLM tree, called in a child process.
 
-``load`` builds (or finds in the cache) the tree's library and opens it once per process.
-``Native.call`` sends one request; a glog CHECK that fires inside the tree's code comes back as
-the CHECK's file and line, and ``refusal`` turns it into the ``UserError`` naming the harness
-field that CHECK guards (``CHECK_RULES``: matched on the CHECK's own source text).
+``load`` builds (or finds in the cache) the tree's library, once per source and process; it does
+not open it. ``Native.call`` sends one request to a host process (``host.py``) that has the library
+open: the tree's code never runs in the process that asks, so a tree that exits, crashes, loops or
+prints ends or stalls the host, and the caller gets an ``ImplementationFailure`` saying which, with
+the host's last output, within the call's time limit. A glog CHECK that fires inside the tree's
+code comes back as the CHECK's file and line, and ``refusal`` turns it into the ``UserError`` naming
+the harness field that CHECK guards (``CHECK_RULES``: matched on the CHECK's own source text).
 """
 
 from __future__ import annotations
 
-import ctypes
+import atexit
 import json
+import os
 import re
+import select
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
 import threading
+import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Mapping, NoReturn, Optional
 
-from implementations.errors import ConfigError, PlanError, UserError
-from implementations.xllm_native import build
+from implementations.errors import ConfigError, ImplementationFailure, PlanError, UserError, clip
+from implementations.xllm_native import build, host
+
+HOST = Path(host.__file__).resolve()
+"""The child program that opens the library (standard library only)."""
+DEFAULT_TIMEOUT_S = 60.0
+"""A call's limit when the caller gives none (``runner.timeout_s``'s default)."""
+LOAD_TIMEOUT_S = 60.0
+"""The limit on starting the host and opening the library (its static constructors run then)."""
 
 CHECK_RULES: tuple[tuple[str, str, str], ...] = (
     (r"layerwise_split_size\s*,\s*1\b", "layerwise.split_size", "a whole number >= 1"),
@@ -93,22 +112,40 @@ def field_of(check: Check) -> Optional[str]:
 
 
 class Native:
-    """One loaded library; calls are serialised (the binding keeps global state)."""
+    """One tree's library, called in a child process (``host.py``) that opens it: calls are serialised.
+
+    The library is never opened in this process. The host starts on the first call, lives for the
+    process (``close`` at exit), and starts again after a failure. What the tree's code does to its
+    process (exits, crashes, hangs past ``timeout_s``, writes to standard output) is an
+    ``ImplementationFailure`` naming it, with the last lines the host's process wrote."""
 
     def __init__(self, tree: build.TreeMap, built: build.Built) -> None:
         self.tree = tree
         self.built = built
-        self._lib = ctypes.CDLL(str(built.library))
-        self._lib.lwsplit_call.restype = ctypes.c_char_p
-        self._lib.lwsplit_call.argtypes = [ctypes.c_char_p]
+        self._host: Optional[_Host] = None
         self._lock = threading.Lock()
 
-    def call(self, op: str, values: Mapping[str, object]) -> dict:
-        """The reply to one request; raises ``UserError`` for a CHECK that fired."""
+    @property
+    def who(self) -> str:
+        return f"xllm_native tree {self.tree.root}"
+
+    def call(self, op: str, values: Mapping[str, object], *, timeout_s: Optional[float] = None) -> dict:
+        """The reply to one request; raises ``UserError`` for a CHECK that fired, ``ImplementationFailure``
+        when the tree's code ended, crashed, hung, wrote to standard output or answered malformed."""
         lines = [f"op={op}"] + [f"{k}={_text(v)}" for k, v in values.items()]
+        limit = DEFAULT_TIMEOUT_S if timeout_s is None else float(timeout_s)
         with self._lock:
-            raw = self._lib.lwsplit_call("\n".join(lines).encode())
-        reply = json.loads(raw.decode())
+            if self._host is None or not self._host.usable():
+                self._host = _Host(self.built.library, self.who)
+            raw = self._host.call(op, "\n".join(lines).encode(), limit)
+        text = raw.decode("utf-8", errors="replace")  # a tree's message may be GBK or any bytes
+        try:
+            reply = json.loads(text)
+        except ValueError:
+            reply = None
+        if not isinstance(reply, dict):
+            raise ImplementationFailure(self.who, f"the compiled {op} answered something that is not a JSON object: "
+                                                  f"{clip(text, 120)!r}")
         if "check" in reply:
             c = reply["check"]
             raise self.refusal(Check(file=c["file"], line=c["line"], message=c["message"].strip(),
@@ -117,6 +154,13 @@ class Native:
             raise PlanError("implementation", self.tree.root.name, "planning code that returns",
                             f"the compiled {op} threw: {reply['exception']}")
         return reply
+
+    def close(self) -> None:
+        """End the host (if this process started one)."""
+        with self._lock:
+            if self._host is not None:
+                self._host.close()
+                self._host = None
 
     def refusal(self, check: Check) -> UserError:
         """The ``UserError`` for a CHECK: the field it guards, the CHECK's place and text."""
@@ -127,6 +171,178 @@ class Native:
         if check.message:
             detail += f": {check.message.splitlines()[-1]}"
         return cls(name, check.where, allowed, detail)
+
+
+SIGNAL_WORDS = {"SIGSEGV": "segmentation fault", "SIGABRT": "abort", "SIGBUS": "bus error",
+                "SIGFPE": "arithmetic error", "SIGILL": "illegal instruction", "SIGKILL": "killed",
+                "SIGXFSZ": f"wrote more than {host.MAX_OUTPUT_BYTES >> 20} MiB of output"}
+TAIL_BYTES = 4096
+TAIL_LINES = 4
+
+
+class _Host:
+    """One child process holding the library open; used by the process that started it only."""
+
+    def __init__(self, library: Path, who: str) -> None:
+        self.who = who
+        self.pid = os.getpid()
+        self._out = tempfile.TemporaryFile(prefix="lwsplit-host-out-")  # unnamed: nothing to plant or leave
+        self._err = tempfile.TemporaryFile(prefix="lwsplit-host-err-")
+        self._out_seen = 0
+        req_r, self._req = os.pipe()
+        self._rep, rep_w = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(HOST), str(library), str(req_r), str(rep_w), str(os.getpid())],
+                stdin=subprocess.DEVNULL, stdout=self._out, stderr=self._err, pass_fds=(req_r, rep_w),
+                start_new_session=True)  # Ctrl-C at a terminal is the parent's to handle; killpg takes it all
+        except BaseException:
+            for fd in (self._req, self._rep):
+                os.close(fd)
+            raise
+        finally:
+            os.close(req_r)
+            os.close(rep_w)
+        _HOSTS.add(self)
+        kind = self._read(1, time.monotonic() + LOAD_TIMEOUT_S, "opening the library", LOAD_TIMEOUT_S)
+        if kind != b"L":
+            message = self._drain()
+            self.close()
+            raise ImplementationFailure(self.who, f"the library {library} could not be opened: "
+                                                  f"{message.decode('utf-8', 'replace')}")
+
+    def usable(self) -> bool:
+        return self.pid == os.getpid() and self.proc.poll() is None
+
+    def call(self, op: str, request: bytes, timeout_s: float) -> bytes:
+        if self.pid != os.getpid():
+            raise RuntimeError("a host is used by the process that started it only")
+        deadline = time.monotonic() + timeout_s
+        try:
+            _write_all(self._req, struct.pack(">I", len(request)) + request)
+        except BrokenPipeError:
+            self._ended(f"the compiled {op}")
+        what = f"the compiled {op}"
+        kind = self._read(1, deadline, what, timeout_s)
+        if kind != b"R":
+            self.close()
+            raise ImplementationFailure(self.who, f"the host answered {op} out of protocol ({kind!r})")
+        size = struct.unpack(">I", self._read(4, deadline, what, timeout_s))[0]
+        raw = self._read(size, deadline, what, timeout_s)
+        self._check_stdout(what)
+        return raw
+
+    def _read(self, n: int, deadline: float, what: str, timeout_s: float) -> bytes:
+        out = b""
+        try:
+            while len(out) < n:
+                left = deadline - time.monotonic()
+                ready = select.select([self._rep], [], [], max(left, 0))[0] if left > 0 else []
+                if not ready:
+                    self.close()
+                    raise ImplementationFailure(
+                        self.who, f"{what} did not return within {timeout_s:g} s (runner.timeout_s); its process "
+                                  f"was killed", self.tail())
+                chunk = os.read(self._rep, n - len(out))
+                if not chunk:
+                    self._ended(what)
+                out += chunk
+        except ImplementationFailure:
+            raise
+        except BaseException:  # Ctrl-C, SIGTERM turned into KeyboardInterrupt, any error: the call is abandoned
+            self.close()
+            raise
+        return out
+
+    def _ended(self, what: str) -> NoReturn:
+        try:
+            rc = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            rc = None
+        tail = self.tail()
+        self.close()
+        if rc is None:
+            how = "closed its pipe without ending"
+        elif rc < 0:
+            try:
+                name = signal.Signals(-rc).name
+            except ValueError:
+                name = f"signal {-rc}"
+            how = f"crashed: killed by {name}" + (f" ({SIGNAL_WORDS[name]})" if name in SIGNAL_WORDS else "")
+        else:
+            how = f"ended the process: it exited with status {rc} (exit() in the tree's code)"
+        raise ImplementationFailure(self.who, f"{what} {how}", tail)
+
+    def _check_stdout(self, what: str) -> None:
+        size = os.fstat(self._out.fileno()).st_size
+        if size <= self._out_seen:
+            return
+        text = os.pread(self._out.fileno(), min(size - self._out_seen, TAIL_BYTES), self._out_seen)
+        self._out_seen = size
+        raise ImplementationFailure(self.who, f"{what} wrote to standard output (planning code must not print): "
+                                              f"{clip(' | '.join(_lines(text)), 160)!r}")
+
+    def _drain(self) -> bytes:
+        chunks = []
+        while select.select([self._rep], [], [], 1.0)[0]:
+            chunk = os.read(self._rep, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def tail(self) -> str:
+        """The last lines the host's process wrote (stderr, then stdout), as one line."""
+        lines: list = []
+        for f in (self._err, self._out):
+            try:
+                size = os.fstat(f.fileno()).st_size
+                lines += _lines(os.pread(f.fileno(), TAIL_BYTES, max(size - TAIL_BYTES, 0)))
+            except (OSError, ValueError):
+                continue
+        return " | ".join(lines[-TAIL_LINES:])
+
+    def close(self) -> None:
+        """Kill the host's process group and reap it (only from the process that started it)."""
+        _HOSTS.discard(self)
+        if self.pid != os.getpid():
+            return
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        for fd in (self._req, self._rep):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._req = self._rep = -1
+        for f in (self._out, self._err):
+            f.close()
+
+
+def _lines(raw: bytes) -> list:
+    return [line.strip() for line in raw.decode("utf-8", errors="replace").splitlines() if line.strip()]
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+_HOSTS: weakref.WeakSet[_Host] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_hosts() -> None:
+    for h in list(_HOSTS):
+        h.close()
 
 
 def _text(value: object) -> str:
@@ -146,7 +362,7 @@ _LOAD_LOCK = threading.Lock()
 
 def load(source_dir: Optional[str] = None, files: Optional[Mapping[str, str]] = None, *,
          cache: Optional[Path] = None) -> Native:
-    """The tree's library, built once per source and opened once per process."""
+    """The tree's library, built once per source; one ``Native`` (one host, started on its first call) per process."""
     tree = build.tree_map(source_dir, dict(files or {}))
     memo = (str(tree.root), json.dumps(tree.files, sort_keys=True), str(cache))
     with _LOAD_LOCK:

@@ -1,0 +1,285 @@
+"""A tree's compiled code runs in a child process: what it does to its process is a verdict, never the
+controller's exit, hang or output.
+
+One faulty copy of the fixture tree (one build): its ``estimate_kv_cache_capacity`` picks a fault
+from the block size it is asked about (``FAULTS``), so every fault shares one library and one host.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from implementations.errors import ImplementationFailure, PlanError, UserError
+from implementations.specs import CacheSpec
+from implementations.xllm_native import build, host, native
+from testcases import ROOT
+from testcases.native.test_native_adapter import BUDGET, ESTIMATION, FIXTURE, LAYER, MODEL, cache  # noqa: F401
+from testcases.unit import _models as M
+
+pytestmark = pytest.mark.slow  # builds C++ and starts harness commands
+
+FAULTS = {"exit": 901, "abort": 902, "segv": 903, "loop": 904, "printf": 905, "gbk": 906, "layers": 907}
+"""The block size that makes the faulty tree's estimate do each fault."""
+GBK_MESSAGE = "预算不足"
+INJECTED = """
+#include <cstdio>
+#include <cstdlib>
+namespace xllm {
+namespace {
+void lwsplit_fault(int64_t block_size) {  // the test's faults, picked by the block size asked about
+  switch (block_size) {
+    case 901: std::exit(0);
+    case 902: std::fprintf(stderr, "about to abort\\n"); std::abort();
+    case 903: { volatile int* volatile nowhere = nullptr; *nowhere = 1; break; }
+    case 904: { volatile bool spin = true; while (spin) { } break; }
+    case 905: std::printf("tree says hello\\n"); break;
+    case 906: { const int64_t cache_size_in_bytes = 0; CHECK_GT(cache_size_in_bytes, 0) << "GBK_MESSAGE"; break; }
+    default: break;
+  }
+}
+}  // namespace
+}  // namespace xllm
+"""
+LIMIT_S = 3.0
+
+
+def faulty_tree(base: Path) -> Path:
+    """A copy of the fixture whose estimate calls ``lwsplit_fault`` first; its source is GBK-encoded, as a
+    port's may be (the CHECK message's bytes are not UTF-8)."""
+    tree = base / "tree"
+    import shutil
+
+    shutil.copytree(FIXTURE, tree)
+    path = tree / ESTIMATION
+    text = path.read_text()
+    head = '#include "util/utils.h"\n'
+    entry = "KVCacheCapacity cap;\n"
+    layers = "cap.n_layers(options.is_draft_engine ? model_args.num_nextn_predict_layers() : model_args.n_layers());\n"
+    assert head in text and entry in text and layers in text
+    text = text.replace(head, head + INJECTED.replace("GBK_MESSAGE", GBK_MESSAGE), 1)
+    text = text.replace(entry, entry + "  lwsplit_fault(options.block_size);\n", 1)
+    text = text.replace(layers, layers + "  if (options.block_size == 907) cap.n_layers(cap.n_layers() + 1);\n", 1)
+    path.write_bytes(text.encode("gbk"))
+    return tree
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory, cache):  # noqa: F811 - the adapter tests' shared cache
+    base = tmp_path_factory.mktemp("faulty")
+    path = faulty_tree(base)
+    os.environ[build.ENV_CACHE] = str(cache)
+    try:
+        build.build(build.tree_map(str(path)))
+    finally:
+        os.environ.pop(build.ENV_CACHE, None)
+    return path
+
+
+@pytest.fixture(scope="module")
+def impl(tree, cache):  # noqa: F811
+    os.environ[build.ENV_CACHE] = str(cache)
+    try:
+        from implementations.xllm_native import XllmNativeImplementation
+
+        yield XllmNativeImplementation(source_dir=str(tree), timeout_s=LIMIT_S)
+    finally:
+        os.environ.pop(build.ENV_CACHE, None)
+
+
+def run(fault: str = ""):
+    """The fixture's run at block size 16, or at a fault's block size (a budget holding blocks of that size)."""
+    if not fault:
+        return M.run_spec(MODEL, split=2, world=4, budget_bytes=BUDGET, cache=CacheSpec(block_size=16))
+    return M.run_spec(MODEL, split=2, world=4, budget_bytes=1000 * BUDGET, cache=CacheSpec(block_size=FAULTS[fault]))
+
+
+def host_pids(parent: int) -> list[int]:
+    """The host processes ``parent`` started (its children running host.py)."""
+    found = []
+    for task in Path(f"/proc/{parent}/task").glob("*"):
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for pid in children:
+            try:
+                if str(native.HOST).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    found.append(int(pid))
+            except OSError:
+                continue
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+# ---- in process: the controller lives on and the next call works --------------------------------------------
+
+
+@pytest.mark.parametrize("fault, said", [
+    ("exit", "the compiled estimate ended the process: it exited with status 0 (exit() in the tree's code)"),
+    ("abort", "the compiled estimate crashed: killed by SIGABRT (abort); its last output: about to abort"),
+    ("segv", "the compiled estimate crashed: killed by SIGSEGV (segmentation fault)"),
+    ("loop", f"the compiled estimate did not return within {LIMIT_S:g} s (runner.timeout_s); its process was killed"),
+    ("printf", "the compiled estimate wrote to standard output (planning code must not print): 'tree says hello'"),
+    ("layers", "the compiled estimate answered 7 full_attention flags for a model of 6 layers "
+               "(model.num_hidden_layers): the tree's layer count is not the model's"),
+])
+def test_a_tree_that_exits_crashes_hangs_or_prints_is_a_failure_naming_it(impl, tree, fault, said):
+    started = time.monotonic()
+    with pytest.raises(ImplementationFailure) as err:
+        impl.plan(run(fault))
+    assert time.monotonic() - started < LIMIT_S + 10
+    assert not isinstance(err.value, UserError)  # no check may take it for a refusal
+    assert str(err.value) == f"xllm_native tree {tree}: {said}", str(err.value)
+    assert "\n" not in str(err.value)
+    assert impl.plan(run()).n_blocks == BUDGET // (4 * LAYER)  # the host started again; the controller is fine
+
+
+def test_a_gbk_check_message_is_still_the_refusal_naming_its_field(impl):
+    with pytest.raises(PlanError) as err:
+        impl.plan(run("gbk"))
+    assert err.value.field == "cache.kv_budget_bytes"
+    assert "CHECK at kv_cache_estimation.cpp:" in err.value.detail and "cache_size_in_bytes, 0" in err.value.detail
+
+
+def test_the_library_is_never_opened_in_the_controller(impl):
+    impl.plan(run())
+    with open("/proc/self/maps") as maps:
+        assert str(impl.native.built.library) not in maps.read()
+    assert host_pids(os.getpid())  # it is open in the host
+
+
+def test_a_forked_process_starts_its_own_host(impl):
+    """A rank forked from a process with a live host must not talk on the parent's pipes."""
+    impl.plan(run())
+    parent_host = host_pids(os.getpid())
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports by its exit status
+        code = 1
+        try:
+            code = 0 if impl.plan(run()).n_blocks == BUDGET // (4 * LAYER) and host_pids(os.getpid()) else 3
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert host_pids(os.getpid()) == parent_host
+    assert impl.plan(run()).n_blocks == BUDGET // (4 * LAYER)
+
+
+def test_a_library_that_cannot_be_opened_is_one_failure(tmp_path):
+    bad = tmp_path / "liblwsplit_native.so"
+    bad.write_bytes(b"not an ELF file")
+    tree_map = build.tree_map(str(FIXTURE))
+    lib = native.Native(tree_map, build.Built(library=bad, manifest={}))
+    with pytest.raises(ImplementationFailure) as err:
+        lib.call("validate", {})
+    assert f"the library {bad} could not be opened" in str(err.value)
+
+
+def test_the_host_ends_when_its_parent_is_killed(tree, cache):  # noqa: F811
+    """A controller killed outright (SIGKILL: no handler runs) leaves no host, even one whose tree loops."""
+    script = ("import os, sys\nfrom implementations.xllm_native import XllmNativeImplementation\n"
+              "from testcases.native.test_native_child import run\n"
+              "impl = XllmNativeImplementation(source_dir=sys.argv[1], timeout_s=600)\nimpl.plan(run('loop'))\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), build.ENV_CACHE: str(cache)}
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tree)], env=env, cwd=ROOT)
+    try:
+        hosts = wait_for_host(proc)
+        proc.kill()
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 10 * host.WATCH_INTERVAL_S + 5
+        while any(alive(p) for p in hosts) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(alive(p) for p in hosts)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def wait_for_host(proc: subprocess.Popen, seconds: float = 60) -> list[int]:
+    """The host ``proc`` started, once it is in the tree's loop (the request sent)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.returncode
+        hosts = host_pids(proc.pid)
+        if hosts:
+            time.sleep(0.5)  # the host opens the library and takes the request
+            return hosts
+        time.sleep(0.05)
+    raise AssertionError("no host started")
+
+
+# ---- through the commands: one error line --------------------------------------------------------------------
+
+
+def plan_command(tree: Path, cache: Path, *extra: str, **kw) -> subprocess.Popen:  # noqa: F811
+    env = {**os.environ, "PYTHONPATH": str(ROOT), build.ENV_CACHE: str(cache)}
+    return subprocess.Popen([sys.executable, "-m", "harness.plan", "implementation=xllm_native",
+                             f"implementation.source_dir={tree}", "model=llama3_8b", "layerwise=off", *extra],
+                            env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+@pytest.mark.parametrize("fault, extra, said", [
+    ("exit", (), "the compiled estimate ended the process: it exited with status 0"),
+    ("printf", (), "the compiled estimate wrote to standard output (planning code must not print): 'tree says hello'"),
+    ("loop", ("runner.timeout_s=1",), "the compiled estimate did not return within 1 s (runner.timeout_s)"),
+])
+def test_harness_plan_says_what_the_tree_did_in_one_line(tree, cache, fault, extra, said):  # noqa: F811
+    proc = plan_command(tree, cache, f"cache.block_size={FAULTS[fault]}", *extra)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    assert out == ""  # no JSON, and never the tree's printf
+    assert err.startswith(f"error: xllm_native tree {tree}: {said}") and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("sig, rc, said", [(signal.SIGINT, 130, "error: interrupted (SIGINT)"),
+                                           (signal.SIGTERM, -signal.SIGTERM, "")])
+def test_a_signal_during_a_call_ends_the_controller_and_its_host(tree, cache, sig, rc, said):  # noqa: F811
+    """The tree loops inside the call: the controller, waiting on a pipe, still takes Ctrl-C or SIGTERM at
+    once, and its host goes with it."""
+    proc = plan_command(tree, cache, f"cache.block_size={FAULTS['loop']}")
+    try:
+        hosts = wait_for_host(proc)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == rc, err
+        assert err.startswith(said) and "Traceback" not in err, err
+        deadline = time.monotonic() + 10 * host.WATCH_INTERVAL_S + 5
+        while any(alive(p) for p in hosts) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(alive(p) for p in hosts)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def test_a_plan_sweep_with_a_crashing_job_finishes_the_others(tree, cache, tmp_path):  # noqa: F811
+    """mode=plan: the job whose tree aborts is an error naming the crash; the other job plans and the sweep
+    writes its results."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), build.ENV_CACHE: str(cache), build.ENV_SOURCE: str(tree)}
+    proc = subprocess.run([sys.executable, "-m", "harness", "-m", "mode=plan", "implementation=xllm_native",
+                           "model=llama3_8b", "layerwise=off", f"cache.block_size=16,{FAULTS['abort']}",
+                           f"hydra.sweep.dir={tmp_path / 'sweep'}"],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "[2/2] cache.block_size=902: ERROR: xllm_native tree" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    results = tmp_path / "sweep" / "results.md"
+    assert results.is_file(), (proc.stdout, proc.stderr, list(tmp_path.rglob("*")))
+    text = results.read_text()
+    assert "killed by SIGABRT (abort)" in text, text
