@@ -155,6 +155,41 @@ def test_a_gbk_check_message_is_still_the_refusal_naming_its_field(impl):
     assert "CHECK at kv_cache_estimation.cpp:" in err.value.detail and "cache_size_in_bytes, 0" in err.value.detail
 
 
+class _Answers:
+    """A stand-in for the tree's library: each op's reply as given."""
+
+    who = "xllm_native tree /stand-in"
+
+    def __init__(self, **replies) -> None:
+        self.replies = replies
+
+    def call(self, op, values, *, timeout_s=None):
+        return self.replies[op]
+
+
+@pytest.mark.parametrize("owned, said", [
+    ([[1] * 6], "1 owned masks for layerwise.split_size 2"),
+    ([[1] * 6, [0] * 5], "split rank 1's owned mask with 5 flags for a model of 6 layers"),
+    ({"0": [1]}, "owned {'0': [1]} for layerwise.split_size 2"),
+])
+def test_layout_masks_that_do_not_fit_the_model_are_refused_by_name(owned, said):
+    from implementations.xllm_native import XllmNativeImplementation
+
+    impl = XllmNativeImplementation.__new__(XllmNativeImplementation)
+    impl.native, impl.timeout_s = _Answers(layout={"owned": owned}), None
+    with pytest.raises(ImplementationFailure) as err:
+        impl.owned_masks(run(), 2)
+    assert str(err.value).startswith(f"xllm_native tree /stand-in: the compiled layout answered {said}"), str(err.value)
+
+
+def test_an_implementation_failure_crosses_processes_whole():
+    import pickle
+
+    failure = ImplementationFailure("xllm_native tree /t", "the compiled estimate crashed", "last | lines")
+    again = pickle.loads(pickle.dumps(failure))
+    assert (type(again), str(again), again.tail) == (ImplementationFailure, str(failure), "last | lines")
+
+
 def test_the_library_is_never_opened_in_the_controller(impl):
     impl.plan(run())
     with open("/proc/self/maps") as maps:
