@@ -269,7 +269,6 @@ def plan_command(tree: Path, cache: Path, *extra: str, **kw) -> subprocess.Popen
 
 
 @pytest.mark.parametrize("fault, extra, said", [
-    ("exit", (), "the compiled estimate ended the process: it exited with status 0"),
     ("printf", (), "the compiled estimate wrote to standard output (planning code must not print): 'tree says hello'"),
     ("loop", ("runner.timeout_s=1",), "the compiled estimate did not return within 1 s (runner.timeout_s)"),
 ])
