@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import procfs
 from implementations.errors import ImplementationFailure, PlanError, UserError
 from implementations.specs import CacheSpec
 from implementations.xllm_native import build, host, native
@@ -102,27 +103,7 @@ def run(fault: str = ""):
 
 def host_pids(parent: int) -> list[int]:
     """The host processes ``parent`` started (its children running host.py)."""
-    found = []
-    for task in Path(f"/proc/{parent}/task").glob("*"):
-        try:
-            children = (task / "children").read_text().split()
-        except OSError:
-            continue
-        for pid in children:
-            try:
-                if str(native.HOST).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    found.append(int(pid))
-            except OSError:
-                continue
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+    return [pid for pid in procfs.children(parent) if str(native.HOST) in (procfs.cmdline(pid) or "")]
 
 
 # ---- in process: the controller lives on and the next call works --------------------------------------------
@@ -236,9 +217,9 @@ def test_the_host_ends_when_its_parent_is_killed(tree, cache):  # noqa: F811
         proc.kill()
         proc.wait(timeout=30)
         deadline = time.monotonic() + 10 * host.WATCH_INTERVAL_S + 5
-        while any(alive(p) for p in hosts) and time.monotonic() < deadline:
+        while any(procfs.alive(p) for p in hosts) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not any(alive(p) for p in hosts)
+        assert not any(procfs.alive(p) for p in hosts)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -293,9 +274,9 @@ def test_a_signal_during_a_call_ends_the_controller_and_its_host(tree, cache, si
         assert proc.returncode == rc, err
         assert err.startswith(said) and "Traceback" not in err, err
         deadline = time.monotonic() + 10 * host.WATCH_INTERVAL_S + 5
-        while any(alive(p) for p in hosts) and time.monotonic() < deadline:
+        while any(procfs.alive(p) for p in hosts) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not any(alive(p) for p in hosts)
+        assert not any(procfs.alive(p) for p in hosts)
     finally:
         if proc.poll() is None:
             proc.kill()
