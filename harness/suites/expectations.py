@@ -156,7 +156,7 @@ def owner_rule_prediction(tc: str, run) -> Optional[Prediction]:
                              for r in differ)
         if not required:  # owners moved between ranks of equal bytes: every figure but the owners stays the spec's
             required = (Predicted(rule="owner-plan", why="the plan's owners follow layer_id % s"),)
-        return Prediction(required=required, consequences=("n_blocks", "estimate", "figure", "owner-plan"),
+        return Prediction(required=required, consequences=("n_blocks", "estimate", "figure", "owner-plan", "notes"),
                           reason=reason)
     return None
 
