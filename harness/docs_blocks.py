@@ -247,12 +247,14 @@ def _sweep_record(sweep_dir: Path) -> Record:
     import csv
 
     from harness.app.aggregate import figures_table
+    from harness.app.progress import GAIN_UNDEFINED
 
     csv_path = sweep_dir / "results.csv"
     if not csv_path.is_file():
         raise ValueError(f"{sweep_dir}: no results.csv (a finished sweep's folder, e.g. multirun/<date>/<time>)")
     with open(csv_path, newline="", encoding="utf-8") as fh:
-        rows = [{k: _typed(v) for k, v in r.items()} for r in csv.DictReader(fh)]
+        rows = [{k: None if k == "capacity_gain" and v == GAIN_UNDEFINED else _typed(v) for k, v in r.items()}
+                for r in csv.DictReader(fh)]  # an undefined gain (FEATURE 6) is written n/a: read back as null
     md = sweep_dir / "results.md"
     command = next((line.strip("`") for line in md.read_text(encoding="utf-8").splitlines()
                     if line.startswith("`")), "") if md.is_file() else ""

@@ -25,6 +25,7 @@ import json
 import sys
 from typing import Optional, Sequence
 
+from harness.app.progress import gain_text
 from harness.cli import Parser, command, join_flag_values
 from implementations.formats import DEFAULT_SEMANTICS, SEMANTICS
 from implementations.units import MIB
@@ -76,7 +77,7 @@ def table(p: dict) -> str:
         f"layers {p['num_layers']} ({len(p['full_layers'])} full attention) | "
         f"available {_mib(p['available_bytes'])} MiB/rank (budget {_mib(p['budget_bytes'])}, "
         f"linear state {_mib(p['linear_state_bytes'])})",
-        f"n_blocks {p['n_blocks']} (uniform {p['uniform_n_blocks']}) | capacity gain {p['capacity_gain']:.3f}x",
+        f"n_blocks {p['n_blocks']} (uniform {p['uniform_n_blocks']}) | capacity gain {gain_text(p['capacity_gain'], 3)}",
         "",
         f"{'rank':>4} {'node':>4} {'card':>4} {'group':>5} {'split_rank':>10} {'owned':>5}  {'est MiB':>10}  owned full layers",
     ]

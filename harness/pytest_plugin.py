@@ -220,6 +220,25 @@ def _check_extra_overrides(matrix) -> None:
     check_seconds("runner.timeout_s", resolved.timeout_s)
 
 
+def removed_case_lines(matrix) -> list[str]:
+    """The session header's line naming the cases the matrix's configuration keys leave out (none: no line).
+    Keys that only choose or locate the implementation remove no case (``Matrix.config_keys``)."""
+    from harness.suites import removed_by_keys
+
+    removed = removed_by_keys(matrix)
+    if not removed:
+        return []
+    return [f"lw-matrix: the key overrides {' '.join(matrix.config_keys())} already break a startup rule of "
+            f"FEATURE 3, so {len(removed)} refusal cases are left out: "
+            + ", ".join(f"{tc}[{case_id}]" for tc, case_id in removed)]
+
+
+def pytest_report_header(config) -> list[str]:
+    if _MATRIX_KEY not in config.stash:
+        return []
+    return removed_case_lines(config.stash[_MATRIX_KEY])
+
+
 def session_matrix(config):
     """The case matrix of this session: ``--lw-matrix`` narrowed by ``--lw-override``."""
     return config.stash[_MATRIX_KEY]

@@ -113,8 +113,8 @@ class KVPlan:
     uniform_peak_bytes: int
     """Uniform allocation at the same n_blocks, for the savings figure."""
     savings_bytes: int
-    capacity_gain: float
-    """n_blocks / uniform_n_blocks at the same budget."""
+    capacity_gain: Optional[float]
+    """n_blocks / uniform_n_blocks at the same budget; None (JSON null) when no uniform block fits (FEATURE 6)."""
     ranks: tuple[RankPlan, ...]
     draft: Optional[DraftPlan] = None
     notes: tuple[str, ...] = field(default_factory=tuple)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from harness.app import status as st
-from harness.app.progress import counts_text, job_label
+from harness.app.progress import GAIN_UNDEFINED, counts_text, gain_text, job_label
 from implementations.units import MIB
 
 COLUMNS = (
@@ -83,12 +83,24 @@ def failed(rows_: Sequence[Mapping[str, Any]]) -> list[dict]:
 # ---- CSV ------------------------------------------------------------------------------------
 
 
+def _gain_cell(r: Mapping[str, Any], text) -> Any:
+    """The capacity gain's cell: ``text(gain)``; ``n/a`` where the job planned but the gain is undefined
+    (FEATURE 6: no uniform block fits, JSON null); empty where the job has no plan."""
+    gain = r.get("capacity_gain")
+    if gain is not None:
+        return text(gain)
+    return GAIN_UNDEFINED if r.get("n_blocks") is not None else ""
+
+
+
 def to_csv(rows_: Sequence[Mapping[str, Any]]) -> str:
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
     writer.writeheader()
     for r in rows_:
-        writer.writerow({c: "" if r.get(c) is None else r[c] for c in COLUMNS})
+        cells = {c: "" if r.get(c) is None else r[c] for c in COLUMNS}
+        cells["capacity_gain"] = _gain_cell(r, lambda gain: gain)
+        writer.writerow(cells)
     return buffer.getvalue()
 
 
@@ -182,10 +194,9 @@ def to_markdown(rows_: Sequence[Mapping[str, Any]], results: Sequence[Mapping[st
     lines.append("|" + "|".join("---" if h in ("model", "implementation", "status", "note", *varying) else "---:"
                                 for h in header) + "|")
     for r in rows_:
-        gain = r["capacity_gain"]
         cells = [_job_cell(r), r["model"] or "", r["implementation"] or "", *(r[c] or "" for c in varying),
                  _num(r["split_size"]), _status_cell(r["status"]), _mib(r["peak_bytes"]), _mib(r["uniform_peak_bytes"]),
-                 _num(r["n_blocks"]), _num(r["uniform_n_blocks"]), "" if gain is None else f"{gain:.2f}x",
+                 _num(r["n_blocks"]), _num(r["uniform_n_blocks"]), _gain_cell(r, gain_text),
                  _num(r["peak_layers"]), _num(r["limit_layers"])]
         if suite:
             counts = {k: r[k] for k in _COUNT_KEYS if r.get(k)}
@@ -207,12 +218,11 @@ def figures_table(rows_: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, ...], 
     (``harness.docs_blocks`` records it; the note says why a job has no numbers)."""
     cells = []
     for r in rows_:
-        gain = r.get("capacity_gain")
         note = r.get("message") or "" if r.get("status") not in (st.PLANNED, st.PASSED) else ""
         cells.append([_cell(c) for c in (
             r.get("model") or "", r.get("implementation") or "", _num(r.get("split_size")), _mib(r.get("peak_bytes")),
             _mib(r.get("uniform_peak_bytes")), _num(r.get("n_blocks")), _num(r.get("uniform_n_blocks")),
-            "" if gain is None else f"{gain:.2f}x", _num(r.get("peak_layers")), _num(r.get("limit_layers")), note)])
+            _gain_cell(r, gain_text), _num(r.get("peak_layers")), _num(r.get("limit_layers")), note)])
     return FIGURES_COLUMNS, cells, "llrrrrrrrrl"
 
 

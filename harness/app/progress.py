@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Mapping, Optional, Sequence
 
 from harness.app import status as st
 from implementations.units import MIB
 
 COUNT_ORDER = ("failed", "error", "passed", "skipped", "xfailed", "xpassed")
 """pytest's summary order (errors after failures, so a failure is read first)."""
+
+
+GAIN_UNDEFINED = "n/a"
+"""A table's cell for a capacity gain the spec leaves undefined (FEATURE 6: no uniform block fits; JSON null)."""
+
+
+def gain_text(gain: Optional[float], digits: int = 2) -> str:
+    """``1.91x``, or ``n/a`` for an undefined (null) capacity gain: never infinity or 0."""
+    return GAIN_UNDEFINED if gain is None else f"{gain:.{digits}f}x"
 
 
 def job_label(overrides: Sequence[str]) -> str:
@@ -28,7 +37,7 @@ def outcome_text(result: Mapping) -> str:
     if status == st.PLANNED:
         plan = result.get("plan") or {}
         return (f"n_blocks {plan.get('n_blocks')} (uniform {plan.get('uniform_n_blocks')}), "
-                f"peak {plan.get('peak_bytes', 0) / MIB:.1f} MiB/rank, gain {plan.get('capacity_gain', 0):.2f}x")
+                f"peak {plan.get('peak_bytes', 0) / MIB:.1f} MiB/rank, gain {gain_text(plan.get('capacity_gain'))}")
     if status == st.REJECTED:
         return f"rejected: {message}"
     if status in (st.PASSED, st.FAILED):

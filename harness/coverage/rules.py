@@ -39,7 +39,9 @@ RULES: dict[str, str] = {
     "F4.layer-types": "layer_types full_attention / attention is full, every other value linear",
     "F4.interval": "without layer_types: full iff interval <= 1 or (l + 1) % interval == 0",
     "F4.round-robin": "the k-th full layer is owned by split rank k % s",
-    "F4.topology-groups": "groups maximise the worst link; ties keep upstream's consecutive order",
+    "F4.topology-groups": "groups maximise the worst link (key 1); equal groupings keep upstream's consecutive "
+                          "order if among the best, else the lexicographically first (key 3)",
+    "F4.group-links": "groupings tied on the worst link compare every group's worst link, worst to best (key 2)",
     "F4.cards": "no card holds two ranks of a split group, and no card exceeds its HBM",
     # 5. bytes per layer
     "F5.mla-slot": "MLA slot = d_kv * (kv_lora_rank + qk_rope_head_dim)",
@@ -63,6 +65,8 @@ RULES: dict[str, str] = {
     "F6.report-peak": "reported per-rank estimates and peak include the scratch",
     "F6.report-savings": "savings = uniform peak at the same n_blocks - peak",
     "F6.report-gain": "capacity gain = split n_blocks / uniform n_blocks",
+    "F6.gain-undefined": "no uniform block fits: the capacity gain is null (never infinity or 0), with a note",
+    "F6.raises-peak": "where the split cannot lower the peak, the plan says \"the split raises the peak\"",
     "F6.report-scale": "per-rank estimates include the quantized scales",
     # 7. allocation
     "F7.layout-axes": "the hardware profile's layout: heads-major or tokens-major",
@@ -95,6 +99,7 @@ MUTANTS: dict[str, tuple[str, ...]] = {
     "F4.layer-types": ("attention_spelling_linear",),
     "F4.round-robin": ("owner_off_by_one",),
     "F4.topology-groups": ("tie_groups_reshuffled",),
+    "F4.group-links": ("tie_keeps_consecutive",),
     "F4.cards": ("card_check_skipped",),
     "F5.mla-slot": ("mla_rope_dropped",),
     "F5.gqa-slot": ("gqa_heads_not_divided",),
@@ -116,6 +121,8 @@ MUTANTS: dict[str, tuple[str, ...]] = {
     "F6.report-peak": ("peak_scratch_omitted",),
     "F6.report-savings": ("savings_at_uniform_blocks",),
     "F6.report-gain": ("capacity_gain_inverted",),
+    "F6.gain-undefined": ("capacity_gain_infinite",),
+    "F6.raises-peak": ("raises_peak_unnoted",),
     "F6.report-scale": ("scale_missing_in_estimate",),
     "F7.layout-axes": ("wrong_layout_axes",),
     "F7.nonowner-view": ("nonowner_real_storage",),

@@ -62,6 +62,9 @@ FIRST_CATCH: dict[str, dict[str, str]] = {
     "int8_index_scale_missing": {"TC-02": "deepseek_v32-s2-w4-int8"},
     "slot_cap_unchecked": {"TC-01": "qwen3_5_moe-s2-w4-slots-over-cap"},
     "draft_own_shape": {"TC-01": "qwen3_5_moe-s2-w4-draft-slot-larger", "TC-07": "deepseek_v32-s2-w4-small_slot"},
+    "tie_keeps_consecutive": {"TC-03": "deepseek_v32-s2-w8-pcie_uneven_switches_8"},
+    "capacity_gain_infinite": {"TC-02": "deepseek_v32-s4-w4-no-uniform-block"},
+    "raises_peak_unnoted": {"TC-02": "deepseek_v3-s2-w4-one-full-layer"},
 }
 """Mutant short name -> {TC: case key}."""
 

@@ -125,10 +125,14 @@ def _link(a: int, b: int, links, num_cards: int, placement: Optional[tuple]) -> 
 
 
 def best_partition(members: Sequence[int], s: int, score) -> Optional[list]:
-    """Section 4, exact search: the partition of ``members`` into groups of s whose sorted
-    vector of per-group worst-link scores is lexicographically largest; ties: the
-    lexicographically smallest partition (groups sorted, ordered by first member). None
-    when every partition puts two ranks of one group on one card (score < 0)."""
+    """Section 4 (version 2.2), exact search: the partition of ``members`` into groups of s that comes
+    first by the spec's one key: (1) the worst link of any group, then (2) the groups' own worst links
+    sorted from worst to best, compared element by element (together: the ascending vector of per-group
+    worst-link scores, lexicographically largest); (3) then upstream's consecutive grouping if it is
+    among the best, else the partition whose groups, each sorted and listed by smallest member, come
+    first lexicographically. The consecutive grouping is the lexicographically first of all partitions
+    of the sorted members, so taking the first partition among the best is rule (3) whole. None when
+    every partition puts two ranks of one group on one card (score < 0)."""
     members = sorted(members)
     if s == 1:
         return [[m] for m in members]
@@ -173,7 +177,7 @@ def best_partition(members: Sequence[int], s: int, score) -> Optional[list]:
 
 def expected_split_groups(run, *, rule: str = "topology") -> Optional[list]:
     """Section 4: the split groups (global ranks, in split-rank order) of every attention TP
-    group: ``topology`` (the adaptation: best worst-link groups, ties consecutive) or
+    group: ``topology`` (the adaptation: ``best_partition``'s key per TP group) or
     ``consecutive`` (upstream). s = 1: one group per rank. None when no grouping keeps
     the ranks of each group on distinct cards."""
     p = run.parallel

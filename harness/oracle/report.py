@@ -15,7 +15,12 @@ from harness.oracle.layout import (
     expected_rank_owned_layers,
     expected_split_groups,
 )
-from harness.oracle.slots import expected_full_bytes_per_block, expected_linear_state_bytes
+from harness.oracle.slots import (
+    expected_full_bytes_per_block,
+    expected_layer_bytes_per_block,
+    expected_linear_state_bytes,
+    expected_scratch_bytes_per_block,
+)
 
 # ---- section 6: report per rank --------------------------------------------------------------
 
@@ -35,8 +40,9 @@ class Report:
     uniform_peak_bytes: int
     """Every rank allocating every full layer at the same n_blocks, + linear state."""
     savings_bytes: int
-    capacity_gain: float
-    """n_blocks / uniform_n_blocks at the same budget."""
+    capacity_gain: Optional[float]
+    """n_blocks / uniform_n_blocks at the same budget; None (JSON null, "n/a" in tables) when the budget
+    holds a split block but no uniform one (version 2.2: never infinity or 0)."""
     linear_state_bytes: int = 0
     budget_bytes: int = 0
     rank_owned_layers: tuple = field(default_factory=tuple)
@@ -58,9 +64,46 @@ def expected_report(run, budget_bytes: Optional[int] = None, *, owner_rule: str 
         n_blocks=n_blocks, uniform_n_blocks=uniform, rank_bytes=ranks,
         draft_rank_bytes=expected_draft_rank_bytes(run, n_blocks) if getattr(run, "draft", None) is not None else 0,
         peak_bytes=peak, mean_bytes=sum(ranks) // len(ranks), uniform_peak_bytes=uniform_peak,
-        savings_bytes=uniform_peak - peak, capacity_gain=(n_blocks / uniform) if uniform > 0 else 0.0,
+        savings_bytes=uniform_peak - peak, capacity_gain=expected_capacity_gain(n_blocks, uniform),
         linear_state_bytes=linear, budget_bytes=budget, rank_owned_layers=owned,
     )
+
+
+def expected_capacity_gain(n_blocks: int, uniform_n_blocks: int) -> Optional[float]:
+    """Section 6: split n_blocks / uniform n_blocks at the same budget; undefined (None) when the uniform
+    allocation fits no block, and the plan then carries a note saying so (``GAIN_UNDEFINED_NOTE``)."""
+    return n_blocks / uniform_n_blocks if uniform_n_blocks > 0 else None
+
+
+GAIN_UNDEFINED_NOTE = "the uniform allocation fits no block"
+"""Section 6: what a plan's note says when its capacity gain is undefined (null)."""
+RAISES_PEAK_NOTE = "the split raises the peak"
+"""Section 6: the note of a plan whose split cannot lower the peak (``expected_split_raises_peak``)."""
+
+
+def expected_split_raises_peak(run) -> bool:
+    """Section 6: the split lowers the peak only where the largest owner's bytes plus the scratch do not
+    exceed all full layers' bytes (per block; the draft's D and the linear state are the same on both
+    sides). False when the split is not active."""
+    s = split_size(run)
+    if s == 1:
+        return False
+    tp = attn_tp_size(run)
+    full = expected_full_layers(run.model)
+    per_layer = expected_layer_bytes_per_block(run.model, run.cache, tp)
+    owner = expected_owner(full, s)
+    largest = max(sum(per_layer[l] for l in full if owner[l] == r) for r in range(s))
+    return largest + expected_scratch_bytes_per_block(run.model, run.cache, tp) > sum(per_layer[l] for l in full)
+
+
+def expected_notes(run, budget_bytes: Optional[int] = None) -> tuple:
+    """Section 6: the notes a plan must carry (``RAISES_PEAK_NOTE``, ``GAIN_UNDEFINED_NOTE``), in that order."""
+    budget = run_budget_bytes(run) if budget_bytes is None else budget_bytes
+    notes = [RAISES_PEAK_NOTE] if expected_split_raises_peak(run) else []
+    n_blocks, uniform = expected_block_counts(run, budget)
+    if split_size(run) > 1 and uniform == 0 and n_blocks >= 1:
+        notes.append(GAIN_UNDEFINED_NOTE)
+    return tuple(notes)
 
 
 def expected_ranks_over_uniform_peak(run, budget_bytes: Optional[int] = None, *,

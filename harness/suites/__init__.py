@@ -70,3 +70,14 @@ def load_suite(tc: str) -> Suite:
     if tc not in TC_MODULES:
         raise ValueError(f"unknown TC {tc!r}; known: {', '.join(TC_MODULES)}")
     return check_suite(importlib.import_module(TC_MODULES[tc]))
+
+
+def removed_by_keys(matrix) -> list:
+    """[(TC id, case id)] of the cases the matrix's configuration keys (``Matrix.config_keys``) leave out: a
+    refusal case those keys already make the spec refuse for another rule. Each TC module may declare
+    ``removed_by_keys(matrix)`` (its case ids); keys that only choose the implementation remove none."""
+    out = []
+    for tc in matrix.tcs:
+        hook = getattr(load_suite(tc), "removed_by_keys", None)
+        out += [(tc, case_id) for case_id in (hook(matrix) if hook is not None else ())]
+    return out

@@ -156,7 +156,7 @@ def owner_rule_prediction(tc: str, run) -> Optional[Prediction]:
                              for r in differ)
         if not required:  # owners moved between ranks of equal bytes: every figure but the owners stays the spec's
             required = (Predicted(rule="owner-plan", why="the plan's owners follow layer_id % s"),)
-        return Prediction(required=required, consequences=("n_blocks", "estimate", "figure", "owner-plan"),
+        return Prediction(required=required, consequences=("n_blocks", "estimate", "figure", "owner-plan", "notes"),
                           reason=reason)
     return None
 
@@ -261,7 +261,7 @@ def upstream_prediction(tc: str, run) -> Optional[Prediction]:
                                               why=f"consecutive groups {inside} in TP group {tp_group}"))
         if required:
             reasons.append(f"upstream keeps consecutive split groups on {run.hardware.topology.name}; the spec "
-                           f"regroups by the worst link (FEATURE 4)")
+                           f"regroups by its grouping key (FEATURE 4: worst link, then each group's own)")
     elif tc in ("TC-01", "TC-04", "TC-05", "TC-07"):
         try:
             full = oracle.expected_full_layers(run.model)

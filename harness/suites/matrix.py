@@ -32,6 +32,9 @@ AXIS_KEYS = {
 }
 VALUE_GROUPS = ("layerwise", "parallel")
 """Groups whose key overrides change the matrix axis's options rather than every case."""
+NEUTRAL_ROOTS = ("implementation", "runner", "report", "suite")
+"""Key roots that choose or locate the implementation (``implementation.source_dir``, ``implementation._target_``)
+or steer the runner and the reports: they never change what a case configures, so they never remove a case."""
 
 
 @dataclass
@@ -59,6 +62,10 @@ class Matrix:
         """A case's key overrides: the group keys of the options it takes from the axes, then the
         matrix's other key overrides. Pass ``None`` for an option the TC names itself: it stays as shipped."""
         return (*self.keys_for("layerwise", layerwise), *self.keys_for("parallel", parallel), *self.extra)
+
+    def config_keys(self) -> tuple[str, ...]:
+        """The key overrides (``extra``) that change a case's configuration: all but those under ``NEUTRAL_ROOTS``."""
+        return tuple(k for k in self.extra if k.lstrip("+~").split(".", 1)[0].split("=", 1)[0] not in NEUTRAL_ROOTS)
 
     def layerwise_flags(self, option: str) -> LayerwiseFlags:
         """What an axis option means in this matrix: the shipped option with the group's keys on top."""

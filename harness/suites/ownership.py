@@ -1,9 +1,10 @@
 """Which layers a rank must own: the spec's split groups and positions (FEATURE 4), from the oracle.
 
 Never taken from a worker or the plan: split groups are ``oracle.expected_split_groups``
-(the parallel layout and the topology fixture: maximise the worst link inside each group,
-ties keeping upstream's consecutive groups); a rank's split rank is its position in its
-own group (groups rank-sorted), which differs from ``rank % s`` on regrouped topologies;
+(the parallel layout and the topology fixture, compared by FEATURE 4's grouping key: the
+worst link inside any group, then each group's own, then upstream's consecutive groups if
+among the best); a rank's split rank is its position in its own group (groups
+rank-sorted), which differs from ``rank % s`` on regrouped topologies;
 the owner of each full layer is the oracle's round-robin. The link names and their order
 here only describe groups in messages (TC-03 shows the worst link inside each group).
 """
@@ -54,7 +55,7 @@ def bottleneck(run, groups) -> int:
 
 def expected_split_groups(run) -> Optional[tuple[tuple[int, ...], ...]]:
     """The spec's split groups over the whole world (``oracle.expected_split_groups``, the one
-    owner of the grouping rule: best worst links, ties consecutive, then lexicographic), each
+    owner of the grouping rule: FEATURE 4's key, ``oracle.best_partition``), each
     rank-sorted; None when no grouping keeps each group's ranks on distinct cards."""
     groups = oracle.expected_split_groups(run)
     return None if groups is None else tuple(tuple(sorted(g)) for g in groups)

@@ -124,10 +124,13 @@ def tp8_cases(tc: str, matrix) -> list:
 
 
 def draft_rejection_cases(tc: str, matrix) -> list:
+    """The draft refusals, on a matrix that runs the target and the split size; left out only where the
+    matrix's configuration keys already break a rule (``removed_by_keys``)."""
     return [Case(tc=tc, model=model, draft=draft, layerwise=lw, parallel="tp4", implementation=impl, hardware="cpu",
                  variant=variant, extra=(*matrix.extra, *extra))
             for variant, model, draft, lw, extra in DRAFT_REJECTIONS
-            if model in matrix.models and matrix.offers("layerwise", lw) and not matrix.extra
+            if model in matrix.models and matrix.offers("layerwise", lw)
+            and not _breaks_a_rule(model, lw, "tp4", "cpu", matrix.config_keys(), draft)
             for impl in matrix.implementations]
 
 
@@ -156,12 +159,14 @@ def variant_cases(tc: str, matrix, names=None) -> list:
 
 def rejection_cases(tc: str, matrix) -> list:
     """Every startup rule, on a matrix that runs the rule's model and split size. Each case breaks
-    exactly one rule: where the matrix's own key overrides already break one, its cases are left out."""
+    exactly one rule: where the matrix's configuration keys already break one, its cases are left out
+    (``removed_by_keys``, which the session header lists); keys that only choose or locate the
+    implementation never leave one out."""
     out = []
     for variant, model, lw, par, hw, extra in REJECTIONS:
         if not matrix.offers("layerwise", lw) or model not in matrix.models:
             continue
-        if matrix.extra and _breaks_a_rule(model, lw, par, hw, tuple(matrix.extra)):
+        if _breaks_a_rule(model, lw, par, hw, matrix.config_keys()):
             continue
         for impl in matrix.implementations:
             out.append(Case(tc=tc, model=model, layerwise=lw, parallel=par, implementation=impl, hardware=hw,
@@ -169,10 +174,27 @@ def rejection_cases(tc: str, matrix) -> list:
     return out
 
 
-def _breaks_a_rule(model, lw, par, hw, extra) -> bool:
+def removed_by_keys(matrix) -> list[str]:
+    """Ids of the refusal cases the matrix's configuration keys leave out (they break a rule already)."""
+    rows = [(variant, model, "none", lw, par, hw) for variant, model, lw, par, hw, _ in REJECTIONS]
+    rows += [(variant, model, draft, lw, "tp4", "cpu") for variant, model, draft, lw, _ in DRAFT_REJECTIONS]
+    return [Case(tc=TC, model=model, draft=draft, layerwise=lw, parallel=par, implementation=impl, hardware=hw,
+                 variant=variant, extra=tuple(matrix.extra)).id
+            for variant, model, draft, lw, par, hw in rows
+            if matrix.offers("layerwise", lw) and model in matrix.models
+            and _breaks_a_rule(model, lw, par, hw, matrix.config_keys(), draft)
+            for impl in matrix.implementations]
+
+
+def _breaks_a_rule(model, lw, par, hw, keys, draft: str = "none") -> bool:
+    """Whether the configuration keys ``keys`` alone make the spec refuse the case's base configuration
+    (composed with the reference: keys that choose the implementation are not among them)."""
+    if not keys:
+        return False
     from harness.suites.expectations import expected_rejection
 
-    base = Case(tc=TC, model=model, layerwise=lw, parallel=par, implementation="reference", hardware=hw, extra=extra)
+    base = Case(tc=TC, model=model, layerwise=lw, parallel=par, implementation="reference", hardware=hw,
+                draft=draft, extra=tuple(keys))
     return expected_rejection(base.resolved.run) is not None
 
 

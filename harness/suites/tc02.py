@@ -6,7 +6,10 @@ split and uniform block counts, every rank's estimate, and every reported figure
 mean, uniform peak, savings, capacity gain). Measured bytes stay within the seed's 5% of
 the estimate on a card, and are exact on the CPU, where the distinct storages behind a
 worker's tensors are exactly what was allocated. The measured split peak does not
-exceed the uniform peak at the same number of blocks.
+exceed the uniform peak at the same number of blocks wherever FEATURE 6 says the split can
+lower it; where it cannot (one full layer, say), the plan must say "the split raises the
+peak" instead, and a plan whose capacity gain is undefined (no uniform block fits) reports
+it as null with a note that the uniform allocation fits no block.
 """
 
 from __future__ import annotations
@@ -45,9 +48,20 @@ __all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "report_view", "sum
            "separate_draft", "world_size"]
 
 
+# FEATURE 6's edges that version 2.2 settled: (variant, model, layerwise option, key overrides).
+EDGES = (
+    # one full layer: its owner + the scratch = 2 layers > 1, so the split raises the peak (the note is
+    # checked, not "split peak <= uniform peak")
+    ("one-full-layer", "deepseek_v3", "s2", ("model.num_hidden_layers=1", "cache.kv_budget_bytes=16777216")),
+    # 8 MiB at s = 4: 2 split blocks, no uniform one (10,993,664 B/block): the capacity gain is null
+    ("no-uniform-block", "deepseek_v32", "s4", ("cache.kv_budget_bytes=8388608",)),
+)
+
+
 def cases(matrix):
     """The standard axes, TC-01's cache variants (scale bytes, dtypes, linear-state slots change the estimate),
-    and each target with its draft at s = 2 (the draft's D shares the budget: block counts, capacity gain)."""
+    each target with its draft at s = 2 (the draft's D shares the budget: block counts, capacity gain), and
+    FEATURE 6's edges (``EDGES``)."""
     from harness.suites.tc01 import VARIANTS, spelling_cases, variant_cases
     from harness.suites.tc07 import PAIRS
 
@@ -59,6 +73,12 @@ def cases(matrix):
         if target in matrix.models and lw and pars:
             out.append(Case(tc=TC, model=target, draft=draft, layerwise=lw[0], parallel=pars[0], implementation=impl,
                             hardware=matrix.hardware[0], variant=draft, extra=matrix.extra_for(lw[0], pars[0])))
+    for (variant, model, option, extra), impl in itertools.product(EDGES, matrix.implementations):
+        lw = matrix.offered("layerwise", [option])
+        if model in matrix.models and lw and pars:
+            out.append(Case(tc=TC, model=model, layerwise=lw[0], parallel=pars[0], implementation=impl,
+                            hardware=matrix.hardware[0], variant=variant,
+                            extra=(*matrix.extra_for(lw[0], pars[0]), *extra)))
     return out
 
 
@@ -110,8 +130,25 @@ def plan_problems(plan, run) -> list[str]:
     problems += _figure(f"uniform peak bytes at the same {n} blocks", plan.uniform_peak_bytes,
                         report.uniform_peak_bytes, rule="figure")
     problems += _figure("savings bytes (uniform peak - peak)", plan.savings_bytes, report.savings_bytes, rule="figure")
-    problems += _figure("capacity gain (n_blocks / uniform n_blocks)", plan.capacity_gain, report.capacity_gain,
-                        rule="figure")
+    problems += _figure("capacity gain (n_blocks / uniform n_blocks; null when no uniform block fits)",
+                        plan.capacity_gain, report.capacity_gain, rule="figure")
+    problems += note_problems(plan, run, budget)
+    return problems
+
+
+def note_problems(plan, run, budget: int) -> list[str]:
+    """FEATURE 6's notes (version 2.2): a plan whose split cannot lower the peak says "the split raises the
+    peak", and one whose capacity gain is undefined says the uniform allocation fits no block; a plan
+    says neither where the spec does not (``oracle.expected_notes``)."""
+    want = oracle.expected_notes(run, budget)
+    problems = []
+    for note in (oracle.RAISES_PEAK_NOTE, oracle.GAIN_UNDEFINED_NOTE):
+        said = [n for n in plan.notes if note in n.lower()]
+        if note in want and not said:
+            problems.append(Problem(f"the plan's notes {list(plan.notes)} do not say {note!r} (FEATURE 6)", rule="notes"))
+        elif said and note not in want:
+            problems.append(Problem(f"the plan notes {said[0]!r}, but the spec's figures do not (FEATURE 6)",
+                                    rule="notes"))
     return problems
 
 
@@ -133,6 +170,8 @@ def _measured_problems(facts: list, plan, run) -> list[str]:
         elif m == 0 or abs(e - m) > TOLERANCE * m:
             problems.append(Problem(f"rank {f.rank}: estimated {e} B vs measured {m} B (more than {TOLERANCE:.0%} "
                                     f"apart)", rule="bytes", rank=f.rank))
+    if oracle.expected_split_raises_peak(run):
+        return problems  # FEATURE 6: the split cannot lower the peak here; the figures and the note are checked
     uniform_peak = plan.n_blocks * oracle.expected_full_bytes_per_block(run.model, run.cache, tp) \
         + oracle.expected_linear_state_bytes(run.model, run.cache, tp, oracle.run_budget_bytes(run))
     for r in sorted(measured):

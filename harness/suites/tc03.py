@@ -1,9 +1,10 @@
 """TC-03 (L1) ILU PCIe topology mapping.
 
 Every full layer has an owner in every split group; split groups sit on the best
-links the topology allows (FEATURE section 4: maximise the worst link inside a group,
-ties keeping upstream's consecutive groups); no card holds two ranks of one split
-group, and no card's planned memory exceeds its HBM.
+links the topology allows (FEATURE section 4's one key: the worst link inside any group,
+then every group's worst link from worst to best, then upstream's consecutive groups if
+among the best, else the lexicographically first grouping); no card holds two ranks of
+one split group, and no card's planned memory exceeds its HBM.
 
 The best achievable worst link is computed here by brute force over every partition
 of each TP group, with this module's own ranking of the ``topo -m`` link codes, never
@@ -38,6 +39,7 @@ from harness.suites.ownership import bottleneck as _bottleneck
 from harness.suites.ownership import (
     expected_placement,
     expected_split_groups,
+    link_rank,
     worst_link,
 )
 
@@ -88,6 +90,10 @@ def cases(matrix) -> list[Case]:
         for lw, impl in itertools.product(layerwise, matrix.implementations):
             out.append(Case(tc=TC, model=models[0], layerwise=lw, parallel="tp8", implementation=impl,
                             hardware="cpu", variant=MESH, extra=(f"hardware.topology={MESH}", *matrix.extra_for(lw))))
+    if UNEVEN not in matrix.topologies and matrix.topologies:  # consecutive pairs tie on the worst link only
+        for lw, impl in itertools.product(matrix.offered("layerwise", ["s2"]), matrix.implementations):
+            out.append(Case(tc=TC, model=models[0], layerwise=lw, parallel="tp8", implementation=impl,
+                            hardware="cpu", variant=UNEVEN, extra=(f"hardware.topology={UNEVEN}", *matrix.extra_for(lw))))
     for impl in matrix.implementations:  # two ranks per card with memory to spare: regrouped onto distinct cards
         out.append(Case(tc=TC, model=models[0], layerwise="s2", parallel="tp4", implementation=impl,
                         hardware="cpu", variant="shared-card", extra=(OVERSUBSCRIBED, *SHARED_CARD, *matrix.extra)))
@@ -102,6 +108,9 @@ SHARED_CARD = ("hardware.reserved_mib_per_card=128", "cache.kv_budget_bytes=1048
 """Two ranks per card that fit: 2 x (100 MiB KV + 128 MiB reserved) <= 512 MiB HBM."""
 MESH = "nvlink_mesh_8"
 """NVLink hybrid cube mesh: not a tree, so split groups come from the exhaustive search (FEATURE 4)."""
+UNEVEN = "pcie_uneven_switches_8"
+"""Switches of uneven fill: consecutive pairs tie with the best grouping on the worst link but not on the
+groups' own worst links (FEATURE 4, key 2)."""
 
 
 # ---- rank side --------------------------------------------------------------------------
@@ -238,28 +247,40 @@ def _check_groups(plan, run) -> list[str]:
             continue
         best_groups = [g for g in spec if set(g) <= set(tp_group)]
         best, got = _bottleneck(run, best_groups), _bottleneck(run, inside)
-        keeps = best_groups == consecutive  # ties keep upstream's order, so the spec's grouping is it
+        best_key, got_key = grouping_key(run, best_groups), grouping_key(run, inside)
+        keeps = best_groups == consecutive  # key (3): upstream's order when it is among the best
         if got != best:
             problems.append(Problem(f"TP group {tp_group} on {topo}: worst link inside the plan's groups {inside} "
                                     f"is {[worst_link(run, g) for g in inside]}; the spec's groups {best_groups} "
                                     f"reach {[worst_link(run, g) for g in best_groups]}", rule="groups",
                                     rank=tp_group[0]))
-        elif sorted(inside) != sorted(best_groups) and not (keeps or inside == consecutive):
+        elif got_key != best_key:
+            problems.append(Problem(f"TP group {tp_group} on {topo}: the plan's groups {inside} tie with the spec's "
+                                    f"{best_groups} on the worst link, but their own worst links from worst to best "
+                                    f"{_links_worst_first(run, inside)} fall short of the spec's "
+                                    f"{_links_worst_first(run, best_groups)} (FEATURE 4, key 2)"
+                                    + (": consecutive groups are not optimal but were kept" if inside == consecutive
+                                       else ""), rule="groups", rank=tp_group[0]))
+        elif sorted(inside) != sorted(best_groups):
+            why = ("consecutive groups are among the best, so the plan must keep them" if keeps
+                   else "among equally good groupings the spec takes the first lexicographically")
             problems.append(Problem(f"TP group {tp_group} on {topo}: the plan's groups {inside} are as good as the "
-                                    f"spec's {best_groups} but not them (among equal groupings the spec keeps the "
-                                    f"one nearest upstream's order)", rule="groups", rank=tp_group[0]))
-        if keeps and inside != consecutive:
-            problems.append(Problem(f"TP group {tp_group} on {topo}: consecutive groups {consecutive} are already "
-                                    f"optimal, so the plan must keep them (ties keep upstream's order); got {inside}",
-                                    rule="groups", rank=tp_group[0]))
-        if not keeps and inside == consecutive:
-            problems.append(Problem(f"TP group {tp_group} on {topo}: consecutive groups are not optimal but were "
-                                    f"kept", rule="groups", rank=tp_group[0]))
+                                    f"spec's {best_groups} but not them ({why}; FEATURE 4, key 3)", rule="groups",
+                                    rank=tp_group[0]))
         if run.placement is None and 1 < s < tp and topo in EXPECT_REGROUPED and keeps:
             problems.append(f"harness: on {topo} consecutive groups should not be optimal (even/odd switches)")
         if run.placement is None and 1 < s and topo in EXPECT_CONSECUTIVE and not keeps:
             problems.append(f"harness: on {topo} consecutive groups should be optimal")
     return problems
+
+
+def grouping_key(run, groups) -> tuple:
+    """FEATURE 4 keys (1) and (2): each group's worst link (``link_rank``), sorted from worst to best."""
+    return tuple(sorted(link_rank(worst_link(run, g)) for g in groups))
+
+
+def _links_worst_first(run, groups) -> list:
+    return sorted((worst_link(run, g) for g in groups), key=link_rank)
 
 
 def _check_cards(plan, run) -> list[str]:

@@ -34,6 +34,7 @@ from implementations.mutants.flags import DisabledStillSplits
 from implementations.mutants.layout import LinearSplit, OwnerOffByOne
 from implementations.mutants.rules import (
     AttentionSpellingLinear,
+    CapacityGainInfinite,
     CapacityGainInverted,
     DraftBodyTp1Ignored,
     DraftOwnShape,
@@ -45,6 +46,7 @@ from implementations.mutants.rules import (
     MlaRopeDropped,
     PrefixCacheIgnored,
     QuantizedCacheAccepted,
+    RaisesPeakUnnoted,
     SleepModeAccepted,
     SlotCapUnchecked,
     SpeculativeStateIgnored,
@@ -55,7 +57,12 @@ from implementations.mutants.rules import (
     WorldRemainderDropped,
     XtensorAccepted,
 )
-from implementations.mutants.topology import CardCheckSkipped, StridedGroups, TieGroupsReshuffled
+from implementations.mutants.topology import (
+    CardCheckSkipped,
+    StridedGroups,
+    TieGroupsReshuffled,
+    TieKeepsConsecutive,
+)
 from implementations.mutants.validation import (
     CpSplitAccepted,
     HostCacheWrongField,
@@ -113,6 +120,9 @@ _CLASSES: tuple[type[Mutant], ...] = (
     Int8IndexScaleMissing,
     SlotCapUnchecked,
     DraftOwnShape,
+    TieKeepsConsecutive,
+    CapacityGainInfinite,
+    RaisesPeakUnnoted,
 )
 
 MUTANTS: dict[str, type[Mutant]] = {cls.name.removeprefix("mutant_"): cls for cls in _CLASSES}

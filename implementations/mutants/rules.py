@@ -206,6 +206,30 @@ class CapacityGainInverted(Mutant):
         return replace(plan, capacity_gain=plan.uniform_n_blocks / plan.n_blocks if plan.active else 1.0)
 
 
+class CapacityGainInfinite(Mutant):
+    """With a split block but no uniform one, the capacity gain is reported as infinity, not null (FEATURE 6, undefined gain)."""
+
+    name = "mutant_capacity_gain_infinite"
+    component = "estimation"
+    expected_catchers = ("TC-02",)
+
+    def plan(self, run):
+        plan = super().plan(run)
+        return replace(plan, capacity_gain=float("inf")) if plan.active and plan.uniform_n_blocks == 0 else plan
+
+
+class RaisesPeakUnnoted(Mutant):
+    """A plan whose split cannot lower the peak does not say "the split raises the peak" (FEATURE 6, the note)."""
+
+    name = "mutant_raises_peak_unnoted"
+    component = "estimation"
+    expected_catchers = ("TC-02",)
+
+    def plan(self, run):
+        plan = super().plan(run)
+        return replace(plan, notes=tuple(n for n in plan.notes if "raises the peak" not in n))
+
+
 class DraftBodyTp1Ignored(Mutant):
     """A draft body at TP 1 still costs the target's cache shape, not its own (FEATURE 6, enable_mtp_draft_body_tp1)."""
 

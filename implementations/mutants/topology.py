@@ -65,3 +65,28 @@ class TieGroupsReshuffled(Mutant):
                     groups[i], groups[j] = swapped_a, swapped_b
                     break
         return tuple(groups)
+
+
+class TieKeepsConsecutive(Mutant):
+    """Consecutive groups are kept whenever their worst link ties the best grouping's, although another grouping gives the groups better links of their own (FEATURE 4, key 2)."""
+
+    name = "mutant_tie_keeps_consecutive"
+    component = "topology"
+    expected_catchers = ("TC-03",)
+
+    def split_groups(self, run, placement=None):
+        if placement is None:
+            placement = self.place_ranks(run)
+        groups = super().split_groups(run, placement)
+        topo = run.hardware.topology
+        worst = lambda g: topology_rules.link_score(topology_rules.worst_link(g, placement, topo))
+        out = []
+        for tp_group in layout.tp_groups(run.parallel, self.attn_tp_size(run.parallel)):
+            inside = [g for g in groups if set(g) <= set(tp_group)]
+            s = len(inside[0])
+            consecutive = [tuple(tp_group[k:k + s]) for k in range(0, len(tp_group), s)]
+            on_distinct_cards = all(len({placement[r] for r in g}) == len(g) for g in consecutive)
+            if s > 1 and on_distinct_cards and min(map(worst, consecutive)) == min(map(worst, inside)):
+                inside = consecutive
+            out.extend(inside)
+        return tuple(out)

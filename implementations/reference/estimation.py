@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Optional, Sequence
 
 from implementations.errors import PlanError
 
@@ -150,7 +150,14 @@ def mean_bytes(per_rank_bytes: Mapping[int, int]) -> int:
     return sum(per_rank_bytes.values()) // len(per_rank_bytes)
 
 
-def capacity_gain(n_blocks: int, uniform_n_blocks: int) -> float:
-    """Split blocks / uniform blocks at the same budget (inf when uniform fits none)."""
-    return n_blocks / uniform_n_blocks if uniform_n_blocks > 0 else float("inf")
+RAISES_PEAK_NOTE = "the split raises the peak"
+"""FEATURE 6: the note of a plan whose busiest owner plus the scratch outweigh all full layers."""
+GAIN_UNDEFINED_NOTE = "the uniform allocation fits no block"
+"""FEATURE 6: the note of a plan whose capacity gain is undefined (null)."""
+
+
+def capacity_gain(n_blocks: int, uniform_n_blocks: int) -> Optional[float]:
+    """Split blocks / uniform blocks at the same budget; None (undefined: JSON null, never inf or 0)
+    when the uniform allocation fits no block (FEATURE 6)."""
+    return n_blocks / uniform_n_blocks if uniform_n_blocks > 0 else None
 

@@ -287,7 +287,8 @@ class ReferenceImplementation:
             if idle:
                 notes.append(f"split ranks {idle} own no full-attention layer ({len(full)} full layers, s={s})")
             if uniform_n_blocks < 1 <= n_blocks:
-                notes.append("the uniform allocation would not fit one block at this budget")
+                notes.append(f"{estimation.GAIN_UNDEFINED_NOTE} at this budget ({n_blocks} split blocks): the capacity gain is "
+                             f"undefined (null)")
         else:
             layer_owner, n_blocks, needed = (), uniform_n_blocks, uniform_cost
         estimation.require_blocks(n_blocks, budget_bytes=budget, linear_state_bytes=linear,
@@ -303,8 +304,8 @@ class ReferenceImplementation:
                                              linear)
         peak = estimation.peak_bytes(per_rank)
         if peak > uniform_peak:
-            notes.append(f"split peak {peak} B exceeds the uniform peak {uniform_peak} B at the same "
-                         f"n_blocks: the busiest owner's layers plus the scratch outweigh all full layers")
+            notes.append(f"{estimation.RAISES_PEAK_NOTE}: split peak {peak} B > uniform peak {uniform_peak} B at the "
+                         f"same n_blocks (the busiest owner's layers plus the scratch outweigh all full layers)")
         self.check_cards(groups, placement,
                          {r.rank: r.estimated_bytes + r.draft_estimated_bytes for r in ranks}, run)
         return KVPlan(

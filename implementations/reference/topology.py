@@ -2,16 +2,18 @@
 
 Link matrices are parsed by the neutral ``implementations.formats`` (``nvidia-smi
 topo -m`` / ``ixsmi topo -m`` text or YAML, into a ``specs.Topology``). This module
-places ranks on (node, card), and cuts each attention TP group into split groups that
-maximise the worst link inside a group, ties keeping upstream's consecutive
-groups (FEATURE section 4). Pure Python: no torch, no process groups.
+places ranks on (node, card), and cuts each attention TP group into split groups by
+FEATURE section 4's one key: the worst link inside any group, then every group's worst
+link from worst to best, then upstream's consecutive groups if they are among the best,
+else the lexicographically first grouping. Pure Python: no torch, no process groups.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections import Counter
-from typing import Sequence
+from functools import lru_cache
+from typing import Optional, Sequence
 
 from implementations.errors import ConfigError, PlanError, TopologyError
 from implementations.formats import (  # noqa: F401  (the shared topology text parsing)
@@ -30,9 +32,6 @@ from implementations.formats import (  # noqa: F401  (the shared topology text p
     parse_topo_text,
 )
 from implementations.specs import RunSpec, Topology
-
-EXACT_SEARCH_MAX_RANKS = 8
-"""Largest TP group searched exhaustively when the link matrix is not a tree."""
 
 
 def link_score(code: str) -> int:
@@ -104,11 +103,12 @@ def form_split_groups(
     placement: Sequence[tuple[int, int]],
     topology: Topology,
 ) -> tuple[tuple[int, ...], ...]:
-    """Cut one attention TP group into groups of ``split_size`` with the best worst link.
+    """Cut one attention TP group into groups of ``split_size`` by FEATURE 4's one key.
 
-    Upstream's consecutive groups are returned unchanged when they are already
-    optimal and put no two ranks on one card; otherwise the groups are rank-sorted
-    inside and ordered by their first rank.
+    Best first: (1) the worst link of any group; (2) then the groups' own worst links sorted
+    from worst to best, element by element; (3) then upstream's consecutive groups if they are
+    among the best (returned unchanged), else the grouping whose groups, rank-sorted and listed
+    by their first rank, come first lexicographically.
     """
     n, s = len(tp_group), split_size
     if isinstance(s, bool) or not isinstance(s, int) or s < 1 or n % s:
@@ -118,25 +118,79 @@ def form_split_groups(
         return consecutive
     where = [placement[rank] for rank in tp_group]
     _require_distinct_cards_possible(tp_group, where, s)
-    scores = [[link_score(link(topology, placement, a, b)) for b in tp_group] for a in tp_group]
-    consecutive_idx = [list(range(i, i + s)) for i in range(0, n, s)]
-    incumbent = _bottleneck(consecutive_idx, scores) if _distinct_cards(consecutive_idx, where) else 0
-
-    by_levels = _best_on_tree(scores, where, s)
-    if by_levels is not None:
-        level, groups = by_levels
-        if incumbent >= level:
+    order = sorted(range(n), key=lambda i: tp_group[i])  # index i of the search = the i-th smallest rank
+    scores = tuple(tuple(link_score(link(topology, placement, tp_group[a], tp_group[b])) for b in order)
+                   for a in order)
+    cards = tuple(where[i] for i in order)
+    consecutive_idx = [[order.index(tp_group.index(r)) for r in group] for group in consecutive]
+    if _distinct_cards(consecutive_idx, cards):
+        mine = grouping_key(consecutive_idx, scores)
+        if mine[0] == _best_pair(scores, cards):  # every group already on the best link there is
             return consecutive
-    elif n <= EXACT_SEARCH_MAX_RANKS:
-        groups = _exact_search(scores, where, s, incumbent)
-        if groups is None:
-            return consecutive
-    elif incumbent:
+    best_key, best_groups = _best_grouping_by_levels(scores, cards, s)
+    if _distinct_cards(consecutive_idx, cards) and grouping_key(consecutive_idx, scores) == best_key:
         return consecutive
-    else:  # large non-tree matrix and consecutive shares a card: any valid grouping
-        groups = _chunk(list(range(n)), where, s)
-    ranked = [tuple(sorted(tp_group[i] for i in group)) for group in groups]
-    return tuple(sorted(ranked))
+    ranks = sorted(tp_group)
+    return tuple(tuple(ranks[i] for i in group) for group in best_groups)
+
+
+def grouping_key(groups, scores) -> tuple[int, ...]:
+    """Keys (1) and (2) of FEATURE 4: every group's worst link score, sorted from worst to best
+    (the larger tuple is the better grouping)."""
+    return tuple(sorted(min(scores[a][b] for a, b in itertools.combinations(g, 2)) for g in groups))
+
+
+def _best_pair(scores, cards) -> int:
+    """The best link between two ranks on distinct cards: no group's worst link can exceed it."""
+    n = len(scores)
+    return max((scores[a][b] for a, b in itertools.combinations(range(n), 2) if cards[a] != cards[b]), default=-1)
+
+
+def _best_grouping_by_levels(scores: tuple, cards: tuple, s: int) -> tuple:
+    """Key (1) first: the best link level every group can reach, tried from the best down; the search at
+    that level (groups below it left out) then decides keys (2) and (3)."""
+    n = len(scores)
+    levels = sorted({scores[a][b] for a, b in itertools.combinations(range(n), 2) if cards[a] != cards[b]},
+                    reverse=True)
+    for level in levels:
+        found = _best_grouping(scores, cards, s, level)
+        if found is not None:
+            return found
+    raise TopologyError("placement", cards, "no grouping keeps each split group on distinct cards")
+
+
+@lru_cache(maxsize=256)
+def _best_grouping(scores: tuple, cards: tuple, s: int, floor: int) -> Optional[tuple]:
+    """(key, groups) of the best grouping of indices 0..n-1 into groups of s on distinct cards whose every
+    group's worst link is at least ``floor``, the lexicographically first among equals, or None; memoised
+    on the indices still to place (a bit mask)."""
+    n = len(scores)
+    memo: dict[int, Optional[tuple]] = {0: ((), ())}
+
+    def best(mask: int) -> Optional[tuple]:
+        if mask in memo:
+            return memo[mask]
+        first = (mask & -mask).bit_length() - 1
+        rest = [i for i in range(first + 1, n) if mask >> i & 1]
+        found = None
+        for mates in itertools.combinations(rest, s - 1):
+            group = (first, *mates)
+            if len({cards[i] for i in group}) < s:
+                continue
+            worst = min(scores[a][b] for a, b in itertools.combinations(group, 2))
+            if worst < floor:
+                continue
+            sub = best(mask & ~sum(1 << i for i in group))
+            if sub is None:
+                continue
+            key = tuple(sorted((*sub[0], worst)))
+            groups = (group, *sub[1])
+            if found is None or key > found[0] or (key == found[0] and groups < found[1]):
+                found = (key, groups)
+        memo[mask] = found
+        return found
+
+    return best((1 << n) - 1)
 
 
 def _require_distinct_cards_possible(tp_group, where, s: int) -> None:
@@ -154,71 +208,6 @@ def _require_distinct_cards_possible(tp_group, where, s: int) -> None:
 
 def _distinct_cards(groups, where) -> bool:
     return all(len({where[i] for i in group}) == len(group) for group in groups)
-
-
-def _bottleneck(groups, scores) -> int:
-    return min(scores[a][b] for group in groups for a, b in itertools.combinations(group, 2))
-
-
-def _best_on_tree(scores, where, s: int):
-    """Optimal (level, groups) when "link >= level" is an equivalence at each level tried.
-
-    That holds for PCIe trees (ultrametric matrices). Returns None as soon as a
-    level's relation is not an equivalence, so the caller searches instead.
-    """
-    n = len(scores)
-    levels = sorted({scores[a][b] for a, b in itertools.combinations(range(n), 2) if where[a] != where[b]},
-                    reverse=True)
-    for level in levels:
-        buckets: list[list[int]] = []
-        for i in range(n):
-            home = next((b for b in buckets if scores[i][b[0]] >= level), None)
-            if home is None:
-                buckets.append([i])
-            else:
-                home.append(i)
-        label = {i: k for k, bucket in enumerate(buckets) for i in bucket}
-        if any((scores[a][b] >= level) != (label[a] == label[b])
-               for a, b in itertools.combinations(range(n), 2)):
-            return None
-        if all(len(b) % s == 0 and max(Counter(where[i] for i in b).values()) <= len(b) // s
-               for b in buckets):
-            return level, [group for bucket in buckets for group in _chunk(bucket, where, s)]
-    return None  # not reached after _require_distinct_cards_possible
-
-
-def _chunk(members: list[int], where, s: int) -> list[list[int]]:
-    """Consecutive chunks of s; if one repeats a card, deal card by card round-robin instead."""
-    chunks = [members[i:i + s] for i in range(0, len(members), s)]
-    if _distinct_cards(chunks, where):
-        return chunks
-    k = len(members) // s
-    dealt = sorted(members, key=lambda i: (where[i], i))  # same-card ranks contiguous, <= k of each
-    return [sorted(dealt[g::k]) for g in range(k)]
-
-
-def _exact_search(scores, where, s: int, incumbent: int):
-    """Best grouping strictly better than ``incumbent``, or None (small non-tree groups)."""
-    best: list = [incumbent, None]
-
-    def extend(remaining: tuple[int, ...], chosen: list[list[int]], floor: int) -> None:
-        if not remaining:
-            best[0], best[1] = floor, [list(g) for g in chosen]
-            return
-        first, rest = remaining[0], remaining[1:]
-        for mates in itertools.combinations(rest, s - 1):
-            group = (first, *mates)
-            if len({where[i] for i in group}) < s:
-                continue
-            worst = min(floor, min(scores[a][b] for a, b in itertools.combinations(group, 2)))
-            if worst <= best[0]:
-                continue
-            chosen.append(list(group))
-            extend(tuple(i for i in rest if i not in mates), chosen, worst)
-            chosen.pop()
-
-    extend(tuple(range(len(scores))), [], _SELF_SCORE)
-    return best[1]
 
 
 # ---------------------------------------------------------------- card checks

@@ -227,6 +227,10 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         per_rank = {r.rank: r.estimated_bytes for r in ranks}
         uniform_peak = estimation.rank_bytes(n_blocks, estimation.owned_bytes_per_block(layer_bytes, full), 0, linear)
         peak = estimation.peak_bytes(per_rank)
+        if active and uniform_n_blocks < 1 <= n_blocks:
+            notes.append(f"{estimation.GAIN_UNDEFINED_NOTE} at this budget: the capacity gain is undefined (null)")
+        if peak > uniform_peak:
+            notes.append(f"{estimation.RAISES_PEAK_NOTE}: split peak {peak} B > uniform peak {uniform_peak} B")
         self.check_cards(groups, placement, {r.rank: r.estimated_bytes + r.draft_estimated_bytes for r in ranks}, run)
         return KVPlan(
             implementation=self.name, model=model.name, world_size=run.parallel.world_size,

@@ -179,7 +179,7 @@ def test_oracle_counts_one_layer_for_a_model_without_full_attention():
     assert plan.n_blocks == oracle.expected_block_counts(run, cache.kv_budget_bytes)[1]
 
 
-# ---- the spec's open questions: each still reproduces -----------------------------------------
+# ---- the spec's questions FEATURE 2.2 settled: each pinned configuration now passes ------------------
 
 
 def _tree_topology() -> Topology:
@@ -188,35 +188,43 @@ def _tree_topology() -> Topology:
     return Topology(cards=("GPU0", "GPU1", "GPU2", "GPU3"), links=links, name="explore_links_pinned")
 
 
-def _verdict(run):
-    return runner_for(load_matrix(MATRIX, ["implementation=reference"]), "reference").verdict(run, allocate=False)
+def _verdict(run, allocate: bool = False):
+    return runner_for(load_matrix(MATRIX, ["implementation=reference"]), "reference").verdict(run, allocate=allocate)
 
 
-def test_open_question_grouping_tie_still_reproduces():
-    """Cards 0 and 3 share a switch, 1 and 2 hang off others: consecutive groups tie on the worst link (PXB)."""
+def test_no_question_is_open():
+    assert known.KNOWN == () and known.open_question(_mla(layers=1, s=2)) is None
+
+
+def test_settled_grouping_tie_is_judged_by_the_grouping_key():
+    """Cards 0 and 3 share a switch, 1 and 2 hang off others: consecutive groups tie on the worst link (PXB)
+    only; FEATURE 4's key (2) takes {0,3},{1,2}, and a plan keeping consecutive groups fails."""
     run = replace(_mla(layers=2, s=2), hardware=replace(base_hardware("cpu"), num_cards=4, topology=_tree_topology()))
-    assert known.grouping_tie(run)
+    assert oracle.expected_split_groups(run) == [[0, 3], [1, 2]]
     verdict = _verdict(run)
-    assert verdict.open_question.startswith("grouping tie")
-    assert any("consecutive groups are not optimal but were kept" in f for f in verdict.failures), verdict
+    assert verdict.failures == () and not verdict.open_question
+    kept = _runner(("implementation=mutant_tie_keeps_consecutive",)).verdict(run, allocate=False)
+    assert any("consecutive groups are not optimal but were kept" in f for f in kept.failures), kept
 
 
-def test_open_question_capacity_gain_still_reproduces():
+def test_settled_capacity_gain_is_null_without_a_uniform_block():
     run = _mla(layers=8, s=4)
     per_layer = oracle.expected_scratch_bytes_per_block(run.model, run.cache, 4)
     run = replace(run, cache=replace(run.cache, kv_budget_bytes=4 * per_layer))  # 2 + scratch fit; 8 do not
     assert oracle.expected_block_counts(run, 4 * per_layer) == (1, 0)
     verdict = _verdict(run)
-    assert verdict.open_question.startswith("capacity gain undefined")
-    assert any("capacity gain" in f for f in verdict.failures), verdict
+    assert verdict.failures == () and not verdict.open_question
+    infinite = _runner(("implementation=mutant_capacity_gain_infinite",)).verdict(run, allocate=False)
+    assert any("capacity gain" in f and "plan inf, spec None" in f for f in infinite.failures), infinite
 
 
-def test_open_question_spec_over_uniform_peak_still_reproduces():
+def test_settled_split_that_raises_the_peak_is_noted_not_failed():
     run = _mla(layers=1, s=2)
-    assert known.spec_over_uniform_peak(run)
-    verdict = runner_for(load_matrix(MATRIX, ["implementation=reference"]), "reference").verdict(run, allocate=True)
-    assert verdict.open_question.startswith("spec over uniform peak")
-    assert any("exceeding the uniform peak" in f for f in verdict.failures), verdict
+    assert oracle.expected_split_raises_peak(run)
+    verdict = _verdict(run, allocate=True)
+    assert verdict.failures == () and not verdict.open_question
+    unnoted = _runner(("implementation=mutant_raises_peak_unnoted",)).verdict(run, allocate=False)
+    assert any("the split raises the peak" in f for f in unnoted.failures), unnoted
 
 
 # ---- the explorer's own refusal rules, each with a broken implementation it catches --------------

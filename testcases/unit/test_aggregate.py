@@ -293,3 +293,33 @@ def test_write_atomic_replaces_whole_files(tmp_path):
     write_atomic(target, b"new")
     assert target.read_text() == "new"
     assert [p.name for p in target.parent.iterdir()] == ["f.txt"]
+
+
+def test_an_undefined_capacity_gain_reads_n_a_in_every_table_and_null_in_json():
+    """FEATURE 6 (2.2): a budget that holds split blocks but no uniform one has no capacity gain: JSON null,
+    "n/a" in the CSV, the Markdown table, the docs' figures table and the progress line; never inf or 0. A
+    job without a plan keeps an empty cell."""
+    job = planned(5, 4, 2, 15)
+    job["plan"].update(uniform_n_blocks=0, capacity_gain=None)
+    assert json.loads(json.dumps(job, allow_nan=False))["plan"]["capacity_gain"] is None
+    rows = aggregate.rows([job, failed_suite_job()])
+    by_job = {r["job"]: r for r in csv.DictReader(io.StringIO(aggregate.to_csv(rows)))}
+    assert (by_job["6"]["capacity_gain"], by_job["4"]["capacity_gain"]) == ("n/a", "")
+    markdown = aggregate.to_markdown(rows, [job, failed_suite_job()])
+    planned_line = next(l for l in markdown.splitlines() if l.startswith("| [6]"))
+    assert "| n/a |" in planned_line and "inf" not in planned_line
+    _, cells, _ = aggregate.figures_table(rows)
+    gain = aggregate.FIGURES_COLUMNS.index("capacity gain")
+    assert [c[gain] for c in cells] == ["n/a", ""]
+    assert "gain n/a" in progress.outcome_text(job)
+
+
+def test_the_plan_table_writes_an_undefined_gain_as_n_a():
+    from harness.plan import table
+    from implementations.reference import ReferenceImplementation
+    from testcases.unit._models import DEEPSEEK_V32, run_spec
+
+    plan = ReferenceImplementation().plan(run_spec(DEEPSEEK_V32, split=4, budget_bytes=8 * MIB))
+    text = table({**plan.to_json(), "hardware": "cpu"})
+    assert "n_blocks 2 (uniform 0) | capacity gain n/a" in text
+    assert "note: the uniform allocation fits no block" in text

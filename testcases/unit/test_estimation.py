@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -69,7 +70,7 @@ def test_rank_bytes_and_stats():
     assert estimation.peak_bytes(per_rank) == 100
     assert estimation.mean_bytes(per_rank) == 241 // 3
     assert estimation.capacity_gain(30, 20) == 1.5
-    assert estimation.capacity_gain(3, 0) == float("inf")
+    assert estimation.capacity_gain(3, 0) is None  # FEATURE 6 (2.2): undefined, never inf or 0
 
 
 def test_plan_mean_over_ranks_s4():
@@ -248,8 +249,17 @@ def test_split_fits_where_uniform_does_not():
     plan = REF.plan(run_spec(DEEPSEEK_V32, split=2, budget_bytes=40 * LAYER))
     assert plan.uniform_n_blocks == 0
     assert plan.n_blocks == 1
-    assert plan.capacity_gain == float("inf")
-    assert any("uniform" in note for note in plan.notes)
+    assert plan.capacity_gain is None  # FEATURE 6 (2.2): null, never inf or 0
+    assert any("the uniform allocation fits no block" in note for note in plan.notes)
+    assert json.loads(json.dumps(plan.to_json(), allow_nan=False))["capacity_gain"] is None
+
+
+def test_one_full_layer_split_raises_the_peak_and_says_so():
+    # FEATURE 6 (2.2): 1 owned + 1 scratch = 2 layers on split rank 0 against 1 uniform layer
+    plan = REF.plan(run_spec(replace(DEEPSEEK_V32, num_hidden_layers=1), split=2))
+    assert plan.peak_bytes == 2 * plan.uniform_peak_bytes
+    assert any(note.startswith("the split raises the peak") for note in plan.notes)
+    assert not any("raises the peak" in note for note in REF.plan(run_spec(DEEPSEEK_V32, split=2)).notes)
 
 
 def test_no_full_layer_when_disabled():

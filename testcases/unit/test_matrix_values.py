@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.suites import TC_MODULES, load_suite
+from harness.suites import TC_MODULES, load_suite, removed_by_keys
 from harness.suites.case import option_spec
 from harness.suites.matrix import load_matrix
 from implementations.errors import ConfigError
@@ -71,3 +71,47 @@ def test_a_group_key_the_schema_cannot_hold_names_the_key(key, field, allowed):
     with pytest.raises(ConfigError) as info:
         load_matrix("ci", [key])
     assert field in str(info.value) and allowed in str(info.value)
+
+
+# ---- keys that only choose or locate the implementation never remove a case --------------------
+
+NATIVE_TREE = "testcases/native/fixture_tree"
+
+
+def _ids(tc: str, overrides: list[str]) -> list[str]:
+    return [c.id for c in load_suite(tc).cases(load_matrix("ci", overrides))]
+
+
+@pytest.mark.parametrize("keys", [
+    ["implementation=xllm_native", f"implementation.source_dir={NATIVE_TREE}"],
+    ["implementation=reference", "implementation._target_=testcases.explore.mutants.IdleRanksUnnoted"],
+    ["implementation=reference", "runner.backend=gloo", "runner.timeout_s=30"],
+], ids=["source-dir", "target", "runner"])
+def test_keys_that_choose_or_locate_the_implementation_remove_no_case(keys):
+    """A port named by its keys runs every case the same implementation named by its option runs:
+    the refusal cases too (TC-01's draft refusals were built only without any key)."""
+    by_option = [k for k in keys if "." not in k.split("=", 1)[0]]
+    for tc in TC_MODULES:
+        assert _ids(tc, keys) == _ids(tc, by_option), f"{tc}: {keys} changed the cases"
+    drafts = [i for i in _ids("TC-01", keys) if i.endswith(("-draft-linear-and-indexer", "-draft-slot-larger"))]
+    assert len(drafts) == 2, drafts
+    assert removed_by_keys(load_matrix("ci", keys)) == []
+
+
+def test_a_key_that_changes_a_case_names_the_cases_it_removed_once_in_the_header():
+    """``cache.host_blocks_factor=2.0`` breaks FEATURE 3's host-cache rule on every case: each refusal
+    case would then be refused for that rule first, so they are left out, and the header says which."""
+    from harness.pytest_plugin import removed_case_lines
+
+    keys = ["implementation=reference", "cache.host_blocks_factor=2.0"]
+    matrix = load_matrix("ci", keys)
+    removed = removed_by_keys(matrix)
+    kept = set(_ids("TC-01", keys))
+    assert removed and not kept & {cid for _, cid in removed}
+    assert {tc for tc, _ in removed} == {"TC-01"}
+    assert any(cid.endswith("-reference-s0") for _, cid in removed)
+    assert any(cid.endswith("-reference-draft-slot-larger") for _, cid in removed)
+    lines = removed_case_lines(matrix)
+    assert len(lines) == 1 and "cache.host_blocks_factor=2.0" in lines[0]
+    assert all(cid in lines[0] for _, cid in removed)
+    assert removed_case_lines(load_matrix("ci", ["implementation=reference"])) == []

@@ -165,6 +165,26 @@ def _tie_groups_reshuffled(m):
     assert m.plan(run).split_groups == ((0, 6), (1, 3), (2, 4), (5, 7))
 
 
+def _tie_keeps_consecutive(m):
+    from harness.suites.case import Case
+
+    case = Case(tc="TC-03", model="deepseek_v32", layerwise="s2", parallel="tp8", implementation="reference",
+                extra=("hardware.topology=pcie_uneven_switches_8",))
+    run = case.resolved.run  # consecutive pairs tie on the worst link (PXB) only
+    assert REF.plan(run).split_groups == ((0, 3), (1, 2), (4, 7), (5, 6))
+    assert m.plan(run).split_groups == ((0, 1), (2, 3), (4, 5), (6, 7))
+    interleaved = Case(tc="TC-03", model="deepseek_v32", layerwise="s2", parallel="tp8", implementation="reference",
+                       extra=("hardware.topology=pcie_2switch_8_interleaved",)).resolved.run
+    assert m.plan(interleaved).split_groups == REF.plan(interleaved).split_groups  # key (1) decides: not its rule
+
+
+def _capacity_gain_infinite(m):
+    no_uniform = run_spec(DEEPSEEK_V32, split=4, budget_bytes=8 << 20)  # 2 split blocks, no uniform one
+    assert REF.plan(no_uniform).capacity_gain is None and m.plan(no_uniform).capacity_gain == float("inf")
+    fits = run_spec(DEEPSEEK_V32, split=2)
+    assert m.plan(fits).capacity_gain == REF.plan(fits).capacity_gain == 2978 / 1562
+
+
 def _nonowner_real_storage(m):
     run = run_spec(DEEPSEEK_V3, split=2, budget_bytes=SMALL)
     plan = REF.plan(run)
@@ -424,6 +444,9 @@ DIFFERS: dict[str, Callable] = {
         m, run_spec(QWEN3_5_MOE, split=2, cache=CacheSpec(max_linear_state_cache_slots=8)), "num_linear_state_blocks"),
     "prefix_cache_ignored": lambda m: _plans_differ(m, run_spec(QWEN3_5_MOE, split=2), "num_linear_state_blocks"),
     "capacity_gain_inverted": lambda m: _plans_differ(m, run_spec(DEEPSEEK_V32, split=2), "capacity_gain"),
+    "capacity_gain_infinite": _capacity_gain_infinite,
+    "raises_peak_unnoted": lambda m: _plans_differ(m, run_spec(replace(DEEPSEEK_V3, num_hidden_layers=1), split=2),
+                                                   "notes"),
     "draft_body_tp1_ignored": lambda m: (  # its own (TP 1) slot exceeds the target's: refused as too large
         REF.plan(TP1_DRAFT), pytest.raises(ConfigError, m.plan, TP1_DRAFT)),
     "uniform_ignores_draft": lambda m: _plans_differ(m, QWEN_DRAFT, "uniform_n_blocks"),
@@ -442,6 +465,7 @@ DIFFERS: dict[str, Callable] = {
     "draft_keeps_split": _draft_keeps_split,
     "strided_groups": _strided_groups,
     "tie_groups_reshuffled": _tie_groups_reshuffled,
+    "tie_keeps_consecutive": _tie_keeps_consecutive,
     "nonowner_real_storage": _nonowner_real_storage,
     "wrong_layout_axes": _wrong_layout_axes,
     "digest_unchecked": _digest_unchecked,

@@ -601,3 +601,88 @@ def test_a_budget_that_holds_no_block_may_be_named_by_any_of_its_knobs():
     assert set(no_block.fields) == set(oracle.BUDGET_FIELDS)
     startup = oracle.expected_rejection(run_spec(DEEPSEEK_V32, split=3))
     assert startup.fields == ("layerwise.split_size",)
+
+
+# ---- version 2.2: the three questions it settled ------------------------------------------------
+
+
+def _links_run(rows: dict, *, split: int = 2, name: str = "links_given_here"):
+    """4 ranks on 4 cards whose links are ``rows[(a, b)]`` (a < b): a matrix no conf/topology fixture names."""
+    links = tuple(tuple("X" if a == b else rows[min(a, b), max(a, b)] for b in range(4)) for a in range(4))
+    run = run_spec(DEEPSEEK_V32, world=4, split=split)
+    return replace(run, hardware=replace(run.hardware, topology=Topology(
+        cards=tuple(f"GPU{i}" for i in range(4)), links=links, name=name)))
+
+
+def test_grouping_key_2_the_groups_own_worst_links_decide_a_tie_on_the_worst_link():
+    """FEATURE 4 key (2). Cards 0 and 3 share a switch, 1 and 2 hang off others, all under one bridge:
+    consecutive [0,1] [2,3] have worst links (PXB, PXB); [0,3] [1,2] have (PXB, PIX) sorted worst to best.
+    Key (1) ties (PXB = PXB), key (2) compares PIX > PXB at the second element: [0,3] [1,2]."""
+    run = _links_run({(0, 1): "PXB", (0, 2): "PXB", (0, 3): "PIX", (1, 2): "PXB", (1, 3): "PXB", (2, 3): "PXB"})
+    assert oracle.expected_split_groups(run) == [[0, 3], [1, 2]]
+    # the shipped fixture built from it: two such bridges, NODE between them
+    tp8 = replace(run_spec(DEEPSEEK_V32, world=8, split=2), hardware=topo_hardware("pcie_uneven_switches_8"))
+    assert oracle.expected_split_groups(tp8) == [[0, 3], [1, 2], [4, 7], [5, 6]]
+    # s = 4: [0..3] [4..7] (PXB, PXB); any quad across the bridges has a NODE link: key (1) keeps consecutive
+    tp8_s4 = replace(tp8, layerwise=replace(tp8.layerwise, split_size=4))
+    assert oracle.expected_split_groups(tp8_s4) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    # world 4 on the fixture's first 4 cards: the first bridge alone
+    tp4 = replace(run_spec(DEEPSEEK_V32, world=4, split=2), hardware=topo_hardware("pcie_uneven_switches_8"))
+    assert oracle.expected_split_groups(tp4) == [[0, 3], [1, 2]]
+
+
+def test_grouping_key_1_the_worst_link_of_any_group_decides_before_the_others():
+    """FEATURE 4 key (1) before (2): [0,1] is NV4 but forces [2,3] onto SYS, so (SYS, NV4) loses to
+    [0,2] [1,3] at (PIX, PIX) (worst links sorted worst to best; SYS < PIX at the first element)."""
+    run = _links_run({(0, 1): "NV4", (0, 2): "PIX", (0, 3): "PIX", (1, 2): "PIX", (1, 3): "PIX", (2, 3): "SYS"})
+    assert oracle.expected_split_groups(run) == [[0, 2], [1, 3]]
+
+
+def test_grouping_key_3_keeps_consecutive_when_among_the_best_else_the_first_lexicographically():
+    """FEATURE 4 key (3). All PIX: every grouping ties on (1) and (2), consecutive [0,1] [2,3] is among
+    them and kept. With [0,1] and [2,3] at PXB and every other pair PIX, consecutive (PXB, PXB) is not
+    among the best; [0,2] [1,3] and [0,3] [1,2] tie at (PIX, PIX); listed by smallest rank, ((0,2),(1,3))
+    comes before ((0,3),(1,2)) (2 < 3 at the second member of the first group)."""
+    flat = _links_run(dict.fromkeys([(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)], "PIX"))
+    assert oracle.expected_split_groups(flat) == [[0, 1], [2, 3]]
+    run = _links_run({(0, 1): "PXB", (0, 2): "PIX", (0, 3): "PIX", (1, 2): "PIX", (1, 3): "PIX", (2, 3): "PXB"})
+    assert oracle.expected_split_groups(run) == [[0, 2], [1, 3]]
+    # one more step: [0,2] at NODE leaves [0,3] [1,2] the only (PIX, PIX) grouping
+    run = _links_run({(0, 1): "PXB", (0, 2): "NODE", (0, 3): "PIX", (1, 2): "PIX", (1, 3): "PIX", (2, 3): "PXB"})
+    assert oracle.expected_split_groups(run) == [[0, 3], [1, 2]]
+
+
+def test_capacity_gain_is_null_when_no_uniform_block_fits():
+    """FEATURE 6 (2.2): DeepSeek-V3.2 at s = 4 with 8 MiB per rank. One layer 180,224 B/block; uniform
+    61 layers = 10,993,664 B > 8,388,608 B: 0 uniform blocks. Split: 61 full layers round-robin over 4
+    -> 16, 15, 15, 15 owned; the largest owner + scratch = 17 x 180,224 = 3,063,808 B/block;
+    8,388,608 // 3,063,808 = 2 blocks. The gain 2 / 0 is undefined: None (JSON null), never inf or 0."""
+    run = run_spec(DEEPSEEK_V32, split=4, budget_bytes=8 * MiB)
+    assert oracle.expected_block_counts(run, 8 * MiB) == (2, 0)
+    report = oracle.expected_report(run)
+    assert report.capacity_gain is None
+    assert oracle.expected_notes(run) == (oracle.GAIN_UNDEFINED_NOTE,)
+    assert oracle.GAIN_UNDEFINED_NOTE == "the uniform allocation fits no block"
+    # 11 MiB = 11,534,336 B: one uniform block (10,993,664 B) and 11,534,336 // 3,063,808 = 3 split blocks
+    fits = run_spec(DEEPSEEK_V32, split=4, budget_bytes=11 * MiB)
+    assert oracle.expected_report(fits).capacity_gain == 3.0 and oracle.expected_notes(fits) == ()
+    assert oracle.expected_capacity_gain(3, 0) is None and oracle.expected_capacity_gain(3, 2) == 1.5
+
+
+def test_the_split_raises_the_peak_with_one_full_layer_and_carries_the_note():
+    """FEATURE 6 (2.2): the split lowers the peak only where the largest owner's bytes + scratch do not
+    exceed all full layers' bytes, ceil(L_full / s) + 1 <= L_full with equal layers. DeepSeek-V3, one
+    layer of 128 x 2 x (512 + 64) = 147,456 B/block: s = 2 puts 1 owned + 1 scratch = 294,912 B on split
+    rank 0 against 147,456 B uniform, so the plan carries "the split raises the peak". Two layers:
+    1 + 1 = 2 <= 2 (equal, not raised); Qwen3.5's 10 full layers at s = 4: 3 + 1 = 4 <= 10."""
+    one = run_spec(with_model(DEEPSEEK_V3, num_hidden_layers=1), split=2)
+    assert oracle.expected_split_raises_peak(one)
+    assert oracle.expected_notes(one) == (oracle.RAISES_PEAK_NOTE,)
+    assert oracle.RAISES_PEAK_NOTE == "the split raises the peak"
+    report = oracle.expected_report(one)
+    assert report.peak_bytes - report.uniform_peak_bytes == report.n_blocks * 147_456
+    two = run_spec(with_model(DEEPSEEK_V3, num_hidden_layers=2), split=2)
+    assert not oracle.expected_split_raises_peak(two)
+    assert oracle.expected_report(two).peak_bytes == oracle.expected_report(two).uniform_peak_bytes
+    assert not oracle.expected_split_raises_peak(run_spec(QWEN3_5_MOE, split=4))
+    assert not oracle.expected_split_raises_peak(run_spec(with_model(DEEPSEEK_V3, num_hidden_layers=1), split=1))

@@ -80,6 +80,23 @@ def consecutive(ranks, s):
     return tuple(tuple(ranks[i:i + s]) for i in range(0, len(ranks), s))
 
 
+def key(groups, links, num_cards, placement) -> tuple:
+    """FEATURE 4 keys (1) and (2): each group's worst link, sorted from worst to best (larger is better)."""
+    return tuple(sorted(bottleneck([g], links, num_cards, placement) for g in groups))
+
+
+def brute_spec_grouping(ranks, s, links, num_cards, placement):
+    """FEATURE 4 by enumeration: the best key; then consecutive if among the best, else the first grouping
+    (``all_groupings`` yields them in lexicographic order: groups listed by their smallest rank)."""
+    valid = [tuple(g) for g in all_groupings(ranks, s) if not shares_card(g, num_cards, placement)]
+    if not valid:
+        return None
+    best = max(key(g, links, num_cards, placement) for g in valid)
+    among = [g for g in valid if key(g, links, num_cards, placement) == best]
+    upstream = consecutive(ranks, s)
+    return upstream if upstream in among else among[0]
+
+
 def make_run(topology: Topology, *, num_cards: int, world: int, placement=None) -> RunSpec:
     model = ModelSpec(name="toy", model_type="deepseek_v32", num_hidden_layers=4, attention="mla",
                       kv_lora_rank=512, qk_rope_head_dim=64)
@@ -378,7 +395,7 @@ def assert_partition(groups, tp, s):
 
 @settings(max_examples=150, deadline=None)
 @given(tree_boxes())
-def test_property_tree_optimal_and_ties_keep_consecutive(box):
+def test_property_tree_follows_the_grouping_key(box):
     tp, s, num_cards, links, placement = box
     groups = run_groups(*box)
     assert_partition(groups, tp, s)
@@ -386,8 +403,9 @@ def test_property_tree_optimal_and_ties_keep_consecutive(box):
     upstream = consecutive(tuple(range(tp)), s)
     assert got >= bottleneck(upstream, links, num_cards, placement)
     assert got == brute_best(tuple(range(tp)), s, links, num_cards, placement)
+    assert groups == brute_spec_grouping(tuple(range(tp)), s, links, num_cards, placement)
     if groups != upstream:
-        assert got > bottleneck(upstream, links, num_cards, placement)
+        assert key(groups, links, num_cards, placement) > key(upstream, links, num_cards, placement)
 
 
 @settings(max_examples=100, deadline=None)
@@ -423,15 +441,16 @@ def mesh_boxes(draw, *, share_cards=False):
 
 @settings(max_examples=100, deadline=None)
 @given(mesh_boxes())
-def test_property_mesh_exact_search_optimal(box):
+def test_property_mesh_follows_the_grouping_key(box):
     tp, s, num_cards, links, placement = box
     groups = run_groups(*box)
     assert_partition(groups, tp, s)
     upstream = consecutive(tuple(range(tp)), s)
     got = bottleneck(groups, links, num_cards, placement)
     assert got == brute_best(tuple(range(tp)), s, links, num_cards, placement)
+    assert groups == brute_spec_grouping(tuple(range(tp)), s, links, num_cards, placement)
     if groups != upstream:
-        assert got > bottleneck(upstream, links, num_cards, placement)
+        assert key(groups, links, num_cards, placement) > key(upstream, links, num_cards, placement)
 
 
 @settings(max_examples=100, deadline=None)
@@ -456,16 +475,30 @@ def test_property_large_tree_partition_not_worse(box):
     groups = run_groups(*box)
     assert_partition(groups, tp, s)
     upstream = consecutive(tuple(range(tp)), s)
-    assert bottleneck(groups, links, num_cards, placement) >= bottleneck(upstream, links, num_cards, placement)
+    assert key(groups, links, num_cards, placement) >= key(upstream, links, num_cards, placement)
 
 
-def test_large_non_tree_group_falls_back_to_valid_grouping():
-    mesh = load_fixture("nvlink_mesh_8")  # not a tree; 16 ranks exceed the exact search
+def test_large_non_tree_group_is_searched_whole():
+    """16 ranks on two hybrid cube meshes (NET between the nodes): each node's pairs as on one mesh
+    (every rank has an NV2 partner: [0,3] [1,2] [4,7] [5,6]), which consecutive pairs (NV1) are not."""
+    mesh = load_fixture("nvlink_mesh_8")
     tp_group = tuple(range(16))
     plain = topo.place_ranks(make_run(mesh, num_cards=8, world=16))
-    assert topo.form_split_groups(tp_group, 2, plain, mesh) == consecutive(tp_group, 2)
+    groups = topo.form_split_groups(tp_group, 2, plain, mesh)
+    one_node = ((0, 3), (1, 2), (4, 7), (5, 6))
+    assert groups == one_node + tuple((a + 8, b + 8) for a, b in one_node)
     doubled = (0, 0, 1, 1, 2, 2, 3, 3) * 2
     where = topo.place_ranks(make_run(mesh, num_cards=8, world=16, placement=doubled))
     groups = topo.form_split_groups(tp_group, 2, where, mesh)
     assert_partition(groups, 16, 2)
     assert not shares_card(groups, 8, doubled)
+
+
+@pytest.mark.parametrize("tp, s, expected", [
+    (8, 2, ((0, 3), (1, 2), (4, 7), (5, 6))),  # consecutive pairs tie on the worst link (PXB) only: key (2)
+    (8, 4, ((0, 1, 2, 3), (4, 5, 6, 7))),      # every other quad crosses the bridges (NODE): consecutive
+    (4, 2, ((0, 3), (1, 2))),
+])
+def test_uneven_switches_regroup_by_the_groups_own_links(tp, s, expected):
+    _, _, groups = groups_for("pcie_uneven_switches_8", tp, s)
+    assert groups == expected
