@@ -25,6 +25,8 @@ from typing import Callable, Optional
 from harness import oracle
 from harness.conformance.log import (
     CAPACITY_FORMATS,
+    MAX_KEPT_LINES,
+    SHAPE_FORMATS,
     CapacityLine,
     EngineLog,
     FatalLine,
@@ -72,6 +74,8 @@ REFUSALS = (
 SHAPE_TENSORS = {"k": ("k", "latent"), "v": ("v", "rope"), "indexer": ("index",),
                  "indexer cache scale": ("index_scale",), "conv": ("conv",), "ssm": ("recurrent",)}
 """A ``print_shapes`` line -> the oracle's tensor names it is (GQA or MLA)."""
+ORDER = list(SHAPE_FORMATS)
+"""The order ``print_shapes`` prints its lines in."""
 PRINTED_TENSORS = ("k", "v", "latent", "rope", "index", "index_scale", "conv", "recurrent")
 TORCH_PRINT_NAMES = {"BFloat16": "bfloat16", "Half": "float16", "Float": "float32", "Char": "int8",
                      "Float8_e4m3fn": "float8_e4m3fn", "Float8_e5m2": "float8_e5m2"}
@@ -212,6 +216,8 @@ def check_shapes(run, line: CapacityLine, role: str, at_lo) -> list:
     specs = {name: spec for name, spec in specs.items() if name in PRINTED_TENSORS}
     figures = []
     seen = set()
+    printed = [ORDER.index(shape.cache) for shape in line.shapes if shape.cache in ORDER]
+    last_printed = max(printed, default=-1)
     for shape in line.shapes:
         names = [n for n in SHAPE_TENSORS[shape.cache] if n in specs]
         logged = "[" + ", ".join(map(str, shape.shape)) + "]"
@@ -223,7 +229,13 @@ def check_shapes(run, line: CapacityLine, role: str, at_lo) -> list:
         figures.append(Figure(role, f"{shape.cache} cache shape", logged,
                               "[" + ", ".join(map(str, want)) + "]", tuple(shape.shape) == tuple(want)))
     for name in sorted(set(specs) - seen):
-        figures.append(Figure(role, f"{name} cache shape", "not printed", str(list(specs[name].shape)), False))
+        want = str(list(specs[name].shape))
+        position = next(ORDER.index(cache) for cache, names in SHAPE_TENSORS.items() if name in names)
+        if line.shapes_end is not None and position > last_printed:  # print_shapes prints in ORDER
+            figures.append(Figure(role, f"{name} cache shape", f"not in the log (it ends at {line.shapes_end})",
+                                  want, None))
+        else:
+            figures.append(Figure(role, f"{name} cache shape", "not printed", want, False))
     return figures
 
 
@@ -335,6 +347,11 @@ def _refusal_text(fatal: FatalLine) -> str:
     return f"refused at {fatal.where} ({fatal.source or 'no glog prefix'}): {fatal.message[:160]} -> {rule}"
 
 
+def _cut_text(log: EngineLog) -> str:
+    """`` mid-line, inside a <kind> line at <where> (a cut log),`` when a log ends mid-line, else ''."""
+    return "".join(f" mid-line, inside a {c.kind} line at {c.where} (a cut log)," for c in log.cuts[:1])
+
+
 def check(run, log: EngineLog, semantics: str = "adaptation") -> list:
     """The engine's answer (refused or started) against the spec, then, when both say it starts,
     every figure of the log: target first, then the draft if any."""
@@ -344,18 +361,23 @@ def check(run, log: EngineLog, semantics: str = "adaptation") -> list:
     spec_text = " or ".join(f"refused: {r.field}: {r.reason}" for r in refusals)
     if fatal is not None:
         field, _ = refusal_field(fatal.message)
+        if fatal.cut and field is None:
+            raise LogError(f"{fatal.where}: the file ends inside the refusal line the verdict needs "
+                           f"({fatal.message[:80]!r}): its rule cannot be read from a cut line")
         if refusals:
             agree = any(_same_field(field, r.field) for r in refusals)
             return [Figure("engine", f"{kind} refusal", _refusal_text(fatal), spec_text, agree)]
         return [Figure("engine", "startup", _refusal_text(fatal), "starts (the spec refuses nothing here)", False)]
     if not log.capacities:
         raise LogError(f"{log.path}: the judged start has neither a `kv cache capacity:` line nor a refusal "
-                       "(`F... Check failed:` / LOG(FATAL)): the log ends before the engine allocated its KV cache")
+                       f"(`F... Check failed:` / LOG(FATAL)): the log ends{_cut_text(log)} before the engine "
+                       "allocated its KV cache")
     if not accepts:
         return [Figure("engine", f"{kind} refusal", f"started ({len(log.capacities)} capacity line(s))", spec_text, False)]
     if len(log.capacities) < engines:
         raise LogError(f"{log.path}: {len(log.capacities)} `kv cache capacity:` line(s) in the judged start and no "
-                       f"refusal, the config has {engines} engines (target + draft): the log ends before the draft's line")
+                       f"refusal, the config has {engines} engines (target + draft): the log ends{_cut_text(log)} "
+                       "before the draft's line")
     figures = [Figure("engine", "startup", "started", "starts", True)]
     lo, hi, budget_figures = budget_interval(run, log)
     figures += budget_figures
@@ -372,18 +394,32 @@ def check(run, log: EngineLog, semantics: str = "adaptation") -> list:
 
 def notes(log: EngineLog, semantics_line: str) -> list:
     out = [semantics_line]
+    if len(log.starts) > 1 and log.judged_from:
+        others = [s[0] for s in log.starts if s[0] != log.judged_from]
+        out.append(f"figures from {log.judged_from} (the log with the engine's capacity lines); "
+                   f"{', '.join(others)} read for refusals")
+    for path in log.without_engine:
+        out.append(f"{path} has no engine line (a node that runs no engine, as upstream's assistant masters): "
+                   "no refusal there")
     for path, count, first in log.restarted:
         out.append(f"{path} holds {count} starts (a restart appended); judging the last, from line {first}")
+    for cut in log.cuts:
+        out.append(f"{cut.where}: the file ends inside this {cut.kind} line (cut log): the line is not read")
+    for line in log.capacities:
+        if line.shapes_end is not None and line.shapes:
+            out.append(f"the log ends at {line.shapes_end} while the shapes after {line.where} were printed: "
+                       "shapes after the last one printed are not judged")
     if len(log.capacities) > 2:
         out.append(f"{len(log.capacities)} capacity lines; the first is the target, the second the draft")
     if log.extra_capacities:
         out.append(f"{len(log.extra_capacities)} capacity line(s) in another log ({log.extra_capacities[0].where}) "
                    "are not judged: the first log with capacity lines is")
     if log.skipped:
-        out.append(f"{len(log.skipped)} line(s) without a glog prefix look like engine lines but do not read as one "
+        out.append(f"{log.skipped_count} line(s) without a glog prefix look like engine lines but do not read as one "
                    f"(first: {log.skipped[0]}); not read")
-    if len(log.fatals) > 1:
-        out.append(f"{len(log.fatals)} refusal lines; the earliest is judged")
+    if log.fatal_count > 1:
+        kept = "" if log.fatal_count == len(log.fatals) else f" (of the first {MAX_KEPT_LINES} of each log)"
+        out.append(f"{log.fatal_count} refusal lines; the earliest{kept} is judged")
     return out
 
 
