@@ -669,6 +669,10 @@ def test_a_log_cut_after_the_capacity_line_is_judged_on_what_is_complete(tmp_pat
     code, out, err = run_main([write_log(tmp_path, *WORKERS4, capacity_line(), k), *DSV32], capsys)
     assert code == 0 and "not printed" not in out, out + err
     assert "rope cache shape" in out and "not in the log (it ends at" in out
+    # another thread's line after the k shape does not end print_shapes (its own thread's next line does)
+    other = glog("scheduler.cpp:77", "scheduler thread started").replace(" 4242 ", " 4243 ")
+    code, out, err = run_main([write_log(tmp_path, *WORKERS4, capacity_line(), k, other), *DSV32], capsys)
+    assert code == 0 and "not printed" not in out and "not in the log (it ends at" in out, out + err
     # a shape print_shapes skipped before the last one it printed is missing, cut log or not
     code, out, _ = run_main([_cut_log(tmp_path, *WORKERS4, capacity_line(), k, indexer, cut="I1130 19:0"), *DSV32],
                             capsys)
