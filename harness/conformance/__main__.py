@@ -8,7 +8,11 @@
 
 An argument with ``=`` is an override, any other is a log (several: one per node or process).
 ``--gflags`` / ``--parallel-config`` take the engine's own flags (``--flagfile=PATH`` is read)
-and apply them after the overrides; ``--semantics`` picks FEATURE section 2's rule
+and apply them after the overrides: the layerwise flags and every other flag that changes the
+KV plan (``implementations.formats.GFLAG_CONFIG_KEYS``: ``--block_size``, ``--kv_cache_dtype``,
+``--nnodes``, ...); ``--max_memory_utilization`` / ``--max_cache_size`` are judged against the
+worker lines; the output names the flags read and those that do not change the plan (not
+read). ``--semantics`` picks FEATURE section 2's rule
 (``adaptation``, the default, or ``upstream``: a binary built from upstream 494f293b5).
 """
 
@@ -80,9 +84,9 @@ def check_schema(run) -> None:
 
 @command
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from harness.config.build import apply_semantics, build_run_spec, layerwise_overrides
+    from harness.config.build import apply_semantics, build_run_spec, engine_flags
     from harness.config.compose import compose_config
-    from harness.conformance.check import check, render, render_json
+    from harness.conformance.check import check, flag_notes, render, render_json
     from harness.conformance.log import LogError, read_logs
     args = parser().parse_intermixed_args(join_flag_values(sys.argv[1:] if argv is None else list(argv)))
     logs = [a for a in args.args if "=" not in a]
@@ -90,20 +94,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not logs:
         fail("no log given: LOG is a file path (an argument with '=' is an override) "
              "(see python -m harness.conformance --help)")
-    overrides += layerwise_overrides(args.gflags, args.parallel_config, args.semantics)
+    flags = engine_flags(args.gflags, args.parallel_config, args.semantics, overrides)
+    overrides += flags.overrides
     cfg = compose_config(overrides)
     why = apply_semantics(cfg, args.semantics)
     run = build_run_spec(cfg)
     check_schema(run)
     try:
         log = read_logs(logs)
-        figures = check(run, log, args.semantics)
+        figures = check(run, log, args.semantics, flags.memory)
     except LogError as exc:
         fail(exc)
+    extra = flag_notes(flags)
     if args.json:
-        _emit(render_json(figures, log, overrides, args.semantics, why))
+        _emit(render_json(figures, log, overrides, args.semantics, why, extra))
     else:
-        _emit(render(figures, log, overrides, why))
+        _emit(render(figures, log, overrides, why, extra))
     return DISAGREE_EXIT_CODE if any(f.agree is False for f in figures) else 0
 
 

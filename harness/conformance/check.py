@@ -352,9 +352,45 @@ def _cut_text(log: EngineLog) -> str:
     return "".join(f" mid-line, inside a {c.kind} line at {c.where} (a cut log)," for c in log.cuts[:1])
 
 
-def check(run, log: EngineLog, semantics: str = "adaptation") -> list:
+def check_memory_flags(memory: dict, log: EngineLog) -> list:
+    """``--max_memory_utilization`` / ``--max_cache_size`` as given against what every worker line printed
+    (``llm_engine.cpp:482``: the utilization as a C++ stream prints a double, the cap as readable_size)."""
+    figures = []
+    for name, value in sorted(memory.items()):
+        want = f"--{name}={value}"
+        if not log.workers:
+            figures.append(Figure("workers", name, "no worker line", want, None))
+            continue
+        if name == "max_memory_utilization":
+            printed = sorted({w.max_memory_utilization for w in log.workers})
+            logged = ", ".join(f"{u:g}" for u in printed)
+            agree = printed == [float(f"{value:.6g}")]  # std::ostream's default precision: 6 significant digits
+        else:
+            sizes = sorted({w.max_cache_size.text for w in log.workers})
+            logged = ", ".join(sizes)
+            agree = all(w.max_cache_size.contains(value) for w in log.workers)
+        figures.append(Figure("workers", name, logged, want, agree))
+    return figures
+
+
+def flag_notes(flags) -> list:
+    """What ``engine_flags`` read from the engine's flags besides the layerwise ones, and what it did not."""
+    out = []
+    if flags.read:
+        out.append("engine flags read: " + " ".join(flags.read))
+    if flags.memory:
+        out.append("engine flags judged against the worker lines: "
+                   + " ".join(f"--{k}={v}" for k, v in sorted(flags.memory.items())))
+    if flags.unread:
+        names = " ".join(f"--{n}" for n in flags.unread[:12]) + (" ..." if len(flags.unread) > 12 else "")
+        out.append(f"engine flags not read (they do not change the KV plan, or an override names it): {names}")
+    return out
+
+
+def check(run, log: EngineLog, semantics: str = "adaptation", memory: Optional[dict] = None) -> list:
     """The engine's answer (refused or started) against the spec, then, when both say it starts,
-    every figure of the log: target first, then the draft if any."""
+    every figure of the log: target first, then the draft if any (and the memory flags given,
+    ``check_memory_flags``)."""
     engines = 2 if getattr(run, "draft", None) is not None else 1
     kind, refusals, accepts = expected_refusals(run, log, semantics)
     fatal = log.fatals[0] if log.fatals else None
@@ -382,6 +418,7 @@ def check(run, log: EngineLog, semantics: str = "adaptation") -> list:
     lo, hi, budget_figures = budget_interval(run, log)
     figures += budget_figures
     figures += check_workers(run, log, engines)
+    figures += check_memory_flags(memory or {}, log)
     figures += check_block_info(run, log, engines)
     figures += check_engine(run, log.capacities[0], (lo, hi), "target", semantics)
     if engines == 2:
@@ -423,9 +460,9 @@ def notes(log: EngineLog, semantics_line: str) -> list:
     return out
 
 
-def render(figures: list, log: EngineLog, overrides, semantics_line: str = "") -> str:
+def render(figures: list, log: EngineLog, overrides, semantics_line: str = "", extra_notes=()) -> str:
     lines = [f"conformance: {log.path} against FEATURE.md ({' '.join(overrides) or 'default config'})"]
-    lines += [f"note: {n}" for n in notes(log, semantics_line) if n]
+    lines += [f"note: {n}" for n in [*notes(log, semantics_line), *extra_notes] if n]
     width = min(max(len(f.logged) for f in figures), 60)
     lines.append(f"{'engine':<8} {'figure':<30} {'engine log':<{width}}  {'spec':<28} verdict")
     for f in figures:
@@ -441,12 +478,12 @@ def result_line(figures: list) -> str:
     return f"result: DISAGREE on {', '.join(bad)}" if bad else f"result: agree ({judged} figures)"
 
 
-def render_json(figures: list, log: EngineLog, overrides, semantics: str, semantics_line: str) -> str:
+def render_json(figures: list, log: EngineLog, overrides, semantics: str, semantics_line: str, extra_notes=()) -> str:
     verdict = lambda f: None if f.agree is None else ("agree" if f.agree else "disagree")  # noqa: E731
     out = {
         "logs": log.path, "overrides": list(overrides),
         "semantics": {"name": semantics, "split": semantics_line},
-        "notes": notes(log, "")[1:],
+        "notes": [*notes(log, "")[1:], *extra_notes],
         "checks": [{**asdict(f), "verdict": verdict(f)} for f in figures],
         "result": "disagree" if any(f.agree is False for f in figures) else "agree",
     }

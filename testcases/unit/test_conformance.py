@@ -737,3 +737,55 @@ def test_colour_codes_byte_order_mark_and_gbk_bytes(tmp_path, capsys):
     path.write_bytes(("\ufeff" + "\n".join([*WORKERS4, capacity_line(), ""])).encode())
     code, out, err = run_main([str(path), *DSV32], capsys)
     assert code == 0 and "worker ids" in out and "DISAGREE" not in out, out + err
+
+
+def test_every_engine_flag_that_changes_the_plan_is_read(tmp_path, capsys):
+    """``--gflags`` is the engine's whole command line: a flag the plan depends on sets its config key
+    (``--block_size=64`` halves the slots per block: 46 blocks, hand-worked from the 23 at 128), the budget
+    flags are judged against the worker lines, and the rest is named as not read."""
+    shapes = [shape("k", (46, 1, 64, 512), 184), shape("v", (46, 1, 64, 64), 188),
+              shape("indexer", (46, 1, 64, 128), 192), SUCCESS]
+    log = write_log(tmp_path, BLOCK_INFO.format(bs=64), *WORKERS4, capacity_line(blocks=46), *shapes)
+    flags = ("--enable_layerwise_split --layerwise_split_size=2 --block_size 64 --max_memory_utilization=1 "
+             "--max_cache_size=0 --port=9000 --model=/ckpt/DeepSeek-V3.2")
+    code, out, err = run_main([log, "--gflags", flags, "model=deepseek_v32", "parallel=tp4"], capsys)
+    assert code == 0, out + err
+    assert "engine flags read: cache.block_size=64" in out and "not read" in out and "--port --model" in out
+    assert "workers  max_memory_utilization" in out and "workers  max_cache_size" in out
+    # the same log under --max_memory_utilization=0.9: the workers printed 1, which disagrees
+    code, out, _ = run_main([log, "--gflags", flags.replace("utilization=1", "utilization=0.9"), "model=deepseek_v32",
+                             "parallel=tp4"], capsys)
+    assert code == 1 and "result: DISAGREE on workers.max_memory_utilization" in out
+    # an int8 KV cache on hardware without one: the spec refuses it, so a started engine disagrees
+    code, out, _ = run_main([log, "--gflags", flags + " --kv_cache_dtype=int8", "model=deepseek_v32", "parallel=tp4",
+                             "hardware=bi_v100", "cache.kv_budget_bytes=134217728"], capsys)
+    assert code == 1 and "refused: cache.kv_cache_dtype" in out
+
+
+@pytest.mark.parametrize("flags, needle", [
+    ("--model=/ckpt/DeepSeek-V3.2", "model=NAME or model_path=PATH/config.json"),
+    ("--block_size=sixty", "--block_size"),
+    ("--max_memory_utilization=0.9x", "--max_memory_utilization"),
+    ("--kv_cache_dtype=in,t8", "--kv_cache_dtype"),
+    ("--Block_Size=64", "case-sensitive"),
+    ("--noenable_prefix_cache=true", "--noenable_prefix_cache"),
+    ("--block_size", "--block_size"),
+])
+def test_an_engine_flag_that_cannot_be_read_is_one_error_line(tmp_path, capsys, flags, needle):
+    log = write_log(tmp_path, *WORKERS4, capacity_line())
+    code, out, err = run_main([log, "--gflags", flags, "parallel=tp4"], capsys)
+    one_error(code, out, err, needle)
+
+
+def test_the_plan_reads_the_same_flags_and_refuses_the_budget_ones(capsys):
+    from harness import plan as plan_cli
+
+    code, out, err = _run(plan_cli.main, ["--gflags", "--enable_layerwise_split --layerwise_split_size=2 "
+                                          "--block_size=64 --nnodes=4 --noenable_prefix_cache", "model=deepseek_v32",
+                                          "parallel=tp2"], capsys)
+    assert code == 0, err
+    plan = json.loads(out)
+    # 64 slots x (1152 + 256) B x 32 layers = 2,883,584 B a block: 134,217,728 // 2,883,584 = 46
+    assert plan["n_blocks"] == 46 and plan["block_size"] == 64 and plan["world_size"] == 4
+    one_error(*_run(plan_cli.main, ["--gflags", "--max_memory_utilization=0.9", "model=deepseek_v32"], capsys),
+              "--max_memory_utilization", "cache.kv_budget_bytes")
