@@ -69,11 +69,26 @@ def _emit(text: str) -> None:
 def check_schema(run) -> None:
     """What ``harness.plan`` refuses as values its schema cannot hold (``block_size`` 0, a negative budget,
     ``max_seqs_per_batch`` -1, ``dp_size`` 0, ...), with the same error line; the spec's rules (world
-    divisible by dp * cp, split size >= 1, ...) are judged against the log instead."""
+    divisible by dp * cp, split size >= 1, ...) are judged against the log instead. Checked here, with the
+    contract's dtype names (``implementations.specs``), not by the reference implementation."""
     from implementations.errors import ConfigError
-    from implementations.reference.validation import check_cache
+    from implementations.specs import INDEXER_CACHE_DTYPES, KV_CACHE_DTYPES
 
-    check_cache(run.cache)
+    c = run.cache  # the schema's bounds, checked here: the harness never asks the code under test
+    for name, value, allowed in (("block_size", c.block_size, None), ("kv_cache_dtype", c.kv_cache_dtype, KV_CACHE_DTYPES),
+                                 ("indexer_cache_dtype", c.indexer_cache_dtype, INDEXER_CACHE_DTYPES)):
+        if allowed is None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ConfigError(f"cache.{name}", value, "a whole number >= 1")
+        if allowed is not None and value not in allowed:
+            raise ConfigError(f"cache.{name}", value, f"one of {', '.join(allowed)}")
+    for name, value, detail in (("max_seqs_per_batch", c.max_seqs_per_batch, "0 = unlimited (2 padding slots)"),
+                                ("max_linear_state_cache_slots", c.max_linear_state_cache_slots, "0 = auto-size"),
+                                ("num_speculative_tokens", c.num_speculative_tokens, ""),
+                                ("kv_budget_bytes", c.kv_budget_bytes, "0 = the hardware profile's budget")):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigError(f"cache.{name}", value, "a whole number >= 0", detail)
+    if c.host_blocks_factor < 0:
+        raise ConfigError("cache.host_blocks_factor", c.host_blocks_factor, "a number >= 0")
     p = run.parallel
     for name, value, least, detail in (("world_size", p.world_size, 1, ""), ("dp_size", p.dp_size, 1, ""),
                                        ("cp_size", p.cp_size, 1, ""),

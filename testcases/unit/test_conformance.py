@@ -789,3 +789,18 @@ def test_the_plan_reads_the_same_flags_and_refuses_the_budget_ones(capsys):
     assert plan["n_blocks"] == 46 and plan["block_size"] == 64 and plan["world_size"] == 4
     one_error(*_run(plan_cli.main, ["--gflags", "--max_memory_utilization=0.9", "model=deepseek_v32"], capsys),
               "--max_memory_utilization", "cache.kv_budget_bytes")
+
+
+def test_the_checker_never_asks_the_reference_implementation(tmp_path, capsys, monkeypatch):
+    """The log is judged by the oracle; the schema's bounds are the checker's own (the reference's
+    ``check_cache`` is code under test)."""
+    import implementations.reference.validation as validation
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("the conformance checker called the reference implementation")
+
+    monkeypatch.setattr(validation, "check_cache", refuse)
+    log = write_log(tmp_path, *WORKERS4, capacity_line())
+    code, out, err = run_main([log, *DSV32], capsys)
+    assert code == 0, out + err
+    one_error(*run_main([log, *DSV32, "cache.host_blocks_factor=-1"], capsys), "cache.host_blocks_factor", ">= 0")
