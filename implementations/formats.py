@@ -22,6 +22,7 @@ from __future__ import annotations
 import difflib
 import functools
 import itertools
+import math
 import re
 import shlex
 from collections import Counter
@@ -214,8 +215,8 @@ def _gflag_value(flag: str, kind: str, value: str) -> object:
     if kind == "int":
         return parse_int(field, value)
     if kind == "float":
-        if len(value) > 64 or not _FLOAT_RE.fullmatch(value.strip()):
-            raise ConfigError(field, value, _ALLOWED[kind])
+        if len(value) > 64 or not _FLOAT_RE.fullmatch(value.strip()) or not math.isfinite(float(value)):
+            raise ConfigError(field, value, _ALLOWED[kind], "a finite number")
         return float(value.strip())
     if not re.fullmatch(r"[A-Za-z0-9_]{1,32}", value.strip()):
         raise ConfigError(field, value, _ALLOWED[kind])

@@ -6,7 +6,8 @@
     python -m harness.conformance --semantics upstream xllm.INFO --gflags "--layerwise_split_size=2" model=glm_moe_dsa
     python -m harness.conformance node0.INFO node1.INFO --json model=deepseek_v32 parallel=dp2_tp4 layerwise=s2
 
-An argument with ``=`` is an override, any other is a log (several: one per node or process).
+An argument with ``=`` is an override (unless it names an existing file), any other is a log
+(several: one per node or process).
 ``--gflags`` / ``--parallel-config`` take the engine's own flags (``--flagfile=PATH`` is read)
 and apply them after the overrides: the layerwise flags and every other flag that changes the
 KV plan (``implementations.formats.GFLAG_CONFIG_KEYS``: ``--block_size``, ``--kv_cache_dtype``,
@@ -104,8 +105,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from harness.conformance.check import check, flag_notes, render, render_json
     from harness.conformance.log import LogError, read_logs
     args = parser().parse_intermixed_args(join_flag_values(sys.argv[1:] if argv is None else list(argv)))
-    logs = [a for a in args.args if "=" not in a]
-    overrides = [a for a in args.args if "=" in a]
+    # an existing file is a log even with '=' in its path (run=1/xllm.INFO)
+    logs = [a for a in args.args if "=" not in a or os.path.isfile(a)]
+    overrides = [a for a in args.args if a not in logs]
     if not logs:
         fail("no log given: LOG is a file path (an argument with '=' is an override) "
              "(see python -m harness.conformance --help)")

@@ -454,6 +454,11 @@ def notes(log: EngineLog, semantics_line: str) -> list:
     if log.skipped:
         out.append(f"{log.skipped_count} line(s) without a glog prefix look like engine lines but do not read as one "
                    f"(first: {log.skipped[0]}); not read")
+    if log.fatals and log.first_stamp:
+        judged = log.fatals[0]
+        if len(judged.stamp) == len(log.first_stamp) and judged.stamp < log.first_stamp:
+            out.append(f"the refusal judged ({judged.where}, {judged.stamp}) is older than the judged start of "
+                       f"{log.judged_from} ({log.first_stamp}): a line of an earlier run? (judged as this run's)")
     if log.fatal_count > 1:
         kept = "" if log.fatal_count == len(log.fatals) else f" (of the first {MAX_KEPT_LINES} of each log)"
         out.append(f"{log.fatal_count} refusal lines; the earliest{kept} is judged")

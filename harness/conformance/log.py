@@ -41,11 +41,16 @@ MAX_NUMBER_DIGITS = 20
 _INT = re.compile(rf"-?\d{{1,{MAX_NUMBER_DIGITS}}}")
 _SIZE = r"(\d{1,20}\.\d{2}) (B|KB|MB|GB|TB)"
 GLOG_PREFIX = re.compile(
-    r"^([IWEF])(?:\d{4})?(\d{4}) (\d{2}:\d{2}:\d{2}\.\d{6}) +(\S+) ([^\s:\]]+):(\d{1,9})\] ?(.*)$"
+    r"^([IWEF])(\d{4})?(\d{4}) (\d{2}:\d{2}:\d{2}\.\d{6}) +(\S+) ([^\s:\]]+):(\d{1,9})\] ?(.*)$"
 )
 """glog's prefix: severity, [yyyy]mmdd, time, thread id, file:line (``log_year_in_prefix`` either way)."""
 _FLOAT = r"(-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[-+]?inf|[-+]?nan)"
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+CONTAINER_PREFIX = re.compile(
+    r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:?\d{2}) (?:(?:stdout|stderr) [FP] )?"
+)
+"""What a container runtime puts before each line: ``kubectl logs --timestamps`` (an RFC 3339 time) and a
+CRI log file (``<time> stderr F <line>``)."""
 WORKER_MARK = "worker #"
 WORKER_RE = re.compile(
     r"worker #(\d{1,20}): available memory: " + _SIZE + r", total memory: " + _SIZE
@@ -210,7 +215,8 @@ class FatalLine:
     source: str
     """``file:line`` from the glog prefix ('' without one)."""
     stamp: str = ""
-    """``mmdd hh:mm:ss.uuuuuu`` from the glog prefix ('' without one): orders refusals across logs."""
+    """``[yyyy]mmdd hh:mm:ss.uuuuuu`` from the glog prefix ('' without one): orders refusals across logs (across
+    a new year only with ``log_year_in_prefix``)."""
     where: Where
     cut: bool = False
     """The file ends inside this line: the message may lack its end."""
@@ -251,6 +257,8 @@ class EngineLog:
     """``CutLine``s: a log's last line that the file ends inside."""
     judged_from: str = ""
     """The log the figures come from (several logs: the first with capacity lines)."""
+    first_stamp: str = ""
+    """The glog time of the first line of ``judged_from``'s judged start ('' without a prefix)."""
 
     @property
     def restarted(self) -> tuple:
@@ -289,6 +297,7 @@ class _Start:
     skipped_count: int = 0
     cut: Optional[CutLine] = None
     last_line: int = 0
+    first_stamp: str = ""
 
     def ended(self) -> bool:
         return bool(self.capacities or self.fatals)
@@ -311,17 +320,17 @@ class _Start:
 
 
 def split_glog(line: str) -> tuple:
-    """(severity or '', ``file:line`` or '', source file or '', message, ``mmdd hh:mm:ss.uuuuuu`` or '')."""
+    """(severity or '', ``file:line`` or '', source file or '', message, ``[yyyy]mmdd hh:mm:ss.uuuuuu`` or '')."""
     m = GLOG_PREFIX.match(line)
     if m is None:
         return "", "", "", line, ""
-    return m.group(1), f"{m.group(5)}:{m.group(6)}", m.group(5), m.group(7), f"{m.group(2)} {m.group(3)}"
+    return m.group(1), f"{m.group(6)}:{m.group(7)}", m.group(6), m.group(8), f"{m.group(2) or ''}{m.group(3)} {m.group(4)}"
 
 
 def _thread(line: str) -> str:
     """The glog prefix's thread id ('' without a prefix)."""
     m = GLOG_PREFIX.match(line)
-    return m.group(4) if m else ""
+    return m.group(5) if m else ""
 
 
 def _int(text: str, what: str, where: Where) -> int:
@@ -443,6 +452,8 @@ def _starts(lines: Iterable[str], path: str) -> tuple:
             line = ANSI_ESCAPE.sub("", line)
         if line_no == 1:
             line = line.lstrip("\ufeff")
+        if line[:1].isdigit():
+            line = CONTAINER_PREFIX.sub("", line, count=1)
         # only the file's last line can lack its end of line; NUL bytes after it (a crash) are no line
         cut = not raw.endswith(("\n", "\r")) and bool(line.strip("\x00 \t"))
         where = Where(path=path, line_no=line_no)
@@ -455,9 +466,11 @@ def _starts(lines: Iterable[str], path: str) -> tuple:
         if opens:
             if seen_any:
                 count += 1
-                start = _Start(first_line=line_no)
+                start = _Start(first_line=line_no, last_line=line_no)
             if line.startswith(FILE_HEADER):
                 continue
+        if stamp and not start.first_stamp:
+            start.first_stamp = stamp
         is_shape = message.startswith("Initializing ") and SHAPE_WORDS in message
         if start.shape_thread is not None and not is_shape and line.strip():
             thread = _thread(line)
@@ -470,8 +483,9 @@ def _starts(lines: Iterable[str], path: str) -> tuple:
             seen_any = True
             continue
         if cut:  # its last value may lack digits: named, never read as a figure
-            if engine_line or is_shape:
-                start.cut = CutLine(where=where, kind=_line_kind(severity, message))
+            kind = _line_kind(severity, message)
+            if (engine_line and (severity or kind != "other")) or is_shape:
+                start.cut = CutLine(where=where, kind=kind)
                 seen_any = True
             continue
         if not engine_line and not is_shape:
@@ -538,7 +552,7 @@ def parse_log_lines(lines: Iterable[str], path: str = "<log>", required: bool = 
                      block_infos=tuple(start.block_infos), fatals=tuple(start.fatals), fatal_count=start.fatal_count,
                      succeeded=start.succeeded, starts=((path, count, start.first_line),),
                      skipped=tuple(start.skipped), skipped_count=start.skipped_count,
-                     cuts=(start.cut,) if start.cut else (), judged_from=path)
+                     cuts=(start.cut,) if start.cut else (), judged_from=path, first_stamp=start.first_stamp)
 
 
 def parse_log_text(text: str, path: str = "<log>") -> EngineLog:
@@ -571,6 +585,7 @@ def merge_logs(logs: Iterable[EngineLog]) -> EngineLog:
         skipped_count=sum(log.skipped_count for log in logs),
         cuts=tuple(c for log in logs for c in log.cuts),
         judged_from=first.path if first else "",
+        first_stamp=first.first_stamp if first else "",
     )
 
 
@@ -584,15 +599,34 @@ def read_log(path: str, required: bool = True) -> EngineLog:
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             raise LogError(f"cannot read log {path}: not a regular file (a directory, FIFO or device)")
+        with open(path, "rb") as raw:
+            magic = raw.read(4)
+        for head, kind in COMPRESSED:
+            if magic.startswith(head):
+                raise LogError(f"cannot read log {path}: {kind}-compressed (a rotated log?): decompress it first")
         with open(path, encoding="utf-8", errors="replace", newline="") as handle:
             return parse_log_lines(_bounded_lines(handle), path, required)
     except OSError as exc:
         raise LogError(f"cannot read log {path}: {exc.strerror or exc}") from None
 
 
+COMPRESSED = ((b"\x1f\x8b", "gzip"), (b"\x28\xb5\x2f\xfd", "zstd"), (b"BZh", "bzip2"), (b"\xfd7zX", "xz"))
+
+
 def read_logs(paths: Iterable[str]) -> EngineLog:
-    """One run's logs (one per node or process); one of them at least must have an engine line."""
+    """One run's logs (one per node or process); one of them at least must have an engine line; a file
+    given twice (also through a link) is refused (its lines would count twice)."""
     paths = list(paths)
+    seen: dict = {}
+    for path in paths:
+        try:
+            info = os.stat(path)
+        except OSError:
+            continue  # read_log says why
+        first = seen.setdefault((info.st_dev, info.st_ino), path)
+        if first != path or paths.count(path) > 1:
+            raise LogError(f"log {path} is given twice" + (f" (also as {first})" if first != path else "")
+                           + ": each node's or process's log once")
     if len(paths) == 1:
         return merge_logs([read_log(paths[0])])
     return merge_logs([read_log(p, required=False) for p in paths])

@@ -804,3 +804,56 @@ def test_the_checker_never_asks_the_reference_implementation(tmp_path, capsys, m
     code, out, err = run_main([log, *DSV32], capsys)
     assert code == 0, out + err
     one_error(*run_main([log, *DSV32, "cache.host_blocks_factor=-1"], capsys), "cache.host_blocks_factor", ">= 0")
+
+
+def test_the_earliest_refusal_across_a_new_year(tmp_path, capsys):
+    """With ``log_year_in_prefix`` the year orders refusals too: 2026-12-31 comes before 2027-01-01."""
+    late = glog("layerwise_split_layout.h:45", SPLIT_TP, "F", year=True).replace("F20261130", "F20270101")
+    early = glog("kv_cache.cpp:389", XTENSOR, "F", year=True).replace("F20261130", "F20261231")
+    argv = [write_log(tmp_path, late, name="a.INFO"), write_log(tmp_path, early, name="b.INFO"), *DSV32,
+            "cache.enable_xtensor=true"]
+    code, out, err = run_main(argv, capsys)
+    assert code == 0 and "b.INFO:2" in out, out + err
+
+
+@pytest.mark.parametrize("prefix", ["2026-11-30T19:00:00.123456789Z ", "2026-11-30T19:00:00.123456789Z stderr F ",
+                                    "2026-11-30T19:00:00+08:00 stdout F "],
+                         ids=["kubectl-timestamps", "cri-file", "cri-offset"])
+def test_lines_behind_a_container_runtime_prefix(tmp_path, capsys, prefix):
+    log = write_log(tmp_path, *(prefix + line for line in [*WORKERS4, capacity_line(), *DSV32_SHAPES, SUCCESS]))
+    code, out, err = run_main([log, *DSV32], capsys)
+    assert code == 0 and "worker ids" in out and "k cache shape" in out, out + err
+
+
+def test_logs_given_twice_compressed_or_named_with_an_equals_sign(tmp_path, capsys):
+    import gzip
+
+    good = write_log(tmp_path, *WORKERS4, capacity_line())
+    one_error(*run_main([good, good, *DSV32], capsys), "given twice")
+    os.symlink(good, tmp_path / "link.INFO")
+    one_error(*run_main([good, str(tmp_path / "link.INFO"), *DSV32], capsys), "given twice", "also as")
+    packed = tmp_path / "xllm.INFO.gz"
+    packed.write_bytes(gzip.compress(open(good, "rb").read()))
+    one_error(*run_main([str(packed), *DSV32], capsys), "gzip-compressed", "decompress")
+    # binary bytes with no end of line are no engine line (not a "cut log")
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"\x01\x02garbage\xff" * 50)
+    one_error(*run_main([str(junk), *DSV32], capsys), "no xLLM engine line")
+    (tmp_path / "run=1").mkdir()
+    named = write_log(tmp_path / "run=1", *WORKERS4, capacity_line())
+    code, out, err = run_main([named, *DSV32], capsys)
+    assert code == 0 and "run=1" in out, out + err
+
+
+def test_a_refusal_older_than_the_judged_start_is_named(tmp_path, capsys):
+    node0 = write_log(tmp_path, *WORKERS4, capacity_line(), name="node0.INFO")
+    yesterday = glog("kv_cache.cpp:389", XTENSOR, "F").replace("1130 19:00", "1129 08:00")
+    node1 = write_log(tmp_path, yesterday, name="node1.INFO")
+    code, out, _ = run_main([node0, node1, *DSV32], capsys)
+    assert code == 1 and "is older than the judged start" in out and "an earlier run?" in out
+
+
+def test_a_budget_flag_must_be_finite(tmp_path, capsys):
+    log = write_log(tmp_path, *WORKERS4, capacity_line())
+    one_error(*run_main([log, "--gflags", "--max_memory_utilization=1e999", *DSV32], capsys),
+              "--max_memory_utilization", "finite")
