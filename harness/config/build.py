@@ -259,6 +259,12 @@ def engine_flags(
         unread.append(flag)
     config = sorted((k, v) for k, v in merged.items() if k.startswith(("parallel.", "cache.", "draft.")))
     out = [f"{key}={str(value).lower() if isinstance(value, bool) else value}" for key, value in config]
+    given = {o.split("=", 1)[0]: o.split("=", 1)[1] for o in overrides if "=" in o}
+    for item in out:  # an override and a flag that set one key differently: which one did the engine run with?
+        key, value = item.split("=", 1)
+        if key in given and given[key].strip().lower() != value.lower():
+            raise ConfigError(key, f"override {given[key]!r} vs engine flag {value!r}",
+                              "one value: an override and the engine's flag must agree")
     read = list(out)
     if semantics == "adaptation":
         out.append(f"layerwise.enable={str(merged.get('enable', False)).lower()}")

@@ -604,7 +604,9 @@ def read_log(path: str, required: bool = True) -> EngineLog:
         for head, kind in COMPRESSED:
             if magic.startswith(head):
                 raise LogError(f"cannot read log {path}: {kind}-compressed (a rotated log?): decompress it first")
-        with open(path, encoding="utf-8", errors="replace", newline="") as handle:
+        # a BOM of UTF-16 (a PowerShell 5 redirect writes UTF-16LE): read as such; else UTF-8, bad bytes replaced
+        encoding = "utf-16" if magic.startswith((b"\xff\xfe", b"\xfe\xff")) else "utf-8"
+        with open(path, encoding=encoding, errors="replace", newline="") as handle:
             return parse_log_lines(_bounded_lines(handle), path, required)
     except OSError as exc:
         raise LogError(f"cannot read log {path}: {exc.strerror or exc}") from None

@@ -857,3 +857,17 @@ def test_a_budget_flag_must_be_finite(tmp_path, capsys):
     log = write_log(tmp_path, *WORKERS4, capacity_line())
     one_error(*run_main([log, "--gflags", "--max_memory_utilization=1e999", *DSV32], capsys),
               "--max_memory_utilization", "finite")
+
+
+def test_a_utf16_log_and_a_flag_that_contradicts_an_override(tmp_path, capsys):
+    """A log redirected by PowerShell 5 (UTF-16LE with a BOM) reads as the same lines; an override and an
+    engine flag that set one key differently are one error line naming both."""
+    path = tmp_path / "ps.INFO"
+    path.write_bytes(("\n".join([*WORKERS4, capacity_line(), SUCCESS]) + "\n").encode("utf-16"))
+    code, out, err = run_main([str(path), *DSV32], capsys)
+    assert code == 0 and "worker ids" in out, out + err
+    one_error(*run_main([str(path), "--gflags", "--block_size=64", "cache.block_size=128", *DSV32], capsys),
+              "cache.block_size", "'128' vs engine flag '64'")
+    code, out, err = run_main([str(path), "--gflags", "--enable_layerwise_split --layerwise_split_size=2 --block_size=128",
+                               "cache.block_size=128", *DSV32], capsys)
+    assert code == 0, out + err
