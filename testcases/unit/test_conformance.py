@@ -871,3 +871,11 @@ def test_a_utf16_log_and_a_flag_that_contradicts_an_override(tmp_path, capsys):
     code, out, err = run_main([str(path), "--gflags", "--enable_layerwise_split --layerwise_split_size=2 --block_size=128",
                                "cache.block_size=128", *DSV32], capsys)
     assert code == 0, out + err
+
+
+def test_more_engine_lines_than_one_start_prints_is_refused(tmp_path, capsys, monkeypatch):
+    from harness.conformance import log as log_module
+
+    monkeypatch.setattr(log_module, "MAX_ENGINE_LINES", 8)
+    code, out, err = run_main([write_log(tmp_path, *WORKERS4, *WORKERS4, WORKERS4[0], capacity_line()), *DSV32], capsys)
+    one_error(code, out, err, "xllm.INFO:10", "more than 8 worker, capacity")
