@@ -12,17 +12,28 @@ bare message. The messages, with where upstream prints them at 494f293b5:
 - ``kv cache capacity: S, blocks: N, ...`` (``llm_engine.cpp:554``, ``vlm_engine.cpp:292``): the
   12-key line of builds since July 2026, or the released v0.9.x lines ``kv cache capacity: S,
   blocks: N, slot_size: N, n_layers: N[, kv_cache_dtype: K]``;
-- ``Initializing <k|v|indexer|indexer cache scale|conv|ssm> cache with shape: [d0 d1 ...]``
-  (``kv_cache_shape.cpp:184-205``; glog prints a ``std::vector`` space separated);
+- ``Initializing <k|v|indexer|conv|ssm> cache with shape: [d0 d1 ...]`` and ``Initializing indexer
+  cache scale with shape: [...]`` (``kv_cache_shape.cpp:184-205``, ``SHAPE_FORMATS``: upstream's string
+  literals; glog prints a ``std::vector`` space separated);
 - ``Successfully initialized kv cache`` (``llm_engine.cpp:202``);
 - a refusal: any ``F`` line, ``Check failed: ...`` (a CHECK) or a ``LOG(FATAL)`` message; also
-  ``Failed to initialize kv cache`` (``llm_engine.cpp:198``, an ``E`` line: it did not start).
+  ``Failed to initialize kv cache`` (``llm_engine.cpp:199``) and the VLM engine's ``Failed to allocate
+  kv cache`` (``vlm_engine.cpp:124``), ``E`` lines: it did not start.
 
 Sizes go through upstream's ``readable_size`` (``util/pretty_print.cpp``: ``%.2f`` of bytes /
 1024^k with suffix B, KB, MB, GB, TB), so each is read back as the closed interval of byte
 counts that print that way. A file may hold several starts (a restart appended): a start
 begins at a glog ``Log file created at:`` header, or where an engine's first lines (``Block
 info``, ``worker #``) follow a capacity line or a refusal; only the last start is kept.
+
+Lines are read as real runs leave them: behind a container runtime's timestamp, without
+``--colorlogtostderr``'s colour codes, after a BOM, in UTF-8 (bad bytes replaced) or UTF-16. A
+file's last line without its end of line (the engine killed while printing it) is a
+``CutLine``: named, never read as figures. A capacity line's shapes carry where the log ends
+when ``print_shapes`` may not have finished (no later line of its thread). Memory stays
+bounded: refusal lines past ``MAX_KEPT_LINES`` are counted, not kept; more engine lines than
+``MAX_ENGINE_LINES`` in one start are refused. Of several logs (one per node), those with no
+engine line at all are nodes without the engine (upstream's assistant masters).
 """
 
 from __future__ import annotations
