@@ -711,7 +711,7 @@ def test_a_flood_of_refusal_lines_is_read_in_bounded_memory(tmp_path):
 
     line = glog("kv_cache.cpp:389", XTENSOR, "F") + "\n"
     path = tmp_path / "flood.INFO"
-    count = (3 << 20) // len(line)
+    count = (2 << 20) // len(line)
     path.write_text(line * count)
     tracemalloc.start()
     try:
@@ -720,7 +720,7 @@ def test_a_flood_of_refusal_lines_is_read_in_bounded_memory(tmp_path):
     finally:
         tracemalloc.stop()
     assert log.fatal_count == count and len(log.fatals) == MAX_KEPT_LINES
-    assert peak < path.stat().st_size // 20, peak
+    assert peak < path.stat().st_size // 16, peak  # about 45 kB whatever the size (it was 4x the size)
 
 
 def test_colour_codes_byte_order_mark_and_gbk_bytes(tmp_path, capsys):
