@@ -572,8 +572,9 @@ def parse_log_text(text: str, path: str = "<log>") -> EngineLog:
 
 
 def merge_logs(logs: Iterable[EngineLog]) -> EngineLog:
-    """Several logs of one run (one per node or process): refusals from any, workers from all,
-    capacity lines from the first log that has them (another log's are named, not judged). A log
+    """Several logs of one run (one per node or process): refusals from any; capacity, worker and
+    Block info lines from the first log that has capacity lines (another log's capacity lines are
+    named, not judged; without any, the workers of all logs). A log
     with no engine line (upstream's other nodes run an assistant master: no engine) adds nothing;
     ``LogError`` when no log has one."""
     logs = list(logs)
@@ -584,7 +585,7 @@ def merge_logs(logs: Iterable[EngineLog]) -> EngineLog:
     fatals = sorted((f for log in logs for f in log.fatals), key=lambda f: f.stamp)  # stable: in-file order
     return EngineLog(
         path=", ".join(log.path for log in logs),
-        workers=tuple(w for log in logs for w in log.workers),
+        workers=first.workers if first else tuple(w for log in logs for w in log.workers),
         capacities=first.capacities if first else (),
         block_infos=first.block_infos if first else tuple(b for log in logs for b in log.block_infos),
         fatals=tuple(fatals),

@@ -641,6 +641,10 @@ def test_several_nodes_judged_from_the_node_with_the_engine(tmp_path, capsys):
         code, out, err = run_main([*order, *DSV32], capsys)
         assert code == 0, out + err
         assert f"figures from {node0}" in out and f"{node1} has no engine line" in out
+    # another node is read for refusals only: its worker lines (a stray engine there) are not counted
+    stray = write_log(tmp_path, *ASSISTANT, *WORKERS4, name="node4.INFO")
+    code, out, err = run_main([node0, stray, *DSV32], capsys)
+    assert code == 0 and "4 lines: #0,#1,#2,#3" in out, out + err
     # a refusal on another node is the run's answer
     refusing = write_log(tmp_path, *ASSISTANT, glog("kv_cache.cpp:389", XTENSOR, "F"), name="node2.INFO")
     code, out, err = run_main([node0, node1, refusing, *DSV32, "cache.enable_xtensor=true"], capsys)
