@@ -202,8 +202,8 @@ def check_engine(run, line: CapacityLine, budget: tuple, role: str, semantics: s
 def check_shapes(run, line: CapacityLine, role: str, at_lo) -> list:
     """The ``Initializing <x> cache with shape`` lines after a capacity line against the oracle's
     tensor specs at the logged block count (dim 0 = n_blocks) and linear-state slots."""
-    if not line.shapes:
-        return []
+    if not line.shapes:  # print_shapes had not run when the log ended, or the build prints none
+        return [Figure(role, "cache shapes", f"no shape line after {line.where}", "not judged", None)]
     n_blocks = line.figures["blocks"]
     tp = oracle.attn_tp_size(run)
     if role == "target":

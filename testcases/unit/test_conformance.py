@@ -681,6 +681,9 @@ def test_a_log_cut_after_the_capacity_line_is_judged_on_what_is_complete(tmp_pat
     code, out, _ = run_main([_cut_log(tmp_path, *WORKERS4, capacity_line(), k, indexer, cut="I1130 19:0"), *DSV32],
                             capsys)
     assert code == 1 and "target.rope cache shape" in out and "not printed" in out
+    # cut inside the first shape line: every figure judged, and the output says no shape was
+    code, out, err = run_main([_cut_log(tmp_path, *WORKERS4, capacity_line(), cut=k[:50]), *DSV32], capsys)
+    assert code == 0 and "no shape line after" in out and "not judged" in out, out + err
     # a wrong figure before the cut still disagrees
     code, out, _ = run_main([_cut_log(tmp_path, *WORKERS4, capacity_line(blocks=24), cut=k[:-5]), *DSV32], capsys)
     assert code == 1 and "result: DISAGREE on target.blocks" in out
