@@ -483,7 +483,7 @@ def _starts(lines: Iterable[str], path: str) -> tuple:
         if stamp and not start.first_stamp:
             start.first_stamp = stamp
         is_shape = message.startswith("Initializing ") and SHAPE_WORDS in message
-        if start.shape_thread is not None and not is_shape and line.strip():
+        if start.shape_thread is not None and not is_shape and not cut and line.strip():  # a cut line may be a shape
             thread = _thread(line)
             if thread == start.shape_thread or not start.shape_thread:  # print_shapes' thread went on
                 start.shapes_done.add(len(start.capacities) - 1)

@@ -669,6 +669,10 @@ def test_a_log_cut_after_the_capacity_line_is_judged_on_what_is_complete(tmp_pat
     assert code == 0, out + err
     assert "cut.INFO:8: the file ends inside this shape line (cut log)" in out
     assert "not in the log (it ends at" in out and "cut.INFO:8)" in out and "DISAGREE" not in out
+    # cut so early in the v shape line that it does not yet read as one: still no "not printed"
+    code, out, err = run_main([_cut_log(tmp_path, *WORKERS4, capacity_line(), k, cut=v[:v.index(" cache with")]),
+                               *DSV32], capsys)
+    assert code == 0 and "not printed" not in out and "not in the log (it ends at" in out, out + err
     # ends (whole lines) after the k shape line: the same, nothing called "not printed"
     code, out, err = run_main([write_log(tmp_path, *WORKERS4, capacity_line(), k), *DSV32], capsys)
     assert code == 0 and "not printed" not in out, out + err
