@@ -272,10 +272,14 @@ def test_refusals_that_disagree(tmp_path, capsys):
     assert code == 1 and "layerwise.split_size (layerwise_split_layout.h:45)" in out
 
 
-def test_an_allocation_failure_without_a_check_is_no_start(tmp_path, capsys):
-    failed = glog("llm_engine.cpp:198", "Failed to initialize kv cache", "E")  # LOG(ERROR), then init returns false
+@pytest.mark.parametrize("source, message", [
+    ("llm_engine.cpp:199", "Failed to initialize kv cache"),  # LOG(ERROR), then LLMEngine::init returns false
+    ("vlm_engine.cpp:124", "Failed to allocate kv cache"),  # the VLM engine's words for the same
+])
+def test_an_allocation_failure_without_a_check_is_no_start(tmp_path, capsys, source, message):
+    failed = glog(source, message, "E")
     code, out, _ = run_main([write_log(tmp_path, *WORKERS4, capacity_line(), failed), *DSV32], capsys)
-    assert code == 1 and "llm_engine.cpp:198" in out and "starts (the spec refuses nothing here)" in out
+    assert code == 1 and source in out and "starts (the spec refuses nothing here)" in out
 
 
 def test_a_worker_side_refusal_in_another_log(tmp_path, capsys):
