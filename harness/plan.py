@@ -10,7 +10,12 @@ Composes the config (Hydra overrides, the vocabulary of every harness command),
 validates, lays out and estimates through the implementation's ``plan``, and prints
 the ``KVPlan`` as JSON (or a table). No process group, no allocation, no torch.
 ``--gflags`` / ``--parallel-config`` are the engine's own flags, applied after the
-overrides (they win; a value both set differently is refused). ``--semantics`` picks
+overrides (they win; a value both set differently is refused): the layerwise flags and
+every other flag that changes the KV plan (``--block_size``, ``--kv_cache_dtype``,
+``--nnodes``, ... : ``implementations.formats.GFLAG_CONFIG_KEYS``); the budget flags
+(``--max_memory_utilization``, ``--max_cache_size``) are refused by name (the budget is
+``hardware=`` or ``cache.kv_budget_bytes=``), and so is ``--model`` without ``model=`` /
+``model_path=``. ``--semantics`` picks
 FEATURE section 2's rule: ``adaptation`` (default: enable flag and s > 1) or ``upstream``
 (a binary built from upstream 494f293b5: no enable flag, s > 1 alone splits); the
 output says which one it applied and why the split is on or off (JSON key
@@ -40,8 +45,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--semantics", choices=SEMANTICS, default=DEFAULT_SEMANTICS,
                    help="flag semantics: adaptation (enable flag and s > 1, default) or upstream (s > 1 alone)")
     p.add_argument("--gflags", metavar="FLAGS",
-                   help='xllm_server flags, e.g. "--enable_layerwise_split=true --layerwise_split_size=2" '
-                        '(adaptation) or "--layerwise_split_size=2" (upstream); --flagfile=PATH is read')
+                   help='xllm_server flags, e.g. "--enable_layerwise_split=true --layerwise_split_size=2 --block_size=64" '
+                        '(adaptation) or "--layerwise_split_size=2" (upstream); every flag that changes the KV plan '
+                        'is read; --flagfile=PATH is read')
     p.add_argument("--parallel-config", metavar="FILE",
                    help="a ParallelConfig JSON (layerwise_split_size, world_size, dp_size, cp_size, tp_size, kv_split_size)")
     p.add_argument("overrides", nargs="*", help="Hydra overrides: model=qwen3_5_moe layerwise.split_size=2 ...")
@@ -122,9 +128,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser().parse_args(join_flag_values(sys.argv[1:] if argv is None else list(argv)))
     overrides = list(args.overrides)
     if args.gflags is not None or args.parallel_config is not None:
-        from harness.config.build import layerwise_overrides
+        from harness.config.build import engine_flags
+        from implementations.errors import ConfigError
 
-        overrides += layerwise_overrides(args.gflags, args.parallel_config, args.semantics)
+        flags = engine_flags(args.gflags, args.parallel_config, args.semantics, args.overrides)
+        for name, value in flags.memory.items():  # the engine sizes C with the card's free memory
+            raise ConfigError(f"--{name}", value, "the budget as hardware=NAME or cache.kv_budget_bytes=N",
+                              "harness.plan does not read it; python -m harness.conformance judges it against "
+                              "the engine's worker lines")
+        overrides += flags.overrides
     out, text = plan_json(overrides, args.semantics)
     print(text if args.table else json.dumps(out, indent=2))
     return 0

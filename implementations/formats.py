@@ -22,6 +22,7 @@ from __future__ import annotations
 import difflib
 import functools
 import itertools
+import math
 import re
 import shlex
 from collections import Counter
@@ -175,15 +176,59 @@ def _flagfile_argv(path: str, depth: int) -> list:
     return out
 
 
-def gflag_settings(args: Union[str, Sequence[str]], semantics: str = DEFAULT_SEMANTICS,
-                   _depth: int = 0) -> dict:
-    """The layerwise flags an xllm_server command line sets: ``{"enable": bool, "split_size": int}``
-    (only those present; other flags are ignored). A later occurrence overrides an earlier one, as
-    gflags does; ``--flagfile=PATH`` is read in place (bounded). Under upstream semantics the enable
-    flag is an unknown flag."""
-    check_semantics(semantics)
+GFLAG_CONFIG_KEYS = {
+    # xllm_server flag -> (the harness config key it sets, kind); upstream 494f293b5 defines each
+    "nnodes": ("parallel.world_size", "int"),  # master.cpp:401: the world size is the node count
+    "dp_size": ("parallel.dp_size", "int"),
+    "cp_size": ("parallel.cp_size", "int"),
+    "kv_split_size": ("parallel.kv_split_size", "int"),
+    "block_size": ("cache.block_size", "int"),
+    "kv_cache_dtype": ("cache.kv_cache_dtype", "name"),
+    "indexer_cache_dtype": ("cache.indexer_cache_dtype", "name"),
+    "max_seqs_per_batch": ("cache.max_seqs_per_batch", "int"),
+    "max_linear_state_cache_slots": ("cache.max_linear_state_cache_slots", "int"),
+    "enable_prefix_cache": ("cache.enable_prefix_cache", "bool"),
+    "num_speculative_tokens": ("cache.num_speculative_tokens", "int"),
+    "host_blocks_factor": ("cache.host_blocks_factor", "float"),
+    "enable_xtensor": ("cache.enable_xtensor", "bool"),
+    "enable_mtp_draft_body_tp1": ("draft.body_tp1", "bool"),
+}
+"""The engine flags besides the layerwise ones that change the KV plan, read into the harness config."""
+GFLAG_MEMORY_FLAGS = {"max_memory_utilization": "float", "max_cache_size": "int"}
+"""Flags that set the KV budget with the card's free memory, which no flag gives: not a config value
+(``harness.conformance`` judges them against the worker lines, which print both)."""
+GFLAG_NAMED_FLAGS = {"model": "model=NAME or model_path=PATH/config.json",
+                     "draft_model": "draft=NAME or draft_path=PATH/config.json"}
+"""Checkpoint paths: the harness names a model with an override instead of opening the engine's path."""
+_BOOL_FLAGS = (ENABLE_FLAG,) + tuple(f for f, (_, kind) in GFLAG_CONFIG_KEYS.items() if kind == "bool")
+_FLOAT_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?")
+
+
+_ALLOWED = {"bool": GFLAG_BOOL_ALLOWED, "int": INT_ALLOWED, "float": "a decimal number, e.g. 0.9",
+            "name": "a dtype name such as auto or int8"}
+
+
+def _gflag_value(flag: str, kind: str, value: str) -> object:
+    field = f"--{flag}"
+    if kind == "bool":
+        return _gflag_bool(field, value)
+    if kind == "int":
+        return parse_int(field, value)
+    if kind == "float":
+        if len(value) > 64 or not _FLOAT_RE.fullmatch(value.strip()) or not math.isfinite(float(value)):
+            raise ConfigError(field, value, _ALLOWED[kind], "a finite number")
+        return float(value.strip())
+    if not re.fullmatch(r"[A-Za-z0-9_]{1,32}", value.strip()):
+        raise ConfigError(field, value, _ALLOWED[kind])
+    return value.strip()
+
+
+def _gflag_items(args: Union[str, Sequence[str]], _depth: int = 0) -> list:
+    """``(arg, name, value)`` of each flag in order, ``--flagfile=PATH`` read in place (bounded); a
+    flag that is not a bool takes the next argument as its value when it has no ``=``, as gflags does;
+    other arguments are skipped."""
     argv = _argv(args, "--gflags")
-    out: dict = {}
+    out = []
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -191,6 +236,33 @@ def gflag_settings(args: Union[str, Sequence[str]], semantics: str = DEFAULT_SEM
         if not arg.startswith("-") or arg in ("-", "--"):
             continue
         name, value = _split_flag(arg)
+        takes_value = name == SIZE_FLAG or name == "flagfile" or name in GFLAG_MEMORY_FLAGS or name in GFLAG_NAMED_FLAGS \
+            or (name in GFLAG_CONFIG_KEYS and name not in _BOOL_FLAGS)
+        if value is None and takes_value:
+            if i >= len(argv):
+                kind = GFLAG_CONFIG_KEYS.get(name, (None, GFLAG_MEMORY_FLAGS.get(name, "int")))[1]
+                allowed = ("a path to a gflags flagfile" if name == "flagfile" else "a path" if name in GFLAG_NAMED_FLAGS
+                           else _ALLOWED[kind])
+                raise ConfigError(f"--{name}", None, allowed, "the flag has no value")
+            value = argv[i]
+            i += 1
+        if name == "flagfile":
+            out += _gflag_items(_flagfile_argv(value, _depth), _depth + 1)
+        else:
+            out.append((arg, name, value))
+    return out
+
+
+def gflag_settings(args: Union[str, Sequence[str]], semantics: str = DEFAULT_SEMANTICS) -> dict:
+    """What an xllm_server command line sets: ``{"enable": bool, "split_size": int}`` (the layerwise
+    flags), ``"parallel"`` / ``"cache"`` / ``"draft"`` (the other flags of ``GFLAG_CONFIG_KEYS``, by
+    config key), ``"memory"`` (``GFLAG_MEMORY_FLAGS``), ``"named"`` (``GFLAG_NAMED_FLAGS``) and
+    ``"unread"`` (the names of flags that do not change the KV plan); only what is present. A later
+    occurrence overrides an earlier one, as gflags does; ``--flagfile=PATH`` is read in place
+    (bounded). Under upstream semantics the enable flag is an unknown flag."""
+    check_semantics(semantics)
+    out: dict = {}
+    for arg, name, value in _gflag_items(args):
         if name in (ENABLE_FLAG, f"no{ENABLE_FLAG}") and semantics == "upstream":
             raise ConfigError(arg, "(bare flag)" if value is None else value, UPSTREAM_FLAGS_ALLOWED,
                               "upstream 494f293b5 has no enable flag: its gflags stop on an unknown command line flag")
@@ -201,25 +273,34 @@ def gflag_settings(args: Union[str, Sequence[str]], semantics: str = DEFAULT_SEM
                 raise ConfigError(f"--no{ENABLE_FLAG}", value, "no value (it means false)")
             out["enable"] = False
         elif name == SIZE_FLAG:
-            if value is None:  # gflags also takes "--flag value" for non-bool flags
-                if i >= len(argv):
-                    raise ConfigError(f"--{SIZE_FLAG}", None, INT_ALLOWED, "the flag has no value")
-                value = argv[i]
-                i += 1
             out["split_size"] = parse_int(f"--{SIZE_FLAG}", value)
-        elif name == "flagfile":
-            if value is None:
-                if i >= len(argv):
-                    raise ConfigError("--flagfile", None, "a path to a gflags flagfile")
-                value = argv[i]
-                i += 1
-            out.update(gflag_settings(_flagfile_argv(value, _depth), semantics, _depth + 1))
+        elif name in GFLAG_CONFIG_KEYS or (name.startswith("no") and name[2:] in _BOOL_FLAGS):
+            flag = name if name in GFLAG_CONFIG_KEYS else name[2:]
+            if flag != name and value is not None:
+                raise ConfigError(f"--{name}", value, "no value (it means false)")
+            key, kind = GFLAG_CONFIG_KEYS[flag]
+            if flag != name:
+                parsed: object = False
+            elif value is None:  # a bare bool flag
+                parsed = True
+            else:
+                parsed = _gflag_value(flag, kind, value)
+            group, _, leaf = key.partition(".")
+            out.setdefault(group, {})[leaf] = parsed
+        elif name in GFLAG_MEMORY_FLAGS:
+            out.setdefault("memory", {})[name] = _gflag_value(name, GFLAG_MEMORY_FLAGS[name], value)
+        elif name in GFLAG_NAMED_FLAGS:
+            out.setdefault("named", {})[name] = value
         elif "layerwise" in name.lower():  # --ENABLE_LAYERWISE_SPLIT must not silently leave the split off
             known = (ENABLE_FLAG, f"no{ENABLE_FLAG}", SIZE_FLAG)
             hint = "gflags names are case-sensitive" if name.lower() in known else "unknown layerwise flag"
             allowed = (UPSTREAM_FLAGS_ALLOWED if semantics == "upstream"
                        else f"one of --{ENABLE_FLAG}[=BOOL], --no{ENABLE_FLAG}, --{SIZE_FLAG}=N")
             raise ConfigError(arg, value, allowed, hint)
+        elif name.lower() in GFLAG_CONFIG_KEYS or name.lower() in GFLAG_MEMORY_FLAGS:
+            raise ConfigError(arg, value, f"--{name.lower()}", "gflags names are case-sensitive")
+        elif name not in out.get("unread", ()):
+            out.setdefault("unread", []).append(name)
     return out
 
 
@@ -308,8 +389,11 @@ def merge_settings(routes: Sequence[tuple]) -> dict:
     merged: dict = {}
     where: dict = {}
     for route, settings in routes:
-        flat = {k: v for k, v in settings.items() if k != "parallel"}
-        flat.update({f"parallel.{k}": v for k, v in settings.get("parallel", {}).items()})
+        flat = {k: v for k, v in settings.items() if not isinstance(v, (dict, list))}
+        for group in ("parallel", "cache", "draft", "memory", "named"):
+            flat.update({f"{group}.{k}": v for k, v in settings.get(group, {}).items()})
+        if settings.get("unread"):
+            merged["unread"] = [*merged.get("unread", []), *settings["unread"]]
         for key, value in flat.items():
             if key in merged and merged[key] != value:
                 name = {"split_size": SIZE_FLAG, "enable": ENABLE_FLAG}.get(key, key)

@@ -196,21 +196,45 @@ def _implementation_error(target: object, allowed: str, detail: str = "") -> Use
     return ConfigError("implementation", target, f"{allowed}; options: {options}", detail)
 
 
-def layerwise_overrides(
+@dataclasses.dataclass(frozen=True)
+class EngineFlags:
+    """What the engine's own flags (``--gflags``, ``--parallel-config``) say, for a command to apply."""
+
+    overrides: list
+    """Config overrides (``layerwise.*``, ``parallel.*``, ``cache.*``, ``draft.body_tp1``): append them after
+    the user's."""
+    read: list
+    """``--flag=value -> config.key`` for each flag read besides the layerwise ones."""
+    memory: dict
+    """``max_memory_utilization`` / ``max_cache_size`` as given: they set the budget with the card's free
+    memory, so they are judged against a log's worker lines, never turned into a budget."""
+    unread: list
+    """Flags given that do not change the KV plan (``--port``, ``--model`` beside ``model=``): not read."""
+
+
+def _named_by_override(overrides: Sequence[str], flag: str) -> bool:
+    keys = {"model": ("model", "model_path"), "draft_model": ("draft", "draft_path")}[flag]
+    return any(o.split("=", 1)[0].lstrip("+~") in keys for o in overrides)
+
+
+def engine_flags(
     gflags: Optional[Union[str, Sequence[str]]] = None,
     parallel_config: Optional[Union[str, Path]] = None,
     semantics: str = "adaptation",
-) -> list[str]:
-    """``layerwise.*`` (and ``parallel.*``) overrides from the engine's own flag spellings.
+    overrides: Sequence[str] = (),
+) -> EngineFlags:
+    """The config overrides the engine's own flags amount to.
 
-    ``parallel_config`` (a ParallelConfig JSON file) and ``gflags``
-    (``"--layerwise_split_size=2"``, ``--flagfile=PATH`` read in place) are the engine's
-    flags: a value both set differently is refused naming both, an absent one takes the
-    binary's default. Under the adaptation the enable flag is emitted (absent: false);
-    under upstream semantics it does not exist (``apply_semantics`` decides). Append the
-    result after the user's overrides.
+    ``parallel_config`` (a ParallelConfig JSON file) and ``gflags`` (``"--layerwise_split_size=2
+    --block_size=64"``, ``--flagfile=PATH`` read in place) are the engine's flags: a value both set
+    differently is refused naming both. The layerwise flags take the binary's defaults when absent
+    (under the adaptation the enable flag is emitted, absent: false; under upstream semantics it does not
+    exist, ``apply_semantics`` decides); every other flag that changes the KV plan
+    (``implementations.formats.GFLAG_CONFIG_KEYS``) sets its config key when given. ``--model`` /
+    ``--draft_model`` (checkpoint paths) are refused unless ``overrides`` name the model (``model=`` or
+    ``model_path=``; ``draft=`` or ``draft_path=``).
     """
-    from implementations.formats import gflag_settings, merge_settings, parallel_config_settings
+    from implementations.formats import GFLAG_NAMED_FLAGS, gflag_settings, merge_settings, parallel_config_settings
 
     routes = []
     if parallel_config is not None:
@@ -222,13 +246,41 @@ def layerwise_overrides(
     if gflags is not None:
         routes.append(("--gflags", gflag_settings(gflags, semantics)))
     if not routes:
-        return []
+        return EngineFlags(overrides=[], read=[], memory={}, unread=[])
     merged = merge_settings(routes)
-    out = [f"{key}={value}" for key, value in sorted(merged.items()) if key.startswith("parallel.")]
+    unread = list(merged.get("unread", []))
+    for flag, instead in GFLAG_NAMED_FLAGS.items():
+        path = merged.get(f"named.{flag}")
+        if path is None:
+            continue
+        if not _named_by_override(overrides, flag):
+            raise ConfigError(f"--{flag}", path, f"{instead} beside the flags",
+                              "the harness does not open the engine's checkpoint path; name the model with an override")
+        unread.append(flag)
+    config = sorted((k, v) for k, v in merged.items() if k.startswith(("parallel.", "cache.", "draft.")))
+    out = [f"{key}={str(value).lower() if isinstance(value, bool) else value}" for key, value in config]
+    given = {o.split("=", 1)[0]: o.split("=", 1)[1] for o in overrides if "=" in o}
+    for item in out:  # an override and a flag that set one key differently: which one did the engine run with?
+        key, value = item.split("=", 1)
+        if key in given and given[key].strip().lower() != value.lower():
+            raise ConfigError(key, f"override {given[key]!r} vs engine flag {value!r}",
+                              "one value: an override and the engine's flag must agree")
+    read = list(out)
     if semantics == "adaptation":
         out.append(f"layerwise.enable={str(merged.get('enable', False)).lower()}")
     out.append(f"layerwise.split_size={merged.get('split_size', 1)}")
-    return out
+    memory = {k.split(".", 1)[1]: v for k, v in merged.items() if k.startswith("memory.")}
+    return EngineFlags(overrides=out, read=read, memory=memory, unread=unread)
+
+
+def layerwise_overrides(
+    gflags: Optional[Union[str, Sequence[str]]] = None,
+    parallel_config: Optional[Union[str, Path]] = None,
+    semantics: str = "adaptation",
+    overrides: Sequence[str] = (),
+) -> list[str]:
+    """``engine_flags(...).overrides``: the config overrides of the engine's own flags."""
+    return engine_flags(gflags, parallel_config, semantics, overrides).overrides
 
 
 def apply_semantics(cfg: DictConfig, semantics: str = "adaptation") -> str:

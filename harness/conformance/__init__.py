@@ -7,8 +7,8 @@ composes the same model and configuration from the overrides (the harness's one 
 vocabulary) under the chosen flag semantics, computes what FEATURE.md predicts with
 ``harness.oracle`` (never with an implementation), and judges the engine's answer (refused, and
 for which rule, or started) and then each figure. Exit status 0 when everything agrees, 1 on a
-disagreement, 2 with one ``error:`` line on unusable input (an unreadable or cut log, a bad
-override or flag).
+disagreement, 2 with one ``error:`` line on unusable input (an unreadable log, one cut where
+the verdict needs it, a bad override or flag).
 """
 
 from harness.conformance.check import Figure, check, render, render_json

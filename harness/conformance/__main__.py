@@ -6,9 +6,14 @@
     python -m harness.conformance --semantics upstream xllm.INFO --gflags "--layerwise_split_size=2" model=glm_moe_dsa
     python -m harness.conformance node0.INFO node1.INFO --json model=deepseek_v32 parallel=dp2_tp4 layerwise=s2
 
-An argument with ``=`` is an override, any other is a log (several: one per node or process).
+An argument with ``=`` is an override (unless it names an existing file), any other is a log
+(several: one per node or process).
 ``--gflags`` / ``--parallel-config`` take the engine's own flags (``--flagfile=PATH`` is read)
-and apply them after the overrides; ``--semantics`` picks FEATURE section 2's rule
+and apply them after the overrides: the layerwise flags and every other flag that changes the
+KV plan (``implementations.formats.GFLAG_CONFIG_KEYS``: ``--block_size``, ``--kv_cache_dtype``,
+``--nnodes``, ...); ``--max_memory_utilization`` / ``--max_cache_size`` are judged against the
+worker lines; the output names the flags read and those that do not change the plan (not
+read). ``--semantics`` picks FEATURE section 2's rule
 (``adaptation``, the default, or ``upstream``: a binary built from upstream 494f293b5).
 """
 
@@ -65,11 +70,26 @@ def _emit(text: str) -> None:
 def check_schema(run) -> None:
     """What ``harness.plan`` refuses as values its schema cannot hold (``block_size`` 0, a negative budget,
     ``max_seqs_per_batch`` -1, ``dp_size`` 0, ...), with the same error line; the spec's rules (world
-    divisible by dp * cp, split size >= 1, ...) are judged against the log instead."""
+    divisible by dp * cp, split size >= 1, ...) are judged against the log instead. Checked here, with the
+    contract's dtype names (``implementations.specs``), not by the reference implementation."""
     from implementations.errors import ConfigError
-    from implementations.reference.validation import check_cache
+    from implementations.specs import INDEXER_CACHE_DTYPES, KV_CACHE_DTYPES
 
-    check_cache(run.cache)
+    c = run.cache  # the schema's bounds, checked here: the harness never asks the code under test
+    for name, value, allowed in (("block_size", c.block_size, None), ("kv_cache_dtype", c.kv_cache_dtype, KV_CACHE_DTYPES),
+                                 ("indexer_cache_dtype", c.indexer_cache_dtype, INDEXER_CACHE_DTYPES)):
+        if allowed is None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ConfigError(f"cache.{name}", value, "a whole number >= 1")
+        if allowed is not None and value not in allowed:
+            raise ConfigError(f"cache.{name}", value, f"one of {', '.join(allowed)}")
+    for name, value, detail in (("max_seqs_per_batch", c.max_seqs_per_batch, "0 = unlimited (2 padding slots)"),
+                                ("max_linear_state_cache_slots", c.max_linear_state_cache_slots, "0 = auto-size"),
+                                ("num_speculative_tokens", c.num_speculative_tokens, ""),
+                                ("kv_budget_bytes", c.kv_budget_bytes, "0 = the hardware profile's budget")):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigError(f"cache.{name}", value, "a whole number >= 0", detail)
+    if c.host_blocks_factor < 0:
+        raise ConfigError("cache.host_blocks_factor", c.host_blocks_factor, "a number >= 0")
     p = run.parallel
     for name, value, least, detail in (("world_size", p.world_size, 1, ""), ("dp_size", p.dp_size, 1, ""),
                                        ("cp_size", p.cp_size, 1, ""),
@@ -80,30 +100,33 @@ def check_schema(run) -> None:
 
 @command
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from harness.config.build import apply_semantics, build_run_spec, layerwise_overrides
+    from harness.config.build import apply_semantics, build_run_spec, engine_flags
     from harness.config.compose import compose_config
-    from harness.conformance.check import check, render, render_json
+    from harness.conformance.check import check, flag_notes, render, render_json
     from harness.conformance.log import LogError, read_logs
     args = parser().parse_intermixed_args(join_flag_values(sys.argv[1:] if argv is None else list(argv)))
-    logs = [a for a in args.args if "=" not in a]
-    overrides = [a for a in args.args if "=" in a]
+    # an existing file is a log even with '=' in its path (run=1/xllm.INFO)
+    logs = [a for a in args.args if "=" not in a or os.path.isfile(a)]
+    overrides = [a for a in args.args if a not in logs]
     if not logs:
         fail("no log given: LOG is a file path (an argument with '=' is an override) "
              "(see python -m harness.conformance --help)")
-    overrides += layerwise_overrides(args.gflags, args.parallel_config, args.semantics)
+    flags = engine_flags(args.gflags, args.parallel_config, args.semantics, overrides)
+    overrides += flags.overrides
     cfg = compose_config(overrides)
     why = apply_semantics(cfg, args.semantics)
     run = build_run_spec(cfg)
     check_schema(run)
     try:
         log = read_logs(logs)
-        figures = check(run, log, args.semantics)
+        figures = check(run, log, args.semantics, flags.memory)
     except LogError as exc:
         fail(exc)
+    extra = flag_notes(flags)
     if args.json:
-        _emit(render_json(figures, log, overrides, args.semantics, why))
+        _emit(render_json(figures, log, overrides, args.semantics, why, extra))
     else:
-        _emit(render(figures, log, overrides, why))
+        _emit(render(figures, log, overrides, why, extra))
     return DISAGREE_EXIT_CODE if any(f.agree is False for f in figures) else 0
 
 

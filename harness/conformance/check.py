@@ -25,6 +25,8 @@ from typing import Callable, Optional
 from harness import oracle
 from harness.conformance.log import (
     CAPACITY_FORMATS,
+    MAX_KEPT_LINES,
+    SHAPE_FORMATS,
     CapacityLine,
     EngineLog,
     FatalLine,
@@ -72,6 +74,8 @@ REFUSALS = (
 SHAPE_TENSORS = {"k": ("k", "latent"), "v": ("v", "rope"), "indexer": ("index",),
                  "indexer cache scale": ("index_scale",), "conv": ("conv",), "ssm": ("recurrent",)}
 """A ``print_shapes`` line -> the oracle's tensor names it is (GQA or MLA)."""
+ORDER = list(SHAPE_FORMATS)
+"""The order ``print_shapes`` prints its lines in."""
 PRINTED_TENSORS = ("k", "v", "latent", "rope", "index", "index_scale", "conv", "recurrent")
 TORCH_PRINT_NAMES = {"BFloat16": "bfloat16", "Half": "float16", "Float": "float32", "Char": "int8",
                      "Float8_e4m3fn": "float8_e4m3fn", "Float8_e5m2": "float8_e5m2"}
@@ -198,8 +202,8 @@ def check_engine(run, line: CapacityLine, budget: tuple, role: str, semantics: s
 def check_shapes(run, line: CapacityLine, role: str, at_lo) -> list:
     """The ``Initializing <x> cache with shape`` lines after a capacity line against the oracle's
     tensor specs at the logged block count (dim 0 = n_blocks) and linear-state slots."""
-    if not line.shapes:
-        return []
+    if not line.shapes:  # print_shapes had not run when the log ended, or the build prints none
+        return [Figure(role, "cache shapes", f"no shape line after {line.where}", "not judged", None)]
     n_blocks = line.figures["blocks"]
     tp = oracle.attn_tp_size(run)
     if role == "target":
@@ -212,6 +216,8 @@ def check_shapes(run, line: CapacityLine, role: str, at_lo) -> list:
     specs = {name: spec for name, spec in specs.items() if name in PRINTED_TENSORS}
     figures = []
     seen = set()
+    printed = [ORDER.index(shape.cache) for shape in line.shapes if shape.cache in ORDER]
+    last_printed = max(printed, default=-1)
     for shape in line.shapes:
         names = [n for n in SHAPE_TENSORS[shape.cache] if n in specs]
         logged = "[" + ", ".join(map(str, shape.shape)) + "]"
@@ -223,7 +229,13 @@ def check_shapes(run, line: CapacityLine, role: str, at_lo) -> list:
         figures.append(Figure(role, f"{shape.cache} cache shape", logged,
                               "[" + ", ".join(map(str, want)) + "]", tuple(shape.shape) == tuple(want)))
     for name in sorted(set(specs) - seen):
-        figures.append(Figure(role, f"{name} cache shape", "not printed", str(list(specs[name].shape)), False))
+        want = str(list(specs[name].shape))
+        position = next(ORDER.index(cache) for cache, names in SHAPE_TENSORS.items() if name in names)
+        if line.shapes_end is not None and position > last_printed:  # print_shapes prints in ORDER
+            figures.append(Figure(role, f"{name} cache shape", f"not in the log (it ends at {line.shapes_end})",
+                                  want, None))
+        else:
+            figures.append(Figure(role, f"{name} cache shape", "not printed", want, False))
     return figures
 
 
@@ -335,31 +347,78 @@ def _refusal_text(fatal: FatalLine) -> str:
     return f"refused at {fatal.where} ({fatal.source or 'no glog prefix'}): {fatal.message[:160]} -> {rule}"
 
 
-def check(run, log: EngineLog, semantics: str = "adaptation") -> list:
+def _cut_text(log: EngineLog) -> str:
+    """`` mid-line, inside a <kind> line at <where> (a cut log),`` when a log ends mid-line, else ''."""
+    return "".join(f" mid-line, inside a {c.kind} line at {c.where} (a cut log)," for c in log.cuts[:1])
+
+
+def check_memory_flags(memory: dict, log: EngineLog) -> list:
+    """``--max_memory_utilization`` / ``--max_cache_size`` as given against what every worker line printed
+    (``llm_engine.cpp:482``: the utilization as a C++ stream prints a double, the cap as readable_size)."""
+    figures = []
+    for name, value in sorted(memory.items()):
+        want = f"--{name}={value}"
+        if not log.workers:
+            figures.append(Figure("workers", name, "no worker line", want, None))
+            continue
+        if name == "max_memory_utilization":
+            printed = sorted({w.max_memory_utilization for w in log.workers})
+            logged = ", ".join(f"{u:g}" for u in printed)
+            agree = printed == [float(f"{value:.6g}")]  # std::ostream's default precision: 6 significant digits
+        else:
+            sizes = sorted({w.max_cache_size.text for w in log.workers})
+            logged = ", ".join(sizes)
+            agree = all(w.max_cache_size.contains(value) for w in log.workers)
+        figures.append(Figure("workers", name, logged, want, agree))
+    return figures
+
+
+def flag_notes(flags) -> list:
+    """What ``engine_flags`` read from the engine's flags besides the layerwise ones, and what it did not."""
+    out = []
+    if flags.read:
+        out.append("engine flags read: " + " ".join(flags.read))
+    if flags.memory:
+        out.append("engine flags judged against the worker lines: "
+                   + " ".join(f"--{k}={v}" for k, v in sorted(flags.memory.items())))
+    if flags.unread:
+        names = " ".join(f"--{n}" for n in flags.unread[:12]) + (" ..." if len(flags.unread) > 12 else "")
+        out.append(f"engine flags not read (they do not change the KV plan, or an override names it): {names}")
+    return out
+
+
+def check(run, log: EngineLog, semantics: str = "adaptation", memory: Optional[dict] = None) -> list:
     """The engine's answer (refused or started) against the spec, then, when both say it starts,
-    every figure of the log: target first, then the draft if any."""
+    every figure of the log: target first, then the draft if any (and the memory flags given,
+    ``check_memory_flags``)."""
     engines = 2 if getattr(run, "draft", None) is not None else 1
     kind, refusals, accepts = expected_refusals(run, log, semantics)
     fatal = log.fatals[0] if log.fatals else None
     spec_text = " or ".join(f"refused: {r.field}: {r.reason}" for r in refusals)
     if fatal is not None:
         field, _ = refusal_field(fatal.message)
+        if fatal.cut and field is None:
+            raise LogError(f"{fatal.where}: the file ends inside the refusal line the verdict needs "
+                           f"({fatal.message[:80]!r}): its rule cannot be read from a cut line")
         if refusals:
             agree = any(_same_field(field, r.field) for r in refusals)
             return [Figure("engine", f"{kind} refusal", _refusal_text(fatal), spec_text, agree)]
         return [Figure("engine", "startup", _refusal_text(fatal), "starts (the spec refuses nothing here)", False)]
     if not log.capacities:
         raise LogError(f"{log.path}: the judged start has neither a `kv cache capacity:` line nor a refusal "
-                       "(`F... Check failed:` / LOG(FATAL)): the log ends before the engine allocated its KV cache")
+                       f"(`F... Check failed:` / LOG(FATAL)): the log ends{_cut_text(log)} before the engine "
+                       "allocated its KV cache")
     if not accepts:
         return [Figure("engine", f"{kind} refusal", f"started ({len(log.capacities)} capacity line(s))", spec_text, False)]
     if len(log.capacities) < engines:
         raise LogError(f"{log.path}: {len(log.capacities)} `kv cache capacity:` line(s) in the judged start and no "
-                       f"refusal, the config has {engines} engines (target + draft): the log ends before the draft's line")
+                       f"refusal, the config has {engines} engines (target + draft): the log ends{_cut_text(log)} "
+                       "before the draft's line")
     figures = [Figure("engine", "startup", "started", "starts", True)]
     lo, hi, budget_figures = budget_interval(run, log)
     figures += budget_figures
     figures += check_workers(run, log, engines)
+    figures += check_memory_flags(memory or {}, log)
     figures += check_block_info(run, log, engines)
     figures += check_engine(run, log.capacities[0], (lo, hi), "target", semantics)
     if engines == 2:
@@ -372,24 +431,43 @@ def check(run, log: EngineLog, semantics: str = "adaptation") -> list:
 
 def notes(log: EngineLog, semantics_line: str) -> list:
     out = [semantics_line]
+    if len(log.starts) > 1 and log.judged_from:
+        others = [s[0] for s in log.starts if s[0] != log.judged_from]
+        out.append(f"figures from {log.judged_from} (the log with the engine's capacity lines); "
+                   f"{', '.join(others)} read for refusals")
+    for path in log.without_engine:
+        out.append(f"{path} has no engine line (a node that runs no engine, as upstream's assistant masters): "
+                   "no refusal there")
     for path, count, first in log.restarted:
         out.append(f"{path} holds {count} starts (a restart appended); judging the last, from line {first}")
+    for cut in log.cuts:
+        out.append(f"{cut.where}: the file ends inside this {cut.kind} line (cut log): the line is not read")
+    for line in log.capacities:
+        if line.shapes_end is not None and line.shapes:
+            out.append(f"the log ends at {line.shapes_end} while the shapes after {line.where} were printed: "
+                       "shapes after the last one printed are not judged")
     if len(log.capacities) > 2:
         out.append(f"{len(log.capacities)} capacity lines; the first is the target, the second the draft")
     if log.extra_capacities:
         out.append(f"{len(log.extra_capacities)} capacity line(s) in another log ({log.extra_capacities[0].where}) "
                    "are not judged: the first log with capacity lines is")
     if log.skipped:
-        out.append(f"{len(log.skipped)} line(s) without a glog prefix look like engine lines but do not read as one "
+        out.append(f"{log.skipped_count} line(s) without a glog prefix look like engine lines but do not read as one "
                    f"(first: {log.skipped[0]}); not read")
-    if len(log.fatals) > 1:
-        out.append(f"{len(log.fatals)} refusal lines; the earliest is judged")
+    if log.fatals and log.first_stamp:
+        judged = log.fatals[0]
+        if len(judged.stamp) == len(log.first_stamp) and judged.stamp < log.first_stamp:
+            out.append(f"the refusal judged ({judged.where}, {judged.stamp}) is older than the judged start of "
+                       f"{log.judged_from} ({log.first_stamp}): a line of an earlier run? (judged as this run's)")
+    if log.fatal_count > 1:
+        kept = "" if log.fatal_count == len(log.fatals) else f" (of the first {MAX_KEPT_LINES} of each log)"
+        out.append(f"{log.fatal_count} refusal lines; the earliest{kept} is judged")
     return out
 
 
-def render(figures: list, log: EngineLog, overrides, semantics_line: str = "") -> str:
+def render(figures: list, log: EngineLog, overrides, semantics_line: str = "", extra_notes=()) -> str:
     lines = [f"conformance: {log.path} against FEATURE.md ({' '.join(overrides) or 'default config'})"]
-    lines += [f"note: {n}" for n in notes(log, semantics_line) if n]
+    lines += [f"note: {n}" for n in [*notes(log, semantics_line), *extra_notes] if n]
     width = min(max(len(f.logged) for f in figures), 60)
     lines.append(f"{'engine':<8} {'figure':<30} {'engine log':<{width}}  {'spec':<28} verdict")
     for f in figures:
@@ -405,12 +483,12 @@ def result_line(figures: list) -> str:
     return f"result: DISAGREE on {', '.join(bad)}" if bad else f"result: agree ({judged} figures)"
 
 
-def render_json(figures: list, log: EngineLog, overrides, semantics: str, semantics_line: str) -> str:
+def render_json(figures: list, log: EngineLog, overrides, semantics: str, semantics_line: str, extra_notes=()) -> str:
     verdict = lambda f: None if f.agree is None else ("agree" if f.agree else "disagree")  # noqa: E731
     out = {
         "logs": log.path, "overrides": list(overrides),
         "semantics": {"name": semantics, "split": semantics_line},
-        "notes": notes(log, "")[1:],
+        "notes": [*notes(log, "")[1:], *extra_notes],
         "checks": [{**asdict(f), "verdict": verdict(f)} for f in figures],
         "result": "disagree" if any(f.agree is False for f in figures) else "agree",
     }

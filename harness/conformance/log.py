@@ -12,17 +12,28 @@ bare message. The messages, with where upstream prints them at 494f293b5:
 - ``kv cache capacity: S, blocks: N, ...`` (``llm_engine.cpp:554``, ``vlm_engine.cpp:292``): the
   12-key line of builds since July 2026, or the released v0.9.x lines ``kv cache capacity: S,
   blocks: N, slot_size: N, n_layers: N[, kv_cache_dtype: K]``;
-- ``Initializing <k|v|indexer|indexer cache scale|conv|ssm> cache with shape: [d0 d1 ...]``
-  (``kv_cache_shape.cpp:184-205``; glog prints a ``std::vector`` space separated);
+- ``Initializing <k|v|indexer|conv|ssm> cache with shape: [d0 d1 ...]`` and ``Initializing indexer
+  cache scale with shape: [...]`` (``kv_cache_shape.cpp:184-205``, ``SHAPE_FORMATS``: upstream's string
+  literals; glog prints a ``std::vector`` space separated);
 - ``Successfully initialized kv cache`` (``llm_engine.cpp:202``);
 - a refusal: any ``F`` line, ``Check failed: ...`` (a CHECK) or a ``LOG(FATAL)`` message; also
-  ``Failed to initialize kv cache`` (``llm_engine.cpp:198``, an ``E`` line: it did not start).
+  ``Failed to initialize kv cache`` (``llm_engine.cpp:199``) and the VLM engine's ``Failed to allocate
+  kv cache`` (``vlm_engine.cpp:124``), ``E`` lines: it did not start.
 
 Sizes go through upstream's ``readable_size`` (``util/pretty_print.cpp``: ``%.2f`` of bytes /
 1024^k with suffix B, KB, MB, GB, TB), so each is read back as the closed interval of byte
 counts that print that way. A file may hold several starts (a restart appended): a start
 begins at a glog ``Log file created at:`` header, or where an engine's first lines (``Block
 info``, ``worker #``) follow a capacity line or a refusal; only the last start is kept.
+
+Lines are read as real runs leave them: behind a container runtime's timestamp, without
+``--colorlogtostderr``'s colour codes, after a BOM, in UTF-8 (bad bytes replaced) or UTF-16. A
+file's last line without its end of line (the engine killed while printing it) is a
+``CutLine``: named, never read as figures. A capacity line's shapes carry where the log ends
+when ``print_shapes`` may not have finished (no later line of its thread). Memory stays
+bounded: refusal lines past ``MAX_KEPT_LINES`` are counted, not kept; more engine lines than
+``MAX_ENGINE_LINES`` in one start are refused. Of several logs (one per node), those with no
+engine line at all are nodes without the engine (upstream's assistant masters).
 """
 
 from __future__ import annotations
@@ -41,10 +52,16 @@ MAX_NUMBER_DIGITS = 20
 _INT = re.compile(rf"-?\d{{1,{MAX_NUMBER_DIGITS}}}")
 _SIZE = r"(\d{1,20}\.\d{2}) (B|KB|MB|GB|TB)"
 GLOG_PREFIX = re.compile(
-    r"^([IWEF])(?:\d{4})?(\d{4}) (\d{2}:\d{2}:\d{2}\.\d{6}) +(\S+) ([^\s:\]]+):(\d{1,9})\] ?(.*)$"
+    r"^([IWEF])(\d{4})?(\d{4}) (\d{2}:\d{2}:\d{2}\.\d{6}) +(\S+) ([^\s:\]]+):(\d{1,9})\] ?(.*)$"
 )
 """glog's prefix: severity, [yyyy]mmdd, time, thread id, file:line (``log_year_in_prefix`` either way)."""
 _FLOAT = r"(-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[-+]?inf|[-+]?nan)"
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+CONTAINER_PREFIX = re.compile(
+    r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:?\d{2}) (?:(?:stdout|stderr) [FP] )?"
+)
+"""What a container runtime puts before each line: ``kubectl logs --timestamps`` (an RFC 3339 time) and a
+CRI log file (``<time> stderr F <line>``)."""
 WORKER_MARK = "worker #"
 WORKER_RE = re.compile(
     r"worker #(\d{1,20}): available memory: " + _SIZE + r", total memory: " + _SIZE
@@ -53,10 +70,26 @@ WORKER_RE = re.compile(
 )
 BLOCK_INFO_MARK = "Block info, "
 CAPACITY_MARK = "kv cache capacity: "
-SHAPE_RE = re.compile(r"Initializing (k|v|indexer|indexer cache scale|conv|ssm) cache with shape: \[([^\]]*)\]$")
+SHAPE_FORMATS = {
+    "k": "Initializing k cache with shape: [",
+    "v": "Initializing v cache with shape: [",
+    "indexer": "Initializing indexer cache with shape: [",
+    "indexer cache scale": "Initializing indexer cache scale with shape: [",
+    "conv": "Initializing conv cache with shape: [",
+    "ssm": "Initializing ssm cache with shape: [",
+}
+"""``print_shapes`` (``kv_cache_shape.cpp:184-205`` at 494f293b5): cache -> the string literal before the
+shape, as it stands in upstream's source; the shape and ``]`` follow."""
+SHAPE_RE = re.compile("(" + "|".join(re.escape(text) for text in SHAPE_FORMATS.values()) + r")([^\]]*)\]$")
+SHAPE_WORDS = " with shape: ["
+"""What every ``print_shapes`` line has (a line with it that reads as none of ``SHAPE_FORMATS`` is not read)."""
 SUCCESS_MARK = "Successfully initialized kv cache"
-FAILED_MARK = "Failed to initialize kv cache"
-"""``llm_engine.cpp:198`` (LOG(ERROR)): allocation failed without a CHECK; the engine does not start."""
+FAILED_MARKS = {
+    "Failed to initialize kv cache": "llm_engine.cpp:199",
+    "Failed to allocate kv cache": "vlm_engine.cpp:124",
+}
+"""LOG(ERROR) after ``allocate_kv_cache`` returned false (allocation failed without a CHECK): the engine does
+not start. Message -> where upstream 494f293b5 prints it."""
 FILE_HEADER = "Log file created at:"
 ENGINE_FILES = ("llm_engine.cpp", "vlm_engine.cpp")
 """Where upstream prints the capacity, worker and Block info lines."""
@@ -157,6 +190,9 @@ class CapacityLine:
     where: Where
     shapes: tuple = ()
     """``ShapeLine``s printed after this line (this engine's ``print_shapes``)."""
+    shapes_end: Optional[Where] = None
+    """None when ``print_shapes`` finished (a later line of its thread follows its lines); else the line the
+    log ends at, with shapes still to come: a shape not among ``shapes`` may be after the end, not missing."""
 
     @property
     def line_no(self) -> int:
@@ -177,7 +213,7 @@ class BlockInfoLine:
 @dataclass(frozen=True, kw_only=True)
 class ShapeLine:
     cache: str
-    """k, v, indexer, indexer cache scale, conv or ssm."""
+    """A key of ``SHAPE_FORMATS``: k, v, indexer, indexer cache scale, conv or ssm."""
     shape: tuple
     where: Where
 
@@ -190,8 +226,21 @@ class FatalLine:
     source: str
     """``file:line`` from the glog prefix ('' without one)."""
     stamp: str = ""
-    """``mmdd hh:mm:ss.uuuuuu`` from the glog prefix ('' without one): orders refusals across logs."""
+    """``[yyyy]mmdd hh:mm:ss.uuuuuu`` from the glog prefix ('' without one): orders refusals across logs (across
+    a new year only with ``log_year_in_prefix``)."""
     where: Where
+    cut: bool = False
+    """The file ends inside this line: the message may lack its end."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CutLine:
+    """A file's last line without its end of line (the engine was killed while printing it): never read as
+    figures, since its last value may lack digits."""
+
+    where: Where
+    kind: str
+    """What it begins like: ``kv cache capacity:``, worker, ``Block info``, shape, refusal or other."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -203,17 +252,41 @@ class EngineLog:
     capacities: tuple = ()
     block_infos: tuple = ()
     fatals: tuple = ()
+    """The first ``MAX_KEPT_LINES`` refusal lines of each log's judged start, earliest first."""
+    fatal_count: int = 0
+    """All refusal lines of the judged starts (``fatals`` keeps a bounded number)."""
     succeeded: bool = False
     starts: tuple = ()
-    """(path, number of starts in it, line where the judged start begins)."""
+    """(path, number of starts in it, line where the judged start begins); 0 starts: no engine line."""
     extra_capacities: tuple = ()
     """Capacity lines of a second log with its own (not judged; named in the output)."""
     skipped: tuple = ()
-    """Lines without a glog prefix that look like an engine line but do not read as one (named in the output)."""
+    """Lines without a glog prefix that look like an engine line but do not read as one (the first
+    ``MAX_KEPT_LINES``; named in the output)."""
+    skipped_count: int = 0
+    cuts: tuple = ()
+    """``CutLine``s: a log's last line that the file ends inside."""
+    judged_from: str = ""
+    """The log the figures come from (several logs: the first with capacity lines)."""
+    first_stamp: str = ""
+    """The glog time of the first line of ``judged_from``'s judged start ('' without a prefix)."""
 
     @property
     def restarted(self) -> tuple:
         return tuple(s for s in self.starts if s[1] > 1)
+
+    @property
+    def without_engine(self) -> tuple:
+        """Logs with no engine line at all (a node that runs no engine): read for refusals only."""
+        return tuple(s[0] for s in self.starts if s[1] == 0)
+
+
+MAX_KEPT_LINES = 16
+"""Refusal lines and skipped lines kept per start (the rest are counted): a log of a million
+``Check failed`` lines is read in bounded memory."""
+MAX_ENGINE_LINES = 16_384
+"""Worker, capacity, Block info and shape lines one start may hold (a world of 4,096 ranks and a
+draft prints 8,192 worker lines); more is not one engine's start."""
 
 
 @dataclass
@@ -222,21 +295,53 @@ class _Start:
     workers: list = field(default_factory=list)
     capacities: list = field(default_factory=list)
     shapes: dict = field(default_factory=dict)
+    shapes_done: set = field(default_factory=set)
+    """Indexes of capacity lines whose ``print_shapes`` is known to have finished."""
+    shape_thread: Optional[str] = None
+    """The thread printing shapes right now (None: none; '' no glog prefix)."""
+    engine_lines: int = 0
     block_infos: list = field(default_factory=list)
     fatals: list = field(default_factory=list)
+    fatal_count: int = 0
     succeeded: bool = False
     skipped: list = field(default_factory=list)
+    skipped_count: int = 0
+    cut: Optional[CutLine] = None
+    last_line: int = 0
+    first_stamp: str = ""
 
     def ended(self) -> bool:
         return bool(self.capacities or self.fatals)
 
+    def count_engine_line(self, where: Where) -> None:
+        self.engine_lines += 1
+        if self.engine_lines > MAX_ENGINE_LINES:
+            raise LogError(f"{where}: more than {MAX_ENGINE_LINES} worker, capacity, Block info and shape lines in "
+                           "one start: not the log of one engine start")
+
+    def add_fatal(self, fatal: FatalLine) -> None:
+        self.fatal_count += 1
+        if len(self.fatals) < MAX_KEPT_LINES:
+            self.fatals.append(fatal)
+
+    def add_skipped(self, where: Where) -> None:
+        self.skipped_count += 1
+        if len(self.skipped) < MAX_KEPT_LINES:
+            self.skipped.append(where)
+
 
 def split_glog(line: str) -> tuple:
-    """(severity or '', ``file:line`` or '', source file or '', message, ``mmdd hh:mm:ss.uuuuuu`` or '')."""
+    """(severity or '', ``file:line`` or '', source file or '', message, ``[yyyy]mmdd hh:mm:ss.uuuuuu`` or '')."""
     m = GLOG_PREFIX.match(line)
     if m is None:
         return "", "", "", line, ""
-    return m.group(1), f"{m.group(5)}:{m.group(6)}", m.group(5), m.group(7), f"{m.group(2)} {m.group(3)}"
+    return m.group(1), f"{m.group(6)}:{m.group(7)}", m.group(6), m.group(8), f"{m.group(2) or ''}{m.group(3)} {m.group(4)}"
+
+
+def _thread(line: str) -> str:
+    """The glog prefix's thread id ('' without a prefix)."""
+    m = GLOG_PREFIX.match(line)
+    return m.group(5) if m else ""
 
 
 def _int(text: str, what: str, where: Where) -> int:
@@ -246,22 +351,20 @@ def _int(text: str, what: str, where: Where) -> int:
     return int(text)
 
 
-def parse_capacity(message: str, where: Where, cut: bool = False) -> CapacityLine:
+def parse_capacity(message: str, where: Where) -> CapacityLine:
     """A ``kv cache capacity:`` message in one of ``CAPACITY_FORMATS``; ``LogError`` naming what it has and lacks."""
     body = message.split(CAPACITY_MARK, 1)[1].rstrip()
     parts = body.split(", ")
     head = re.fullmatch(_SIZE, parts[0].strip())
-    cut_note = " (the file ends mid-line: cut log)" if cut else ""
     if head is None:
-        raise LogError(f"{where}: `kv cache capacity:` does not start with a readable_size figure "
-                       f"({parts[0][:40]!r}){cut_note}")
+        raise LogError(f"{where}: `kv cache capacity:` does not start with a readable_size figure ({parts[0][:40]!r})")
     figures: dict = {}
     order = []
     for part in parts[1:]:
         key, sep, value = part.partition(": ")
         key = key.strip()
         if not sep or not re.fullmatch(r"[a-z_]{1,64}", key):
-            raise LogError(f"{where}: `kv cache capacity:` has {part[:40]!r}, not `key: value`{cut_note}")
+            raise LogError(f"{where}: `kv cache capacity:` has {part[:40]!r}, not `key: value`")
         if key in figures:
             raise LogError(f"{where}: `kv cache capacity:` repeats key {key} ({figures[key]!r} and {value.strip()!r})")
         figures[key] = value.strip()
@@ -275,18 +378,18 @@ def parse_capacity(message: str, where: Where, cut: bool = False) -> CapacityLin
             f"{where}: `kv cache capacity:` line has keys {', '.join(order) or 'none'}"
             + (f"; unknown {', '.join(unknown)}" if unknown else "")
             + (f"; lacks {', '.join(lacks)} of the 12-key line" if lacks else "")
-            + f"{cut_note}; the formats builds print: {known}")
+            + f"; the formats builds print: {known}")
     out: dict = {}
     for key in order:
         value = figures[key]
         if key in SIZE_KEYS:
             m = re.fullmatch(_SIZE, value)
             if m is None:
-                raise LogError(f"{where}: {key}: {value[:40]!r} is not a readable_size figure{cut_note}")
+                raise LogError(f"{where}: {key}: {value[:40]!r} is not a readable_size figure")
             out[key] = size_interval(m.group(1), m.group(2))
         elif key in TEXT_KEYS:
             if not re.fullmatch(r"[A-Za-z0-9_]{1,32}", value):
-                raise LogError(f"{where}: {key}: {value[:40]!r} is not a dtype name{cut_note}")
+                raise LogError(f"{where}: {key}: {value[:40]!r} is not a dtype name")
             out[key] = value
         else:
             out[key] = _int(value, key, where)
@@ -326,13 +429,27 @@ def parse_block_info(message: str, where: Where) -> BlockInfoLine:
     return BlockInfoLine(figures=figures, where=where)
 
 
+_SHAPE_CACHE = {text: cache for cache, text in SHAPE_FORMATS.items()}
+
+
 def parse_shape(message: str, where: Where) -> Optional[ShapeLine]:
     m = SHAPE_RE.fullmatch(message.rstrip())
     if m is None:
         return None
+    cache = _SHAPE_CACHE[m.group(1)]
     dims = [d for d in re.split(r"[,\s]+", m.group(2).strip()) if d]
-    return ShapeLine(cache=m.group(1), shape=tuple(_int(d, f"{m.group(1)} cache shape", where) for d in dims),
-                     where=where)
+    return ShapeLine(cache=cache, shape=tuple(_int(d, f"{cache} cache shape", where) for d in dims), where=where)
+
+
+def _line_kind(severity: str, message: str) -> str:
+    """What a (cut) line begins like, for the message that names it."""
+    if severity == "F" or message.startswith("Check failed: "):
+        return "refusal"
+    for mark, kind in ((CAPACITY_MARK, "`kv cache capacity:`"), (WORKER_MARK, "worker"),
+                       (BLOCK_INFO_MARK, "`Block info`"), ("Initializing ", "shape")):
+        if message.startswith(mark):
+            return kind
+    return "other"
 
 
 def _starts(lines: Iterable[str], path: str) -> tuple:
@@ -341,9 +458,17 @@ def _starts(lines: Iterable[str], path: str) -> tuple:
     count = 0
     seen_any = False
     for line_no, raw in enumerate(lines, start=1):
-        cut = not raw.endswith(("\n", "\r"))
         line = raw.rstrip("\r\n")
+        if "\x1b" in line:  # glog's --colorlogtostderr wraps W/E/F lines in colour codes (reset on the next line)
+            line = ANSI_ESCAPE.sub("", line)
+        if line_no == 1:
+            line = line.lstrip("\ufeff")
+        if line[:1].isdigit():
+            line = CONTAINER_PREFIX.sub("", line, count=1)
+        # only the file's last line can lack its end of line; NUL bytes after it (a crash) are no line
+        cut = not raw.endswith(("\n", "\r")) and bool(line.strip("\x00 \t"))
         where = Where(path=path, line_no=line_no)
+        start.last_line = line_no
         severity, source, source_file, message, stamp = split_glog(line)
         engine_line = not source_file or source_file in ENGINE_FILES
         opens = (line.startswith(FILE_HEADER)
@@ -352,41 +477,59 @@ def _starts(lines: Iterable[str], path: str) -> tuple:
         if opens:
             if seen_any:
                 count += 1
-                start = _Start(first_line=line_no)
+                start = _Start(first_line=line_no, last_line=line_no)
             if line.startswith(FILE_HEADER):
                 continue
-        failed_init = severity == "E" and message.strip() == FAILED_MARK and engine_line
+        if stamp and not start.first_stamp:
+            start.first_stamp = stamp
+        is_shape = message.startswith("Initializing ") and SHAPE_WORDS in message
+        if start.shape_thread is not None and not is_shape and not cut and line.strip():  # a cut line may be a shape
+            thread = _thread(line)
+            if thread == start.shape_thread or not start.shape_thread:  # print_shapes' thread went on
+                start.shapes_done.add(len(start.capacities) - 1)
+                start.shape_thread = None
+        failed_init = severity == "E" and message.strip() in FAILED_MARKS and engine_line
         if severity == "F" or failed_init or (not severity and message.startswith("Check failed: ")):
-            start.fatals.append(FatalLine(message=message.strip(), source=source, stamp=stamp, where=where))
+            start.add_fatal(FatalLine(message=message.strip(), source=source, stamp=stamp, where=where, cut=cut))
             seen_any = True
             continue
-        if not engine_line and not message.startswith("Initializing "):
+        if cut:  # its last value may lack digits: named, never read as a figure
+            kind = _line_kind(severity, message)
+            if (engine_line and (severity or kind != "other")) or is_shape:
+                start.cut = CutLine(where=where, kind=kind)
+                seen_any = True
+            continue
+        if not engine_line and not is_shape:
             continue
         try:
-            read = _read_line(start, message, where, cut)
+            read = _read_line(start, message, where)
         except LogError:
-            if severity or cut:  # a glog line of the engine's files, or the file's cut last line
+            if severity:  # a glog line of the engine's files
                 raise
-            start.skipped.append(where)  # text without a glog prefix that only looks like an engine line
+            start.add_skipped(where)  # text without a glog prefix that only looks like an engine line
             continue
+        if read and is_shape:
+            start.shape_thread = _thread(line)
         seen_any = seen_any or read
     return start, count + (1 if seen_any else 0)
 
 
-def _read_line(start: _Start, message: str, where: Where, cut: bool) -> bool:
+def _read_line(start: _Start, message: str, where: Where) -> bool:
     """Record one engine message in ``start``; False when it is none of the lines read here."""
     if message.startswith(CAPACITY_MARK):
-        start.capacities.append(parse_capacity(message, where, cut))
+        start.count_engine_line(where)
+        start.capacities.append(parse_capacity(message, where))
     elif message.startswith(WORKER_MARK) and ": available memory: " in message:
+        start.count_engine_line(where)
         start.workers.append(parse_worker(message, where))
     elif message.startswith(BLOCK_INFO_MARK):
+        start.count_engine_line(where)
         start.block_infos.append(parse_block_info(message, where))
-    elif message.startswith("Initializing ") and " cache with shape: " in message:
+    elif message.startswith("Initializing ") and SHAPE_WORDS in message:
         shape = parse_shape(message, where)
         if shape is None:
-            if cut:
-                raise LogError(f"{where}: shape line cut mid-line (the file ends there)")
             return False
+        start.count_engine_line(where)
         start.shapes.setdefault(len(start.capacities) - 1, []).append(shape)
     elif message.strip() == SUCCESS_MARK:
         start.succeeded = True
@@ -395,20 +538,32 @@ def _read_line(start: _Start, message: str, where: Where, cut: bool) -> bool:
     return True
 
 
-def parse_log_lines(lines: Iterable[str], path: str = "<log>") -> EngineLog:
-    """The last start of one log, read as its lines come (an engine's INFO log may be gigabytes)."""
+def _no_engine_line(paths: str) -> LogError:
+    return LogError(f"{paths}: no xLLM engine line (no `kv cache capacity:`, worker, `Block info` or refusal line "
+                    "of llm_engine.cpp / vlm_engine.cpp at 494f293b5); empty, binary or another log?")
+
+
+def parse_log_lines(lines: Iterable[str], path: str = "<log>", required: bool = True) -> EngineLog:
+    """The last start of one log, read as its lines come (an engine's INFO log may be gigabytes). A log
+    with no engine line is a ``LogError`` when ``required``, else an ``EngineLog`` of 0 starts."""
     start, count = _starts(lines, path)
     if count == 0:
-        raise LogError(f"{path}: no xLLM engine line (no `kv cache capacity:`, worker, `Block info` or "
-                       f"refusal line of llm_engine.cpp / vlm_engine.cpp at 494f293b5); empty, binary or another log?")
+        if required:
+            raise _no_engine_line(path)
+        return EngineLog(path=path, starts=((path, 0, 0),))
+    end = start.cut.where if start.cut else Where(path=path, line_no=start.last_line)
+    last = len(start.capacities) - 1
     capacities = tuple(
         CapacityLine(cache_size=c.cache_size, figures=c.figures, format=c.format, where=c.where,
-                     shapes=tuple(start.shapes.get(i, ())))
+                     shapes=tuple(start.shapes.get(i, ())),
+                     shapes_end=None if (i < last or i in start.shapes_done) else end)
         for i, c in enumerate(start.capacities)
     )
     return EngineLog(path=path, workers=tuple(start.workers), capacities=capacities,
-                     block_infos=tuple(start.block_infos), fatals=tuple(start.fatals), succeeded=start.succeeded,
-                     starts=((path, count, start.first_line),), skipped=tuple(start.skipped))
+                     block_infos=tuple(start.block_infos), fatals=tuple(start.fatals), fatal_count=start.fatal_count,
+                     succeeded=start.succeeded, starts=((path, count, start.first_line),),
+                     skipped=tuple(start.skipped), skipped_count=start.skipped_count,
+                     cuts=(start.cut,) if start.cut else (), judged_from=path, first_stamp=start.first_stamp)
 
 
 def parse_log_text(text: str, path: str = "<log>") -> EngineLog:
@@ -417,21 +572,32 @@ def parse_log_text(text: str, path: str = "<log>") -> EngineLog:
 
 
 def merge_logs(logs: Iterable[EngineLog]) -> EngineLog:
-    """Several logs of one run (one per node or process): refusals from any, workers from all,
-    capacity lines from the first log that has them (another log's are named, not judged)."""
+    """Several logs of one run (one per node or process): refusals from any; capacity, worker and
+    Block info lines from the first log that has capacity lines (another log's capacity lines are
+    named, not judged; without any, the workers of all logs). A log
+    with no engine line (upstream's other nodes run an assistant master: no engine) adds nothing;
+    ``LogError`` when no log has one."""
     logs = list(logs)
+    if all(log.starts and log.starts[0][1] == 0 for log in logs):
+        raise _no_engine_line(", ".join(log.path for log in logs))
     with_capacity = [log for log in logs if log.capacities]
     first = with_capacity[0] if with_capacity else None
+    fatals = sorted((f for log in logs for f in log.fatals), key=lambda f: f.stamp)  # stable: in-file order
     return EngineLog(
         path=", ".join(log.path for log in logs),
-        workers=tuple(w for log in logs for w in log.workers),
+        workers=first.workers if first else tuple(w for log in logs for w in log.workers),
         capacities=first.capacities if first else (),
         block_infos=first.block_infos if first else tuple(b for log in logs for b in log.block_infos),
-        fatals=tuple(sorted((f for log in logs for f in log.fatals), key=lambda f: f.stamp)),  # stable: in-file order
+        fatals=tuple(fatals),
+        fatal_count=sum(log.fatal_count for log in logs),
         succeeded=any(log.succeeded for log in logs),
         starts=tuple(s for log in logs for s in log.starts),
         extra_capacities=tuple(c for log in with_capacity[1:] for c in log.capacities),
-        skipped=tuple(w for log in logs for w in log.skipped),
+        skipped=tuple(w for log in logs for w in log.skipped)[:MAX_KEPT_LINES],
+        skipped_count=sum(log.skipped_count for log in logs),
+        cuts=tuple(c for log in logs for c in log.cuts),
+        judged_from=first.path if first else "",
+        first_stamp=first.first_stamp if first else "",
     )
 
 
@@ -439,19 +605,45 @@ MAX_LINE_CHARS = 1 << 16
 """Longer lines are cut to this (the lines read here are a few hundred characters)."""
 
 
-def read_log(path: str) -> EngineLog:
-    """Stream a regular file line by line (a FIFO or device is refused unread; memory stays bounded)."""
+def read_log(path: str, required: bool = True) -> EngineLog:
+    """Stream a regular file line by line (a FIFO or device is refused unread; memory stays bounded);
+    ``required``: a log with no engine line is a ``LogError`` (else an ``EngineLog`` of 0 starts)."""
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             raise LogError(f"cannot read log {path}: not a regular file (a directory, FIFO or device)")
-        with open(path, encoding="utf-8", errors="replace", newline="") as handle:
-            return parse_log_lines(_bounded_lines(handle), path)
+        with open(path, "rb") as raw:
+            magic = raw.read(4)
+        for head, kind in COMPRESSED:
+            if magic.startswith(head):
+                raise LogError(f"cannot read log {path}: {kind}-compressed (a rotated log?): decompress it first")
+        # a BOM of UTF-16 (a PowerShell 5 redirect writes UTF-16LE): read as such; else UTF-8, bad bytes replaced
+        encoding = "utf-16" if magic.startswith((b"\xff\xfe", b"\xfe\xff")) else "utf-8"
+        with open(path, encoding=encoding, errors="replace", newline="") as handle:
+            return parse_log_lines(_bounded_lines(handle), path, required)
     except OSError as exc:
         raise LogError(f"cannot read log {path}: {exc.strerror or exc}") from None
 
 
+COMPRESSED = ((b"\x1f\x8b", "gzip"), (b"\x28\xb5\x2f\xfd", "zstd"), (b"BZh", "bzip2"), (b"\xfd7zX", "xz"))
+
+
 def read_logs(paths: Iterable[str]) -> EngineLog:
-    return merge_logs(read_log(p) for p in paths)
+    """One run's logs (one per node or process); one of them at least must have an engine line; a file
+    given twice (also through a link) is refused (its lines would count twice)."""
+    paths = list(paths)
+    seen: dict = {}
+    for path in paths:
+        try:
+            info = os.stat(path)
+        except OSError:
+            continue  # read_log says why
+        first = seen.setdefault((info.st_dev, info.st_ino), path)
+        if first != path or paths.count(path) > 1:
+            raise LogError(f"log {path} is given twice" + (f" (also as {first})" if first != path else "")
+                           + ": each node's or process's log once")
+    if len(paths) == 1:
+        return merge_logs([read_log(paths[0])])
+    return merge_logs([read_log(p, required=False) for p in paths])
 
 
 def _bounded_lines(handle) -> Iterator[str]:

@@ -137,7 +137,7 @@ def test_block_info_and_shapes_are_cross_checked(tmp_path, capsys):
     wrong_dim0 = [shape("k", (24, 1, 128, 512), 184), *DSV32_SHAPES[1:]]
     code, out, _ = run_main([write_log(tmp_path, *WORKERS4, capacity_line(), *wrong_dim0), *DSV32], capsys)
     assert code == 1 and "result: DISAGREE on target.k cache shape" in out
-    no_indexer = DSV32_SHAPES[:2]
+    no_indexer = [*DSV32_SHAPES[:2], SUCCESS]  # the engine went on: print_shapes had finished
     code, out, _ = run_main([write_log(tmp_path, *WORKERS4, capacity_line(), *no_indexer), *DSV32], capsys)
     assert code == 1 and "target.index cache shape" in out and "not printed" in out
 
@@ -215,7 +215,7 @@ def test_speculative_target_and_draft_lines(tmp_path, capsys):
 
 
 def test_budget_given_exactly_is_checked_against_the_printed_size():
-    log = parse_log_text(capacity_line(), "x.log")
+    log = parse_log_text(capacity_line() + "\n", "x.log")
     from testcases.unit._models import DEEPSEEK_V32, MiB, run_spec
 
     run = run_spec(DEEPSEEK_V32, split=2, budget_bytes=1 << 40)
@@ -272,10 +272,14 @@ def test_refusals_that_disagree(tmp_path, capsys):
     assert code == 1 and "layerwise.split_size (layerwise_split_layout.h:45)" in out
 
 
-def test_an_allocation_failure_without_a_check_is_no_start(tmp_path, capsys):
-    failed = glog("llm_engine.cpp:198", "Failed to initialize kv cache", "E")  # LOG(ERROR), then init returns false
+@pytest.mark.parametrize("source, message", [
+    ("llm_engine.cpp:199", "Failed to initialize kv cache"),  # LOG(ERROR), then LLMEngine::init returns false
+    ("vlm_engine.cpp:124", "Failed to allocate kv cache"),  # the VLM engine's words for the same
+])
+def test_an_allocation_failure_without_a_check_is_no_start(tmp_path, capsys, source, message):
+    failed = glog(source, message, "E")
     code, out, _ = run_main([write_log(tmp_path, *WORKERS4, capacity_line(), failed), *DSV32], capsys)
-    assert code == 1 and "llm_engine.cpp:198" in out and "starts (the spec refuses nothing here)" in out
+    assert code == 1 and source in out and "starts (the spec refuses nothing here)" in out
 
 
 def test_a_worker_side_refusal_in_another_log(tmp_path, capsys):
@@ -550,3 +554,343 @@ def test_a_full_stdout_and_a_cut_log_in_a_real_process(tmp_path):
                               stdout=devfull, stderr=subprocess.PIPE, text=True, timeout=120, env=env)
     assert "Traceback" not in proc.stderr and proc.stderr.startswith("error: stdout"), proc.stderr
     assert len(proc.stderr.splitlines()) == 1 and proc.returncode == 2
+
+
+# ---- logs as real runs write them ------------------------------------------------------------------
+
+UPSTREAM = ROOT.parent.parent / "shared" / "upstream_494f293b5" / "xllm" / "core"
+"""Upstream's source at 494f293b5 where a checkout has it beside (``../shared``); the log lines above are
+written from its format strings by hand, so the tests below run without it."""
+
+
+def test_the_int8_indexer_scale_line_as_upstream_prints_it(tmp_path, capsys):
+    # kv_cache_shape.cpp:196 prints "Initializing indexer cache scale with shape: [...]" (no second "cache").
+    # DeepSeek-V3.2 tp 4, s = 2, int8 indexer: slot 1152, index slot 128 + 4 = 132 (FEATURE section 4):
+    # (1152 + 132) * 128 = 164,352 B/layer/block, 32 layers: 134,217,728 // 5,259,264 = 25 blocks; the scale
+    # tensor is the index tensor's first three dims [25, 1, 128] (kv_cache_shape.cpp:362).
+    shapes = [shape("k", (25, 1, 128, 512), 184), shape("v", (25, 1, 128, 64), 188),
+              shape("indexer", (25, 1, 128, 128), 192),
+              glog("kv_cache_shape.cpp:196", "Initializing indexer cache scale with shape: [25 1 128]")]
+    argv = [write_log(tmp_path, *WORKERS4, capacity_line(blocks=25, index_slot_size=132), *shapes, SUCCESS),
+            *DSV32, "cache.indexer_cache_dtype=int8"]
+    code, out, err = run_main(argv, capsys)
+    assert code == 0, out + err
+    assert "indexer cache scale cache shape" in out and "not printed" not in out
+    wrong = [*shapes[:3], shapes[3].replace("[25 1 128]", "[25 1 64]"), SUCCESS]
+    code, out, _ = run_main([write_log(tmp_path, *WORKERS4, capacity_line(blocks=25, index_slot_size=132), *wrong),
+                             *argv[1:]], capsys)
+    assert code == 1 and "result: DISAGREE on target.indexer cache scale cache shape" in out
+
+
+def _literal_at(text: str, literal: str, line: int, slack: int = 3) -> bool:
+    """``"literal"`` (a C++ string literal) stands in ``text`` within ``slack`` lines after ``line``."""
+    lines = text.splitlines()
+    return any(f'"{literal}' in lines[i] for i in range(max(0, line - 1), min(len(lines), line + slack)))
+
+
+@pytest.mark.skipif(not UPSTREAM.is_dir(), reason="upstream 494f293b5's source is not beside this checkout "
+                    "(../shared/upstream_494f293b5); the log lines of the other tests are written from it by hand")
+def test_every_pattern_matches_upstreams_format_strings():
+    """Each line the checker reads, as the string literals stand in upstream's source at the place it cites."""
+    import re
+
+    from harness.conformance.check import REFUSALS
+    from harness.conformance.log import BLOCK_INFO_KEYS, FAILED_MARKS, FULL_KEYS, SHAPE_FORMATS, SUCCESS_MARK
+
+    def source(name: str) -> str:
+        found = list(UPSTREAM.rglob(name))
+        assert found, name
+        return found[0].read_text()
+
+    shapes = source("kv_cache_shape.cpp")
+    for cache, literal in SHAPE_FORMATS.items():
+        assert f'"{literal}"' in shapes, (cache, literal)
+    for engine, capacity_at in (("llm_engine.cpp", 554), ("vlm_engine.cpp", 292)):
+        text = source(engine)
+        statement = "\n".join(text.splitlines()[capacity_at - 1:capacity_at + 25]).split(";")[0]
+        assert '"kv cache capacity: "' in statement
+        assert tuple(re.findall(r'", ([a-z_]+): "', statement)) == FULL_KEYS, engine
+    llm, vlm = source("llm_engine.cpp"), source("vlm_engine.cpp")
+    info = "\n".join(llm.splitlines()[272:278]).split(";")[0]
+    assert tuple(re.findall(r'"(?:Block info, |, )([a-z_]+): "', info)) == BLOCK_INFO_KEYS
+    for literal in ("worker #", ": available memory: ", ", total memory: ", ". Using max_memory_utilization: ",
+                    ", max_cache_size: "):
+        assert _literal_at(llm, literal, 482, 5) and _literal_at(vlm, literal, 233, 5), literal
+    assert _literal_at(vlm, ", encoder_cache_reserved: ", 233, 6)
+    assert _literal_at(llm, SUCCESS_MARK, 202, 0)
+    for message, where in FAILED_MARKS.items():
+        name, line = where.split(":")
+        assert _literal_at(source(name), message, int(line), 0), where
+    for text, _field, where in REFUSALS:
+        name, line = where.split(":")
+        found = list(UPSTREAM.rglob(name))
+        if found:  # the partial tree lacks some files
+            lines = found[0].read_text().splitlines()
+            near = "\n".join(lines[max(0, int(line) - 4):int(line) + 4])
+            printed = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', near))  # the literals as the stream prints them
+            assert text in printed, (where, text, printed)
+
+
+# master.cpp:420 prints the options on every node; node_rank > 0 runs LLMAssistantMaster (llm_master.cpp:691),
+# which starts no engine: its log has no engine line
+ASSISTANT = [glog("master.cpp:420", "Master init options: node_rank: 1, nnodes: 4"),
+             glog("collective_service.cpp:60", "Worker #1 registered")]
+
+
+def test_several_nodes_judged_from_the_node_with_the_engine(tmp_path, capsys):
+    node0 = write_log(tmp_path, BLOCK_INFO.format(bs=128), *WORKERS4, capacity_line(), *DSV32_SHAPES, SUCCESS,
+                      name="node0.INFO")
+    node1 = write_log(tmp_path, *ASSISTANT, name="node1.INFO")
+    for order in ([node0, node1], [node1, node0]):
+        code, out, err = run_main([*order, *DSV32], capsys)
+        assert code == 0, out + err
+        assert f"figures from {node0}" in out and f"{node1} has no engine line" in out
+    # another node is read for refusals only: its worker lines (a stray engine there) are not counted
+    stray = write_log(tmp_path, *ASSISTANT, *WORKERS4, name="node4.INFO")
+    code, out, err = run_main([node0, stray, *DSV32], capsys)
+    assert code == 0 and "4 lines: #0,#1,#2,#3" in out, out + err
+    # a refusal on another node is the run's answer
+    refusing = write_log(tmp_path, *ASSISTANT, glog("kv_cache.cpp:389", XTENSOR, "F"), name="node2.INFO")
+    code, out, err = run_main([node0, node1, refusing, *DSV32, "cache.enable_xtensor=true"], capsys)
+    assert code == 0 and "node2.INFO:4" in out, out + err
+    # no node printed an engine line: unusable, naming every log
+    code, out, err = run_main([node1, write_log(tmp_path, *ASSISTANT, name="node3.INFO"), *DSV32], capsys)
+    one_error(code, out, err, "node1.INFO, ", "node3.INFO: no xLLM engine line")
+
+
+def _cut_log(tmp_path, *lines, cut: str) -> str:
+    """A log whose last line is ``cut`` without its end of line (the engine killed while printing it)."""
+    path = tmp_path / "cut.INFO"
+    path.write_text("\n".join(["Log file created at: 2026/11/30 19:00:00", *lines, cut]))
+    return str(path)
+
+
+def test_a_log_cut_after_the_capacity_line_is_judged_on_what_is_complete(tmp_path, capsys):
+    k, v, indexer = DSV32_SHAPES
+    # cut inside the v shape line: the capacity line and the k shape are judged; v and indexer may be after the end
+    log = _cut_log(tmp_path, *WORKERS4, capacity_line(), k, cut=v[:-8])
+    code, out, err = run_main([log, *DSV32], capsys)
+    assert code == 0, out + err
+    assert "cut.INFO:8: the file ends inside this shape line (cut log)" in out
+    assert "not in the log (it ends at" in out and "cut.INFO:8)" in out and "DISAGREE" not in out
+    # cut so early in the v shape line that it does not yet read as one: still no "not printed"
+    code, out, err = run_main([_cut_log(tmp_path, *WORKERS4, capacity_line(), k, cut=v[:v.index(" cache with")]),
+                               *DSV32], capsys)
+    assert code == 0 and "not printed" not in out and "not in the log (it ends at" in out, out + err
+    # ends (whole lines) after the k shape line: the same, nothing called "not printed"
+    code, out, err = run_main([write_log(tmp_path, *WORKERS4, capacity_line(), k), *DSV32], capsys)
+    assert code == 0 and "not printed" not in out, out + err
+    assert "rope cache shape" in out and "not in the log (it ends at" in out
+    # another thread's line after the k shape does not end print_shapes (its own thread's next line does)
+    other = glog("scheduler.cpp:77", "scheduler thread started").replace(" 4242 ", " 4243 ")
+    code, out, err = run_main([write_log(tmp_path, *WORKERS4, capacity_line(), k, other), *DSV32], capsys)
+    assert code == 0 and "not printed" not in out and "not in the log (it ends at" in out, out + err
+    # a shape print_shapes skipped before the last one it printed is missing, cut log or not
+    code, out, _ = run_main([_cut_log(tmp_path, *WORKERS4, capacity_line(), k, indexer, cut="I1130 19:0"), *DSV32],
+                            capsys)
+    assert code == 1 and "target.rope cache shape" in out and "not printed" in out
+    # cut inside the first shape line: every figure judged, and the output says no shape was
+    code, out, err = run_main([_cut_log(tmp_path, *WORKERS4, capacity_line(), cut=k[:50]), *DSV32], capsys)
+    assert code == 0 and "no shape line after" in out and "not judged" in out, out + err
+    # a wrong figure before the cut still disagrees
+    code, out, _ = run_main([_cut_log(tmp_path, *WORKERS4, capacity_line(blocks=24), cut=k[:-5]), *DSV32], capsys)
+    assert code == 1 and "result: DISAGREE on target.blocks" in out
+
+
+def test_a_log_cut_in_what_the_verdict_needs_is_unusable(tmp_path, capsys):
+    full = capacity_line()
+    # the capacity line itself, cut after "n_layers: 6" (61): never read as a figure
+    code, out, err = run_main([_cut_log(tmp_path, *WORKERS4, cut=full[:-len("1, kv_cache_dtype: auto")]), *DSV32],
+                              capsys)
+    one_error(code, out, err, "mid-line, inside a `kv cache capacity:` line at", "cut.INFO:6 (a cut log)")
+    # released 4-key line cut inside its last value: it would parse, but it is cut
+    code, out, err = run_main([_cut_log(tmp_path, *WORKERS4, cut=released_line(dtype=False)[:-1]), *DSV32], capsys)
+    one_error(code, out, err, "`kv cache capacity:` line at", "cut.INFO:6 (a cut log)")
+    # a refusal cut before its rule can be read; one cut after it is judged
+    xtensor = glog("kv_cache.cpp:389", XTENSOR, "F")
+    code, out, err = run_main([_cut_log(tmp_path, *WORKERS4, cut=xtensor[:70]), *DSV32,
+                               "cache.enable_xtensor=true"], capsys)
+    one_error(code, out, err, "ends inside the refusal line", "cut.INFO:6")
+    split = glog("layerwise_split_layout.h:45", SPLIT_TP, "F")
+    code, out, err = run_main([_cut_log(tmp_path, *WORKERS4, cut=split[:-4]), *DSV32, "layerwise.split_size=3"],
+                              capsys)
+    assert code == 0 and "layerwise.split_size (layerwise_split_layout.h:45)" in out, out + err
+
+
+def test_a_flood_of_refusal_lines_is_read_in_bounded_memory(tmp_path):
+    """A log of a few MB of ``Check failed`` lines: the reader keeps the first few and a count, so its
+    peak memory stays far below the file's size (it was 4x the size)."""
+    import tracemalloc
+
+    from harness.conformance.log import MAX_KEPT_LINES, read_log
+
+    line = glog("kv_cache.cpp:389", XTENSOR, "F") + "\n"
+    path = tmp_path / "flood.INFO"
+    count = (2 << 20) // len(line)
+    path.write_text(line * count)
+    tracemalloc.start()
+    try:
+        log = read_log(str(path))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert log.fatal_count == count and len(log.fatals) == MAX_KEPT_LINES
+    assert peak < path.stat().st_size // 16, peak  # about 45 kB whatever the size (it was 4x the size)
+
+
+def test_colour_codes_byte_order_mark_and_gbk_bytes(tmp_path, capsys):
+    """glog's --colorlogtostderr wraps an F line in colour codes and resets at the start of the next line;
+    a BOM before the first line; a GBK-encoded CHECK message (not UTF-8): the refusal is still read."""
+    fatal = glog("kv_cache.cpp:389", XTENSOR, "F").encode() + " 不支持".encode("gbk")
+    lines = [*(w.encode() for w in WORKERS4), capacity_line().encode(), b"\x1b[0;31m" + fatal,
+             b"\x1b[m" + SUCCESS.encode(), b""]
+    path = tmp_path / "colour.INFO"
+    path.write_bytes("\ufeff".encode() + b"\n".join(lines))
+    code, out, err = run_main([str(path), *DSV32, "cache.enable_xtensor=true"], capsys)
+    assert code == 0 and "startup refusal" in out and "cache.enable_xtensor" in out, out + err
+    # a BOM before a bare first line (captured stderr) is no part of the line
+    path.write_bytes(("\ufeff" + "\n".join([*WORKERS4, capacity_line(), ""])).encode())
+    code, out, err = run_main([str(path), *DSV32], capsys)
+    assert code == 0 and "worker ids" in out and "DISAGREE" not in out, out + err
+
+
+def test_every_engine_flag_that_changes_the_plan_is_read(tmp_path, capsys):
+    """``--gflags`` is the engine's whole command line: a flag the plan depends on sets its config key
+    (``--block_size=64`` halves the slots per block: 46 blocks, hand-worked from the 23 at 128), the budget
+    flags are judged against the worker lines, and the rest is named as not read."""
+    shapes = [shape("k", (46, 1, 64, 512), 184), shape("v", (46, 1, 64, 64), 188),
+              shape("indexer", (46, 1, 64, 128), 192), SUCCESS]
+    log = write_log(tmp_path, BLOCK_INFO.format(bs=64), *WORKERS4, capacity_line(blocks=46), *shapes)
+    flags = ("--enable_layerwise_split --layerwise_split_size=2 --block_size 64 --max_memory_utilization=1 "
+             "--max_cache_size=0 --port=9000 --model=/ckpt/DeepSeek-V3.2")
+    code, out, err = run_main([log, "--gflags", flags, "model=deepseek_v32", "parallel=tp4"], capsys)
+    assert code == 0, out + err
+    assert "engine flags read: cache.block_size=64" in out and "not read" in out and "--port --model" in out
+    assert "workers  max_memory_utilization" in out and "workers  max_cache_size" in out
+    # the same log under --max_memory_utilization=0.9: the workers printed 1, which disagrees
+    code, out, _ = run_main([log, "--gflags", flags.replace("utilization=1", "utilization=0.9"), "model=deepseek_v32",
+                             "parallel=tp4"], capsys)
+    assert code == 1 and "result: DISAGREE on workers.max_memory_utilization" in out
+    # an int8 KV cache on hardware without one: the spec refuses it, so a started engine disagrees
+    code, out, _ = run_main([log, "--gflags", flags + " --kv_cache_dtype=int8", "model=deepseek_v32", "parallel=tp4",
+                             "hardware=bi_v100", "cache.kv_budget_bytes=134217728"], capsys)
+    assert code == 1 and "refused: cache.kv_cache_dtype" in out
+
+
+@pytest.mark.parametrize("flags, needle", [
+    ("--model=/ckpt/DeepSeek-V3.2", "model=NAME or model_path=PATH/config.json"),
+    ("--block_size=sixty", "--block_size"),
+    ("--max_memory_utilization=0.9x", "--max_memory_utilization"),
+    ("--kv_cache_dtype=in,t8", "--kv_cache_dtype"),
+    ("--Block_Size=64", "case-sensitive"),
+    ("--noenable_prefix_cache=true", "--noenable_prefix_cache"),
+    ("--block_size", "--block_size"),
+])
+def test_an_engine_flag_that_cannot_be_read_is_one_error_line(tmp_path, capsys, flags, needle):
+    log = write_log(tmp_path, *WORKERS4, capacity_line())
+    code, out, err = run_main([log, "--gflags", flags, "parallel=tp4"], capsys)
+    one_error(code, out, err, needle)
+
+
+def test_the_plan_reads_the_same_flags_and_refuses_the_budget_ones(capsys):
+    from harness import plan as plan_cli
+
+    code, out, err = _run(plan_cli.main, ["--gflags", "--enable_layerwise_split --layerwise_split_size=2 "
+                                          "--block_size=64 --nnodes=4 --noenable_prefix_cache", "model=deepseek_v32",
+                                          "parallel=tp2"], capsys)
+    assert code == 0, err
+    plan = json.loads(out)
+    # 64 slots x (1152 + 256) B x 32 layers = 2,883,584 B a block: 134,217,728 // 2,883,584 = 46
+    assert plan["n_blocks"] == 46 and plan["block_size"] == 64 and plan["world_size"] == 4
+    one_error(*_run(plan_cli.main, ["--gflags", "--max_memory_utilization=0.9", "model=deepseek_v32"], capsys),
+              "--max_memory_utilization", "cache.kv_budget_bytes")
+
+
+def test_the_checker_never_asks_the_reference_implementation(tmp_path, capsys, monkeypatch):
+    """The log is judged by the oracle; the schema's bounds are the checker's own (the reference's
+    ``check_cache`` is code under test)."""
+    import implementations.reference.validation as validation
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("the conformance checker called the reference implementation")
+
+    monkeypatch.setattr(validation, "check_cache", refuse)
+    log = write_log(tmp_path, *WORKERS4, capacity_line())
+    code, out, err = run_main([log, *DSV32], capsys)
+    assert code == 0, out + err
+    one_error(*run_main([log, *DSV32, "cache.host_blocks_factor=-1"], capsys), "cache.host_blocks_factor", ">= 0")
+
+
+def test_the_earliest_refusal_across_a_new_year(tmp_path, capsys):
+    """With ``log_year_in_prefix`` the year orders refusals too: 2026-12-31 comes before 2027-01-01."""
+    late = glog("layerwise_split_layout.h:45", SPLIT_TP, "F", year=True).replace("F20261130", "F20270101")
+    early = glog("kv_cache.cpp:389", XTENSOR, "F", year=True).replace("F20261130", "F20261231")
+    argv = [write_log(tmp_path, late, name="a.INFO"), write_log(tmp_path, early, name="b.INFO"), *DSV32,
+            "cache.enable_xtensor=true"]
+    code, out, err = run_main(argv, capsys)
+    assert code == 0 and "b.INFO:2" in out, out + err
+
+
+@pytest.mark.parametrize("prefix", ["2026-11-30T19:00:00.123456789Z ", "2026-11-30T19:00:00.123456789Z stderr F ",
+                                    "2026-11-30T19:00:00+08:00 stdout F "],
+                         ids=["kubectl-timestamps", "cri-file", "cri-offset"])
+def test_lines_behind_a_container_runtime_prefix(tmp_path, capsys, prefix):
+    log = write_log(tmp_path, *(prefix + line for line in [*WORKERS4, capacity_line(), *DSV32_SHAPES, SUCCESS]))
+    code, out, err = run_main([log, *DSV32], capsys)
+    assert code == 0 and "worker ids" in out and "k cache shape" in out, out + err
+
+
+def test_logs_given_twice_compressed_or_named_with_an_equals_sign(tmp_path, capsys):
+    import gzip
+
+    good = write_log(tmp_path, *WORKERS4, capacity_line())
+    one_error(*run_main([good, good, *DSV32], capsys), "given twice")
+    os.symlink(good, tmp_path / "link.INFO")
+    one_error(*run_main([good, str(tmp_path / "link.INFO"), *DSV32], capsys), "given twice", "also as")
+    packed = tmp_path / "xllm.INFO.gz"
+    packed.write_bytes(gzip.compress(open(good, "rb").read()))
+    one_error(*run_main([str(packed), *DSV32], capsys), "gzip-compressed", "decompress")
+    # binary bytes with no end of line are no engine line (not a "cut log")
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"\x01\x02garbage\xff" * 50)
+    one_error(*run_main([str(junk), *DSV32], capsys), "no xLLM engine line")
+    (tmp_path / "run=1").mkdir()
+    named = write_log(tmp_path / "run=1", *WORKERS4, capacity_line())
+    code, out, err = run_main([named, *DSV32], capsys)
+    assert code == 0 and "run=1" in out, out + err
+
+
+def test_a_refusal_older_than_the_judged_start_is_named(tmp_path, capsys):
+    node0 = write_log(tmp_path, *WORKERS4, capacity_line(), name="node0.INFO")
+    yesterday = glog("kv_cache.cpp:389", XTENSOR, "F").replace("1130 19:00", "1129 08:00")
+    node1 = write_log(tmp_path, yesterday, name="node1.INFO")
+    code, out, _ = run_main([node0, node1, *DSV32], capsys)
+    assert code == 1 and "is older than the judged start" in out and "an earlier run?" in out
+
+
+def test_a_budget_flag_must_be_finite(tmp_path, capsys):
+    log = write_log(tmp_path, *WORKERS4, capacity_line())
+    one_error(*run_main([log, "--gflags", "--max_memory_utilization=1e999", *DSV32], capsys),
+              "--max_memory_utilization", "finite")
+
+
+def test_a_utf16_log_and_a_flag_that_contradicts_an_override(tmp_path, capsys):
+    """A log redirected by PowerShell 5 (UTF-16LE with a BOM) reads as the same lines; an override and an
+    engine flag that set one key differently are one error line naming both."""
+    path = tmp_path / "ps.INFO"
+    path.write_bytes(("\n".join([*WORKERS4, capacity_line(), SUCCESS]) + "\n").encode("utf-16"))
+    code, out, err = run_main([str(path), *DSV32], capsys)
+    assert code == 0 and "worker ids" in out, out + err
+    one_error(*run_main([str(path), "--gflags", "--block_size=64", "cache.block_size=128", *DSV32], capsys),
+              "cache.block_size", "'128' vs engine flag '64'")
+    code, out, err = run_main([str(path), "--gflags", "--enable_layerwise_split --layerwise_split_size=2 --block_size=128",
+                               "cache.block_size=128", *DSV32], capsys)
+    assert code == 0, out + err
+
+
+def test_more_engine_lines_than_one_start_prints_is_refused(tmp_path, capsys, monkeypatch):
+    from harness.conformance import log as log_module
+
+    monkeypatch.setattr(log_module, "MAX_ENGINE_LINES", 8)
+    code, out, err = run_main([write_log(tmp_path, *WORKERS4, *WORKERS4, WORKERS4[0], capacity_line()), *DSV32], capsys)
+    one_error(code, out, err, "xllm.INFO:10", "more than 8 worker, capacity")
