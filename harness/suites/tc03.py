@@ -88,18 +88,39 @@ def cases(matrix) -> list[Case]:
         for lw, impl in itertools.product(layerwise, matrix.implementations):
             out.append(Case(tc=TC, model=models[0], layerwise=lw, parallel="tp8", implementation=impl,
                             hardware="cpu", variant=MESH, extra=(f"hardware.topology={MESH}", *matrix.extra_for(lw))))
+    if matrix.topologies:  # a TP group across two nodes; dp replicas on differently wired cards
+        for lw, impl in itertools.product(layerwise, matrix.implementations):
+            out.append(Case(tc=TC, model=models[0], layerwise=lw, parallel="tp8", implementation=impl,
+                            hardware="cpu", variant=TWO_NODES,
+                            extra=(f"hardware.topology={TWO_NODES}", "hardware.num_cards=4", *matrix.extra_for(lw))))
+        lw = matrix.preferred("layerwise", ("s2",))[0]
+        if matrix.layerwise_flags(lw).effective_split_size == 2:  # s4 at tp 4 is one group per replica
+            for impl in matrix.implementations:
+                out.append(Case(tc=TC, model=models[0], layerwise=lw, parallel="dp2_tp4", implementation=impl,
+                                hardware="cpu", variant=REPLICAS,
+                                extra=(f"hardware.topology={REPLICAS}", *matrix.extra_for(lw))))
     for impl in matrix.implementations:  # two ranks per card with memory to spare: regrouped onto distinct cards
         out.append(Case(tc=TC, model=models[0], layerwise="s2", parallel="tp4", implementation=impl,
                         hardware="cpu", variant="shared-card", extra=(OVERSUBSCRIBED, *SHARED_CARD, *matrix.extra)))
     for impl in matrix.implementations:  # two ranks per card: the master must refuse (HBM)
         out.append(Case(tc=TC, model=models[0], layerwise="s2", parallel="tp4", implementation=impl,
-                        hardware="cpu", variant="oversubscribed", extra=(OVERSUBSCRIBED, *matrix.extra)))
+                        hardware="cpu", variant="oversubscribed",
+                        extra=(OVERSUBSCRIBED, *RESERVE_PER_RANK, *matrix.extra)))
     return out
 
 
 OVERSUBSCRIBED = "placement=[0,0,1,1]"
 SHARED_CARD = ("hardware.reserved_mib_per_card=128", "cache.kv_budget_bytes=104857600")
 """Two ranks per card that fit: 2 x (100 MiB KV + 128 MiB reserved) <= 512 MiB HBM."""
+RESERVE_PER_RANK = ("hardware.reserved_mib_per_card=200", "cache.kv_budget_bytes=104857600")
+"""Two ranks per card that do not fit because each keeps its own reserve: 2 x (about 100 MiB KV + 200 MiB
+reserved) > 512 MiB HBM, where a reserve counted once per card would fit (2 x 100 + 200 <= 512)."""
+TWO_NODES = "pcie_2switch_4"
+"""One 4-card node (two switches); with ``hardware.num_cards=4`` tp 8 spans two such nodes, whose ranks
+are joined by the network (NET), never by a cell of the card matrix: groups stay inside a node."""
+REPLICAS = "pcie_4switch_8_mixed"
+"""Two sockets numbered differently (alternating switches on one, consecutive on the other): dp 2 x tp 4
+puts one replica on each, so each TP group is grouped on its own links."""
 MESH = "nvlink_mesh_8"
 """NVLink hybrid cube mesh: not a tree, so split groups come from the exhaustive search (FEATURE 4)."""
 

@@ -55,7 +55,14 @@ from implementations.mutants.rules import (
     WorldRemainderDropped,
     XtensorAccepted,
 )
-from implementations.mutants.topology import CardCheckSkipped, StridedGroups, TieGroupsReshuffled
+from implementations.mutants.topology import (
+    CardCheckSkipped,
+    CrossNodeLinksFromCardMatrix,
+    FirstReplicaGroupingReused,
+    ReserveOncePerCard,
+    StridedGroups,
+    TieGroupsReshuffled,
+)
 from implementations.mutants.validation import (
     CpSplitAccepted,
     HostCacheWrongField,
@@ -113,6 +120,9 @@ _CLASSES: tuple[type[Mutant], ...] = (
     Int8IndexScaleMissing,
     SlotCapUnchecked,
     DraftOwnShape,
+    CrossNodeLinksFromCardMatrix,
+    FirstReplicaGroupingReused,
+    ReserveOncePerCard,
 )
 
 MUTANTS: dict[str, type[Mutant]] = {cls.name.removeprefix("mutant_"): cls for cls in _CLASSES}

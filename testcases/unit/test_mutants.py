@@ -165,6 +165,33 @@ def _tie_groups_reshuffled(m):
     assert m.plan(run).split_groups == ((0, 6), (1, 3), (2, 4), (5, 7))
 
 
+def _tc03_run(variant_extra, parallel="tp8", layerwise="s2"):
+    from harness.suites.case import Case
+
+    return Case(tc="TC-03", model="deepseek_v32", layerwise=layerwise, parallel=parallel, implementation="reference",
+                extra=variant_extra).resolved.run
+
+
+def _cross_node_links_from_card_matrix(m):
+    run = _tc03_run(("hardware.topology=pcie_2switch_4", "hardware.num_cards=4"))  # tp 8 over two 4-card nodes
+    assert REF.plan(run).split_groups == ((0, 1), (2, 3), (4, 5), (6, 7))
+    assert m.plan(run).split_groups == ((0, 4), (1, 5), (2, 6), (3, 7))  # card 0 of node 1 read as card 0's "X"
+
+
+def _first_replica_grouping_reused(m):
+    run = _tc03_run(("hardware.topology=pcie_4switch_8_mixed",), parallel="dp2_tp4")
+    assert REF.plan(run).split_groups == ((0, 2), (1, 3), (4, 5), (6, 7))
+    assert m.plan(run).split_groups == ((0, 2), (1, 3), (4, 6), (5, 7))
+
+
+def _reserve_once_per_card(m):
+    run = _tc03_run(("placement=[0,0,1,1]", "hardware.reserved_mib_per_card=200", "cache.kv_budget_bytes=104857600"),
+                    parallel="tp4")
+    with pytest.raises(PlanError, match="reserved"):
+        REF.plan(run)
+    assert m.plan(run).ranks[1].card == 0
+
+
 def _nonowner_real_storage(m):
     run = run_spec(DEEPSEEK_V3, split=2, budget_bytes=SMALL)
     plan = REF.plan(run)
@@ -462,6 +489,9 @@ DIFFERS: dict[str, Callable] = {
     "quantized_view_reshaped": _quantized_view_reshaped,
     "draft_leaks_storage": _draft_leaks_storage,
     "conv_state_transposed": _conv_state_transposed,
+    "cross_node_links_from_card_matrix": _cross_node_links_from_card_matrix,
+    "first_replica_grouping_reused": _first_replica_grouping_reused,
+    "reserve_once_per_card": _reserve_once_per_card,
 }
 
 
