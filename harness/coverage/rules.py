@@ -66,15 +66,18 @@ RULES: dict[str, str] = {
     "F6.report-peak": "reported per-rank estimates and peak include the scratch",
     "F6.report-savings": "savings = uniform peak at the same n_blocks - peak",
     "F6.report-gain": "capacity gain = split n_blocks / uniform n_blocks",
+    "F6.report-mean": "the mean across ranks is rounded down, never to the nearest byte",
     "F6.report-scale": "per-rank estimates include the quantized scales",
     # 7. allocation
     "F7.layout-axes": "the hardware profile's layout: heads-major or tokens-major",
     "F7.nonowner-view": "a non-owned full layer is a view of the scratch, with no bytes of its own",
     "F7.quantized-tensors": "scale tensors in upstream's shapes and dtype, views included",
     "F7.linear-tensors": "conv state [slots, conv_state_len, channels] on every backend but MUSA",
+    "F7.conv-value-channels": "the conv state counts its value channels with linear_key_head_dim (upstream)",
     # 8. engines and workers
     "F8.digest": "every worker holds the master's layout (same digest)",
     "F8.draft-reset": "a draft engine's workers reset the split to 1 / rank 0",
+    "F8.draft-message": "a draft engine's message never splits: split size 1, one group per rank, split rank 0",
     "F8.no-leak": "no engine, target or draft, leaves storage alive after teardown",
 }
 
@@ -122,13 +125,16 @@ MUTANTS: dict[str, tuple[str, ...]] = {
     "F6.report-peak": ("peak_scratch_omitted",),
     "F6.report-savings": ("savings_at_uniform_blocks",),
     "F6.report-gain": ("capacity_gain_inverted",),
+    "F6.report-mean": ("mean_rounded",),
     "F6.report-scale": ("scale_missing_in_estimate",),
     "F7.layout-axes": ("wrong_layout_axes",),
     "F7.nonowner-view": ("nonowner_real_storage",),
     "F7.quantized-tensors": ("quantized_view_reshaped",),
     "F7.linear-tensors": ("conv_state_transposed",),
+    "F7.conv-value-channels": ("conv_value_channels_value_dim",),
     "F8.digest": ("digest_unchecked",),
     "F8.draft-reset": ("draft_keeps_split",),
+    "F8.draft-message": ("draft_message_split_fields",),
     "F8.no-leak": ("draft_leaks_storage",),
 }
 
