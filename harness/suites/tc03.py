@@ -95,6 +95,11 @@ def cases(matrix) -> list[Case]:
                             extra=(f"hardware.topology={TWO_NODES}", "hardware.num_cards=4", *matrix.extra_for(lw))))
         lw = matrix.preferred("layerwise", ("s2",))[0]
         if matrix.layerwise_flags(lw).effective_split_size == 2:  # s4 at tp 4 is one group per replica
+            for impl in matrix.implementations:  # two ranks per card: a node's ranks sit on cards of other switches
+                out.append(Case(tc=TC, model=models[0], layerwise=lw, parallel="tp8", implementation=impl,
+                                hardware="cpu", variant=f"{TWO_NODES}-shared",
+                                extra=(f"hardware.topology={TWO_NODES}", "hardware.num_cards=4", TWO_NODES_SHARED,
+                                       *SHARED_CARD, *matrix.extra_for(lw))))
             for impl in matrix.implementations:
                 out.append(Case(tc=TC, model=models[0], layerwise=lw, parallel="dp2_tp4", implementation=impl,
                                 hardware="cpu", variant=REPLICAS,
@@ -118,6 +123,10 @@ reserved) > 512 MiB HBM, where a reserve counted once per card would fit (2 x 10
 TWO_NODES = "pcie_2switch_4"
 """One 4-card node (two switches); with ``hardware.num_cards=4`` tp 8 spans two such nodes, whose ranks
 are joined by the network (NET), never by a cell of the card matrix: groups stay inside a node."""
+TWO_NODES_SHARED = "placement=[0,0,2,2,1,1,3,3]"
+"""Two ranks per card, node 0 on cards 0 and 2 (switches A and B), node 1 on cards 1 and 3: inside a node the
+best pair is NODE, while the card matrix would pair card 0 with card 1 and card 2 with card 3 (PIX) across
+the nodes: read as one box, every split group would span both nodes."""
 REPLICAS = "pcie_4switch_8_mixed"
 """Two sockets numbered differently (alternating switches on one, consecutive on the other): dp 2 x tp 4
 puts one replica on each, so each TP group is grouped on its own links."""
