@@ -101,9 +101,10 @@ def cases(matrix) -> list[Case]:
                                 extra=(f"hardware.topology={TWO_NODES}", "hardware.num_cards=4", TWO_NODES_SHARED,
                                        *SHARED_CARD, *matrix.extra_for(lw))))
             for impl in matrix.implementations:
-                out.append(Case(tc=TC, model=models[0], layerwise=lw, parallel="dp2_tp4", implementation=impl,
-                                hardware="cpu", variant=REPLICAS,
-                                extra=(f"hardware.topology={REPLICAS}", *matrix.extra_for(lw))))
+                for variant, placed in ((REPLICAS, ()), (f"{REPLICAS}-swapped", (REPLICAS_SWAPPED,))):
+                    out.append(Case(tc=TC, model=models[0], layerwise=lw, parallel="dp2_tp4", implementation=impl,
+                                    hardware="cpu", variant=variant,
+                                    extra=(f"hardware.topology={REPLICAS}", *placed, *matrix.extra_for(lw))))
     for impl in matrix.implementations:  # two ranks per card with memory to spare: regrouped onto distinct cards
         out.append(Case(tc=TC, model=models[0], layerwise="s2", parallel="tp4", implementation=impl,
                         hardware="cpu", variant="shared-card", extra=(OVERSUBSCRIBED, *SHARED_CARD, *matrix.extra)))
@@ -130,6 +131,9 @@ the nodes: read as one box, every split group would span both nodes."""
 REPLICAS = "pcie_4switch_8_mixed"
 """Two sockets numbered differently (alternating switches on one, consecutive on the other): dp 2 x tp 4
 puts one replica on each, so each TP group is grouped on its own links."""
+REPLICAS_SWAPPED = "placement=[4,5,6,7,0,1,2,3]"
+"""The same sockets the other way round: the first replica's cards keep upstream's groups, the second's must
+regroup (a grouping, or the decision to regroup, taken from the first replica is wrong either way)."""
 MESH = "nvlink_mesh_8"
 """NVLink hybrid cube mesh: not a tree, so split groups come from the exhaustive search (FEATURE 4)."""
 
