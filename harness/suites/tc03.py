@@ -93,8 +93,8 @@ def cases(matrix) -> list[Case]:
             out.append(Case(tc=TC, model=models[0], layerwise=lw, parallel="tp8", implementation=impl,
                             hardware="cpu", variant=TWO_NODES,
                             extra=(f"hardware.topology={TWO_NODES}", "hardware.num_cards=4", *matrix.extra_for(lw))))
-        lw = matrix.preferred("layerwise", ("s2",))[0]
-        if matrix.layerwise_flags(lw).effective_split_size == 2:  # s4 at tp 4 is one group per replica
+        lw = next(iter(matrix.preferred("layerwise", ("s2",))), None)
+        if lw is not None and matrix.layerwise_flags(lw).effective_split_size == 2:  # s4 at tp 4: one group each
             for impl in matrix.implementations:  # two ranks per card: a node's ranks sit on cards of other switches
                 out.append(Case(tc=TC, model=models[0], layerwise=lw, parallel="tp8", implementation=impl,
                                 hardware="cpu", variant=f"{TWO_NODES}-shared",
