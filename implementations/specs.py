@@ -147,7 +147,7 @@ class HardwareProfile:
     """Cards per node."""
     hbm_bytes_per_card: int
     reserved_bytes_per_card: int
-    """Weights, activations and runtime: what is not for KV."""
+    """Weights, activations and runtime: what is not for KV; each rank on the card keeps its own."""
     topology: Topology
     warp_size: int = 32
     quantized_kv_cache_dtypes: tuple[str, ...] = ()

@@ -101,7 +101,8 @@ class HardwareConfig:
     hbm_mib_per_card: int = MISSING
     """Device memory of one card, MiB."""
     reserved_mib_per_card: int = MISSING
-    """Weights, activations, runtime: what is not for KV, MiB."""
+    """Weights, activations, runtime: what is not for KV, MiB; each rank on the card keeps its own (two ranks
+    on one card reserve it twice)."""
     topology: str = MISSING
     """Fixture name in ``conf/topology`` or a path to a topo -m text / YAML file."""
     warp_size: int = 32

@@ -43,6 +43,9 @@ RULES: dict[str, str] = {
                           "order if among the best, else the lexicographically first (key 3)",
     "F4.group-links": "groupings tied on the worst link compare every group's worst link, worst to best (key 2)",
     "F4.cards": "no card holds two ranks of a split group, and no card exceeds its HBM",
+    "F4.node-links": "ranks on different nodes are joined by the network, never by a cell of the card matrix",
+    "F4.replica-groups": "each attention TP group (dp replica) is cut on its own cards' links",
+    "F4.card-reserve": "every rank on a card keeps its own reserve: ranks x (KV + reserved) within the HBM",
     # 5. bytes per layer
     "F5.mla-slot": "MLA slot = d_kv * (kv_lora_rank + qk_rope_head_dim)",
     "F5.gqa-slot": "GQA slot = 2 * d_kv * head_dim * max(1, kv heads / attn_tp)",
@@ -67,15 +70,18 @@ RULES: dict[str, str] = {
     "F6.report-gain": "capacity gain = split n_blocks / uniform n_blocks",
     "F6.gain-undefined": "no uniform block fits: the capacity gain is null (never infinity or 0), with a note",
     "F6.raises-peak": "where the split cannot lower the peak, the plan says \"the split raises the peak\"",
+    "F6.report-mean": "the mean across ranks is rounded down, never to the nearest byte",
     "F6.report-scale": "per-rank estimates include the quantized scales",
     # 7. allocation
     "F7.layout-axes": "the hardware profile's layout: heads-major or tokens-major",
     "F7.nonowner-view": "a non-owned full layer is a view of the scratch, with no bytes of its own",
     "F7.quantized-tensors": "scale tensors in upstream's shapes and dtype, views included",
     "F7.linear-tensors": "conv state [slots, conv_state_len, channels] on every backend but MUSA",
+    "F7.conv-value-channels": "the conv state counts its value channels with linear_key_head_dim (upstream)",
     # 8. engines and workers
     "F8.digest": "every worker holds the master's layout (same digest)",
     "F8.draft-reset": "a draft engine's workers reset the split to 1 / rank 0",
+    "F8.draft-message": "a draft engine's message never splits: split size 1, one group per rank, split rank 0",
     "F8.no-leak": "no engine, target or draft, leaves storage alive after teardown",
 }
 
@@ -101,6 +107,9 @@ MUTANTS: dict[str, tuple[str, ...]] = {
     "F4.topology-groups": ("tie_groups_reshuffled",),
     "F4.group-links": ("tie_keeps_consecutive",),
     "F4.cards": ("card_check_skipped",),
+    "F4.node-links": ("cross_node_links_from_card_matrix",),
+    "F4.replica-groups": ("first_replica_grouping_reused",),
+    "F4.card-reserve": ("reserve_once_per_card",),
     "F5.mla-slot": ("mla_rope_dropped",),
     "F5.gqa-slot": ("gqa_heads_not_divided",),
     "F5.scale-slot": ("scale_bytes_missing",),
@@ -123,13 +132,16 @@ MUTANTS: dict[str, tuple[str, ...]] = {
     "F6.report-gain": ("capacity_gain_inverted",),
     "F6.gain-undefined": ("capacity_gain_infinite",),
     "F6.raises-peak": ("raises_peak_unnoted",),
+    "F6.report-mean": ("mean_rounded",),
     "F6.report-scale": ("scale_missing_in_estimate",),
     "F7.layout-axes": ("wrong_layout_axes",),
     "F7.nonowner-view": ("nonowner_real_storage",),
     "F7.quantized-tensors": ("quantized_view_reshaped",),
     "F7.linear-tensors": ("conv_state_transposed",),
+    "F7.conv-value-channels": ("conv_value_channels_value_dim",),
     "F8.digest": ("digest_unchecked",),
     "F8.draft-reset": ("draft_keeps_split",),
+    "F8.draft-message": ("draft_message_split_fields",),
     "F8.no-leak": ("draft_leaks_storage",),
 }
 

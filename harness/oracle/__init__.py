@@ -163,9 +163,11 @@ from harness.oracle.startup import (
 )
 from harness.oracle.tensors import (
     TensorSpec,
+    expected_allocation_departure_bytes,
     expected_draft_layer_tensors,
     expected_full_layer_tensors,
     expected_layer_tensors,
+    expected_linear_allocated_bytes,
     expected_linear_layer_tensors,
     expected_scratch_tensors,
     full_layer_tensor_specs,
@@ -210,6 +212,7 @@ __all__ = [
     "expected_draft_bytes_per_block",
     "expected_draft_capacity",
     "expected_draft_cost_per_block",
+    "expected_allocation_departure_bytes",
     "expected_draft_layer_tensors",
     "expected_draft_rank_bytes",
     "expected_estimation_rejection",
@@ -219,6 +222,7 @@ __all__ = [
     "expected_indexer",
     "expected_layer_bytes_per_block",
     "expected_layer_tensors",
+    "expected_linear_allocated_bytes",
     "expected_linear_layer_tensors",
     "expected_linear_layers",
     "expected_linear_state_bytes",

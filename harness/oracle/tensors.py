@@ -13,8 +13,9 @@ from harness.oracle.inputs import (
     run_budget_bytes,
     torch_dtype_name,
 )
-from harness.oracle.layers import expected_indexer, is_full_attention_layer
+from harness.oracle.layers import expected_indexer, expected_linear_layers, is_full_attention_layer
 from harness.oracle.slots import (
+    expected_linear_state_bytes,
     expected_linear_state_slots,
     expected_num_speculative_tokens,
     kv_quantized,
@@ -111,6 +112,25 @@ def expected_linear_layer_tensors(run, budget_bytes: Optional[int] = None) -> di
     budget = run_budget_bytes(run) if budget_bytes is None else budget_bytes
     slots = expected_linear_state_slots(run.model, run.cache, tp, budget)
     return linear_layer_tensor_specs(run.model, run.cache, tp, slots)
+
+
+def expected_linear_allocated_bytes(run, budget_bytes: Optional[int] = None) -> int:
+    """Section 7: the bytes a rank allocates for all its linear layers' state: each linear layer's
+    conv and recurrent tensors in upstream's shapes (``expected_linear_layer_tensors``)."""
+    linear = len(expected_linear_layers(run.model))
+    if not linear:
+        return 0
+    return linear * sum(t.nbytes for t in expected_linear_layer_tensors(run, budget_bytes).values())
+
+
+def expected_allocation_departure_bytes(run, budget_bytes: Optional[int] = None) -> int:
+    """Section 7: allocated minus estimated bytes of a target rank. Upstream's conv state counts its
+    value channels with ``linear_key_head_dim`` where section 5's estimate uses ``linear_value_head_dim``:
+    L * slots * d * (key_dim - value_dim) * v_heads * conv_state_len, 0 when the two head dims are equal
+    (every real model) or the model has no linear layer."""
+    tp = attn_tp_size(run)
+    budget = run_budget_bytes(run) if budget_bytes is None else budget_bytes
+    return expected_linear_allocated_bytes(run, budget) - expected_linear_state_bytes(run.model, run.cache, tp, budget)
 
 
 def expected_layer_tensors(run, layer_id: int, n_blocks: int, budget_bytes: Optional[int] = None) -> dict:

@@ -351,6 +351,37 @@ def draft_plan_problems(plan, run) -> list[str]:
     return out
 
 
+def draft_message_problems(facts: list, run) -> list[str]:
+    """The draft engine's own message, field by field (FEATURE 6 and 8: the draft never splits): split size 1,
+    not active, one group per plan rank, no owners and no scratch; each worker's entry in split rank 0 of a
+    group of itself, owning every draft layer. Its workers reset to 1 / rank 0 whatever the message says
+    (``worker_layout_problems``), so only the message shows a draft engine that writes the target's split."""
+    if getattr(run, "draft", None) is None:
+        return []
+    want_owned = tuple(oracle.expected_full_layers(run.draft))
+    out = []
+    for f in facts:
+        wf = f.workers.get("draft")
+        m = None if wf is None else wf.message
+        if m is None:
+            continue
+        r, where = wf.plan_rank, f"rank {f.rank} draft engine message"
+        for what, got, want in (
+            ("split size", m.split_size, 1), ("active", m.active, False), ("layer owners", m.layer_owner, ()),
+            ("scratch bytes per block", m.scratch_bytes_per_block, 0), ("its entry's split rank", m.split_rank, 0),
+            ("its entry's group", m.split_groups[m.split_group] if m.split_group is not None
+             and 0 <= m.split_group < len(m.split_groups) else None, (r,)),
+            ("its entry's owned full layers", m.owned_full_layers, want_owned),
+        ):
+            if got != want:
+                out.append(Problem(f"{where}: {what} {got!r}; a draft never splits: {want!r}", rule="draft-message",
+                                   rank=f.rank))
+        if sorted(len(g) for g in m.split_groups) != [1] * len(m.split_groups):
+            out.append(Problem(f"{where}: split groups {[list(g) for g in m.split_groups]}; a draft never splits: "
+                               f"one group per rank", rule="draft-message", rank=f.rank))
+    return out
+
+
 def worker_layout_problems(facts: list, run, role: str = "target", *, spec_n_blocks: bool = True) -> list[str]:
     """What each worker reports about its place in the layout (FEATURE 4, 7, 8), against the spec: its
     split size, its split group (plan ranks, the spec's grouping) and its position there, its block count

@@ -58,6 +58,34 @@ class LeakFacts:
 
 
 @dataclass(frozen=True, kw_only=True)
+class MessageFacts:
+    """The engine message a worker received, as the engine wrote it (FEATURE 8): its split fields and the
+    entry of the worker's own plan rank. A fact to check, whatever the worker then made of it."""
+
+    active: bool
+    split_size: int
+    split_groups: tuple[tuple[int, ...], ...]
+    layer_owner: tuple[tuple[int, int], ...]
+    scratch_bytes_per_block: int
+    split_group: Optional[int]
+    """The worker's entry: index into ``split_groups`` (None: the message has no entry for its plan rank)."""
+    split_rank: Optional[int]
+    owned_full_layers: tuple[int, ...]
+
+
+def message_facts(message, plan_rank: int) -> MessageFacts:
+    entry = next((r for r in message.ranks if r.rank == plan_rank), None)
+    return MessageFacts(
+        active=bool(message.active), split_size=message.split_size,
+        split_groups=tuple(tuple(g) for g in message.split_groups),
+        layer_owner=tuple(tuple(p) for p in message.layer_owner),
+        scratch_bytes_per_block=message.scratch_bytes_per_block,
+        split_group=None if entry is None else entry.split_group,
+        split_rank=None if entry is None else entry.split_rank,
+        owned_full_layers=() if entry is None else tuple(entry.owned_full_layers))
+
+
+@dataclass(frozen=True, kw_only=True)
 class WorkerFacts:
     role: str
     plan_rank: int
@@ -80,6 +108,8 @@ class WorkerFacts:
     reported_role: str = ""
     reported_device: str = ""
     """What the worker's cache says about itself (its rank, role and device): facts to check."""
+    message: Optional[MessageFacts] = None
+    """The engine message it received (its split fields and its own entry)."""
 
     def owned_full(self) -> list[int]:
         return [l.layer for l in self.layers if l.kind == "full" and l.owned]
@@ -184,6 +214,7 @@ def worker_facts(worker, device: str, *, leak: Optional[LeakFacts] = None) -> Wo
         reported_rank=cache.rank,
         reported_role=cache.role,
         reported_device=str(cache.device),
+        message=message_facts(worker.message, worker.plan_rank),
     )
 
 

@@ -60,13 +60,18 @@ EDGES = (
 
 def cases(matrix):
     """The standard axes, TC-01's cache variants (scale bytes, dtypes, linear-state slots change the estimate),
-    each target with its draft at s = 2 (the draft's D shares the budget: block counts, capacity gain), and
-    FEATURE 6's edges (``EDGES``)."""
-    from harness.suites.tc01 import VARIANTS, spelling_cases, variant_cases
+    each target with its draft at s = 2 (the draft's D shares the budget: block counts, capacity gain),
+    FEATURE 6's edges (``EDGES``), a mean across ranks that is not a whole byte (``UNEVEN_MEAN``) and a
+    model whose linear value head dim differs from its key head dim."""
+    from harness.suites.tc01 import VARIANTS, spelling_cases, value_dim_cases, variant_cases
     from harness.suites.tc07 import PAIRS
 
     out = standard_cases(TC, matrix) + variant_cases(TC, matrix, tuple(v[0] for v in VARIANTS))
-    out += spelling_cases(TC, matrix)
+    out += spelling_cases(TC, matrix) + value_dim_cases(TC, matrix)
+    model, lw, extra = UNEVEN_MEAN
+    if model in matrix.models and matrix.offers("layerwise", lw):
+        out += [Case(tc=TC, model=model, layerwise=lw, parallel="tp4", implementation=impl, hardware="cpu",
+                     variant="uneven-mean", extra=(*matrix.extra_for(lw), *extra)) for impl in matrix.implementations]
     lw = matrix.offered("layerwise", ["s2"])
     pars = matrix.offered("parallel", ["tp4"])
     for (target, draft), impl in itertools.product(PAIRS, matrix.implementations):
@@ -80,6 +85,13 @@ def cases(matrix):
                             hardware=matrix.hardware[0], variant=variant,
                             extra=(*matrix.extra_for(lw[0], pars[0]), *extra)))
     return out
+
+
+UNEVEN_MEAN = ("deepseek_v32", "s2", ("parallel.world_size=3", "layerwise.split_size=3",
+                                     "cache.kv_budget_bytes=123000000"))
+"""Three ranks whose estimates do not average to a whole byte: 31 blocks, ranks own 21, 20, 20 of 61 layers
+(+ scratch): 122,912,768 + 2 x 117,325,824 = 357,564,416 B, / 3 = 119,188,138.67: the mean is rounded down
+(FEATURE 6, ``oracle.expected_report``), where rounding would give ...139."""
 
 
 def check(facts: list, run) -> list[str]:
@@ -155,7 +167,10 @@ def note_problems(plan, run, budget: int) -> list[str]:
 def _measured_problems(facts: list, plan, run) -> list[str]:
     """Measured vs estimated per rank (exact on CPU), and the measured split peak vs the uniform peak."""
     tp = oracle.attn_tp_size(run)
-    estimated = {rp.rank: rp.estimated_bytes for rp in plan.ranks}
+    # FEATURE 7: upstream's conv state counts value channels with the key head dim, so the allocation
+    # departs from the estimate by this much where the two head dims differ (0 on every real model).
+    departure = oracle.expected_allocation_departure_bytes(run)
+    estimated = {rp.rank: rp.estimated_bytes + departure for rp in plan.ranks}
     measured = {}
     problems = []
     for f in facts:
@@ -165,15 +180,17 @@ def _measured_problems(facts: list, plan, run) -> list[str]:
         if e is None:
             problems.append(f"rank {f.rank}: no estimate in the plan")
         elif wf.device == "cpu" and m != e:
-            problems.append(Problem(f"rank {f.rank}: estimated {e} B vs measured {m} B; on CPU the distinct storages "
-                                    f"are exactly what was allocated, so they must be equal", rule="bytes", rank=f.rank))
+            problems.append(Problem(f"rank {f.rank}: estimated {e - departure} B"
+                                    + (f" {departure:+d} B of conv state in upstream's shape" if departure else "")
+                                    + f" vs measured {m} B; on CPU the distinct storages are exactly what was "
+                                    f"allocated, so they must be equal", rule="bytes", rank=f.rank))
         elif m == 0 or abs(e - m) > TOLERANCE * m:
             problems.append(Problem(f"rank {f.rank}: estimated {e} B vs measured {m} B (more than {TOLERANCE:.0%} "
                                     f"apart)", rule="bytes", rank=f.rank))
     if oracle.expected_split_raises_peak(run):
         return problems  # FEATURE 6: the split cannot lower the peak here; the figures and the note are checked
     uniform_peak = plan.n_blocks * oracle.expected_full_bytes_per_block(run.model, run.cache, tp) \
-        + oracle.expected_linear_state_bytes(run.model, run.cache, tp, oracle.run_budget_bytes(run))
+        + oracle.expected_linear_state_bytes(run.model, run.cache, tp, oracle.run_budget_bytes(run)) + departure
     for r in sorted(measured):
         if measured[r] > uniform_peak:
             problems.append(Problem(f"split peak: rank {r} holds {measured[r]} B, exceeding the uniform peak "

@@ -94,18 +94,52 @@ def cases(matrix) -> list[Case]:
         for lw, impl in itertools.product(matrix.offered("layerwise", ["s2"]), matrix.implementations):
             out.append(Case(tc=TC, model=models[0], layerwise=lw, parallel="tp8", implementation=impl,
                             hardware="cpu", variant=UNEVEN, extra=(f"hardware.topology={UNEVEN}", *matrix.extra_for(lw))))
+    if matrix.topologies:  # a TP group across two nodes; dp replicas on differently wired cards
+        for lw, impl in itertools.product(layerwise, matrix.implementations):
+            out.append(Case(tc=TC, model=models[0], layerwise=lw, parallel="tp8", implementation=impl,
+                            hardware="cpu", variant=TWO_NODES,
+                            extra=(f"hardware.topology={TWO_NODES}", "hardware.num_cards=4", *matrix.extra_for(lw))))
+        lw = next(iter(matrix.preferred("layerwise", ("s2",))), None)
+        if lw is not None and matrix.layerwise_flags(lw).effective_split_size == 2:  # s4 at tp 4: one group each
+            for impl in matrix.implementations:  # two ranks per card: a node's ranks sit on cards of other switches
+                out.append(Case(tc=TC, model=models[0], layerwise=lw, parallel="tp8", implementation=impl,
+                                hardware="cpu", variant=f"{TWO_NODES}-shared",
+                                extra=(f"hardware.topology={TWO_NODES}", "hardware.num_cards=4", TWO_NODES_SHARED,
+                                       *SHARED_CARD, *matrix.extra_for(lw))))
+            for impl in matrix.implementations:
+                for variant, placed in ((REPLICAS, ()), (f"{REPLICAS}-swapped", (REPLICAS_SWAPPED,))):
+                    out.append(Case(tc=TC, model=models[0], layerwise=lw, parallel="dp2_tp4", implementation=impl,
+                                    hardware="cpu", variant=variant,
+                                    extra=(f"hardware.topology={REPLICAS}", *placed, *matrix.extra_for(lw))))
     for impl in matrix.implementations:  # two ranks per card with memory to spare: regrouped onto distinct cards
         out.append(Case(tc=TC, model=models[0], layerwise="s2", parallel="tp4", implementation=impl,
                         hardware="cpu", variant="shared-card", extra=(OVERSUBSCRIBED, *SHARED_CARD, *matrix.extra)))
     for impl in matrix.implementations:  # two ranks per card: the master must refuse (HBM)
         out.append(Case(tc=TC, model=models[0], layerwise="s2", parallel="tp4", implementation=impl,
-                        hardware="cpu", variant="oversubscribed", extra=(OVERSUBSCRIBED, *matrix.extra)))
+                        hardware="cpu", variant="oversubscribed",
+                        extra=(OVERSUBSCRIBED, *RESERVE_PER_RANK, *matrix.extra)))
     return out
 
 
 OVERSUBSCRIBED = "placement=[0,0,1,1]"
 SHARED_CARD = ("hardware.reserved_mib_per_card=128", "cache.kv_budget_bytes=104857600")
 """Two ranks per card that fit: 2 x (100 MiB KV + 128 MiB reserved) <= 512 MiB HBM."""
+RESERVE_PER_RANK = ("hardware.reserved_mib_per_card=200", "cache.kv_budget_bytes=104857600")
+"""Two ranks per card that do not fit because each keeps its own reserve: 2 x (about 100 MiB KV + 200 MiB
+reserved) > 512 MiB HBM, where a reserve counted once per card would fit (2 x 100 + 200 <= 512)."""
+TWO_NODES = "pcie_2switch_4"
+"""One 4-card node (two switches); with ``hardware.num_cards=4`` tp 8 spans two such nodes, whose ranks
+are joined by the network (NET), never by a cell of the card matrix: groups stay inside a node."""
+TWO_NODES_SHARED = "placement=[0,0,2,2,1,1,3,3]"
+"""Two ranks per card, node 0 on cards 0 and 2 (switches A and B), node 1 on cards 1 and 3: inside a node the
+best pair is NODE, while the card matrix would pair card 0 with card 1 and card 2 with card 3 (PIX) across
+the nodes: read as one box, every split group would span both nodes."""
+REPLICAS = "pcie_4switch_8_mixed"
+"""Two sockets numbered differently (alternating switches on one, consecutive on the other): dp 2 x tp 4
+puts one replica on each, so each TP group is grouped on its own links."""
+REPLICAS_SWAPPED = "placement=[4,5,6,7,0,1,2,3]"
+"""The same sockets the other way round: the first replica's cards keep upstream's groups, the second's must
+regroup (a grouping, or the decision to regroup, taken from the first replica is wrong either way)."""
 MESH = "nvlink_mesh_8"
 """NVLink hybrid cube mesh: not a tree, so split groups come from the exhaustive search (FEATURE 4)."""
 UNEVEN = "pcie_uneven_switches_8"

@@ -29,6 +29,7 @@ from harness import oracle
 from harness.suites.bring_up import bring_up, engines_for
 from harness.suites.case import Case
 from harness.suites.common import (
+    draft_message_problems,
     leak_problems,
     master_error,
     no_missing_baseline,
@@ -214,6 +215,7 @@ def check(facts: list[dict], run) -> list[str]:
     for role, ranks in engines.items():
         problems += _check_engine(facts, plan, run, role, ranks)
         problems += worker_layout_problems(facts, run, role, spec_n_blocks=False)
+    problems += draft_message_problems(facts, run)
     problems += _check_coverage(facts, plan, run, engines["target"])
     problems += ownership_problems(facts, run, owner=dict(plan.layer_owner))  # positions: the spec's
     problems += _check_tamper(facts, engines)

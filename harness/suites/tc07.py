@@ -18,6 +18,7 @@ import itertools
 from harness import oracle
 from harness.suites.case import Case
 from harness.suites.common import (
+    draft_message_problems,
     draft_plan_problems,
     leak_problems,
     no_missing_baseline,
@@ -98,7 +99,7 @@ def check(facts: list, run) -> list[str]:
             problems.append(f"{role} workers hold different layouts: {sorted(map(str, digests))}")
     problems += ownership_problems(facts, run)
     problems += worker_layout_problems(facts, run) + worker_layout_problems(facts, run, "draft")
-    problems += draft_plan_problems(plan, run)
+    problems += draft_plan_problems(plan, run) + draft_message_problems(facts, run)
     problems += tensor_problems(facts, run, "draft")
     draft_estimate = {rp.rank: rp.draft_estimated_bytes for rp in plan.ranks}
     for f in facts:
@@ -132,7 +133,7 @@ def _target_problems(r: int, wf, run, n: int, tp: int) -> list[str]:
     for layer in wf.layers:
         if layer.kind == "full" and not layer.owned and (layer.own_bytes or not layer.scratch_view):
             out.append(f"rank {r} target layer {layer.layer}: not owned but holds {layer.own_bytes} B of its own")
-    want = oracle.expected_rank_bytes(run, n, got if s > 1 else full)
+    want = oracle.expected_rank_bytes(run, n, got if s > 1 else full) + oracle.expected_allocation_departure_bytes(run)
     if wf.measured_bytes != want:
         out.append(Problem(f"rank {r} target: allocated {wf.measured_bytes} B, spec {want} B for its layers",
                            rule="bytes", rank=r))

@@ -13,17 +13,19 @@ from __future__ import annotations
 
 from implementations.mutants.allocation import (
     ConvStateTransposed,
+    ConvValueChannelsValueDim,
     NonownerRealStorage,
     QuantizedViewReshaped,
     WrongLayoutAxes,
 )
 from implementations.mutants.base import COMPONENTS, Mutant
-from implementations.mutants.engine import DraftKeepsSplit, DraftLeaksStorage
+from implementations.mutants.engine import DraftKeepsSplit, DraftLeaksStorage, DraftMessageSplitFields
 from implementations.mutants.estimation import (
     DraftAdditionalIgnored,
     IndexSlotDropped,
     LinearSlotsUnpadded,
     MaxBlockCount,
+    MeanRounded,
     NoScratchInEstimate,
     PeakScratchOmitted,
     SavingsAtUniformBlocks,
@@ -59,6 +61,9 @@ from implementations.mutants.rules import (
 )
 from implementations.mutants.topology import (
     CardCheckSkipped,
+    CrossNodeLinksFromCardMatrix,
+    FirstReplicaGroupingReused,
+    ReserveOncePerCard,
     StridedGroups,
     TieGroupsReshuffled,
     TieKeepsConsecutive,
@@ -123,6 +128,12 @@ _CLASSES: tuple[type[Mutant], ...] = (
     TieKeepsConsecutive,
     CapacityGainInfinite,
     RaisesPeakUnnoted,
+    CrossNodeLinksFromCardMatrix,
+    FirstReplicaGroupingReused,
+    ReserveOncePerCard,
+    MeanRounded,
+    ConvValueChannelsValueDim,
+    DraftMessageSplitFields,
 )
 
 MUTANTS: dict[str, type[Mutant]] = {cls.name.removeprefix("mutant_"): cls for cls in _CLASSES}

@@ -87,3 +87,23 @@ class ConvStateTransposed(Mutant):
                     layer.tensors["conv"] = torch.empty((conv.shape[0], conv.shape[2], conv.shape[1]),
                                                         dtype=conv.dtype, device=conv.device)
         return cache
+
+
+class ConvValueChannelsValueDim(Mutant):
+    """The conv state counts its value channels with linear_value_head_dim (as the estimate does) instead of upstream's linear_key_head_dim (FEATURE 7, upstream's shapes: only a model whose key and value head dims differ shows it)."""
+
+    name = "mutant_conv_value_channels_value_dim"
+    component = "allocation"
+    expected_catchers = ("TC-01", "TC-02")
+
+    def init_worker(self, message, run, *, rank, role, device, expected_digest) -> WorkerKVCache:
+        cache = super().init_worker(message, run, rank=rank, role=role, device=device,
+                                    expected_digest=expected_digest)
+        for layer in cache.layers:
+            conv, recurrent = layer.tensors.get("conv"), layer.tensors.get("recurrent")
+            if layer.kind == "linear" and conv is not None and recurrent is not None:
+                v_heads, key_dim, value_dim = recurrent.shape[1], recurrent.shape[2], recurrent.shape[3]
+                channels = conv.shape[2] + (value_dim - key_dim) * v_heads
+                layer.tensors["conv"] = torch.empty((conv.shape[0], conv.shape[1], channels), dtype=conv.dtype,
+                                                    device=conv.device)
+        return cache

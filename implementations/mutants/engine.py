@@ -59,3 +59,19 @@ class DraftLeaksStorage(Mutant):
             _KEPT.append(tensor.untyped_storage())
             del _KEPT[:-2]
         return cache
+
+
+class DraftMessageSplitFields(Mutant):
+    """The draft engine's message carries the target's split size, split groups and each rank's split rank, though it is not active, so its workers still reset to 1 / rank 0 (FEATURE 6/8: the draft engine never splits; its message says so)."""
+
+    name = "mutant_draft_message_split_fields"
+    component = "engine"
+    expected_catchers = ("TC-04", "TC-07")
+
+    def draft_message(self, plan, run):
+        message = super().draft_message(plan, run)
+        if not plan.active:
+            return message
+        ranks = tuple(replace(d, split_group=t.split_group, split_rank=t.split_rank)
+                      for d, t in zip(message.ranks, plan.ranks))
+        return replace(message, split_size=plan.split_size, split_groups=plan.split_groups, ranks=ranks)

@@ -173,3 +173,16 @@ class SavingsAtUniformBlocks(Mutant):
         full_bytes = sum(plan.layer_bytes_per_block[l] for l in plan.full_layers)
         uniform = plan.uniform_n_blocks * full_bytes + plan.linear_state_bytes
         return replace(plan, uniform_peak_bytes=uniform, savings_bytes=uniform - plan.peak_bytes)
+
+
+class MeanRounded(Mutant):
+    """The mean across ranks is rounded to the nearest byte (half up) instead of rounded down (FEATURE 6, report: the mean of the per-rank estimates)."""
+
+    name = "mutant_mean_rounded"
+    component = "estimation"
+    expected_catchers = ("TC-02",)
+
+    def plan(self, run):
+        plan = super().plan(run)
+        n = len(plan.ranks)
+        return replace(plan, mean_bytes=(sum(r.estimated_bytes for r in plan.ranks) + n // 2) // n)

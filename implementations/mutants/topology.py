@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
+from implementations.errors import PlanError
 from implementations.mutants.base import Mutant
 from implementations.reference import layout
 from implementations.reference import topology as topology_rules
@@ -90,3 +92,58 @@ class TieKeepsConsecutive(Mutant):
                 inside = consecutive
             out.extend(inside)
         return tuple(out)
+
+
+class CrossNodeLinksFromCardMatrix(Mutant):
+    """Links between ranks on different nodes are read from the card matrix as if one box (rank 4 on node 1 card 0 and rank 0 on node 0 card 0 read the diagonal), so a TP group spanning nodes is regrouped across them (FEATURE 4: another node is joined by the network, never by a cell of the card matrix)."""
+
+    name = "mutant_cross_node_links_from_card_matrix"
+    component = "topology"
+    expected_catchers = ("TC-03",)
+
+    def split_groups(self, run, placement=None):
+        if placement is None:
+            placement = self.place_ranks(run)
+        topo = run.hardware.topology
+        slots = sorted(set(placement))  # every (node, card) becomes a card of one box
+        box = replace(topo, cards=tuple(f"GPU{i}" for i in range(len(slots))),
+                      links=tuple(tuple(topo.links[a[1]][b[1]] for b in slots) for a in slots))
+        flat = tuple((0, slots.index(where)) for where in placement)
+        s = run.layerwise.split_size if self.is_active(run.layerwise) else 1
+        return tuple(group for tp_group in layout.tp_groups(run.parallel, self.attn_tp_size(run.parallel))
+                     for group in topology_rules.form_split_groups(tp_group, s, flat, box))
+
+
+class FirstReplicaGroupingReused(Mutant):
+    """The first TP group's grouping (positions inside it) is reused for every dp replica, although another replica's cards are wired differently (FEATURE 4: each TP group is cut on its own links)."""
+
+    name = "mutant_first_replica_grouping_reused"
+    component = "topology"
+    expected_catchers = ("TC-03",)
+
+    def split_groups(self, run, placement=None):
+        groups = super().split_groups(run, placement)
+        tp_groups = layout.tp_groups(run.parallel, self.attn_tp_size(run.parallel))
+        first = tp_groups[0]
+        pattern = [tuple(first.index(r) for r in g) for g in groups if set(g) <= set(first)]
+        return tuple(tuple(tp_group[i] for i in p) for tp_group in tp_groups for p in pattern)
+
+
+class ReserveOncePerCard(Mutant):
+    """A card holding several ranks counts the reserve once, not once per rank, so two ranks that each need their reserve are accepted on one card (FEATURE 4: no card's planned memory may exceed its HBM; every rank on it keeps its own reserve)."""
+
+    name = "mutant_reserve_once_per_card"
+    component = "topology"
+    expected_catchers = ("TC-03",)
+
+    def check_cards(self, split_groups, placement, per_rank_bytes, run):
+        hw = run.hardware
+        topology_rules.check_cards(split_groups, placement, {}, hw.hbm_bytes_per_card, hw.reserved_bytes_per_card)
+        on_card: dict = {}
+        for rank, planned in per_rank_bytes.items():
+            on_card[tuple(placement[rank])] = on_card.get(tuple(placement[rank]), 0) + planned
+        for (node, card), planned in sorted(on_card.items()):
+            if planned + hw.reserved_bytes_per_card > hw.hbm_bytes_per_card:
+                raise PlanError("hardware.reserved_bytes_per_card", hw.reserved_bytes_per_card,
+                                f"each card's planned memory must fit hardware.hbm_bytes_per_card={hw.hbm_bytes_per_card}",
+                                f"node {node} card {card}: KV {planned} B + reserved {hw.reserved_bytes_per_card} B")

@@ -184,6 +184,33 @@ def _capacity_gain_infinite(m):
     fits = run_spec(DEEPSEEK_V32, split=2)
     assert m.plan(fits).capacity_gain == REF.plan(fits).capacity_gain == 2978 / 1562
 
+def _case_run(variant_extra, parallel="tp8", layerwise="s2"):
+    """The RunSpec of a default-matrix case of deepseek_v32 with these key overrides."""
+    from harness.suites.case import Case
+
+    return Case(tc="TC-03", model="deepseek_v32", layerwise=layerwise, parallel=parallel, implementation="reference",
+                extra=variant_extra).resolved.run
+
+
+def _cross_node_links_from_card_matrix(m):
+    run = _case_run(("hardware.topology=pcie_2switch_4", "hardware.num_cards=4"))  # tp 8 over two 4-card nodes
+    assert REF.plan(run).split_groups == ((0, 1), (2, 3), (4, 5), (6, 7))
+    assert m.plan(run).split_groups == ((0, 4), (1, 5), (2, 6), (3, 7))  # card 0 of node 1 read as card 0's "X"
+
+
+def _first_replica_grouping_reused(m):
+    run = _case_run(("hardware.topology=pcie_4switch_8_mixed",), parallel="dp2_tp4")
+    assert REF.plan(run).split_groups == ((0, 2), (1, 3), (4, 5), (6, 7))
+    assert m.plan(run).split_groups == ((0, 2), (1, 3), (4, 6), (5, 7))
+
+
+def _reserve_once_per_card(m):
+    run = _case_run(("placement=[0,0,1,1]", "hardware.reserved_mib_per_card=200", "cache.kv_budget_bytes=104857600"),
+                    parallel="tp4")
+    with pytest.raises(PlanError, match="reserved"):
+        REF.plan(run)
+    assert m.plan(run).ranks[1].card == 0
+
 
 def _nonowner_real_storage(m):
     run = run_spec(DEEPSEEK_V3, split=2, budget_bytes=SMALL)
@@ -383,6 +410,43 @@ def _conv_state_transposed(m):
         plan_off, off, rank=0, role="target", device="cpu", expected_digest=plan_off.digest).layer(linear).tensors["conv"].shape
 
 
+def _mean_rounded(m):
+    # TC-02's uneven-mean case: 3 ranks of 122,912,768 + 2 x 117,325,824 B, mean 119,188,138.67
+    run = _case_run(("parallel.world_size=3", "layerwise.split_size=3", "cache.kv_budget_bytes=123000000"),
+                    parallel="tp4")
+    assert REF.plan(run).mean_bytes == 119_188_138
+    assert m.plan(run).mean_bytes == 119_188_139
+
+
+def _conv_value_channels_value_dim(m):
+    model = replace(QWEN3_5_MOE, linear_value_head_dim=256)  # key dim 128: conv channels 2*128*4 + 128*8 = 2048
+    run = run_spec(model, split=2, budget_bytes=SMALL)
+    plan = REF.plan(run)
+    linear = next(l for l in range(model.num_hidden_layers) if l not in plan.full_layers)
+    ref = REF.init_worker(plan, run, rank=0, role="target", device="cpu", expected_digest=plan.digest)
+    mut = m.init_worker(plan, run, rank=0, role="target", device="cpu", expected_digest=plan.digest)
+    assert ref.layer(linear).tensors["conv"].shape[2] == 2048
+    assert mut.layer(linear).tensors["conv"].shape[2] == 2 * 128 * 4 + 256 * 8  # the estimate's channels
+    same = run_spec(QWEN3_5_MOE, split=2, budget_bytes=SMALL)  # equal head dims: no difference
+    plan = REF.plan(same)
+    assert m.init_worker(plan, same, rank=0, role="target", device="cpu", expected_digest=plan.digest).layer(
+        linear).tensors["conv"].shape == REF.init_worker(plan, same, rank=0, role="target", device="cpu",
+                                                         expected_digest=plan.digest).layer(linear).tensors["conv"].shape
+
+
+def _draft_message_split_fields(m):
+    run = run_spec(DEEPSEEK_V3, split=2, budget_bytes=SMALL, draft=DEEPSEEK_MTP)
+    ref, mut = REF.draft_message(REF.plan(run), run), m.draft_message(m.plan(run), run)
+    assert (ref.split_size, ref.split_groups, ref.ranks[1].split_rank) == (1, ((0,), (1,), (2,), (3,)), 0)
+    assert (mut.split_size, mut.split_groups, mut.ranks[1].split_rank) == (2, ((0, 1), (2, 3)), 1)
+    assert not mut.active  # so its workers still reset to 1 / rank 0
+    local = start_local(m, run)
+    try:
+        assert {(c.split_size, c.split_rank) for c in local.caches("draft")} == {(1, 0)}
+    finally:
+        local.teardown()
+
+
 def _refused_by_reference_only(m, run, field):
     with pytest.raises(ConfigError, match=field):
         REF.plan(run)
@@ -486,6 +550,12 @@ DIFFERS: dict[str, Callable] = {
     "quantized_view_reshaped": _quantized_view_reshaped,
     "draft_leaks_storage": _draft_leaks_storage,
     "conv_state_transposed": _conv_state_transposed,
+    "cross_node_links_from_card_matrix": _cross_node_links_from_card_matrix,
+    "first_replica_grouping_reused": _first_replica_grouping_reused,
+    "reserve_once_per_card": _reserve_once_per_card,
+    "mean_rounded": _mean_rounded,
+    "conv_value_channels_value_dim": _conv_value_channels_value_dim,
+    "draft_message_split_fields": _draft_message_split_fields,
 }
 
 

@@ -508,6 +508,29 @@ def test_tensor_shapes_linear_state():
     assert set(oracle.expected_layer_tensors(run, 3, 9)) == {"k", "v"}
 
 
+def test_conv_value_channels_use_the_key_head_dim():
+    # Upstream's tiny GDN fixture (kv_cache_estimation_test.cpp): 2 key and 2 value heads, key dim 4,
+    # value dim 8, conv kernel 3, on Qwen3-Next's 36 linear layers; tp 1; no prefix cache, 0 sequences: 2 slots.
+    model = replace(QWEN3_NEXT, linear_num_key_heads=2, linear_num_value_heads=2, linear_key_head_dim=4,
+                    linear_value_head_dim=8, linear_conv_kernel_dim=3)
+    run = run_spec(model, world=1, cache=cache(enable_prefix_cache=False, max_seqs_per_batch=0),
+                   budget_bytes=CPU_BUDGET)
+    # Section 5 estimate: conv 2 B * (2 * 4 * 2 + 8 * 2 = 32 channels) * 2 = 128, recurrent 2 * 2 * 4 * 8 = 128;
+    # 36 layers * 2 slots * 256 = 18,432.
+    assert oracle.expected_linear_state_bytes(model, run.cache, 1, CPU_BUDGET) == 18_432
+    # Section 7 tensors: conv [2, 2, 2 * 4 * 2 + 4 * 2 = 24] bf16 = 192 B, recurrent [2, 2, 4, 8] bf16 = 256 B.
+    t = oracle.expected_linear_layer_tensors(run)
+    assert t["conv"] == oracle.TensorSpec((2, 2, 24), "bfloat16", 192)
+    assert t["recurrent"] == oracle.TensorSpec((2, 2, 4, 8), "bfloat16", 256)
+    assert oracle.expected_linear_allocated_bytes(run) == 36 * (192 + 256) == 16_128
+    # 36 * 2 slots * 2 B * (4 - 8) * 2 value heads * 2 = -2,304: the allocation is smaller than the estimate.
+    assert oracle.expected_allocation_departure_bytes(run) == -2_304
+    # Equal head dims (every real model) or no linear layer: no departure.
+    assert oracle.expected_allocation_departure_bytes(run_spec(QWEN3_NEXT, budget_bytes=CPU_BUDGET)) == 0
+    assert oracle.expected_allocation_departure_bytes(run_spec(DEEPSEEK_V32)) == 0
+    assert oracle.expected_linear_allocated_bytes(run_spec(DEEPSEEK_V32)) == 0
+
+
 # ---- section 3: startup rules -------------------------------------------------------------------
 
 
