@@ -17,7 +17,7 @@ import pytest
 
 from harness.conformance import check, parse_log_text, readable_size, size_interval
 from harness.conformance.__main__ import main
-from testcases import ROOT
+from testcases import ROOT, shared_dir
 
 pytestmark = pytest.mark.unit
 
@@ -558,7 +558,7 @@ def test_a_full_stdout_and_a_cut_log_in_a_real_process(tmp_path):
 
 # ---- logs as real runs write them ------------------------------------------------------------------
 
-UPSTREAM = ROOT.parent.parent / "shared" / "upstream_494f293b5" / "xllm" / "core"
+UPSTREAM = (shared_dir() or ROOT / "no-shared") / "upstream_494f293b5" / "xllm" / "core"
 """Upstream's source at 494f293b5 where a checkout has it beside (``../shared``); the log lines above are
 written from its format strings by hand, so the tests below run without it."""
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from testcases import ROOT
+from testcases import ROOT, shared_dir
 
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
@@ -61,9 +61,8 @@ def test_the_repositorys_spec_is_the_one_beside_the_checkout():
     """Where the project's shared spec sits beside the checkout (developers' machines and CI),
     the repository's copy must be the same text: a new spec version is copied in with the
     change that follows it."""
-    beside = next((p for p in (ROOT.parent / "shared" / "FEATURE.md", ROOT.parent.parent / "shared" / "FEATURE.md")
-                   if p.is_file()), None)
-    if beside is None:
+    beside = shared_dir() and shared_dir() / "FEATURE.md"
+    if beside is None or not beside.is_file():
         pytest.skip("no shared/FEATURE.md beside this checkout (an installed or copied tree)")
     ours, theirs = SPEC.read_text(encoding="utf-8"), beside.read_text(encoding="utf-8")
     assert ours == theirs, (f"docs/FEATURE.md (version {_version(ours)}) differs from {beside} "
