@@ -257,11 +257,12 @@ def check_results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, mul
     if not str(value).strip():
         raise ConfigError(key, value, "a folder for the results",
                           "an empty path is the current folder; give a new folder, or leave it out")
+    check_path_length(path, key, value)  # first: a name past the limits cannot even be looked at
+    check_job_name(path, hydra_overrides)
     if key in ("hydra.run.dir", "hydra.sweep.dir"):  # a folder given outright: no other run's (claimed at start)
         from harness.app.claim import check_free
 
         check_free(path, key, value)
-    check_path_length(path, key, value)
     kept = check_writable(path, key, value)
     if multirun:  # each job writes into <sweep dir>/<subdir>: a subdir may point anywhere (an absolute path)
         from harness.config.compose import parse_override
@@ -284,6 +285,22 @@ def check_results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, mul
     return path
 
 
+def check_job_name(path: Path, hydra_overrides: Sequence[str]) -> None:
+    """``hydra.job.name`` names the job's log file (``<results folder>/<name>.log``): one file name that fits,
+    or Hydra's logging setup fails with a traceback after the folder was claimed."""
+    from harness.config.compose import parse_override
+
+    for text in hydra_overrides:
+        override = parse_override(text)
+        if override.key_or_group != "hydra.job.name" or override.is_delete():
+            continue
+        name = override.get_value_element_as_str()
+        allowed = "a file name (no '/'), the job's log file <name>.log"
+        if not name.strip() or "/" in name or "\0" in name:
+            raise ConfigError("hydra.job.name", name, allowed)
+        check_path_length(Path(path) / f"{name}.log", "hydra.job.name", name)
+
+
 RESERVED_PATH_BYTES = 160
 """Room kept below the system's path limit for what a run writes under its folder (a sweep's job folder,
 ``allure-results/<uuid>-attachment.<ext>``, the report's staging folder): about 110 bytes."""
@@ -296,7 +313,7 @@ def check_path_length(path: Path, key: str, value: Optional[str] = None) -> None
     path = Path(path).absolute()
     value = str(path) if value is None else value
     existing = path
-    while not existing.exists() and existing != existing.parent:
+    while not os.path.exists(existing) and existing != existing.parent:  # False, not ENAMETOOLONG, for a long name
         existing = existing.parent
     try:
         name_max = os.pathconf(existing, "PC_NAME_MAX")

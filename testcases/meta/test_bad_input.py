@@ -207,6 +207,15 @@ ROWS = (
     Bad("sweep-too-large", "sweep", "at most 1000 jobs", harness=("-m", "mode=plan", "layerwise.split_size=range(1,5000)")),
     Bad("group-given-a-list", "model", "one option", plan=("model=[deepseek_v32,qwen3_next]",),
         harness=("model=[deepseek_v32,qwen3_next]",)),
+    # ---- values past the system's and Python's limits: one line, the value cut short ----
+    Bad("override-of-5000-digits", "cache.block_size", "key=value", **_same("cache.block_size=" + "1" * 5000)),
+    Bad("model-of-300-characters", "model", "deepseek_v32", **_same("model=" + "m" * 300)),
+    Bad("model-path-name-too-long", "model_path", "config.json", **_same("model_path=" + "m" * 300 + "/config.json")),
+    Bad("topology-name-too-long", "hardware.topology", "a file", **_same("hardware.topology=" + "t" * 300)),
+    Bad("run-dir-name-too-long", "hydra.run.dir", "at most 255 bytes",
+        harness=("mode=plan", "hydra.run.dir={inputs}/" + "r" * 300)),
+    Bad("job-name-a-path", "hydra.job.name", "a file name", harness=("mode=plan", "hydra.job.name=a/b")),
+    Bad("job-name-too-long", "hydra.job.name", "at most 255 bytes", harness=("mode=plan", "hydra.job.name=" + "j" * 300)),
     # ---- YAML aliases count as what they expand to (implementations.inputs) ----
     Bad("topology-yaml-alias-bomb", "hardware.topology", "at most 100000 nodes",
         plan=("hardware.topology={inputs}/alias_topology.yaml",), harness=("hardware.topology={inputs}/alias_topology.yaml",)),
