@@ -133,6 +133,7 @@ def check_overrides(overrides: Sequence[str], *, multirun: bool) -> list[list[st
                 key = text.split("=", 1)[0].lstrip("+~")
                 raise ConfigError(key, text.split("=", 1)[1],
                                   "one value here; sweeps (a,b / range()) need `python -m harness -m ...`")
+    check_path_replaces_option(overrides, axes)
     jobs = 1
     for values in axes:
         jobs *= len(values)
@@ -154,6 +155,35 @@ def check_overrides(overrides: Sequence[str], *, multirun: bool) -> list[list[st
     if not axes:
         check_config([])
     return [list(job) for job in itertools.product(*axes)]
+
+
+PATH_KEYS = {"model": "model_path", "draft": "draft_path"}
+"""Group -> the key whose config.json replaces the group's node (``harness.config.compose``)."""
+
+
+def check_path_replaces_option(overrides: Sequence[str], axes: Sequence[Sequence[str]]) -> None:
+    """``model_path`` replaces the ``model`` node whichever option is chosen: with a sweep over ``model``
+    every job would plan the same file while its line names another model. Refused, naming both."""
+    from harness.config.compose import parse_override
+
+    swept = {}
+    given = {}
+    for text, values in zip(overrides, axes):
+        override = parse_override(text, sweep=True)
+        key = override.key_or_group
+        if override.is_delete():
+            continue
+        if key in PATH_KEYS and len(values) > 1:
+            swept[key] = text.split("=", 1)[1]
+        if key in PATH_KEYS.values():
+            is_null = [parse_override(v).value() is None for v in values]
+            if not all(is_null):
+                given[key] = text.split("=", 1)[1]
+    for group, path_key in PATH_KEYS.items():
+        if group in swept and path_key in given:
+            raise ConfigError(group, swept[group], f"one {group} per job: sweep {group}= or {path_key}=, not both",
+                              f"{path_key}={given[path_key]} replaces the {group} option in every job, so each "
+                              f"job would plan that file under another {group}'s name")
 
 
 def check_config(overrides: list[str]) -> None:
