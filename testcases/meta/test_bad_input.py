@@ -483,6 +483,8 @@ ARG_ROWS = (
     BadArg("mutation-rows-wrong-shape", "harness.mutation.__main__", ("--rows", "{cli}/rows_list", "--out", "out"),
            "--rows"),
     BadArg("mutation-bad-option", "harness.mutation.__main__", ("--bogus",), "--bogus"),
+    BadArg("coverage-bad-option", "harness.coverage.__main__", ("fields", "--bogus"), "--bogus"),
+    BadArg("coverage-unknown-what", "harness.coverage.__main__", ("nope",), "mutant-configs"),
 )
 
 
@@ -630,3 +632,38 @@ def test_ctrl_c_in_a_command_without_a_handler_is_one_line(capsys):
         main()
     assert exit_info.value.code == 130
     assert capsys.readouterr().err == "error: interrupted (SIGINT); what was under way did not finish\n"
+
+
+def test_ctrl_c_in_coverage_is_one_line_and_writes_nothing(capsys, monkeypatch, tmp_path):
+    """Ctrl-C while ``python -m harness.coverage fields`` searches: one line, exit 130, no record written."""
+    from harness.coverage import __main__ as coverage_cli
+    from harness.coverage import fields
+
+    monkeypatch.chdir(tmp_path)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fields, "load", interrupted)
+    monkeypatch.setattr(fields, "RECORD", tmp_path / "field_catches.json")
+    with pytest.raises(SystemExit) as exit_info:
+        coverage_cli.main(["fields"])
+    assert exit_info.value.code == 130
+    assert capsys.readouterr().err == "error: interrupted (SIGINT); what was under way did not finish\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_signal_waits_for_files_that_belong_together():
+    """``signals_deferred``: Ctrl-C during the block is acted on when it ends, never between its writes."""
+    import signal
+
+    from harness.cli import signals_deferred
+
+    done = []
+    with pytest.raises(KeyboardInterrupt):
+        with signals_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            done.append("first")
+            done.append("second")
+    assert done == ["first", "second"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
