@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -483,6 +484,16 @@ ARG_ROWS = (
     BadArg("mutation-rows-wrong-shape", "harness.mutation.__main__", ("--rows", "{cli}/rows_list", "--out", "out"),
            "--rows"),
     BadArg("mutation-bad-option", "harness.mutation.__main__", ("--bogus",), "--bogus"),
+    BadArg("record-native-bad-option", "harness.baselines.record_native", ("--source", "{cli}/tree", "--bogus"), "--bogus",
+           guard="record"),
+    BadArg("record-native-out-a-folder", "harness.baselines.record_native",
+           ("--source", "{cli}/tree", "--out", "{cli}"), "--out", guard="record"),
+    BadArg("record-native-out-not-a-recording", "harness.baselines.record_native",
+           ("--source", "{cli}/tree", "--out", "{cli}/a_file"), "or give --force", guard="record"),
+    BadArg("record-native-no-tree", "harness.baselines.record_native",
+           ("--source", "{cli}/no-such-tree", "--out", "new.json"), "implementation.source_dir", guard="record"),
+    BadArg("record-native-version-not-utf8", "harness.baselines.record_native",
+           ("--source", "{cli}/tree_gbk", "--out", "new.json"), "version.txt", guard="record"),
     BadArg("coverage-bad-option", "harness.coverage.__main__", ("fields", "--bogus"), "--bogus"),
     BadArg("coverage-unknown-what", "harness.coverage.__main__", ("nope",), "mutant-configs"),
 )
@@ -503,6 +514,12 @@ def cli_inputs(tmp_path_factory) -> Path:
     for name, body in (("rows_truncated", '{"implementation": "reference", "cells": {'), ("rows_list", "[]")):
         (root / name).mkdir()
         (root / name / "reference.json").write_text(body)
+    from testcases import ROOT
+
+    for name, version in (("tree", None), ("tree_gbk", "\u7248\u672c 494f293b5\n".encode("gbk"))):
+        shutil.copytree(ROOT / "testcases" / "native" / "fixture_tree", root / name)  # not a git checkout
+        if version is not None:
+            (root / name / "version.txt").write_bytes(version)
     cli = root / "allure"
     cli.write_text('#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = -o ] && out="$2"; shift; done\n'
                    'mkdir -p "$out" && echo report > "$out/index.html"\n')
@@ -667,3 +684,21 @@ def test_a_signal_waits_for_files_that_belong_together():
             done.append("second")
     assert done == ["first", "second"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_record_native_overwrites_only_its_own_recordings(tmp_path):
+    """``--out``: a new file, or a recording whose provenance names the command; another file only with --force
+    (and left as it is without)."""
+    from harness.baselines.record_native import COMMAND, check_out
+    from implementations.errors import ConfigError
+
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps({"provenance": {"command": f"{COMMAND} --source /x"}, "results": []}))
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    check_out(tmp_path / "new.json", force=False)
+    check_out(earlier, force=False)
+    check_out(notes, force=True)
+    with pytest.raises(ConfigError, match="--force"):
+        check_out(notes, force=False)
+    assert notes.read_text() == "my notes\n"
