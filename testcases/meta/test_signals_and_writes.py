@@ -157,6 +157,53 @@ def test_a_folder_taken_after_the_preflight_is_refused_before_hydra_writes_there
     assert [p.name for p in folder.iterdir()] == [".lwsplit-run"]
 
 
+def _no_such_pid() -> int:
+    """A pid no process has: the kernel hands out pids below ``pid_max``."""
+    with open("/proc/sys/kernel/pid_max") as fh:
+        return int(fh.read())
+
+
+def _claim_of(pid: int, **fields) -> str:
+    import socket
+    import time
+
+    return json.dumps({"pid": pid, "host": socket.gethostname(), "started": time.time(), **fields})
+
+
+def test_a_claim_whose_run_is_gone_is_taken_over_with_a_note(tmp_path, capsys):
+    """A run killed outright (SIGKILL) leaves its claim: its pid is gone, or now names another process (the
+    start time differs). The next run takes the folder over with a note; a running claimant's folder, one
+    whose claim says too little, and what a gone run left besides its claim are still refused."""
+    from harness import procfs
+    from harness.app.claim import CLAIM_FILE, check_free, claim, is_ours
+    from implementations.errors import ConfigError
+
+    me = procfs.stat()
+    for name, text in (("gone", _claim_of(_no_such_pid())),
+                       ("pid-reused", _claim_of(os.getppid(), pid_start=procfs.stat(os.getppid()).starttime + 1))):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / CLAIM_FILE).write_text(text)
+        check_free(folder, "hydra.run.dir", str(folder))  # the pre-flight lets it through
+        claim(folder, "hydra.run.dir", str(folder))
+        assert is_ours(folder) and [p.name for p in folder.iterdir()] == [CLAIM_FILE]
+        err = capsys.readouterr().err
+        assert err.startswith(f"note: {folder}: the run that claimed it") and "takes the folder over" in err, err
+    for name, text, files in (("running", _claim_of(os.getpid(), pid_start=me.starttime), ()),
+                              ("unreadable", "{}", ()),
+                              ("gone-with-results", _claim_of(_no_such_pid()), ("result.json",))):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / CLAIM_FILE).write_text(text)
+        for file in files:
+            (folder / file).write_text("{}")
+        for check in (check_free, claim):
+            with pytest.raises(ConfigError):
+                check(folder, "hydra.run.dir", str(folder))
+        assert (folder / CLAIM_FILE).read_text() == text or name == "gone-with-results"
+        assert sorted(p.name for p in folder.iterdir()) == sorted([CLAIM_FILE, *files])
+
+
 # ---- signals to the app ----------------------------------------------------------------------------
 
 
