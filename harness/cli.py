@@ -29,8 +29,15 @@ F = TypeVar("F", bound=Callable[..., object])
 
 def say_error(message: object) -> None:
     """Print ``error: <message>`` on one line of stderr (for a command that then returns its own status)."""
-    line = " ".join(str(message).split())
-    print(f"error: {line}", file=sys.stderr, flush=True)
+    print(f"error: {one_line(message)}", file=sys.stderr, flush=True)
+
+
+def one_line(message: object) -> str:
+    """``message`` on one line, as a terminal shows it: whitespace runs are one space, and what a terminal
+    would act on or cannot show (an escape sequence's ESC, a carriage return, an undecodable byte of the
+    command line) is written as its Python escape (``\\x1b``, ``\\udcff``)."""
+    text = " ".join(str(message).split())
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
 
 
 def fail(message: object) -> NoReturn:

@@ -108,7 +108,9 @@ def pytest_configure(config) -> None:
 
         registry.configure(max_live_ranks=config.getoption("lw_max_live_ranks"))
     except UserError as exc:
-        raise pytest.UsageError(f"error: {exc}") from None
+        from harness.cli import one_line
+
+        raise pytest.UsageError(f"error: {one_line(exc)}") from None
     from harness.reporting import write_guard
 
     write_guard.guard_allure_writes()

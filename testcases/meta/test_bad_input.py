@@ -702,3 +702,22 @@ def test_record_native_overwrites_only_its_own_recordings(tmp_path):
     with pytest.raises(ConfigError, match="--force"):
         check_out(notes, force=False)
     assert notes.read_text() == "my notes\n"
+
+
+@pytest.mark.parametrize("value", ["model=\x1b[31mred", "layerwise.split_size=2\r"], ids=["escape", "carriage-return"])
+def test_control_characters_of_an_override_are_shown_escaped(value, capsys, tmp_path, monkeypatch):
+    """What a terminal acts on (an escape sequence, a carriage return) is echoed as its escape, in every
+    part of the error line (Hydra's own detail quotes the character it stopped at)."""
+    from harness.app.main import main as harness_main
+
+    monkeypatch.chdir(tmp_path)
+    errors = []
+    for main in (plan_cli.main, harness_main):
+        with pytest.raises(SystemExit):
+            main([value])
+        errors.append(capsys.readouterr().err)
+    for err in errors:
+        assert err.startswith("error: ") and err.count("\n") == 1, err
+        assert not any(ch in err[:-1] for ch in "\x1b\r"), repr(err)
+        assert "\\x1b" in err or "\\r" in err, repr(err)
+    assert list(tmp_path.iterdir()) == []
