@@ -216,6 +216,21 @@ def _sweep(tmp_path: Path, tag: str, temp_root: str) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
+def test_a_signal_ignored_by_the_starting_process_stays_ignored():
+    """``nohup python -m harness -m ...``: SIGHUP (the terminal closing) is ignored when the app starts, and
+    the app's handlers leave it so; the signals it was not told to ignore stop it between jobs."""
+    from harness.app import signals as app_signals
+
+    saved = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with app_signals.stop_on_signals():
+            assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) == app_signals._handler
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, saved)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_a_signal_stops_the_sweep_between_jobs_and_leaves_nothing_behind(tmp_path, sig, temp_root):
