@@ -177,6 +177,8 @@ def signals_deferred(signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -
     old = {}
     try:
         for sig in signals:
+            if signal.getsignal(sig) == signal.SIG_IGN:  # ignored (nohup): stays so
+                continue
             old[sig] = signal.signal(sig, lambda signum, _frame: received.append(signum))
     except ValueError:  # not the main thread
         pass

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import socket
 import stat
 import sys
@@ -77,16 +76,12 @@ def claim(folder: Path, key: str, value: str, *, fresh: bool = True) -> Path:
                 raise _taken(folder, key, value) from None
             if fresh:  # what the gone run left besides its claim: refused, and its claim left as it is
                 _refuse_others(folder, key, value)
-            gone = _release_stale(marker)
+            fd, gone = _take_over(marker)
             if gone is None:
                 raise _taken(folder, key, value) from None
             print(f"note: {folder}: the run that claimed it (pid {gone.get('pid')}, started "
                   f"{_when(gone.get('started'))}) is gone without finishing; this run takes the folder over",
                   file=sys.stderr, flush=True)
-            try:
-                fd = _create(marker)
-            except FileExistsError:  # another run took it over first
-                raise _taken(folder, key, value) from None
     except OSError as exc:
         for directory in made:  # leave no empty folder behind
             try:
@@ -192,29 +187,33 @@ def _stale(marker: Path) -> Optional[tuple[bytes, dict]]:
     return None
 
 
-def _release_stale(marker: Path) -> Optional[dict]:
-    """Remove a stale claim, once, even with several runs trying at the same moment: it is renamed aside
-    first (one rename wins), and put back when what was renamed is not the claim judged stale (a run took
-    the folder over in between). Returns the stale claim's data, or None when nothing was released."""
-    found = _stale(marker)
-    if found is None:
-        return None
-    aside = marker.with_name(f"{CLAIM_FILE}.stale-{os.getpid()}-{secrets.token_hex(4)}")
+def _take_over(marker: Path) -> tuple[int, Optional[dict]]:
+    """Replace a stale claim by this process's, once, even with several runs trying at the same moment:
+    under a lock beside the claim the takers go one at a time, and each judges the claim anew (the first
+    one's claim is not stale for the next). A run claiming without the lock can only create the claim where
+    there is none: between the removal and the creation it may win, and this one is refused.
+    Returns (the new claim's descriptor, the stale claim's data), or (-1, None) when not taken over."""
+    import fcntl
+
+    lock = marker.with_name(f"{CLAIM_FILE}.lock")
     try:
-        os.rename(marker, aside)
-    except OSError:  # gone already: another run released it
-        return None
+        lock_fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0),
+                          0o644)
+    except OSError:
+        return -1, None
     try:
-        with open(aside, "rb") as fh:
-            if fh.read(4096) != found[0]:  # a live claim made in between: put it back where it was
-                try:
-                    os.link(aside, marker)
-                except OSError:
-                    pass
-                return None
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        found = _stale(marker)
+        if found is None:
+            return -1, None
+        try:
+            os.unlink(marker)
+            return _create(marker), found[1]
+        except OSError:  # gone meanwhile, or a run claiming without the lock made its claim first
+            return -1, None
     finally:
         try:
-            os.unlink(aside)
+            os.unlink(lock)  # while held: a taker waiting on the old one then finds the new claim, not stale
         except OSError:
             pass
-    return found[1]
+        os.close(lock_fd)

@@ -216,6 +216,48 @@ def _sweep(tmp_path: Path, tag: str, temp_root: str) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
+def test_runs_taking_over_one_stale_claim_at_once_one_gets_it(tmp_path):
+    """Eight processes find the claim of a run that is gone and take it over at the same moment: exactly one
+    gets the folder (each stays alive until all have tried, so the winner's claim is not stale for the rest)."""
+    from harness.app.claim import CLAIM_FILE, claim
+    from implementations.errors import ConfigError
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / CLAIM_FILE).write_text(_claim_of(_no_such_pid()))
+    start_r, start_w = os.pipe()
+    done_r, done_w = os.pipe()
+    hold_r, hold_w = os.pipe()
+    children = []
+    for _ in range(8):
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                os.close(start_w)
+                os.read(start_r, 1)
+                sys.stderr = open(os.devnull, "w")  # the winner's note
+                claim(folder, "hydra.run.dir", str(folder))
+                code = 0
+            except ConfigError:
+                code = 3
+            finally:
+                os.write(done_w, b"d")
+                os.read(hold_r, 1)
+                os._exit(code)
+        children.append(pid)
+    os.write(start_w, b"x" * len(children))
+    tried = 0
+    while tried < len(children):
+        tried += len(os.read(done_r, len(children)))
+    os.write(hold_w, b"x" * len(children))
+    codes = sorted(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children)
+    for fd in (start_r, start_w, done_r, done_w, hold_r, hold_w):
+        os.close(fd)
+    assert codes == [0] + [3] * 7, codes
+    assert [p.name for p in folder.iterdir()] == [CLAIM_FILE]
+
+
 def test_a_signal_ignored_by_the_starting_process_stays_ignored():
     """``nohup python -m harness -m ...``: SIGHUP (the terminal closing) is ignored when the app starts, and
     the app's handlers leave it so; the signals it was not told to ignore stop it between jobs."""
