@@ -309,7 +309,7 @@ def check_results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, mul
                                           "otherwise the jobs write over each other's results")
                     first_job = re.sub(r"\$\{[^}]*\}", "0", given)  # ${hydra.job.num} of the first job
                     kept += check_writable(path / first_job, "hydra.sweep.subdir", given)
-        except ConfigError:  # refused after all: the first check's folders go too
+        except BaseException:  # refused after all (or a signal): the first check's folders go too
             _remove_empty(kept)
             raise
     return path
@@ -384,9 +384,9 @@ def check_writable(path: Path, key: str, value: Optional[str] = None) -> list[Pa
                     raise
         with tempfile.TemporaryFile(dir=path):
             pass
-    except (OSError, ConfigError) as exc:
+    except BaseException as exc:  # also a signal (KeyboardInterrupt): no folder of ours is left behind
         _remove_empty(created)
-        if isinstance(exc, ConfigError):
+        if not isinstance(exc, OSError):
             raise
         raise ConfigError(key, value, "a writable directory for the results",
                           f"cannot write {path}: {exc.strerror or exc}") from None

@@ -258,6 +258,43 @@ def test_runs_taking_over_one_stale_claim_at_once_one_gets_it(tmp_path):
     assert [p.name for p in folder.iterdir()] == [CLAIM_FILE]
 
 
+def test_sigterm_while_the_command_line_is_checked_is_one_line(tmp_path, capsys, monkeypatch):
+    """SIGTERM during ``python -m harness``'s pre-flight: the app's handler is already in place, so the
+    command says it was interrupted and that nothing ran (exit 143), rather than ending silently."""
+    from harness.app import main as app_main
+    from harness.app import signals as app_signals
+    from harness.app import validate
+
+    seen = []
+
+    def interrupted(inv):
+        seen.append(signal.getsignal(signal.SIGTERM))
+        raise app_signals.StopRequested("SIGTERM")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(validate, "check_invocation", interrupted)
+    assert app_main.main(["mode=plan"]) == 143
+    assert seen == [app_signals._handler]
+    err = capsys.readouterr().err
+    assert err == "interrupted by SIGTERM while checking the command line: no job ran, nothing was written\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_signal_while_the_results_folder_is_checked_leaves_no_folder(tmp_path, monkeypatch):
+    """A signal while the pre-flight makes the results folder's parents: what it made goes again."""
+    import tempfile as tempfile_module
+
+    from harness.app import validate
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tempfile_module, "TemporaryFile", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        validate.check_writable(tmp_path / "a" / "b" / "run", "hydra.run.dir")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_signal_ignored_by_the_starting_process_stays_ignored():
     """``nohup python -m harness -m ...``: SIGHUP (the terminal closing) is ignored when the app starts, and
     the app's handlers leave it so; the signals it was not told to ignore stop it between jobs."""
