@@ -23,6 +23,7 @@ import itertools
 import os
 import re
 import tempfile
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
@@ -288,6 +289,7 @@ def check_results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, mul
         raise ConfigError(key, value, "a folder for the results",
                           "an empty path is the current folder; give a new folder, or leave it out")
     check_path_length(path, key, value)  # first: a name past the limits cannot even be looked at
+    check_path_characters(path, key, value)
     check_job_name(path, hydra_overrides)
     if key in ("hydra.run.dir", "hydra.sweep.dir"):  # a folder given outright: no other run's (claimed at start)
         from harness.app.claim import check_free
@@ -307,6 +309,7 @@ def check_results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, mul
                         raise ConfigError("hydra.sweep.subdir", given, "a folder that differs per job, e.g. "
                                           "${hydra.job.num} (the default) or ${hydra.job.override_dirname}",
                                           "otherwise the jobs write over each other's results")
+                    check_path_characters(Path(given), "hydra.sweep.subdir", given)
                     first_job = re.sub(r"\$\{[^}]*\}", "0", given)  # ${hydra.job.num} of the first job
                     kept += check_writable(path / first_job, "hydra.sweep.subdir", given)
         except BaseException:  # refused after all (or a signal): the first check's folders go too
@@ -329,6 +332,17 @@ def check_job_name(path: Path, hydra_overrides: Sequence[str]) -> None:
         if not name.strip() or "/" in name or "\0" in name:
             raise ConfigError("hydra.job.name", name, allowed)
         check_path_length(Path(path) / f"{name}.log", "hydra.job.name", name)
+        check_path_characters(Path(name), "hydra.job.name", name)
+
+
+def check_path_characters(path: Path, key: str, value: Optional[str] = None) -> None:
+    """No control character (newline, tab, ESC, ...) in a path the run's lines name: a ``result:`` line or a
+    results table naming a folder with a newline in it reads as two lines to every tool after."""
+    text = str(path)
+    bad = next((ch for ch in text if unicodedata.category(ch) == "Cc"), None)
+    if bad is not None:
+        raise ConfigError(key, text if value is None else value, "a path without control characters",
+                          f"it holds {ascii(bad)}")
 
 
 RESERVED_PATH_BYTES = 160

@@ -220,6 +220,12 @@ ROWS = (
     Bad("topology-name-too-long", "hardware.topology", "a file", **_same("hardware.topology=" + "t" * 300)),
     Bad("run-dir-name-too-long", "hydra.run.dir", "at most 255 bytes",
         harness=("mode=plan", "hydra.run.dir={inputs}/" + "r" * 300)),
+    Bad("run-dir-with-a-newline", "hydra.run.dir", "without control characters",
+        harness=("mode=plan", "hydra.run.dir='{inputs}/a\nb'")),
+    Bad("results-dir-with-an-escape", "report.results_dir", "without control characters",
+        harness=("mode=plan", "report.results_dir='{inputs}/r\x1b[1m'")),
+    Bad("sweep-subdir-with-a-tab", "hydra.sweep.subdir", "without control characters",
+        harness=("-m", "mode=plan", "hydra.sweep.subdir='${hydra.job.num}\tx'")),
     Bad("job-name-a-path", "hydra.job.name", "a file name", harness=("mode=plan", "hydra.job.name=a/b")),
     Bad("job-name-too-long", "hydra.job.name", "at most 255 bytes", harness=("mode=plan", "hydra.job.name=" + "j" * 300)),
     # ---- YAML aliases count as what they expand to (implementations.inputs) ----
