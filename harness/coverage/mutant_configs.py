@@ -78,7 +78,10 @@ def write() -> list[Change]:
             write_atomic(path, text)
             changes.append(Change(path, "wrote"))
     for path in stale():
-        path.unlink()
+        try:
+            path.unlink()
+        except FileNotFoundError:  # another run of this command removed it first
+            continue
         changes.append(Change(path, "removed"))
     expected_paths = set(expected())
     changes += [Change(p, "left") for p in foreign() if p not in expected_paths]

@@ -113,6 +113,18 @@ def test_mutant_configs_touches_only_the_files_it_wrote(tmp_path, monkeypatch, c
     assert all(p.read_text().startswith(mutant_configs.HEADER) for p in others)
 
 
+def test_mutant_configs_run_twice_at_once_removes_a_stale_file_once(tmp_path, monkeypatch):
+    """Two runs of mutant-configs see the same stale file; the second finds it gone: not a traceback."""
+    from harness.coverage import mutant_configs
+
+    monkeypatch.setattr(mutant_configs, "FOLDER", tmp_path)
+    gone = tmp_path / "mutant_no_longer_registered.yaml"
+    gone.write_text(mutant_configs.HEADER)
+    monkeypatch.setattr(mutant_configs, "stale", lambda: [gone, tmp_path / "mutant_removed_by_the_other_run.yaml"])
+    changes = mutant_configs.write()
+    assert [c.path for c in changes if c.what == "removed"] == [gone]
+
+
 @pytest.mark.parametrize("key", sorted(MUTANTS))
 def test_plans_a_shipped_like_config_without_crashing(key):
     """Qwen3.5 at s = 2 (balanced owners, linear layers): every mutant still plans it."""
