@@ -11,6 +11,7 @@ import argparse
 import errno
 import functools
 import os
+import signal
 import sys
 from contextlib import contextmanager
 from typing import Callable, Iterator, NoReturn, Optional, Sequence, TypeVar
@@ -28,8 +29,15 @@ F = TypeVar("F", bound=Callable[..., object])
 
 def say_error(message: object) -> None:
     """Print ``error: <message>`` on one line of stderr (for a command that then returns its own status)."""
-    line = " ".join(str(message).split())
-    print(f"error: {line}", file=sys.stderr, flush=True)
+    print(f"error: {one_line(message)}", file=sys.stderr, flush=True)
+
+
+def one_line(message: object) -> str:
+    """``message`` on one line, as a terminal shows it: whitespace runs are one space, and what a terminal
+    would act on or cannot show (an escape sequence's ESC, a carriage return, an undecodable byte of the
+    command line) is written as its Python escape (``\\x1b``, ``\\udcff``)."""
+    text = " ".join(str(message).split())
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
 
 
 def fail(message: object) -> NoReturn:
@@ -166,6 +174,29 @@ def _stdout_to_devnull(stream) -> None:
         pass
     finally:
         os.close(devnull)
+
+
+@contextmanager
+def signals_deferred(signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM while the block writes files that belong together (a record and the page
+    showing it): a signal that came meanwhile is acted on when the block ends, so it never stops the
+    command between the two. In a thread other than the main one signals cannot be held: the block runs."""
+    received: list[int] = []
+    old = {}
+    try:
+        for sig in signals:
+            if signal.getsignal(sig) == signal.SIG_IGN:  # ignored (nohup): stays so
+                continue
+            old[sig] = signal.signal(sig, lambda signum, _frame: received.append(signum))
+    except ValueError:  # not the main thread
+        pass
+    try:
+        yield
+    finally:
+        for sig, previous in old.items():
+            signal.signal(sig, previous)
+        if received:
+            signal.raise_signal(received[0])
 
 
 def join_flag_values(argv: Sequence[str], flag: str = "--gflags") -> list[str]:

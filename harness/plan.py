@@ -125,7 +125,8 @@ def _mib(n_bytes: int) -> str:
 
 @command
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = parser().parse_args(join_flag_values(sys.argv[1:] if argv is None else list(argv)))
+    # intermixed: an option may come anywhere among the overrides (model=x --table layerwise=s2)
+    args = parser().parse_intermixed_args(join_flag_values(sys.argv[1:] if argv is None else list(argv)))
     overrides = list(args.overrides)
     if args.gflags is not None or args.parallel_config is not None:
         from harness.config.build import engine_flags

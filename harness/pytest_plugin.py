@@ -103,11 +103,14 @@ def pytest_configure(config) -> None:
         if not hasattr(config, "workerinput"):  # the controller checks once for every xdist worker
             _check_options(config)
             _check_extra_overrides(config.stash[_MATRIX_KEY])
+            _check_implementation_inputs(config.stash[_MATRIX_KEY])
         from harness.rankpool import registry
 
         registry.configure(max_live_ranks=config.getoption("lw_max_live_ranks"))
     except UserError as exc:
-        raise pytest.UsageError(f"error: {exc}") from None
+        from harness.cli import one_line
+
+        raise pytest.UsageError(f"error: {one_line(exc)}") from None
     from harness.reporting import write_guard
 
     write_guard.guard_allure_writes()
@@ -134,7 +137,9 @@ def _allure_environment(matrix) -> dict:
     from harness.suites.case import resolve
 
     devices = [str(torch.cuda.get_device_name(i)) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
-    overrides = [f"hardware={matrix.hardware[0]}"] + list(matrix.extra)
+    # with the matrix's implementation: a key of its own (implementation.source_dir) is unknown to the default one
+    overrides = [f"hardware={matrix.hardware[0]}", *[f"implementation={i}" for i in matrix.implementations[:1]],
+                 *matrix.extra]
     resolved = resolve(tuple(overrides))
     return {
         "torch_version": str(torch.__version__),  # a TorchVersion, which execnet cannot carry
@@ -237,6 +242,25 @@ def pytest_report_header(config) -> list[str]:
     if _MATRIX_KEY not in config.stash:
         return []
     return removed_case_lines(config.stash[_MATRIX_KEY])
+
+
+def _check_implementation_inputs(matrix) -> None:
+    """An implementation that needs inputs of its own (``xllm_native``: a source tree, given as
+    ``implementation.source_dir=`` or ``$LWSPLIT_XLLM_SRC``) is asked once whether it has them
+    (``harness.config.build.check_implementation_inputs``): a tree not given, or not there, is one
+    usage line at start-up, not a failure in every case and a "failing example" in the explorer.
+    Composed only for such an implementation; nothing is built."""
+    from harness.config.build import check_implementation_inputs, implementation_needs_inputs
+    from harness.config.compose import option_node
+    from harness.suites.case import Case
+
+    lw, par = matrix.layerwise[0], matrix.parallel[0]
+    for impl in matrix.implementations:
+        if not implementation_needs_inputs(str(option_node("implementation", impl).get("_target_"))):
+            continue
+        case = Case(tc="", model=matrix.models[0], layerwise=lw, parallel=par, hardware=matrix.hardware[0],
+                    implementation=impl, extra=matrix.extra_for(lw, par))
+        check_implementation_inputs(case.resolved.impl_cfg)
 
 
 def session_matrix(config):

@@ -563,8 +563,11 @@ def _resolve(path_or_name: str, fixtures_dir: Optional[Path]) -> Path:
         if fixtures_dir is not None:
             candidates += [Path(fixtures_dir) / n for n in names]  # .txt wins over a .yaml twin
     for path in candidates:
-        if path.is_file():
-            return path
+        try:
+            if path.is_file():
+                return path
+        except OSError:  # a name past the system's limits (ENAMETOOLONG): not a file it can read
+            continue
     raise _error(
         str(path_or_name),
         f"a file (.txt from `nvidia-smi topo -m`, or .yaml) or a name in {fixtures_dir}: "

@@ -10,6 +10,7 @@ sweep's overrides: a job that left no result is a ``missing`` row, never dropped
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -219,10 +220,13 @@ def combined_allure_report(sweep_dir: Path, results: list[dict], cli: Optional[P
 
 def write_summary(sweep_dir: Path, results: list[dict], command: str = "",
                   allure_report: str = "") -> tuple[Path, Path, Path]:
-    """results.csv, results.md and results.svg in ``sweep_dir``, each written atomically."""
+    """results.csv, results.md and results.svg in ``sweep_dir``, each written atomically; a signal while they
+    are written waits for all three (``signals_deferred``), so a sweep never has one without the others."""
+    from harness.cli import signals_deferred
+
     rows = aggregate.rows(results)
-    csv_path = write_atomic(sweep_dir / OUTPUTS[0], aggregate.to_csv(rows))
-    md_path = write_atomic(sweep_dir / OUTPUTS[1], aggregate.to_markdown(rows, results, command=command,
-                                                                         allure_report=allure_report))
-    chart_path = write_atomic(sweep_dir / OUTPUTS[2], aggregate.to_svg(rows))
+    texts = (aggregate.to_csv(rows), aggregate.to_markdown(rows, results, command=command,
+                                                           allure_report=allure_report), aggregate.to_svg(rows))
+    with signals_deferred((signal.SIGINT, signal.SIGTERM, signal.SIGHUP)):
+        csv_path, md_path, chart_path = (write_atomic(sweep_dir / name, text) for name, text in zip(OUTPUTS, texts))
     return csv_path, md_path, chart_path

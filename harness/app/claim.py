@@ -7,6 +7,13 @@ folder an earlier run wrote) would overwrite each other's ``result.json`` and
 also across processes started at the same moment) and refuses a folder that already
 holds one, or holds anything else: a run writes only into a new or empty folder.
 The claim stays after the run, so the folder is then known to hold that run's results.
+
+A claim records the process that made it (host, pid, the pid's start time since boot, the boot). A
+claim whose process is gone (killed outright: SIGKILL, a power cut), or whose pid now names another
+process, is stale: it no longer says a run is writing there. It is taken over with a note, and the folder
+is then judged as any other: a run still writes only into a folder holding nothing else (what the gone
+run left stays, and is refused by name). A claim of another host, or one that cannot be read, is never
+judged stale: it is refused as before.
 """
 
 from __future__ import annotations
@@ -14,8 +21,11 @@ from __future__ import annotations
 import json
 import os
 import socket
+import stat
+import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 from implementations.errors import ConfigError
 
@@ -28,7 +38,8 @@ def check_free(folder: Path, key: str, value: str) -> None:
     folder = Path(folder).absolute()
     if not folder.is_dir():
         return
-    if (folder / CLAIM_FILE).exists():
+    marker = folder / CLAIM_FILE
+    if os.path.lexists(marker) and _stale(marker) is None:
         raise _taken(folder, key, value)
     _refuse_others(folder, key, value)
 
@@ -39,7 +50,7 @@ def _taken(folder: Path, key: str, value: str) -> ConfigError:
 
 
 def _refuse_others(folder: Path, key: str, value: str) -> None:
-    others = sorted(p.name for p in folder.iterdir() if p.name != CLAIM_FILE)
+    others = sorted(p.name for p in folder.iterdir() if not p.name.startswith(CLAIM_FILE))
     if others:
         shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
         raise ConfigError(key, value, ALLOWED, f"{folder} already holds {shown}; choose another folder")
@@ -59,9 +70,18 @@ def claim(folder: Path, key: str, value: str, *, fresh: bool = True) -> Path:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         try:
-            fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = _create(marker)
         except FileExistsError:
-            raise _taken(folder, key, value) from None
+            if _stale(marker) is None:
+                raise _taken(folder, key, value) from None
+            if fresh:  # what the gone run left besides its claim: refused, and its claim left as it is
+                _refuse_others(folder, key, value)
+            fd, gone = _take_over(marker)
+            if gone is None:
+                raise _taken(folder, key, value) from None
+            print(f"note: {folder}: the run that claimed it (pid {gone.get('pid')}, started "
+                  f"{_when(gone.get('started'))}) is gone without finishing; this run takes the folder over",
+                  file=sys.stderr, flush=True)
     except OSError as exc:
         for directory in made:  # leave no empty folder behind
             try:
@@ -75,7 +95,7 @@ def claim(folder: Path, key: str, value: str, *, fresh: bool = True) -> Path:
             _refuse_others(folder, key, value)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fd = -1
-            json.dump({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}, fh)
+            json.dump(_identity(), fh)
             fh.write("\n")
     except BaseException:
         if fd >= 0:
@@ -92,3 +112,108 @@ def is_ours(folder: Path) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(data, dict) and data.get("pid") == os.getpid() and data.get("host") == socket.gethostname()
+
+
+def _create(marker: Path) -> int:
+    return os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+
+
+def _identity() -> dict:
+    """What a claim records of the process making it: enough to tell later whether it still runs."""
+    from harness import procfs
+
+    me = procfs.stat()
+    return {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(),
+            "pid_start": me.starttime if me is not None else None, "boot_id": _boot_id()}
+
+
+def _boot_id() -> Optional[str]:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
+            return fh.read().strip() or None
+    except (OSError, ValueError):
+        return None
+
+
+def _when(started: object) -> str:
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(started)))
+    except (TypeError, ValueError, OverflowError, OSError):
+        return "at an unknown time"
+
+
+def _read(marker: Path) -> Optional[tuple[bytes, dict]]:
+    try:  # a regular file, not followed through a link, never blocking on a FIFO
+        fd = os.open(marker, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return None
+            raw = fh.read(4096)
+        data = json.loads(raw.decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return (raw, data) if isinstance(data, dict) else None
+
+
+def _stale(marker: Path) -> Optional[tuple[bytes, dict]]:
+    """The claim's bytes and data when its process is gone (stale), else None (running, another host's,
+    or a claim that says too little to tell)."""
+    found = _read(marker)
+    if found is None:
+        return None
+    data = found[1]
+    pid = data.get("pid")
+    if data.get("host") != socket.gethostname() or isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+        return None
+    boot = _boot_id()
+    if data.get("boot_id") and boot and data["boot_id"] != boot:
+        return found  # the machine restarted since: no process of that boot runs
+    from harness import procfs
+
+    if procfs.stat() is None:  # no /proc: ask the kernel whether the pid exists
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return found
+        except OSError:
+            return None
+        return None
+    proc = procfs.stat(pid)
+    if proc is None or proc.zombie:
+        return found
+    recorded = data.get("pid_start")
+    if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded != proc.starttime:
+        return found  # the pid now names another process
+    return None
+
+
+def _take_over(marker: Path) -> tuple[int, Optional[dict]]:
+    """Replace a stale claim by this process's, once, even with several runs trying at the same moment:
+    under a lock beside the claim the takers go one at a time, and each judges the claim anew (the first
+    one's claim is not stale for the next). A run claiming without the lock can only create the claim where
+    there is none: between the removal and the creation it may win, and this one is refused.
+    Returns (the new claim's descriptor, the stale claim's data), or (-1, None) when not taken over."""
+    import fcntl
+
+    lock = marker.with_name(f"{CLAIM_FILE}.lock")
+    try:
+        lock_fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0),
+                          0o644)
+    except OSError:
+        return -1, None
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        found = _stale(marker)
+        if found is None:
+            return -1, None
+        try:
+            os.unlink(marker)
+            return _create(marker), found[1]
+        except OSError:  # gone meanwhile, or a run claiming without the lock made its claim first
+            return -1, None
+    finally:
+        try:
+            os.unlink(lock)  # while held: a taker waiting on the old one then finds the new claim, not stale
+        except OSError:
+            pass
+        os.close(lock_fd)

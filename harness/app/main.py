@@ -52,7 +52,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from harness.app.validate import check_invocation, parse_argv
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    check_invocation(parse_argv(argv))
+    with signals.stop_on_signals():  # from the pre-flight on: SIGTERM there is one line too, not a silent end
+        try:
+            check_invocation(parse_argv(argv))
+        except KeyboardInterrupt as exc:
+            name = getattr(exc, "signal_name", None) or signals.stop_requested() or "SIGINT"
+            print(f"interrupted by {name} while checking the command line: no job ran, nothing was written",
+                  file=sys.stderr)
+            return signals.exit_code(name)
     st.reset()
     saved = sys.argv
     sys.argv = [saved[0] if saved else "harness", *argv]

@@ -6,6 +6,8 @@ that a stop was asked for before raising KeyboardInterrupt; the job runner check
 ``stop_requested()`` after pytest returns and re-raises, which ends the sweep.
 SIGTERM and SIGHUP become the same KeyboardInterrupt, so every ``finally`` runs:
 rank pools close, temp folders go, and reports are only ever renamed into place.
+A signal the starting process ignored stays ignored (``nohup python -m harness ...``: closing the
+terminal does not stop the sweep).
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ def stop_on_signals() -> Iterator[None]:
     old = {}
     try:
         for sig in HANDLED:
+            if signal.getsignal(sig) == signal.SIG_IGN:  # ignored by whoever started us (nohup: SIGHUP): stays so
+                continue
             old[sig] = signal.signal(sig, _handler)
     except ValueError:  # not the main thread: leave signals to whoever owns them
         pass

@@ -23,6 +23,7 @@ import itertools
 import os
 import re
 import tempfile
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
@@ -133,6 +134,7 @@ def check_overrides(overrides: Sequence[str], *, multirun: bool) -> list[list[st
                 key = text.split("=", 1)[0].lstrip("+~")
                 raise ConfigError(key, text.split("=", 1)[1],
                                   "one value here; sweeps (a,b / range()) need `python -m harness -m ...`")
+    check_path_replaces_option(overrides, axes)
     jobs = 1
     for values in axes:
         jobs *= len(values)
@@ -154,6 +156,35 @@ def check_overrides(overrides: Sequence[str], *, multirun: bool) -> list[list[st
     if not axes:
         check_config([])
     return [list(job) for job in itertools.product(*axes)]
+
+
+PATH_KEYS = {"model": "model_path", "draft": "draft_path"}
+"""Group -> the key whose config.json replaces the group's node (``harness.config.compose``)."""
+
+
+def check_path_replaces_option(overrides: Sequence[str], axes: Sequence[Sequence[str]]) -> None:
+    """``model_path`` replaces the ``model`` node whichever option is chosen: with a sweep over ``model``
+    every job would plan the same file while its line names another model. Refused, naming both."""
+    from harness.config.compose import parse_override
+
+    swept = {}
+    given = {}
+    for text, values in zip(overrides, axes):
+        override = parse_override(text, sweep=True)
+        key = override.key_or_group
+        if override.is_delete():
+            continue
+        if key in PATH_KEYS and len(values) > 1:
+            swept[key] = text.split("=", 1)[1]
+        if key in PATH_KEYS.values():
+            is_null = [parse_override(v).value() is None for v in values]
+            if not all(is_null):
+                given[key] = text.split("=", 1)[1]
+    for group, path_key in PATH_KEYS.items():
+        if group in swept and path_key in given:
+            raise ConfigError(group, swept[group], f"one {group} per job: sweep {group}= or {path_key}=, not both",
+                              f"{path_key}={given[path_key]} replaces the {group} option in every job, so each "
+                              f"job would plan that file under another {group}'s name")
 
 
 def check_config(overrides: list[str]) -> None:
@@ -257,11 +288,13 @@ def check_results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, mul
     if not str(value).strip():
         raise ConfigError(key, value, "a folder for the results",
                           "an empty path is the current folder; give a new folder, or leave it out")
+    check_path_length(path, key, value)  # first: a name past the limits cannot even be looked at
+    check_path_characters(path, key, value)
+    check_job_name(path, hydra_overrides)
     if key in ("hydra.run.dir", "hydra.sweep.dir"):  # a folder given outright: no other run's (claimed at start)
         from harness.app.claim import check_free
 
         check_free(path, key, value)
-    check_path_length(path, key, value)
     kept = check_writable(path, key, value)
     if multirun:  # each job writes into <sweep dir>/<subdir>: a subdir may point anywhere (an absolute path)
         from harness.config.compose import parse_override
@@ -276,12 +309,40 @@ def check_results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, mul
                         raise ConfigError("hydra.sweep.subdir", given, "a folder that differs per job, e.g. "
                                           "${hydra.job.num} (the default) or ${hydra.job.override_dirname}",
                                           "otherwise the jobs write over each other's results")
+                    check_path_characters(Path(given), "hydra.sweep.subdir", given)
                     first_job = re.sub(r"\$\{[^}]*\}", "0", given)  # ${hydra.job.num} of the first job
                     kept += check_writable(path / first_job, "hydra.sweep.subdir", given)
-        except ConfigError:  # refused after all: the first check's folders go too
+        except BaseException:  # refused after all (or a signal): the first check's folders go too
             _remove_empty(kept)
             raise
     return path
+
+
+def check_job_name(path: Path, hydra_overrides: Sequence[str]) -> None:
+    """``hydra.job.name`` names the job's log file (``<results folder>/<name>.log``): one file name that fits,
+    or Hydra's logging setup fails with a traceback after the folder was claimed."""
+    from harness.config.compose import parse_override
+
+    for text in hydra_overrides:
+        override = parse_override(text)
+        if override.key_or_group != "hydra.job.name" or override.is_delete():
+            continue
+        name = override.get_value_element_as_str()
+        allowed = "a file name (no '/'), the job's log file <name>.log"
+        if not name.strip() or "/" in name or "\0" in name:
+            raise ConfigError("hydra.job.name", name, allowed)
+        check_path_length(Path(path) / f"{name}.log", "hydra.job.name", name)
+        check_path_characters(Path(name), "hydra.job.name", name)
+
+
+def check_path_characters(path: Path, key: str, value: Optional[str] = None) -> None:
+    """No control character (newline, tab, ESC, ...) in a path the run's lines name: a ``result:`` line or a
+    results table naming a folder with a newline in it reads as two lines to every tool after."""
+    text = str(path)
+    bad = next((ch for ch in text if unicodedata.category(ch) == "Cc"), None)
+    if bad is not None:
+        raise ConfigError(key, text if value is None else value, "a path without control characters",
+                          f"it holds {ascii(bad)}")
 
 
 RESERVED_PATH_BYTES = 160
@@ -296,7 +357,7 @@ def check_path_length(path: Path, key: str, value: Optional[str] = None) -> None
     path = Path(path).absolute()
     value = str(path) if value is None else value
     existing = path
-    while not existing.exists() and existing != existing.parent:
+    while not os.path.exists(existing) and existing != existing.parent:  # False, not ENAMETOOLONG, for a long name
         existing = existing.parent
     try:
         name_max = os.pathconf(existing, "PC_NAME_MAX")
@@ -337,9 +398,9 @@ def check_writable(path: Path, key: str, value: Optional[str] = None) -> list[Pa
                     raise
         with tempfile.TemporaryFile(dir=path):
             pass
-    except (OSError, ConfigError) as exc:
+    except BaseException as exc:  # also a signal (KeyboardInterrupt): no folder of ours is left behind
         _remove_empty(created)
-        if isinstance(exc, ConfigError):
+        if not isinstance(exc, OSError):
             raise
         raise ConfigError(key, value, "a writable directory for the results",
                           f"cannot write {path}: {exc.strerror or exc}") from None

@@ -6,11 +6,16 @@ Builds the tree's planning code (``implementation=xllm_native``), plans every co
 ``native_grid.grid()`` and writes the figures or the refusal's field of each, with the provenance
 (the tree's commit, compiler and flags, date, machine, this command). The file is written to a
 temporary name and renamed into place, so an interrupted run leaves the old one.
+
+``--out`` is a new file or a recording this command wrote before (a JSON object whose provenance names
+this command): any other file is refused unless ``--force``, so a file the command did not write is never
+overwritten. Everything that can be checked is checked before the build and the run: ``--out`` (not a
+folder, in a folder that can be written), the tree (``--source`` holds the files it compiles) and its
+commit (``git``, else ``--commit``, else the tree's ``version.txt``, which must be UTF-8 text).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -21,10 +26,15 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from harness.baselines import native_grid
-from harness.cli import command, fail
+from harness.cli import Parser, command, fail
 from harness.paths import BASELINE_DIR
+from implementations.errors import ConfigError
 
 NATIVE_BASELINE_PATH = BASELINE_DIR / "native_planning.json"
+COMMAND = "python -m harness.baselines.record_native"
+"""How every recording's provenance names this command (``provenance.command`` starts with it)."""
+MAX_RECORDING_BYTES = 64 * 1024 * 1024
+"""The largest existing ``--out`` read to tell whether this command wrote it (the recording is ~0.4 MB)."""
 
 
 def _commit(source: Path) -> str:
@@ -36,12 +46,46 @@ def _commit(source: Path) -> str:
     except (OSError, subprocess.SubprocessError):
         pass
     marker = source / "version.txt"
-    return f"unknown (no git; version.txt {marker.read_text().strip()})" if marker.is_file() else "unknown"
+    if not marker.is_file():
+        return "unknown"
+    from implementations.inputs import read_input_file
+
+    try:
+        text = read_input_file(marker, "--source version.txt", max_bytes=4096)
+    except ConfigError as exc:
+        raise ConfigError(exc.field, exc.value, f"{exc.allowed}, or the commit given as --commit <sha>",
+                          exc.detail) from None
+    return f"unknown (no git; version.txt {' '.join(text.split())})"
+
+
+def is_recording(path: Path) -> bool:
+    """Whether ``path`` holds a recording this command wrote (its provenance names ``COMMAND``)."""
+    from implementations.inputs import loads_json, read_input_file
+
+    try:
+        doc = loads_json(read_input_file(path, "--out", max_bytes=MAX_RECORDING_BYTES), "--out", source=str(path))
+    except ConfigError:
+        return False
+    provenance = doc.get("provenance") if isinstance(doc, dict) else None
+    command_line = provenance.get("command") if isinstance(provenance, dict) else None
+    return isinstance(command_line, str) and command_line.startswith(COMMAND)
+
+
+def check_out(out: Path, force: bool) -> None:
+    """``--out`` before anything runs: a file (not a folder) in a folder it can write, new or a recording
+    this command wrote (else ``--force``). ``ConfigError`` naming ``--out`` otherwise."""
+    from harness.app.validate import check_output_file
+
+    check_output_file(out, "--out")
+    if os.path.lexists(out) and not force and not is_recording(out):
+        raise ConfigError("--out", str(out), "a new file, or a recording this command wrote (or give --force)",
+                          "it holds something else; it is left as it is")
 
 
 def record(source: str, out: Path, commit: Optional[str] = None) -> dict:
     from implementations.xllm_native import XllmNativeImplementation
 
+    commit = commit or _commit(Path(source))  # before the run: a version.txt it cannot read is said now
     impl = XllmNativeImplementation(source_dir=source)
     models = native_grid.load_models()
     cfgs = native_grid.grid()
@@ -53,40 +97,42 @@ def record(source: str, out: Path, commit: Optional[str] = None) -> dict:
             "what": "xLLM's layerwise split planning code compiled unchanged by implementation=xllm_native "
                     "(estimate_kv_cache_capacity, LayerwiseSplitLayout, SpeculativeEngine::calculate_kv_cache, "
                     "validate_layerwise_split_size_startup_config), driven with the adapter's engine options",
-            "source_commit": commit or _commit(Path(source)),
+            "source_commit": commit,
             "compiler": manifest["compiler"], "flags": manifest["flags"],
             "date": time.strftime("%Y-%m-%d", time.gmtime()),
             "machine": f"{platform.machine()} {platform.system()} (CPU build; no accelerator involved)",
             "python": platform.python_version(),
-            "command": "python -m harness.baselines.record_native --source /path/to/xllm"
-                       " [--commit <sha> when the tree is not a git checkout]",
+            "command": f"{COMMAND} --source /path/to/xllm [--commit <sha> when the tree is not a git checkout]",
             "seconds": round(time.monotonic() - started, 1),
         },
         "models": {name: native_grid.model_to_json(m) for name, m in sorted(models.items())},
         "configs": cfgs,
         "results": results,
     }
-    tmp = out.with_name(out.name + f".tmp-{os.getpid()}")
-    try:
-        tmp.write_text(json.dumps(doc, separators=(",", ":"), sort_keys=True) + "\n")
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    from harness.app.atomic import write_atomic
+
+    write_atomic(out, json.dumps(doc, separators=(",", ":"), sort_keys=True) + "\n")
     return doc
 
 
 @command
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.baselines.record_native", description=__doc__.splitlines()[0])
+    parser = Parser(prog=COMMAND, description=__doc__.splitlines()[0])
     parser.add_argument("--source", required=True, help="an xLLM source tree (upstream 494f293b5)")
-    parser.add_argument("--out", default=str(NATIVE_BASELINE_PATH), help="where to write (default: %(default)s)")
+    parser.add_argument("--out", default=str(NATIVE_BASELINE_PATH),
+                        help="where to write: a new file or an earlier recording (default: %(default)s)")
+    parser.add_argument("--force", action="store_true", help="overwrite an --out file this command did not write")
     parser.add_argument("--commit", default=None, help="the tree's commit, when it is not a git checkout")
     args = parser.parse_args(argv)
     out = Path(args.out)
     if not out.parent.is_dir():
         fail(f"--out={args.out}: a file in an existing folder")
-    doc = record(args.source, out, args.commit)
+    from implementations.xllm_native import XllmNativeImplementation
+
+    check_out(out, args.force)
+    XllmNativeImplementation.check_inputs(source_dir=args.source)
+    commit = args.commit or _commit(Path(args.source))
+    doc = record(args.source, out, commit)
     refused = sum(1 for r in doc["results"] if "refused" in r)
     print(f"{len(doc['configs'])} configurations ({refused} refused) -> {out}")
     return 0

@@ -188,6 +188,25 @@ def check_implementation_config(impl_cfg: Any) -> None:
     check_arguments(cls, impl_cfg)  # names the key the class does not take (not the option list)
 
 
+def implementation_needs_inputs(target: str) -> bool:
+    """Whether the class ``target`` names checks inputs of its own (``check_inputs``: a source tree to compile)."""
+    from harness.config.targets import check_implementation_node
+
+    return callable(getattr(check_implementation_node({"_target_": target}), "check_inputs", None))
+
+
+def check_implementation_inputs(impl_cfg: Any) -> None:
+    """What the implementation must be given besides its options, checked without building it: its class's
+    ``check_inputs(**keys)`` when it has one (``xllm_native``: the source tree is given, exists and holds the
+    files it compiles). ``UserError`` naming the key (``implementation.source_dir``) otherwise."""
+    check_implementation_config(impl_cfg)
+    from harness.config.targets import check_implementation_node
+
+    check = getattr(check_implementation_node(impl_cfg), "check_inputs", None)
+    if callable(check):
+        check(**{k: v for k, v in impl_cfg.items() if k != "_target_"})
+
+
 def _implementation_error(target: object, allowed: str, detail: str = "") -> UserError:
     from harness.config.schema import group_options
     from harness.paths import CONF_DIR

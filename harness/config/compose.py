@@ -120,7 +120,10 @@ class _Composition:
         group. Else None, and the option is composed by Hydra.
         """
         path = self.conf_dir / group / f"{option}.yaml"
-        if group not in GROUPS or not path.is_file() or group in self.primary_keys:
+        try:
+            if group not in GROUPS or not path.is_file() or group in self.primary_keys:
+                return None
+        except OSError:  # a name past the system's limit (ENAMETOOLONG): Hydra's composition refuses it
             return None
         if "@package" in path.read_text(encoding="utf-8"):
             return None
@@ -265,7 +268,7 @@ def _parse_checked(text: str, sweep: bool):
 
     try:
         override = _parser().parse_override(text)
-    except HydraException as exc:
+    except (HydraException, ValueError, RecursionError) as exc:  # ValueError: an int past Python's digit limit
         key, _, value = text.partition("=")
         if _EMPTY_CHOICE.fullmatch(value):  # what the user wrote, not Hydra's wording of its refusal
             raise errors.empty_value(CONF_DIR, key.lstrip("+~")) from None

@@ -105,11 +105,37 @@ def allowed_keys(parent: str) -> list[str]:
 def unknown_key(full_key: str) -> ConfigError:
     parent = full_key.rsplit(".", 1)[0] if "." in full_key else ""
     allowed = allowed_keys(parent)
+    if parent == "implementation":  # an implementation's own argument: name the options that take it
+        takers = implementation_options_with(full_key.split(".", 1)[1])
+        if takers:
+            error = ConfigError(full_key, None, f"a key of {', '.join(takers)}")
+            error.args = (f"{full_key}: not a key of the chosen implementation; the implementation options that "
+                          f"take it: {', '.join(takers)} (choose one: implementation={takers[0]})",)
+            return error
     if parent and not allowed:  # a free-form node (hardware.facts, implementation kwargs)
         error = ConfigError(full_key, None, f"no such key; add one with +{full_key}=VALUE")
         error.args = (f"{full_key}: no such key under {parent}; add one with +{full_key}=VALUE",)
         return error
     return UnknownKeyError(full_key, parent, allowed)
+
+
+def implementation_options_with(key: str, conf_dir: Optional[Path] = None) -> list[str]:
+    """The ``implementation`` options whose file sets ``key`` (``source_dir``: ``xllm_native``); read only
+    for an error message."""
+    from omegaconf import DictConfig, OmegaConf
+
+    from harness.paths import CONF_DIR
+
+    folder = (conf_dir or CONF_DIR) / "implementation"
+    found = []
+    for option in group_options(conf_dir or CONF_DIR, "implementation"):
+        try:
+            node = OmegaConf.load(folder / f"{option}.yaml")
+        except Exception:  # an option file that does not load is not one that takes the key
+            continue
+        if isinstance(node, DictConfig) and key in node:
+            found.append(option)
+    return found
 
 
 def wrong_type(full_key: str, value: object, message: str) -> ConfigError:

@@ -51,10 +51,14 @@ def load_config_json(path: Union[str, Path], field: str = FIELD) -> dict:
     device is refused unread), bounded nesting and integer size, no NaN.
     """
     path = Path(path).expanduser()
-    if path.is_dir():
-        path = path / "config.json"
-    if not path.exists():
-        raise ConfigError(field, str(path), "an existing local config.json (or a directory holding one)")
+    allowed = "an existing local config.json (or a directory holding one)"
+    try:
+        if path.is_dir():
+            path = path / "config.json"
+        if not path.exists():
+            raise ConfigError(field, str(path), allowed)
+    except OSError as exc:  # a name past the system's limits (ENAMETOOLONG), a folder it may not search
+        raise ConfigError(field, str(path), allowed, exc.strerror or type(exc).__name__) from None
     text = inputs.read_input_file(path, field, max_bytes=MAX_CONFIG_BYTES)
     obj = inputs.loads_json(text, field, source=str(path))
     if not isinstance(obj, dict):

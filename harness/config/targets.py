@@ -112,7 +112,14 @@ def check_arguments(cls: type, node: Mapping[str, Any], field: str = "implementa
         unknown = [] if takes_any else [k for k in kwargs if k not in named]
         allowed = f"keyword arguments of {cls.__name__}: {', '.join(named) if named else 'none'}"
         if unknown:
-            raise ConfigError(f"{field}.{unknown[0]}", kwargs[unknown[0]], allowed) from None
+            takers = []
+            if field == "implementation":  # a key of another implementation option (source_dir: xllm_native)
+                from harness.config.errors import implementation_options_with
+
+                takers = implementation_options_with(unknown[0])
+            detail = (f"the implementation options that take it: {', '.join(takers)} "
+                      f"(choose one: implementation={takers[0]})" if takers else "")
+            raise ConfigError(f"{field}.{unknown[0]}", kwargs[unknown[0]], allowed, detail) from None
         raise ConfigError(field, f"{cls.__module__}.{cls.__qualname__}", allowed, str(exc)) from None
     return kwargs
 

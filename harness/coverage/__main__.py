@@ -6,7 +6,10 @@ Runs one field mutant per field (``implementations.mutants.fields``) against the
 matrix (``conf/matrix/ci.yaml``) until a case catches it, prints the table, and with ``--record`` writes
 the first catches to ``harness/coverage/field_catches.json`` (what CI re-runs) and the table into
 ``docs/coverage.md``. Exit status 1 when a field is caught by no case. ``mutant-configs`` writes
-``conf/implementation/mutant_*.yaml`` from the mutant registry (``harness.coverage.mutant_configs``).
+``conf/implementation/mutant_*.yaml`` from the mutant registry (``harness.coverage.mutant_configs``;
+a ``mutant_*.yaml`` it did not write is left alone, with a note). A mistake on the command line is one
+``error:`` line (exit 2); Ctrl-C one line (exit 130), which waits for a record and the page showing it
+to be written both.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from harness.cli import Parser, command
+
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m harness.coverage", description=__doc__.split("\n\n")[1])
+    p = Parser(prog="python -m harness.coverage", description=__doc__.split("\n\n")[1])
     p.add_argument("what", choices=["fields", "mutant-configs", "tables"],
                    help="what to measure or write (tables: rewrite the docs tables from the records, no run)")
     p.add_argument("--record", action="store_true", help="write field_catches.json and the docs table")
@@ -30,13 +35,18 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+@command
 def main(argv: Optional[list[str]] = None) -> int:
     args = _parser().parse_args(argv)
     if args.what == "mutant-configs":
         from harness.coverage import mutant_configs
 
-        for path in mutant_configs.write():
-            print(f"wrote {path}" if path.is_file() else f"removed {path}", file=sys.stderr)
+        for change in mutant_configs.write():
+            if change.what == "left":
+                print(f"note: left {change.path} as it is: not written by this command (its first line is not "
+                      f"the generated header)", file=sys.stderr)
+            else:
+                print(f"{change.what} {change.path}", file=sys.stderr)
         return 0
     from harness.coverage import fields, render
 
@@ -50,8 +60,11 @@ def main(argv: Optional[list[str]] = None) -> int:
                   f"(default docs/coverage.md)", file=sys.stderr)
             return 2
     if args.what == "tables":
-        render.write_section(Path(args.out), "fields")
-        render.write_section(Path(args.out), "rules")
+        from harness.cli import signals_deferred
+
+        with signals_deferred():
+            render.write_section(Path(args.out), "fields")
+            render.write_section(Path(args.out), "rules")
         print(f"wrote {args.out}", file=sys.stderr)
         return 0
     unknown = [f for f in args.field if f not in fields.record_keys()]
@@ -82,8 +95,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(table)
     print(f"wall time {time.perf_counter() - start:.1f} s", file=sys.stderr)
     if args.record:
-        render.write_record(fields.RECORD, found)
-        render.write_section(Path(args.out), "fields")
+        from harness.cli import signals_deferred
+
+        with signals_deferred():  # the record and the page it is shown on: both or neither
+            render.write_record(fields.RECORD, found)
+            render.write_section(Path(args.out), "fields")
     return 0 if all(found.get(f) for f in fields.record_keys()) else 1
 
 

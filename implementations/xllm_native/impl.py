@@ -52,6 +52,14 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         self.timeout_s = timeout_s
         """Each call's limit (``runner.timeout_s``; ``native.DEFAULT_TIMEOUT_S`` when None)."""
 
+    @staticmethod
+    def check_inputs(source_dir: Optional[str] = None, files: Optional[Mapping[str, str]] = None) -> None:
+        """The tree is given (``source_dir``, else ``$LWSPLIT_XLLM_SRC``), exists and holds every role's file;
+        ``UserError`` naming the key otherwise. Nothing is built: a harness asks this once before its cases run."""
+        from implementations.xllm_native import build
+
+        build.tree_map(source_dir, dict(files or {}))
+
     # ---- inputs the engine hands the planning code -------------------------------------------
 
     def model_args(self, model: ModelSpec, *, draft: bool = False) -> dict:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -71,6 +72,8 @@ ROWS = (
     Bad("misspelled-key", "layerwise.spilt_size", "split_size", **_same("layerwise.spilt_size=2")),
     Bad("nonexistent-key", "cache.colour", "block_size", **_same("cache.colour=red")),
     Bad("appended-unknown-key", "cache.colour", "block_size", **_same("+cache.colour=red")),
+    Bad("tree-key-without-its-implementation", "implementation.source_dir", "implementation=xllm_native",
+        **_same("implementation.source_dir=/src/xllm")),
     Bad("split-size-word", "layerwise.split_size", "int", **_same("layerwise.split_size=two")),
     Bad("block-size-float", "cache.block_size", "int", **_same("cache.block_size=1.5")),
     Bad("enable-not-bool", "layerwise.enable", "bool", **_same("layerwise.enable=maybe")),
@@ -204,9 +207,29 @@ ROWS = (
         harness=("--config-dir", "/nonexistent/conf", "mode=plan")),
     Bad("override-non-ascii-unquoted", "override", "quote a value with non-ASCII characters: model_path='",
         plan=("model_path=/tmp/\u6a21\u578b/config.json",), harness=("model_path=/tmp/r\u00e9sultats/config.json",)),
+    Bad("model-sweep-with-model-path", "model", "sweep model= or model_path=, not both",
+        harness=("-m", "mode=plan", "model=deepseek_v32,qwen3_5_moe", "model_path={inputs}/kv_heads_64/config.json")),
+    Bad("draft-sweep-with-draft-path", "draft", "sweep draft= or draft_path=, not both",
+        harness=("-m", "mode=plan", "model=deepseek_v32", "draft=none,deepseek_mtp",
+                 "draft_path={inputs}/kv_heads_64/config.json")),
     Bad("sweep-too-large", "sweep", "at most 1000 jobs", harness=("-m", "mode=plan", "layerwise.split_size=range(1,5000)")),
     Bad("group-given-a-list", "model", "one option", plan=("model=[deepseek_v32,qwen3_next]",),
         harness=("model=[deepseek_v32,qwen3_next]",)),
+    # ---- values past the system's and Python's limits: one line, the value cut short ----
+    Bad("override-of-5000-digits", "cache.block_size", "key=value", **_same("cache.block_size=" + "1" * 5000)),
+    Bad("model-of-300-characters", "model", "deepseek_v32", **_same("model=" + "m" * 300)),
+    Bad("model-path-name-too-long", "model_path", "config.json", **_same("model_path=" + "m" * 300 + "/config.json")),
+    Bad("topology-name-too-long", "hardware.topology", "a file", **_same("hardware.topology=" + "t" * 300)),
+    Bad("run-dir-name-too-long", "hydra.run.dir", "at most 255 bytes",
+        harness=("mode=plan", "hydra.run.dir={inputs}/" + "r" * 300)),
+    Bad("run-dir-with-a-newline", "hydra.run.dir", "without control characters",
+        harness=("mode=plan", "hydra.run.dir='{inputs}/a\nb'")),
+    Bad("results-dir-with-an-escape", "report.results_dir", "without control characters",
+        harness=("mode=plan", "report.results_dir='{inputs}/r\x1b[1m'")),
+    Bad("sweep-subdir-with-a-tab", "hydra.sweep.subdir", "without control characters",
+        harness=("-m", "mode=plan", "hydra.sweep.subdir='${hydra.job.num}\tx'")),
+    Bad("job-name-a-path", "hydra.job.name", "a file name", harness=("mode=plan", "hydra.job.name=a/b")),
+    Bad("job-name-too-long", "hydra.job.name", "at most 255 bytes", harness=("mode=plan", "hydra.job.name=" + "j" * 300)),
     # ---- YAML aliases count as what they expand to (implementations.inputs) ----
     Bad("topology-yaml-alias-bomb", "hardware.topology", "at most 100000 nodes",
         plan=("hardware.topology={inputs}/alias_topology.yaml",), harness=("hardware.topology={inputs}/alias_topology.yaml",)),
@@ -469,6 +492,18 @@ ARG_ROWS = (
     BadArg("mutation-rows-wrong-shape", "harness.mutation.__main__", ("--rows", "{cli}/rows_list", "--out", "out"),
            "--rows"),
     BadArg("mutation-bad-option", "harness.mutation.__main__", ("--bogus",), "--bogus"),
+    BadArg("record-native-bad-option", "harness.baselines.record_native", ("--source", "{cli}/tree", "--bogus"), "--bogus",
+           guard="record"),
+    BadArg("record-native-out-a-folder", "harness.baselines.record_native",
+           ("--source", "{cli}/tree", "--out", "{cli}"), "--out", guard="record"),
+    BadArg("record-native-out-not-a-recording", "harness.baselines.record_native",
+           ("--source", "{cli}/tree", "--out", "{cli}/a_file"), "or give --force", guard="record"),
+    BadArg("record-native-no-tree", "harness.baselines.record_native",
+           ("--source", "{cli}/no-such-tree", "--out", "new.json"), "implementation.source_dir", guard="record"),
+    BadArg("record-native-version-not-utf8", "harness.baselines.record_native",
+           ("--source", "{cli}/tree_gbk", "--out", "new.json"), "version.txt", guard="record"),
+    BadArg("coverage-bad-option", "harness.coverage.__main__", ("fields", "--bogus"), "--bogus"),
+    BadArg("coverage-unknown-what", "harness.coverage.__main__", ("nope",), "mutant-configs"),
 )
 
 
@@ -487,6 +522,12 @@ def cli_inputs(tmp_path_factory) -> Path:
     for name, body in (("rows_truncated", '{"implementation": "reference", "cells": {'), ("rows_list", "[]")):
         (root / name).mkdir()
         (root / name / "reference.json").write_text(body)
+    from testcases import ROOT
+
+    for name, version in (("tree", None), ("tree_gbk", "\u7248\u672c 494f293b5\n".encode("gbk"))):
+        shutil.copytree(ROOT / "testcases" / "native" / "fixture_tree", root / name)  # not a git checkout
+        if version is not None:
+            (root / name / "version.txt").write_bytes(version)
     cli = root / "allure"
     cli.write_text('#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = -o ] && out="$2"; shift; done\n'
                    'mkdir -p "$out" && echo report > "$out/index.html"\n')
@@ -616,3 +657,75 @@ def test_ctrl_c_in_a_command_without_a_handler_is_one_line(capsys):
         main()
     assert exit_info.value.code == 130
     assert capsys.readouterr().err == "error: interrupted (SIGINT); what was under way did not finish\n"
+
+
+def test_ctrl_c_in_coverage_is_one_line_and_writes_nothing(capsys, monkeypatch, tmp_path):
+    """Ctrl-C while ``python -m harness.coverage fields`` searches: one line, exit 130, no record written."""
+    from harness.coverage import __main__ as coverage_cli
+    from harness.coverage import fields
+
+    monkeypatch.chdir(tmp_path)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fields, "load", interrupted)
+    monkeypatch.setattr(fields, "RECORD", tmp_path / "field_catches.json")
+    with pytest.raises(SystemExit) as exit_info:
+        coverage_cli.main(["fields"])
+    assert exit_info.value.code == 130
+    assert capsys.readouterr().err == "error: interrupted (SIGINT); what was under way did not finish\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_signal_waits_for_files_that_belong_together():
+    """``signals_deferred``: Ctrl-C during the block is acted on when it ends, never between its writes."""
+    import signal
+
+    from harness.cli import signals_deferred
+
+    done = []
+    with pytest.raises(KeyboardInterrupt):
+        with signals_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            done.append("first")
+            done.append("second")
+    assert done == ["first", "second"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_record_native_overwrites_only_its_own_recordings(tmp_path):
+    """``--out``: a new file, or a recording whose provenance names the command; another file only with --force
+    (and left as it is without)."""
+    from harness.baselines.record_native import COMMAND, check_out
+    from implementations.errors import ConfigError
+
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps({"provenance": {"command": f"{COMMAND} --source /x"}, "results": []}))
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    check_out(tmp_path / "new.json", force=False)
+    check_out(earlier, force=False)
+    check_out(notes, force=True)
+    with pytest.raises(ConfigError, match="--force"):
+        check_out(notes, force=False)
+    assert notes.read_text() == "my notes\n"
+
+
+@pytest.mark.parametrize("value", ["model=\x1b[31mred", "layerwise.split_size=2\r"], ids=["escape", "carriage-return"])
+def test_control_characters_of_an_override_are_shown_escaped(value, capsys, tmp_path, monkeypatch):
+    """What a terminal acts on (an escape sequence, a carriage return) is echoed as its escape, in every
+    part of the error line (Hydra's own detail quotes the character it stopped at)."""
+    from harness.app.main import main as harness_main
+
+    monkeypatch.chdir(tmp_path)
+    errors = []
+    for main in (plan_cli.main, harness_main):
+        with pytest.raises(SystemExit):
+            main([value])
+        errors.append(capsys.readouterr().err)
+    for err in errors:
+        assert err.startswith("error: ") and err.count("\n") == 1, err
+        assert not any(ch in err[:-1] for ch in "\x1b\r"), repr(err)
+        assert "\\x1b" in err or "\\r" in err, repr(err)
+    assert list(tmp_path.iterdir()) == []

@@ -157,6 +157,53 @@ def test_a_folder_taken_after_the_preflight_is_refused_before_hydra_writes_there
     assert [p.name for p in folder.iterdir()] == [".lwsplit-run"]
 
 
+def _no_such_pid() -> int:
+    """A pid no process has: the kernel hands out pids below ``pid_max``."""
+    with open("/proc/sys/kernel/pid_max") as fh:
+        return int(fh.read())
+
+
+def _claim_of(pid: int, **fields) -> str:
+    import socket
+    import time
+
+    return json.dumps({"pid": pid, "host": socket.gethostname(), "started": time.time(), **fields})
+
+
+def test_a_claim_whose_run_is_gone_is_taken_over_with_a_note(tmp_path, capsys):
+    """A run killed outright (SIGKILL) leaves its claim: its pid is gone, or now names another process (the
+    start time differs). The next run takes the folder over with a note; a running claimant's folder, one
+    whose claim says too little, and what a gone run left besides its claim are still refused."""
+    from harness import procfs
+    from harness.app.claim import CLAIM_FILE, check_free, claim, is_ours
+    from implementations.errors import ConfigError
+
+    me = procfs.stat()
+    for name, text in (("gone", _claim_of(_no_such_pid())),
+                       ("pid-reused", _claim_of(os.getppid(), pid_start=procfs.stat(os.getppid()).starttime + 1))):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / CLAIM_FILE).write_text(text)
+        check_free(folder, "hydra.run.dir", str(folder))  # the pre-flight lets it through
+        claim(folder, "hydra.run.dir", str(folder))
+        assert is_ours(folder) and [p.name for p in folder.iterdir()] == [CLAIM_FILE]
+        err = capsys.readouterr().err
+        assert err.startswith(f"note: {folder}: the run that claimed it") and "takes the folder over" in err, err
+    for name, text, files in (("running", _claim_of(os.getpid(), pid_start=me.starttime), ()),
+                              ("unreadable", "{}", ()),
+                              ("gone-with-results", _claim_of(_no_such_pid()), ("result.json",))):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / CLAIM_FILE).write_text(text)
+        for file in files:
+            (folder / file).write_text("{}")
+        for check in (check_free, claim):
+            with pytest.raises(ConfigError):
+                check(folder, "hydra.run.dir", str(folder))
+        assert (folder / CLAIM_FILE).read_text() == text or name == "gone-with-results"
+        assert sorted(p.name for p in folder.iterdir()) == sorted([CLAIM_FILE, *files])
+
+
 # ---- signals to the app ----------------------------------------------------------------------------
 
 
@@ -167,6 +214,100 @@ def _sweep(tmp_path: Path, tag: str, temp_root: str) -> subprocess.Popen:
             "parallel=tp4", "implementation=reference,fault_hang,reference", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
     return subprocess.Popen(argv, cwd=tmp_path, env={**_env(tag), "TMPDIR": temp_root}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def test_runs_taking_over_one_stale_claim_at_once_one_gets_it(tmp_path):
+    """Eight processes find the claim of a run that is gone and take it over at the same moment: exactly one
+    gets the folder (each stays alive until all have tried, so the winner's claim is not stale for the rest)."""
+    from harness.app.claim import CLAIM_FILE, claim
+    from implementations.errors import ConfigError
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / CLAIM_FILE).write_text(_claim_of(_no_such_pid()))
+    start_r, start_w = os.pipe()
+    done_r, done_w = os.pipe()
+    hold_r, hold_w = os.pipe()
+    children = []
+    for _ in range(8):
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                os.close(start_w)
+                os.read(start_r, 1)
+                sys.stderr = open(os.devnull, "w")  # the winner's note
+                claim(folder, "hydra.run.dir", str(folder))
+                code = 0
+            except ConfigError:
+                code = 3
+            finally:
+                os.write(done_w, b"d")
+                os.read(hold_r, 1)
+                os._exit(code)
+        children.append(pid)
+    os.write(start_w, b"x" * len(children))
+    tried = 0
+    while tried < len(children):
+        tried += len(os.read(done_r, len(children)))
+    os.write(hold_w, b"x" * len(children))
+    codes = sorted(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children)
+    for fd in (start_r, start_w, done_r, done_w, hold_r, hold_w):
+        os.close(fd)
+    assert codes == [0] + [3] * 7, codes
+    assert [p.name for p in folder.iterdir()] == [CLAIM_FILE]
+
+
+def test_sigterm_while_the_command_line_is_checked_is_one_line(tmp_path, capsys, monkeypatch):
+    """SIGTERM during ``python -m harness``'s pre-flight: the app's handler is already in place, so the
+    command says it was interrupted and that nothing ran (exit 143), rather than ending silently."""
+    from harness.app import main as app_main
+    from harness.app import signals as app_signals
+    from harness.app import validate
+
+    seen = []
+
+    def interrupted(inv):
+        seen.append(signal.getsignal(signal.SIGTERM))
+        raise app_signals.StopRequested("SIGTERM")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(validate, "check_invocation", interrupted)
+    assert app_main.main(["mode=plan"]) == 143
+    assert seen == [app_signals._handler]
+    err = capsys.readouterr().err
+    assert err == "interrupted by SIGTERM while checking the command line: no job ran, nothing was written\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_signal_while_the_results_folder_is_checked_leaves_no_folder(tmp_path, monkeypatch):
+    """A signal while the pre-flight makes the results folder's parents: what it made goes again."""
+    import tempfile as tempfile_module
+
+    from harness.app import validate
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tempfile_module, "TemporaryFile", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        validate.check_writable(tmp_path / "a" / "b" / "run", "hydra.run.dir")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_signal_ignored_by_the_starting_process_stays_ignored():
+    """``nohup python -m harness -m ...``: SIGHUP (the terminal closing) is ignored when the app starts, and
+    the app's handlers leave it so; the signals it was not told to ignore stop it between jobs."""
+    from harness.app import signals as app_signals
+
+    saved = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with app_signals.stop_on_signals():
+            assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) == app_signals._handler
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, saved)
 
 
 @pytest.mark.slow

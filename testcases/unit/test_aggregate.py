@@ -287,6 +287,25 @@ def test_collect_reads_results_and_reports_missing_jobs(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
+def test_a_signal_while_the_summary_is_written_waits_for_all_three_files(tmp_path, monkeypatch):
+    """Ctrl-C between results.csv and results.md: the three files are written, then the sweep stops."""
+    import os
+    import signal
+
+    written = []
+
+    def write_then_interrupted(path, text):
+        written.append(write_atomic(path, text))
+        if len(written) == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+        return path
+
+    monkeypatch.setattr(callback, "write_atomic", write_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        callback.write_summary(tmp_path, [planned(0, 2, 2978, 31)])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.csv", "results.md", "results.svg"]
+
+
 def test_write_atomic_replaces_whole_files(tmp_path):
     target = tmp_path / "sub" / "f.txt"
     write_atomic(target, "old")

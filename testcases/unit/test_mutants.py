@@ -90,6 +90,41 @@ def test_configs_are_generated_from_the_registry():
 
 
 
+def test_mutant_configs_touches_only_the_files_it_wrote(tmp_path, monkeypatch, capsys):
+    """``python -m harness.coverage mutant-configs`` rewrites and removes only files that carry its header:
+    a user's ``mutant_mine.yaml``, or a user's file at a registered mutant's name, is left with a note."""
+    from harness.coverage import __main__ as coverage_cli
+    from harness.coverage import mutant_configs
+
+    monkeypatch.setattr(mutant_configs, "FOLDER", tmp_path)
+    key = sorted(MUTANTS)[0]
+    mine = tmp_path / "mutant_mine.yaml"
+    mine.write_text("_target_: my.own.Mutant\n")
+    taken = tmp_path / f"{MUTANTS[key].name}.yaml"
+    taken.write_text("# mine\n_target_: my.own.Other\n")
+    gone = tmp_path / "mutant_no_longer_registered.yaml"
+    gone.write_text(mutant_configs.HEADER + "_target_: implementations.mutants.Gone\n")
+    assert coverage_cli.main(["mutant-configs"]) == 0
+    err = capsys.readouterr().err
+    assert mine.read_text() == "_target_: my.own.Mutant\n" and f"note: left {mine}" in err
+    assert taken.read_text() == "# mine\n_target_: my.own.Other\n" and f"note: left {taken}" in err
+    assert not gone.exists() and f"removed {gone}" in err
+    others = [p for p in mutant_configs.expected() if p != taken]
+    assert all(p.read_text().startswith(mutant_configs.HEADER) for p in others)
+
+
+def test_mutant_configs_run_twice_at_once_removes_a_stale_file_once(tmp_path, monkeypatch):
+    """Two runs of mutant-configs see the same stale file; the second finds it gone: not a traceback."""
+    from harness.coverage import mutant_configs
+
+    monkeypatch.setattr(mutant_configs, "FOLDER", tmp_path)
+    gone = tmp_path / "mutant_no_longer_registered.yaml"
+    gone.write_text(mutant_configs.HEADER)
+    monkeypatch.setattr(mutant_configs, "stale", lambda: [gone, tmp_path / "mutant_removed_by_the_other_run.yaml"])
+    changes = mutant_configs.write()
+    assert [c.path for c in changes if c.what == "removed"] == [gone]
+
+
 @pytest.mark.parametrize("key", sorted(MUTANTS))
 def test_plans_a_shipped_like_config_without_crashing(key):
     """Qwen3.5 at s = 2 (balanced owners, linear layers): every mutant still plans it."""

@@ -127,6 +127,15 @@ def test_table(capsys):
     assert "3,11,19,...,35" in text and "7,15,23,...,39" in text
 
 
+def test_options_may_come_anywhere_among_the_overrides(capsys):
+    """``model=x --table layerwise=s2``: every override is read, whichever side of an option it is on."""
+    assert plan_cli.main(["--table", "model=qwen3_5_moe", "hardware=bi_v100", "layerwise=s2"]) == 0
+    first = capsys.readouterr().out
+    assert plan_cli.main(["model=qwen3_5_moe", "--table", "hardware=bi_v100", "--semantics", "adaptation",
+                          "layerwise=s2"]) == 0
+    assert capsys.readouterr().out == first
+
+
 def test_compact_ids():
     assert plan_cli.compact_ids([]) == "-"
     assert plan_cli.compact_ids([1, 5]) == "1,5"
