@@ -589,10 +589,13 @@ def _build_locked(tree: TreeMap, root: Path, key: str) -> Built:
             rc, log = cachefs.run_bounded(cmd, timeout=limit, cwd=str(gen))
         except cachefs.Timeout:
             raise _compiler_timeout(cmd[0], limit, f"compiling {tree.root}") from None
+        except OSError as exc:
+            raise UserError("CXX", cmd[0], "a C++20 compiler this user can run", exc.strerror) from None
         (tmp / "build.log").write_text(" ".join(cmd) + "\n" + log, errors="replace")
         if rc != 0 or not library.is_file():
-            if any(s in log for s in _FULL):
-                raise _cache_error(root, f"the compiler ran out of room: {first_error(log)}",
+            full = [line.strip() for line in log.splitlines() if any(s in line for s in _FULL)]
+            if full:  # the linker's "ld returned 1" is the disk's doing, not the tree's
+                raise _cache_error(root, f"the compiler ran out of room: {full[0]}",
                                    "a cache folder with room for a build") from None
             raise _compile_error(tree, log)
         depfile = (gen / "deps.d").read_text(errors="surrogateescape")
