@@ -23,6 +23,10 @@ The library is cached under ``~/.cache/lwsplit/native`` (``LWSPLIT_NATIVE_CACHE`
 its flags, and ``deps`` hashes every header of the tree the compiler read (its ``-MD`` list, checked
 again on each load). A build runs in a temporary folder under a file lock and is renamed into place
 after its manifest is written, so concurrent processes build once and a failed build leaves nothing.
+Only the user's own cache counts (``cachefs``): the folder is 0700 and must be the user's, an entry is
+used only when it is the user's and its library matches the sha256 its manifest records, and headers
+that are links or that a new file could shadow are watched; the compiler runs bounded, in its own
+process group.
 """
 
 from __future__ import annotations

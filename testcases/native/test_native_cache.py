@@ -561,3 +561,14 @@ def test_a_cache_that_is_a_file_is_one_error_line_from_harness_plan(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith(f"error: {build.ENV_CACHE}='{cache}'") and proc.stderr.count("\n") == 1
     assert "not a folder" in proc.stderr and "XDG_CACHE_HOME" in proc.stderr
+
+
+def test_a_compiler_that_cannot_be_started_is_one_error(tmp_path, monkeypatch):
+    cxx = tmp_path / "cxx"
+    cxx.write_text("#!/nonexistent/lwsplit-interpreter\n")  # on PATH and executable, yet exec fails
+    cxx.chmod(0o755)
+    monkeypatch.setenv("CXX", str(cxx))
+    with pytest.raises(UserError) as err:
+        build.build(build.tree_map(str(copy_tree(tmp_path / "tree"))), root=tmp_path / "cache")
+    assert err.value.field == "CXX" and "a C++20 compiler this user can run" in str(err.value)
+    assert entries(tmp_path / "cache") == []
