@@ -381,18 +381,26 @@ def source_key(tree: TreeMap) -> str:
 
 
 def cache_root() -> Path:
-    """The configured cache folder (not yet checked: ``private_cache`` does that)."""
+    """The configured cache folder (not yet checked: ``private_cache`` does that): ``$LWSPLIT_NATIVE_CACHE``,
+    else ``$XDG_CACHE_HOME/lwsplit/native`` (an absolute one: the XDG spec ignores a relative one), else
+    ``~/.cache/lwsplit/native``."""
     env = os.environ.get(ENV_CACHE)
     if env:
         return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "lwsplit" / "native"
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if os.path.isabs(xdg):
+        return Path(xdg) / "lwsplit" / "native"
+    home = os.path.expanduser("~")
+    if not os.path.isabs(home):  # no $HOME and no passwd entry: never a cache relative to the working folder
+        raise UserError(ENV_CACHE, None, f"a cache folder: set {ENV_CACHE} or XDG_CACHE_HOME",
+                        "this user has no home folder")
+    return Path(home) / ".cache" / "lwsplit" / "native"
 
 
 def _cache_setting() -> str:
     if os.environ.get(ENV_CACHE):
         return ENV_CACHE
-    return "XDG_CACHE_HOME" if os.environ.get("XDG_CACHE_HOME") else ENV_CACHE
+    return "XDG_CACHE_HOME" if os.path.isabs(os.environ.get("XDG_CACHE_HOME", "")) else ENV_CACHE
 
 
 def _cache_error(root: Path, detail: str, need: str = "") -> UserError:

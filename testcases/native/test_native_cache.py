@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -142,6 +143,18 @@ def test_a_cache_folder_that_is_not_the_users_own_is_refused_in_one_line(tmp_pat
     assert compiles(fake_cxx) == 0
     if case == "a-file":
         assert cache.read_text() == "not a folder\n"
+
+
+def test_without_a_home_folder_the_cache_is_never_relative(tmp_path, monkeypatch):
+    monkeypatch.delenv(build.ENV_CACHE, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # the XDG spec: a relative value is ignored
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert build.cache_root() == tmp_path / ".cache" / "lwsplit" / "native"
+    monkeypatch.setenv("HOME", "")
+    monkeypatch.setattr(os.path, "expanduser", lambda path: path)  # no passwd entry either
+    with pytest.raises(UserError) as err:
+        build.cache_root()
+    assert err.value.field == build.ENV_CACHE and "XDG_CACHE_HOME" in str(err.value)
 
 
 def test_the_error_names_xdg_cache_home_when_that_chose_the_folder(tmp_path, fake_cxx, monkeypatch):
@@ -282,8 +295,17 @@ def _as_other_user(tree: str, caches: list) -> list:
         finally:
             os._exit(code)
     os.close(write)
-    with os.fdopen(read) as f:
-        out = f.read()
+    chunks, deadline = [], time.monotonic() + 120
+    with os.fdopen(read, "rb") as f:
+        while time.monotonic() < deadline:
+            if select.select([f], [], [], 1.0)[0]:
+                chunk = os.read(f.fileno(), 65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        else:  # a child stuck on a lock another thread held at the fork: end it, fail
+            os.kill(pid, signal.SIGKILL)
+    out = b"".join(chunks).decode()
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0, out
     return out.splitlines()
