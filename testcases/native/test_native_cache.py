@@ -3,9 +3,10 @@ links at the lock's name, truncated entries, dependencies the compiler read thro
 symbolic links and shadowing headers, a compiler that hangs or is stopped by a signal, a full disk.
 
 Most tests compile with a stand-in compiler (``FAKE_CXX``, a shell script: writes a depfile as GCC
-does, escapes included, and a small file as the library) so they take milliseconds; the stale-dependency test runs the real ``g++``,
-whose depfile syntax is the point. Another user is uid 12345: files are given to it with
-``os.chown`` (the tests run as root; otherwise the process is made to look like another uid).
+does, escapes included, and a small file as the library) so they take milliseconds; for the
+stale-dependency test it has the real ``g++`` preprocess, whose depfile and search path are the
+point. Another user is uid 12345: files are given to it with ``os.chown`` (the tests run as root;
+otherwise the process is made to look like another uid).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ FAKE_CXX = r'''#!/bin/sh
 mode=${FAKE_CXX:-ok}
 case "$*" in
   *--version*) [ "$mode" = hang-version ] && exec sleep 600; echo fake-cxx 1.0; exit 0 ;;
-  *" -E "*) exit 0 ;;
+  *" -E "*) [ "$mode" = gxx-deps ] && exec g++ "$@"; exit 0 ;;
 esac
 [ -n "$FAKE_CXX_LOG" ] && echo compile >> "$FAKE_CXX_LOG"
 if [ "$mode" = hang ]; then  # a child of its own, as cc1plus is g++'s
@@ -50,6 +51,20 @@ if [ "$mode" = enospc ]; then
   echo "/usr/bin/ld: final link failed: No space left on device"
   echo "collect2: error: ld returned 1 exit status"
   exit 1
+fi
+if [ "$mode" = gxx-deps ]; then  # g++ preprocesses: its -MD file is the real one; the library is a stand-in
+  prev=; out=; skip=; first=1
+  for a in "$@"; do
+    [ -n "$first" ] && { set --; first=; }
+    [ "$prev" = -o ] && out=$a
+    prev=$a
+    [ -n "$skip" ] && { skip=; continue; }
+    [ "$a" = -o ] && { skip=1; continue; }
+    set -- "$@" "$a"
+  done
+  g++ -E -o /dev/null "$@" || exit 1
+  printf 'stand-in library' > "$out"
+  exit 0
 fi
 prev=; out=; dep=; unity=
 for a in "$@"; do
@@ -372,9 +387,8 @@ def test_the_depfile_gcc_writes_for_odd_names_parses_to_those_names(tmp_path):
     assert "a b$c#d/h x.h" in deps and "link.h" in deps and "s.cpp" in deps
 
 
-@pytest.mark.slow  # one real build
-def test_nothing_the_compiler_read_can_change_unseen(tmp_path):
-    """One real build of a tree in a folder whose name has a space and '$'; then each way a header could
+def test_nothing_the_compiler_read_can_change_unseen(tmp_path, fake_cxx, monkeypatch):
+    """One build (g++ preprocessing: its own -MD file and search path; the library a stand-in) of a tree in a folder whose name has a space and '$'; then each way a header could
     change without the entry noticing, undone after: a header named through the escaped depfile, the
     target of a header that is a symbolic link out of the tree, a new header that shadows an included
     one (found earlier on the search path). Each makes the entry stale; undoing it makes it current."""
@@ -389,6 +403,7 @@ def test_nothing_the_compiler_read_can_change_unseen(tmp_path):
     outside.parent.mkdir()
     shutil.move(kv / "kv_cache_capacity.h", outside)
     (kv / "kv_cache_capacity.h").symlink_to(outside)
+    monkeypatch.setenv("FAKE_CXX", "gxx-deps")
     cache = tmp_path / "cache"
     tree_map = build.tree_map(str(tree))
     built = build.build(tree_map, root=cache)
