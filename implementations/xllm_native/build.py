@@ -498,10 +498,20 @@ def _parse_deps(text: str, tree_root: Path, cwd: Path) -> dict:
 def _search_path(cmd: list, cwd: Path) -> list:
     """The compiler's include search order: the command's ``-I`` then ``-isystem`` folders (kept even when
     missing, so one created later is watched), then its built-in folders (``-E -v``)."""
-    given = [os.path.normpath(os.path.join(str(cwd), a[2:])) for a in cmd if a.startswith("-I")]
-    given += [os.path.normpath(os.path.join(str(cwd), a[8:])) for a in cmd if a.startswith("-isystem")]
-    probe = [cmd[0], *[a for a in cmd if a.startswith(("-std=", "-I", "-isystem"))], "-xc++", "-E", "-v",
-             os.devnull, "-o", os.devnull]
+    quoted, system, flags = [], [], []
+    args = iter(cmd[1:])
+    for a in args:
+        for opt, into in (("-I", quoted), ("-isystem", system)):
+            if a.startswith(opt):
+                folder = a[len(opt):] or next(args, "")  # -Idir or -I dir
+                into.append(os.path.normpath(os.path.join(str(cwd), folder)))
+                flags.append(opt + folder)
+                break
+        else:
+            if a.startswith("-std="):
+                flags.append(a)
+    given = quoted + system
+    probe = [cmd[0], *flags, "-xc++", "-E", "-v", os.devnull, "-o", os.devnull]
     try:
         out = cachefs.run_bounded(probe, timeout=min(VERSION_TIMEOUT_S, build_timeout()), cwd=str(cwd))[1]
     except (cachefs.Timeout, OSError):
