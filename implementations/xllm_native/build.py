@@ -23,18 +23,25 @@ The library is cached under ``~/.cache/lwsplit/native`` (``LWSPLIT_NATIVE_CACHE`
 its flags, and ``deps`` hashes every header of the tree the compiler read (its ``-MD`` list, checked
 again on each load). A build runs in a temporary folder under a file lock and is renamed into place
 after its manifest is written, so concurrent processes build once and a failed build leaves nothing.
+Only the user's own cache counts (``cachefs``): the folder is 0700 and must be the user's, an entry is
+used only when it is the user's and its library matches the sha256 its manifest records, and headers
+that are links or that a new file could shadow are watched; the compiler runs bounded, in its own
+process group.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import importlib.util
 import json
+import math
 import os
 import platform
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -43,6 +50,7 @@ from pathlib import Path
 from typing import Optional
 
 from implementations.errors import UserError
+from implementations.xllm_native import cachefs
 
 ABI = "lwsplit-native-1"
 """Bumped when the binding's protocol changes: part of every cache key."""
@@ -308,20 +316,64 @@ def _sha(*parts: bytes) -> str:
     return h.hexdigest()
 
 
-def _compiler_id(cxx: str) -> bytes:
+ENV_BUILD_TIMEOUT = "LWSPLIT_NATIVE_BUILD_TIMEOUT_S"
+BUILD_TIMEOUT_S = 900.0
+"""The default limit on one compile (a cold build of upstream's code takes about 25 s on a free core)."""
+VERSION_TIMEOUT_S = 30.0
+
+
+def build_timeout() -> float:
+    """The compile's time limit: ``$LWSPLIT_NATIVE_BUILD_TIMEOUT_S`` seconds, else ``BUILD_TIMEOUT_S``."""
+    text = os.environ.get(ENV_BUILD_TIMEOUT, "").strip()
+    if not text:
+        return BUILD_TIMEOUT_S
     try:
-        return subprocess.run([cxx, "--version"], capture_output=True, check=False, timeout=30).stdout
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= 86400:
+        raise UserError(ENV_BUILD_TIMEOUT, text, "seconds in (0, 86400]", "the limit on one compile")
+    return value
+
+
+def _compiler_timeout(cxx: str, seconds: float, what: str) -> UserError:
+    return UserError("CXX", cxx, f"a compiler that finishes within {seconds:g} s ({ENV_BUILD_TIMEOUT})",
+                     f"{what} still ran after {seconds:g} s; its process group was killed")
+
+
+def _compiler_id(cxx: str) -> bytes:
+    limit = min(VERSION_TIMEOUT_S, build_timeout())
+    try:
+        return cachefs.run_bounded([cxx, "--version"], timeout=limit)[1].encode()
+    except cachefs.Timeout:
+        raise _compiler_timeout(cxx, limit, f"`{cxx} --version`") from None
     except (OSError, subprocess.SubprocessError):
         return b""
 
 
+def _too_large(name: str, value: str, exc: cachefs.TooLarge) -> UserError:
+    return UserError(name, value, f"source files of at most {cachefs.MAX_SOURCE_BYTES >> 20} MiB",
+                     f"{exc.path} holds more; planning code is never that large")
+
+
 def source_key(tree: TreeMap) -> str:
     """Hash of what decides the build before the compiler runs: role files, the project's C++,
-    the map, the compiler and its flags, the torch headers' location."""
-    files = [tree.path(r) for r in ROLES] + list(tree.paths("support")) + list(tree.paths("utils_headers"))
-    files += [tree.path("estimation").with_suffix(".h")]
-    parts = [ABI.encode(), json.dumps(tree.files, sort_keys=True).encode(), str(tree.root).encode()]
-    parts += [p.read_bytes() if p.is_file() else b"" for p in files]
+    the map (its include folders in their order among it), the compiler and its flags, the torch
+    headers' location. Files are hashed in chunks; one above ``cachefs.MAX_SOURCE_BYTES`` is refused."""
+    files = [(f"implementation.files.{r}", tree.files[r], tree.path(r)) for r in ROLES]
+    files += [("implementation.files.support", tree.files["support"], p) for p in tree.paths("support")]
+    files += [("implementation.files.utils_headers", tree.files["utils_headers"], p)
+              for p in tree.paths("utils_headers")]
+    header = tree.path("estimation").with_suffix(".h")
+    files += [("implementation.files.estimation", str(header), header)]
+    parts = [ABI.encode(), json.dumps(tree.files, sort_keys=True).encode(), os.fsencode(str(tree.root))]
+    for name, value, path in files:
+        try:
+            parts.append(cachefs.file_sha(path).encode() if path.is_file() else b"")
+        except cachefs.TooLarge as exc:
+            raise _too_large(name, value, exc) from None
+        except OSError as exc:
+            raise UserError(name, value, f"a readable file of {tree.root}", f"{path}: {exc.strerror}") from None
     parts += [(CPP_DIR / s).read_bytes() for s in PROJECT_SOURCES]
     cxx = compiler()
     parts += [cxx.encode(), _compiler_id(cxx), " ".join(CXX_FLAGS).encode(), json.dumps(torch_paths()).encode()]
@@ -329,20 +381,52 @@ def source_key(tree: TreeMap) -> str:
 
 
 def cache_root() -> Path:
+    """The configured cache folder (not yet checked: ``private_cache`` does that): ``$LWSPLIT_NATIVE_CACHE``,
+    else ``$XDG_CACHE_HOME/lwsplit/native`` (an absolute one: the XDG spec ignores a relative one), else
+    ``~/.cache/lwsplit/native``."""
     env = os.environ.get(ENV_CACHE)
     if env:
         return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "lwsplit" / "native"
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if os.path.isabs(xdg):
+        return Path(xdg) / "lwsplit" / "native"
+    home = os.path.expanduser("~")
+    if not os.path.isabs(home):  # no $HOME and no passwd entry: never a cache relative to the working folder
+        raise UserError(ENV_CACHE, None, f"a cache folder: set {ENV_CACHE} or XDG_CACHE_HOME",
+                        "this user has no home folder")
+    return Path(home) / ".cache" / "lwsplit" / "native"
+
+
+def _cache_setting() -> str:
+    if os.environ.get(ENV_CACHE):
+        return ENV_CACHE
+    return "XDG_CACHE_HOME" if os.path.isabs(os.environ.get("XDG_CACHE_HOME", "")) else ENV_CACHE
+
+
+def _cache_error(root: Path, detail: str, need: str = "") -> UserError:
+    need = need or f"a cache folder only you (uid {os.getuid()}) can write"
+    return UserError(_cache_setting(), str(root), f"{need}; set {ENV_CACHE} or XDG_CACHE_HOME to one", detail)
+
+
+def private_cache(root: Path) -> Path:
+    """``root`` created 0700 where missing; one ``UserError`` naming it when it is not the user's own
+    (another uid's, writable by group or others, a file, under a folder others can swap) or cannot
+    be made."""
+    try:
+        return cachefs.private_folder(root)
+    except cachefs.NotPrivate as exc:
+        raise _cache_error(root, str(exc)) from None
+    except OSError as exc:
+        raise _cache_error(root, f"{exc.filename or root}: {exc.strerror}") from None
 
 
 def _deps_digest(deps: dict) -> Optional[str]:
-    """Hash of the recorded headers' current contents; None when one is gone."""
+    """Hash of the recorded headers' names and current contents; None when one is gone or unreadable."""
     parts = []
     for path in sorted(deps):
         try:
-            parts.append(path.encode() + b"\0" + Path(path).read_bytes())
-        except OSError:
+            parts.append(os.fsencode(path) + b"\0" + cachefs.file_sha(Path(path)).encode())
+        except (OSError, cachefs.TooLarge):
             return None
     return _sha(*parts)[:12]
 
@@ -355,30 +439,94 @@ class Built:
     manifest: dict
 
 
-def _valid_entry(entry: Path) -> Optional[Built]:
+def _valid_entry(entry: Path, key: Optional[str] = None) -> Optional[Built]:
+    """The entry when it can be trusted and is current, else None: a folder, its manifest and its library
+    owned by the user and not writable by group or others, the library a plain name inside the entry
+    whose sha256 is the manifest's, the manifest's key ``key``, every recorded header unchanged and no
+    header now shadowing one the compiler read. A truncated or foreign entry is never an error: it is
+    skipped and the library built again."""
     try:
-        manifest = json.loads((entry / "manifest.json").read_text())
-    except (OSError, ValueError):
-        return None
-    library = entry / manifest.get("library", "")
-    if not library.is_file() or _deps_digest(manifest.get("deps", {})) != manifest.get("deps_digest"):
+        st = os.lstat(entry)
+        if not stat.S_ISDIR(st.st_mode) or cachefs.why_not_private(st):
+            return None
+        manifest = json.loads(cachefs.read_private(entry / "manifest.json"))
+        if not isinstance(manifest, dict) or (key is not None and manifest.get("key") != key):
+            return None
+        name, deps = manifest.get("library"), manifest.get("deps")
+        if not cachefs.plain_name(name) or not isinstance(deps, dict):
+            return None
+        library = entry / name
+        if cachefs.private_sha(library) != manifest.get("library_sha256"):
+            return None
+        if _deps_digest(deps) != manifest.get("deps_digest") or cachefs.shadowed(manifest.get("shadow_watch")):
+            return None
+    except (OSError, ValueError, TypeError, cachefs.NotPrivate, cachefs.TooLarge):
         return None
     return Built(library=library, manifest=manifest)
 
 
 def _find(root: Path, key: str) -> Optional[Built]:
-    for entry in sorted(root.glob(f"{key}-*")):
-        built = _valid_entry(entry)
+    try:
+        found = sorted(root.glob(f"{key}-*"))
+    except OSError:
+        return None
+    for entry in found:
+        built = _valid_entry(entry, key)
         if built is not None:
             return built
     return None
 
 
-def _parse_deps(text: str, tree_root: Path) -> dict:
-    body = text.replace("\\\n", " ")
-    paths = body.split(":", 1)[1].split() if ":" in body else []
-    root = str(tree_root) + os.sep
-    return {p: "" for p in sorted({str(Path(p).resolve()) for p in paths}) if p.startswith(root)}
+def _parse_deps(text: str, tree_root: Path, cwd: Path) -> dict:
+    """{header: sha256} of what the compiler read (its ``-MD`` file, ``cachefs.parse_depfile``) inside the
+    tree: each by the name the compiler used, and, for a symbolic link, its target too (wherever it is)."""
+    root = str(tree_root)
+    deps = {}
+    for raw in cachefs.parse_depfile(text):
+        path = os.path.normpath(os.path.join(str(cwd), raw))
+        real = os.path.realpath(path)
+        if not (cachefs._inside(path, root) or cachefs._inside(real, root)):
+            continue
+        for p in {path, real}:
+            try:
+                deps[p] = cachefs.file_sha(Path(p))
+            except cachefs.TooLarge as exc:
+                raise _too_large(FIELD, root, exc) from None
+    return dict(sorted(deps.items()))
+
+
+def _search_path(cmd: list, cwd: Path) -> list:
+    """The compiler's include search order: the command's ``-I`` then ``-isystem`` folders (kept even when
+    missing, so one created later is watched), then its built-in folders (``-E -v``)."""
+    quoted, system, flags = [], [], []
+    args = iter(cmd[1:])
+    for a in args:
+        for opt, into in (("-I", quoted), ("-isystem", system)):
+            if a.startswith(opt):
+                folder = a[len(opt):] or next(args, "")  # -Idir or -I dir
+                into.append(os.path.normpath(os.path.join(str(cwd), folder)))
+                flags.append(opt + folder)
+                break
+        else:
+            if a.startswith("-std="):
+                flags.append(a)
+    given = quoted + system
+    probe = [cmd[0], *flags, "-xc++", "-E", "-v", os.devnull, "-o", os.devnull]
+    try:
+        out = cachefs.run_bounded(probe, timeout=min(VERSION_TIMEOUT_S, build_timeout()), cwd=str(cwd))[1]
+    except (cachefs.Timeout, OSError):
+        out = ""
+    return given + [d for d in cachefs.search_dirs(out) if d not in given]
+
+
+def _shadow_watch(depfile: str, cmd: list, gen: Path, tree_root: Path) -> dict:
+    """``cachefs.shadow_watch`` over every header the compiler read, kept for the tree's folders: a header
+    added to the tree is what can go unseen (system folders change with the compiler, which is in the key;
+    the build folder is the harness's own and goes with the entry)."""
+    deps = [os.path.normpath(os.path.join(str(gen), d)) for d in cachefs.parse_depfile(depfile)]
+    includers = {os.path.dirname(d) for d in deps if cachefs._inside(d, str(tree_root))}
+    watch = cachefs.shadow_watch(deps, _search_path(cmd, gen), includers)
+    return {d: names for d, names in watch.items() if cachefs._inside(d, str(tree_root))}
 
 
 def first_error(log: str) -> str:
@@ -404,25 +552,53 @@ def _compile_error(tree: TreeMap, log: str) -> UserError:
 
 
 def build(tree: TreeMap, *, root: Optional[Path] = None) -> Built:
-    """The cached library for ``tree``, building it once (under a lock) when no valid entry exists."""
+    """The cached library for ``tree``, building it once (under a lock) when no valid entry exists.
+
+    SIGTERM and SIGHUP (when nobody else handles them) and Ctrl-C during it kill the compiler's process
+    group and remove the temporary folder before the process ends."""
     root = cache_root() if root is None else root
-    key = source_key(tree)
-    found = _find(root, key)
-    if found is not None:
-        return found
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / f"{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        os.fsencode(str(tree.root)).decode("utf-8")
+    except UnicodeDecodeError:
+        raise UserError(FIELD, str(tree.root), "a path that is valid UTF-8",
+                        "the generated sources name the tree's files by their paths") from None
+    with cachefs.terminate_as_exception():
+        root = private_cache(root)
+        key = source_key(tree)
         found = _find(root, key)
         if found is not None:
             return found
-        for stale in root.glob(f".tmp-{key}-*"):  # a build of this key killed midway: no one else holds the lock
-            shutil.rmtree(stale, ignore_errors=True)
-        return _build_locked(tree, root, key)
+        lock_path = root / f"{key}.lock"
+        try:
+            fd = cachefs.lock_file(lock_path)
+        except cachefs.NotPrivate as exc:
+            raise _cache_error(root, f"the build lock {exc}") from None
+        except OSError as exc:
+            raise _cache_error(root, f"the build lock {lock_path}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            found = _find(root, key)
+            if found is not None:
+                return found
+            for stale in root.glob(f".tmp-{key}-*"):  # a build of this key killed midway: no one else holds the lock
+                try:
+                    if not cachefs.why_not_private(os.lstat(stale)) and stale.is_dir() and not stale.is_symlink():
+                        shutil.rmtree(stale, ignore_errors=True)
+                except OSError:
+                    pass
+            return _build_locked(tree, root, key)
+        finally:
+            os.close(fd)
+
+
+_FULL = ("No space left on device", "Disk quota exceeded")
 
 
 def _build_locked(tree: TreeMap, root: Path, key: str) -> Built:
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=root))
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=root))
+    except OSError as exc:
+        raise _cache_error(root, f"cannot make a build folder: {exc.strerror}") from None
     try:
         gen = tmp / "gen"
         gen.mkdir()
@@ -430,23 +606,60 @@ def _build_locked(tree: TreeMap, root: Path, key: str) -> Built:
         library = tmp / "liblwsplit_native.so"
         cmd = compile_command(tree, gen, unity, library)
         started = time.monotonic()
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        (tmp / "build.log").write_text(" ".join(cmd) + "\n" + proc.stdout + proc.stderr)
-        if proc.returncode != 0 or not library.is_file():
-            raise _compile_error(tree, proc.stdout + proc.stderr)
-        deps = _parse_deps((gen / "deps.d").read_text(), tree.root)
-        deps = {p: hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in deps}
+        limit = build_timeout()
+        try:
+            rc, log = cachefs.run_bounded(cmd, timeout=limit, cwd=str(gen))
+        except cachefs.Timeout:
+            raise _compiler_timeout(cmd[0], limit, f"compiling {tree.root}") from None
+        except OSError as exc:
+            raise UserError("CXX", cmd[0], "a C++20 compiler this user can run", exc.strerror) from None
+        (tmp / "build.log").write_text(" ".join(cmd) + "\n" + log, errors="replace")
+        if rc != 0 or not library.is_file():
+            full = [line.strip() for line in log.splitlines() if any(s in line for s in _FULL)]
+            if full:  # the linker's "ld returned 1" is the disk's doing, not the tree's
+                raise _cache_error(root, f"the compiler ran out of room: {full[0]}",
+                                   "a cache folder with room for a build") from None
+            raise _compile_error(tree, log)
+        depfile = (gen / "deps.d").read_text(errors="surrogateescape")
+        deps = _parse_deps(depfile, tree.root, gen)
+        if not any(cachefs._inside(p, str(tree.root)) for p in deps):
+            raise UserError(FIELD, str(tree.root), "a compiler that writes its dependency list (-MD)",
+                            f"{gen / 'deps.d'} names no file of the tree")
+        cachefs.make_private(library)
         manifest = {
             "abi": ABI, "source": str(tree.root), "files": tree.files, "key": key,
             "compiler": _compiler_id(cmd[0]).decode(errors="replace").splitlines()[:1],
             "flags": list(CXX_FLAGS), "command": cmd, "seconds": round(time.monotonic() - started, 1),
             "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": platform.machine(),
-            "library": library.name, "deps": deps, "deps_digest": _deps_digest(deps),
+            "library": library.name, "library_sha256": cachefs.private_sha(library),
+            "deps": deps, "deps_digest": _deps_digest(deps),
+            "shadow_watch": _shadow_watch(depfile, cmd, gen, tree.root),
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
-        final = root / f"{key}-{manifest['deps_digest']}"
-        os.rename(tmp, final)
+        cachefs.make_private(tmp / "manifest.json")
+        final = _place(tmp, root, f"{key}-{manifest['deps_digest']}")
         return Built(library=final / library.name, manifest=manifest)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if cachefs._inside(os.path.abspath(str(exc.filename or "")), str(root)) or exc.errno in (
+                errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            raise _cache_error(root, f"{exc.filename or root}: {exc.strerror}",
+                               "a cache folder you own, writable, with room for a build") from None
+        raise
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _place(tmp: Path, root: Path, name: str) -> Path:
+    """Rename the finished build folder to ``name``, or ``name-<n>`` when an entry that did not pass the
+    checks (truncated, another user's) holds the name: nothing the build did not write is removed."""
+    for n in range(100):
+        final = root / (name if n == 0 else f"{name}-{n}")
+        try:
+            os.rename(tmp, final)
+            return final
+        except OSError as exc:
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
+                raise
+    raise _cache_error(root, f"100 entries named {name}* that are not usable", "a cache folder with fewer broken entries")

@@ -252,7 +252,7 @@ def test_two_processes_build_once_and_share_it(tmp_path):
     cache = tmp_path / "cache"
     log = tmp_path / "compiles.log"
     cxx = tmp_path / "cxx"
-    cxx.write_text(f'#!/bin/sh\ncase "$*" in *--version*) ;; *) echo x >> {log} ;; esac\nexec g++ "$@"\n')
+    cxx.write_text(f'#!/bin/sh\ncase "$*" in *--version*|*" -E -v "*) ;; *) echo x >> {log} ;; esac\nexec g++ "$@"\n')
     cxx.chmod(0o755)
     env = {**os.environ, "CXX": str(cxx), "PYTHONPATH": str(ROOT)}
     procs = [subprocess.Popen([sys.executable, "-c", _BUILDER, str(tree), str(cache)], env=env,
