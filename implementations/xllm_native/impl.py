@@ -53,9 +53,11 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         """Each call's limit (``runner.timeout_s``; ``native.DEFAULT_TIMEOUT_S`` when None)."""
 
     @staticmethod
-    def check_inputs(source_dir: Optional[str] = None, files: Optional[Mapping[str, str]] = None) -> None:
+    def check_inputs(source_dir: Optional[str] = None, files: Optional[Mapping[str, str]] = None,
+                     **_options: object) -> None:
         """The tree is given (``source_dir``, else ``$LWSPLIT_XLLM_SRC``), exists and holds every role's file;
-        ``UserError`` naming the key otherwise. Nothing is built: a harness asks this once before its cases run."""
+        ``UserError`` naming the key otherwise. Nothing is built: a harness asks this once before its cases run.
+        The other options (``timeout_s``) are the calls' settings, not inputs."""
         from implementations.xllm_native import build
 
         build.tree_map(source_dir, dict(files or {}))
