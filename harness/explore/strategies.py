@@ -464,13 +464,21 @@ AFTER_BUDGET = {
     "card_overflow": lambda c, run: _cache(run, kv_budget_bytes=int(run.hardware.kv_budget_bytes * c.pick((1.1, 2.0)))),
 }
 """Breakers of the budget itself, applied after it is aimed."""
+MASTER_RULES = ("split_size_below_one", "world_not_divisible", "split_not_dividing_tp", "host_cache",
+                "context_parallel", "kv_split")
+LATER_WORKER_RULES = ("int8_indexer_cache", "linear_with_indexer", "sleep_mode", "xtensor")
+BREAKERS["quantized_kv_cache_and_a_master_rule"] = lambda c, run: BREAKERS[c.pick(MASTER_RULES)](
+    c, BREAKERS["quantized_kv_cache"](c, run))
+BREAKERS["quantized_kv_cache_and_a_later_rule"] = lambda c, run: BREAKERS[c.pick(LATER_WORKER_RULES)](
+    c, BREAKERS["quantized_kv_cache"](c, run))
+"""The quantized cache's place in the order: after the master's rules, before the later worker-side ones."""
 BREAKER_NAMES = tuple(BREAKERS) + tuple(AFTER_BUDGET)
 
 
 def refusal(c: Choices) -> RunSpec:
     """A valid configuration with an active split and one to three rules broken (the spec names the first)."""
     run = valid(c, split=True)
-    names = [c.pick(BREAKER_NAMES) for _ in range(c.pick((1, 1, 2, 3)))]
+    names = [c.pick(BREAKER_NAMES) for _ in range(c.pick((1, 2, 2, 3)))]
     for name in names:
         if name in BREAKERS:
             run = BREAKERS[name](c, run)
