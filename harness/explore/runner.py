@@ -85,7 +85,11 @@ class InProcessRunner:
         self._arguments = check_arguments(self._cls, impl_cfg)
 
     def verdict(self, run, *, allocate: bool) -> Verdict:
-        verdict = self._verdict(run, allocate=allocate)
+        try:
+            verdict = self._verdict(run, allocate=allocate)
+        except Exception as exc:  # noqa: BLE001 - a plan the checks cannot read (a field of the wrong type) is a finding
+            return Verdict(failures=(f"unreadable plan: the checks raised {type(exc).__name__}: {exc}",),
+                           judged_by=("crash",), refused=False)
         question = open_question(run) if verdict.failures else None
         if question:
             return dataclasses.replace(verdict, open_question=question)

@@ -269,3 +269,21 @@ def test_flag_ignored_variant_must_split():
     disguised = InProcessRunner("xllm_upstream", resolve(("implementation=reference",)).impl_cfg)
     failures = disguised.verdict(run, allocate=False).failures
     assert len(failures) == 1 and failures[0].startswith("flag:"), failures
+
+
+def test_plan_level_compares_every_plan_field():
+    """Every field of the master's plan (``KVPlan``, each ``RankPlan``, the ``DraftPlan``) corrupted alone
+    (``FieldMutant``) fails a plan-level verdict on the first drawn configurations that show it: the plan
+    level compares every field, the layout's included, not only the allocation level."""
+    from harness.bench.explore import drawn
+    from implementations.mutants.fields import field_ids
+
+    runs = drawn(6, 7)
+    reference = dict(resolve(("implementation=reference",)).impl_cfg)
+    missed = []
+    for field in (f for f in field_ids() if f.startswith(("KVPlan.", "RankPlan.", "DraftPlan."))):
+        impl_cfg = {**reference, "_target_": "implementations.mutants.fields.FieldMutant", "field": field}
+        runner = InProcessRunner("reference", impl_cfg)
+        if not any(runner.verdict(run, allocate=False).failures for run in runs):
+            missed.append(field)
+    assert not missed, f"plan fields no plan-level verdict compares: {missed}"
