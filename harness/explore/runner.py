@@ -119,7 +119,7 @@ class InProcessRunner:
             if crashed:
                 return Verdict(failures=tuple(failures + crashed), judged_by=("init_worker",), refused=False)
             checks["TC-01"] = tc01.check(facts, run)
-            checks["TC-02"] = tc02.check(facts, run)
+            checks["TC-02"] = self._grouped(run, tc02.check(facts, run))
             if oracle.split_size(run) == 1 and tc06.missing_baseline(run) is None:
                 checks["TC-06"] = tc06.check(facts, run)
             if run.draft is not None:
