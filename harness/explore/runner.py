@@ -38,7 +38,14 @@ from harness.explore.properties import SPEC_OWNER_RULE, owner_rule, ownership_pr
 from harness.suites import tc01, tc02, tc03, tc06, tc07
 from harness.suites.bring_up import Published, RankSession, Worker, engines_for, master_plan
 from harness.suites.common import draft_plan_problems, plan_layout_problems
-from harness.suites.expectations import UPSTREAM_GROUPS, card_overflow, judge, prediction
+from harness.suites.expectations import (
+    PREDICTIONS,
+    UPSTREAM_GROUPS,
+    card_overflow,
+    judge,
+    prediction,
+    upstream_prediction,
+)
 from harness.suites.facts import RankFacts, master_error_of, worker_facts
 from harness.suites.measure import distinct_storage_bytes
 from implementations.errors import UserError
@@ -196,7 +203,7 @@ class InProcessRunner:
         """``problems``; for a variant predicted to keep upstream's consecutive groups where the spec regroups,
         without the facts that follow from its groups (split groups, split ranks, owned layers, estimates per
         rank): TC-03 judges its groups, as predicted."""
-        if owner_rule(self.implementation) == SPEC_OWNER_RULE or not problems:
+        if PREDICTIONS.get(self.implementation) is not upstream_prediction or not problems:
             return problems
         if oracle.expected_split_groups(run) == oracle.expected_split_groups(run, rule=UPSTREAM_GROUPS):
             return problems
