@@ -23,6 +23,7 @@ REACHES = (
     "quantized cache refused before a later rule",
     "a rule before the quantized cache refused",
     "draft",
+    "two ranks on one card",
 )
 
 
@@ -48,12 +49,22 @@ def _patterns(run) -> set:
     return out
 
 
+def _shares_a_card(run) -> bool:
+    cards = run.hardware.num_cards
+    on: dict = {}
+    for rank, card in enumerate(run.placement):
+        on.setdefault((rank // cards, card), []).append(rank)
+    return any(len(ranks) > 1 for ranks in on.values())
+
+
 def reached(run) -> tuple[str, ...]:
     rejection = oracle.expected_rejection(run)
     verdict = _verdict(run, rejection)
     out = [verdict]
     if run.draft is not None:
         out.append("draft")
+    if run.placement is not None and _shares_a_card(run):
+        out.append("two ranks on one card")
     if rejection is None:
         p, cards = run.parallel, run.hardware.num_cards
         tp = oracle.attn_tp_size(run)
