@@ -1,7 +1,8 @@
 """Exploring cost: configurations checked per CPU second, at plan level and with allocation.
 
     python -m harness.bench.explore                 # measure and print
-    python -m harness.bench.explore --docs          # ... and record the figures in docs/explore.md
+    python -m harness.bench.explore --against REV   # ... and the same at commit REV, side by side
+    python -m harness.bench.explore --against REV --docs   # ... and record both in docs/explore.md
 
 The explorer (``harness.explore``) runs the reference on configurations drawn from the
 fixed seed, once judging plans only and once also allocating every rank in-process; a
@@ -9,15 +10,24 @@ configuration counts whether the spec accepts or refuses it (both are checked). 
 of this process (``time.process_time``), after a warm-up that imports and composes once.
 Beside the explorer's rate (draw + judge, the goal's), the same configurations judged alone,
 drawn beforehand: where the time goes.
-Goals: 500 configurations per CPU second at plan level, 20 with allocation.
+Goals: 500 configurations per CPU second at plan level, 20 with allocation. Below the table,
+what the plan-level draws reach (``harness.explore.reach``: verdicts, placements, refusal orders).
+
+``--against REV`` runs this same command on a copy of commit REV (a shared clone, in a temporary
+folder, as ``harness.bench.test_groups --against`` makes it) before measuring here, and prints
+both, each in its own process: a change to the explorer side by side with what it replaced.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
+import tempfile
 import time
+from collections import Counter
+from pathlib import Path
 from typing import Optional, Sequence
 
 from harness.cli import command, fail
@@ -62,6 +72,7 @@ def measure(examples: dict, seed: int) -> dict:
     from harness.suites.matrix import load_matrix
 
     runner = runner_for(load_matrix("ci", ["implementation=reference"]), "reference")
+    _compose_recorded()
     for allocate in (False, True):  # warm-up: imports, compositions, caches
         explore(runner, examples=5, allocate=allocate, seed=seed + 1, shrink=False)
     out = {}
@@ -75,6 +86,49 @@ def measure(examples: dict, seed: int) -> dict:
         runs = drawn(examples[allocate], seed)
         out[allocate] = (count.judged, seconds, count.refused, judging_only(runner, runs, allocate) / len(runs))
     return out
+
+
+def _compose_recorded() -> None:
+    """Compose the shipped configurations the explorer may draw (once per process, not per draw)."""
+    from harness.explore import strategies
+
+    for entry in getattr(strategies, "recorded_entries", lambda: ())():
+        strategies.recorded_run(*entry)
+
+
+def reach_counts(examples: int, seed: int) -> Counter:
+    """What the plan-level draws reach (``harness.explore.reach``), counted over the same configurations."""
+    from harness.explore.reach import reached
+
+    return Counter(what for run in drawn(examples, seed) for what in reached(run))
+
+
+def reach_note(counts: Counter, examples: int) -> str:
+    from harness.explore.reach import REACHES
+
+    return (f"what the {examples} plan-level configurations (now) reach: "
+            + ", ".join(f"{what} {counts.get(what, 0)}" for what in REACHES))
+
+
+def run_against(commit: str, examples: dict, seed: int) -> list[tuple]:
+    """This command's rows at ``commit``, measured there in its own process (``--plan-examples`` and
+    ``--allocation-examples`` as here)."""
+    from harness.bench.test_groups import export_commit
+
+    with tempfile.TemporaryDirectory(prefix="lwsplit-against-") as tmp:
+        tree = export_commit(commit, Path(tmp))
+        env = {**os.environ, "PYTHONPATH": str(tree)}
+        done = subprocess.run([sys.executable, "-m", "harness.bench.explore", "--plan-examples", str(examples[False]),
+                               "--allocation-examples", str(examples[True]), "--seed", str(seed)],
+                              cwd=tree, env=env, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        fail(f"--against {commit[:12]}: the bench there exited {done.returncode}: "
+             f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}")
+    found = [tuple(c.strip() for c in line.split("|")) for line in done.stdout.splitlines()
+             if line.startswith(("plan |", "with allocation |"))]
+    if len(found) != 2:
+        fail(f"--against {commit[:12]}: no plan and allocation rows in its output")
+    return found
 
 
 COLUMNS = ("level", "configs", "CPU s", "configs / CPU s", "refused", "judging alone / CPU s", "goal (explored)")
@@ -109,23 +163,35 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--plan-examples", type=int, default=1000, help="configurations at plan level (default 1000)")
     p.add_argument("--allocation-examples", type=int, default=200, help="configurations with allocation (default 200)")
     p.add_argument("--seed", type=int, default=20261201)
+    p.add_argument("--against", metavar="REV", help="also measure commit REV, side by side")
     p.add_argument("--docs", action="store_true", help=f"also record the figures into {DOCS}")
     args = p.parse_args(sys.argv[1:] if argv is None else list(argv))
     for name in ("plan_examples", "allocation_examples"):
         if getattr(args, name) < 1:
             fail(f"--{name.replace('_', '-')}: {getattr(args, name)}; allowed: a whole number >= 1")
-    results = measure({False: args.plan_examples, True: args.allocation_examples}, args.seed)
-    table_rows = rows(results)
+    examples = {False: args.plan_examples, True: args.allocation_examples}
+    before = []
+    if args.against is not None:
+        from harness.bench.test_groups import resolve_commit
+
+        commit = resolve_commit(args.against)
+        before = [(f"{row[0]}, before ({commit[:12]})", *row[1:]) for row in run_against(commit, examples, args.seed)]
+    results = measure(examples, args.seed)
+    now = rows(results)
+    table_rows = [(f"{row[0]}, now" if before else row[0], *row[1:]) for row in now]
+    table_rows = [r for pair in zip(before, table_rows) for r in pair] if before else table_rows
+    notes = [ratio_note(results), reach_note(reach_counts(args.plan_examples, args.seed), args.plan_examples)]
     print(" | ".join(COLUMNS))
     for row in table_rows:
         print(" | ".join(str(c) for c in row))
-    print(ratio_note(results))
+    for note in notes:
+        print(note)
     if args.docs:
         from harness import docs_blocks
 
+        command_line = "python -m harness.bench.explore" + (f" --against {args.against}" if before else "") + " --docs"
         page = docs_blocks.publish(docs_blocks.measured(
-            "bench_explore", command="python -m harness.bench.explore --docs", columns=COLUMNS, rows=table_rows,
-            align="lrrrrrl", notes=[ratio_note(results)]))
+            "bench_explore", command=command_line, columns=COLUMNS, rows=table_rows, align="lrrrrrl", notes=notes))
         print(f"wrote {page}")
     return 0
 

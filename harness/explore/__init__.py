@@ -1,7 +1,8 @@
 """Property-based exploration of configurations (FEATURE sections 3 to 8).
 
 A hand-written matrix covers the configurations someone thought of; the explorer draws
-valid configurations within real bounds (``strategies``), runs an implementation on each
+configurations within real bounds (``strategies``: valid by construction, and a deliberate share of
+refusals; ``reach`` names what each one reaches), runs an implementation on each
 in-process (``runner``: ``plan``, ``engine_message`` and ``init_worker`` of every rank on
 the CPU, no process group), and judges the result with the TCs' own check functions and
 the ownership properties (``properties``) against ``harness.oracle``. A failure shrinks to

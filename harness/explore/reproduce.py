@@ -3,15 +3,19 @@
 Every field of the drawn ``RunSpec`` is written out (``model.<field>=``, ``cache.<field>=``,
 ...) on top of a shipped option of each group, so the command composes exactly the
 configuration that was explored (``testcases/explore`` checks this by composing it). A
-random link matrix is written to a YAML file named by its content under the temp folder
-(``hardware.topology=<path>``); shipped fixtures are named.
+random link matrix is written to a YAML file named by its content in a folder only this user
+can write (``hardware.topology=<path>``); shipped fixtures are named.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 import shlex
+import stat
 import tempfile
+from functools import cache
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -19,7 +23,8 @@ from harness.explore.strategies import RANDOM_TOPOLOGY_PREFIX
 from implementations.specs import RunSpec, Topology
 
 TOPOLOGY_FOLDER = "lwsplit-explore"
-"""Folder under the temp folder that holds the random link matrices of printed commands."""
+"""Prefix of the per-user folder under the temp folder that holds the random link matrices of printed
+commands (``lwsplit-explore-<uid>``, mode 0700)."""
 BASE_OPTIONS = {"model": "deepseek_v32", "draft": "deepseek_mtp", "parallel": "tp4", "layerwise": "off"}
 """The shipped option each group starts from; every field is then overridden."""
 
@@ -39,17 +44,63 @@ def _fields(prefix: str, spec) -> list[str]:
     return [f"{prefix}.{f.name}={value_text(getattr(spec, f.name))}" for f in dataclasses.fields(spec)]
 
 
+def private_folder() -> Path:
+    """This user's folder for drawn link matrices: ``<tmp>/lwsplit-explore-<uid>``, made with mode 0700, and
+    used only while it is a real folder (not a link) owned by this user that nobody else can enter or write;
+    else (another user made one at that name) a fresh private folder from ``mkdtemp``."""
+    base = Path(tempfile.gettempdir())
+    folder = base / f"{TOPOLOGY_FOLDER}-{os.getuid()}"
+    try:
+        os.mkdir(folder, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return _fresh_folder(str(base))
+    try:
+        st = os.lstat(folder)
+    except OSError:
+        st = None
+    if st is None or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        return _fresh_folder(str(base))
+    return folder
+
+
+@cache
+def _fresh_folder(base: str) -> Path:
+    """One private folder per temp folder and process, made by ``mkdtemp`` (mode 0700, a new name)."""
+    return Path(tempfile.mkdtemp(prefix=f"{TOPOLOGY_FOLDER}-", dir=base))
+
+
+def _read_own(path: Path) -> Optional[str]:
+    """The text of ``path`` when it is a regular file (a link is not followed), else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, encoding="utf-8", errors="replace") as f:
+        return f.read() if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else None
+
+
 def topology_file(topology: Topology, folder: Optional[Path] = None) -> Path:
-    """Write a drawn link matrix as a YAML topology (content-addressed: the same matrix, the same file)."""
-    folder = Path(folder) if folder is not None else Path(tempfile.gettempdir()) / TOPOLOGY_FOLDER
+    """Write a drawn link matrix as a YAML topology (content-addressed: the same matrix, the same file), in
+    ``folder`` or this user's private folder: a temporary file created anew (``O_EXCL``, no link followed,
+    mode 0600), then renamed into place, so the file is never half-written and nothing else is written."""
+    folder = Path(folder) if folder is not None else private_folder()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{topology.name}.yaml"
     rows = "\n".join("  - [" + ", ".join(row) + "]" for row in topology.links)
     text = f"name: {topology.name}\ncards: [{', '.join(topology.cards)}]\nlinks:\n{rows}\n"
-    if not path.is_file() or path.read_text() != text:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(text)
-        tmp.replace(path)  # never half-written
+    if _read_own(path) == text:
+        return path
+    fd, tmp = tempfile.mkstemp(prefix=f".{topology.name}.", suffix=".tmp", dir=folder)  # O_EXCL, mode 0600
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     return path
 
 

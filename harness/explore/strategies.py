@@ -1,35 +1,51 @@
-"""Hypothesis strategies: valid configurations within real bounds, as ``RunSpec`` values.
+"""Configurations within real bounds, as ``RunSpec`` values, decoded from one drawn byte string.
 
-What is drawn (each axis shrinks towards its first, simplest value):
+Hypothesis draws one fixed-length byte string per configuration (``explorable``); ``decode``
+reads it byte by byte, one decision per byte, and byte 0 always takes the first, simplest
+option. So a configuration costs Hypothesis one choice (drawing 35 separate choices cost
+2 to 4 ms, more than judging), and shrinking still works axis by axis: Hypothesis shrinks
+each byte towards 0, each decision towards its simplest option.
 
-- a synthetic model: MLA (DeepSeek-V3 like), MLA with a DSA indexer (V3.2, GLM-5), dense
-  GQA (the unsupported control), or hybrid linear + full attention (Qwen3.5, Qwen3-Next)
-  whose layer kinds come from ``layer_types`` (a repeated pattern with a few layers changed;
-  both full spellings, ``full_attention`` and ``attention``) or from ``full_attention_interval``; 1 to 128 layers; rarely a hybrid with
-  an indexer (the spec refuses it);
-- an MTP draft of one to three full-attention layers, its body at the target's TP or at TP 1;
-- dp x cp x tp up to 16 ranks (rarely a world size dp * cp does not divide, cp 2, or a KV
-  split), the enable flag and s (including 0, 3 and s > tp, which the spec refuses);
-- block size, every KV cache dtype and indexer dtype, speculative tokens, the SSM dtype,
-  prefix cache on/off, explicit linear-state slots, ``max_seqs_per_batch`` (0 too), rarely
-  host cache, sleep mode or xtensor;
-- the cpu or the BI-V100 profile, a shipped link matrix or a random PCIe tree (cards under
-  switches under host bridges under sockets, NVLink inside a switch or not), the default card of
-  each rank or a random placement (two ranks of a split group on one card: refused);
-- a per-rank budget aimed at 0 to 8 blocks after the linear-state reservation, so a
-  budget of one block and of none are drawn often.
+Most draws are **valid by construction** (the spec accepts and plans them); a deliberate
+share (``REFUSAL_SHARE``) are **refusals**: a valid configuration with one to three of the
+spec's rules broken on purpose (``BREAKERS``: every startup rule of FEATURE 3, the
+estimation refusals of FEATURE 5-6, the card refusals of FEATURE 4), so that where several
+are broken the implementation must name the first in the spec's order (a quantized cache
+with a later worker-side rule, say).
 
-Bounds stay small where the real value only scales memory (``max_seqs_per_batch`` up to 16):
-the TC matrix runs the real defaults; the explorer runs the shapes around them. Linear key and
-value head dims are equal, as on every real model: where they differ upstream's conv state departs
-from its own estimate (FEATURE 7), which no check here models.
+A valid configuration has one of these shapes:
+
+- ``node``: the ranks on one node or, with dp x tp above its cards, replicas on several nodes;
+  a shipped link matrix or a random PCIe tree (cards under switches under host bridges under
+  sockets, NVLink inside a switch or not); the default cards, a permutation, or two ranks per
+  card (never two of one split group's, which a valid grouping avoids);
+- ``tp_across_nodes``: tp 8 on 4-card nodes, so each TP group spans two nodes (links across
+  nodes are the network's, not the card matrix's);
+- ``replicas_differ``: dp 2 x tp 4 on 8 cards whose two halves are wired differently (one half
+  switch-blocked, the other interleaved, say), so the replicas' best split groups differ;
+- ``recorded``: a shipped model at a layout with a recorded uniform baseline (TC-06).
+
+The model: MLA (DeepSeek-V3 like), MLA with a DSA indexer (V3.2, GLM-5), hybrid linear +
+full attention (Qwen3.5, Qwen3-Next; ``layer_types`` as a repeated pattern with a few layers
+changed, both full spellings, or ``full_attention_interval``), and dense GQA where the
+split is off; 1 to 128 layers; an MTP draft of 1 to 3 layers at the target's TP or at TP 1.
+The cache: block size, every KV cache and indexer dtype the hardware supports, speculative
+tokens, the SSM dtype, prefix cache on or off with ``max_seqs_per_batch`` 0 to 16 (0 without
+prefix cache too), explicit linear-state slots, and (split off) host cache, sleep mode,
+xtensor. The budget is aimed at 1 to 8 blocks after the linear-state reservation.
+
+Bounds stay small where the real value only scales memory: the TC matrix runs the real
+defaults; the explorer runs the shapes around them. Linear key and value head dims are equal,
+as on every real model: where they differ upstream's conv state departs from its own
+estimate (FEATURE 7), which no check here models.
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import replace
-from functools import cache, lru_cache
+from functools import cache
+from typing import Callable, Sequence
 
 from hypothesis import strategies as st
 
@@ -37,7 +53,7 @@ from harness import oracle
 from implementations.specs import (
     FULL_ATTENTION_TYPES,
     INDEXER_CACHE_DTYPES,
-    KV_CACHE_DTYPES,
+    QUANTIZED_KV_CACHE_DTYPES,
     CacheSpec,
     HardwareProfile,
     LayerwiseFlags,
@@ -48,42 +64,50 @@ from implementations.specs import (
 )
 
 MAX_LAYERS = 128
-HARDWARE = ("cpu", "bi_v100")
-"""Hardware options drawn: the CPU simulation (every quantized cache) and the BI-V100 (none)."""
+DRAWN_BYTES = 64
+"""Bytes drawn per configuration: what 99 in 100 decodings read (past the end every byte reads as 0). Hypothesis
+draws a byte string byte by byte: fewer bytes, faster draws."""
 FIXTURES = {8: ("cpu_sim_8", "pcie_2switch_8", "pcie_2switch_8_interleaved", "nvlink_8"), 4: ("bi_v100_pix4",)}
 """Shipped link matrices (``conf/topology``) by card count."""
-MODEL_KINDS = ("mla", "dsa", "hybrid", "hybrid", "gqa")
-"""Repeated entries make a kind more likely; the indexer on a hybrid (refused) stays rare."""
 RANDOM_TOPOLOGY_PREFIX = "explore_links_"
+SHAPES = ("node", "node", "tp_across_nodes", "replicas_differ", "node", "recorded")
+"""The valid shapes, a repeated entry more likely."""
+REFUSAL_SHARE = (False, False, False, True)
+"""One draw in four is a deliberate refusal."""
+LAYER_KINDS = ("linear_attention",) + FULL_ATTENTION_TYPES
 
 
-# Strategies are built once per distinct argument: building one per draw cost half of the drawing time.
+class Choices:
+    """Decisions read from a byte string, one byte each; 0 (and every byte past the end) takes the first
+    option, so shrinking a byte towards 0 simplifies its decision."""
+
+    __slots__ = ("data", "at")
+
+    def __init__(self, data: bytes):
+        self.data, self.at = data, 0
+
+    def byte(self) -> int:
+        at = self.at
+        self.at = at + 1
+        return self.data[at] if at < len(self.data) else 0
+
+    def pick(self, options: Sequence):
+        return options[self.byte() % len(options)]
+
+    def number(self, low: int, high: int) -> int:
+        """``low`` to ``high`` (at most 256 values)."""
+        return low + self.byte() % (high - low + 1)
+
+    def wide(self, high: int) -> int:
+        """0 to ``high`` from two bytes."""
+        return (self.byte() << 8 | self.byte()) % (high + 1)
+
+    def flag(self, one_in: int = 2) -> bool:
+        """True about once in ``one_in`` (False at 0)."""
+        return self.byte() % one_in == one_in - 1
 
 
-@cache
-def choice(choices: tuple) -> st.SearchStrategy:
-    """``st.sampled_from``, shrinking towards the first choice."""
-    return st.sampled_from(choices)
-
-
-@cache
-def integers(low: int, high: int) -> st.SearchStrategy:
-    return st.integers(low, high)
-
-
-@cache
-def lists_of(element: st.SearchStrategy, size: int) -> st.SearchStrategy:
-    return st.lists(element, min_size=size, max_size=size)
-
-
-BOOLEANS = st.booleans()
-
-
-@cache
-def mostly(common: tuple, rare: tuple, weight: int = 6) -> st.SearchStrategy:
-    """``common`` values ``weight`` times as likely as each ``rare`` one. The rare ones sit in the
-    middle: Hypothesis favours the ends of a range, and shrinks towards the first value."""
-    return st.sampled_from(common * (weight // 2) + rare + common * (weight - weight // 2))
+# ---- hardware ---------------------------------------------------------------------------
 
 
 @cache
@@ -102,187 +126,222 @@ def fixture_topology(name: str) -> Topology:
     return load_topology(name, TOPOLOGY_DIR)
 
 
-def random_topology(links: dict) -> Topology:
-    """A symmetric link matrix from ``{(i, j): code}`` for i < j; named by its content."""
-    n = 1 + max(j for _, j in links)
-    rows = tuple(tuple("X" if i == j else links[(min(i, j), max(i, j))] for j in range(n)) for i in range(n))
+@cache
+def random_topology(links: tuple) -> Topology:
+    """A symmetric link matrix from ``((i, j), code)`` pairs for i < j; named by its content."""
+    codes = dict(links)
+    n = 1 + max(j for _, j in codes)
+    rows = tuple(tuple("X" if i == j else codes[(min(i, j), max(i, j))] for j in range(n)) for i in range(n))
     digest = hashlib.sha256(repr(rows).encode()).hexdigest()[:10]
     return Topology(cards=tuple(f"GPU{i}" for i in range(n)), links=rows, name=RANDOM_TOPOLOGY_PREFIX + digest)
 
 
-def tree_links(switch: list, bridge: list, socket: list, nvlink: bool) -> dict:
+def tree_links(switch: Sequence[int], bridge: Sequence[int], socket: Sequence[int], nvlink: bool) -> tuple:
     """Links of cards hung off a PCIe tree: card -> switch -> host bridge -> socket. Same switch:
     PIX (NV2 with NVLink between them), same bridge: PXB, same socket: NODE, else SYS."""
-    out = {}
+    out = []
     for i in range(len(switch)):
         for j in range(i + 1, len(switch)):
             if switch[i] == switch[j]:
-                out[(i, j)] = "NV2" if nvlink else "PIX"
+                code = "NV2" if nvlink else "PIX"
             elif bridge[switch[i]] == bridge[switch[j]]:
-                out[(i, j)] = "PXB"
+                code = "PXB"
             elif socket[bridge[switch[i]]] == socket[bridge[switch[j]]]:
-                out[(i, j)] = "NODE"
+                code = "NODE"
             else:
-                out[(i, j)] = "SYS"
-    return out
+                code = "SYS"
+            out.append(((i, j), code))
+    return tuple(out)
+
+
+def _bridges_and_sockets(c: Choices, switches: int) -> tuple[list, list]:
+    """Host bridges over the switches (one, pairs, one each) and their sockets (one, or two)."""
+    kind = c.pick(("one", "pairs", "each"))
+    bridge = [0 if kind == "one" else (s // 2 if kind == "pairs" else s) for s in range(switches)]
+    other = c.number(0, 1)
+    return bridge, [0 if b < max(1, switches // 2) else other for b in range(switches)]
+
+
+def tree_topology(c: Choices, cards: int) -> Topology:
+    """A random PCIe tree of ``cards`` cards: 1 to 4 switches, cards in blocks, interleaved or anywhere."""
+    switches = c.number(1, 4)
+    mode = c.pick(("blocks", "interleaved", "any"))
+    if mode == "any":
+        switch = [c.number(0, switches - 1) for _ in range(cards)]
+    else:
+        switch = [k * switches // cards if mode == "blocks" else k % switches for k in range(cards)]
+    bridge, socket = _bridges_and_sockets(c, 4)
+    return random_topology(tree_links(switch, bridge, socket, c.flag()))
+
+
+HALF_PATTERNS = ((0, 0, 1, 1), (0, 1, 0, 1), (0, 1, 1, 0))
+"""Switches of four cards: blocked, interleaved, outer pairs: each gives other best pairs."""
+
+
+def halves_topology(c: Choices) -> Topology:
+    """8 cards whose halves (cards 0-3 and 4-7) hang off their own two switches in different patterns, so a
+    4-rank TP group on each half has other best pairs."""
+    first = c.number(0, 2)
+    second = (first + c.number(1, 2)) % 3
+    switch = [*HALF_PATTERNS[first], *(2 + s for s in HALF_PATTERNS[second])]
+    bridge, socket = _bridges_and_sockets(c, 4)
+    return random_topology(tree_links(switch, bridge, socket, c.flag()))
+
+
+def hardware_with(c: Choices, cards: int, *, profile: str = "") -> HardwareProfile:
+    """The cpu profile (or ``profile``) with ``cards`` cards per node: its default matrix, a shipped one
+    or a random tree."""
+    hw = base_hardware(profile or ("cpu" if cards == 8 or c.flag() else "bi_v100"))
+    if hw.name == "bi_v100":
+        return hw if c.flag() else replace(hw, topology=tree_topology(c, 4))
+    kind = c.pick(("default", "fixture", "random")) if cards == 8 else c.pick(("fixture", "random"))
+    if kind == "default":
+        return hw
+    topology = fixture_topology(c.pick(FIXTURES[cards])) if kind == "fixture" else tree_topology(c, cards)
+    return replace(hw, num_cards=cards, topology=topology)
 
 
 # ---- model ------------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=256)  # one strategy per distinct argument, not one per draw
-@st.composite
-def models(draw) -> ModelSpec:
-    kind = draw(mostly(MODEL_KINDS, ("hybrid_indexer",), 4))
-    n = draw(integers(1, 6) if draw(BOOLEANS) else integers(1, MAX_LAYERS))  # few layers often: fewer full than s
-    values = dict(name=f"explore_{kind}", num_hidden_layers=n,
-                  dtype=draw(choice(("bfloat16", "float16", "float32"))))
-    if kind in ("mla", "dsa"):
-        values.update(attention="mla", kv_lora_rank=draw(choice((512, 64, 128, 256))),
-                      qk_rope_head_dim=draw(choice((64, 0, 32))))
-    else:
-        values.update(attention="gqa", num_key_value_heads=draw(choice((2, 1, 4, 8, 16))),
-                      head_dim=draw(choice((128, 64, 256))))
-    if kind in ("dsa", "hybrid_indexer"):
-        values.update(index_n_heads=draw(choice((64, 32))), index_head_dim=draw(choice((128, 64))))
-    if kind == "mla":
-        values["model_type"] = "deepseek_v3"
-    elif kind == "dsa":
-        values["model_type"] = draw(choice(("deepseek_v32", "glm_moe_dsa")))
-    elif kind == "gqa":
-        values["model_type"] = "llama"
-    else:
-        head_dim = draw(choice((128, 64)))  # key = value head dim, as on every real model (FEATURE 7)
-        values.update(
-            model_type=draw(choice(("qwen3_5_moe", "qwen3_next"))),
-            linear_num_key_heads=draw(choice((16, 4, 8))),
-            linear_num_value_heads=draw(choice((32, 8, 16))),
-            linear_key_head_dim=head_dim,
-            linear_value_head_dim=head_dim,
-            linear_conv_kernel_dim=draw(choice((4, 2, 3))),
-            mamba_ssm_dtype=draw(choice((None, "float32", "bfloat16", "float16"))),
-        )
-        if draw(BOOLEANS):
-            values["layer_types"] = draw(layer_types(n))
-        else:
-            values["full_attention_interval"] = draw(integers(1, 8))
-    return ModelSpec(**values)
-
-
-LAYER_KINDS = ("linear_attention",) + FULL_ATTENTION_TYPES
-
-
-@lru_cache(maxsize=256)  # one strategy per distinct argument, not one per draw
-@st.composite
-def layer_types(draw, n: int) -> tuple[str, ...]:
-    """``layer_types`` of n layers: a drawn pattern of 1 to 8 kinds repeated (real hybrids repeat one),
-    then up to three layers changed anywhere (irregular models, none or all full layers)."""
-    pattern = draw(lists_of(choice(LAYER_KINDS), draw(integers(1, 8))))
+def layer_types(c: Choices, n: int) -> tuple[str, ...]:
+    """``layer_types`` of n layers: a pattern of 1 to 8 kinds repeated (real hybrids repeat one), then up to
+    three layers changed anywhere (irregular models, none or all full layers)."""
+    pattern = [c.pick(LAYER_KINDS) for _ in range(c.number(1, 8))]
     kinds = [pattern[i % len(pattern)] for i in range(n)]
-    for _ in range(draw(integers(0, 3))):
-        kinds[draw(integers(0, n - 1))] = draw(choice(LAYER_KINDS))
+    for _ in range(c.number(0, 3)):
+        kinds[c.number(0, n - 1) if n <= 256 else 0] = c.pick(LAYER_KINDS)
     return tuple(kinds)
 
 
-@lru_cache(maxsize=256)  # one strategy per distinct argument, not one per draw
-@st.composite
-def drafts(draw, target: ModelSpec):
-    """None, or an MTP draft of full-attention layers shaped like the target's (or drawn anew)."""
-    if not draw(BOOLEANS):
-        return None
-    layers = draw(integers(1, 3))
-    values = dict(name="explore_mtp", model_type=target.model_type, dtype=target.dtype, num_hidden_layers=layers,
-                  attention=target.attention, body_tp1=draw(BOOLEANS),
-                  num_nextn_predict_layers=draw(choice((0, layers))))
-    same = draw(BOOLEANS)
-    if target.attention == "mla":
-        values.update(kv_lora_rank=target.kv_lora_rank if same else draw(choice((512, 128))),
-                      qk_rope_head_dim=target.qk_rope_head_dim if same else 64,
-                      index_n_heads=target.index_n_heads, index_head_dim=target.index_head_dim)
+def model(c: Choices, kind: str) -> ModelSpec:
+    """A synthetic model of ``kind``: ``mla``, ``dsa`` (MLA + indexer), ``hybrid``, ``hybrid_indexer``
+    (refused) or ``gqa`` (a dense model no split supports)."""
+    n = c.number(1, MAX_LAYERS) if c.flag() else c.number(1, 6)  # few layers often: fewer full than s
+    values = dict(name=f"explore_{kind}", num_hidden_layers=n, dtype=c.pick(("bfloat16", "float16", "float32")))
+    if kind in ("mla", "dsa"):
+        values.update(attention="mla", kv_lora_rank=c.pick((512, 64, 128, 256)), qk_rope_head_dim=c.pick((64, 0, 32)),
+                      model_type="deepseek_v3" if kind == "mla" else c.pick(("deepseek_v32", "glm_moe_dsa")))
     else:
-        values.update(num_key_value_heads=target.num_key_value_heads if same else draw(choice((2, 8))),
-                      head_dim=target.head_dim if same else draw(choice((128, 256))))
+        values.update(attention="gqa", num_key_value_heads=c.pick((2, 1, 4, 8, 16)), head_dim=c.pick((128, 64, 256)))
+    if kind in ("dsa", "hybrid_indexer"):
+        values.update(index_n_heads=c.pick((64, 32)), index_head_dim=c.pick((128, 64)))
+    if kind == "gqa":
+        values["model_type"] = "llama"
+    elif kind.startswith("hybrid"):
+        head_dim = c.pick((128, 64))  # key = value head dim, as on every real model (FEATURE 7)
+        values.update(model_type=c.pick(("qwen3_5_moe", "qwen3_next")), linear_num_key_heads=c.pick((16, 4, 8)),
+                      linear_num_value_heads=c.pick((32, 8, 16)), linear_key_head_dim=head_dim,
+                      linear_value_head_dim=head_dim, linear_conv_kernel_dim=c.pick((4, 2, 3)),
+                      mamba_ssm_dtype=c.pick((None, "float32", "bfloat16", "float16")))
+        if c.flag():
+            values["layer_types"] = layer_types(c, n)
+        else:
+            values["full_attention_interval"] = c.number(1, 8)
     return ModelSpec(**values)
 
 
-# ---- layout, cache, hardware -------------------------------------------------------------
+def with_a_full_layer(m: ModelSpec) -> ModelSpec:
+    """``m``, or ``m`` with its last layer full attention when it has none (nothing to split: refused)."""
+    if oracle.expected_full_layers(m):
+        return m
+    if m.layer_types:
+        return replace(m, layer_types=m.layer_types[:-1] + ("full_attention",))
+    return replace(m, full_attention_interval=1)
 
 
-@lru_cache(maxsize=256)  # one strategy per distinct argument, not one per draw
-@st.composite
-def parallels(draw) -> ParallelSpec:
-    tp = draw(choice((4, 1, 2, 8)))
-    dp = draw(choice((1, 2)))
-    # one draw for the rare layouts the spec refuses when split: cp 2, a world dp * cp does not divide, KV split
-    quirk = draw(mostly(("none",), ("cp2", "cp2", "world+1", "kv_split0", "kv_split2"), 16))
-    cp = 2 if quirk == "cp2" else 1
-    return ParallelSpec(world_size=dp * cp * tp + (quirk == "world+1"), dp_size=dp, cp_size=cp,
-                        kv_split_size={"kv_split0": 0, "kv_split2": 2}.get(quirk, 1))
-
-
-@lru_cache(maxsize=256)  # one strategy per distinct argument, not one per draw
-@st.composite
-def layerwise_flags(draw, attn_tp_size: int) -> LayerwiseFlags:
-    """Mostly an s dividing the attention TP size; sometimes 1, or one the spec refuses (0, 3, s > tp)."""
-    dividing = tuple(s for s in (2, 4, 8) if attn_tp_size % s == 0) or (1,)
-    split = draw(mostly(dividing, (1, 0, 1, 3, 1, 16), 12))
-    return LayerwiseFlags(enable=draw(mostly((True,), (False,), 4)), split_size=split)
-
-
-@lru_cache(maxsize=256)  # one strategy per distinct argument, not one per draw
-@st.composite
-def caches(draw) -> CacheSpec:
-    """Every cache option but the budget (``configs`` aims it at a few blocks)."""
-    return CacheSpec(
-        block_size=draw(choice((16, 1, 2, 8, 64, 128))),
-        kv_cache_dtype=draw(choice(KV_CACHE_DTYPES)),
-        indexer_cache_dtype=draw(choice(INDEXER_CACHE_DTYPES)),
-        max_seqs_per_batch=draw(choice((4, 0, 1, 2, 16))),
-        max_linear_state_cache_slots=draw(choice((0, 0, 1, 3))),
-        enable_prefix_cache=draw(BOOLEANS),
-        num_speculative_tokens=draw(choice((0, 1, 2, 3))),
-        **dict(draw(RARE_CACHE_OPTIONS)),
-    )
-
-
-RARE_CACHE_OPTIONS = mostly(((),), ((("host_blocks_factor", 2.0),), (("enable_sleep_mode", True),),
-                                    (("enable_xtensor", True),)), 24)
-"""One draw for the cache options a split refuses (host cache, sleep mode, xtensor), each rare."""
-
-
-@lru_cache(maxsize=256)  # one strategy per distinct argument, not one per draw
-@st.composite
-def hardware_profiles(draw) -> HardwareProfile:
-    hw = base_hardware(draw(mostly(HARDWARE[:1], HARDWARE[1:], 8)))
-    kind = draw(choice(("default", "fixture", "random")))
-    if kind == "default":
-        return hw
-    cards = draw(choice((4, 8))) if hw.name == "cpu" else hw.num_cards
-    if kind == "fixture":
-        return replace(hw, num_cards=cards, topology=fixture_topology(draw(choice(FIXTURES[cards]))))
-    switches = draw(integers(1, 4))
-    mode = draw(choice(("blocks", "interleaved", "any")))
-    if mode == "any":
-        switch = draw(lists_of(integers(0, switches - 1), cards))
+def draft(c: Choices, target: ModelSpec):
+    """None, or an MTP draft of full-attention layers: the target's shape, or (with its body at TP 1, where
+    its slot is not compared with the target's) a shape of its own."""
+    if not c.flag():
+        return None
+    layers = c.number(1, 3)
+    body_tp1 = c.flag()
+    values = dict(name="explore_mtp", model_type=target.model_type, dtype=target.dtype, num_hidden_layers=layers,
+                  attention=target.attention, body_tp1=body_tp1, num_nextn_predict_layers=c.pick((0, layers)))
+    own = body_tp1 and c.flag()
+    if target.attention == "mla":
+        values.update(kv_lora_rank=c.pick((512, 128)) if own else target.kv_lora_rank,
+                      qk_rope_head_dim=64 if own else target.qk_rope_head_dim,
+                      index_n_heads=target.index_n_heads, index_head_dim=target.index_head_dim)
     else:
-        switch = [c * switches // cards if mode == "blocks" else c % switches for c in range(cards)]
-    bridges = draw(choice(("one", "pairs", "each")))  # host bridges over the switches: 1, 2 or one per switch
-    bridge = [0 if bridges == "one" else (s // 2 if bridges == "pairs" else s) for s in range(4)]
-    socket = [0, draw(integers(0, 1))]  # bridges 2 and 3 on the other socket, or the same
-    socket = [0, 0, socket[1], socket[1]]
-    links = tree_links(switch, bridge, socket, draw(BOOLEANS))
-    return replace(hw, num_cards=cards, topology=random_topology(links))
+        values.update(num_key_value_heads=c.pick((2, 8)) if own else target.num_key_value_heads,
+                      head_dim=c.pick((128, 256)) if own else target.head_dim)
+    return ModelSpec(**values)
 
 
-@lru_cache(maxsize=256)  # one strategy per distinct argument, not one per draw
-@st.composite
-def placements(draw, world_size: int, num_cards: int):
-    if draw(mostly((False,), (True,), 4)):
-        return tuple(draw(lists_of(integers(0, num_cards - 1), world_size)))
-    return None
+# ---- layout ------------------------------------------------------------------------------
 
 
-# ---- the whole configuration -------------------------------------------------------------
+def divisors_above_one(tp: int) -> tuple[int, ...]:
+    return tuple(s for s in (2, 4, 8) if tp % s == 0)
+
+
+def placement(c: Choices, world: int, cards: int):
+    """None (rank % cards), or a permutation of each node's cards. (Two ranks on one card overfill it on
+    every shipped profile, whose reserve is per rank: those are refusals, ``BREAKERS``.)"""
+    if not c.flag(3):
+        return None
+    perm = permutation(c, cards)
+    return tuple(perm[r % cards] for r in range(world))
+
+
+def permutation(c: Choices, n: int) -> list[int]:
+    perm = list(range(n))
+    for i in range(n - 1, 0, -1):  # Fisher-Yates from the drawn bytes
+        j = c.number(0, i)
+        perm[i], perm[j] = perm[j], perm[i]
+    return perm
+
+
+def layout(c: Choices, shape: str, split: bool):
+    """(parallel, hardware, layerwise flags, placement) of a valid ``shape``; ``split``: an active split."""
+    if shape == "tp_across_nodes":
+        tp, dp = 8, c.pick((1, 2))
+        hw = hardware_with(c, 4)
+    elif shape == "replicas_differ":
+        tp, dp = 4, 2
+        hw = replace(base_hardware("cpu"), num_cards=8, topology=halves_topology(c))
+    else:
+        hw = hardware_with(c, c.pick((8, 4)))
+        tp, dp = c.pick((4, 1, 2, 8)), c.pick((1, 2))
+    dividing = divisors_above_one(tp)
+    if split and not dividing:
+        tp = 2 * tp
+        dividing = divisors_above_one(tp)
+    if split:
+        s = c.pick((2, 2, 2, 4)) if shape == "replicas_differ" else c.pick(dividing)
+        flags = LayerwiseFlags(enable=True, split_size=s)
+    elif c.flag(4):  # s = 1
+        flags = LayerwiseFlags(enable=True, split_size=1)
+    else:  # the flag off, at any s
+        flags = LayerwiseFlags(enable=False, split_size=c.pick((1, *dividing)))
+    world = dp * tp
+    return (ParallelSpec(world_size=world, dp_size=dp), hw, flags,
+            placement(c, world, hw.num_cards) if shape != "replicas_differ" else None)
+
+
+# ---- cache and budget --------------------------------------------------------------------
+
+SEQUENCES = ((4, True), (0, False), (1, True), (16, False), (0, True), (2, False))
+"""(max_seqs_per_batch, enable_prefix_cache): 0 sequences without prefix cache reserves the two padding
+slots alone."""
+
+
+def cache_options(c: Choices, hw: HardwareProfile, *, split: bool, blocks: int) -> CacheSpec:
+    """Every cache option but the budget, valid on ``hw``: quantized caches where the hardware has them;
+    host cache, sleep mode and xtensor only without a split; explicit linear-state slots up to ``blocks``."""
+    quantized = oracle.hardware_quantized_kv_dtypes(hw)
+    max_seqs, prefix = c.pick(SEQUENCES)
+    rare = c.pick(((),) * 12 + ((("host_blocks_factor", 2.0),), (("enable_sleep_mode", True),),
+                                 (("enable_xtensor", True),))) if not split else ()
+    return CacheSpec(
+        block_size=c.pick((16, 1, 2, 8, 64, 128)),
+        kv_cache_dtype=c.pick(("auto", *quantized)),
+        indexer_cache_dtype=c.pick(INDEXER_CACHE_DTYPES) if oracle.hardware_int8_indexer_cache(hw) else "auto",
+        max_seqs_per_batch=max_seqs, enable_prefix_cache=prefix,
+        max_linear_state_cache_slots=min(c.pick((0, 0, 0, 1, 2)), blocks),
+        num_speculative_tokens=c.pick((0, 1, 2, 3)), **dict(rare))
 
 
 def aimed_budget_bytes(run: RunSpec, blocks: int, slack: int) -> int:
@@ -299,18 +358,136 @@ def aimed_budget_bytes(run: RunSpec, blocks: int, slack: int) -> int:
     return budget
 
 
-@lru_cache(maxsize=256)  # one strategy per distinct argument, not one per draw
-@st.composite
-def configs(draw) -> RunSpec:
-    model = draw(models())
-    parallel = draw(parallels())
-    hardware = draw(hardware_profiles())
-    run = RunSpec(model=model, draft=draw(drafts(model)), parallel=parallel, cache=draw(caches()),
-                  layerwise=draw(layerwise_flags(max(1, parallel.world_size // (parallel.dp_size * parallel.cp_size)))), hardware=hardware,
-                  placement=draw(placements(parallel.world_size, hardware.num_cards)))
-    blocks = draw(choice((1, 2, 0, 3, 5, 8)))
-    slack = draw(integers(0, 2**20))
+def with_budget(run: RunSpec, blocks: int, slack: int) -> RunSpec:
     return replace(run, cache=replace(run.cache, kv_budget_bytes=aimed_budget_bytes(run, blocks, slack)))
+
+
+# ---- a valid configuration ---------------------------------------------------------------
+
+
+def valid(c: Choices, *, split: bool = False) -> RunSpec:
+    """A configuration the spec accepts and plans (``split``: with an active split)."""
+    shape = c.pick(SHAPES[:-1] if split else SHAPES)
+    if shape == "recorded":
+        return recorded(c)
+    if not split:
+        split = c.pick((True, True, True, False))
+    parallel, hw, flags, place = layout(c, shape, split)
+    kind = c.pick(("mla", "dsa", "hybrid", "hybrid", "dsa") + (() if split else ("gqa",)))
+    target = model(c, kind)
+    if split:
+        target = with_a_full_layer(target)
+    blocks = c.pick((1, 2, 3, 5, 8))
+    run = RunSpec(model=target, draft=draft(c, target), parallel=parallel, layerwise=flags, hardware=hw,
+                  placement=place, cache=cache_options(c, hw, split=split, blocks=blocks))
+    return repaired(with_budget(run, blocks, c.wide(2**16)))
+
+
+def repaired(run: RunSpec) -> RunSpec:
+    """``run`` with what the aimed budget may miss made plannable: explicit linear-state slots above the
+    cap dropped, a budget that holds no block after the linear state (the split's busiest rank can cost
+    more per block than a uniform rank, the reservation grows with the budget) doubled, at most thrice."""
+    for _ in range(3):
+        rejection = oracle.expected_estimation_rejection(run)
+        if rejection is None:
+            break
+        if rejection.field == "cache.max_linear_state_cache_slots":
+            run = _cache(run, max_linear_state_cache_slots=0)
+        elif rejection.field == "cache.kv_budget_bytes":
+            run = _cache(run, kv_budget_bytes=2 * run.cache.kv_budget_bytes)
+        else:
+            break
+    return run
+
+
+# ---- refusals: a valid configuration with rules broken on purpose -------------------------
+
+
+def _cache(run: RunSpec, **changes) -> RunSpec:
+    return replace(run, cache=replace(run.cache, **changes))
+
+
+def _bi_v100(run: RunSpec) -> RunSpec:
+    """The run on the BI-V100 (no quantized cache, no int8 indexer), the default cards of its 4."""
+    return replace(run, hardware=base_hardware("bi_v100"), placement=None)
+
+
+def _indexed(c: Choices, run: RunSpec) -> RunSpec:
+    return run if oracle.expected_indexer(run.model) else replace(run, model=model(c, "dsa"), draft=None)
+
+
+def _slot_larger_draft(c: Choices, run: RunSpec) -> RunSpec:
+    """A draft at the target's TP whose slot is larger than the target's (FEATURE 6: refused)."""
+    target = model(c, "mla")
+    target = replace(target, kv_lora_rank=64, qk_rope_head_dim=0)
+    mtp = ModelSpec(name="explore_mtp", model_type=target.model_type, dtype=target.dtype, num_hidden_layers=1,
+                    attention="mla", kv_lora_rank=512, qk_rope_head_dim=64)
+    return replace(run, model=with_a_full_layer(target), draft=mtp)
+
+
+def _all_linear(c: Choices) -> ModelSpec:
+    """A hybrid whose layers are all linear attention: nothing to split (FEATURE 6: refused)."""
+    n = c.number(1, 6)
+    return replace(model(c, "hybrid"), num_hidden_layers=n, layer_types=("linear_attention",) * n)
+
+
+BREAKERS: dict[str, Callable[[Choices, RunSpec], RunSpec]] = {
+    # FEATURE 3's startup rules, in the contracted order
+    "split_size_below_one": lambda c, run: replace(run, layerwise=replace(run.layerwise, split_size=0)),
+    "world_not_divisible": lambda c, run: replace(run, parallel=replace(run.parallel, world_size=run.parallel.world_size + 1),
+                                                  placement=None),
+    "model_type_unsupported": lambda c, run: replace(run, model=model(c, "gqa"), draft=None),
+    "split_not_dividing_tp": lambda c, run: replace(run, layerwise=replace(run.layerwise, split_size=c.pick(
+        (3, 2 * max(1, oracle.attn_tp_size(run)))))),
+    "host_cache": lambda c, run: _cache(run, host_blocks_factor=2.0),
+    "context_parallel": lambda c, run: replace(run, parallel=replace(run.parallel, cp_size=2,
+                                                                     world_size=2 * run.parallel.world_size),
+                                               placement=None),
+    "kv_split": lambda c, run: replace(run, parallel=replace(run.parallel, kv_split_size=2)),
+    "quantized_kv_cache": lambda c, run: _cache(_bi_v100(run), kv_cache_dtype=c.pick(QUANTIZED_KV_CACHE_DTYPES)),
+    "int8_indexer_cache": lambda c, run: _cache(_indexed(c, _bi_v100(run)), indexer_cache_dtype="int8"),
+    "linear_with_indexer": lambda c, run: replace(run, model=with_a_full_layer(model(c, "hybrid_indexer")), draft=None),
+    "sleep_mode": lambda c, run: _cache(run, enable_sleep_mode=True),
+    "xtensor": lambda c, run: _cache(run, enable_xtensor=True),
+    # FEATURE 5-6: cannot be planned
+    "linear_slots_above_cap": lambda c, run: _cache(replace(run, model=with_a_full_layer(model(c, "hybrid"))),
+                                                    max_linear_state_cache_slots=c.pick((1000, 100_000))),
+    "draft_slot_larger": _slot_larger_draft,
+    "no_full_layer": lambda c, run: replace(run, model=_all_linear(c), draft=None),
+    # FEATURE 4: cards
+    "split_group_on_one_card": lambda c, run: replace(run, placement=(0,) * run.parallel.world_size),
+    "ranks_share_a_card": lambda c, run: replace(run, placement=tuple(
+        (r % run.hardware.num_cards) // 2 for r in range(run.parallel.world_size))),
+}
+"""Each breaks one rule of the spec on a valid configuration with an active split."""
+AFTER_BUDGET = {
+    "no_block": lambda c, run: with_budget(run, 0, c.wide(2**16)),
+    "card_overflow": lambda c, run: _cache(run, kv_budget_bytes=int(run.hardware.kv_budget_bytes * c.pick((1.1, 2.0)))),
+}
+"""Breakers of the budget itself, applied after it is aimed."""
+MASTER_RULES = ("split_size_below_one", "world_not_divisible", "split_not_dividing_tp", "host_cache",
+                "context_parallel", "kv_split")
+LATER_WORKER_RULES = ("int8_indexer_cache", "linear_with_indexer", "sleep_mode", "xtensor")
+BREAKERS["quantized_kv_cache_and_a_master_rule"] = lambda c, run: BREAKERS[c.pick(MASTER_RULES)](
+    c, BREAKERS["quantized_kv_cache"](c, run))
+BREAKERS["quantized_kv_cache_and_a_later_rule"] = lambda c, run: BREAKERS[c.pick(LATER_WORKER_RULES)](
+    c, BREAKERS["quantized_kv_cache"](c, run))
+"""The quantized cache's place in the order: after the master's rules, before the later worker-side ones."""
+BREAKER_NAMES = tuple(BREAKERS) + tuple(AFTER_BUDGET)
+
+
+def refusal(c: Choices) -> RunSpec:
+    """A valid configuration with an active split and one to three rules broken (the spec names the first)."""
+    run = valid(c, split=True)
+    names = [c.pick(BREAKER_NAMES) for _ in range(c.pick((1, 2, 2, 3)))]
+    for name in names:
+        if name in BREAKERS:
+            run = BREAKERS[name](c, run)
+    run = with_budget(run, c.pick((1, 2, 3, 5, 8)), c.wide(2**16))
+    for name in names:
+        if name in AFTER_BUDGET:
+            run = AFTER_BUDGET[name](c, run)
+    return run
 
 
 # ---- shipped models with a recorded uniform baseline (TC-06) -----------------------------
@@ -325,23 +502,32 @@ def recorded_entries() -> tuple[tuple[str, str, str], ...]:
 
 
 @cache
-def recorded_run(model: str, parallel: str, hardware: str) -> RunSpec:
+def recorded_run(model_name: str, parallel: str, hardware: str) -> RunSpec:
     """The shipped configuration a baseline entry was recorded for (composed once per process)."""
     from harness.suites.case import resolve
 
-    return resolve((f"model={model}", f"parallel={parallel}", f"hardware={hardware}")).run
+    return resolve((f"model={model_name}", f"parallel={parallel}", f"hardware={hardware}")).run
 
 
-@lru_cache(maxsize=256)  # one strategy per distinct argument, not one per draw
-@st.composite
-def recorded_configs(draw) -> RunSpec:
+def recorded(c: Choices) -> RunSpec:
     """A shipped model at a recorded layout and budget, with any flags: TC-06 judges those that do not split."""
-    run = recorded_run(*draw(choice(recorded_entries())))
-    return replace(run, layerwise=draw(layerwise_flags(run.parallel.world_size // run.parallel.dp_size)))
+    run = recorded_run(*c.pick(recorded_entries()))
+    tp = run.parallel.world_size // run.parallel.dp_size
+    splits = run.model.model_type in oracle.SPLIT_MODEL_TYPES  # else only with the flag off
+    return replace(run, layerwise=LayerwiseFlags(enable=splits and not c.flag(4),
+                                                 split_size=c.pick((1, *divisors_above_one(tp)))))
+
+
+# ---- the whole configuration -------------------------------------------------------------
+
+
+def decode(data: bytes) -> RunSpec:
+    """The configuration a drawn byte string names: valid, or (one in four) a deliberate refusal."""
+    c = Choices(data)
+    return refusal(c) if c.pick(REFUSAL_SHARE) else valid(c)
 
 
 @cache
 def explorable() -> st.SearchStrategy:
-    """Mostly synthetic configurations; one in five a recorded shipped one."""
-    return st.sampled_from(("synthetic",) * 4 + ("recorded",)).flatmap(
-        lambda kind: configs() if kind == "synthetic" else recorded_configs())
+    """Configurations, one drawn byte string each (``decode``)."""
+    return st.binary(min_size=DRAWN_BYTES, max_size=DRAWN_BYTES).map(decode)

@@ -19,6 +19,7 @@ from harness.oracle.inputs import (
 from harness.oracle.layers import draft_num_layers, expected_full_layers, is_full_attention_layer
 from harness.oracle.layout import owner_of_layers
 from harness.oracle.slots import (
+    _memoized,
     expected_block_cost_bytes,
     expected_layer_bytes_per_block,
     expected_linear_state_bytes,
@@ -87,6 +88,7 @@ def split_block_count(model, cap: Capacity, s: int, available_bytes: int, additi
     return 0 if best is None else best
 
 
+@_memoized
 def estimate_capacity(model, cache, *, attn_tp: int, budget_bytes: int, split: int = 1,
                       owner_rule: str = "round_robin", is_draft: bool = False) -> Capacity:
     """Sections 5-6 for one engine on its own (upstream ``estimate_kv_cache_capacity``):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache, wraps
 from typing import Optional
 
 from harness.oracle.inputs import (
@@ -71,6 +72,23 @@ def full_layer_slot_bytes(model, cache, attn_tp: int) -> int:
     return kv_slot_bytes(model, cache, attn_tp) + scale_slot_bytes(model, cache, attn_tp) + index_slot_bytes(model, cache)
 
 
+def _memoized(compute):
+    """``compute`` once per distinct (hashable) arguments: every check asks again, a report once per rank.
+    Arguments that cannot be hashed (a mutable stand-in of a spec) are computed each time. What it returns is
+    shared: its callers read it, never change it."""
+    remembered = lru_cache(maxsize=4096)(compute)
+
+    @wraps(compute)
+    def once(*args, **kwargs):
+        try:
+            return remembered(*args, **kwargs)
+        except TypeError:
+            return compute(*args, **kwargs)
+
+    return once
+
+
+@_memoized
 def expected_layer_bytes_per_block(model, cache, attn_tp: int) -> dict:
     """Section 5: layer id -> KV bytes per block on one rank; 0 for linear-attention layers."""
     full = set(expected_full_layers(model))
@@ -189,6 +207,7 @@ def expected_linear_state_slots(model, cache, attn_tp: int, budget_bytes: int, *
     )
 
 
+@_memoized
 def expected_linear_state_bytes(model, cache, attn_tp: int, budget_bytes: Optional[int] = None, *,
                                 is_draft: bool = False) -> int:
     """Section 5: the per-rank linear-state reservation L * slots * ls at budget C.

@@ -22,6 +22,7 @@ from implementations.specs import CacheSpec, LayerwiseFlags, ModelSpec, Parallel
 
 MATRIX = "ci"
 LOCAL = "testcases.explore.mutants"
+PLACEMENT = "implementations.mutants.topology_placement"
 
 LINEAR_HEADS = ("implementation=reference", f"implementation._target_={LOCAL}.LinearHeadsNotReplicated")
 
@@ -34,6 +35,11 @@ CATCHES = [
     (("implementation=mutant_nonowner_real_storage",), True, 30, ("TC-01",)),
     (("implementation=mutant_draft_keeps_split",), True, 40, ("TC-07",)),
     (("implementation=reference", f"implementation._target_={LOCAL}.IdleRanksUnnoted"), False, 300, ("ownership",)),
+    # topology bugs only a TP group across two nodes, or dp replicas on differently wired cards, show
+    (("implementation=reference", f"implementation._target_={PLACEMENT}.CrossNodeLinksFromCardMatrix"), False, 60,
+     ("TC-02", "TC-03")),
+    (("implementation=reference", f"implementation._target_={PLACEMENT}.FirstReplicaGroupingReused"), False, 60,
+     ("TC-02", "TC-03")),
 ]
 
 
@@ -61,8 +67,9 @@ def linear_heads_finding():
 def test_explorer_catches_what_the_default_matrix_cannot_see(linear_heads_finding):
     run = linear_heads_finding.run
     assert any(f.startswith(("TC-02", "estimation")) for f in linear_heads_finding.failures)
-    # shrunk to the bug's shape: a hybrid with fewer GDN key heads than attention TP ranks
-    assert oracle.expected_linear_layers(run.model) and run.model.linear_num_key_heads < oracle.attn_tp_size(run)
+    # shrunk to the bug's shape: fewer GDN key heads than attention TP ranks (the plan's linear slot size shows
+    # it even where no layer is linear)
+    assert 0 < run.model.linear_num_key_heads < oracle.attn_tp_size(run)
 
 
 def test_printed_command_reproduces_the_plan(linear_heads_finding, capsys):
@@ -72,7 +79,10 @@ def test_printed_command_reproduces_the_plan(linear_heads_finding, capsys):
 
     argv = shlex.split(linear_heads_finding.command())[3:]
     assert resolve(tuple(a for a in argv if a != "--table")).run == linear_heads_finding.run
-    code = main(argv)
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # a config the spec cannot plan: one error line, exit 2
+        code = exc.code
     out = capsys.readouterr()
     assert code == 0 or "error:" in out.err  # a config the spec cannot plan is refused in one error line
     assert f"model {linear_heads_finding.run.model.name}" in out.out or "error:" in out.err
@@ -270,3 +280,21 @@ def test_flag_ignored_variant_must_split():
     disguised = InProcessRunner("xllm_upstream", resolve(("implementation=reference",)).impl_cfg)
     failures = disguised.verdict(run, allocate=False).failures
     assert len(failures) == 1 and failures[0].startswith("flag:"), failures
+
+
+def test_plan_level_compares_every_plan_field():
+    """Every field of the master's plan (``KVPlan``, each ``RankPlan``, the ``DraftPlan``) corrupted alone
+    (``FieldMutant``) fails a plan-level verdict on the first drawn configurations that show it: the plan
+    level compares every field, the layout's included, not only the allocation level."""
+    from harness.bench.explore import drawn
+    from implementations.mutants.fields import field_ids
+
+    runs = drawn(6, 7)
+    reference = dict(resolve(("implementation=reference",)).impl_cfg)
+    missed = []
+    for field in (f for f in field_ids() if f.startswith(("KVPlan.", "RankPlan.", "DraftPlan."))):
+        impl_cfg = {**reference, "_target_": "implementations.mutants.fields.FieldMutant", "field": field}
+        runner = InProcessRunner("reference", impl_cfg)
+        if not any(runner.verdict(run, allocate=False).failures for run in runs):
+            missed.append(field)
+    assert not missed, f"plan fields no plan-level verdict compares: {missed}"

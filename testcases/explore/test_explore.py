@@ -30,3 +30,31 @@ def test_drawn_configurations_pass(request, explored_implementation, allocate):
     assert {"TC-03", "ownership", "estimation"} <= set(count.judged_by), count.judged_by
     if allocate:
         assert {"TC-01", "TC-02", "TC-07"} <= set(count.judged_by), count.judged_by
+
+
+def test_ci_budget_reaches_every_shape():
+    """CI's plan-level draws (the same seed and count as above) reach every verdict, placement, cache corner and
+    refusal order of ``reach.REACHES``; refusals are a deliberate minority."""
+    from collections import Counter
+
+    from harness.bench.explore import drawn
+    from harness.explore.reach import REACHES, reached
+    from harness.explore.search import DEFAULT_SEED
+
+    runs = drawn(CI_EXAMPLES[False], DEFAULT_SEED)
+    counts = Counter(what for run in runs for what in reached(run))
+    assert set(REACHES) <= set(counts), f"not reached: {sorted(set(REACHES) - set(counts))}; {dict(counts)}"
+    refused = sum(n for what, n in counts.items() if what.startswith("refused"))
+    assert refused < len(runs) / 2, dict(counts)
+
+
+def test_zero_bytes_decode_to_the_simplest_valid_configuration():
+    """Shrinking moves every drawn byte towards 0: all zeros are the first option of every decision, a small
+    valid configuration the spec accepts and splits."""
+    from harness import oracle
+    from harness.explore.strategies import DRAWN_BYTES, decode
+
+    run = decode(bytes(DRAWN_BYTES))
+    assert oracle.expected_rejection(run) is None and oracle.expected_estimation_rejection(run) is None
+    assert not oracle.spec_refuses_cards(run) and oracle.split_size(run) > 1
+    assert run.model.num_hidden_layers == 1 and run.draft is None and run.placement is None
