@@ -145,7 +145,9 @@ def owner_rule_prediction(tc: str, run) -> Optional[Prediction]:
         return Prediction(required=tuple(Predicted(rule="owner", rank=r) for r in differ),
                           consequences=("bytes", "n_blocks"), reason=reason)
     if tc == "TC-02":
-        over = oracle.expected_ranks_over_uniform_peak(run, owner_rule=UPSTREAM_OWNER_RULE)
+        # where the spec's own split cannot lower the peak, TC-02 checks no peak (FEATURE 6)
+        over = ([] if oracle.expected_split_raises_peak(run)
+                else oracle.expected_ranks_over_uniform_peak(run, owner_rule=UPSTREAM_OWNER_RULE))
         estimates = zip(oracle.expected_report(run).rank_bytes,
                         oracle.expected_report(run, owner_rule=UPSTREAM_OWNER_RULE).rank_bytes)
         differ = [r for r, (want, got) in enumerate(estimates) if want != got]

@@ -22,7 +22,6 @@ from implementations.specs import CacheSpec, LayerwiseFlags, ModelSpec, Parallel
 
 MATRIX = "ci"
 LOCAL = "testcases.explore.mutants"
-PLACEMENT = "implementations.mutants.topology_placement"
 
 LINEAR_HEADS = ("implementation=reference", f"implementation._target_={LOCAL}.LinearHeadsNotReplicated")
 
@@ -36,9 +35,9 @@ CATCHES = [
     (("implementation=mutant_draft_keeps_split",), True, 40, ("TC-07",)),
     (("implementation=reference", f"implementation._target_={LOCAL}.IdleRanksUnnoted"), False, 300, ("ownership",)),
     # topology bugs only a TP group across two nodes, or dp replicas on differently wired cards, show
-    (("implementation=reference", f"implementation._target_={PLACEMENT}.CrossNodeLinksFromCardMatrix"), False, 60,
+    (("implementation=mutant_cross_node_links_from_card_matrix",), False, 60,
      ("TC-02", "TC-03")),
-    (("implementation=reference", f"implementation._target_={PLACEMENT}.FirstReplicaGroupingReused"), False, 60,
+    (("implementation=mutant_first_replica_grouping_reused",), False, 60,
      ("TC-02", "TC-03")),
 ]
 
