@@ -167,7 +167,7 @@ def _write_allure_meta(config, alluredir: str) -> None:
 
 def _check_options(config) -> None:
     """Output paths must be writable and the timeout positive: a usage error now, not a traceback later."""
-    from harness.app.validate import check_writable
+    from harness.files import check_writable
     from harness.rankpool.backend import check_seconds
 
     if config.getoption("lw_timeout") is not None:

@@ -20,11 +20,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.app import aggregate, progress
 from harness.app import status as st
-from harness.app.atomic import write_atomic
 from harness.app.claim import claim, is_ours
 from harness.app.job import RESULT_FILE
 from harness.app.progress import say
 from harness.cli import fail
+from harness.files import write_atomic
 from implementations.errors import UserError
 
 OUTPUTS = ("results.csv", "results.md", "results.svg")
