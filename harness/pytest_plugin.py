@@ -29,16 +29,11 @@ NOT_REWRITTEN = ("hydra", "hypothesis", "_hypothesis_globals", "harness", "imple
 
 
 def _skip_rewriting_libraries(pluginmanager) -> None:
-    """Unmark ``NOT_REWRITTEN`` for assert rewriting (test modules and conftests still are).
+    """Unmark ``NOT_REWRITTEN`` for assert rewriting (test modules and conftests still are): pytest's
+    private ``rewrite_hook._must_rewrite`` (``harness.private_apis.unmark_for_assert_rewriting``)."""
+    from harness.private_apis import unmark_for_assert_rewriting
 
-    pytest has no public way to unmark a distribution's modules, so this is the one use of its
-    private ``rewrite_hook._must_rewrite``; ``testcases/unit/test_plugin_schedule.py::
-    test_libraries_are_not_marked_for_assert_rewriting`` fails when pytest changes it."""
-    hook = getattr(pluginmanager, "rewrite_hook", None)
-    marked = getattr(hook, "_must_rewrite", None)
-    if isinstance(marked, set):
-        marked.difference_update(NOT_REWRITTEN)
-        getattr(hook, "_marked_for_rewrite_cache", {}).clear()
+    unmark_for_assert_rewriting(pluginmanager, NOT_REWRITTEN)
 
 
 def pytest_addoption(parser, pluginmanager) -> None:

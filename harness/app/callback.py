@@ -153,9 +153,11 @@ def result_of_return(job_return: Any) -> dict:
     """The job's result dict from Hydra's ``JobReturn`` (an exception becomes an ``error`` result)."""
     from hydra.core.utils import JobStatus
 
-    if getattr(job_return, "status", None) == JobStatus.COMPLETED and isinstance(job_return._return_value, dict):
-        return job_return._return_value
-    value = getattr(job_return, "_return_value", None)
+    from harness.private_apis import hydra_job_outcome
+
+    value = hydra_job_outcome(job_return)
+    if getattr(job_return, "status", None) == JobStatus.COMPLETED and isinstance(value, dict):
+        return value
     message = f"{type(value).__name__}: {value}" if isinstance(value, BaseException) else "the job returned no result"
     return {"status": st.ERROR, "message": message}
 

@@ -51,11 +51,10 @@ class Invocation:
 
 def parse_argv(argv: Sequence[str]) -> Invocation:
     """Hydra's own argument parser, with its usage errors as one line."""
-    from hydra._internal.utils import get_args_parser
-
     from harness.cli import fail
+    from harness.private_apis import hydra_args_parser
 
-    parser = get_args_parser()
+    parser = hydra_args_parser()
     parser.prog = "python -m harness"
 
     def error(message: str):

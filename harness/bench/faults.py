@@ -79,10 +79,9 @@ def recovered(timeout_s: float) -> tuple[bool, float]:
 def leftovers(tag: str) -> list[int]:
     """Processes carrying ``tag`` in their environment, other than this one and the multiprocessing
     helpers it keeps until it exits (forkserver, resource tracker)."""
-    from multiprocessing import forkserver, resource_tracker
+    from harness.private_apis import multiprocessing_helper_pids
 
-    mine = {os.getpid(), getattr(forkserver._forkserver, "_forkserver_pid", None),
-            getattr(resource_tracker._resource_tracker, "_pid", None)}
+    mine = {os.getpid(), *multiprocessing_helper_pids()}
     return [pid for pid in tagged(tag) if pid not in mine]
 
 

@@ -48,18 +48,6 @@ def test_workers_take_a_few_tests_at_a_time_unless_told(pytester, argv, want):
     result.assert_outcomes(passed=1)
 
 
-def test_libraries_are_not_marked_for_assert_rewriting(request):
-    """``pytest_plugin._skip_rewriting_libraries`` is the one use of pytest's private
-    ``rewrite_hook._must_rewrite``: this fails when pytest changes it (the run would only get slower)."""
-    from harness.pytest_plugin import NOT_REWRITTEN
-
-    if request.config.getoption("assertmode") != "rewrite":
-        pytest.skip("assert rewriting is off in this run (--assert=plain)")
-    marked = request.config.pluginmanager.rewrite_hook._must_rewrite
-    assert isinstance(marked, set) and marked, "pytest no longer keeps the modules it marks in a set"
-    assert not marked & set(NOT_REWRITTEN), sorted(marked & set(NOT_REWRITTEN))
-
-
 _GC_STATE = """
 import gc
 
