@@ -47,7 +47,7 @@ def test_composition_swaps_nodes_through_the_wrapper():
 def test_libraries_are_not_marked_for_assert_rewriting(request):
     """The plugin unmarked its libraries in this very session: pytest still keeps the marked modules in a
     set, and none of ``NOT_REWRITTEN`` is in it (else the run is only slower)."""
-    from harness.pytest_plugin import NOT_REWRITTEN
+    from harness.pytest_plugin.rewrite import NOT_REWRITTEN
 
     if request.config.getoption("assertmode") != "rewrite":
         pytest.skip("assert rewriting is off in this run (--assert=plain)")
