@@ -189,7 +189,7 @@ def missing_markers(page: Path, names: Sequence[str]) -> Optional[str]:
 
 def write_block(page: Path, name: str, body: str) -> None:
     """Replace the block ``name`` in ``page`` by ``body``, atomically; ``ValueError`` without its markers."""
-    from harness.app.atomic import write_atomic
+    from harness.files import write_atomic
 
     text = page.read_text(encoding="utf-8")
     if block_text(text, name) is None:
@@ -201,7 +201,7 @@ def write_block(page: Path, name: str, body: str) -> None:
 
 def publish(record: Record, *, docs_dir: Path = DOCS_DIR) -> Path:
     """Write ``record`` (``docs/data/<name>.json``), then its block into its page; the page's path."""
-    from harness.app.atomic import write_json_atomic
+    from harness.files import write_json_atomic
 
     write_json_atomic(record_path(record.name, docs_dir / "data"), record.to_json())
     page = docs_dir / PAGES[record.name]
@@ -247,7 +247,7 @@ def _sweep_record(sweep_dir: Path) -> Record:
     import csv
 
     from harness.app.aggregate import figures_table
-    from harness.app.progress import GAIN_UNDEFINED
+    from harness.plan import GAIN_UNDEFINED
 
     csv_path = sweep_dir / "results.csv"
     if not csv_path.is_file():

@@ -30,10 +30,17 @@ import json
 import sys
 from typing import Optional, Sequence
 
-from harness.app.progress import gain_text
 from harness.cli import Parser, command, join_flag_values
 from implementations.formats import DEFAULT_SEMANTICS, SEMANTICS
 from implementations.units import MIB
+
+GAIN_UNDEFINED = "n/a"
+"""A table's cell for a capacity gain the spec leaves undefined (FEATURE 6: no uniform block fits; JSON null)."""
+
+
+def gain_text(gain: Optional[float], digits: int = 2) -> str:
+    """``1.91x``, or ``n/a`` for an undefined (null) capacity gain: never infinity or 0."""
+    return GAIN_UNDEFINED if gain is None else f"{gain:.{digits}f}x"
 
 
 def parser() -> argparse.ArgumentParser:

@@ -1,5 +1,5 @@
-"""The one reader of Linux ``/proc``: a process's stat line, its children, environment and command
-line, and the machine's busy CPU time. Everything here answers None (or nothing) where ``/proc``
+"""The one reader of Linux ``/proc``: a process's stat line, its children, threads, environment and
+command line, and the machine's busy CPU time, CPU model and boot id. Everything here answers None (or nothing) where ``/proc``
 does not have it: the process is gone, or the machine is not Linux.
 
 Light on purpose (standard library only): the pytest CPU probe, the config store and the
@@ -94,6 +94,14 @@ def children(pid: Pid = "self") -> list[int]:
     return out
 
 
+def thread_count(pid: Pid = "self") -> Optional[int]:
+    """The process's threads (``/proc/<pid>/task``), native ones included; None if unreadable."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return None
+
+
 def environ(pid: Pid) -> Optional[list[bytes]]:
     """The process's environment as ``KEY=value`` byte strings; None if unreadable."""
     try:
@@ -129,4 +137,14 @@ def cpu_model() -> Optional[str]:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
             return next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), None)
     except OSError:
+        return None
+
+
+def boot_id() -> Optional[str]:
+    """This boot's random id (``/proc/sys/kernel/random/boot_id``): a pid and start time recorded under
+    another boot name no process of this one; None without it."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
+            return fh.read().strip() or None
+    except (OSError, ValueError):
         return None

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from harness.app import status as st
-from harness.app.progress import GAIN_UNDEFINED, counts_text, gain_text, job_label
+from harness.app.progress import counts_text, job_label
+from harness.plan import GAIN_UNDEFINED, gain_text
 from implementations.units import MIB
 
 COLUMNS = (

@@ -20,11 +20,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.app import aggregate, progress
 from harness.app import status as st
-from harness.app.atomic import write_atomic
 from harness.app.claim import claim, is_ours
 from harness.app.job import RESULT_FILE
 from harness.app.progress import say
 from harness.cli import fail
+from harness.files import write_atomic
 from implementations.errors import UserError
 
 OUTPUTS = ("results.csv", "results.md", "results.svg")
@@ -153,9 +153,11 @@ def result_of_return(job_return: Any) -> dict:
     """The job's result dict from Hydra's ``JobReturn`` (an exception becomes an ``error`` result)."""
     from hydra.core.utils import JobStatus
 
-    if getattr(job_return, "status", None) == JobStatus.COMPLETED and isinstance(job_return._return_value, dict):
-        return job_return._return_value
-    value = getattr(job_return, "_return_value", None)
+    from harness.private_apis import hydra_job_outcome
+
+    value = hydra_job_outcome(job_return)
+    if getattr(job_return, "status", None) == JobStatus.COMPLETED and isinstance(value, dict):
+        return value
     message = f"{type(value).__name__}: {value}" if isinstance(value, BaseException) else "the job returned no result"
     return {"status": st.ERROR, "message": message}
 

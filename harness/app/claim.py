@@ -124,15 +124,7 @@ def _identity() -> dict:
 
     me = procfs.stat()
     return {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(),
-            "pid_start": me.starttime if me is not None else None, "boot_id": _boot_id()}
-
-
-def _boot_id() -> Optional[str]:
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
-            return fh.read().strip() or None
-    except (OSError, ValueError):
-        return None
+            "pid_start": me.starttime if me is not None else None, "boot_id": procfs.boot_id()}
 
 
 def _when(started: object) -> str:
@@ -165,11 +157,11 @@ def _stale(marker: Path) -> Optional[tuple[bytes, dict]]:
     pid = data.get("pid")
     if data.get("host") != socket.gethostname() or isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
         return None
-    boot = _boot_id()
-    if data.get("boot_id") and boot and data["boot_id"] != boot:
-        return found  # the machine restarted since: no process of that boot runs
     from harness import procfs
 
+    boot = procfs.boot_id()
+    if data.get("boot_id") and boot and data["boot_id"] != boot:
+        return found  # the machine restarted since: no process of that boot runs
     if procfs.stat() is None:  # no /proc: ask the kernel whether the pid exists
         try:
             os.kill(pid, 0)

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
 from harness.app import status as st
-from harness.app.atomic import write_atomic, write_json_atomic
 from harness.app.progress import say
+from harness.files import write_atomic, write_json_atomic
 from harness.paths import REPO_ROOT, TC_DIR
 from implementations.errors import ImplementationFailure, UserError
 
@@ -242,7 +242,7 @@ def run_suite(cfg, choices, extra: Sequence[str], job_dir: Path, *, quiet: bool)
     files, missing = tc_files(list(cfg.suite.tcs))
     if missing:
         return {"status": st.ERROR, "message": f"suite.tcs: no test module for {', '.join(missing)} in {TC_DIR}"}
-    from harness.app import signals
+    from harness import signals
     from harness.rankpool.rendezvous import make_owned_dir
 
     work = Path(make_owned_dir("job"))

@@ -19,7 +19,7 @@ from hydra.errors import CompactHydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from harness.app import signals
+from harness import signals
 from harness.app import status as st
 from harness.cli import command, fail
 from harness.config.store import register

@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, Sequence
 
 from harness.app import status as st
+from harness.plan import gain_text
 from implementations.units import MIB
 
 COUNT_ORDER = ("failed", "error", "passed", "skipped", "xfailed", "xpassed")
 """pytest's summary order (errors after failures, so a failure is read first)."""
-
-
-GAIN_UNDEFINED = "n/a"
-"""A table's cell for a capacity gain the spec leaves undefined (FEATURE 6: no uniform block fits; JSON null)."""
-
-
-def gain_text(gain: Optional[float], digits: int = 2) -> str:
-    """``1.91x``, or ``n/a`` for an undefined (null) capacity gain: never infinity or 0."""
-    return GAIN_UNDEFINED if gain is None else f"{gain:.{digits}f}x"
 
 
 def job_label(overrides: Sequence[str]) -> str:

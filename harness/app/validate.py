@@ -22,12 +22,12 @@ import argparse
 import itertools
 import os
 import re
-import tempfile
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
+from harness.files import check_writable, remove_empty
 from implementations.errors import ConfigError
 
 MODES = ("suite", "plan")
@@ -51,11 +51,10 @@ class Invocation:
 
 def parse_argv(argv: Sequence[str]) -> Invocation:
     """Hydra's own argument parser, with its usage errors as one line."""
-    from hydra._internal.utils import get_args_parser
-
     from harness.cli import fail
+    from harness.private_apis import hydra_args_parser
 
-    parser = get_args_parser()
+    parser = hydra_args_parser()
     parser.prog = "python -m harness"
 
     def error(message: str):
@@ -313,7 +312,7 @@ def check_results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, mul
                     first_job = re.sub(r"\$\{[^}]*\}", "0", given)  # ${hydra.job.num} of the first job
                     kept += check_writable(path / first_job, "hydra.sweep.subdir", given)
         except BaseException:  # refused after all (or a signal): the first check's folders go too
-            _remove_empty(kept)
+            remove_empty(kept)
             raise
     return path
 
@@ -373,77 +372,3 @@ def check_path_length(path: Path, key: str, value: Optional[str] = None) -> None
         raise ConfigError(key, value, f"a path of at most {path_max - RESERVED_PATH_BYTES} bytes (the system's "
                                       f"limit {path_max} less room for the files a run writes there)",
                           f"it has {total}")
-
-
-def check_writable(path: Path, key: str, value: Optional[str] = None) -> list[Path]:
-    """Create ``path`` (and parents) and write a probe file there; ``ConfigError`` if that fails.
-
-    Afterwards ``path`` itself is removed if this created it (its name may hold the start
-    time, so the run may write elsewhere). Parents this created stay on success, since the
-    run writes under them, and are returned (outermost first); after a failure everything
-    this created is removed again.
-    Runs started together share parents (``reports/sweeps/<date>``): one that vanishes
-    while this creates the chain (another run's failed check removed it) is made again.
-    """
-    path = Path(path).absolute()
-    value = str(path) if value is None else value
-    created: list[Path] = []
-    try:
-        for attempt in range(_CREATE_ATTEMPTS):
-            try:
-                _make_chain(path, key, value, created)
-                break
-            except FileNotFoundError:
-                if attempt == _CREATE_ATTEMPTS - 1:
-                    raise
-        with tempfile.TemporaryFile(dir=path):
-            pass
-    except BaseException as exc:  # also a signal (KeyboardInterrupt): no folder of ours is left behind
-        _remove_empty(created)
-        if not isinstance(exc, OSError):
-            raise
-        raise ConfigError(key, value, "a writable directory for the results",
-                          f"cannot write {path}: {exc.strerror or exc}") from None
-    if path in created:
-        _remove_empty([path])
-    return [d for d in dict.fromkeys(created) if d != path]
-
-
-def check_output_file(path: Path, key: str) -> Path:
-    """A file a command writes at the end, checked before it works: not a folder, in a folder it can write
-    (made now if missing, as ``check_writable`` does). ``ConfigError`` naming ``key`` otherwise."""
-    path = Path(path)
-    if path.is_dir():
-        raise ConfigError(key, str(path), "a file to write", "it is a folder")
-    check_writable(path.absolute().parent, key, str(path))
-    return path
-
-
-def _remove_empty(directories: Sequence[Path]) -> None:
-    """Remove ``directories`` (outermost first) innermost first, each only if empty."""
-    for directory in reversed(directories):
-        try:
-            directory.rmdir()
-        except OSError:
-            pass
-
-
-_CREATE_ATTEMPTS = 5
-
-
-def _make_chain(path: Path, key: str, value: str, created: list[Path]) -> None:
-    """Create the missing directories down to ``path``, appending each one this made to ``created``."""
-    missing, existing = [], path
-    while not existing.exists():
-        missing.append(existing)
-        existing = existing.parent
-    if not existing.is_dir():
-        raise ConfigError(key, value, "a writable directory for the results", f"{existing} is not a directory")
-    for directory in reversed(missing):
-        try:
-            directory.mkdir()
-        except FileExistsError:  # a run started at the same moment made it: theirs, not ours to remove
-            if not directory.is_dir():
-                raise
-            continue
-        created.append(directory)

@@ -74,7 +74,7 @@ def is_recording(path: Path) -> bool:
 def check_out(out: Path, force: bool) -> None:
     """``--out`` before anything runs: a file (not a folder) in a folder it can write, new or a recording
     this command wrote (else ``--force``). ``ConfigError`` naming ``--out`` otherwise."""
-    from harness.app.validate import check_output_file
+    from harness.files import check_output_file
 
     check_output_file(out, "--out")
     if os.path.lexists(out) and not force and not is_recording(out):
@@ -109,7 +109,7 @@ def record(source: str, out: Path, commit: Optional[str] = None) -> dict:
         "configs": cfgs,
         "results": results,
     }
-    from harness.app.atomic import write_atomic
+    from harness.files import write_atomic
 
     write_atomic(out, json.dumps(doc, separators=(",", ":"), sort_keys=True) + "\n")
     return doc

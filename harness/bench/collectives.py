@@ -108,7 +108,7 @@ def main(argv: Optional[list[str]] = None) -> int:
               f"{r['torch_wall_per_call_s'] * 1e3:>7.2f} ms | {r['harness_wall_per_call_s'] * 1e3:>9.2f} ms | "
               f"{r['wall_ratio']:>10.2f}")
     if opts.json:
-        from harness.app.atomic import write_json_atomic
+        from harness.files import write_json_atomic
 
         write_json_atomic(opts.json, {"machine": facts, "rows": rows, "repeats": opts.repeats})
     if opts.docs:

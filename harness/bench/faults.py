@@ -79,10 +79,9 @@ def recovered(timeout_s: float) -> tuple[bool, float]:
 def leftovers(tag: str) -> list[int]:
     """Processes carrying ``tag`` in their environment, other than this one and the multiprocessing
     helpers it keeps until it exits (forkserver, resource tracker)."""
-    from multiprocessing import forkserver, resource_tracker
+    from harness.private_apis import multiprocessing_helper_pids
 
-    mine = {os.getpid(), getattr(forkserver._forkserver, "_forkserver_pid", None),
-            getattr(resource_tracker._resource_tracker, "_pid", None)}
+    mine = {os.getpid(), *multiprocessing_helper_pids()}
     return [pid for pid in tagged(tag) if pid not in mine]
 
 
@@ -122,8 +121,8 @@ def _cells(line: str) -> list[str]:
 
 @command
 def main(argv: Optional[list[str]] = None) -> int:
-    from harness.app.validate import check_output_file
     from harness.cli import Parser
+    from harness.files import check_output_file
     from harness.rankpool.backend import check_seconds
 
     parser = Parser(prog="python -m harness.bench.faults", description=__doc__.splitlines()[0])
@@ -158,7 +157,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(f"\n{len(rows)} fault cases, {len(rows) - len(missed)} detected; load average "
           f"{os.getloadavg()[0]:.1f}; processes left after closing every pool: {len(left)} {left or ''}")
     if args.json:
-        from harness.app.atomic import write_json_atomic
+        from harness.files import write_json_atomic
 
         write_json_atomic(args.json, {"rows": rows, "left_after_close": left})
     if args.docs:

@@ -22,8 +22,8 @@ import tempfile
 import time
 from typing import Optional
 
-from harness.app.atomic import write_json_atomic
 from harness.cli import Parser, command
+from harness.files import write_json_atomic
 
 TARGET_RATIO = 1 / 50
 
@@ -181,7 +181,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 def check_args(opts, counts: tuple[str, ...] = ("--fresh-repeats", "--pooled-repeats")) -> None:
     """Every value before the first process starts: world sizes the pool can start, each of the
     ``counts`` flags >= 1, --json writable. (The pool benches share it: ``harness.bench.collectives``.)"""
-    from harness.app.validate import check_output_file
+    from harness.files import check_output_file
     from harness.rankpool.backend import check_world_size
     from implementations.errors import ConfigError
 

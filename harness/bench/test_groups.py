@@ -40,9 +40,9 @@ from pathlib import Path
 from typing import Optional
 
 from harness import procfs
-from harness.app.atomic import write_atomic
 from harness.bench import cpu_probe
 from harness.cli import Parser, command
+from harness.files import write_atomic
 from harness.paths import REPO_ROOT
 
 DEFAULT_ARGS = ("-n", "4")
@@ -238,7 +238,7 @@ def main(argv=None) -> int:
                         help="with --against: runs of each side, alternated (1 to 10; default 1)")
     args = parser.parse_args(own)
     if args.json:
-        from harness.app.validate import check_output_file
+        from harness.files import check_output_file
 
         check_output_file(args.json, "--json")
     pytest_args = pytest_args or list(DEFAULT_ARGS)

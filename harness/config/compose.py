@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness.config import errors
 from harness.config.schema import APP_GROUPS, GROUPS, Config, ModelConfig, group_options
 from harness.paths import CONF_DIR, CONFIG_NAME
+from harness.private_apis import omegaconf_node
 from implementations.errors import ConfigError
 
 
@@ -219,11 +220,9 @@ def config_node(cfg: DictConfig, key: str):
     """The node object holding ``cfg[key]``, also where its value is None (``draft: null``).
 
     OmegaConf's ``cfg[key]`` gives the value (None for a null node), and composition swaps
-    nodes by identity, so this is the one use of OmegaConf's private ``_get_node``;
-    ``testcases/unit/test_config.py::test_config_node_is_omegaconfs_node`` fails when OmegaConf
-    changes it.
+    nodes by identity: OmegaConf's private ``_get_node`` (``harness.private_apis.omegaconf_node``).
     """
-    return cfg._get_node(key)
+    return omegaconf_node(cfg, key)
 
 
 def finish(cfg: DictConfig, parsed: Sequence, conf_dir: Path = CONF_DIR) -> DictConfig:

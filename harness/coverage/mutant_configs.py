@@ -68,7 +68,7 @@ class Change(NamedTuple):
 
 def write() -> list[Change]:
     """Write every file that differs, remove the stale ones; what changed, and the users' files left alone."""
-    from harness.app.atomic import write_atomic
+    from harness.files import write_atomic
 
     changes = []
     for path, text in expected().items():

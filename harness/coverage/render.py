@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.app.atomic import write_atomic
+from harness.files import write_atomic
 
 BLOCKS = {"fields": "coverage_fields", "rules": "coverage_rules"}
 """This page's tables as ``harness.docs_blocks`` derived blocks (same markers and staleness check)."""

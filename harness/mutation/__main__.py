@@ -62,10 +62,10 @@ def _in_table_order(rows):
 @command
 def main(argv: Optional[list[str]] = None) -> int:
     args = _parser().parse_args(argv)
-    from harness.app.validate import check_writable
+    from harness.files import check_writable
 
     check_writable(Path(args.out), "--out")  # first (before torch is imported): a folder this process can write
-    from harness.app.atomic import write_atomic
+    from harness.files import write_atomic
     from harness.mutation import killmatrix, render
 
     start = time.perf_counter()

@@ -1,5 +1,5 @@
 """The kill matrix as Markdown (README, Allure) and JSON (machines), written with the harness's one atomic
-writer (``harness.app.atomic``)."""
+writer (``harness.files``)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Optional
 
-from harness.app.atomic import write_json_atomic
 from harness.config.schema import TC_IDS
+from harness.files import write_json_atomic
 from harness.mutation.killmatrix import REFERENCE, Row
 
 LEGEND = (

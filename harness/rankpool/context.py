@@ -185,21 +185,19 @@ class RankContext:
 
         The parent compares them across ranks after a failure in which every rank
         reported: equal counters mean no rank skipped a collective the others ran, so
-        the live group can be kept. None where this torch does not expose them.
+        the live group can be kept. None where this torch does not expose them (both are torch
+        internals: ``harness.private_apis``); unknown state means the pool is rebuilt.
         """
-        try:
-            from torch.distributed import distributed_c10d as c10d
+        from harness.private_apis import c10d_group_count, c10d_sequence_number
 
-            device = torch.device("cuda" if self.backend == "nccl" else "cpu")
-            groups = {"world": (dist.group.WORLD, device), "control": (self.control_group, torch.device("cpu"))}
-            groups.update({key: (g, device) for key, g in self._groups.items() if self.rank in key})
-            return {
-                "group_count": c10d._world.group_count,
-                "created": sorted(self._groups),
-                "seq": {key: g._get_backend(dev)._get_sequence_number_for_group() for key, (g, dev) in groups.items()},
-            }
-        except Exception:  # noqa: BLE001 - private torch API; unknown state means rebuild
+        device = torch.device("cuda" if self.backend == "nccl" else "cpu")
+        groups = {"world": (dist.group.WORLD, device), "control": (self.control_group, torch.device("cpu"))}
+        groups.update({key: (g, device) for key, g in self._groups.items() if self.rank in key})
+        count = c10d_group_count()
+        seq = {key: c10d_sequence_number(g, dev) for key, (g, dev) in groups.items()}
+        if count is None or None in seq.values():
             return None
+        return {"group_count": count, "created": sorted(self._groups), "seq": seq}
 
     def _check_ranks(self, ranks: Sequence[int]) -> tuple[int, ...]:
         out = tuple(ranks)

@@ -17,7 +17,9 @@ from typing import Optional
 REPO_PACKAGES = ("implementations", "harness", "testcases")
 """This repository's top-level packages: a frame in one of them is ours."""
 PASS_THROUGH_MODULES = ("harness.pytest_plugin",)
-"""Ours, but only hook wrappers every test runs through: never where a failure comes from."""
+"""Ours, but only hook wrappers every test runs through (and their package's modules): never where a failure
+comes from."""
+_PASS_THROUGH_PREFIXES = tuple(f"{name}." for name in PASS_THROUGH_MODULES)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,7 +45,8 @@ def origin_of(exc: BaseException) -> Origin:
     tb = exc.__traceback__
     while tb is not None:
         module = str(tb.tb_frame.f_globals.get("__name__", ""))
-        if module.split(".", 1)[0] in REPO_PACKAGES and module not in PASS_THROUGH_MODULES:
+        if module.split(".", 1)[0] in REPO_PACKAGES and not module.startswith(_PASS_THROUGH_PREFIXES) \
+                and module not in PASS_THROUGH_MODULES:
             filename = tb.tb_frame.f_code.co_filename
             tail = "/__init__.py" if os.path.basename(filename) == "__init__.py" else ".py"
             where = f"{module.replace('.', '/')}{tail}:{tb.tb_lineno}"

@@ -90,8 +90,8 @@ def classify(exc: BaseException) -> Failed:
 
     if isinstance(exc, RankSkip):
         return Failed(None, "skip", exc.reason)
-    outcomes = sys.modules.get("_pytest.outcomes")  # pytest.skip() in a body; never import pytest here
-    if isinstance(exc, unittest.SkipTest) or (outcomes is not None and isinstance(exc, outcomes.Skipped)):
+    pytest = sys.modules.get("pytest")  # pytest.skip() in a body (it imported pytest); never import it here
+    if isinstance(exc, unittest.SkipTest) or (pytest is not None and isinstance(exc, pytest.skip.Exception)):
         return Failed(None, "skip", str(getattr(exc, "msg", None) or exc))
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     return Failed(None, "check" if isinstance(exc, CollectiveCheckFailed) else "exception", text, origin_of(exc))

@@ -17,6 +17,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from harness import procfs
+
 from .context import RankContext
 from .errors import RankSkip
 
@@ -65,7 +67,7 @@ def split_all_reduce(ctx: RankContext, partition: tuple[tuple[int, ...], ...]) -
 
 def groups_and_threads(ctx: RankContext) -> dict[str, Any]:
     """The subgroups this rank keeps and its native thread count (each live gloo group runs threads)."""
-    return {"groups": [list(g) for g in ctx.live_groups], "threads": len(os.listdir("/proc/self/task"))}
+    return {"groups": [list(g) for g in ctx.live_groups], "threads": procfs.thread_count()}
 
 
 def gather_objects(ctx: RankContext, base: int) -> list[Any]:

@@ -302,7 +302,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                         help="where the screenshots go")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for each page")
     args = parser.parse_args(argv)
-    from harness.app.validate import check_writable
+    from harness.files import check_writable
     from harness.rankpool.backend import check_seconds
 
     check_seconds("--timeout", args.timeout)

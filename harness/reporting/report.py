@@ -29,8 +29,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
-from harness.app.atomic import write_atomic
 from harness.cli import Parser, command, say_error
+from harness.files import write_atomic
 from harness.paths import ALLURE_HISTORY_DIR, ALLURE_REPORT_DIR, ALLURE_RESULTS_DIR, FEATURE_DOC, LOCAL_ALLURE_CLI
 from harness.reporting.results import ResultShapeError, prepare
 
@@ -84,7 +84,7 @@ def check_out(out: Path) -> None:
 def check_history(history: Path, out: Path) -> None:
     """``--history`` must be a folder this process can write (checked before the report is built, since it
     is written after), and not the report's own folder (which the next report replaces whole)."""
-    from harness.app.validate import check_writable
+    from harness.files import check_writable
     from implementations.errors import UserError
 
     if history.absolute() == out.absolute():
@@ -297,7 +297,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--no-history", action="store_true", help="neither read nor write the trend history")
     parser.add_argument("--name", default=REPORT_NAME, help="the report's title")
     args = parser.parse_args(argv)
-    from harness.app import signals
+    from harness import signals
 
     try:
         with signals.stop_on_signals():  # SIGTERM / SIGHUP as Ctrl-C: the staging folder goes, --out stays as it was

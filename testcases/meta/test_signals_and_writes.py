@@ -261,8 +261,8 @@ def test_runs_taking_over_one_stale_claim_at_once_one_gets_it(tmp_path):
 def test_sigterm_while_the_command_line_is_checked_is_one_line(tmp_path, capsys, monkeypatch):
     """SIGTERM during ``python -m harness``'s pre-flight: the app's handler is already in place, so the
     command says it was interrupted and that nothing ran (exit 143), rather than ending silently."""
+    from harness import signals as app_signals
     from harness.app import main as app_main
-    from harness.app import signals as app_signals
     from harness.app import validate
 
     seen = []
@@ -284,21 +284,21 @@ def test_a_signal_while_the_results_folder_is_checked_leaves_no_folder(tmp_path,
     """A signal while the pre-flight makes the results folder's parents: what it made goes again."""
     import tempfile as tempfile_module
 
-    from harness.app import validate
+    from harness import files
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(tempfile_module, "TemporaryFile", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        validate.check_writable(tmp_path / "a" / "b" / "run", "hydra.run.dir")
+        files.check_writable(tmp_path / "a" / "b" / "run", "hydra.run.dir")
     assert list(tmp_path.iterdir()) == []
 
 
 def test_a_signal_ignored_by_the_starting_process_stays_ignored():
     """``nohup python -m harness -m ...``: SIGHUP (the terminal closing) is ignored when the app starts, and
     the app's handlers leave it so; the signals it was not told to ignore stop it between jobs."""
-    from harness.app import signals as app_signals
+    from harness import signals as app_signals
 
     saved = signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
@@ -440,7 +440,7 @@ def test_every_atomic_write_on_a_full_disk_leaves_no_temp_file(tmp_path):
     import base64
     import resource
 
-    from harness.app.atomic import write_json_atomic
+    from harness.files import write_json_atomic
     from harness.mutation import render
     from harness.reporting import report
 
@@ -470,7 +470,7 @@ def test_every_atomic_write_on_a_full_disk_leaves_no_temp_file(tmp_path):
 def test_the_atomic_writer_makes_files_anyone_may_read(tmp_path):
     """0666 less the umask (0644 here), as every other file the harness writes; the kill matrix's own writer
     made them 0600."""
-    from harness.app.atomic import write_atomic
+    from harness.files import write_atomic
     from harness.mutation import render
 
     old = os.umask(0o022)

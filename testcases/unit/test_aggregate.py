@@ -15,9 +15,9 @@ import json
 import pytest
 
 from harness.app import aggregate, callback, progress, status
-from harness.app.atomic import write_atomic
 from harness.app.figures import limit_layers
 from harness.app.job import Outcomes, key_overrides, outcome_of, suite_summary, tc_of
+from harness.files import write_atomic
 
 pytestmark = pytest.mark.unit
 

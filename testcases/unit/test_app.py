@@ -16,6 +16,7 @@ import sys
 
 import pytest
 
+from harness import files
 from harness.app import validate
 from harness.config.compose import compose_config
 from harness.paths import CONF_DIR
@@ -118,21 +119,21 @@ def test_mistakes_are_one_line_before_hydra_starts(argv, expected):
 
 def test_results_dir_check_removes_the_folder_it_probed_and_keeps_the_parents_the_run_writes_under(tmp_path):
     target = tmp_path / "a" / "b" / "c"
-    validate.check_writable(target, "hydra.run.dir")
+    files.check_writable(target, "hydra.run.dir")
     assert not target.exists() and (tmp_path / "a" / "b").is_dir()
     blocker = tmp_path / "file"
     blocker.write_text("")
     with pytest.raises(ConfigError, match="is not a directory"):
-        validate.check_writable(blocker / "x", "hydra.run.dir")
+        files.check_writable(blocker / "x", "hydra.run.dir")
 
 
 def test_a_refused_results_dir_leaves_nothing_behind(tmp_path, monkeypatch):
     def unwritable(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(validate.tempfile, "TemporaryFile", unwritable)
+    monkeypatch.setattr(files.tempfile, "TemporaryFile", unwritable)
     with pytest.raises(ConfigError, match="cannot write .*Permission denied"):
-        validate.check_writable(tmp_path / "a" / "b" / "c", "hydra.run.dir")
+        files.check_writable(tmp_path / "a" / "b" / "c", "hydra.run.dir")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -151,7 +152,7 @@ def test_a_parent_removed_meanwhile_by_a_run_started_together_is_made_again(tmp_
         return real_mkdir(self, *args, **kwargs)
 
     monkeypatch.setattr(Path, "mkdir", mkdir)
-    validate.check_writable(mine, "hydra.sweep.dir")
+    files.check_writable(mine, "hydra.sweep.dir")
     assert removed and not mine.exists() and mine.parent.is_dir()
 
 

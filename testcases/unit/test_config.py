@@ -524,16 +524,3 @@ def test_assembly_errors_are_hydras_errors(overrides, field):
     with pytest.raises(ConfigError) as info:
         compose_config(overrides)
     assert info.value.field == field
-
-
-def test_config_node_is_omegaconfs_node():
-    """``compose.config_node`` is the one use of OmegaConf's private ``_get_node``: this fails when it changes."""
-    from omegaconf import Node
-
-    from harness.config.compose import config_node
-
-    cfg = compose_config(["draft=none"])
-    assert cfg.draft is None
-    null = config_node(cfg, "draft")
-    assert isinstance(null, Node) and null._get_parent() is cfg and null._value() is None
-    assert config_node(cfg, "model") is cfg.model

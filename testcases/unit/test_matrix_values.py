@@ -101,7 +101,7 @@ def test_keys_that_choose_or_locate_the_implementation_remove_no_case(keys):
 def test_a_key_that_changes_a_case_names_the_cases_it_removed_once_in_the_header():
     """``cache.host_blocks_factor=2.0`` breaks FEATURE 3's host-cache rule on every case: each refusal
     case would then be refused for that rule first, so they are left out, and the header says which."""
-    from harness.pytest_plugin import removed_case_lines
+    from harness.pytest_plugin.parametrize import removed_case_lines
 
     keys = ["implementation=reference", "cache.host_blocks_factor=2.0"]
     matrix = load_matrix("ci", keys)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.pytest_plugin import SCHEDULE_CHUNK
+from harness.pytest_plugin.schedule import SCHEDULE_CHUNK
 
 pytestmark = pytest.mark.unit
 
@@ -48,18 +48,6 @@ def test_workers_take_a_few_tests_at_a_time_unless_told(pytester, argv, want):
     result.assert_outcomes(passed=1)
 
 
-def test_libraries_are_not_marked_for_assert_rewriting(request):
-    """``pytest_plugin._skip_rewriting_libraries`` is the one use of pytest's private
-    ``rewrite_hook._must_rewrite``: this fails when pytest changes it (the run would only get slower)."""
-    from harness.pytest_plugin import NOT_REWRITTEN
-
-    if request.config.getoption("assertmode") != "rewrite":
-        pytest.skip("assert rewriting is off in this run (--assert=plain)")
-    marked = request.config.pluginmanager.rewrite_hook._must_rewrite
-    assert isinstance(marked, set) and marked, "pytest no longer keeps the modules it marks in a set"
-    assert not marked & set(NOT_REWRITTEN), sorted(marked & set(NOT_REWRITTEN))
-
-
 _GC_STATE = """
 import gc
 
@@ -86,3 +74,19 @@ def test_collection_freezes_what_it_built_and_restores_the_collector(pytester, e
         (gc.enable if was else gc.disable)()
         gc.freeze()
     result.assert_outcomes(passed=1)
+
+
+def test_each_role_of_the_plugin_is_registered_once_and_the_entry_module_holds_no_hook(request):
+    """The entry point's module registers its role modules (``pytest_plugins``); a hook or fixture it also
+    held (a re-export) would run twice."""
+    import harness.pytest_plugin as entry
+
+    registered = sorted(getattr(p, "__name__", "") for p in request.config.pluginmanager.get_plugins()
+                        if getattr(p, "__name__", "").startswith(entry.__name__))
+    assert registered == sorted([entry.__name__, *entry.pytest_plugins])
+    assert [n for n in vars(entry) if n.startswith(("pytest_", "lw_")) and n != "pytest_plugins"] == []
+    callers = request.config.pluginmanager.hook
+    for name in ("pytest_configure", "pytest_collection_modifyitems", "pytest_sessionfinish", "pytest_addoption"):
+        ours = [impl.plugin_name for impl in getattr(callers, name).get_hookimpls()
+                if impl.plugin_name.startswith(entry.__name__)]
+        assert len(ours) == len(set(ours)), (name, ours)

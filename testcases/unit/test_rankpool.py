@@ -607,11 +607,11 @@ def test_fetching_a_pool_closes_the_other_idle_pools_not_that_one(monkeypatch, f
 @unit
 def test_every_test_setup_closes_the_idle_pools(monkeypatch):
     """The plugin asks at each test's setup, so a worker busy with other tests does not keep idle ranks."""
-    from harness import pytest_plugin
+    from harness.pytest_plugin import pools
 
     asked = []
     monkeypatch.setattr(registry, "close_idle", lambda: asked.append(True) or [])
-    pytest_plugin.pytest_runtest_setup(None)
+    pools.pytest_runtest_setup(None)
     assert asked == [True]
 
 

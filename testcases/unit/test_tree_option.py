@@ -35,9 +35,9 @@ def test_every_tc_takes_the_tree_key_of_a_job():
 
 
 def test_the_report_environment_composes_the_matrix_implementation():
-    from harness.pytest_plugin import _allure_environment
+    from harness.pytest_plugin.allure_env import allure_environment
 
-    env = _allure_environment(load_matrix("ci", JOB))
+    env = allure_environment(load_matrix("ci", JOB))
     assert env["hardware_profile"] == "cpu"
 
 

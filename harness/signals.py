@@ -1,4 +1,5 @@
-"""Ctrl-C, SIGTERM and SIGHUP in ``python -m harness``: stop between jobs, clean up, say what finished.
+"""Ctrl-C, SIGTERM and SIGHUP as one stop request: ``python -m harness`` stops between jobs, cleans up,
+says what finished; ``python -m harness.reporting.report`` drops its staging folder.
 
 pytest turns a KeyboardInterrupt inside a job into exit code 2 and returns, and
 Hydra's local launcher would then start the next job. So the app's handler records

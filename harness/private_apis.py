@@ -1,0 +1,108 @@
+"""The dependencies' private internals the harness uses, each behind one function here and nowhere else.
+
+Each wrapper says why no public API serves and what happens where the internal is missing, and
+``testcases/unit/test_private_apis.py`` runs every one against the installed dependency (CI runs the
+unit tests under both pinned torch versions), so a dependency that changes one fails there, by name,
+rather than somewhere downstream. ``testcases/unit/test_architecture.py`` fails when a private
+internal of a dependency is reached outside this module.
+
+Light on purpose: nothing is imported until a wrapper is called (the rank processes, the pytest
+plugin and ``python -m harness`` each use one of them).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+
+def hydra_args_parser():
+    """Hydra's own ``argparse`` parser of a ``@hydra.main`` command line (``hydra._internal.utils.get_args_parser``).
+
+    Hydra has no public reader of its command line, and ``python -m harness`` checks the command line
+    before Hydra starts (``harness.app.validate.parse_argv``) with exactly Hydra's options (``-m``, ``--cfg``,
+    ``--info``...). No fallback: without it ``python -m harness`` cannot read its command line, so the
+    ImportError is raised as it is."""
+    from hydra._internal.utils import get_args_parser
+
+    return get_args_parser()
+
+
+def omegaconf_node(cfg: Any, key: str):
+    """The node object holding ``cfg[key]``, also where its value is None (``draft: null``):
+    OmegaConf's ``DictConfig._get_node``.
+
+    ``cfg[key]`` (and ``OmegaConf.select``) give the value, None for a null node, and the config
+    cache swaps nodes by identity (``harness.config.compose``). No fallback: composition cannot swap
+    a node it cannot find, so an OmegaConf without it raises AttributeError at the first composition."""
+    return cfg._get_node(key)
+
+
+def unmark_for_assert_rewriting(pluginmanager: Any, names: tuple[str, ...]) -> bool:
+    """Take ``names`` (top-level packages) off the set of modules pytest rewrites the asserts of
+    (``rewrite_hook._must_rewrite``, and its ``_marked_for_rewrite_cache``); True if it was done.
+
+    pytest marks every module of an installed distribution that ships a pytest plugin, and has no
+    public way to unmark one. Where the hook or the set is missing (``-p no:assertion``, another
+    pytest) nothing changes and False is returned: those modules are rewritten, which is only slower."""
+    hook = getattr(pluginmanager, "rewrite_hook", None)
+    marked = getattr(hook, "_must_rewrite", None)
+    if not isinstance(marked, set):
+        return False
+    marked.difference_update(names)
+    getattr(hook, "_marked_for_rewrite_cache", {}).clear()
+    return True
+
+
+def c10d_group_count() -> Optional[int]:
+    """Process groups this process has created so far (``distributed_c10d._world.group_count``), or None.
+
+    torch counts group creations to name groups, and a rank that made one more or fewer than its
+    peers has left a collective unjoined; no public API exposes the count. None where this torch
+    does not have it: the rank pool then cannot tell that its ranks are in step after a failure,
+    and rebuilds the pool (slower, never wrong)."""
+    try:
+        from torch.distributed import distributed_c10d as c10d
+
+        count = c10d._world.group_count
+    except Exception:  # noqa: BLE001 - a private API: any change means "unknown"
+        return None
+    return count if isinstance(count, int) else None
+
+
+def c10d_sequence_number(group: Any, device: Any) -> Optional[int]:
+    """The number of collectives ``group`` has run on ``device``'s backend
+    (``group._get_backend(device)._get_sequence_number_for_group()``), or None.
+
+    Equal numbers on every rank mean no rank skipped a collective the others ran. torch has no
+    public reader of it (its flight recorder and debug modes log it, but need an environment set
+    before the group is made). None where this torch does not have it: the pool rebuilds, as for
+    ``c10d_group_count``."""
+    try:
+        number = group._get_backend(device)._get_sequence_number_for_group()
+    except Exception:  # noqa: BLE001 - a private API: any change means "unknown"
+        return None
+    return number if isinstance(number, int) else None
+
+
+def hydra_job_outcome(job_return: Any) -> Any:
+    """What a Hydra job returned, or the exception it raised, read without raising it
+    (``JobReturn._return_value``; None where the job has none).
+
+    Hydra's public ``JobReturn.return_value`` raises a failed job's exception, after writing a line of
+    its own to stderr; the sweep's summary needs the exception as a value, to write the job's
+    ``error`` row. Missing: None, and the row says "the job returned no result"."""
+    return getattr(job_return, "_return_value", None)
+
+
+def multiprocessing_helper_pids() -> set[int]:
+    """Process ids of the helpers ``multiprocessing`` keeps for this process until it exits (the
+    forkserver, the resource tracker): ``forkserver._forkserver._forkserver_pid`` and
+    ``resource_tracker._resource_tracker._pid``.
+
+    The standard library starts them on demand and has no public way to name them; a check for
+    processes left behind must not count them. Missing or not started: not in the set."""
+    from multiprocessing import forkserver, resource_tracker
+
+    pids = {getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None),
+            getattr(getattr(resource_tracker, "_resource_tracker", None), "_pid", None)}
+    return {pid for pid in pids if isinstance(pid, int)}

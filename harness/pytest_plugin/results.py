@@ -1,0 +1,104 @@
+"""A case's result: its Allure labels, title and attachments, its ``--lw-results`` line, and the result
+writes that failed (one ``error:`` line and exit status 1 at the end, ``harness.reporting.write_guard``)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from harness.pytest_plugin import keys
+from harness.pytest_plugin.parametrize import case_of
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    from harness.reporting import allure_labels
+
+    config.stash[keys.REPRESENTATIVE] = allure_labels.representatives(
+        [case for case in map(case_of, items) if case is not None])
+    for item in items:
+        if case_of(item) is None:
+            for mark in allure_labels.self_test_markers(item):
+                item.add_marker(mark)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem):
+    case = case_of(pyfuncitem)
+    if case is not None and getattr(pyfuncitem.config.option, "allure_report_dir", None):
+        from harness.reporting import allure_labels
+
+        allure_labels.apply_title(case, pyfuncitem.module.SUITE)
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.failed and call.excinfo is not None and getattr(item.config.option, "allure_report_dir", None):
+        from harness.reporting import allure_labels
+
+        allure_labels.mark_origin(call.excinfo.value)  # the report's category comes from the exception
+    case = case_of(item)
+    if case is not None and call.when == "call":
+        from harness.reporting import allure_labels
+
+        # Taken, not read: an item lives for the whole session, and a stash that kept every case's
+        # facts (about 600 objects a case) made each of the worker's full garbage collections walk them all.
+        stash = item.stash.get(keys.FACTS, {})
+        if keys.FACTS in item.stash:
+            del item.stash[keys.FACTS]
+        if getattr(item.config.option, "allure_report_dir", None):  # charts cost time; only when reported
+            representative = (case.tc, case.id) in item.config.stash.get(keys.REPRESENTATIVE, set())
+            allure_labels.attach_results(item, case, stash.get("facts"), report, call.excinfo,
+                                         representative=representative)
+            if report.failed and call.excinfo is None and "XPASS(strict)" in str(report.longrepr):
+                allure_labels.mark_xpass(str(report.longrepr).replace("[XPASS(strict)]", "").strip())
+        path = item.config.getoption("lw_results")
+        if path:
+            try:
+                _append_result(path, item, case, report, stash.get("facts"))
+            except OSError as exc:  # this case's line is lost: fail this case, not the session
+                report.outcome = "failed"
+                report.longrepr = f"could not append this case's result to --lw-results {path}: {exc.strerror or exc}"
+    return report
+
+
+def _append_result(path: str, item, case, report, facts) -> None:
+    from harness.suites.results import case_result
+
+    line = json.dumps(case_result(item.module.SUITE, case, report, facts), default=str)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """xdist controller: collect the write failures a worker recorded."""
+    from harness.reporting import write_guard
+
+    output = getattr(node, "workeroutput", {})
+    write_guard.extend(list(output.get(write_guard.WORKEROUTPUT_KEY, [])))
+
+
+def pytest_sessionfinish(session) -> None:
+    """The Allure environment first (``allure_env.finish``: its write may fail too), then the failed
+    writes: handed to the controller by a worker, the exit status of the controller (1 when any)."""
+    from harness.pytest_plugin import allure_env
+    from harness.reporting import write_guard
+
+    config = session.config
+    allure_env.finish(config)
+    if hasattr(config, "workeroutput"):
+        config.workeroutput[write_guard.WORKEROUTPUT_KEY] = write_guard.failures()
+    elif write_guard.failures() and session.exitstatus == 0:
+        session.exitstatus = 1
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    from harness.reporting import write_guard
+
+    if write_guard.failures() and not hasattr(terminalreporter.config, "workerinput"):
+        terminalreporter.write_line(write_guard.summary(), red=True)
