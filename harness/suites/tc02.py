@@ -17,35 +17,22 @@ from __future__ import annotations
 import itertools
 
 from harness import oracle
+from harness.suites import Suite
 from harness.suites.case import Case
 from harness.suites.common import (
     draft_plan_problems,
     leak_problems,
-    no_missing_baseline,
-    no_separate_draft,
     plan_layout_problems,
-    plan_of,
-    plan_world_size,
-    report_view,
-    run_of,
     standard_body,
     standard_cases,
     startup_problems,
-    summarize,
 )
 from harness.suites.expectations import Problem
+from harness.suites.facts import plan_of, run_of
 
 TC = "TC-02"
-LEVEL = "L1"
-TITLE = "Memory estimation accuracy"
 TOLERANCE = 0.05
 """The seed's bound between estimate and measurement, for real device allocators."""
-body = standard_body
-missing_baseline = no_missing_baseline
-separate_draft = no_separate_draft
-world_size = plan_world_size
-__all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "report_view", "summarize", "missing_baseline",
-           "separate_draft", "world_size"]
 
 
 # FEATURE 6's edges that version 2.2 settled: (variant, model, layerwise option, key overrides).
@@ -198,3 +185,6 @@ def _measured_problems(facts: list, plan, run) -> list[str]:
                                     f"{measured[r] - uniform_peak} B", rule="peak", rank=r,
                                     amount=measured[r] - uniform_peak))
     return problems
+
+
+SUITE = Suite(TC=TC, LEVEL="L1", TITLE="Memory estimation accuracy", cases=cases, body=standard_body, check=check)

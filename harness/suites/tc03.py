@@ -23,18 +23,11 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from harness import oracle
+from harness.suites import Suite
 from harness.suites.case import Case
-from harness.suites.common import (
-    master_error,
-    no_missing_baseline,
-    no_separate_draft,
-    plan_of,
-    plan_world_size,
-    preferred,
-    startup_problems,
-)
+from harness.suites.common import preferred, startup_problems
 from harness.suites.expectations import Problem, expected_rejection
-from harness.suites.facts import RankFacts, master_error_of
+from harness.suites.facts import RankFacts, master_error, master_error_of, plan_of
 from harness.suites.ownership import bottleneck as _bottleneck
 from harness.suites.ownership import (
     expected_placement,
@@ -44,13 +37,6 @@ from harness.suites.ownership import (
 )
 
 TC = "TC-03"
-LEVEL = "L1"
-TITLE = "ILU PCIe topology mapping"
-missing_baseline = no_missing_baseline
-separate_draft = no_separate_draft
-world_size = plan_world_size
-__all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "report_view", "summarize", "missing_baseline",
-           "separate_draft", "world_size"]
 
 MODELS = ("deepseek_v32", "qwen3_5_moe")
 LAYERWISE = ("s2", "s4")
@@ -404,3 +390,9 @@ def summarize(facts: list) -> dict:
         "n_blocks": plan.n_blocks,
         "peak_bytes": plan.peak_bytes,
     }
+
+
+SUITE = Suite(
+    TC=TC, LEVEL="L1", TITLE="ILU PCIe topology mapping", cases=cases, body=body, check=check,
+    report_view=report_view, summarize=summarize,
+)

@@ -15,28 +15,13 @@ import itertools
 from functools import lru_cache
 from typing import Optional
 
-from harness.suites import baseline
+from harness.suites import Suite, baseline
 from harness.suites.case import Case
-from harness.suites.common import (
-    leak_problems,
-    no_separate_draft,
-    plan_of,
-    plan_world_size,
-    report_view,
-    standard_body,
-    startup_problems,
-    summarize,
-)
+from harness.suites.common import leak_problems, standard_body, startup_problems
 from harness.suites.expectations import Problem
+from harness.suites.facts import plan_of
 
 TC = "TC-06"
-LEVEL = "L2"
-TITLE = "Fallback when disabled"
-body = standard_body
-separate_draft = no_separate_draft
-world_size = plan_world_size
-__all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "missing_baseline", "report_view", "summarize",
-           "separate_draft", "world_size"]
 
 DISABLED = ("off", "s1")
 OFF_S2_MODELS = ("deepseek_v32", "qwen3_5_moe")
@@ -147,3 +132,9 @@ def _rank_problems(r: int, wf, want: dict) -> list[str]:
 
 def _brief(tensors: dict) -> str:
     return "{" + ", ".join(f"{n}: {t['dtype']}{t['shape']} {t['bytes']} B" for n, t in tensors.items()) + "}"
+
+
+SUITE = Suite(
+    TC=TC, LEVEL="L2", TITLE="Fallback when disabled", cases=cases, body=standard_body, check=check,
+    missing_baseline=missing_baseline,
+)
