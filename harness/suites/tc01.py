@@ -29,7 +29,7 @@ from harness.suites.common import (
     view_problems,
     worker_layout_problems,
 )
-from harness.suites.expectations import Problem
+from harness.suites.expectations import Problem, owners_differ, upstream_worker_owners
 from harness.suites.facts import plan_of, run_of
 
 TC = "TC-01"
@@ -249,6 +249,13 @@ def check(facts: list, run) -> list[str]:
 
 
 SUITE = Suite(
-    TC=TC, LEVEL="L1", TITLE="Allocation correctness", cases=cases, body=standard_body, check=check,
+    TC=TC,
+    LEVEL="L1",
+    TITLE="Allocation correctness",
+    cases=cases,
+    body=standard_body,
+    check=check,
     removed_by_keys=removed_by_keys,
+    predict_owner_rule=owners_differ,
+    predict_upstream_layout=upstream_worker_owners,
 )

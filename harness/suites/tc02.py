@@ -27,7 +27,7 @@ from harness.suites.common import (
     standard_cases,
     startup_problems,
 )
-from harness.suites.expectations import Problem
+from harness.suites.expectations import OwnerRuleEffect, Predicted, Prediction, Problem
 from harness.suites.facts import plan_of, run_of
 
 TC = "TC-02"
@@ -187,4 +187,36 @@ def _measured_problems(facts: list, plan, run) -> list[str]:
     return problems
 
 
-SUITE = Suite(TC=TC, LEVEL="L1", TITLE="Memory estimation accuracy", cases=cases, body=standard_body, check=check)
+# ---- what the spec predicts a variant's plan makes this check find ----------------------------
+
+
+def predict_owner_rule(effect: OwnerRuleEffect) -> Prediction:
+    """Upstream's owner rule ``layer_id % s``: the ranks that then exceed the uniform peak at the same block
+    count, by how many bytes (none where the spec's own split cannot lower the peak, as the check then
+    checks none, FEATURE 6); else the ranks whose estimate differs; else the plan's owners."""
+    run = effect.run
+    over = ([] if oracle.expected_split_raises_peak(run)
+            else oracle.expected_ranks_over_uniform_peak(run, owner_rule=oracle.UPSTREAM_OWNER_RULE))
+    estimates = zip(oracle.expected_report(run).rank_bytes,
+                    oracle.expected_report(run, owner_rule=oracle.UPSTREAM_OWNER_RULE).rank_bytes)
+    differ = [r for r, (want, got) in enumerate(estimates) if want != got]
+    required = tuple(Predicted(rule="peak", rank=r, amount=amount,
+                               why=f"rank {r} exceeds the uniform peak by {amount} B") for r, amount in over)
+    if not over:  # no rank outgrows the uniform peak, but ranks hold other bytes than the spec's
+        required = tuple(Predicted(rule="estimate", rank=r, why=f"rank {r} owns other full layers' bytes")
+                         for r in differ)
+    if not required:  # owners moved between ranks of equal bytes: every figure but the owners stays the spec's
+        required = (Predicted(rule="owner-plan", why="the plan's owners follow layer_id % s"),)
+    return Prediction(required=required, consequences=("n_blocks", "estimate", "figure", "owner-plan", "notes"),
+                      reason=effect.reason)
+
+
+SUITE = Suite(
+    TC=TC,
+    LEVEL="L1",
+    TITLE="Memory estimation accuracy",
+    cases=cases,
+    body=standard_body,
+    check=check,
+    predict_owner_rule=predict_owner_rule,
+)

@@ -26,7 +26,7 @@ from harness import oracle
 from harness.suites import Suite
 from harness.suites.case import Case
 from harness.suites.common import preferred, startup_problems
-from harness.suites.expectations import Problem, expected_rejection
+from harness.suites.expectations import Predicted, Prediction, Problem, expected_rejection
 from harness.suites.facts import RankFacts, master_error, master_error_of, plan_of
 from harness.suites.ownership import bottleneck as _bottleneck
 from harness.suites.ownership import (
@@ -392,7 +392,45 @@ def summarize(facts: list) -> dict:
     }
 
 
+# ---- what the spec predicts upstream's variants make this check find -----------------------------
+
+
+def passes_any_refusal(run) -> bool:
+    """A placement the spec refuses passes any UserError (``check``): nothing to predict."""
+    return bool(oracle.spec_refuses_cards(run))
+
+
+def predict_upstream_layout(run) -> Optional[Prediction]:
+    """Upstream keeps consecutive split groups where the spec regroups: a ``groups`` problem located at the
+    first rank of each TP group whose consecutive groups are not the spec's."""
+    spec_groups = oracle.expected_split_groups(run, rule=oracle.SPEC_GROUP_RULE)
+    upstream_groups = oracle.expected_split_groups(run, rule=oracle.UPSTREAM_GROUP_RULE)
+    required = []
+    if spec_groups is not None:
+        spec_sets = {frozenset(g) for g in spec_groups}
+        p = run.parallel
+        for tp_group in oracle.expected_split_groups_consecutive(p.world_size, p.dp_size, p.cp_size,
+                                                                 oracle.attn_tp_size(run)):
+            inside = [g for g in upstream_groups if set(g) <= set(tp_group)]
+            if any(frozenset(g) not in spec_sets for g in inside):
+                required.append(Predicted(rule="groups", rank=tp_group[0],
+                                          why=f"consecutive groups {inside} in TP group {tp_group}"))
+    if not required:
+        return None
+    return Prediction(required=tuple(required),
+                      reason=f"upstream keeps consecutive split groups on {run.hardware.topology.name}; the spec "
+                             f"regroups by its grouping key (FEATURE 4: worst link, then each group's own)")
+
+
 SUITE = Suite(
-    TC=TC, LEVEL="L1", TITLE="ILU PCIe topology mapping", cases=cases, body=body, check=check,
-    report_view=report_view, summarize=summarize,
+    TC=TC,
+    LEVEL="L1",
+    TITLE="ILU PCIe topology mapping",
+    cases=cases,
+    body=body,
+    check=check,
+    report_view=report_view,
+    summarize=summarize,
+    predict_upstream_layout=predict_upstream_layout,
+    passes_any_refusal=passes_any_refusal,
 )

@@ -38,6 +38,7 @@ from harness.suites.common import (
     startup_problems,
     worker_layout_problems,
 )
+from harness.suites.expectations import upstream_worker_owners
 from harness.suites.facts import MasterError, RankFacts, master_error, owned_full, plan_of, worker_facts
 
 TC = "TC-04"
@@ -338,6 +339,15 @@ def summarize(facts: list) -> dict:
 
 
 SUITE = Suite(
-    TC=TC, LEVEL="L1", TITLE="Engine layout propagation", cases=cases, body=body, check=check,
-    report_view=report_view, summarize=summarize, separate_draft=separate_draft, world_size=world_size,
+    TC=TC,
+    LEVEL="L1",
+    TITLE="Engine layout propagation",
+    cases=cases,
+    body=body,
+    check=check,
+    report_view=report_view,
+    summarize=summarize,
+    separate_draft=separate_draft,
+    world_size=world_size,
+    predict_upstream_layout=upstream_worker_owners,
 )

@@ -51,6 +51,7 @@ from harness.suites.common import (
     startup_problems,
     view_problems,
 )
+from harness.suites.expectations import upstream_worker_owners
 from harness.suites.facts import RankFacts, plan_of, worker_facts
 from harness.suites.measure import storage_key
 
@@ -445,4 +446,12 @@ def _owned(f) -> list[int]:
     return [l.layer for l in wf.layers if l.owned] if wf is not None else []
 
 
-SUITE = Suite(TC=TC, LEVEL="L1", TITLE="Worker KV shard application", cases=cases, body=body, check=check)
+SUITE = Suite(
+    TC=TC,
+    LEVEL="L1",
+    TITLE="Worker KV shard application",
+    cases=cases,
+    body=body,
+    check=check,
+    predict_upstream_layout=upstream_worker_owners,
+)

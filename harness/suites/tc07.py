@@ -29,7 +29,7 @@ from harness.suites.common import (
     tensor_problems,
     worker_layout_problems,
 )
-from harness.suites.expectations import Problem
+from harness.suites.expectations import Problem, owners_differ, upstream_worker_owners
 from harness.suites.facts import plan_of, run_of
 
 TC = "TC-07"
@@ -154,4 +154,13 @@ def _draft_problems(r: int, wf, run, n: int, tp: int) -> list[str]:
     return out
 
 
-SUITE = Suite(TC=TC, LEVEL="L2", TITLE="Speculative engine", cases=cases, body=standard_body, check=check)
+SUITE = Suite(
+    TC=TC,
+    LEVEL="L2",
+    TITLE="Speculative engine",
+    cases=cases,
+    body=standard_body,
+    check=check,
+    predict_owner_rule=owners_differ,
+    predict_upstream_layout=upstream_worker_owners,
+)
