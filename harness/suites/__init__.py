@@ -98,6 +98,11 @@ class Suite:
     """``passes_any_refusal(run)``: True where the check passes any UserError (TC-03: a placement the spec
     refuses), so no upstream refusal or layout is predicted."""
 
+    @property
+    def description(self) -> str:
+        """The TC module's docstring: what the TC checks and how (reports show it)."""
+        return importlib.import_module(TC_MODULES[self.TC]).__doc__ or ""
+
     def __post_init__(self) -> None:
         if self.TC not in TC_IDS:
             raise TypeError(f"Suite TC {self.TC!r}; allowed: {', '.join(TC_IDS)}")

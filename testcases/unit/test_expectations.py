@@ -18,6 +18,7 @@ from harness.suites import TC_MODULES, Suite, check_suite, load_suite, ownership
 from harness.suites.case import Case
 from harness.suites.expectations import Predicted, Prediction, Problem, expected_rejection, judge, prediction
 from harness.suites.facts import LayerFacts, LeakFacts, MasterError, RankFacts, TensorFacts, WorkerFacts
+from harness.suites.matrix import load_matrix
 from harness.suites.tc01 import REJECTIONS
 
 pytestmark = pytest.mark.unit
@@ -318,3 +319,18 @@ def test_a_budget_holding_no_block_is_refused_naming_one_of_its_knobs():
     assert refused("cache.kv_budget_bytes") == [] and refused("hardware.reserved_bytes_per_card") == []
     assert [p.rule for p in refused("cache.max_linear_state_cache_slots")] == ["rejection"]
     assert [p.rule for p in rejection_problems(None, run)] == ["rejection"]
+
+
+@pytest.mark.parametrize("tc", ["TC-01", "TC-03"])
+def test_a_case_report_is_described_by_its_tc_modules_docstring(tc, monkeypatch):
+    import allure
+
+    from harness.reporting import allure_labels
+
+    shown = {}
+    monkeypatch.setattr(allure.dynamic, "title", lambda text: shown.setdefault("title", text))
+    monkeypatch.setattr(allure.dynamic, "description", lambda text: shown.setdefault("description", text))
+    case = load_suite(tc).cases(load_matrix("smoke"))[0]
+    allure_labels.apply_title(case, load_suite(tc))
+    doc = importlib.import_module(TC_MODULES[tc]).__doc__
+    assert shown["description"] == doc.strip().split("\n\n", 1)[0] and shown["description"].startswith(f"{tc} (L")
