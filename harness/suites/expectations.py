@@ -24,7 +24,7 @@ from harness.oracle import (
     SPEC_GROUP_RULE,
     SPEC_OWNER_RULE,
     UPSTREAM_GROUP_RULE,
-    UPSTREAM_OWNER_RULE,  # also the explorer's (harness.explore.properties)
+    UPSTREAM_OWNER_RULE,
     Rejection,  # noqa: F401  (re-exported: the suites' one import)
 )
 
