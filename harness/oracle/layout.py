@@ -15,6 +15,7 @@ from harness.oracle.inputs import (
     UPSTREAM_GROUP_RULE,
     UPSTREAM_OWNER_RULE,
     attention_tp,
+    attn_tp_size,
     split_size,
     upstream_split_size,
 )
@@ -48,12 +49,23 @@ def owner_of_layers(full_layers: Sequence[int], s: int, owner_rule: str = SPEC_O
     raise ValueError(f"owner_rule {owner_rule!r}; allowed: {', '.join(OWNER_RULES)}")
 
 
+def global_rank(dp_rank: int, cp_rank: int, tp_rank: int, *, cp: int, tp: int) -> int:
+    """Section 3: a rank's place in the world from its coordinates, ``dp_rank * (cp*tp) + cp_rank * tp + tp_rank``."""
+    return dp_rank * (cp * tp) + cp_rank * tp + tp_rank
+
+
+def expected_rank_coordinates(run, rank: int) -> tuple[int, int, int]:
+    """Section 3: a global rank's (dp_rank, cp_rank, tp_rank), the inverse of ``global_rank``."""
+    cp, tp = run.parallel.cp_size, attn_tp_size(run)
+    return rank // (cp * tp), rank // tp % cp, rank % tp
+
+
 def _tp_groups(world: int, dp: int, cp: int) -> list:
     tp = attention_tp(world, dp, cp)
     groups = []
     for dp_rank in range(dp):
         for cp_rank in range(cp):
-            groups.append([dp_rank * (cp * tp) + cp_rank * tp + tp_rank for tp_rank in range(tp)])
+            groups.append([global_rank(dp_rank, cp_rank, tp_rank, cp=cp, tp=tp) for tp_rank in range(tp)])
     return groups
 
 

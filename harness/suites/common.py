@@ -217,7 +217,7 @@ def plan_layout_problems(plan, run) -> list[str]:
     """Every layout fact the plan states, against the spec (FEATURE 4-7): the run's shape (world, dp, cp,
     attention TP, split size, active, block size, the hardware profile's KV layout), the model's layers,
     the slot sizes of section 5, the split groups and owners of section 4, and per rank its node and card,
-    its dp/cp/tp coordinates (``dp_rank * (cp*tp) + cp_rank * tp + tp_rank``), its split group and
+    its dp/cp/tp coordinates (``oracle.expected_rank_coordinates``), its split group and
     position, and its owned full layers. Owner problems carry rule ``owner-plan``; the rest ``layout``."""
     p, model, cache = run.parallel, run.model, run.cache
     tp, s = oracle.attn_tp_size(run), oracle.split_size(run)
@@ -255,7 +255,7 @@ def plan_layout_problems(plan, run) -> list[str]:
     for r in range(p.world_size):
         rp = ranks[r]
         index, position = oracle.expected_split_position(run, r)
-        coords = (r // (p.cp_size * tp), r // tp % p.cp_size, r % tp)
+        coords = oracle.expected_rank_coordinates(run, r)
         for what, got, want in (
             ("(node, card)", (rp.node, rp.card), tuple(oracle.expected_rank_location(run, r))),
             ("(dp_rank, cp_rank, tp_rank)", (rp.dp_rank, rp.cp_rank, rp.tp_rank), coords),

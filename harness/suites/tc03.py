@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from harness import oracle
+from harness.reporting.views import plan_report_view
 from harness.suites import Suite
 from harness.suites.case import Case
 from harness.suites.common import preferred, startup_problems
@@ -174,7 +175,8 @@ def body(ctx, run, impl_cfg) -> TopologyFacts:
         except UserError as exc:
             published = (None, master_error_of(exc))
     plan, error = ctx.broadcast_object(published, src=0)
-    base = {"rank": ctx.rank, "device": ctx.device, "error": error, "plan": plan if ctx.rank == 0 else None}
+    base = {"rank": ctx.rank, "device": ctx.device, "error": error, "plan": plan if ctx.rank == 0 else None,
+            "run": run if ctx.rank == 0 else None}
     if plan is None:
         return TopologyFacts(**base)
     # Decided from the broadcast plan alone, so every rank takes the same branch.
@@ -366,19 +368,6 @@ def _check_live(facts, plan, run) -> list[str]:
 # ---- reports ----------------------------------------------------------------------------
 
 
-def report_view(facts: list) -> dict:
-    plan = plan_of(facts)
-    if plan is None:
-        return {"layout": None, "memory": None}
-    ranks = [rp.rank for rp in plan.ranks]
-    return {
-        "layout": {"ranks": ranks, "layers": list(range(plan.num_layers)), "full_layers": list(plan.full_layers),
-                   "owned": {rp.rank: list(rp.owned_full_layers) for rp in plan.ranks}},
-        "memory": {"ranks": ranks, "estimated_bytes": [rp.estimated_bytes for rp in plan.ranks],
-                   "uniform_bytes": [plan.uniform_peak_bytes for _ in ranks]},
-    }
-
-
 def summarize(facts: list) -> dict:
     plan = plan_of(facts)
     if plan is None:
@@ -429,7 +418,7 @@ SUITE = Suite(
     cases=cases,
     body=body,
     check=check,
-    report_view=report_view,
+    report_view=plan_report_view,
     summarize=summarize,
     predict_upstream_layout=predict_upstream_layout,
     passes_any_refusal=passes_any_refusal,
