@@ -12,6 +12,12 @@ Decided by the spec (the oracle), never by the code under test.
   predicted problems must all be found (rank and bytes exact), anything else found, and
   any exception, fails the test. Data keyed by implementation name: add an entry to
   predict another variant.
+
+This module is the machinery (what every TC shares: the startup comparison, a refusal of
+an unplannable owner rule, the merge, ``judge``); what one TC's check then finds is
+declared by that TC (``harness.suites.Suite``: ``predict_owner_rule``,
+``predict_upstream_layout``, ``predict_upstream_unsplit``, ``passes_any_refusal``), from
+the oracle, with the helpers below where several TCs find the same.
 """
 
 from __future__ import annotations
