@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from harness.config.schema import TC_IDS
-from harness.reporting.views import report_view
 from harness.suites.facts import summarize
+from harness.suites.views import report_view
 
 TC_MODULES = {tc: f"harness.suites.tc{tc.removeprefix('TC-')}" for tc in TC_IDS}
 """Each TC id's suite module (``TC-05`` -> ``harness.suites.tc05``)."""
@@ -70,7 +70,7 @@ class Suite:
     check: Callable[[list, Any], list]
     """Parent side: ``check(facts, run)``, the problems found in the ranks' facts (empty: pass)."""
     report_view: Callable[[list], dict] = report_view
-    """Layout/memory figures for reports (``harness.reporting.views``)."""
+    """Layout/memory figures for reports (``harness.suites.views``)."""
     summarize: Callable[[list], dict] = summarize
     """Numbers a sweep aggregates (``harness.suites.facts.summarize``)."""
     missing_baseline: Callable[[Any], Optional[str]] = no_missing_baseline

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from harness import oracle
-from harness.reporting.views import plan_report_view
 from harness.suites import Suite
 from harness.suites.case import Case
 from harness.suites.common import preferred, startup_problems
@@ -36,6 +35,7 @@ from harness.suites.ownership import (
     link_rank,
     worst_link,
 )
+from harness.suites.views import plan_report_view
 
 TC = "TC-03"
 

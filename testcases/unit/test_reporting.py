@@ -562,7 +562,7 @@ def _facts(owner_rule=None, draft="none"):
 
 def test_views_take_expected_owners_from_the_oracle_not_the_plan():
     from harness import oracle
-    from harness.reporting import views
+    from harness.suites import views
 
     upstream = lambda full, split_rank: [l for l in full if l % 2 == split_rank]  # noqa: E731  layer_id % s
     facts, plan, run = _facts(upstream)
@@ -585,8 +585,7 @@ def test_views_take_expected_owners_from_the_oracle_not_the_plan():
 def test_the_planning_tc_shows_the_plans_owners_next_to_the_spec():
     """TC-03 allocates nothing: its report view is the plan's owners and estimates next to the oracle's."""
     from harness import oracle
-    from harness.reporting import views
-    from harness.suites import load_suite
+    from harness.suites import load_suite, views
     from harness.suites.case import Case
     from harness.suites.tc03 import TopologyFacts
     from implementations.reference import ReferenceImplementation
@@ -613,7 +612,7 @@ def test_the_planning_tc_shows_the_plans_owners_next_to_the_spec():
 def test_views_read_frozen_dataclass_facts_alike():
     from dataclasses import dataclass
 
-    from harness.reporting import views
+    from harness.suites import views
 
     @dataclass(frozen=True)
     class Layer:
@@ -646,7 +645,7 @@ def test_views_read_frozen_dataclass_facts_alike():
 
 def test_views_show_the_draft_of_a_speculative_case():
     from harness import oracle
-    from harness.reporting import views
+    from harness.suites import views
 
     facts, plan, run = _facts(draft="qwen3_5_mtp")
     draft_full = oracle.expected_full_layers(run.draft)
