@@ -48,7 +48,7 @@ def run_case(implementation: str, timeout_s: float) -> dict:
     pids, generation = pool.pids, pool.generation
     start = time.perf_counter()
     try:
-        facts = pool.run(tc01.body, resolved.run, resolved.impl_cfg)
+        facts = pool.run(tc01.SUITE.body, resolved.run, resolved.impl_cfg)
     except RankFailure as exc:
         outcome, reason = "broken", _summary(str(exc).splitlines()[0])
     else:

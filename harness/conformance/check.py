@@ -37,7 +37,6 @@ from harness.conformance.log import (
 )
 
 MAX_PIECES = 10_000
-UPSTREAM_OWNER_RULE = "layer_id_mod_s"
 
 REFUSALS = (
     # (text in the check's message, the field it guards, where upstream 494f293b5 checks it)
@@ -139,7 +138,7 @@ def _pieces(slots_of: Callable[[int], int], lo: int, hi: int) -> list:
 
 def owner_rule(semantics: str) -> str:
     """Upstream's ``layer_id % s`` under upstream semantics, the spec's round robin otherwise."""
-    return UPSTREAM_OWNER_RULE if semantics == "upstream" else "round_robin"
+    return oracle.UPSTREAM_OWNER_RULE if semantics == "upstream" else oracle.SPEC_OWNER_RULE
 
 
 def check_engine(run, line: CapacityLine, budget: tuple, role: str, semantics: str = "adaptation") -> list:

@@ -23,7 +23,8 @@ from __future__ import annotations
 import re
 
 from harness import oracle
-from harness.suites.expectations import PREDICTIONS, UPSTREAM_OWNER_RULE, Problem
+from harness.oracle import UPSTREAM_OWNER_RULE
+from harness.suites.expectations import PREDICTIONS, Problem
 
 IDLE_NOTE = re.compile(r"split ranks \[([0-9, ]*)\] own no full-attention layer")
 """The plan note naming split ranks that own no full-attention layer (``KVPlan.notes``)."""

@@ -26,10 +26,16 @@ UPSTREAM_SPLIT_MODEL_TYPES = ("deepseek_v32", "glm_moe_dsa")
 SPLIT_MODEL_TYPES = UPSTREAM_SPLIT_MODEL_TYPES + ("deepseek_v3", "qwen3_5_moe", "qwen3_next")
 """Section 3: upstream's list plus the adaptation's (DeepSeek-V3 and the hybrids)."""
 QWEN3_5_TARGET_MODEL_TYPES = ("qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text")
-OWNER_RULES = ("round_robin", "layer_id_mod_s")
-"""Section 4: the spec's k-th-full-layer round robin, and upstream's ``layer_id % s``."""
-GROUP_RULES = ("topology", "consecutive")
-"""Section 4: the adaptation's topology-aware groups, and upstream's consecutive ones."""
+SPEC_OWNER_RULE = "round_robin"
+"""Section 4: the spec's owner rule, the k-th full layer to split rank k % s."""
+UPSTREAM_OWNER_RULE = "layer_id_mod_s"
+"""Section 4: upstream's owner rule ``layer_id % s`` (wrong on hybrid models)."""
+OWNER_RULES = (SPEC_OWNER_RULE, UPSTREAM_OWNER_RULE)
+SPEC_GROUP_RULE = "topology"
+"""Section 4: the adaptation's topology-aware split groups."""
+UPSTREAM_GROUP_RULE = "consecutive"
+"""Section 4: upstream's consecutive split groups."""
+GROUP_RULES = (SPEC_GROUP_RULE, UPSTREAM_GROUP_RULE)
 _CPU_QUANTIZED_KV = QUANTIZED_KV_DTYPES
 
 

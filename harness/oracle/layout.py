@@ -7,7 +7,18 @@ from functools import cache, lru_cache
 from typing import Optional, Sequence
 
 from harness import _oracle_formats as formats
-from harness.oracle.inputs import GROUP_RULES, OWNER_RULES, attention_tp, split_size, upstream_split_size
+from harness.oracle.inputs import (
+    GROUP_RULES,
+    OWNER_RULES,
+    SPEC_GROUP_RULE,
+    SPEC_OWNER_RULE,
+    UPSTREAM_GROUP_RULE,
+    UPSTREAM_OWNER_RULE,
+    attention_tp,
+    attn_tp_size,
+    split_size,
+    upstream_split_size,
+)
 from harness.oracle.layers import expected_full_layers
 
 # ---- section 4: split groups and ownership -----------------------------------------------------
@@ -29,13 +40,24 @@ def expected_upstream_owner(full_layers, split_size: int) -> dict:
     return owner
 
 
-def owner_of_layers(full_layers: Sequence[int], s: int, owner_rule: str = "round_robin") -> dict:
+def owner_of_layers(full_layers: Sequence[int], s: int, owner_rule: str = SPEC_OWNER_RULE) -> dict:
     """Section 4: full layer id -> owner split rank under ``owner_rule``."""
-    if owner_rule == "round_robin":
+    if owner_rule == SPEC_OWNER_RULE:
         return expected_owner(full_layers, s)
-    if owner_rule == "layer_id_mod_s":
+    if owner_rule == UPSTREAM_OWNER_RULE:
         return expected_upstream_owner(full_layers, s)
     raise ValueError(f"owner_rule {owner_rule!r}; allowed: {', '.join(OWNER_RULES)}")
+
+
+def global_rank(dp_rank: int, cp_rank: int, tp_rank: int, *, cp: int, tp: int) -> int:
+    """Section 3: a rank's place in the world from its coordinates, ``dp_rank * (cp*tp) + cp_rank * tp + tp_rank``."""
+    return dp_rank * (cp * tp) + cp_rank * tp + tp_rank
+
+
+def expected_rank_coordinates(run, rank: int) -> tuple[int, int, int]:
+    """Section 3: a global rank's (dp_rank, cp_rank, tp_rank), the inverse of ``global_rank``."""
+    cp, tp = run.parallel.cp_size, attn_tp_size(run)
+    return rank // (cp * tp), rank // tp % cp, rank % tp
 
 
 def _tp_groups(world: int, dp: int, cp: int) -> list:
@@ -43,7 +65,7 @@ def _tp_groups(world: int, dp: int, cp: int) -> list:
     groups = []
     for dp_rank in range(dp):
         for cp_rank in range(cp):
-            groups.append([dp_rank * (cp * tp) + cp_rank * tp + tp_rank for tp_rank in range(tp)])
+            groups.append([global_rank(dp_rank, cp_rank, tp_rank, cp=cp, tp=tp) for tp_rank in range(tp)])
     return groups
 
 
@@ -175,16 +197,16 @@ def best_partition(members: Sequence[int], s: int, score) -> Optional[list]:
     return None if result is None else [list(g) for g in result[1]]
 
 
-def expected_split_groups(run, *, rule: str = "topology") -> Optional[list]:
+def expected_split_groups(run, *, rule: str = SPEC_GROUP_RULE) -> Optional[list]:
     """Section 4: the split groups (global ranks, in split-rank order) of every attention TP
     group: ``topology`` (the adaptation: ``best_partition``'s key per TP group) or
     ``consecutive`` (upstream). s = 1: one group per rank. None when no grouping keeps
     the ranks of each group on distinct cards."""
     p = run.parallel
-    s = split_size(run) if rule == "topology" else upstream_split_size(run)
-    if rule == "consecutive":
+    s = split_size(run) if rule == SPEC_GROUP_RULE else upstream_split_size(run)
+    if rule == UPSTREAM_GROUP_RULE:
         return expected_split_groups_consecutive(p.world_size, p.dp_size, p.cp_size, s)
-    if rule != "topology":
+    if rule != SPEC_GROUP_RULE:
         raise ValueError(f"rule {rule!r}; allowed: {', '.join(GROUP_RULES)}")
     groups = _topology_groups(p.world_size, p.dp_size, p.cp_size, s, oracle_topology(run).links,
                               run.hardware.num_cards, _placement(run))
@@ -203,7 +225,7 @@ def _topology_groups(world: int, dp: int, cp: int, s: int, links, num_cards: int
     return tuple(groups)
 
 
-def expected_split_position(run, rank: int, *, rule: str = "topology") -> tuple:
+def expected_split_position(run, rank: int, *, rule: str = SPEC_GROUP_RULE) -> tuple:
     """Section 4: (index of the rank's split group, its split rank = position in that group)."""
     groups = expected_split_groups(run, rule=rule)
     if groups is None:
@@ -214,7 +236,7 @@ def expected_split_position(run, rank: int, *, rule: str = "topology") -> tuple:
     raise ValueError(f"rank {rank} is not in any split group (world {run.parallel.world_size})")
 
 
-def expected_owned_full_layers(run, split_rank: int, *, owner_rule: str = "round_robin") -> tuple:
+def expected_owned_full_layers(run, split_rank: int, *, owner_rule: str = SPEC_OWNER_RULE) -> tuple:
     """Section 4: the full layers split rank ``split_rank`` owns (all of them when s = 1)."""
     full = expected_full_layers(run.model)
     s = split_size(run)
@@ -224,7 +246,7 @@ def expected_owned_full_layers(run, split_rank: int, *, owner_rule: str = "round
     return tuple(layer for layer in full if owner[layer] == split_rank)
 
 
-def expected_rank_owned_layers(run, rank: int, *, owner_rule: str = "round_robin", rule: str = "topology") -> tuple:
+def expected_rank_owned_layers(run, rank: int, *, owner_rule: str = SPEC_OWNER_RULE, rule: str = SPEC_GROUP_RULE) -> tuple:
     """Sections 4 and 7: the full layers a global rank must allocate (from its position)."""
     if split_size(run) == 1:
         return expected_full_layers(run.model)

@@ -131,7 +131,7 @@ def apply_title(case, suite) -> None:
     import allure
 
     allure.dynamic.title(case.title)
-    allure.dynamic.description(summary_of(suite.__doc__ or ""))
+    allure.dynamic.description(summary_of(suite.description))
 
 
 def summary_of(doc: str) -> str:
@@ -187,7 +187,7 @@ def attach_results(item, case, facts, report, excinfo=None, *, representative: b
     failed = not expected and (report.failed or (excinfo is not None and not report.skipped))
     suite = item.module.SUITE
     if failed or representative:
-        allure.dynamic.description(suite.__doc__ or "")
+        allure.dynamic.description(suite.description)
         attachments.attach_config(case.resolved.config_yaml)
     if not (failed or representative or expected):
         return

@@ -1,4 +1,4 @@
-"""Pieces several TCs share: the standard case axes, the standard body, the shared checks, the views."""
+"""Pieces several TCs share: the standard case axes, the standard body, the shared checks."""
 
 from __future__ import annotations
 
@@ -7,12 +7,11 @@ from itertools import product
 from typing import Optional
 
 from harness import oracle
-from harness.reporting.views import layout_view, memory_view, report_view  # noqa: F401  (the suites' views)
 from harness.suites import ownership
 from harness.suites.bring_up import EngineLayout, bring_up
 from harness.suites.case import Case
 from harness.suites.expectations import Problem, expected_rejection, rejection_problems
-from harness.suites.facts import RankFacts, worker_facts
+from harness.suites.facts import RankFacts, master_error, plan_of, worker_facts
 
 REGROUPED = "pcie_2switch_8_interleaved"
 """A topology whose split groups are not consecutive (even/odd switches): a rank's position in its
@@ -76,18 +75,6 @@ def standard_body(ctx, run, impl_cfg, engines: Optional[tuple[EngineLayout, ...]
     workers = {role: dataclasses.replace(wf, leak=leaks.get(role)) for role, wf in workers.items()}
     return RankFacts(rank=ctx.rank, error=session.error, plan=session.plan if ctx.rank == 0 else None,
                      run=session.run if ctx.rank == 0 else None, workers=workers, digests=session.digests)
-
-
-def plan_of(facts: list):
-    return facts[0].plan
-
-
-def run_of(facts: list):
-    return facts[0].run
-
-
-def master_error(facts: list):
-    return facts[0].error
 
 
 def startup_problems(facts: list, run) -> Optional[list[str]]:
@@ -215,49 +202,11 @@ def view_problems(facts: list, role: str = "target") -> list[str]:
     return out
 
 
-def summarize(facts: list) -> dict:
-    """Numbers a sweep aggregates: per-rank estimated vs measured bytes, blocks, savings."""
-    plan = plan_of(facts)
-    if plan is None:
-        return {"error": str(master_error(facts))}
-    measured = {f.rank: f.workers["target"].measured_bytes for f in facts if "target" in f.workers}
-    return {
-        "n_blocks": plan.n_blocks,
-        "uniform_n_blocks": plan.uniform_n_blocks,
-        "peak_bytes": plan.peak_bytes,
-        "uniform_peak_bytes": plan.uniform_peak_bytes,
-        "savings_bytes": plan.savings_bytes,
-        "capacity_gain": plan.capacity_gain,
-        "ranks": [
-            {"rank": rp.rank, "estimated_bytes": rp.estimated_bytes, "measured_bytes": measured.get(rp.rank)}
-            for rp in plan.ranks
-        ],
-    }
-
-
 def preferred(values, axis) -> list[str]:
     """The ``values`` a TC prefers that the matrix axis still offers; the whole axis if none do
     (a run narrowed to other values gets those, rather than no cases). For models; the layerwise
     and parallel axes compare values instead (``Matrix.preferred``)."""
     return [v for v in values if v in axis] or list(axis)
-
-
-# ---- hooks every suite declares (harness.suites.Suite); these are the defaults -------------
-
-
-def no_missing_baseline(run) -> Optional[str]:
-    return None
-
-
-def no_separate_draft(case) -> bool:
-    return False
-
-
-def plan_world_size(case) -> int:
-    return case.world_size
-
-
-# ---- what the plan and the workers state about the layout, against the spec -------------------
 
 
 def _differs(what: str, got, want, **kw) -> list[str]:
@@ -268,7 +217,7 @@ def plan_layout_problems(plan, run) -> list[str]:
     """Every layout fact the plan states, against the spec (FEATURE 4-7): the run's shape (world, dp, cp,
     attention TP, split size, active, block size, the hardware profile's KV layout), the model's layers,
     the slot sizes of section 5, the split groups and owners of section 4, and per rank its node and card,
-    its dp/cp/tp coordinates (``dp_rank * (cp*tp) + cp_rank * tp + tp_rank``), its split group and
+    its dp/cp/tp coordinates (``oracle.expected_rank_coordinates``), its split group and
     position, and its owned full layers. Owner problems carry rule ``owner-plan``; the rest ``layout``."""
     p, model, cache = run.parallel, run.model, run.cache
     tp, s = oracle.attn_tp_size(run), oracle.split_size(run)
@@ -306,7 +255,7 @@ def plan_layout_problems(plan, run) -> list[str]:
     for r in range(p.world_size):
         rp = ranks[r]
         index, position = oracle.expected_split_position(run, r)
-        coords = (r // (p.cp_size * tp), r // tp % p.cp_size, r % tp)
+        coords = oracle.expected_rank_coordinates(run, r)
         for what, got, want in (
             ("(node, card)", (rp.node, rp.card), tuple(oracle.expected_rank_location(run, r))),
             ("(dp_rank, cp_rank, tp_rank)", (rp.dp_rank, rp.cp_rank, rp.tp_rank), coords),

@@ -12,17 +12,29 @@ Decided by the spec (the oracle), never by the code under test.
   predicted problems must all be found (rank and bytes exact), anything else found, and
   any exception, fails the test. Data keyed by implementation name: add an entry to
   predict another variant.
+
+This module is the machinery (what every TC shares: the startup comparison, a refusal of
+an unplannable owner rule, the merge, ``judge``); what one TC's check then finds is
+declared by that TC (``harness.suites.Suite``: ``predict_owner_rule``,
+``predict_upstream_layout``, ``predict_upstream_unsplit``, ``passes_any_refusal``), from
+the oracle, with the helpers below where several TCs find the same.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from harness import oracle
+from harness.oracle import (
+    SPEC_GROUP_RULE,
+    SPEC_OWNER_RULE,
+    UPSTREAM_GROUP_RULE,
+    UPSTREAM_OWNER_RULE,
+    Rejection,  # noqa: F401  (re-exported: the suites' one import)
+)
 
 # ---- rejections ---------------------------------------------------------------------------
-from harness.oracle import Rejection  # noqa: F401  (re-exported: the suites' one import)
 
 
 def expected_rejection(run) -> Optional[Rejection]:
@@ -114,14 +126,27 @@ class Prediction:
     reason: str = ""
 
 
-UPSTREAM_OWNER_RULE = "layer_id_mod_s"
-"""The oracle's name for upstream's owner rule (``oracle.OWNER_RULES``)."""
+@dataclass(frozen=True, kw_only=True)
+class OwnerRuleEffect:
+    """Upstream's owner rule ``layer_id % s`` on a config it still plans, where it differs from the spec's
+    round robin: what a TC's ``Suite.predict_owner_rule`` reads (every number from the oracle)."""
+
+    run: Any
+    reason: str
+    owned: tuple
+    """Per global rank, the full layers the spec gives it."""
+    upstream_owned: tuple
+    """Per global rank, the full layers it owns under ``layer_id % s`` (the spec's groups)."""
+
+    def ranks_owning_other_layers(self) -> list[int]:
+        return [r for r, (a, b) in enumerate(zip(self.owned, self.upstream_owned)) if tuple(a) != tuple(b)]
 
 
 def owner_rule_prediction(tc: str, run) -> Optional[Prediction]:
-    """Upstream's owner rule ``layer_id % s`` (FEATURE 4) where it differs from the round-robin: the
-    ranks whose full layers differ (TC-01, TC-07), and the ranks that then exceed the uniform peak at
-    the same block count, and by how many bytes (TC-02). Every number comes from the oracle."""
+    """Upstream's owner rule ``layer_id % s`` (FEATURE 4) where it differs from the round-robin: a refusal
+    where its busiest owner leaves no block or overfills a card (every TC), else what the TC's check then
+    finds (``Suite.predict_owner_rule``: TC-01 and TC-07 the ranks whose full layers differ, TC-02 the
+    ranks over the uniform peak and by how many bytes). Every number comes from the oracle."""
     s = oracle.split_size(run)
     if s == 1 or expected_rejection(run) is not None:
         return None
@@ -140,30 +165,43 @@ def owner_rule_prediction(tc: str, run) -> Optional[Prediction]:
     refusal = unplannable(run, UPSTREAM_OWNER_RULE)
     if refusal and not unplannable(run):  # its busiest owner leaves no block or overfills a card: it must refuse
         return Prediction(required=(Predicted(rule="refused", why=refusal),), reason=f"{reason}; {refusal}")
-    if tc in ("TC-01", "TC-07"):
-        differ = [r for r, (a, b) in enumerate(zip(spec, upstream)) if tuple(a) != tuple(b)]
-        return Prediction(required=tuple(Predicted(rule="owner", rank=r) for r in differ),
-                          consequences=("bytes", "n_blocks"), reason=reason)
-    if tc == "TC-02":
-        # where the spec's own split cannot lower the peak, TC-02 checks no peak (FEATURE 6)
-        over = ([] if oracle.expected_split_raises_peak(run)
-                else oracle.expected_ranks_over_uniform_peak(run, owner_rule=UPSTREAM_OWNER_RULE))
-        estimates = zip(oracle.expected_report(run).rank_bytes,
-                        oracle.expected_report(run, owner_rule=UPSTREAM_OWNER_RULE).rank_bytes)
-        differ = [r for r, (want, got) in enumerate(estimates) if want != got]
-        required = tuple(Predicted(rule="peak", rank=r, amount=amount,
-                                   why=f"rank {r} exceeds the uniform peak by {amount} B") for r, amount in over)
-        if not over:  # no rank outgrows the uniform peak, but ranks hold other bytes than the spec's
-            required = tuple(Predicted(rule="estimate", rank=r, why=f"rank {r} owns other full layers' bytes")
-                             for r in differ)
-        if not required:  # owners moved between ranks of equal bytes: every figure but the owners stays the spec's
-            required = (Predicted(rule="owner-plan", why="the plan's owners follow layer_id % s"),)
-        return Prediction(required=required, consequences=("n_blocks", "estimate", "figure", "owner-plan", "notes"),
-                          reason=reason)
-    return None
+    effect = OwnerRuleEffect(run=run, reason=reason, owned=tuple(spec), upstream_owned=tuple(upstream))
+    return _suite(tc).predict_owner_rule(effect)
 
 
-def card_overflow(run, owner_rule: str = "round_robin") -> Optional[str]:
+def owners_differ(effect: OwnerRuleEffect) -> Prediction:
+    """A check of the workers' owned layers (TC-01, TC-07) under ``layer_id % s``: an ``owner`` problem on
+    each rank whose full layers differ; byte and block figures may follow from them."""
+    return Prediction(required=tuple(Predicted(rule="owner", rank=r) for r in effect.ranks_owning_other_layers()),
+                      consequences=("bytes", "n_blocks"), reason=effect.reason)
+
+
+def upstream_worker_owners(run) -> Optional[Prediction]:
+    """A check of the workers' owned layers (TC-01, TC-04, TC-05, TC-07) under upstream's layout: an
+    ``owner`` problem on each rank whose full layers under upstream's worker split rank ``rank % s`` (and
+    ``layer_id % s``) differ from its position in the spec's group; ``groups`` may follow where the spec
+    regroups (each worker reports upstream's consecutive group). None without a grouping the spec accepts."""
+    s_upstream = oracle.upstream_split_size(run)
+    required = []
+    try:
+        full = oracle.expected_full_layers(run.model)
+        upstream_owner = oracle.expected_upstream_owner(full, s_upstream)
+        for r in range(run.parallel.world_size):
+            split_rank = oracle.expected_upstream_worker_split_rank(run, r)
+            mine = tuple(l for l in full if upstream_owner[l] == split_rank)
+            if mine != tuple(oracle.expected_rank_owned_layers(run, r)):
+                required.append(Predicted(rule="owner", rank=r,
+                                          why=f"upstream split rank {split_rank} = rank % {s_upstream}"))
+    except ValueError:  # no grouping the spec accepts: nothing to predict, the checks report it
+        return None
+    reason = (f"upstream's worker split rank is global rank % {s_upstream}, not the position in the "
+              f"spec's split group on {run.hardware.topology.name} (FEATURE 4)") if required else ""
+    spec_groups = oracle.expected_split_groups(run, rule=SPEC_GROUP_RULE)
+    regrouped = spec_groups is not None and spec_groups != oracle.expected_split_groups(run, rule=UPSTREAM_GROUP_RULE)
+    return Prediction(required=tuple(required), consequences=("groups",) if regrouped else (), reason=reason)
+
+
+def card_overflow(run, owner_rule: str = SPEC_OWNER_RULE) -> Optional[str]:
     """Why the plan under ``owner_rule`` overfills a card (FEATURE 4: no card's planned memory may exceed its
     HBM), or None: the oracle's bytes per card (target + draft) plus each rank's reserve. Exact, where
     the oracle's ``spec_refuses_cards`` is a lower bound. Only for a config the spec groups."""
@@ -181,7 +219,7 @@ def card_overflow(run, owner_rule: str = "round_robin") -> Optional[str]:
     return None
 
 
-def unplannable(run, owner_rule: str = "round_robin") -> Optional[str]:
+def unplannable(run, owner_rule: str = SPEC_OWNER_RULE) -> Optional[str]:
     """Why a config that passes startup cannot be planned under ``owner_rule`` (FEATURE 4-6: no block fits
     the busiest owner, or a card overfills), or None."""
     budget = oracle.run_budget_bytes(run)
@@ -191,10 +229,6 @@ def unplannable(run, owner_rule: str = "round_robin") -> Optional[str]:
     return card_overflow(run, owner_rule)
 
 
-UPSTREAM_GROUPS = "consecutive"
-"""The oracle's name for upstream's split groups (``oracle.GROUP_RULES``)."""
-
-
 def upstream_prediction(tc: str, run) -> Optional[Prediction]:
     """Upstream xLLM at 494f293b5 in every rule (FEATURE 2-4), where it must differ from the spec:
 
@@ -202,18 +236,18 @@ def upstream_prediction(tc: str, run) -> Optional[Prediction]:
       ``deepseek_v32`` / ``glm_moe_dsa``; where its first broken rule differs from the spec's
       (``oracle.expected_upstream_rejection`` vs ``expected_rejection``) the master refuses a config
       the spec accepts (``refused`` naming the field) or refuses naming another field
-      (``rejection``). Nothing after the refusal is checked.
-    - accepted by both but split only upstream (flag off, s > 1): TC-06's plan is active
-      (``baseline-plan``) and every rank differs from the uniform baseline (``baseline``).
-    - accepted and split by both: consecutive split groups where the spec regroups (TC-03
-      ``groups``, located at each TP group's first rank), and the ranks whose full layers under
-      upstream's ``rank % s`` and ``layer_id % s`` differ from the spec's position and round-robin
-      (TC-01, TC-04, TC-05, TC-07 ``owner``); plus ``owner_rule_prediction`` for the owner rule.
+      (``rejection``). Nothing after the refusal is checked. A TC whose check passes any refusal of
+      the config (``Suite.passes_any_refusal``) is predicted nothing.
+    - accepted by both but split only upstream (flag off, s > 1): the TC's
+      ``Suite.predict_upstream_unsplit``.
+    - accepted and split by both: a refusal where upstream's consecutive groups put two ranks of a group
+      on one card; else the TC's ``Suite.predict_upstream_layout`` (upstream's groups, its worker split
+      rank) plus ``owner_rule_prediction`` for the owner rule.
     """
+    suite = _suite(tc)
     spec, upstream = expected_rejection(run), oracle.expected_upstream_rejection(run)
-    if tc == "TC-03" and spec is None:
-        if oracle.spec_refuses_cards(run):  # the spec forbids the placement: any UserError passes, nothing to predict
-            return None
+    if spec is None and suite.passes_any_refusal(run):
+        return None
     if spec != upstream and upstream is not None:
         if spec is None:
             return Prediction(required=(Predicted(rule="refused", field=upstream.field, why=upstream.reason),),
@@ -227,16 +261,10 @@ def upstream_prediction(tc: str, run) -> Optional[Prediction]:
     if spec is not None or upstream is not None:
         return None  # both refuse alike (an upstream acceptance of a spec refusal is left to the check)
     s, s_upstream = oracle.split_size(run), oracle.upstream_split_size(run)
-    world = run.parallel.world_size
     if s == 1 and s_upstream == 1:
         return None
     if s == 1:  # the flag is off but s > 1: upstream splits anyway
-        if tc != "TC-06":
-            return None
-        return Prediction(required=(Predicted(rule="baseline-plan"),
-                                    *(Predicted(rule="baseline", rank=r) for r in range(world))),
-                          reason=f"upstream has no enable flag: layerwise_split_size {s_upstream} alone splits, so "
-                                 f"every rank departs from the uniform baseline (FEATURE 2)")
+        return suite.predict_upstream_unsplit(run)
     shared = _upstream_group_sharing_a_card(run)
     if shared is not None and not oracle.spec_refuses_cards(run):  # where the spec refuses too, any refusal passes
         return Prediction(required=(Predicted(rule="refused", field="placement", why=shared),),
@@ -245,43 +273,10 @@ def upstream_prediction(tc: str, run) -> Optional[Prediction]:
     owner = owner_rule_prediction(tc, run)
     if owner is not None and any(p.rule == "refused" for p in owner.required):
         return owner  # refused before any layout exists
-    required: list[Predicted] = []
-    reasons: list[str] = []
-    consequences: tuple[str, ...] = ()
-    if tc == "TC-03":
-        if oracle.spec_refuses_cards(run):  # the spec forbids the placement: any UserError passes, nothing to predict
-            return None
-        spec_groups = oracle.expected_split_groups(run, rule="topology")
-        upstream_groups = oracle.expected_split_groups(run, rule=UPSTREAM_GROUPS)
-        if spec_groups is not None:
-            spec_sets = {frozenset(g) for g in spec_groups}
-            for tp_group in oracle.expected_split_groups_consecutive(world, run.parallel.dp_size, run.parallel.cp_size,
-                                                                     oracle.attn_tp_size(run)):
-                inside = [g for g in upstream_groups if set(g) <= set(tp_group)]
-                if any(frozenset(g) not in spec_sets for g in inside):
-                    required.append(Predicted(rule="groups", rank=tp_group[0],
-                                              why=f"consecutive groups {inside} in TP group {tp_group}"))
-        if required:
-            reasons.append(f"upstream keeps consecutive split groups on {run.hardware.topology.name}; the spec "
-                           f"regroups by its grouping key (FEATURE 4: worst link, then each group's own)")
-    elif tc in ("TC-01", "TC-04", "TC-05", "TC-07"):
-        try:
-            full = oracle.expected_full_layers(run.model)
-            upstream_owner = oracle.expected_upstream_owner(full, s_upstream)
-            for r in range(world):
-                split_rank = oracle.expected_upstream_worker_split_rank(run, r)
-                mine = tuple(l for l in full if upstream_owner[l] == split_rank)
-                if mine != tuple(oracle.expected_rank_owned_layers(run, r)):
-                    required.append(Predicted(rule="owner", rank=r,
-                                              why=f"upstream split rank {split_rank} = rank % {s_upstream}"))
-        except ValueError:  # no grouping the spec accepts: nothing to predict, the checks report it
-            return None
-        if required:
-            reasons.append(f"upstream's worker split rank is global rank % {s_upstream}, not the position in the "
-                           f"spec's split group on {run.hardware.topology.name} (FEATURE 4)")
-        spec_groups = oracle.expected_split_groups(run, rule="topology")
-        if spec_groups is not None and spec_groups != oracle.expected_split_groups(run, rule=UPSTREAM_GROUPS):
-            consequences += ("groups",)  # each worker reports upstream's consecutive group
+    own = suite.predict_upstream_layout(run)
+    required: list[Predicted] = list(own.required) if own is not None else []
+    reasons: list[str] = [own.reason] if own is not None and own.reason else []
+    consequences: tuple[str, ...] = own.consequences if own is not None else ()
     if owner is not None:
         required += [p for p in owner.required if not any(p == q for q in required)]
         reasons.append(owner.reason)
@@ -294,7 +289,7 @@ def upstream_prediction(tc: str, run) -> Optional[Prediction]:
 def _upstream_group_sharing_a_card(run) -> Optional[str]:
     """Where upstream's consecutive groups hold two ranks on one card (which the card rule refuses): the
     first such pair, described; None when every consecutive group spans distinct cards."""
-    for group in oracle.expected_split_groups(run, rule=UPSTREAM_GROUPS):
+    for group in oracle.expected_split_groups(run, rule=UPSTREAM_GROUP_RULE):
         cards = [oracle.expected_rank_location(run, r) for r in group]
         for i, here in enumerate(cards):
             if here in cards[:i]:
@@ -311,6 +306,12 @@ PREDICTIONS: dict[str, Callable[[str, object], Optional[Prediction]]] = {
 upstream's owner rule; ``xllm_upstream`` is upstream in every rule (FEATURE 2-4: no enable flag,
 upstream's model list, consecutive groups, ``rank % s``, ``layer_id % s``); ``xllm_native`` is upstream's
 own planning code compiled from a source tree, so the same predictions hold."""
+
+
+def _suite(tc: str):
+    from harness.suites import load_suite  # the TC modules import this one
+
+    return load_suite(tc)
 
 
 def prediction(tc: str, implementation: str, run) -> Optional[Prediction]:

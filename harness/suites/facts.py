@@ -9,6 +9,7 @@ check against the spec, never an expectation.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -218,5 +219,73 @@ def worker_facts(worker, device: str, *, leak: Optional[LeakFacts] = None) -> Wo
     )
 
 
-def owned_full(wf: WorkerFacts) -> list[int]:
-    return wf.owned_full()
+# ---- reading facts: the one place that knows how a fact is shaped ----------------------------------
+
+
+def fact_field(obj: Any, name: str, default: Any = None) -> Any:
+    """``obj.name`` of a fact dataclass (``obj[name]`` of a mapping with the same field names, as reports and
+    tests build them), or ``default`` when absent."""
+    if isinstance(obj, Mapping):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def plan_of(facts: Sequence[Any]) -> Any:
+    """The master's plan (rank 0 sends it), None without facts or when the master refused."""
+    return fact_field(facts[0], "plan") if facts else None
+
+
+def run_of(facts: Sequence[Any]) -> Any:
+    """The RunSpec rank 0 brought up (the card-fitted run), None without facts."""
+    return fact_field(facts[0], "run") if facts else None
+
+
+def master_error(facts: Sequence[Any]) -> Optional[MasterError]:
+    """The master's refusal or failure (rank 0's ``error``), None when it planned."""
+    return fact_field(facts[0], "error") if facts else None
+
+
+def rank_of(fact: Any) -> int:
+    return int(fact_field(fact, "rank"))
+
+
+def workers_of(fact: Any) -> Mapping[str, Any]:
+    """Role -> the worker fact of that engine on this rank."""
+    return fact_field(fact, "workers") or {}
+
+
+def worker_of(fact: Any, role: str) -> Any:
+    return workers_of(fact).get(role)
+
+
+def owned_full(worker: Any) -> list[int]:
+    """Full layers the worker holds storage for (its own report, measured from its tensors)."""
+    return [int(fact_field(layer, "layer")) for layer in fact_field(worker, "layers") or ()
+            if fact_field(layer, "kind") == "full" and fact_field(layer, "owned")]
+
+
+def full_layers_held(worker: Any) -> list[int]:
+    """Full layers the worker has a cache entry for, owned or a view of its scratch."""
+    return [int(fact_field(layer, "layer")) for layer in fact_field(worker, "layers") or ()
+            if fact_field(layer, "kind") == "full"]
+
+
+def summarize(facts: list) -> dict:
+    """Numbers a sweep aggregates: per-rank estimated vs measured bytes, blocks, savings (the default
+    ``Suite.summarize``)."""
+    plan = plan_of(facts)
+    if plan is None:
+        return {"error": str(master_error(facts))}
+    measured = {f.rank: f.workers["target"].measured_bytes for f in facts if "target" in f.workers}
+    return {
+        "n_blocks": plan.n_blocks,
+        "uniform_n_blocks": plan.uniform_n_blocks,
+        "peak_bytes": plan.peak_bytes,
+        "uniform_peak_bytes": plan.uniform_peak_bytes,
+        "savings_bytes": plan.savings_bytes,
+        "capacity_gain": plan.capacity_gain,
+        "ranks": [
+            {"rank": rp.rank, "estimated_bytes": rp.estimated_bytes, "measured_bytes": measured.get(rp.rank)}
+            for rp in plan.ranks
+        ],
+    }

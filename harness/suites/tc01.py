@@ -14,38 +14,25 @@ values come from ``harness.oracle`` (FEATURE sections 3-7), not from the plan or
 from __future__ import annotations
 
 from harness import oracle
+from harness.suites import Suite
 from harness.suites.case import Case
 from harness.suites.common import (
     REGROUPED,
     leak_problems,
-    no_missing_baseline,
-    no_separate_draft,
     ownership_problems,
-    plan_of,
-    plan_world_size,
     profile_cases,
     regrouped_cases,
-    report_view,
-    run_of,
     standard_body,
     standard_cases,
     startup_problems,
-    summarize,
     tensor_problems,
     view_problems,
     worker_layout_problems,
 )
-from harness.suites.expectations import Problem
+from harness.suites.expectations import Problem, owners_differ, upstream_worker_owners
+from harness.suites.facts import plan_of, run_of
 
 TC = "TC-01"
-LEVEL = "L1"
-TITLE = "Allocation correctness"
-body = standard_body
-missing_baseline = no_missing_baseline
-separate_draft = no_separate_draft
-world_size = plan_world_size
-__all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "report_view", "summarize", "missing_baseline",
-           "separate_draft", "world_size"]
 
 
 # Exact byte math of quantized caches (FEATURE section 5) on the CPU profile, which supports them:
@@ -259,3 +246,16 @@ def check(facts: list, run) -> list[str]:
     problems += tensor_problems(facts, run)
     problems += leak_problems(facts)
     return problems
+
+
+SUITE = Suite(
+    TC=TC,
+    LEVEL="L1",
+    TITLE="Allocation correctness",
+    cases=cases,
+    body=standard_body,
+    check=check,
+    removed_by_keys=removed_by_keys,
+    predict_owner_rule=owners_differ,
+    predict_upstream_layout=upstream_worker_owners,
+)

@@ -17,35 +17,22 @@ from __future__ import annotations
 import itertools
 
 from harness import oracle
+from harness.suites import Suite
 from harness.suites.case import Case
 from harness.suites.common import (
     draft_plan_problems,
     leak_problems,
-    no_missing_baseline,
-    no_separate_draft,
     plan_layout_problems,
-    plan_of,
-    plan_world_size,
-    report_view,
-    run_of,
     standard_body,
     standard_cases,
     startup_problems,
-    summarize,
 )
-from harness.suites.expectations import Problem
+from harness.suites.expectations import OwnerRuleEffect, Predicted, Prediction, Problem
+from harness.suites.facts import plan_of, run_of
 
 TC = "TC-02"
-LEVEL = "L1"
-TITLE = "Memory estimation accuracy"
 TOLERANCE = 0.05
 """The seed's bound between estimate and measurement, for real device allocators."""
-body = standard_body
-missing_baseline = no_missing_baseline
-separate_draft = no_separate_draft
-world_size = plan_world_size
-__all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "report_view", "summarize", "missing_baseline",
-           "separate_draft", "world_size"]
 
 
 # FEATURE 6's edges that version 2.2 settled: (variant, model, layerwise option, key overrides).
@@ -198,3 +185,38 @@ def _measured_problems(facts: list, plan, run) -> list[str]:
                                     f"{measured[r] - uniform_peak} B", rule="peak", rank=r,
                                     amount=measured[r] - uniform_peak))
     return problems
+
+
+# ---- what the spec predicts a variant's plan makes this check find ----------------------------
+
+
+def predict_owner_rule(effect: OwnerRuleEffect) -> Prediction:
+    """Upstream's owner rule ``layer_id % s``: the ranks that then exceed the uniform peak at the same block
+    count, by how many bytes (none where the spec's own split cannot lower the peak, as the check then
+    checks none, FEATURE 6); else the ranks whose estimate differs; else the plan's owners."""
+    run = effect.run
+    over = ([] if oracle.expected_split_raises_peak(run)
+            else oracle.expected_ranks_over_uniform_peak(run, owner_rule=oracle.UPSTREAM_OWNER_RULE))
+    estimates = zip(oracle.expected_report(run).rank_bytes,
+                    oracle.expected_report(run, owner_rule=oracle.UPSTREAM_OWNER_RULE).rank_bytes)
+    differ = [r for r, (want, got) in enumerate(estimates) if want != got]
+    required = tuple(Predicted(rule="peak", rank=r, amount=amount,
+                               why=f"rank {r} exceeds the uniform peak by {amount} B") for r, amount in over)
+    if not over:  # no rank outgrows the uniform peak, but ranks hold other bytes than the spec's
+        required = tuple(Predicted(rule="estimate", rank=r, why=f"rank {r} owns other full layers' bytes")
+                         for r in differ)
+    if not required:  # owners moved between ranks of equal bytes: every figure but the owners stays the spec's
+        required = (Predicted(rule="owner-plan", why="the plan's owners follow layer_id % s"),)
+    return Prediction(required=required, consequences=("n_blocks", "estimate", "figure", "owner-plan", "notes"),
+                      reason=effect.reason)
+
+
+SUITE = Suite(
+    TC=TC,
+    LEVEL="L1",
+    TITLE="Memory estimation accuracy",
+    cases=cases,
+    body=standard_body,
+    check=check,
+    predict_owner_rule=predict_owner_rule,
+)

@@ -23,18 +23,11 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from harness import oracle
+from harness.suites import Suite
 from harness.suites.case import Case
-from harness.suites.common import (
-    master_error,
-    no_missing_baseline,
-    no_separate_draft,
-    plan_of,
-    plan_world_size,
-    preferred,
-    startup_problems,
-)
-from harness.suites.expectations import Problem, expected_rejection
-from harness.suites.facts import RankFacts, master_error_of
+from harness.suites.common import preferred, startup_problems
+from harness.suites.expectations import Predicted, Prediction, Problem, expected_rejection
+from harness.suites.facts import RankFacts, master_error, master_error_of, plan_of
 from harness.suites.ownership import bottleneck as _bottleneck
 from harness.suites.ownership import (
     expected_placement,
@@ -42,15 +35,9 @@ from harness.suites.ownership import (
     link_rank,
     worst_link,
 )
+from harness.suites.views import plan_report_view
 
 TC = "TC-03"
-LEVEL = "L1"
-TITLE = "ILU PCIe topology mapping"
-missing_baseline = no_missing_baseline
-separate_draft = no_separate_draft
-world_size = plan_world_size
-__all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "report_view", "summarize", "missing_baseline",
-           "separate_draft", "world_size"]
 
 MODELS = ("deepseek_v32", "qwen3_5_moe")
 LAYERWISE = ("s2", "s4")
@@ -188,7 +175,8 @@ def body(ctx, run, impl_cfg) -> TopologyFacts:
         except UserError as exc:
             published = (None, master_error_of(exc))
     plan, error = ctx.broadcast_object(published, src=0)
-    base = {"rank": ctx.rank, "device": ctx.device, "error": error, "plan": plan if ctx.rank == 0 else None}
+    base = {"rank": ctx.rank, "device": ctx.device, "error": error, "plan": plan if ctx.rank == 0 else None,
+            "run": run if ctx.rank == 0 else None}
     if plan is None:
         return TopologyFacts(**base)
     # Decided from the broadcast plan alone, so every rank takes the same branch.
@@ -380,19 +368,6 @@ def _check_live(facts, plan, run) -> list[str]:
 # ---- reports ----------------------------------------------------------------------------
 
 
-def report_view(facts: list) -> dict:
-    plan = plan_of(facts)
-    if plan is None:
-        return {"layout": None, "memory": None}
-    ranks = [rp.rank for rp in plan.ranks]
-    return {
-        "layout": {"ranks": ranks, "layers": list(range(plan.num_layers)), "full_layers": list(plan.full_layers),
-                   "owned": {rp.rank: list(rp.owned_full_layers) for rp in plan.ranks}},
-        "memory": {"ranks": ranks, "estimated_bytes": [rp.estimated_bytes for rp in plan.ranks],
-                   "uniform_bytes": [plan.uniform_peak_bytes for _ in ranks]},
-    }
-
-
 def summarize(facts: list) -> dict:
     plan = plan_of(facts)
     if plan is None:
@@ -404,3 +379,47 @@ def summarize(facts: list) -> dict:
         "n_blocks": plan.n_blocks,
         "peak_bytes": plan.peak_bytes,
     }
+
+
+# ---- what the spec predicts upstream's variants make this check find -----------------------------
+
+
+def passes_any_refusal(run) -> bool:
+    """A placement the spec refuses passes any UserError (``check``): nothing to predict."""
+    return bool(oracle.spec_refuses_cards(run))
+
+
+def predict_upstream_layout(run) -> Optional[Prediction]:
+    """Upstream keeps consecutive split groups where the spec regroups: a ``groups`` problem located at the
+    first rank of each TP group whose consecutive groups are not the spec's."""
+    spec_groups = oracle.expected_split_groups(run, rule=oracle.SPEC_GROUP_RULE)
+    upstream_groups = oracle.expected_split_groups(run, rule=oracle.UPSTREAM_GROUP_RULE)
+    required = []
+    if spec_groups is not None:
+        spec_sets = {frozenset(g) for g in spec_groups}
+        p = run.parallel
+        for tp_group in oracle.expected_split_groups_consecutive(p.world_size, p.dp_size, p.cp_size,
+                                                                 oracle.attn_tp_size(run)):
+            inside = [g for g in upstream_groups if set(g) <= set(tp_group)]
+            if any(frozenset(g) not in spec_sets for g in inside):
+                required.append(Predicted(rule="groups", rank=tp_group[0],
+                                          why=f"consecutive groups {inside} in TP group {tp_group}"))
+    if not required:
+        return None
+    return Prediction(required=tuple(required),
+                      reason=f"upstream keeps consecutive split groups on {run.hardware.topology.name}; the spec "
+                             f"regroups by its grouping key (FEATURE 4: worst link, then each group's own)")
+
+
+SUITE = Suite(
+    TC=TC,
+    LEVEL="L1",
+    TITLE="ILU PCIe topology mapping",
+    cases=cases,
+    body=body,
+    check=check,
+    report_view=plan_report_view,
+    summarize=summarize,
+    predict_upstream_layout=predict_upstream_layout,
+    passes_any_refusal=passes_any_refusal,
+)

@@ -26,28 +26,22 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from harness import oracle
+from harness.suites import Suite
 from harness.suites.bring_up import bring_up, engines_for
 from harness.suites.case import Case
 from harness.suites.common import (
     draft_message_problems,
     leak_problems,
-    master_error,
-    no_missing_baseline,
     ownership_problems,
-    plan_of,
     preferred,
     regrouped_cases,
     startup_problems,
     worker_layout_problems,
 )
-from harness.suites.facts import MasterError, RankFacts, owned_full, worker_facts
+from harness.suites.expectations import upstream_worker_owners
+from harness.suites.facts import MasterError, RankFacts, master_error, owned_full, plan_of, worker_facts
 
 TC = "TC-04"
-LEVEL = "L1"
-TITLE = "Engine layout propagation"
-missing_baseline = no_missing_baseline
-__all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "report_view", "summarize", "world_size",
-           "separate_draft", "missing_baseline"]
 
 MODELS = ("deepseek_v32", "glm_moe_dsa", "qwen3_5_moe")
 PARALLEL = ("tp4", "dp2_tp4")
@@ -342,3 +336,18 @@ def summarize(facts: list) -> dict:
         "n_blocks": plan.n_blocks,
         "tamper_rejected": [t.refused.type for f in facts for t in f.tamper.values() if t.tampered and t.refused],
     }
+
+
+SUITE = Suite(
+    TC=TC,
+    LEVEL="L1",
+    TITLE="Engine layout propagation",
+    cases=cases,
+    body=body,
+    check=check,
+    report_view=report_view,
+    summarize=summarize,
+    separate_draft=separate_draft,
+    world_size=world_size,
+    predict_upstream_layout=upstream_worker_owners,
+)

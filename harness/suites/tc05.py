@@ -40,33 +40,22 @@ import torch
 import torch.distributed as dist
 
 from harness import oracle
+from harness.suites import Suite
 from harness.suites.bring_up import bring_up
 from harness.suites.case import Case
 from harness.suites.common import (
     leak_problems,
-    no_missing_baseline,
-    no_separate_draft,
     ownership_problems,
-    plan_of,
-    plan_world_size,
     profile_cases,
     regrouped_cases,
-    report_view,
     startup_problems,
-    summarize,
     view_problems,
 )
-from harness.suites.facts import RankFacts, worker_facts
+from harness.suites.expectations import upstream_worker_owners
+from harness.suites.facts import RankFacts, plan_of, worker_facts
 from harness.suites.measure import storage_key
 
 TC = "TC-05"
-LEVEL = "L1"
-TITLE = "Worker KV shard application"
-missing_baseline = no_missing_baseline
-separate_draft = no_separate_draft
-world_size = plan_world_size
-__all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "report_view", "summarize", "missing_baseline",
-           "separate_draft", "world_size"]
 
 DP_MODELS = ("deepseek_v32", "qwen3_5_moe")
 """Models also run at dp 2 x tp 4 (one MLA+DSA, one hybrid): the split groups of two TP groups."""
@@ -455,3 +444,14 @@ def _addressing_problems(r: int, wf, run, n_blocks: int) -> list[str]:
 def _owned(f) -> list[int]:
     wf = f.workers.get("target")
     return [l.layer for l in wf.layers if l.owned] if wf is not None else []
+
+
+SUITE = Suite(
+    TC=TC,
+    LEVEL="L1",
+    TITLE="Worker KV shard application",
+    cases=cases,
+    body=body,
+    check=check,
+    predict_upstream_layout=upstream_worker_owners,
+)

@@ -15,28 +15,14 @@ import itertools
 from functools import lru_cache
 from typing import Optional
 
-from harness.suites import baseline
+from harness import oracle
+from harness.suites import Suite, baseline
 from harness.suites.case import Case
-from harness.suites.common import (
-    leak_problems,
-    no_separate_draft,
-    plan_of,
-    plan_world_size,
-    report_view,
-    standard_body,
-    startup_problems,
-    summarize,
-)
-from harness.suites.expectations import Problem
+from harness.suites.common import leak_problems, standard_body, startup_problems
+from harness.suites.expectations import Predicted, Prediction, Problem
+from harness.suites.facts import plan_of
 
 TC = "TC-06"
-LEVEL = "L2"
-TITLE = "Fallback when disabled"
-body = standard_body
-separate_draft = no_separate_draft
-world_size = plan_world_size
-__all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "missing_baseline", "report_view", "summarize",
-           "separate_draft", "world_size"]
 
 DISABLED = ("off", "s1")
 OFF_S2_MODELS = ("deepseek_v32", "qwen3_5_moe")
@@ -147,3 +133,27 @@ def _rank_problems(r: int, wf, want: dict) -> list[str]:
 
 def _brief(tensors: dict) -> str:
     return "{" + ", ".join(f"{n}: {t['dtype']}{t['shape']} {t['bytes']} B" for n, t in tensors.items()) + "}"
+
+
+# ---- what the spec predicts upstream's variants make this check find -----------------------------
+
+
+def predict_upstream_unsplit(run) -> Prediction:
+    """Upstream has no enable flag: with it off and s > 1 upstream still splits, so its plan is active
+    (``baseline-plan``) and every rank departs from the uniform baseline (``baseline``)."""
+    return Prediction(required=(Predicted(rule="baseline-plan"),
+                                *(Predicted(rule="baseline", rank=r) for r in range(run.parallel.world_size))),
+                      reason=f"upstream has no enable flag: layerwise_split_size {oracle.upstream_split_size(run)} "
+                             f"alone splits, so every rank departs from the uniform baseline (FEATURE 2)")
+
+
+SUITE = Suite(
+    TC=TC,
+    LEVEL="L2",
+    TITLE="Fallback when disabled",
+    cases=cases,
+    body=standard_body,
+    check=check,
+    missing_baseline=missing_baseline,
+    predict_upstream_unsplit=predict_upstream_unsplit,
+)

@@ -16,36 +16,23 @@ from __future__ import annotations
 import itertools
 
 from harness import oracle
+from harness.suites import Suite
 from harness.suites.case import Case
 from harness.suites.common import (
     draft_message_problems,
     draft_plan_problems,
     leak_problems,
-    no_missing_baseline,
-    no_separate_draft,
     ownership_problems,
-    plan_of,
-    plan_world_size,
     regrouped_cases,
-    report_view,
-    run_of,
     standard_body,
     startup_problems,
-    summarize,
     tensor_problems,
     worker_layout_problems,
 )
-from harness.suites.expectations import Problem
+from harness.suites.expectations import Problem, owners_differ, upstream_worker_owners
+from harness.suites.facts import plan_of, run_of
 
 TC = "TC-07"
-LEVEL = "L2"
-TITLE = "Speculative engine"
-body = standard_body
-missing_baseline = no_missing_baseline
-separate_draft = no_separate_draft
-world_size = plan_world_size
-__all__ = ["TC", "LEVEL", "TITLE", "cases", "body", "check", "report_view", "summarize", "missing_baseline",
-           "separate_draft", "world_size"]
 
 PAIRS = (("deepseek_v3", "deepseek_mtp"), ("deepseek_v32", "deepseek_v32_mtp"), ("qwen3_5_moe", "qwen3_5_mtp"))
 """Each target with its own MTP draft (conf/draft)."""
@@ -165,3 +152,15 @@ def _draft_problems(r: int, wf, run, n: int, tp: int) -> list[str]:
         out.append(Problem(f"rank {r} draft: allocated {wf.measured_bytes} B, spec {n * per_block} B "
                            f"({n} blocks x {per_block} B/block)", rule="bytes", rank=r))
     return out
+
+
+SUITE = Suite(
+    TC=TC,
+    LEVEL="L2",
+    TITLE="Speculative engine",
+    cases=cases,
+    body=standard_body,
+    check=check,
+    predict_owner_rule=owners_differ,
+    predict_upstream_layout=upstream_worker_owners,
+)

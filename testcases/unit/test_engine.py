@@ -1,4 +1,5 @@
-"""Master -> engine -> worker propagation as plain objects (FEATURE section 8; TC-04, TC-07 in process).
+"""Master -> engine -> worker propagation as plain objects (FEATURE section 8), through the in-process driver
+``testcases/unit/_local_engine.py`` (the TCs drive the same interface over real collectives: ``harness.suites.bring_up``).
 
 Two halves: the plumbing and the pure checks driven by a hand-written stub
 implementation (so they do not depend on the planner), then the real
@@ -17,7 +18,8 @@ from implementations.errors import PlanError
 from implementations.interface import KVShardingImplementation
 from implementations.plan_types import KVPlan
 from implementations.reference.allocation import allocate_worker_cache, cache_bytes
-from implementations.reference.engine import (
+from implementations.specs import LayerwiseFlags, RunSpec
+from testcases.unit._local_engine import (
     Engine,
     Master,
     Worker,
@@ -28,7 +30,6 @@ from implementations.reference.engine import (
     plan_coverage_errors,
     start_local,
 )
-from implementations.specs import LayerwiseFlags, RunSpec
 from testcases.unit.test_allocation import (
     GQA,
     HYBRID,

@@ -1,12 +1,14 @@
 """The suites' declared contracts and the spec's predictions, without processes.
 
-Suite modules satisfy ``harness.suites.Suite``; rank facts are frozen, picklable data;
+Each TC module declares a checked ``harness.suites.Suite``; rank facts are frozen, picklable data;
 rejections name the field of the rule a case breaks; expected ownership comes from the
 spec's split groups (regrouped topologies included); a predicted failure is strict.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import pickle
 import types
 
@@ -16,6 +18,7 @@ from harness.suites import TC_MODULES, Suite, check_suite, load_suite, ownership
 from harness.suites.case import Case
 from harness.suites.expectations import Predicted, Prediction, Problem, expected_rejection, judge, prediction
 from harness.suites.facts import LayerFacts, LeakFacts, MasterError, RankFacts, TensorFacts, WorkerFacts
+from harness.suites.matrix import load_matrix
 from harness.suites.tc01 import REJECTIONS
 
 pytestmark = pytest.mark.unit
@@ -50,21 +53,55 @@ def _case(model="qwen3_5_moe", layerwise="s2", parallel="tp4", *, hardware="cpu"
                 hardware=hardware, extra=tuple(extra))
 
 
-# ---- Suite protocol -----------------------------------------------------------------------
+# ---- Suite declarations ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("tc", sorted(TC_MODULES))
-def test_every_tc_module_is_a_suite(tc):
+def test_every_tc_module_declares_its_suite(tc):
     suite = load_suite(tc)
     assert isinstance(suite, Suite) and suite.TC == tc
+    assert suite is importlib.import_module(TC_MODULES[tc]).SUITE
 
 
-def test_a_module_lacking_a_member_is_refused_at_load():
+@pytest.mark.parametrize("tc", sorted(TC_MODULES))
+def test_a_module_function_named_as_a_hook_is_the_hook_its_suite_declares(tc):
+    module = importlib.import_module(TC_MODULES[tc])
+    suite = load_suite(tc)
+    for f in dataclasses.fields(Suite):
+        own = module.__dict__.get(f.name)
+        if callable(own) and getattr(own, "__module__", None) == module.__name__:
+            assert getattr(suite, f.name) is own, f"{tc} defines {f.name} but its SUITE does not declare it"
+
+
+def _fake_module(**names) -> types.ModuleType:
     fake = types.ModuleType("harness.suites.fake")
-    fake.TC, fake.LEVEL, fake.TITLE = "TC-09", "L1", "fake"
-    fake.cases = fake.body = fake.report_view = fake.summarize = lambda *a: None
-    with pytest.raises(TypeError, match="check, missing_baseline, separate_draft, world_size"):
-        check_suite(fake)
+    fake.__dict__.update(names)
+    return fake
+
+
+def test_a_module_without_a_suite_is_refused_at_load():
+    with pytest.raises(TypeError, match="harness.suites.fake is not a TC module: it declares no SUITE"):
+        check_suite(_fake_module(TC="TC-01", cases=lambda m: [], check=lambda f, r: []))
+    with pytest.raises(TypeError, match="found dict"):
+        check_suite(_fake_module(SUITE={"TC": "TC-01"}))
+
+
+def test_a_suite_lacking_a_required_hook_is_refused():
+    with pytest.raises(TypeError, match="'check'"):
+        Suite(TC="TC-01", LEVEL="L1", TITLE="fake", cases=lambda m: [], body=lambda *a: None)
+    with pytest.raises(TypeError, match="hook world_size is not callable"):
+        Suite(TC="TC-01", LEVEL="L1", TITLE="fake", cases=lambda m: [], body=lambda *a: None,
+              check=lambda f, r: [], world_size=4)
+    with pytest.raises(TypeError, match="TC-09"):
+        Suite(TC="TC-09", LEVEL="L1", TITLE="fake", cases=lambda m: [], body=lambda *a: None, check=lambda f, r: [])
+
+
+def test_a_hook_left_out_takes_its_one_default():
+    suite = Suite(TC="TC-01", LEVEL="L1", TITLE="fake", cases=lambda m: [], body=lambda *a: None,
+                  check=lambda f, r: [])
+    assert (suite.missing_baseline(None), suite.separate_draft(None), suite.removed_by_keys(None)) == (None, False, ())
+    assert suite.report_view is load_suite("TC-01").report_view
+    assert load_suite("TC-04").world_size is not suite.world_size  # TC-04 declares its own
 
 
 # ---- facts cross the process boundary --------------------------------------------------------
@@ -282,3 +319,18 @@ def test_a_budget_holding_no_block_is_refused_naming_one_of_its_knobs():
     assert refused("cache.kv_budget_bytes") == [] and refused("hardware.reserved_bytes_per_card") == []
     assert [p.rule for p in refused("cache.max_linear_state_cache_slots")] == ["rejection"]
     assert [p.rule for p in rejection_problems(None, run)] == ["rejection"]
+
+
+@pytest.mark.parametrize("tc", ["TC-01", "TC-03"])
+def test_a_case_report_is_described_by_its_tc_modules_docstring(tc, monkeypatch):
+    import allure
+
+    from harness.reporting import allure_labels
+
+    shown = {}
+    monkeypatch.setattr(allure.dynamic, "title", lambda text: shown.setdefault("title", text))
+    monkeypatch.setattr(allure.dynamic, "description", lambda text: shown.setdefault("description", text))
+    case = load_suite(tc).cases(load_matrix("smoke"))[0]
+    allure_labels.apply_title(case, load_suite(tc))
+    doc = importlib.import_module(TC_MODULES[tc]).__doc__
+    assert shown["description"] == doc.strip().split("\n\n", 1)[0] and shown["description"].startswith(f"{tc} (L")

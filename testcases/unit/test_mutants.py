@@ -21,8 +21,8 @@ from implementations.interface import KVShardingImplementation
 from implementations.mutants import COMPONENTS, MUTANTS
 from implementations.reference import ReferenceImplementation
 from implementations.reference.allocation import cache_bytes, layer_own_bytes
-from implementations.reference.engine import start_local
 from implementations.specs import CacheSpec
+from testcases.unit._local_engine import start_local
 from testcases.unit._models import (
     DEEPSEEK_MTP,
     DEEPSEEK_V3,

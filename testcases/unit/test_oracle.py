@@ -709,3 +709,13 @@ def test_the_split_raises_the_peak_with_one_full_layer_and_carries_the_note():
     assert oracle.expected_report(two).peak_bytes == oracle.expected_report(two).uniform_peak_bytes
     assert not oracle.expected_split_raises_peak(run_spec(QWEN3_5_MOE, split=4))
     assert not oracle.expected_split_raises_peak(run_spec(with_model(DEEPSEEK_V3, num_hidden_layers=1), split=1))
+
+
+def test_rank_coordinates_invert_the_global_rank():
+    """FEATURE 3: global rank = dp_rank * (cp*tp) + cp_rank * tp + tp_rank, read back both ways."""
+    run = SimpleNamespace(parallel=SimpleNamespace(world_size=16, dp_size=2, cp_size=2))  # attention TP 4
+    coords = [oracle.expected_rank_coordinates(run, r) for r in range(16)]
+    assert coords[0] == (0, 0, 0) and coords[5] == (0, 1, 1) and coords[11] == (1, 0, 3) and coords[15] == (1, 1, 3)
+    assert [oracle.global_rank(*c, cp=2, tp=4) for c in coords] == list(range(16))
+    assert oracle.expected_split_groups_consecutive(16, 2, 2, 4) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11],
+                                                                      [12, 13, 14, 15]]

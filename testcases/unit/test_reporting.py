@@ -562,7 +562,7 @@ def _facts(owner_rule=None, draft="none"):
 
 def test_views_take_expected_owners_from_the_oracle_not_the_plan():
     from harness import oracle
-    from harness.reporting import views
+    from harness.suites import views
 
     upstream = lambda full, split_rank: [l for l in full if l % 2 == split_rank]  # noqa: E731  layer_id % s
     facts, plan, run = _facts(upstream)
@@ -582,10 +582,37 @@ def test_views_take_expected_owners_from_the_oracle_not_the_plan():
     assert len(_chart(**memory).findall(f"{_SVG}rect[@class='bar']")) == 2 * len(memory["ranks"])
 
 
+def test_the_planning_tc_shows_the_plans_owners_next_to_the_spec():
+    """TC-03 allocates nothing: its report view is the plan's owners and estimates next to the oracle's."""
+    from harness import oracle
+    from harness.suites import load_suite, views
+    from harness.suites.case import Case
+    from harness.suites.tc03 import TopologyFacts
+    from implementations.reference import ReferenceImplementation
+    from implementations.upstream_owner_rule import UpstreamOwnerRuleImplementation
+
+    suite = load_suite("TC-03")
+    assert suite.report_view is views.plan_report_view
+    run = Case(tc="TC-03", model="qwen3_5_moe", layerwise="s2", parallel="tp4", implementation="reference").resolved.run
+    for impl, departs in ((ReferenceImplementation(), False), (UpstreamOwnerRuleImplementation(), True)):
+        plan = impl.plan(run)
+        facts = [TopologyFacts(rank=r, plan=plan if r == 0 else None, run=run if r == 0 else None) for r in range(4)]
+        view = suite.report_view(facts)
+        layout, memory = view["layout"], view["memory"]
+        assert layout["owned"] == {rp.rank: list(rp.owned_full_layers) for rp in plan.ranks}
+        assert layout["expected_owned"] == {r: list(oracle.expected_rank_owned_layers(run, r)) for r in range(4)}
+        assert (attachments.departures(layout) > 0) is departs
+        assert memory["estimated_bytes"] == [rp.estimated_bytes for rp in plan.ranks]
+        n_blocks, _ = oracle.expected_block_counts(run, oracle.run_budget_bytes(run))
+        assert memory["spec_bytes"] == [oracle.expected_rank_bytes(run, n_blocks, layout["expected_owned"][r])
+                                        for r in range(4)]
+        attachments.memory_chart_svg(**memory)
+
+
 def test_views_read_frozen_dataclass_facts_alike():
     from dataclasses import dataclass
 
-    from harness.reporting import views
+    from harness.suites import views
 
     @dataclass(frozen=True)
     class Layer:
@@ -618,7 +645,7 @@ def test_views_read_frozen_dataclass_facts_alike():
 
 def test_views_show_the_draft_of_a_speculative_case():
     from harness import oracle
-    from harness.reporting import views
+    from harness.suites import views
 
     facts, plan, run = _facts(draft="qwen3_5_mtp")
     draft_full = oracle.expected_full_layers(run.draft)

@@ -15,9 +15,9 @@ Expected values come from the oracle only, never from the plan under test. The p
 gives the block count the workers really allocated; the spec lines use the spec's
 own block count (FEATURE section 6).
 
-Facts are read through the accessors below, so a rank fact may be the mapping the
-ranks send today or a frozen dataclass with the same field names (attribute access);
-the views need only these fields:
+Facts are read through the accessors of ``harness.suites.facts``, so a rank fact may be
+the frozen dataclass the ranks send or a mapping with the same field names; the views
+need only these fields:
 
     rank fact:   rank, plan (rank 0), run (rank 0), error (rank 0), workers (role -> worker fact)
     worker fact: plan_rank, split_rank, measured_bytes, layers (each: layer, kind, owned)
@@ -25,52 +25,13 @@ the views need only these fields:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Optional
 
 from harness import oracle
+from harness.suites.facts import fact_field, full_layers_held, owned_full, plan_of, rank_of, run_of, worker_of
 
 TARGET, DRAFT = "target", "draft"
-
-
-# ---- accessors: one place that knows how a fact is shaped -------------------------------------
-
-
-def field(obj: Any, name: str, default: Any = None) -> Any:
-    """``obj[name]`` for a mapping, ``obj.name`` for a dataclass (or ``default`` when absent)."""
-    if isinstance(obj, Mapping):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
-
-
-def rank_of(fact: Any) -> int:
-    return int(field(fact, "rank"))
-
-
-def workers_of(fact: Any) -> Mapping[str, Any]:
-    return field(fact, "workers") or {}
-
-
-def worker_of(fact: Any, role: str) -> Any:
-    return workers_of(fact).get(role)
-
-
-def plan_of(facts: Sequence[Any]) -> Any:
-    return field(facts[0], "plan") if facts else None
-
-
-def run_of(facts: Sequence[Any]) -> Any:
-    return field(facts[0], "run") if facts else None
-
-
-def owned_full(worker: Any) -> list[int]:
-    """Full layers the worker holds storage for (its own report, measured from its tensors)."""
-    return [int(field(layer, "layer")) for layer in field(worker, "layers") or ()
-            if field(layer, "kind") == "full" and field(layer, "owned")]
-
-
-def full_layers_held(worker: Any) -> list[int]:
-    return [int(field(layer, "layer")) for layer in field(worker, "layers") or () if field(layer, "kind") == "full"]
 
 
 def _rows(facts: Sequence[Any], role: str) -> list[tuple[int, Any]]:
@@ -151,7 +112,7 @@ def layout_view(facts: Sequence[Any], role: str = TARGET) -> Optional[dict]:
     rows = _rows(facts, role)
     if plan is None or not rows:
         return None
-    num_layers = max((int(field(layer, "layer")) for _, w in rows for layer in field(w, "layers") or ()),
+    num_layers = max((int(fact_field(layer, "layer")) for _, w in rows for layer in fact_field(w, "layers") or ()),
                      default=-1) + 1
     view = {
         "title": f"{role} KV layout: {case_title(run, role)}" if run is not None else f"{role} KV layout",
@@ -159,14 +120,14 @@ def layout_view(facts: Sequence[Any], role: str = TARGET) -> Optional[dict]:
         "layers": list(range(num_layers)),
         "full_layers": sorted({layer for _, w in rows for layer in full_layers_held(w)}),
         "owned": {rank: owned_full(w) for rank, w in rows},
-        "split_ranks": {rank: int(field(w, "split_rank", 0)) for rank, w in rows},
+        "split_ranks": {rank: int(fact_field(w, "split_rank", 0)) for rank, w in rows},
     }
     if run is not None and (run.draft is not None if role == DRAFT else _spec_applies(run)):
         model = _model(run, role)
         if role == DRAFT:
             expected = {rank: list(oracle.expected_full_layers(model)) for rank, _ in rows}
         else:
-            expected = {rank: spec_owned(run, int(field(w, "plan_rank", rank))) for rank, w in rows}
+            expected = {rank: spec_owned(run, int(fact_field(w, "plan_rank", rank))) for rank, w in rows}
         view["expected_full_layers"] = list(oracle.expected_full_layers(model))
         view["expected_owned"] = expected
     return view
@@ -181,22 +142,22 @@ def memory_view(facts: Sequence[Any], role: str = TARGET) -> Optional[dict]:
     estimated = {int(rp.rank): int(rp.estimated_bytes) for rp in plan.ranks}
     view: dict = {
         "ranks": [rank for rank, _ in rows],
-        "estimated_bytes": [estimated.get(int(field(w, "plan_rank", rank)), 0) for rank, w in rows],
-        "measured_bytes": [int(field(w, "measured_bytes", 0)) for _, w in rows],
+        "estimated_bytes": [estimated.get(int(fact_field(w, "plan_rank", rank)), 0) for rank, w in rows],
+        "measured_bytes": [int(fact_field(w, "measured_bytes", 0)) for _, w in rows],
         "title": f"Per-rank KV memory: {case_title(run)}" if run is not None else "Per-rank KV memory",
     }
     drafts = _rows(facts, DRAFT) if role == TARGET else []
     if drafts and len(drafts) == len(rows):
-        view["draft_measured_bytes"] = [int(field(w, "measured_bytes", 0)) for _, w in drafts]
+        view["draft_measured_bytes"] = [int(fact_field(w, "measured_bytes", 0)) for _, w in drafts]
         draft_estimated = {int(rp.rank): int(rp.draft_estimated_bytes) for rp in plan.ranks}
-        view["draft_estimated_bytes"] = [draft_estimated.get(int(field(w, "plan_rank", rank)), 0)
+        view["draft_estimated_bytes"] = [draft_estimated.get(int(fact_field(w, "plan_rank", rank)), 0)
                                          for rank, w in drafts]
     if run is None:
         return view
     view["budget_bytes"] = budget_bytes(run)
     if _spec_applies(run):
         n_spec, _ = spec_block_counts(run)
-        view["spec_bytes"] = [spec_rank_bytes(run, int(field(w, "plan_rank", rank)), n_spec, role) for rank, w in rows]
+        view["spec_bytes"] = [spec_rank_bytes(run, int(fact_field(w, "plan_rank", rank)), n_spec, role) for rank, w in rows]
         view["uniform_bytes"] = spec_uniform_peak_bytes(run, role)
         if "draft_measured_bytes" in view and run.draft is not None:
             view["draft_spec_bytes"] = [spec_rank_bytes(run, 0, n_spec, DRAFT) for _ in drafts]

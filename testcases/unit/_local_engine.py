@@ -1,14 +1,15 @@
-"""Master, engine and worker as plain objects (FEATURE section 8, components 5 and 6).
+"""Master, engine and worker as plain objects in one process: a unit-test driver (FEATURE section 8).
 
-The upstream roles, with no process group: the master validates and plans once,
-each engine hands its workers the plan for its role, each worker checks what it
-got against the digest the master published and allocates. A distributed runner
-calls the same objects on each rank and moves the messages with real
-collectives; here they move as Python values. Any ``KVShardingImplementation``
-can be driven this way.
+The upstream roles with no process group: the master validates and plans once, each
+engine hands its workers the plan for its role, each worker checks what it got against
+the digest the master published and allocates. Messages move as Python values, so a
+unit test can drive any ``KVShardingImplementation`` (the reference, a mutant, a stub)
+through the interface without starting ranks.
 
-The checks at the bottom are pure functions over plain data (ranks, digests,
-owned layer ids) so the distributed runner can gather that data and reuse them.
+This is test support, not the harness's model of the protocol: the TCs run
+``harness.suites.bring_up``, where every message crosses a real collective and TC-04
+judges coverage over the real split subgroups (``tc04._check_coverage``). The pure
+checks at the bottom (digests, coverage of full layers) serve the unit tests only.
 """
 
 from __future__ import annotations
@@ -139,7 +140,7 @@ def start_local(impl: KVShardingImplementation, run: RunSpec, *, device: str = "
     return local
 
 
-# ---- checks the harness reuses (pure, plain data in, problems out) ----------------
+# ---- checks the unit tests use (pure, plain data in, problems out) ----------------
 
 
 def digest_errors(digests: Mapping[int, str], expected: Optional[str] = None) -> list[str]:
