@@ -47,7 +47,7 @@ from implementations.errors import UserError
 ABI = "lwsplit-native-1"
 """Bumped when the binding's protocol changes: part of every cache key."""
 CPP_DIR = Path(__file__).resolve().parent / "cpp"
-PROJECT_SOURCES = ("binding.cpp", "engine_shim.h", "parallel_config.h")
+PROJECT_SOURCES = ("binding.cpp", "protocol.h", "engine_shim.h", "parallel_config.h")
 CXX_FLAGS = ("-std=c++20", "-O1", "-fPIC", "-shared", "-w", "-DNDEBUG")
 ENV_SOURCE = "LWSPLIT_XLLM_SRC"
 ENV_CACHE = "LWSPLIT_NATIVE_CACHE"
@@ -89,6 +89,13 @@ class TreeMap:
 
     root: Path
     files: dict = field(default_factory=dict)
+    manifest: Optional[object] = None
+    """A ``manifest.Manifest`` with ``compile: sources`` (its sources and glue compiled one object each);
+    None for upstream's cut-out build over ``files``."""
+
+    @property
+    def port(self) -> bool:
+        return self.manifest is not None and self.manifest.compile == "sources"
 
     def path(self, role: str) -> Path:
         return self.root / self.files[role]
@@ -122,6 +129,17 @@ def tree_map(source_dir: Optional[str], files: Optional[dict] = None) -> TreeMap
                 raise UserError(f"implementation.files.{role}", merged[role], f"files of {tree.root}",
                                 f"{p} is missing")
     return tree
+
+
+def port_tree(m, root: Path) -> TreeMap:
+    """The tree of a ``compile: sources`` manifest, after checking that it holds what the manifest names."""
+    from implementations.xllm_native import manifest as manifest_mod
+
+    root = root.expanduser().resolve()
+    if not root.is_dir():
+        raise UserError(FIELD, str(root), "an existing folder holding the tree the manifest describes")
+    manifest_mod.check_tree(m, root)
+    return TreeMap(root=root, files={}, manifest=m)
 
 
 # ---- cutting functions out of a file ---------------------------------------------------------
@@ -224,8 +242,11 @@ def check_entry_points(tree: TreeMap) -> None:
                                 f"{name} not found in {tree.path(role)}")
 
 
-def generate(tree: TreeMap, gen: Path) -> Path:
-    """Write the build folder's sources; returns the unity translation unit."""
+def generate(tree: TreeMap, gen: Path) -> Optional[Path]:
+    """Write the build folder's sources; returns the unity translation unit (None for a port tree,
+    whose sources and glue compile as they are)."""
+    if tree.port:
+        return None
     check_entry_points(tree)
     for rel in ("core/framework/config", "framework/config", "core/util", "util"):
         (gen / rel).mkdir(parents=True, exist_ok=True)
@@ -301,6 +322,41 @@ def compile_command(tree: TreeMap, gen: Path, unity: Path, out: Path) -> list[st
     return cmd + ["-lglog", "-lgflags"]
 
 
+PORT_FLAGS = ("-std=c++20", "-O1", "-fPIC", "-w", "-DNDEBUG")
+"""Flags of each object of a port tree (``CXX_FLAGS`` less ``-shared``: the objects are linked after)."""
+
+
+def port_sources(tree: TreeMap) -> list[Path]:
+    """What a port tree compiles, in order: its sources, the base tree's, the glue file."""
+    m = tree.manifest
+    base = m.base_root()
+    return [tree.root / s for s in m.sources] + [base / s for s in m.base_sources] + [m.glue_path]
+
+
+def port_commands(tree: TreeMap, gen: Path, out: Path) -> list[list[str]]:
+    """One compile command per source (``gen/obj/NN-stem.o`` with its ``.d``), then the link."""
+    m = tree.manifest
+    base = m.base_root()
+    dirs = [tree.root / d for d in m.include_dirs] + [base / d for d in m.base_include_dirs] + [CPP_DIR]
+    flags = [*PORT_FLAGS, *(f"-D{d}" for d in m.defines), *(f"-I{d}" for d in dirs)]
+    objdir = gen / "obj"
+    objdir.mkdir(parents=True, exist_ok=True)
+    cmds, objs = [], []
+    for i, src in enumerate(port_sources(tree)):
+        obj = objdir / f"{i:02d}-{src.stem}.o"
+        objs.append(str(obj))
+        cmds.append([compiler(), *flags, "-MD", "-MF", str(obj.with_suffix(".d")), "-c", str(src), "-o", str(obj)])
+    cmds.append([compiler(), "-shared", *objs, "-o", str(out), "-Wl,--no-undefined", "-lglog", "-lgflags"])
+    return cmds
+
+
+def compile_commands(tree: TreeMap, gen: Path, unity: Optional[Path], out: Path) -> list[list[str]]:
+    """The compiler runs that build ``out``: one for upstream's unity file, one per object and a link for a port."""
+    if tree.port:
+        return port_commands(tree, gen, out)
+    return [compile_command(tree, gen, unity, out)]
+
+
 def _sha(*parts: bytes) -> str:
     h = hashlib.sha256()
     for part in parts:
@@ -318,6 +374,12 @@ def _compiler_id(cxx: str) -> bytes:
 def source_key(tree: TreeMap) -> str:
     """Hash of what decides the build before the compiler runs: role files, the project's C++,
     the map, the compiler and its flags, the torch headers' location."""
+    if tree.port:
+        m = tree.manifest
+        parts = [ABI.encode(), m.path.read_bytes(), str(tree.root).encode(), str(m.base_root()).encode()]
+        parts += [p.read_bytes() for p in port_sources(tree)] + [(CPP_DIR / "protocol.h").read_bytes()]
+        cxx = compiler()
+        return _sha(*parts, cxx.encode(), _compiler_id(cxx), " ".join(PORT_FLAGS).encode())[:20]
     files = [tree.path(r) for r in ROLES] + list(tree.paths("support")) + list(tree.paths("utils_headers"))
     files += [tree.path("estimation").with_suffix(".h")]
     parts = [ABI.encode(), json.dumps(tree.files, sort_keys=True).encode(), str(tree.root).encode()]
@@ -392,7 +454,60 @@ def first_error(log: str) -> str:
     return (log.strip().splitlines() or ["(no compiler output)"])[0]
 
 
+_DUPLICATE = re.compile(r"([^\s:]+\.o):[^\n]*?multiple definition of [`'‘]([^'’]+)['’]; ([^\s:]+\.o):")
+
+
+def _object_source(tree: TreeMap, obj: str) -> str:
+    """The source a port object was compiled from (``NN-stem.o`` is the NN-th of ``port_sources``)."""
+    m = re.match(r"(\d+)-", Path(obj).name)
+    sources = port_sources(tree)
+    if m and int(m.group(1)) < len(sources):
+        return str(sources[int(m.group(1))])
+    return obj
+
+
+def _port_compile_error(tree: TreeMap, log: str) -> UserError:
+    m = tree.manifest
+    dup = _DUPLICATE.search(log)
+    if dup:
+        second, symbol, first = dup.groups()
+        return UserError(f"implementation.manifest={m.path}: sources", list(m.sources),
+                         "sources that define each symbol once (compile only one of the files)",
+                         f"duplicate symbol {symbol} at link: defined in {_object_source(tree, first)} "
+                         f"and in {_object_source(tree, second)}")
+    first = first_error(log)
+    where = f"the tree {tree.root}"
+    if str(m.glue_path) in first:
+        role = _glue_role(m.glue_path, first)
+        where = f"the glue {m.glue_path}" + (f" (role {role})" if role else "")
+    else:
+        for name, role in m.roles.items():
+            if role.present and str(tree.root / role.file) in first:
+                where = f"the {name} role ({tree.root / role.file})"
+                break
+    hint = ""
+    if "glog/logging.h" in first or "gflags" in first or "-lglog" in log or "-lgflags" in log:
+        hint = "; install glog and gflags (Debian: libgoogle-glog-dev libgflags-dev)"
+    return UserError(FIELD, str(tree.root), f"a tree whose sources and glue compile{hint}",
+                     f"{where} does not compile: {first}")
+
+
+def _glue_role(glue: Path, error_line: str) -> str:
+    """The role of the glue function holding the error's line (its ``// Role: <name>`` comment above)."""
+    m = re.search(re.escape(str(glue)) + r":(\d+):", error_line)
+    if not m:
+        return ""
+    role = ""
+    for line in _read(glue).splitlines()[:int(m.group(1))]:
+        found = re.match(r"\s*// Role: (\w+)", line)
+        if found:
+            role = found.group(1)
+    return role
+
+
 def _compile_error(tree: TreeMap, log: str) -> UserError:
+    if tree.port:
+        return _port_compile_error(tree, log)
     first = first_error(log)
     roles = [r for r in ROLES if str(tree.path(r)) in first]
     where = f"the {roles[0]} role ({tree.path(roles[0])})" if roles else f"the tree {tree.root}"
@@ -428,18 +543,26 @@ def _build_locked(tree: TreeMap, root: Path, key: str) -> Built:
         gen.mkdir()
         unity = generate(tree, gen)
         library = tmp / "liblwsplit_native.so"
-        cmd = compile_command(tree, gen, unity, library)
+        commands = compile_commands(tree, gen, unity, library)
         started = time.monotonic()
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        (tmp / "build.log").write_text(" ".join(cmd) + "\n" + proc.stdout + proc.stderr)
-        if proc.returncode != 0 or not library.is_file():
-            raise _compile_error(tree, proc.stdout + proc.stderr)
+        for cmd in commands:
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            with open(tmp / "build.log", "a") as log:
+                log.write(" ".join(cmd) + "\n" + proc.stdout + proc.stderr)
+            if proc.returncode != 0:
+                raise _compile_error(tree, proc.stdout + proc.stderr)
+        if not library.is_file():
+            raise _compile_error(tree, "(the compiler wrote no library)")
+        if tree.port:  # one dependency list per object
+            lists = [d.read_text().replace("\\\n", " ").split(":", 1)[-1] for d in sorted((gen / "obj").glob("*.d"))]
+            (gen / "deps.d").write_text("objects: " + " ".join(lists) + "\n")
         deps = _parse_deps((gen / "deps.d").read_text(), tree.root)
         deps = {p: hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in deps}
         manifest = {
             "abi": ABI, "source": str(tree.root), "files": tree.files, "key": key,
+            "manifest": str(tree.manifest.path) if tree.manifest is not None else None,
             "compiler": _compiler_id(cmd[0]).decode(errors="replace").splitlines()[:1],
-            "flags": list(CXX_FLAGS), "command": cmd, "seconds": round(time.monotonic() - started, 1),
+            "flags": list(PORT_FLAGS if tree.port else CXX_FLAGS), "command": cmd, "commands": len(commands), "seconds": round(time.monotonic() - started, 1),
             "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": platform.machine(),
             "library": library.name, "deps": deps, "deps_digest": _deps_digest(deps),
         }
