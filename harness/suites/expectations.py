@@ -16,6 +16,9 @@ Decided by the spec (the oracle), never by the code under test.
 
 from __future__ import annotations
 
+import functools
+import json
+import os
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -311,6 +314,28 @@ upstream's model list, consecutive groups, ``rank % s``, ``layer_id % s``); ``xl
 own planning code compiled from a source tree, so the same predictions hold."""
 
 
+def predicted_as(case) -> str:
+    """The name whose predictions hold for ``case``: ``xllm_native`` on a tree built by upstream's manifest;
+    ``xllm_native[<manifest>]`` (no predictions: the spec judges it alone) on a tree another manifest builds."""
+    if case.implementation != "xllm_native":
+        return case.implementation
+    cfg = case.resolved.impl_cfg
+    return _native_label(cfg.get("source_dir"), json.dumps(cfg.get("files") or {}, sort_keys=True),
+                         cfg.get("manifest"), os.environ.get("LWSPLIT_XLLM_SRC", ""))
+
+
+@functools.lru_cache(maxsize=32)
+def _native_label(source_dir, files: str, manifest, _env: str) -> str:
+    from implementations.errors import UserError
+    from implementations.xllm_native.native import resolve
+
+    try:
+        _, m, _ = resolve(source_dir, json.loads(files), manifest)
+    except UserError:
+        return "xllm_native"  # the case itself reports the error
+    return "xllm_native" if m.compile == "upstream-cut" else f"xllm_native[{m.name}]"
+
+
 def prediction(tc: str, implementation: str, run) -> Optional[Prediction]:
     predict = PREDICTIONS.get(implementation)
     return predict(tc, run) if predict is not None else None
@@ -348,8 +373,9 @@ def assert_verdict(tc: str, case, problems: list) -> None:
     import pytest
 
     run = case.resolved.run
-    failures = judge(tc, case.implementation, run, problems)
+    name = predicted_as(case)
+    failures = judge(tc, name, run, problems)
     assert not failures, "\n".join(failures)
-    reason = predicted_failure(tc, case.implementation, run)
+    reason = predicted_failure(tc, name, run)
     if reason is not None:
         pytest.xfail(reason)
