@@ -23,7 +23,7 @@ from harness.suites.common import published_layout_problems
 from harness.suites.expectations import expected_rejection
 from implementations.errors import UserError
 from implementations.specs import CacheSpec
-from implementations.xllm_native import build, manifest
+from implementations.xllm_native import build, manifest, native
 from testcases import ROOT
 from testcases.unit import _models as M
 
@@ -227,7 +227,8 @@ def test_glue_that_does_not_compile_names_the_role_and_the_first_error(tmp_path)
 
 # ---- the real trees (their own CI step) -------------------------------------------------------------------
 
-SHARED = ROOT.parent / "shared"
+SHARED = Path(os.environ.get("LWSPLIT_SHARED") or ROOT.parent / "shared")
+"""Where upstream and the ports are: ``../shared`` next to the checkout (``LWSPLIT_SHARED`` overrides)."""
 UPSTREAM = SHARED / "upstream_494f293b5"
 PORTS = {name: SHARED / "ports" / name for name in ("p6_v2_1ac802", "p6_v3_latest")}
 
@@ -245,7 +246,9 @@ def real_tree(*trees: Path):
 
 
 def tc(tree: Path, tc_file: str, *select: str, cache: Path) -> subprocess.CompletedProcess:
-    """Run a few cases of one TC on ``tree`` in a separate pytest (one tree's flags per process)."""
+    """Run a few cases of one TC on ``tree`` in a separate pytest (one tree's flags per process), its library
+    built here first (a cold build inside the ranks would run into their time limit)."""
+    build.build(native.resolve(str(tree))[0], root=cache)
     env = {**os.environ, build.ENV_SOURCE: str(tree), build.ENV_CACHE: str(cache), "PYTHONPATH": str(ROOT)}
     env.pop("LW_ALLUREDIR", None)
     cmd = [sys.executable, "-m", "pytest", "-p", "no:randomly", "-n", "0", "-q", f"testcases/tc/{tc_file}",
