@@ -5,7 +5,8 @@ pass or fail and the first reason, measured by running the suites (one pytest pe
     python -m harness.native_verdicts ... --docs      # also write docs/data/native_verdicts.json and its block
 
 Each tree runs in its own pytest process (``LWSPLIT_XLLM_SRC=<tree>``, its shipped manifest, or
-``--manifest``), on each TC's standard case of the model and split size (``<model>-<s>-w4-xllm_native``).
+``--manifest``), on each TC's standard case of the model and split size (``<model>-<s>-w4-xllm_native``;
+TC-03 on the BI-V100 topology, TC-07 with the model's draft).
 """
 
 from __future__ import annotations
@@ -51,9 +52,16 @@ def standard_ids(tree: Path, model: str, layerwise, manifest: Optional[str], tim
     """The node ids of each TC's standard case of ``model`` at each split size."""
     files = [f"testcases/tc/{f}" for f in TC_FILES]
     proc = _pytest(["--collect-only", *files, *_overrides(model, manifest)], _env(tree, manifest), timeout)
-    wanted = {f"[{model}-{lw}-w4-xllm_native]" for lw in layerwise}
-    return [line.strip() for line in proc.stdout.splitlines()
-            if "::" in line and any(line.strip().endswith(w) for w in wanted)]
+    out = []
+    for line in proc.stdout.splitlines():
+        inside = line.strip().partition("[")[2].rstrip("]")
+        for lw in layerwise:
+            base = f"{model}-{lw}-w4-xllm_native"
+            # the standard case; TC-03's on the BI-V100 topology; TC-07's with the model's draft
+            if "::" in line and (inside in (base, f"{base}-bi_v100") or
+                                 (inside.startswith(base + "-") and inside.endswith("_mtp"))):
+                out.append(line.strip())
+    return out
 
 
 def first_reason(text: str) -> str:
@@ -127,7 +135,8 @@ def main(argv=None) -> int:
 
         command = "python -m harness.native_verdicts " + " ".join(f"--tree {t}" for t in args.tree) + " --docs"
         record = docs_blocks.measured("native_verdicts", command=command, columns=COLUMNS, rows=rows,
-                                      provenance="each TC's standard case (world 4) of each model and split size, "
+                                      provenance="each TC's standard case (world 4; TC-03 on the BI-V100 topology, TC-07 with "
+                                                 "the model's draft) of each model and split size, "
                                                  "judged by the spec; trees: " + ", ".join(map(str, trees)))
         print(f"wrote {docs_blocks.publish(record)} and {docs_blocks.record_path('native_verdicts')}")
     return 0
