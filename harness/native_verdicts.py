@@ -72,6 +72,28 @@ def first_reason(text: str) -> str:
     return ""
 
 
+def verdicts(junit_xml: str, tree: str, manifest: str, model: str) -> list:
+    """Rows of ``COLUMNS`` from a pytest JUnit report: pass, fail (with the failure's first line), xfail, skip."""
+    rows = []
+    for case in ET.fromstring(junit_xml).iter("testcase"):
+        name = case.get("name", "")
+        inside = name[name.index("[") + 1:-1] if "[" in name else name
+        lw = inside.split("-")[1] if inside.count("-") >= 2 else "?"
+        failure = case.find("failure")
+        if failure is None:
+            failure = case.find("error")
+        skipped = case.find("skipped")
+        if failure is not None:
+            verdict, reason = "fail", first_reason(failure.get("message", "") or failure.text or "")
+        elif skipped is not None:
+            xfail = "xfail" in (skipped.get("type", "") + skipped.get("message", ""))
+            verdict, reason = ("xfail" if xfail else "skip"), first_reason(skipped.get("message", ""))
+        else:
+            verdict, reason = "pass", ""
+        rows.append((tree, manifest, model, lw, "TC-" + name.split("[")[0].removeprefix("test_tc"), verdict, reason))
+    return rows
+
+
 def run_tree(tree: Path, models, layerwise, manifest: Optional[str] = None, timeout: int = 1800) -> list:
     """Rows of ``COLUMNS`` for one tree."""
     from implementations.xllm_native.native import resolve
@@ -85,24 +107,8 @@ def run_tree(tree: Path, models, layerwise, manifest: Optional[str] = None, time
         with tempfile.TemporaryDirectory() as tmp:
             junit = Path(tmp) / "junit.xml"
             _pytest([*ids, *_overrides(model, manifest), f"--junitxml={junit}"], _env(tree, manifest), timeout)
-            cases = ET.parse(junit).getroot().iter("testcase") if junit.is_file() else []
-            for case in cases:
-                name = case.get("name", "")
-                inside = name[name.index("[") + 1:-1] if "[" in name else name
-                lw = inside.split("-")[1] if inside.count("-") >= 2 else "?"
-                failure = case.find("failure")
-                error = case.find("error")
-                skipped = case.find("skipped")
-                if failure is not None or error is not None:
-                    node = failure if failure is not None else error
-                    verdict, reason = "fail", first_reason(node.get("message", "") or node.text or "")
-                elif skipped is not None:
-                    xfail = "xfail" in (skipped.get("type", "") + skipped.get("message", ""))
-                    verdict, reason = ("xfail" if xfail else "skip"), first_reason(skipped.get("message", ""))
-                else:
-                    verdict, reason = "pass", ""
-                tc = "TC-" + name.split("[")[0].removeprefix("test_tc")
-                rows.append((tree.name, m.name, model, lw, tc, verdict, reason))
+            if junit.is_file():
+                rows += verdicts(junit.read_text(encoding="utf-8"), tree.name, m.name, model)
     return sorted(rows, key=lambda r: (r[2], r[3], r[4]))
 
 
