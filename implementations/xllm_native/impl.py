@@ -12,14 +12,15 @@ What the tree's planning files do not hold comes from the Python model of upstre
 (``implementations.xllm_upstream``): the engine's option values (local heads per TP rank, the
 draft's layer count), the worker-side CHECKs (linear + indexer, quantized caches, sleep mode,
 xtensor), split groups and placement (``rank % s``), ``engine_message`` and ``init_worker``.
-Allocation is not compiled: ``init_worker`` allocates as the Python model does.
+For upstream's manifest allocation is not compiled: ``init_worker`` allocates as the Python model does.
 
 Which function plays each role comes from the tree's manifest (``manifest``): upstream's by
 default, a shipped port manifest for a port tree, or ``implementation.manifest=PATH``. For a
 tree built from its own sources (a port), every role the manifest lists is the tree's C++: its
 validation alone decides startup (no Python startup rule runs), its master and engine layouts
-are published in the plan (``KVPlan.published_layouts``), and each worker's mask is the tree's
-worker function's answer. A role the manifest marks absent raises ``AbsentRoleError`` where a
+are published in the plan (``KVPlan.published_layouts``), each worker's mask is the tree's
+worker function's answer, and with the manifest's ``allocation`` the worker holds what the tree's
+allocation returns (the port's ``allocate_kv_caches_layerwise`` creates no tensor). A role the manifest marks absent raises ``AbsentRoleError`` where a
 case needs it: never a model of the role.
 """
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 from typing import Mapping, Optional
 
 from implementations.errors import ConfigError, PlanError, UserError
+from implementations.interface import ROLES, LayerCache, WorkerKVCache
 from implementations.plan_types import DraftPlan, KVPlan
 from implementations.reference import estimation, kv_bytes, validation
 from implementations.specs import ModelSpec, RunSpec
@@ -75,6 +77,23 @@ def describe_layout(name: str, layers: tuple) -> str:
         return f"{name}: every full layer on TP ranks {list(ranks)} with KV heads {list(heads)}"
     return f"{name}: " + "; ".join(f"layer {l} on ranks {list(r)} heads {list(h)}" for l, r, h in layers[:6]) + \
         (" ..." if len(layers) > 6 else "")
+
+
+def tree_allocation(message: KVPlan, *, rank: int, role: str, mask: tuple, device: str) -> WorkerKVCache:
+    """The worker's caches as a tree's allocation left them when it returned no tensor: every layer
+    present with the tree's mask, no tensor of its own, no scratch."""
+    full = set(message.full_layers)
+    layers = [LayerCache(layer_id=l, kind="full" if l in full else "linear", owned=bool(mask[l]) or l not in full)
+              for l in range(message.num_layers)]
+    rank_plan = next(r for r in message.ranks if r.rank == rank)
+    if message.active:
+        split_size, split_rank = message.split_size, rank_plan.split_rank
+        split_group = tuple(message.split_groups[rank_plan.split_group])
+    else:
+        split_size, split_rank, split_group = 1, 0, (rank,)
+    return WorkerKVCache(rank=rank, role=role, plan_digest=message.digest, split_size=split_size,
+                         split_rank=split_rank, split_group=split_group, n_blocks=message.n_blocks,
+                         kv_layout=message.kv_layout, device=device, layers=layers, scratch={})
 
 
 class XllmNativeImplementation(XllmUpstreamImplementation):
@@ -315,10 +334,25 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         return tuple(bool(v) for v in reply["owned"])
 
     def init_worker(self, message: KVPlan, run: RunSpec, *, rank: int, role: str, device: str,
-                    expected_digest: str):
+                    expected_digest: str) -> WorkerKVCache:
+        """The worker: the tree's mask; with the manifest's ``allocation``, the tensors the tree's own
+        allocation returns (else the harness allocates that mask)."""
         self._worker_model = run.model if role == "target" else run.draft
-        return super().init_worker(message, run, rank=rank, role=role, device=device,
-                                   expected_digest=expected_digest)
+        if not self.port or self.manifest.allocation is None:
+            return super().init_worker(message, run, rank=rank, role=role, device=device,
+                                       expected_digest=expected_digest)
+        if role not in ROLES:
+            raise ConfigError("role", role, f"one of {', '.join(ROLES)}")
+        self.check_message(message, expected_digest, rank)
+        mask = self.ownership_mask(message, rank)
+        reply = self.native.call("allocate", {"owned": [int(m) for m in mask], "n_layers": message.num_layers,
+                                              "rank": rank, "n_blocks": message.n_blocks,
+                                              "block_size": message.block_size})
+        if reply.get("tensors"):
+            raise PlanError("implementation", self.manifest.name, "a tree allocation the harness can take over",
+                            f"{self.manifest.allocation.function} returned tensors; handing a tree's tensors "
+                            "to the rank (torch's C++ extension API) is not supported yet")
+        return tree_allocation(message, rank=rank, role=role, mask=mask, device=device)
 
     def _uniform_n_blocks(self, run: RunSpec, known: Optional[int]) -> int:
         """The block count at s = 1 from the same compiled code (0 when not one block fits)."""

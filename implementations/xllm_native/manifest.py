@@ -57,7 +57,7 @@ COMPILE_KINDS = ("sources", "upstream-cut")
 TOP_KEYS = {
     "name": str, "description": str, "detect": dict, "compile": str, "include_dirs": list, "defines": list,
     "sources": list, "glue": str, "files": dict, "roles": dict, "base": str, "base_include_dirs": list,
-    "base_sources": list, "tests": str,
+    "base_sources": list, "tests": str, "allocation": dict,
 }
 REQUIRED = ("name", "roles")
 _DEFINE = re.compile(r"^[A-Za-z_]\w*(=[^\s]*)?$")
@@ -108,6 +108,9 @@ class Manifest:
     base_include_dirs: tuple[str, ...] = ()
     base_sources: tuple[str, ...] = ()
     tests: str = ""
+    allocation: Optional[Role] = None
+    """The tree's own allocation (glue op ``allocate``): the worker holds the tensors it returns. None:
+    the harness allocates the tree's mask (the worker role still decides the mask)."""
 
     def role(self, name: str) -> Role:
         return self.roles[name]
@@ -208,6 +211,16 @@ def load(path: object) -> Manifest:
         raise _err(p, "glue", None, "a C++ glue file (relative to the manifest) answering the harness's ops")
     if kind == "sources" and not data.get("sources"):
         raise _err(p, "sources", None, "a list of the tree's .cpp files to compile")
+    allocation = None
+    if "allocation" in data:
+        spec = data["allocation"]
+        for key in spec:
+            if key not in ("file", "function"):
+                raise _err(p, f"allocation.{key}", spec[key], "file or function")
+        for key in ("file", "function"):
+            if not isinstance(spec.get(key), str) or not spec[key].strip():
+                raise _err(p, f"allocation.{key}", spec.get(key), "a non-empty string")
+        allocation = Role(name="allocation", file=spec["file"].strip(), function=spec["function"].strip())
     files = data.get("files", {})
     if not all(isinstance(v, str) for v in files.values()):
         raise _err(p, "files", files, "a mapping of role to path")
@@ -220,6 +233,7 @@ def load(path: object) -> Manifest:
         files=dict(files), roles=roles, base=data.get("base", ""),
         base_include_dirs=_strings(p, "base_include_dirs", data.get("base_include_dirs", [])),
         base_sources=_strings(p, "base_sources", data.get("base_sources", [])), tests=data.get("tests", ""),
+        allocation=allocation,
     )
 
 
@@ -241,14 +255,15 @@ def check_tree(m: Manifest, root: Path) -> None:
                            f"{target} is missing")
     if m.compile == "sources" and not m.glue_path.is_file():
         raise _err(m.path, "glue", m.glue, "a C++ file relative to the manifest", f"{m.glue_path} is missing")
-    for name, role in m.roles.items():
-        if not role.present:
-            continue
+    named = [(f"roles.{name}", role) for name, role in m.roles.items() if role.present]
+    if m.allocation is not None:
+        named.append(("allocation", m.allocation))
+    for key, role in named:
         path = root / role.file
         if not path.is_file():
-            raise _err(m.path, f"roles.{name}.file", role.file, f"a file of {root}", f"{path} is missing")
+            raise _err(m.path, f"{key}.file", role.file, f"a file of {root}", f"{path} is missing")
         if not defines(path.read_text(encoding="utf-8", errors="replace"), role.function):
-            raise _err(m.path, f"roles.{name}.function", role.function, f"a function {role.file} defines",
+            raise _err(m.path, f"{key}.function", role.function, f"a function {role.file} defines",
                        f"{role.function} not found in {path}")
 
 

@@ -96,6 +96,8 @@ def test_a_manifest_mistake_names_its_key(tmp_path, old, new, words):
      ["roles.worker.file='core/runtime/worker.cpp'", "is missing"]),
     ("  - core/runtime/worker_layerwise_init.cpp\n", "  - core/runtime/nope.cpp\n",
      ["sources='core/runtime/nope.cpp'", "files of"]),
+    ("function: fx_allocated_layers", "function: fx_allocate",
+     ["allocation.function='fx_allocate'", "fx_allocate not found in"]),
 ])
 def test_a_manifest_naming_what_the_tree_lacks_names_it(tmp_path, old, new, words):
     m = manifest.load(write_manifest(tmp_path, old, new))
@@ -160,6 +162,7 @@ def test_the_worker_mask_is_the_trees_and_its_owner_by_layer_id_is_found(impl):
     for rank in range(4):
         cache = impl.init_worker(plan, r, rank=rank, role="target", device="cpu", expected_digest=plan.digest)
         found[rank] = [layer for layer in FULL if cache.owns_layer_cache(layer)]
+        assert cache.all_tensors() == [] and cache.scratch == {}  # the tree's allocation creates no tensor
     # full layers are 3, 7, ...: all odd, so layer id % 2 gives every one to split rank 1
     assert found == {0: [], 1: FULL, 2: [], 3: FULL}
     assert ownership.expected_owned_full(r, groups, 1) == [7, 15, 23, 31, 39] != found[1]

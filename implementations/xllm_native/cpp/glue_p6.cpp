@@ -13,6 +13,7 @@
 
 #include "distributed_runtime/layerwise_split_engine_ext.h"
 #include "distributed_runtime/layerwise_split_master.h"
+#include "framework/kv_cache/kv_cache_layerwise.h"
 #include "framework/kv_cache/layerwise_split_layout.h"
 #include "protocol.h"
 #include "runtime/worker_layerwise_init.h"
@@ -146,6 +147,15 @@ std::string op_worker(const Request& req) {
   return Json().raw("owned", array(ints(owned))).str();
 }
 
+// Role: worker (allocate_kv_caches_layerwise): what the tree allocates for one worker. The function
+// returns nothing and creates no tensor (it logs its counts): there is no tensor to hand over.
+std::string op_allocate(const Request& req) {
+  std::vector<bool> owned;
+  for (const auto& v : req.list("owned")) owned.push_back(v == "1");
+  xllm::allocate_kv_caches_layerwise(owned, req.i64("n_layers"), static_cast<int32_t>(req.i64("rank")));
+  return Json().raw("tensors", "[]").str();
+}
+
 // Role: layout (master_compute_layerwise_layout): the layout the master publishes.
 std::string op_master_layout(const Request& req) {
   FLAGS_enable_layerwise_split = req.i64("layerwise_split_size", 1) > 1;
@@ -176,6 +186,7 @@ std::string dispatch(const Request& req) {
 #endif
   if (op == "layout") return op_layout(req);
   if (op == "worker") return op_worker(req);
+  if (op == "allocate") return op_allocate(req);
   if (op == "master_layout") return op_master_layout(req);
   if (op == "engine") return op_engine(req);
   throw std::invalid_argument("unknown op " + op);

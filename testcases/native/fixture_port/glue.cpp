@@ -8,6 +8,7 @@
 #include "distributed_runtime/layerwise_split_engine_ext.h"
 #include "distributed_runtime/layerwise_split_master.h"
 #include "framework/kv_cache/kv_cache_estimation_layerwise.h"
+#include "framework/kv_cache/kv_cache_layerwise.h"
 #include "framework/kv_cache/layerwise_split_layout.h"
 #include "protocol.h"
 #include "runtime/worker_layerwise_init.h"
@@ -73,6 +74,13 @@ std::string op_worker(const Request& req) {
   return Json().raw("owned", array(std::vector<int>(mask.begin(), mask.end()))).str();
 }
 
+// Role: worker (allocation): the fixture counts the layers it would allocate and creates no tensor.
+std::string op_allocate(const Request& req) {
+  std::vector<bool> owned;
+  for (const auto& v : req.list("owned")) owned.push_back(v == "1");
+  return Json().num("allocated_layers", fxport::fx_allocated_layers(owned)).raw("tensors", "[]").str();
+}
+
 // Role: layout
 std::string op_master_layout(const Request& req) {
   int n_full = 0;
@@ -99,6 +107,7 @@ std::string dispatch(const Request& req) {
   if (op == "estimate") return op_estimate(req);
   if (op == "layout") return op_layout(req);
   if (op == "worker") return op_worker(req);
+  if (op == "allocate") return op_allocate(req);
   if (op == "master_layout") return op_master_layout(req);
   if (op == "engine") return op_engine(req);
   throw std::invalid_argument("unknown op " + op);
