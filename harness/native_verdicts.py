@@ -112,6 +112,18 @@ def run_tree(tree: Path, models, layerwise, manifest: Optional[str] = None, time
     return sorted(rows, key=lambda r: (r[2], r[3], r[4]))
 
 
+def own_tests_note(tree: Path, manifest: Optional[str]) -> str:
+    """The tree's own GoogleTest file's result, beside the spec's verdicts (its manifest's ``tests``)."""
+    from implementations.errors import UserError
+    from implementations.xllm_native import own_tests
+
+    try:
+        result = own_tests.run(str(tree), manifest)
+    except UserError as exc:
+        return f"{tree.name}: its own tests could not be run: {exc}"
+    return f"{tree.name}: " + (result.summary() if result is not None else "its manifest names no test file")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.native_verdicts", description=__doc__.splitlines()[0])
     parser.add_argument("--tree", action="append", required=True, help="a C++ tree (repeatable)")
@@ -127,20 +139,24 @@ def main(argv=None) -> int:
         if not t.is_dir():
             print(f"error: --tree={t}: an existing folder holding a C++ tree", file=sys.stderr)
             return 2
-    rows = []
+    rows, notes = [], []
     try:
         for t in trees:
             rows += run_tree(t, args.models.split(","), args.layerwise.split(","), args.manifest)
+            notes.append(own_tests_note(t, args.manifest))
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for row in rows:
         print(" | ".join(row))
+    for note in notes:
+        print(note)
     if args.docs:
         from harness import docs_blocks
 
         command = "python -m harness.native_verdicts " + " ".join(f"--tree {t}" for t in args.tree) + " --docs"
         record = docs_blocks.measured("native_verdicts", command=command, columns=COLUMNS, rows=rows,
+                                      notes=[f"- {n}" for n in notes],
                                       provenance="each TC's standard case (world 4; TC-03 on the BI-V100 topology, TC-07 with "
                                                  "the model's draft) of each model and split size, "
                                                  "judged by the spec; trees: " + ", ".join(map(str, trees)))

@@ -310,3 +310,14 @@ def test_upstream_is_built_by_its_manifest_and_judged_as_before(cache):
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "1 passed" in proc.stdout and "1 xfailed" in proc.stdout, proc.stdout[-1000:]
     assert "upstream refuses a config the spec accepts: layerwise split does not support qwen3_5_moe" in proc.stdout
+
+
+@pytest.mark.real_tree
+@real_tree(*PORTS.values())
+@pytest.mark.parametrize("name", sorted(PORTS))
+def test_each_snapshots_own_tests_run_beside_the_spec(name):
+    """The manifest's ``tests``: the port's own GoogleTest file, built with the manifest's sources (12 of 12)."""
+    from implementations.xllm_native import own_tests
+
+    result = own_tests.run(str(PORTS[name]))
+    assert (result.total, result.passed, result.failed) == (12, 12, ()), result

@@ -30,3 +30,25 @@ def test_a_tree_that_is_not_a_folder_is_one_error_line(tmp_path, capsys):
     assert native_verdicts.main(["--tree", str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: --tree=") and "an existing folder" in err[0]
+
+
+GTEST = """[==========] Running 3 tests from 1 test suite.
+[ RUN      ] LayerwiseSplitKV.TC01_AllocationCorrectness
+[       OK ] LayerwiseSplitKV.TC01_AllocationCorrectness (0 ms)
+[ RUN      ] LayerwiseSplitKV.TC02_MemoryEstimation
+x.cpp:12: Failure
+[  FAILED  ] LayerwiseSplitKV.TC02_MemoryEstimation (0 ms)
+[==========] 3 tests from 1 test suite ran. (1 ms total)
+[  PASSED  ] 2 tests.
+[  FAILED  ] 1 test, listed below:
+[  FAILED  ] LayerwiseSplitKV.TC02_MemoryEstimation
+"""
+
+
+def test_a_trees_own_gtest_output_reads_as_counts_and_failed_names():
+    from implementations.xllm_native.own_tests import parse
+
+    result = parse(GTEST, "tests/t.cpp")
+    assert (result.total, result.passed, result.failed) == (3, 2, ("LayerwiseSplitKV.TC02_MemoryEstimation",))
+    assert result.summary() == ("its own tests (tests/t.cpp): 2 of 3 pass; failed: "
+                                "LayerwiseSplitKV.TC02_MemoryEstimation")
