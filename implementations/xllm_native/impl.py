@@ -313,11 +313,12 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         master = self.call(run, "master_layout", {
             "layer_types": self.model_args(model)["layer_types"], "kv_heads": kv_heads, "world_size": tp,
             "n_blocks": n_blocks, "block_size": cap["block_size"], "head_dim": model.head_dim,
-            "max_tokens": 0, "dtype_code": TORCH_SCALAR_TYPES[model.dtype], "layerwise_split_size": s})
+            "max_tokens": 0, "dtype_code": TORCH_SCALAR_TYPES[model.dtype], "layerwise_split_size": s,
+            "enable": run.layerwise.enable})
         out.append(("master layout (" + self.manifest.role("layout").function + ")", master["layout"]))
         self.require("engine")
         engine = self.call(run, "engine", {"per_layer_kv_heads": [kv_heads] * len(full), "world_size": tp,
-                                           "layerwise_split_size": s})
+                                           "layerwise_split_size": s, "enable": run.layerwise.enable})
         out.append(("engine layout (" + self.manifest.role("engine").function + ")", engine["layout"]))
         return tuple((name, layout_facts(layout, full)) for name, layout in out)
 

@@ -158,7 +158,7 @@ std::string op_allocate(const Request& req) {
 
 // Role: layout (master_compute_layerwise_layout): the layout the master publishes.
 std::string op_master_layout(const Request& req) {
-  FLAGS_enable_layerwise_split = req.i64("layerwise_split_size", 1) > 1;
+  FLAGS_enable_layerwise_split = req.flag("enable");  // --enable_layerwise_split
   const auto layout = xllm::master_compute_layerwise_layout(
       req.list("layer_types"), req.i64("kv_heads"), static_cast<int32_t>(req.i64("world_size", 1)),
       req.i64("n_blocks"), req.i64("block_size"), req.i64("head_dim"), req.i64("max_tokens"),
@@ -168,7 +168,7 @@ std::string op_master_layout(const Request& req) {
 
 // Role: engine (maybe_compute_layerwise_layout): the layout an engine passes on to its workers.
 std::string op_engine(const Request& req) {
-  FLAGS_enable_layerwise_split = req.i64("layerwise_split_size", 1) > 1;
+  FLAGS_enable_layerwise_split = req.flag("enable");  // --enable_layerwise_split
   std::vector<int64_t> heads;
   for (const auto& h : req.list("per_layer_kv_heads")) heads.push_back(std::stoll(h));
   const auto layout = xllm::maybe_compute_layerwise_layout(
