@@ -40,6 +40,7 @@ PAGES = {
     "kill_matrix": "mutation.md",
     "faults": "faults.md",
     "bench_explore": "explore.md",
+    "native_verdicts": "native.md",
 }
 """Each generated block of measured figures and the page (under ``docs/``) that shows it."""
 

@@ -130,6 +130,9 @@ class KVPlan:
     """Bytes of one sequence slot of one linear layer's state (conv + recurrent)."""
     num_linear_state_blocks: int = 0
     """Linear-state sequence slots per linear layer (upstream ``num_linear_state_blocks``)."""
+    published_layouts: tuple = ()
+    """Layouts the implementation's own code publishes beside ``layer_owner`` (a tree's master or engine
+    layout): ``(source, ((full layer id, tp ranks holding it, KV heads of each), ...))`` per layout."""
 
     @property
     def num_full_attention_layers(self) -> int:

@@ -142,6 +142,34 @@ def ownership_problems(facts: list, run, role: str = "target", owner: Optional[d
     return out
 
 
+def published_layout_problems(plan, run) -> list[str]:
+    """Every layout the implementation's own code publishes beside its owner map (a tree's master layout,
+    what its engines pass on: ``KVPlan.published_layouts``) is the spec's: inside each split group of the
+    first TP group, each full layer is held by exactly the rank at the spec's owner position (FEATURE 4),
+    and the layout lists every full layer once. Expected owners come from the oracle, never from the plan."""
+    if plan is None or not plan.published_layouts or oracle.split_size(run) == 1:
+        return []
+    groups, problem = ownership.groups_to_judge(run, plan.split_groups)
+    if groups is None:
+        return [problem]
+    full = sorted(oracle.expected_full_layers(run.model))
+    tp = oracle.attn_tp_size(run)
+    out = []
+    for source, layers in plan.published_layouts:
+        listed = sorted(layer for layer, _, _ in layers)
+        if listed != full:
+            out.append(Problem(f"{source}: lists full layers {listed}, spec's full layers are {full}",
+                               rule="published"))
+        for r in range(tp):
+            held = sorted(layer for layer, ranks, _ in layers if r in ranks)
+            want = ownership.expected_owned_full(run, groups, r)
+            if held != want:
+                group, position = ownership.expected_position(groups, r)
+                out.append(Problem(f"{source}: TP rank {r} holds full layers {held}, spec says {want} "
+                                   f"(position {position} of split group {list(group)})", rule="published", rank=r))
+    return out
+
+
 def tensor_problems(facts: list, run, role: str = "target") -> list[str]:
     """Every layer exposes the spec's tensors (FEATURE 7; upstream's KVCacheShape decides what the page
     leaves open): an owned full layer and a non-owned view the full-layer tensors (names, shapes, dtypes)

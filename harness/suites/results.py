@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.suites.expectations import prediction
+from harness.suites.expectations import predicted_as, prediction
 
 
 def case_result(suite, case, report, facts) -> dict:
@@ -19,7 +19,7 @@ def case_result(suite, case, report, facts) -> dict:
         "outcome": _outcome(report),
         "duration_s": round(report.duration, 4),
     }
-    predicted = prediction(suite.TC, case.implementation, resolved.run)
+    predicted = prediction(suite.TC, predicted_as(case), resolved.run)
     if predicted is not None:
         out["predicted"] = predicted.reason  # judged against the spec's predicted problems
     if report.failed and report.longrepr is not None:

@@ -13,6 +13,9 @@ Pass when (FEATURE section 8):
 - each target worker owns what the published layout gives its POSITION in its split
   group (the spec's groups; also on a regrouped topology at world 4 and 8);
 - every engine, target and draft, leaves nothing alive after teardown;
+- every layout the implementation's own code publishes (a tree's master layout and what its
+  engines pass on, ``KVPlan.published_layouts``) holds each full layer once per split group, at
+  the rank the spec's owner rule gives;
 - a tampered layout is rejected: plan rank 1 of each engine gets a message with one
   layer owner (or n_blocks) altered (bring_up's ``tamper`` hook), and its
   ``init_worker`` must raise PlanError while the untouched workers accept theirs.
@@ -34,6 +37,7 @@ from harness.suites.common import (
     leak_problems,
     ownership_problems,
     preferred,
+    published_layout_problems,
     regrouped_cases,
     startup_problems,
     worker_layout_problems,
@@ -211,6 +215,7 @@ def check(facts: list[dict], run) -> list[str]:
         problems += worker_layout_problems(facts, run, role, spec_n_blocks=False)
     problems += draft_message_problems(facts, run)
     problems += _check_coverage(facts, plan, run, engines["target"])
+    problems += published_layout_problems(plan, run)
     problems += ownership_problems(facts, run, owner=dict(plan.layer_owner))  # positions: the spec's
     problems += _check_tamper(facts, engines)
     problems += leak_problems(facts)

@@ -198,7 +198,8 @@ def _send_layers(ctx, group, owner: int, layers: list, pattern) -> list[list[str
         mine = {l: view for l, _, view in layers}
         chunks = [_as_bytes(mine[l].tensors[name][:k]) for l, name, k, _ in parts]
         message = torch.cat([c if c is not None else torch.zeros(k * nbytes, dtype=torch.uint8, device=ctx.device)
-                             for c, (_, _, k, nbytes) in zip(chunks, parts)])
+                             for c, (_, _, k, nbytes) in zip(chunks, parts)]) if parts else \
+            torch.empty(0, dtype=torch.uint8, device=ctx.device)  # layers with no tensor: nothing to send
     else:
         message = torch.empty(total, dtype=torch.uint8, device=ctx.device)
     dist.broadcast(message, src=owner, group=group)

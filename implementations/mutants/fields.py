@@ -28,7 +28,9 @@ TENSOR_PROPERTIES = ("shape", "dtype", "layout_axes", "owned", "storage")
 """What a worker exposes of each layer's tensors besides the cache's fields."""
 LABELS = {"KVPlan.implementation": "the implementation's own name, not a fact of the layout",
           "KVPlan.notes": "free text for people, not a fact of the layout; FEATURE 6's two notes are checked by "
-                          "their phrase (rules F6.raises-peak, F6.gain-undefined)"}
+                          "their phrase (rules F6.raises-peak, F6.gain-undefined)",
+          "KVPlan.published_layouts": "a C++ tree's own master and engine layouts (TC-04 judges them); the "
+                                      "reference publishes none, so there is nothing to corrupt"}
 """Plan fields that state nothing to compare with the spec (no field mutant)."""
 
 

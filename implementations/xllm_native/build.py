@@ -55,7 +55,7 @@ from implementations.xllm_native import cachefs
 ABI = "lwsplit-native-1"
 """Bumped when the binding's protocol changes: part of every cache key."""
 CPP_DIR = Path(__file__).resolve().parent / "cpp"
-PROJECT_SOURCES = ("binding.cpp", "engine_shim.h", "parallel_config.h")
+PROJECT_SOURCES = ("binding.cpp", "protocol.h", "engine_shim.h", "parallel_config.h")
 CXX_FLAGS = ("-std=c++20", "-O1", "-fPIC", "-shared", "-w", "-DNDEBUG")
 ENV_SOURCE = "LWSPLIT_XLLM_SRC"
 ENV_CACHE = "LWSPLIT_NATIVE_CACHE"
@@ -97,6 +97,13 @@ class TreeMap:
 
     root: Path
     files: dict = field(default_factory=dict)
+    manifest: Optional[object] = None
+    """A ``manifest.Manifest`` with ``compile: sources`` (its sources and glue compiled one object each);
+    None for upstream's cut-out build over ``files``."""
+
+    @property
+    def port(self) -> bool:
+        return self.manifest is not None and self.manifest.compile == "sources"
 
     def path(self, role: str) -> Path:
         return self.root / self.files[role]
@@ -130,6 +137,17 @@ def tree_map(source_dir: Optional[str], files: Optional[dict] = None) -> TreeMap
                 raise UserError(f"implementation.files.{role}", merged[role], f"files of {tree.root}",
                                 f"{p} is missing")
     return tree
+
+
+def port_tree(m, root: Path) -> TreeMap:
+    """The tree of a ``compile: sources`` manifest, after checking that it holds what the manifest names."""
+    from implementations.xllm_native import manifest as manifest_mod
+
+    root = root.expanduser().resolve()
+    if not root.is_dir():
+        raise UserError(FIELD, str(root), "an existing folder holding the tree the manifest describes")
+    manifest_mod.check_tree(m, root)
+    return TreeMap(root=root, files={}, manifest=m)
 
 
 # ---- cutting functions out of a file ---------------------------------------------------------
@@ -232,8 +250,11 @@ def check_entry_points(tree: TreeMap) -> None:
                                 f"{name} not found in {tree.path(role)}")
 
 
-def generate(tree: TreeMap, gen: Path) -> Path:
-    """Write the build folder's sources; returns the unity translation unit."""
+def generate(tree: TreeMap, gen: Path) -> Optional[Path]:
+    """Write the build folder's sources; returns the unity translation unit (None for a port tree,
+    whose sources and glue compile as they are)."""
+    if tree.port:
+        return None
     check_entry_points(tree)
     for rel in ("core/framework/config", "framework/config", "core/util", "util"):
         (gen / rel).mkdir(parents=True, exist_ok=True)
@@ -309,6 +330,41 @@ def compile_command(tree: TreeMap, gen: Path, unity: Path, out: Path) -> list[st
     return cmd + ["-lglog", "-lgflags"]
 
 
+PORT_FLAGS = ("-std=c++20", "-O1", "-fPIC", "-w", "-DNDEBUG")
+"""Flags of each object of a port tree (``CXX_FLAGS`` less ``-shared``: the objects are linked after)."""
+
+
+def port_sources(tree: TreeMap) -> list[Path]:
+    """What a port tree compiles, in order: its sources, the base tree's, the glue file."""
+    m = tree.manifest
+    base = m.base_root()
+    return [tree.root / s for s in m.sources] + [base / s for s in m.base_sources] + [m.glue_path]
+
+
+def port_commands(tree: TreeMap, gen: Path, out: Path) -> list[list[str]]:
+    """One compile command per source (``gen/obj/NN-stem.o`` with its ``.d``), then the link."""
+    m = tree.manifest
+    base = m.base_root()
+    dirs = [tree.root / d for d in m.include_dirs] + [base / d for d in m.base_include_dirs] + [CPP_DIR]
+    flags = [*PORT_FLAGS, *(f"-D{d}" for d in m.defines), *(f"-I{d}" for d in dirs)]
+    objdir = gen / "obj"
+    objdir.mkdir(parents=True, exist_ok=True)
+    cmds, objs = [], []
+    for i, src in enumerate(port_sources(tree)):
+        obj = objdir / f"{i:02d}-{src.stem}.o"
+        objs.append(str(obj))
+        cmds.append([compiler(), *flags, "-MD", "-MF", str(obj.with_suffix(".d")), "-c", str(src), "-o", str(obj)])
+    cmds.append([compiler(), "-shared", *objs, "-o", str(out), "-Wl,--no-undefined", "-lglog", "-lgflags"])
+    return cmds
+
+
+def compile_commands(tree: TreeMap, gen: Path, unity: Optional[Path], out: Path) -> list[list[str]]:
+    """The compiler runs that build ``out``: one for upstream's unity file, one per object and a link for a port."""
+    if tree.port:
+        return port_commands(tree, gen, out)
+    return [compile_command(tree, gen, unity, out)]
+
+
 def _sha(*parts: bytes) -> str:
     h = hashlib.sha256()
     for part in parts:
@@ -359,7 +415,15 @@ def _too_large(name: str, value: str, exc: cachefs.TooLarge) -> UserError:
 def source_key(tree: TreeMap) -> str:
     """Hash of what decides the build before the compiler runs: role files, the project's C++,
     the map (its include folders in their order among it), the compiler and its flags, the torch
-    headers' location. Files are hashed in chunks; one above ``cachefs.MAX_SOURCE_BYTES`` is refused."""
+    headers' location; for a port, its manifest and every source it compiles. Files are hashed in chunks;
+    one above ``cachefs.MAX_SOURCE_BYTES`` is refused."""
+    if tree.port:
+        m = tree.manifest
+        parts = [ABI.encode(), m.path.read_bytes(), os.fsencode(str(tree.root)), os.fsencode(str(m.base_root()))]
+        for path in [*port_sources(tree), CPP_DIR / "protocol.h"]:
+            parts.append(_hashed("implementation.manifest", str(m.path), path, tree.root))
+        cxx = compiler()
+        return _sha(*parts, cxx.encode(), _compiler_id(cxx), " ".join(PORT_FLAGS).encode())[:20]
     files = [(f"implementation.files.{r}", tree.files[r], tree.path(r)) for r in ROLES]
     files += [("implementation.files.support", tree.files["support"], p) for p in tree.paths("support")]
     files += [("implementation.files.utils_headers", tree.files["utils_headers"], p)
@@ -367,17 +431,22 @@ def source_key(tree: TreeMap) -> str:
     header = tree.path("estimation").with_suffix(".h")
     files += [("implementation.files.estimation", str(header), header)]
     parts = [ABI.encode(), json.dumps(tree.files, sort_keys=True).encode(), os.fsencode(str(tree.root))]
-    for name, value, path in files:
-        try:
-            parts.append(cachefs.file_sha(path).encode() if path.is_file() else b"")
-        except cachefs.TooLarge as exc:
-            raise _too_large(name, value, exc) from None
-        except OSError as exc:
-            raise UserError(name, value, f"a readable file of {tree.root}", f"{path}: {exc.strerror}") from None
+    parts += [_hashed(name, value, path, tree.root) if path.is_file() else b"" for name, value, path in files]
     parts += [(CPP_DIR / s).read_bytes() for s in PROJECT_SOURCES]
     cxx = compiler()
     parts += [cxx.encode(), _compiler_id(cxx), " ".join(CXX_FLAGS).encode(), json.dumps(torch_paths()).encode()]
     return _sha(*parts)[:20]
+
+
+def _hashed(name: str, value: str, path: Path, root: Path) -> bytes:
+    """``path``'s sha256 for a key (in chunks); one above ``cachefs.MAX_SOURCE_BYTES`` or unreadable is refused,
+    naming ``name``."""
+    try:
+        return cachefs.file_sha(path).encode()
+    except cachefs.TooLarge as exc:
+        raise _too_large(name, value, exc) from None
+    except OSError as exc:
+        raise UserError(name, value, f"a readable file of {root}", f"{path}: {exc.strerror}") from None
 
 
 def cache_root() -> Path:
@@ -540,7 +609,60 @@ def first_error(log: str) -> str:
     return (log.strip().splitlines() or ["(no compiler output)"])[0]
 
 
+_DUPLICATE = re.compile(r"([^\s:]+\.o):[^\n]*?multiple definition of [`'‘]([^'’]+)['’]; ([^\s:]+\.o):")
+
+
+def _object_source(tree: TreeMap, obj: str) -> str:
+    """The source a port object was compiled from (``NN-stem.o`` is the NN-th of ``port_sources``)."""
+    m = re.match(r"(\d+)-", Path(obj).name)
+    sources = port_sources(tree)
+    if m and int(m.group(1)) < len(sources):
+        return str(sources[int(m.group(1))])
+    return obj
+
+
+def _port_compile_error(tree: TreeMap, log: str) -> UserError:
+    m = tree.manifest
+    dup = _DUPLICATE.search(log)
+    if dup:
+        second, symbol, first = dup.groups()
+        return UserError(f"implementation.manifest={m.path}: sources", list(m.sources),
+                         "sources that define each symbol once (compile only one of the files)",
+                         f"duplicate symbol {symbol} at link: defined in {_object_source(tree, first)} "
+                         f"and in {_object_source(tree, second)}")
+    first = first_error(log)
+    where = f"the tree {tree.root}"
+    if str(m.glue_path) in first:
+        role = _glue_role(m.glue_path, first)
+        where = f"the glue {m.glue_path}" + (f" (role {role})" if role else "")
+    else:
+        for name, role in m.roles.items():
+            if role.present and str(tree.root / role.file) in first:
+                where = f"the {name} role ({tree.root / role.file})"
+                break
+    hint = ""
+    if "glog/logging.h" in first or "gflags" in first or "-lglog" in log or "-lgflags" in log:
+        hint = "; install glog and gflags (Debian: libgoogle-glog-dev libgflags-dev)"
+    return UserError(FIELD, str(tree.root), f"a tree whose sources and glue compile{hint}",
+                     f"{where} does not compile: {first}")
+
+
+def _glue_role(glue: Path, error_line: str) -> str:
+    """The role of the glue function holding the error's line (its ``// Role: <name>`` comment above)."""
+    m = re.search(re.escape(str(glue)) + r":(\d+):", error_line)
+    if not m:
+        return ""
+    role = ""
+    for line in _read(glue).splitlines()[:int(m.group(1))]:
+        found = re.match(r"\s*// Role: (\w+)", line)
+        if found:
+            role = found.group(1)
+    return role
+
+
 def _compile_error(tree: TreeMap, log: str) -> UserError:
+    if tree.port:
+        return _port_compile_error(tree, log)
     first = first_error(log)
     roles = [r for r in ROLES if str(tree.path(r)) in first]
     where = f"the {roles[0]} role ({tree.path(roles[0])})" if roles else f"the tree {tree.root}"
@@ -604,22 +726,30 @@ def _build_locked(tree: TreeMap, root: Path, key: str) -> Built:
         gen.mkdir()
         unity = generate(tree, gen)
         library = tmp / "liblwsplit_native.so"
-        cmd = compile_command(tree, gen, unity, library)
+        commands = compile_commands(tree, gen, unity, library)
         started = time.monotonic()
         limit = build_timeout()
-        try:
-            rc, log = cachefs.run_bounded(cmd, timeout=limit, cwd=str(gen))
-        except cachefs.Timeout:
-            raise _compiler_timeout(cmd[0], limit, f"compiling {tree.root}") from None
-        except OSError as exc:
-            raise UserError("CXX", cmd[0], "a C++20 compiler this user can run", exc.strerror) from None
-        (tmp / "build.log").write_text(" ".join(cmd) + "\n" + log, errors="replace")
-        if rc != 0 or not library.is_file():
-            full = [line.strip() for line in log.splitlines() if any(s in line for s in _FULL)]
-            if full:  # the linker's "ld returned 1" is the disk's doing, not the tree's
-                raise _cache_error(root, f"the compiler ran out of room: {full[0]}",
-                                   "a cache folder with room for a build") from None
-            raise _compile_error(tree, log)
+        for cmd in commands:
+            try:
+                rc, log = cachefs.run_bounded(cmd, timeout=limit, cwd=str(gen))
+            except cachefs.Timeout:
+                raise _compiler_timeout(cmd[0], limit, f"compiling {tree.root}") from None
+            except OSError as exc:
+                raise UserError("CXX", cmd[0], "a C++20 compiler this user can run", exc.strerror) from None
+            with open(tmp / "build.log", "a", errors="replace") as build_log:
+                build_log.write(" ".join(cmd) + "\n" + log)
+            if rc != 0:
+                full = [line.strip() for line in log.splitlines() if any(s in line for s in _FULL)]
+                if full:  # the linker's "ld returned 1" is the disk's doing, not the tree's
+                    raise _cache_error(root, f"the compiler ran out of room: {full[0]}",
+                                       "a cache folder with room for a build") from None
+                raise _compile_error(tree, log)
+        if not library.is_file():
+            raise _compile_error(tree, "(the compiler wrote no library)")
+        if tree.port:  # one dependency list per object, joined into one rule as make would read them
+            lists = [d.read_text(errors="surrogateescape").replace("\\\n", " ").split(":", 1)[-1]
+                     for d in sorted((gen / "obj").glob("*.d"))]
+            (gen / "deps.d").write_text("objects: " + " ".join(lists) + "\n", errors="surrogateescape")
         depfile = (gen / "deps.d").read_text(errors="surrogateescape")
         deps = _parse_deps(depfile, tree.root, gen)
         if not any(cachefs._inside(p, str(tree.root)) for p in deps):
@@ -628,12 +758,14 @@ def _build_locked(tree: TreeMap, root: Path, key: str) -> Built:
         cachefs.make_private(library)
         manifest = {
             "abi": ABI, "source": str(tree.root), "files": tree.files, "key": key,
+            "manifest": str(tree.manifest.path) if tree.manifest is not None else None,
             "compiler": _compiler_id(cmd[0]).decode(errors="replace").splitlines()[:1],
-            "flags": list(CXX_FLAGS), "command": cmd, "seconds": round(time.monotonic() - started, 1),
+            "flags": list(PORT_FLAGS if tree.port else CXX_FLAGS), "command": cmd, "commands": len(commands),
+            "seconds": round(time.monotonic() - started, 1),
             "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": platform.machine(),
             "library": library.name, "library_sha256": cachefs.private_sha(library),
             "deps": deps, "deps_digest": _deps_digest(deps),
-            "shadow_watch": _shadow_watch(depfile, cmd, gen, tree.root),
+            "shadow_watch": _shadow_watch(depfile, commands[0], gen, tree.root),
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
         cachefs.make_private(tmp / "manifest.json")

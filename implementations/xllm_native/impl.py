@@ -12,7 +12,16 @@ What the tree's planning files do not hold comes from the Python model of upstre
 (``implementations.xllm_upstream``): the engine's option values (local heads per TP rank, the
 draft's layer count), the worker-side CHECKs (linear + indexer, quantized caches, sleep mode,
 xtensor), split groups and placement (``rank % s``), ``engine_message`` and ``init_worker``.
-Allocation is not compiled: ``init_worker`` allocates as the Python model does.
+For upstream's manifest allocation is not compiled: ``init_worker`` allocates as the Python model does.
+
+Which function plays each role comes from the tree's manifest (``manifest``): upstream's by
+default, a shipped port manifest for a port tree, or ``implementation.manifest=PATH``. For a
+tree built from its own sources (a port), every role the manifest lists is the tree's C++: its
+validation alone decides startup (no Python startup rule runs), its master and engine layouts
+are published in the plan (``KVPlan.published_layouts``), each worker's mask is the tree's
+worker function's answer, and with the manifest's ``allocation`` the worker holds what the tree's
+allocation returns (the port's ``allocate_kv_caches_layerwise`` creates no tensor). A role the manifest marks absent raises ``AbsentRoleError`` where a
+case needs it: never a model of the role.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from __future__ import annotations
 from typing import Mapping, Optional
 
 from implementations.errors import ConfigError, ImplementationFailure, PlanError, UserError
+from implementations.interface import ROLES, LayerCache, WorkerKVCache
 from implementations.plan_types import DraftPlan, KVPlan
 from implementations.reference import estimation, kv_bytes, validation
 from implementations.specs import ModelSpec, RunSpec
@@ -43,24 +53,74 @@ def field_value(run: RunSpec, name: str, fallback: object) -> object:
     return getattr(node, rest, fallback)
 
 
+def engine_model_type(model_type: str) -> str:
+    """The model type an xLLM engine hands its startup checks: a Qwen3.5 config's text model type
+    (upstream's ``get_model_type`` for the llm backend, with no ``text_config`` to read)."""
+    return f"{model_type}_text" if model_type in ("qwen3_5", "qwen3_5_moe") else model_type
+
+
+def layout_facts(layout: Optional[list], full: tuple) -> tuple:
+    """A tree's layout reply (its layer i is the i-th full layer) as ((full layer id, ranks, heads), ...);
+    () when the tree published none (its layout function returned nothing)."""
+    if layout is None:
+        return ()
+    return tuple((full[e["layer"]] if 0 <= e["layer"] < len(full) else -1 - e["layer"], tuple(e["ranks"]),
+                  tuple(e["heads"])) for e in layout)
+
+
+def describe_layout(name: str, layers: tuple) -> str:
+    if not layers:
+        return f"{name}: the tree published no layout"
+    shapes = sorted({(ranks, heads) for _, ranks, heads in layers})
+    if len(shapes) == 1:
+        ranks, heads = shapes[0]
+        return f"{name}: every full layer on TP ranks {list(ranks)} with KV heads {list(heads)}"
+    return f"{name}: " + "; ".join(f"layer {l} on ranks {list(r)} heads {list(h)}" for l, r, h in layers[:6]) + \
+        (" ..." if len(layers) > 6 else "")
+
+
+def tree_allocation(message: KVPlan, *, rank: int, role: str, mask: tuple, device: str) -> WorkerKVCache:
+    """The worker's caches as a tree's allocation left them when it returned no tensor: every layer
+    present with the tree's mask, no tensor of its own, no scratch."""
+    full = set(message.full_layers)
+    layers = [LayerCache(layer_id=l, kind="full" if l in full else "linear", owned=bool(mask[l]) or l not in full)
+              for l in range(message.num_layers)]
+    rank_plan = next(r for r in message.ranks if r.rank == rank)
+    if message.active:
+        split_size, split_rank = message.split_size, rank_plan.split_rank
+        split_group = tuple(message.split_groups[rank_plan.split_group])
+    else:
+        split_size, split_rank, split_group = 1, 0, (rank,)
+    return WorkerKVCache(rank=rank, role=role, plan_digest=message.digest, split_size=split_size,
+                         split_rank=split_rank, split_group=split_group, n_blocks=message.n_blocks,
+                         kv_layout=message.kv_layout, device=device, layers=layers, scratch={})
+
+
 class XllmNativeImplementation(XllmUpstreamImplementation):
     name = "xllm_native"
 
     def __init__(self, source_dir: Optional[str] = None, files: Optional[Mapping[str, str]] = None,
-                 timeout_s: Optional[float] = None) -> None:
-        self.native = native_mod.load(source_dir, dict(files or {}))
+                 manifest: Optional[str] = None, timeout_s: Optional[float] = None) -> None:
+        self.native = native_mod.load(source_dir, dict(files or {}), manifest=manifest)
+        self.manifest = self.native.manifest
+        self.port = self.native.tree.port
         self.timeout_s = timeout_s
         """Each call's limit (``runner.timeout_s``; ``native.DEFAULT_TIMEOUT_S`` when None)."""
 
     @staticmethod
     def check_inputs(source_dir: Optional[str] = None, files: Optional[Mapping[str, str]] = None,
-                     **_options: object) -> None:
-        """The tree is given (``source_dir``, else ``$LWSPLIT_XLLM_SRC``), exists and holds every role's file;
-        ``UserError`` naming the key otherwise. Nothing is built: a harness asks this once before its cases run.
-        The other options (``timeout_s``) are the calls' settings, not inputs."""
-        from implementations.xllm_native import build
+                     manifest: Optional[str] = None, **_options: object) -> None:
+        """The tree is given (``source_dir``, else ``$LWSPLIT_XLLM_SRC``), exists and holds the files its manifest
+        names; ``UserError`` naming the key otherwise. Nothing is built: a harness asks this once before its cases
+        run. The other options (``timeout_s``) are the calls' settings, not inputs."""
+        native_mod.resolve(source_dir, dict(files or {}), manifest)
 
-        build.tree_map(source_dir, dict(files or {}))
+    def require(self, role: str) -> None:
+        """``AbsentRoleError`` when the tree's manifest marks ``role`` absent."""
+        self.manifest.require(role)
+
+    def source_note(self) -> str:
+        return f"tree {self.native.tree.root}: manifest {self.manifest.name} ({self.native.why})"
 
     # ---- inputs the engine hands the planning code -------------------------------------------
 
@@ -113,8 +173,11 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
     # ---- master ---------------------------------------------------------------------------------
 
     def validate(self, run: RunSpec) -> None:
-        """Schema (what the harness's inputs must hold), then the tree's master validation, then the
-        worker-side CHECKs upstream runs once its workers start (Python model)."""
+        """Schema (what the harness's inputs must hold), then the tree's master validation, then (upstream's
+        manifest) the worker-side CHECKs upstream runs once its workers start (Python model)."""
+        if self.port:
+            return self.validate_port(run)
+        self.require("validation")
         validation.check_model(run.model)
         validation.check_cache(run.cache)
         validation.check_hardware(run.hardware)
@@ -142,9 +205,33 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
             if run.cache.enable_xtensor:
                 raise ConfigError("cache.enable_xtensor", True, "false", f"xtensor is not supported {active}")
 
+    def validate_port(self, run: RunSpec) -> None:
+        """A port tree: the schema of the harness's inputs, then the tree's validation role alone."""
+        validation.check_model(run.model)
+        validation.check_cache(run.cache)
+        validation.check_hardware(run.hardware)
+        s = run.layerwise.split_size
+        if isinstance(s, bool) or not isinstance(s, int):
+            raise ConfigError("layerwise.split_size", s, "a whole number")
+        for name in ("world_size", "dp_size", "cp_size"):
+            value = getattr(run.parallel, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"parallel.{name}", value, "a whole number >= 1")
+        self.require("validation")
+        self.call(run, "validate", {
+            "layerwise_split_size": s, "attn_tp_size": self.port_tp(run),
+            "model_type": engine_model_type(run.model.model_type)})
+
+    def port_tp(self, run: RunSpec) -> int:
+        """The attention TP size the engine hands a port's functions: world / (dp x cp), rounded down."""
+        return max(1, run.parallel.world_size // (run.parallel.dp_size * run.parallel.cp_size))
+
     def native_estimate(self, run: RunSpec, split_size: int) -> dict:
         """The target's capacity from the tree's code, and with a draft its capacity and the common block count."""
-        tp = self.attn_tp_size(run.parallel)
+        self.require("estimation")
+        if run.draft is not None:
+            self.require("speculative")
+        tp = self.port_tp(run) if self.port else self.attn_tp_size(run.parallel)
         target = {**self.model_args(run.model), **self.estimate_options(run, run.model, tp, split_size=split_size)}
         if run.draft is None:
             reply = self.call(run, "estimate", {**target, **self._parallel(run)})
@@ -197,7 +284,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
     def plan(self, run: RunSpec) -> KVPlan:
         self.validate(run)
         model, cache = run.model, run.cache
-        tp = self.attn_tp_size(run.parallel)
+        tp = self.port_tp(run) if self.port else self.attn_tp_size(run.parallel)
         active = self.is_active(run.layerwise)
         s = run.layerwise.split_size if active else 1
         est = self.native_estimate(run, s)
@@ -221,14 +308,21 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         additional = draft.bytes_per_block if draft is not None else 0
         uniform_n_blocks = self._uniform_n_blocks(run, n_blocks if not active else None)
         notes: list[str] = []
+        published: tuple = ()
         if active:
+            self.require("ownership")
             masks = self.owned_masks(run, s)
             layer_owner = tuple((l, next(r for r in range(s) if masks[r][l])) for l in full)
             idle = [r for r in range(s) if not any(o == r for _, o in layer_owner)]
             if idle:
                 notes.append(f"split ranks {idle} own no full-attention layer ({len(full)} full layers, s={s})")
+            if self.port:
+                published = self.published_layouts(run, full, tp, s, n_blocks, cap)
+                notes += [describe_layout(name, layers) for name, layers in published]
         else:
             layer_owner = ()
+        if self.port:
+            notes.insert(0, self.source_note())
         placement = self.place_ranks(run)
         groups = self.split_groups(run, placement)
         ranks = self._rank_plans(run, tp, placement, groups, full, layer_owner, layer_bytes, split_size=s,
@@ -256,7 +350,62 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
             ranks=ranks, draft=draft, notes=tuple(notes), slot_size=slot, index_slot_size=index,
             scale_slot_size=scale, num_indexer_layers=cap["num_indexer_layers"],
             linear_slot_size=cap["linear_slot_size"], num_linear_state_blocks=cap["num_linear_state_blocks"],
+            published_layouts=published,
         )
+
+    # ---- a port's own layouts and worker ------------------------------------------------------------
+
+    def published_layouts(self, run: RunSpec, full: tuple, tp: int, s: int, n_blocks: int, cap: dict) -> tuple:
+        """The master's layout (role ``layout``) and what the engine passes on (role ``engine``), as the
+        tree computes them: per full layer, the TP ranks holding it and their KV heads."""
+        model = run.model
+        kv_heads = model.num_key_value_heads if model.attention == "gqa" else 1
+        out = []
+        self.require("layout")
+        master = self.call(run, "master_layout", {
+            "layer_types": self.model_args(model)["layer_types"], "kv_heads": kv_heads, "world_size": tp,
+            "n_blocks": n_blocks, "block_size": cap["block_size"], "head_dim": model.head_dim,
+            "max_tokens": 0, "dtype_code": TORCH_SCALAR_TYPES[model.dtype], "layerwise_split_size": s,
+            "enable": run.layerwise.enable})
+        out.append(("master layout (" + self.manifest.role("layout").function + ")", master["layout"]))
+        self.require("engine")
+        engine = self.call(run, "engine", {"per_layer_kv_heads": [kv_heads] * len(full), "world_size": tp,
+                                           "layerwise_split_size": s, "enable": run.layerwise.enable})
+        out.append(("engine layout (" + self.manifest.role("engine").function + ")", engine["layout"]))
+        return tuple((name, layout_facts(layout, full)) for name, layout in out)
+
+    def ownership_mask(self, message: KVPlan, rank: int) -> tuple[bool, ...]:
+        """A port: the mask the tree's worker function builds for this rank (role ``worker``)."""
+        if not self.port:
+            return super().ownership_mask(message, rank)
+        self.require("worker")
+        self.worker_split_rank(message, rank)  # the rank must be in the plan
+        model = self._worker_model
+        reply = self.native.call("worker", {"layer_types": self.model_args(model)["layer_types"],
+                                            "layerwise_split_size": message.split_size if message.active else 1,
+                                            "rank": rank, "n_layers": message.num_layers})
+        return tuple(bool(v) for v in reply["owned"])
+
+    def init_worker(self, message: KVPlan, run: RunSpec, *, rank: int, role: str, device: str,
+                    expected_digest: str) -> WorkerKVCache:
+        """The worker: the tree's mask; with the manifest's ``allocation``, the tensors the tree's own
+        allocation returns (else the harness allocates that mask)."""
+        self._worker_model = run.model if role == "target" else run.draft
+        if not self.port or self.manifest.allocation is None:
+            return super().init_worker(message, run, rank=rank, role=role, device=device,
+                                       expected_digest=expected_digest)
+        if role not in ROLES:
+            raise ConfigError("role", role, f"one of {', '.join(ROLES)}")
+        self.check_message(message, expected_digest, rank)
+        mask = self.ownership_mask(message, rank)
+        reply = self.native.call("allocate", {"owned": [int(m) for m in mask], "n_layers": message.num_layers,
+                                              "rank": rank, "n_blocks": message.n_blocks,
+                                              "block_size": message.block_size})
+        if reply.get("tensors"):
+            raise PlanError("implementation", self.manifest.name, "a tree allocation the harness can take over",
+                            f"{self.manifest.allocation.function} returned tensors; handing a tree's tensors "
+                            "to the rank (torch's C++ extension API) is not supported yet")
+        return tree_allocation(message, rank=rank, role=role, mask=mask, device=device)
 
     def _uniform_n_blocks(self, run: RunSpec, known: Optional[int]) -> int:
         """The block count at s = 1 from the same compiled code (0 when not one block fits)."""

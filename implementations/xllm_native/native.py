@@ -30,6 +30,7 @@ from typing import Mapping, NoReturn, Optional
 
 from implementations.errors import ConfigError, ImplementationFailure, PlanError, UserError, clip
 from implementations.xllm_native import build, host
+from implementations.xllm_native import manifest as manifest_mod
 
 HOST = Path(host.__file__).resolve()
 """The child program that opens the library (standard library only)."""
@@ -64,6 +65,8 @@ CHECK_RULES: tuple[tuple[str, str, str], ...] = (
 """(pattern over the CHECK's condition, harness field it guards, what is allowed), first match wins."""
 MASTER_ROLES = ("master", "layout")
 """CHECKs in these roles' files are startup rules (``ConfigError``); the rest are planning (``PlanError``)."""
+PORT_MASTER_ROLES = ("validation",)
+"""The same for a manifest's roles: a CHECK in the validation role's file is a startup rule."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,6 +127,8 @@ class Native:
         self.built = built
         self._host: Optional[_Host] = None
         self._lock = threading.Lock()
+        self.manifest: Optional[manifest_mod.Manifest] = tree.manifest
+        self.why = ""
 
     @property
     def who(self) -> str:
@@ -165,8 +170,13 @@ class Native:
     def refusal(self, check: Check) -> UserError:
         """The ``UserError`` for a CHECK: the field it guards, the CHECK's place and text."""
         name, allowed = rule_of(check)
-        roles = [r for r in build.ROLES if str(self.tree.path(r)) == check.file]
-        cls = ConfigError if roles and roles[0] in MASTER_ROLES else PlanError
+        if self.tree.port:
+            roles = [name for name, role in self.tree.manifest.roles.items()
+                     if role.present and str(self.tree.root / role.file) == check.file]
+            cls = ConfigError if roles and roles[0] in PORT_MASTER_ROLES else PlanError
+        else:
+            roles = [r for r in build.ROLES if str(self.tree.path(r)) == check.file]
+            cls = ConfigError if roles and roles[0] in MASTER_ROLES else PlanError
         detail = f"CHECK at {check.where} `{check.condition}`"
         if check.message:
             detail += f": {check.message.splitlines()[-1]}"
@@ -360,12 +370,45 @@ _LOADED: dict = {}
 _LOAD_LOCK = threading.Lock()
 
 
+def resolve(source_dir: Optional[str] = None, files: Optional[Mapping[str, str]] = None,
+            manifest: Optional[str] = None) -> tuple[build.TreeMap, manifest_mod.Manifest, str]:
+    """The tree to build, its manifest and why that manifest: ``manifest`` when given; upstream's
+    when ``files`` re-point upstream's roles; else the shipped manifest whose ``detect`` fits the tree."""
+    given = source_dir or os.environ.get(build.ENV_SOURCE) or None
+    if manifest:
+        m = manifest_mod.load(manifest)
+        why = f"implementation.manifest={m.path}"
+    elif files:
+        m = manifest_mod.load(manifest_mod.SHIPPED_DIR / "upstream_494f293b5.yaml")
+        why = "implementation.files re-point upstream's roles"
+    else:
+        if not given:
+            raise UserError(build.FIELD, None,
+                            f"an xLLM source tree: implementation.source_dir=<path> or ${build.ENV_SOURCE}")
+        root = Path(str(given)).expanduser()
+        if not root.is_dir():
+            raise UserError(build.FIELD, str(given), "an existing folder holding an xLLM source tree")
+        m, why = manifest_mod.for_tree(root.resolve())
+    if m.compile == "upstream-cut":
+        tree = build.tree_map(source_dir, {**m.files, **dict(files or {})})
+        if manifest:
+            manifest_mod.check_tree(m, tree.root)
+        return build.TreeMap(root=tree.root, files=tree.files, manifest=m), m, why
+    if not given:
+        raise UserError(build.FIELD, None, f"the tree manifest {m.name} describes: "
+                        f"implementation.source_dir=<path> or ${build.ENV_SOURCE}")
+    return build.port_tree(m, Path(str(given))), m, why
+
+
 def load(source_dir: Optional[str] = None, files: Optional[Mapping[str, str]] = None, *,
-         cache: Optional[Path] = None) -> Native:
+         cache: Optional[Path] = None, manifest: Optional[str] = None) -> Native:
     """The tree's library, built once per source; one ``Native`` (one host, started on its first call) per process."""
-    tree = build.tree_map(source_dir, dict(files or {}))
-    memo = (str(tree.root), json.dumps(tree.files, sort_keys=True), str(cache))
+    tree, m, why = resolve(source_dir, files, manifest)
+    memo = (str(tree.root), json.dumps(tree.files, sort_keys=True), str(m.path), str(cache))
     with _LOAD_LOCK:
         if memo not in _LOADED:
-            _LOADED[memo] = Native(tree, build.build(tree, root=cache))
+            manifest_mod.log.info("xllm_native: %s: manifest %s (%s)", tree.root, m.name, why)
+            native = Native(tree, build.build(tree, root=cache))
+            native.manifest, native.why = m, why
+            _LOADED[memo] = native
         return _LOADED[memo]

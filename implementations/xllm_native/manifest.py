@@ -1,0 +1,289 @@
+"""Port manifests: which of a C++ tree's functions plays each role of the harness, and how to build it.
+
+A manifest is a YAML file (``implementation.manifest=PATH``; docs/native.md has a worked example):
+
+```yaml
+name: my_port                       # shown in reports and logs
+detect: {present: [core/runtime/worker_layerwise_init.cpp], absent: []}
+include_dirs: [., core]             # relative to the tree's root
+defines: [USE_ILU]
+sources: [core/runtime/worker_layerwise_init.cpp, ...]   # each compiled on its own, then linked
+glue: glue_my_port.cpp              # relative to the manifest: the C++ answering the harness's ops
+roles:
+  validation: {file: core/.../layerwise_split_layout.h, function: validate_layerwise_split_enablement}
+  speculative: {absent: "the port has no SpeculativeEngine::calculate_kv_cache"}
+  ...
+```
+
+Every role of ``ROLES`` is either played (``file`` + ``function``: the function must be defined in
+that file) or marked ``absent`` with a reason. A role that is absent is never modelled: the
+implementation raises ``AbsentRoleError`` where a test case needs it (``absent_error``).
+
+``compile: upstream-cut`` (upstream's own manifest) keeps the build that cuts functions out of
+upstream's big files (``build.generate``); its ``files`` map names each cut role's file.
+``compile: sources`` (the default) compiles ``sources`` and the glue file, one object each.
+
+A mistake gives one ``UserError`` naming the manifest, the key (``roles.ownership.function``)
+and what is allowed. ``detect`` chooses the shipped manifest for a tree given alone (``for_tree``).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from implementations.errors import PlanError, UserError
+
+log = logging.getLogger("lwsplit.native")
+
+SHIPPED_DIR = Path(__file__).resolve().parent / "manifests"
+FIELD = "implementation.manifest"
+
+ROLES = {
+    "validation": "startup validation",
+    "ownership": "ownership mask",
+    "layout": "master layout",
+    "estimation": "block count and figures",
+    "speculative": "draft capacity",
+    "engine": "engine propagation",
+    "worker": "worker init and allocation",
+}
+"""The harness's roles and what each stands for in an error (``the tree implements no <what>``)."""
+
+COMPILE_KINDS = ("sources", "upstream-cut")
+TOP_KEYS = {
+    "name": str, "description": str, "detect": dict, "compile": str, "include_dirs": list, "defines": list,
+    "sources": list, "glue": str, "files": dict, "roles": dict, "base": str, "base_include_dirs": list,
+    "base_sources": list, "tests": str, "allocation": dict,
+}
+REQUIRED = ("name", "roles")
+_DEFINE = re.compile(r"^[A-Za-z_]\w*(=[^\s]*)?$")
+
+
+class AbsentRoleError(PlanError):
+    """A test case needs a role the tree's manifest marks absent: a failed case, never a model of it."""
+
+    def __init__(self, manifest: str, role: str, reason: str = "") -> None:
+        detail = f"the tree implements no {ROLES[role]}: manifest role `{role}` is absent"
+        if reason:
+            detail += f"; {reason}"
+        super().__init__("implementation", manifest, f"a tree implementing manifest role `{role}`", detail)
+        self.role = role
+
+
+@dataclass(frozen=True, kw_only=True)
+class Role:
+    """One role: the tree's file and function playing it, or why it is absent."""
+
+    name: str
+    file: str = ""
+    function: str = ""
+    absent: str = ""
+
+    @property
+    def present(self) -> bool:
+        return not self.absent
+
+
+@dataclass(frozen=True, kw_only=True)
+class Manifest:
+    """A validated manifest. Paths are as written; ``resolve`` makes them absolute against a tree."""
+
+    name: str
+    path: Path
+    description: str = ""
+    detect_present: tuple[str, ...] = ()
+    detect_absent: tuple[str, ...] = ()
+    compile: str = "sources"
+    include_dirs: tuple[str, ...] = ()
+    defines: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    glue: str = ""
+    files: dict = field(default_factory=dict)
+    roles: dict = field(default_factory=dict)
+    base: str = ""
+    base_include_dirs: tuple[str, ...] = ()
+    base_sources: tuple[str, ...] = ()
+    tests: str = ""
+    allocation: Optional[Role] = None
+    """The tree's own allocation (glue op ``allocate``): the worker holds the tensors it returns. None:
+    the harness allocates the tree's mask (the worker role still decides the mask)."""
+
+    def role(self, name: str) -> Role:
+        return self.roles[name]
+
+    def present(self, name: str) -> bool:
+        return self.roles[name].present
+
+    def absent_error(self, name: str) -> AbsentRoleError:
+        return AbsentRoleError(self.name, name, self.roles[name].absent)
+
+    def require(self, name: str) -> None:
+        """Raise ``AbsentRoleError`` when the tree does not play role ``name``."""
+        if not self.present(name):
+            raise self.absent_error(name)
+
+    @property
+    def glue_path(self) -> Path:
+        return (self.path.parent / self.glue).resolve()
+
+    def base_root(self) -> Optional[Path]:
+        if not self.base:
+            return None
+        p = Path(self.base).expanduser()
+        return (p if p.is_absolute() else self.path.parent / p).resolve()
+
+
+def _err(path: Path, key: str, value: object, allowed: str, detail: str = "") -> UserError:
+    return UserError(f"{FIELD}={path}: {key}", value, allowed, detail)
+
+
+def _strings(path: Path, key: str, value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise _err(path, key, value, "a list of non-empty strings")
+    return tuple(v.strip() for v in value)
+
+
+def load(path: object) -> Manifest:
+    """The manifest at ``path``, checked against the schema (not yet against a tree: ``check_tree``)."""
+    import yaml
+
+    p = Path(str(path)).expanduser()
+    if not p.is_file():
+        raise UserError(FIELD, str(path), "a YAML manifest file (docs/native.md: writing a manifest)")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserError(FIELD, str(p), "a YAML mapping", f"not YAML: {first}") from None
+    if not isinstance(data, dict):
+        raise _err(p, "(top level)", type(data).__name__, f"a mapping with keys {', '.join(TOP_KEYS)}")
+    p = p.resolve()
+    for key in data:
+        if key not in TOP_KEYS:
+            raise _err(p, str(key), data[key], f"a key of {', '.join(TOP_KEYS)}")
+        if not isinstance(data[key], TOP_KEYS[key]):
+            raise _err(p, key, data[key], f"a {TOP_KEYS[key].__name__}")
+    for key in REQUIRED:
+        if key not in data:
+            raise _err(p, key, None, "given (required)")
+    kind = data.get("compile", "sources")
+    if kind not in COMPILE_KINDS:
+        raise _err(p, "compile", kind, " or ".join(COMPILE_KINDS))
+    detect = data.get("detect", {})
+    for key in detect:
+        if key not in ("present", "absent"):
+            raise _err(p, f"detect.{key}", detect[key], "present or absent (lists of paths in the tree)")
+    defines = _strings(p, "defines", data.get("defines", []))
+    for d in defines:
+        if not _DEFINE.match(d):
+            raise _err(p, "defines", d, "NAME or NAME=VALUE (a C++ macro)")
+    roles = {}
+    given = data["roles"]
+    for name in given:
+        if name not in ROLES:
+            raise _err(p, f"roles.{name}", given[name], f"a role of {', '.join(ROLES)}")
+    for name in ROLES:
+        if name not in given:
+            raise _err(p, f"roles.{name}", None, "{file: ..., function: ...} or {absent: <why>}",
+                       "every role is either played or marked absent")
+        spec = given[name]
+        if not isinstance(spec, dict) or not spec:
+            raise _err(p, f"roles.{name}", spec, "{file: ..., function: ...} or {absent: <why>}")
+        for key in spec:
+            if key not in ("file", "function", "absent"):
+                raise _err(p, f"roles.{name}.{key}", spec[key], "file, function or absent")
+        if "absent" in spec:
+            if len(spec) > 1:
+                raise _err(p, f"roles.{name}", spec, "either absent or file + function, not both")
+            if not isinstance(spec["absent"], str) or not spec["absent"].strip():
+                raise _err(p, f"roles.{name}.absent", spec["absent"], "a reason (text)")
+            roles[name] = Role(name=name, absent=spec["absent"].strip())
+            continue
+        for key in ("file", "function"):
+            if not isinstance(spec.get(key), str) or not spec[key].strip():
+                raise _err(p, f"roles.{name}.{key}", spec.get(key), "a non-empty string")
+        roles[name] = Role(name=name, file=spec["file"].strip(), function=spec["function"].strip())
+    if kind == "sources" and not data.get("glue"):
+        raise _err(p, "glue", None, "a C++ glue file (relative to the manifest) answering the harness's ops")
+    if kind == "sources" and not data.get("sources"):
+        raise _err(p, "sources", None, "a list of the tree's .cpp files to compile")
+    allocation = None
+    if "allocation" in data:
+        spec = data["allocation"]
+        for key in spec:
+            if key not in ("file", "function"):
+                raise _err(p, f"allocation.{key}", spec[key], "file or function")
+        for key in ("file", "function"):
+            if not isinstance(spec.get(key), str) or not spec[key].strip():
+                raise _err(p, f"allocation.{key}", spec.get(key), "a non-empty string")
+        allocation = Role(name="allocation", file=spec["file"].strip(), function=spec["function"].strip())
+    files = data.get("files", {})
+    if not all(isinstance(v, str) for v in files.values()):
+        raise _err(p, "files", files, "a mapping of role to path")
+    return Manifest(
+        name=data["name"], path=p, description=data.get("description", ""),
+        detect_present=_strings(p, "detect.present", detect.get("present", [])),
+        detect_absent=_strings(p, "detect.absent", detect.get("absent", [])),
+        compile=kind, include_dirs=_strings(p, "include_dirs", data.get("include_dirs", [])),
+        defines=defines, sources=_strings(p, "sources", data.get("sources", [])), glue=data.get("glue", ""),
+        files=dict(files), roles=roles, base=data.get("base", ""),
+        base_include_dirs=_strings(p, "base_include_dirs", data.get("base_include_dirs", [])),
+        base_sources=_strings(p, "base_sources", data.get("base_sources", [])), tests=data.get("tests", ""),
+        allocation=allocation,
+    )
+
+
+def check_tree(m: Manifest, root: Path) -> None:
+    """``UserError`` for the first thing the manifest names that the tree lacks: a source, an include
+    folder, a role's file, a role's function (declared or defined in its file), the glue file."""
+    from implementations.xllm_native.build import defines
+
+    base = m.base_root()
+    if m.base and (base is None or not base.is_dir()):
+        raise _err(m.path, "base", m.base, "an existing folder (the base tree, relative to the manifest)")
+    for key, items, under in (("sources", m.sources, root), ("include_dirs", m.include_dirs, root),
+                              ("base_sources", m.base_sources, base), ("base_include_dirs", m.base_include_dirs, base)):
+        for rel in items:
+            target = (under or root) / rel
+            ok = target.is_dir() if key.endswith("include_dirs") else target.is_file()
+            if not ok:
+                raise _err(m.path, key, rel, f"{'folders' if key.endswith('dirs') else 'files'} of {under or root}",
+                           f"{target} is missing")
+    if m.compile == "sources" and not m.glue_path.is_file():
+        raise _err(m.path, "glue", m.glue, "a C++ file relative to the manifest", f"{m.glue_path} is missing")
+    named = [(f"roles.{name}", role) for name, role in m.roles.items() if role.present]
+    if m.allocation is not None:
+        named.append(("allocation", m.allocation))
+    for key, role in named:
+        path = root / role.file
+        if not path.is_file():
+            raise _err(m.path, f"{key}.file", role.file, f"a file of {root}", f"{path} is missing")
+        if not defines(path.read_text(encoding="utf-8", errors="replace"), role.function):
+            raise _err(m.path, f"{key}.function", role.function, f"a function {role.file} defines",
+                       f"{role.function} not found in {path}")
+
+
+def shipped() -> list[Manifest]:
+    """The manifests the project ships, most specific detection first."""
+    found = [load(p) for p in sorted(SHIPPED_DIR.glob("*.yaml"))]
+    return sorted(found, key=lambda m: -(len(m.detect_present) + len(m.detect_absent)))
+
+
+def for_tree(root: Path) -> tuple[Manifest, str]:
+    """The shipped manifest that fits ``root`` and why (its ``detect`` files present, others absent)."""
+    tried = []
+    for m in shipped():
+        missing = [p for p in m.detect_present if not (root / p).exists()]
+        extra = [p for p in m.detect_absent if (root / p).exists()]
+        if m.detect_present and not missing and not extra:
+            why = f"it has {', '.join(m.detect_present)}"
+            if m.detect_absent:
+                why += f" and no {', '.join(m.detect_absent)}"
+            return m, why
+        tried.append(f"{m.name} (needs {', '.join(missing or extra)}{' absent' if extra and not missing else ''})")
+    raise UserError("implementation.source_dir", str(root), "a tree one shipped manifest fits, or "
+                    "implementation.manifest=PATH (docs/native.md: writing a manifest)", "; ".join(tried))

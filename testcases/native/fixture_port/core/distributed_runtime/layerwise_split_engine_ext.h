@@ -1,0 +1,7 @@
+#pragma once
+#include <vector>
+
+namespace fxport {
+// What an engine hands its workers: the TP ranks holding each full layer.
+std::vector<std::vector<int>> fx_engine_layout(int n_full, int tp, int split_size);
+}  // namespace fxport

@@ -1,0 +1,116 @@
+// Glue of the fixture port: its functions (namespace fxport) answering the harness's ops.
+// Written against the fixture's headers only; protocol.h (implementations/xllm_native/cpp) is
+// the harness's one C ABI. Figures the fixture does not have (linear state, scales, indexer) are 0.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "distributed_runtime/layerwise_split_engine_ext.h"
+#include "distributed_runtime/layerwise_split_master.h"
+#include "framework/kv_cache/kv_cache_estimation_layerwise.h"
+#include "framework/kv_cache/kv_cache_layerwise.h"
+#include "framework/kv_cache/layerwise_split_layout.h"
+#include "protocol.h"
+#include "runtime/worker_layerwise_init.h"
+
+namespace lwsplit {
+namespace {
+
+int split(const Request& req) { return static_cast<int>(req.i64("layerwise_split_size", 1)); }
+
+std::string layout_json(const std::vector<std::vector<int>>& ranks, int64_t heads) {
+  std::string out = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    out += (i ? "," : "");
+    out += Json().num("layer", static_cast<int64_t>(i)).raw("ranks", array(ranks[i]))
+               .raw("heads", array(std::vector<int64_t>(ranks[i].size(), heads))).str();
+  }
+  return out + "]";
+}
+
+// Role: validation
+std::string op_validate(const Request& req) {
+  fxport::check_split_config(split(req), static_cast<int>(req.i64("attn_tp_size", 1)), req.str("model_type"));
+  return Json().raw("ok", "true").str();
+}
+
+// Role: estimation
+std::string op_estimate(const Request& req) {
+  const auto cap = fxport::fx_estimate(req.list("layer_types"), req.i64("n_layers"), req.i64("n_local_kv_heads"),
+                                       req.i64("head_dim"), req.i64("block_size"),
+                                       req.i64("cache_size_in_bytes"), split(req));
+  int64_t n_full = 0;
+  for (bool f : cap.full) n_full += f ? 1 : 0;
+  Json c;
+  c.num("n_blocks", cap.n_blocks).num("cache_size_in_bytes", req.i64("cache_size_in_bytes"))
+      .num("block_size", cap.block_size).num("slot_size", cap.slot_size).num("index_slot_size", 0)
+      .num("num_indexer_layers", 0).num("scale_slot_size", 0).num("linear_slot_size", 0)
+      .num("linear_cache_size_in_bytes", 0).num("n_layers", cap.n_layers).num("num_linear_state_blocks", 0)
+      .num("num_full_attention_layers", n_full).num("num_linear_attention_layers", cap.n_layers - n_full);
+  return Json().raw("capacity", c.str()).raw("full_attention", array(std::vector<int>(cap.full.begin(), cap.full.end())))
+      .raw("indexer_layers", "[]").str();
+}
+
+// Role: ownership
+std::string op_layout(const Request& req) {
+  const auto types = req.list("layer_types");
+  const int s = split(req);
+  std::string masks = "[";
+  for (int rank = 0; rank < s; ++rank) {
+    std::vector<int> mask;
+    int full_index = 0;
+    for (int64_t l = 0; l < req.i64("n_layers"); ++l) {
+      mask.push_back(!fxport::is_full(types, l) || fxport::full_layer_owner(full_index++, s) == rank);
+    }
+    masks += (rank ? "," : "") + array(mask);
+  }
+  return Json().raw("owned", masks + "]").str();
+}
+
+// Role: worker
+std::string op_worker(const Request& req) {
+  const auto mask = fxport::fx_worker_mask(req.list("layer_types"), req.i64("n_layers"), split(req),
+                                           static_cast<int>(req.i64("rank")));
+  return Json().raw("owned", array(std::vector<int>(mask.begin(), mask.end()))).str();
+}
+
+// Role: worker (allocation): the fixture counts the layers it would allocate and creates no tensor.
+std::string op_allocate(const Request& req) {
+  std::vector<bool> owned;
+  for (const auto& v : req.list("owned")) owned.push_back(v == "1");
+  return Json().num("allocated_layers", fxport::fx_allocated_layers(owned)).raw("tensors", "[]").str();
+}
+
+// Role: layout
+std::string op_master_layout(const Request& req) {
+  int n_full = 0;
+  for (const auto& t : req.list("layer_types")) n_full += t == "full_attention" ? 1 : 0;
+  const int tp = static_cast<int>(req.i64("world_size", 1));
+  return Json().raw("layout", layout_json(fxport::fx_master_layout(n_full, tp, split(req)),
+                                          std::max<int64_t>(1, req.i64("kv_heads") / tp))).str();
+}
+
+// Role: engine
+std::string op_engine(const Request& req) {
+  const auto heads = req.list("per_layer_kv_heads");
+  const int tp = static_cast<int>(req.i64("world_size", 1));
+  const int64_t per_rank = heads.empty() ? 0 : std::max<int64_t>(1, std::stoll(heads[0]) / tp);
+  return Json().raw("layout", layout_json(fxport::fx_engine_layout(static_cast<int>(heads.size()), tp, split(req)),
+                                          per_rank)).str();
+}
+
+}  // namespace
+
+std::string dispatch(const Request& req) {
+  const std::string op = req.str("op");
+  if (op == "validate") return op_validate(req);
+  if (op == "estimate") return op_estimate(req);
+  if (op == "layout") return op_layout(req);
+  if (op == "worker") return op_worker(req);
+  if (op == "allocate") return op_allocate(req);
+  if (op == "master_layout") return op_master_layout(req);
+  if (op == "engine") return op_engine(req);
+  throw std::invalid_argument("unknown op " + op);
+}
+
+}  // namespace lwsplit

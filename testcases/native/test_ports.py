@@ -1,0 +1,323 @@
+"""Port manifests: a tree built from its own sources through a manifest and a glue file.
+
+The fixture port (``fixture_port``: the seed's file names, its own small API, planted defects, the
+speculative role absent) proves the whole path in CI: manifest checks, build, the tree's own
+validation, layouts and worker masks reaching the plan and the workers, and the harness's checks
+finding each planted defect. The real trees (upstream 494f293b5 and the two BI-V100 port snapshots
+under ``../shared``) are built and judged by ``real_tree`` tests: their own CI step
+(``LWSPLIT_REAL_TREES=1 pytest -n 0 -m real_tree testcases/native/test_ports.py``); elsewhere they skip, saying why.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from harness.suites import ownership
+from harness.suites.common import published_layout_problems
+from harness.suites.expectations import expected_rejection
+from implementations.errors import UserError
+from implementations.specs import CacheSpec
+from implementations.xllm_native import build, manifest, native
+from testcases import ROOT
+from testcases.unit import _models as M
+
+pytestmark = pytest.mark.slow  # builds C++: scheduled first
+
+FIXTURE = Path(__file__).resolve().parent / "fixture_port"
+FIXTURE_MANIFEST = FIXTURE / "manifest.yaml"
+QWEN_TYPES = tuple("full_attention" if (layer + 1) % 4 == 0 else "linear_attention" for layer in range(40))
+QWEN = replace(M.QWEN3_5_MOE, layer_types=QWEN_TYPES)
+FULL = [layer for layer in range(40) if (layer + 1) % 4 == 0]
+
+
+def run(split=2, *, model=QWEN, world=4, **kw):
+    return M.run_spec(model, split=split, world=world, budget_bytes=1 << 20, cache=CacheSpec(block_size=16), **kw)
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    base = tmp_path_factory.getbasetemp()
+    path = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "lwsplit-native-cache"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def impl(cache):
+    os.environ[build.ENV_CACHE] = str(cache)
+    try:
+        from implementations.xllm_native import XllmNativeImplementation
+
+        yield XllmNativeImplementation(source_dir=str(FIXTURE), manifest=str(FIXTURE_MANIFEST))
+    finally:
+        os.environ.pop(build.ENV_CACHE, None)
+
+
+def write_manifest(tmp_path: Path, old: str = "", new: str = "", *, text: str = "") -> Path:
+    body = text or FIXTURE_MANIFEST.read_text()
+    if old:
+        assert old in body, old
+        body = body.replace(old, new)
+    path = tmp_path / "m.yaml"
+    path.write_text(body.replace("glue: glue.cpp", f"glue: {FIXTURE / 'glue.cpp'}"))
+    return path
+
+
+# ---- the manifest: one error line per mistake, naming the key ---------------------------------------------
+
+
+@pytest.mark.parametrize("old, new, words", [
+    ("name: fixture_port\n", "name: fixture_port\ncolour: red\n", ["colour='red'", "a key of name, description"]),
+    ("  speculative: {absent: \"the fixture has no speculative engine\"}\n", "",
+     ["roles.speculative=None", "or {absent: <why>}", "every role is either played or marked absent"]),
+    ("  worker:", "  workers:", ["roles.workers=", "a role of validation, ownership"]),
+    ("defines: [FXPORT_BUILD=1]", "defines: [\"-O3 x\"]", ["defines='-O3 x'", "NAME or NAME=VALUE"]),
+    ("function: fx_master_layout}", "function: fx_master_layout, absent: x}", ["roles.layout", "not both"]),
+    ("function: fx_worker_mask", "", ["roles.worker.function=None", "a non-empty string"]),
+])
+def test_a_manifest_mistake_names_its_key(tmp_path, old, new, words):
+    with pytest.raises(UserError) as err:
+        manifest.load(write_manifest(tmp_path, old, new))
+    assert str(err.value).startswith("implementation.manifest="), err.value
+    for word in words:
+        assert word in str(err.value), (word, str(err.value))
+
+
+@pytest.mark.parametrize("old, new, words", [
+    ("function: fx_master_layout", "function: fx_master_layuot",
+     ["roles.layout.function='fx_master_layuot'", "fx_master_layuot not found in", "layerwise_split_master.cpp"]),
+    ("file: core/runtime/worker_layerwise_init.cpp", "file: core/runtime/worker.cpp",
+     ["roles.worker.file='core/runtime/worker.cpp'", "is missing"]),
+    ("  - core/runtime/worker_layerwise_init.cpp\n", "  - core/runtime/nope.cpp\n",
+     ["sources='core/runtime/nope.cpp'", "files of"]),
+    ("function: fx_allocated_layers", "function: fx_allocate",
+     ["allocation.function='fx_allocate'", "fx_allocate not found in"]),
+])
+def test_a_manifest_naming_what_the_tree_lacks_names_it(tmp_path, old, new, words):
+    m = manifest.load(write_manifest(tmp_path, old, new))
+    with pytest.raises(UserError) as err:
+        manifest.check_tree(m, FIXTURE)
+    for word in words:
+        assert word in str(err.value), (word, str(err.value))
+
+
+def test_a_bad_manifest_is_one_error_line_and_exit_2(tmp_path):
+    bad = write_manifest(tmp_path, "function: fx_estimate", "function: fx_estimat")
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.plan", "implementation=xllm_native", "model=qwen3_5_moe", "layerwise=s2",
+         f"implementation.source_dir={FIXTURE}", f"implementation.manifest={bad}"],
+        capture_output=True, text=True, cwd=ROOT, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: implementation.manifest="), proc.stderr
+    assert "roles.estimation.function='fx_estimat'" in lines[0]
+
+
+def test_a_tree_given_alone_gets_the_shipped_manifest_that_fits_and_says_why():
+    """The fixture has the seed's file names and no kv_cache_estimation.cpp: the port layout's first snapshot
+    fits by its files; its function names are not the fixture's, which the check then names."""
+    m, why = manifest.for_tree(FIXTURE)
+    assert m.name == "p6_v2_1ac802"
+    assert "core/runtime/worker_layerwise_init.cpp" in why and "no core/framework/kv_cache/kv_cache_estimation.cpp" in why
+    with pytest.raises(UserError, match="validate_layerwise_split_enablement not found"):
+        manifest.check_tree(m, FIXTURE)
+    with pytest.raises(UserError, match="a tree one shipped manifest fits"):
+        manifest.for_tree(FIXTURE / "core")
+
+
+def test_every_shipped_manifest_passes_the_schema():
+    names = {m.name for m in manifest.shipped()}
+    assert {"upstream_494f293b5", "p6_v2_1ac802", "p6_v3_latest"} <= names
+
+
+# ---- the fixture port's defects are found -----------------------------------------------------------------
+
+
+def test_the_plan_comes_from_the_trees_functions(impl):
+    plan = impl.plan(run(2))
+    # fx_estimate: slot 2 * 1 head * 256 * 2 B = 1 KiB; each split rank holds 5 layers + 1 scratch per block
+    assert plan.slot_size == 1024 and plan.n_blocks == (1 << 20) // (16 * 1024 * 6)
+    assert plan.layer_owner == tuple((layer, i % 2) for i, layer in enumerate(FULL))
+    assert "manifest fixture_port" in plan.notes[0]
+
+
+def test_the_master_layout_that_never_splits_is_found_and_the_engine_layout_passes(impl):
+    r = run(2)
+    problems = published_layout_problems(impl.plan(r), r)
+    assert problems and all(p.startswith("master layout (fx_master_layout)") for p in problems), problems
+    assert "TP rank 1 holds full layers [3, 7, 11" in problems[1] and "spec says [7, 15, 23, 31, 39]" in problems[1]
+
+
+def test_the_worker_mask_is_the_trees_and_its_owner_by_layer_id_is_found(impl):
+    r = run(2)
+    plan = impl.plan(r)
+    groups = ownership.expected_split_groups(r)
+    found = {}
+    for rank in range(4):
+        cache = impl.init_worker(plan, r, rank=rank, role="target", device="cpu", expected_digest=plan.digest)
+        found[rank] = [layer for layer in FULL if cache.owns_layer_cache(layer)]
+        assert cache.all_tensors() == [] and cache.scratch == {}  # the tree's allocation creates no tensor
+    # full layers are 3, 7, ...: all odd, so layer id % 2 gives every one to split rank 1
+    assert found == {0: [], 1: FULL, 2: [], 3: FULL}
+    assert ownership.expected_owned_full(r, groups, 1) == [7, 15, 23, 31, 39] != found[1]
+
+
+def test_the_missing_tp_rule_is_found(impl):
+    r = run(3)
+    assert expected_rejection(r).field == "layerwise.split_size"  # the spec refuses s=3 at TP 4
+    impl.plan(r)  # the fixture's check_split_config does not
+
+
+def test_a_case_needing_the_absent_role_fails_naming_it(impl):
+    with pytest.raises(manifest.AbsentRoleError) as err:
+        impl.plan(run(2, draft=M.QWEN3_5_MTP))
+    assert "the tree implements no draft capacity: manifest role `speculative` is absent" in str(err.value)
+    assert err.value.field == "implementation"
+
+
+def test_a_refusal_of_the_trees_validation_names_its_field(impl):
+    with pytest.raises(UserError) as err:
+        impl.plan(run(2, model=replace(M.LLAMA3_8B)))
+    assert err.value.field == "model.model_type"
+    assert "layerwise_split_layout.h" in str(err.value)
+
+
+# ---- build errors: a duplicate symbol, glue that does not compile -------------------------------------------
+
+
+TINY_GLUE = '#include "protocol.h"\nnamespace lwsplit {\nstd::string dispatch(const Request&) { return "{}"; }\n}\n'
+
+
+def small_manifest(tmp_path: Path, sources: list, glue: Path) -> Path:
+    """The fixture's manifest compiling only ``sources`` and ``glue`` (a build of a few objects)."""
+    text = FIXTURE_MANIFEST.read_text()
+    start, end = text.index("sources:\n"), text.index("glue: glue.cpp")
+    text = text[:start] + "sources:\n" + "".join(f"  - {s}\n" for s in sources) + text[end:]
+    path = tmp_path / "small.yaml"
+    path.write_text(text.replace("glue: glue.cpp", f"glue: {glue}"))
+    return path
+
+
+def test_a_duplicate_symbol_is_one_error_naming_the_symbol_and_both_files(tmp_path):
+    glue = tmp_path / "glue.cpp"
+    glue.write_text(TINY_GLUE)
+    m = manifest.load(small_manifest(tmp_path, ["core/config/parallel_config_layerwise.cpp",
+                                                "core/framework/config/parallel_config.cpp"], glue))
+    with pytest.raises(UserError) as err:
+        build.build(build.port_tree(m, FIXTURE), root=tmp_path / "cache")
+    text = str(err.value)
+    assert "duplicate symbol fLI::FLAGS_fx_split_size at link" in text, text
+    assert str(FIXTURE / "core/config/parallel_config_layerwise.cpp") in text
+    assert str(FIXTURE / "core/framework/config/parallel_config.cpp") in text
+    assert not [p for p in (tmp_path / "cache").iterdir() if not p.name.endswith(".lock")]
+
+
+def test_glue_that_does_not_compile_names_the_role_and_the_first_error(tmp_path):
+    glue = tmp_path / "glue.cpp"
+    glue.write_text((FIXTURE / "glue.cpp").read_text().replace("fxport::fx_estimate(", "fxport::fx_estimat("))
+    m = manifest.load(small_manifest(tmp_path, ["core/framework/kv_cache/kv_cache_layerwise.cpp"], glue))
+    with pytest.raises(UserError) as err:
+        build.build(build.port_tree(m, FIXTURE), root=tmp_path / "cache")
+    text = str(err.value)
+    assert f"the glue {glue} (role estimation) does not compile: {glue}:" in text and "fx_estimat" in text, text
+
+
+# ---- the real trees (their own CI step) -------------------------------------------------------------------
+
+SHARED = Path(os.environ.get("LWSPLIT_SHARED") or ROOT.parent / "shared")
+"""Where upstream and the ports are: ``../shared`` next to the checkout (``LWSPLIT_SHARED`` overrides)."""
+UPSTREAM = SHARED / "upstream_494f293b5"
+PORTS = {name: SHARED / "ports" / name for name in ("p6_v2_1ac802", "p6_v3_latest")}
+
+
+def _real_tree_reason(*trees: Path) -> str:
+    if not os.environ.get("LWSPLIT_REAL_TREES"):
+        return "real-tree builds run in their own CI step: LWSPLIT_REAL_TREES=1 pytest -n 0 -m real_tree"
+    missing = [str(t) for t in trees if not t.is_dir()]
+    return f"no real tree at {', '.join(missing)} (../shared holds upstream and the ports)" if missing else ""
+
+
+def real_tree(*trees: Path):
+    reason = _real_tree_reason(*trees)
+    return pytest.mark.skipif(bool(reason), reason=reason or "-")
+
+
+def tc(tree: Path, tc_file: str, *select: str, cache: Path) -> subprocess.CompletedProcess:
+    """Run a few cases of one TC on ``tree`` in a separate pytest (one tree's flags per process), its library
+    built here first (a cold build inside the ranks would run into their time limit)."""
+    build.build(native.resolve(str(tree))[0], root=cache)
+    env = {**os.environ, build.ENV_SOURCE: str(tree), build.ENV_CACHE: str(cache), "PYTHONPATH": str(ROOT)}
+    env.pop("LW_ALLUREDIR", None)
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:randomly", "-n", "0", "-q", f"testcases/tc/{tc_file}",
+           "--lw-override", "implementation=xllm_native", "--lw-override", "model=qwen3_5_moe", "-k", " or ".join(select)]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+
+
+def plan_json(tree: Path, *overrides: str, cache: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, build.ENV_CACHE: str(cache), "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "harness.plan", "implementation=xllm_native",
+                           f"implementation.source_dir={tree}", *overrides],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+
+
+@pytest.mark.real_tree
+@real_tree(PORTS["p6_v3_latest"])
+def test_the_newest_snapshot_duplicate_flag_is_found(tmp_path):
+    m = manifest.load(manifest.SHIPPED_DIR / "p6_v3_latest.yaml")
+    both = replace(m, sources=("core/framework/config/parallel_config.cpp", *m.sources))
+    with pytest.raises(UserError) as err:
+        build.build(build.port_tree(both, PORTS["p6_v3_latest"]), root=tmp_path)
+    text = str(err.value)
+    assert "duplicate symbol fLI::FLAGS_layerwise_split_size at link" in text, text
+    assert "core/framework/config/parallel_config.cpp" in text and "core/config/parallel_config_layerwise.cpp" in text
+
+
+@pytest.mark.real_tree
+@real_tree(PORTS["p6_v3_latest"])
+def test_the_newest_snapshot_worker_mask_and_master_layout_are_found(cache):
+    proc = tc(PORTS["p6_v3_latest"], "test_tc01_allocation.py", "test_tc01[qwen3_5_moe-s2-w4-xllm_native]",
+              cache=cache)
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert ("rank 1 (split rank 1) owns full layers [3, 7, 11, 15, 19, 23, 27, 31, 35, 39], "
+            "spec says [7, 15, 23, 31, 39]") in proc.stdout, proc.stdout[-3000:]
+    assert "rank 0 (split rank 0) owns full layers [], spec says [3, 11, 19, 27, 35]" in proc.stdout
+    proc = tc(PORTS["p6_v3_latest"], "test_tc04_propagation.py", "test_tc04[qwen3_5_moe-s2-w4-xllm_native]",
+              cache=cache)
+    assert ("master layout (master_compute_layerwise_layout): TP rank 1 holds full layers [3, 11, 19, 27, 35], "
+            "spec says [7, 15, 23, 31, 39]") in proc.stdout, proc.stdout[-3000:]
+
+
+@pytest.mark.real_tree
+@real_tree(PORTS["p6_v2_1ac802"])
+def test_the_rewrite_snapshot_has_no_estimation_and_a_case_says_so(cache):
+    proc = plan_json(PORTS["p6_v2_1ac802"], "model=qwen3_5_moe", "layerwise=s2", cache=cache)
+    assert proc.returncode == 2, proc.stderr
+    assert "the tree implements no block count and figures: manifest role `estimation` is absent" in proc.stderr
+
+
+@pytest.mark.real_tree
+@real_tree(UPSTREAM)
+def test_upstream_is_built_by_its_manifest_and_judged_as_before(cache):
+    """upstream 494f293b5 given alone: its shipped manifest, its predictions (xfail), nothing unexplained."""
+    proc = tc(UPSTREAM, "test_tc01_allocation.py", "test_tc01[qwen3_5_moe-s2-w4-xllm_native]",
+              "test_tc01[qwen3_5_moe-off-w4-xllm_native]", cache=cache)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "1 passed" in proc.stdout and "1 xfailed" in proc.stdout, proc.stdout[-1000:]
+    assert "upstream refuses a config the spec accepts: layerwise split does not support qwen3_5_moe" in proc.stdout
+
+
+@pytest.mark.real_tree
+@real_tree(*PORTS.values())
+@pytest.mark.parametrize("name", sorted(PORTS))
+def test_each_snapshots_own_tests_run_beside_the_spec(name):
+    """The manifest's ``tests``: the port's own GoogleTest file, built with the manifest's sources (12 of 12)."""
+    from implementations.xllm_native import own_tests
+
+    result = own_tests.run(str(PORTS[name]))
+    assert (result.total, result.passed, result.failed) == (12, 12, ()), result
