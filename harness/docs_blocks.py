@@ -37,6 +37,7 @@ PAGES = {
     "bench_collectives": "benchmarks.md",
     "bench_test_groups": "benchmarks.md",
     "bench_test_cpu": "benchmarks.md",
+    "bench_native": "benchmarks.md",
     "kill_matrix": "mutation.md",
     "faults": "faults.md",
     "bench_explore": "explore.md",
