@@ -120,9 +120,9 @@ def _num(value: Any, digits: int = 2) -> str:
     return str(value)
 
 
-def _cell(text: Any) -> str:
+def _cell(text: Any, limit: int = 200) -> str:
     text = " ".join(str(text).split()).replace("|", "\\|")
-    return text if len(text) <= 200 else text[:197] + "..."
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 HARDWARE_NAMES = {"cpu": "CPU simulation", "bi_v100": "Iluvatar BI-V100", "cuda_generic": "CUDA cards"}
@@ -207,7 +207,57 @@ def to_markdown(rows_: Sequence[Mapping[str, Any]], results: Sequence[Mapping[st
             note = f"{r['overrides']}: {note}" if note else r["overrides"]
         cells.append(note)
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    lines += verdict_lines(results)
     return "\n".join(lines) + "\n"
+
+
+_BROKEN = ("failed", "error", "xpassed")
+
+
+def tc_verdict(tc: Mapping[str, Any]) -> tuple[str, str]:
+    """(verdict, first broken rule) of one TC of a job (``result["tcs"][TC]``): ``fail`` with the first
+    failing case's own words and figures and how many cases failed, ``pass``, or the counts when nothing
+    passed or failed (skipped, expected failures)."""
+    counts = {k: v for k, v in (tc.get("counts") or {}).items() if v}
+    broken = sum(counts.get(k, 0) for k in _BROKEN)
+    if broken:
+        cases = [c for c in tc.get("cases") or () if c.get("outcome") in ("failed", "xpassed")]
+        first = cases[0] if cases else {}
+        reason = first.get("reason") or (str(first.get("message") or "").strip().splitlines() or [""])[0]
+        total = sum(counts.values())
+        where = f"{first['case']}: " if first.get("case") else ""
+        detail = f"{broken} of {total} case{'' if total == 1 else 's'} broken"
+        return "fail", f"{where}{reason} ({detail})" if reason else detail
+    if counts.get("passed"):
+        return "pass", counts_text(counts)
+    return counts_text(counts), ""
+
+
+def verdict_lines(results: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Per suite job and TC, pass or fail with the first broken rule and its figures; a C++ tree's own
+    tests (its manifest's ``tests``) on the job's first row, beside the TCs."""
+    jobs = [r for r in results if r.get("tcs")]
+    if not jobs:
+        return []
+    from harness.app import tree_tests
+
+    lines = ["", "## Verdicts per job and TC", "",
+             "| job | model | implementation | s | TC | verdict | first broken rule and its figures |",
+             "|---:|---|---|---:|---|---|---|"]
+    for result in sorted(jobs, key=lambda r: (r.get("job") or {}).get("num", -1)):
+        num = (result.get("job") or {}).get("num")
+        cfg = result.get("config") or {}
+        head = ["" if num is None else str(num + 1), cfg.get("model") or "", cfg.get("implementation") or "",
+                _num(cfg.get("split_size"))]
+        own = result.get("own_tests")
+        if own:
+            cells = (*head, "its own tests", tree_tests.verdict(own), own.get("summary", ""))
+            lines.append("| " + " | ".join(_cell(c, 600) for c in cells) + " |")
+        for tc, entry in result["tcs"].items():
+            verdict, why = tc_verdict(entry)
+            cells = (*head, tc, f"**✗ {verdict}**" if verdict == "fail" else verdict, why)
+            lines.append("| " + " | ".join(_cell(c, 600) for c in cells) + " |")
+    return lines
 
 
 FIGURES_COLUMNS = ("model", "implementation", "s", "peak KV MiB/rank", "uniform MiB (same n_blocks)", "n_blocks",

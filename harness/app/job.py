@@ -90,6 +90,12 @@ def run_job(
         else:
             axes = {group: choices.get(group) for group in MATRIX_GROUPS}
             result.update(run_suite(cfg, axes, key_overrides(task_overrides, choices), job_dir, quiet=quiet))
+            from harness.app import tree_tests
+
+            own = tree_tests.own_tests_of(impl)  # a C++ tree's own tests, beside the TCs' verdicts
+            if own is not None:
+                result["own_tests"] = own
+                tree_tests.write_allure(own, job_dir / "allure-results", tree=impl.native.tree.root.name)
     except (UserError, ImplementationFailure) as exc:  # the input, or the code under test failing: one line
         result.update(status=st.ERROR, message=str(exc))
     except Exception as exc:  # a bug: one line here, the traceback beside the result

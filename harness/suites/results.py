@@ -24,9 +24,22 @@ def case_result(suite, case, report, facts) -> dict:
         out["predicted"] = predicted.reason  # judged against the spec's predicted problems
     if report.failed and report.longrepr is not None:
         out["message"] = str(report.longrepr)[-2000:]
+        out["reason"] = first_reason(report)
     if facts:
         out.update(suite.summarize(facts))
     return out
+
+
+def first_reason(report) -> str:
+    """The first line of what a failed case broke (its assertion's or exception's own words, with their
+    figures): what a porting team reads first."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = getattr(crash, "message", None) or str(report.longrepr)
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            return line.removeprefix("AssertionError: ")[:500]
+    return ""
 
 
 def _outcome(report) -> str:

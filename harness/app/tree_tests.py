@@ -1,0 +1,74 @@
+"""A C++ tree's own tests beside the TCs' verdicts in a job's result, its results.md row and Allure.
+
+When a job's implementation is a C++ tree whose manifest names its own GoogleTest file (the
+manifest's ``tests``; ``implementations.xllm_native.own_tests`` builds and runs it in a child
+process), the job records what it reported, once per tree and manifest in a process (the jobs of
+a sweep share the result), and adds it to the job's Allure results as a test of its own. A tree
+whose tests cannot be built or run is recorded as such; the job's TCs are judged all the same.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Optional
+
+_RUN: dict = {}
+"""(tree, manifest) -> what its own tests reported in this process."""
+
+
+def own_tests_of(impl) -> Optional[dict]:
+    """``{"file", "total", "passed", "failed", "summary"}`` of ``impl``'s tree's own tests (``summary`` says
+    why when they could not be run); None when ``impl`` is no C++ tree or its manifest names no test file."""
+    manifest = getattr(impl, "manifest", None)
+    native = getattr(impl, "native", None)
+    if manifest is None or native is None or not getattr(manifest, "tests", None) or not native.tree.port:
+        return None
+    key = (str(native.tree.root), str(manifest.path))
+    if key not in _RUN:
+        _RUN[key] = run_own_tests(*key, file=manifest.tests)
+    return _RUN[key]
+
+
+def run_own_tests(root: str, manifest: str, *, file: str) -> dict:
+    """Build and run the tree's own tests (``own_tests.run``); a tree whose tests cannot be built or run
+    is a result saying why, not an error of the job."""
+    from implementations.errors import UserError
+    from implementations.xllm_native import own_tests
+
+    try:
+        found = own_tests.run(root, manifest)
+    except UserError as exc:
+        return {"file": file, "total": None, "passed": None, "failed": [],
+                "summary": f"its own tests ({file}) could not be run: {exc}"}
+    if found is None:
+        return {"file": file, "total": None, "passed": None, "failed": [], "summary": "its manifest names no test file"}
+    return {"file": found.file, "total": found.total, "passed": found.passed, "failed": list(found.failed),
+            "summary": found.summary()}
+
+
+def verdict(own: dict) -> str:
+    """``pass`` when every test ran and passed, ``fail`` when one failed, ``not run`` otherwise."""
+    if own.get("total") is None:
+        return "not run"
+    return "pass" if not own.get("failed") and own.get("passed") == own.get("total") else "fail"
+
+
+def write_allure(own: dict, alluredir: Path, *, tree: str) -> Optional[Path]:
+    """One Allure result for the tree's own tests in ``alluredir`` (when the folder exists); its path."""
+    if not alluredir.is_dir():
+        return None
+    status = {"pass": "passed", "fail": "failed"}.get(verdict(own), "broken")
+    now = int(time.time() * 1000)
+    result = {
+        "uuid": str(uuid.uuid4()), "name": f"its own tests ({own['file']})", "fullName": f"{tree}::own_tests",
+        "historyId": f"own_tests:{tree}:{own['file']}", "status": status, "stage": "finished",
+        "statusDetails": {"message": own["summary"]}, "description": own["summary"], "start": now, "stop": now,
+        "labels": [{"name": "parentSuite", "value": "the tree's own tests"}, {"name": "suite", "value": tree},
+                   {"name": "tag", "value": "own_tests"}],
+    }
+    path = alluredir / f"{result['uuid']}-result.json"
+    path.write_text(json.dumps(result), encoding="utf-8")
+    return path

@@ -1,0 +1,110 @@
+"""results.md's verdicts per job and TC (the first broken rule and its figures) and a C++ tree's own
+tests beside them, from hand-written job results; the own tests' record and its Allure result."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from harness.app import aggregate, tree_tests
+from harness.suites.results import first_reason
+
+pytestmark = pytest.mark.unit
+
+OWNS = "rank 0 (split rank 0) owns full layers [], spec says [3, 11, 19, 27, 35]"
+
+
+def suite_job(num=0, own=None):
+    result = {
+        "job": {"num": num, "overrides": ["model=qwen3_5_moe", "layerwise=s2"]},
+        "mode": "suite", "status": "failed", "message": "", "duration_s": 9.0,
+        "config": {"model": "qwen3_5_moe", "implementation": "xllm_native", "parallel": "tp4", "layerwise": "s2",
+                   "split_size": 2, "world_size": 4, "hardware": "cpu", "hbm_mib_per_card": 512,
+                   "reserved_mib_per_card": 384, "block_size": 128, "kv_cache_dtype": "auto"},
+        "counts": {"passed": 3, "failed": 2, "skipped": 1},
+        "tcs": {
+            "TC-01": {"counts": {"passed": 1, "failed": 2}, "cases": [
+                {"tc": "TC-01", "case": "qwen3_5_moe-s2-w4-xllm_native", "outcome": "passed"},
+                {"tc": "TC-01", "case": "qwen3_5_moe-s2-w8dp2-xllm_native", "outcome": "failed",
+                 "reason": OWNS, "message": "Traceback ... long"},
+                {"tc": "TC-01", "case": "qwen3_5_moe-s4-w4-xllm_native", "outcome": "failed",
+                 "message": "E   AssertionError: other"}]},
+            "TC-03": {"counts": {"passed": 2}, "cases": []},
+            "TC-07": {"counts": {"skipped": 1}, "cases": []},
+        },
+        "plan": None, "plan_error": "",
+    }
+    if own is not None:
+        result["own_tests"] = own
+    return result
+
+
+OWN = {"file": "tests/core/test_x.cpp", "total": 12, "passed": 12, "failed": [],
+       "summary": "its own tests (tests/core/test_x.cpp): 12 of 12 pass"}
+
+
+def test_each_tc_of_a_job_is_a_row_with_the_first_broken_rule_and_its_figures():
+    results = [suite_job(own=OWN)]
+    text = aggregate.to_markdown(aggregate.rows(results), results)
+    section = text[text.index("## Verdicts per job and TC"):].splitlines()
+    rows = [line for line in section if line.startswith("| 1 ")]
+    assert rows[0] == ("| 1 | qwen3_5_moe | xllm_native | 2 | its own tests | pass | "
+                       "its own tests (tests/core/test_x.cpp): 12 of 12 pass |")
+    assert rows[1] == (f"| 1 | qwen3_5_moe | xllm_native | 2 | TC-01 | **✗ fail** | "
+                       f"qwen3_5_moe-s2-w8dp2-xllm_native: {OWNS} (2 of 3 cases broken) |")
+    assert rows[2] == "| 1 | qwen3_5_moe | xllm_native | 2 | TC-03 | pass | 2 passed |"
+    assert rows[3] == "| 1 | qwen3_5_moe | xllm_native | 2 | TC-07 | 1 skipped |  |"
+
+
+def test_a_case_line_without_a_reason_falls_back_to_its_message_and_plan_jobs_add_no_section():
+    assert aggregate.tc_verdict({"counts": {"failed": 1}, "cases": [
+        {"case": "c", "outcome": "failed", "message": "\nrank 1 holds 0 B\nmore"}]}) == (
+        "fail", "c: rank 1 holds 0 B (1 of 1 case broken)")
+    assert aggregate.tc_verdict({"counts": {"error": 1}, "cases": []}) == ("fail", "1 of 1 case broken")
+    plan_only = [{"job": {"num": 0, "overrides": []}, "mode": "plan", "status": "planned", "config": {}}]
+    assert "Verdicts per job" not in aggregate.to_markdown(aggregate.rows(plan_only), plan_only)
+
+
+def test_first_reason_is_the_assertions_own_first_line():
+    crash = SimpleNamespace(message=f"AssertionError: {OWNS}\nassert False")
+    assert first_reason(SimpleNamespace(longrepr=SimpleNamespace(reprcrash=crash))) == OWNS
+    assert first_reason(SimpleNamespace(longrepr="could not append\nx")) == "could not append"
+
+
+def _impl(tmp_path, tests="tests/t.cpp", port=True):
+    manifest = SimpleNamespace(tests=tests, path=tmp_path / "m.yaml")
+    return SimpleNamespace(manifest=manifest, native=SimpleNamespace(tree=SimpleNamespace(root=tmp_path, port=port)))
+
+
+def test_own_tests_run_once_per_tree_and_a_tree_that_cannot_build_them_is_recorded(tmp_path, monkeypatch):
+    from implementations.errors import UserError
+    from implementations.xllm_native import own_tests
+
+    calls = []
+
+    def fake_run(root, manifest):
+        calls.append((root, manifest))
+        raise UserError("implementation.manifest", "tests/t.cpp", "a test file that builds", "gtest/gtest.h: missing")
+
+    monkeypatch.setattr(own_tests, "run", fake_run)
+    monkeypatch.setattr(tree_tests, "_RUN", {})
+    impl = _impl(tmp_path)
+    first = tree_tests.own_tests_of(impl)
+    assert tree_tests.own_tests_of(impl) is first and len(calls) == 1
+    assert first["summary"].startswith("its own tests (tests/t.cpp) could not be run: ")
+    assert "gtest/gtest.h: missing" in first["summary"] and tree_tests.verdict(first) == "not run"
+    assert tree_tests.own_tests_of(_impl(tmp_path, tests=None)) is None  # no test file named
+    assert tree_tests.own_tests_of(_impl(tmp_path, port=False)) is None  # upstream-cut: no own tests run
+    assert tree_tests.own_tests_of(SimpleNamespace()) is None  # not a C++ tree
+
+
+def test_own_tests_become_one_allure_result_of_their_own(tmp_path):
+    assert tree_tests.write_allure(OWN, tmp_path / "missing", tree="p6") is None
+    failed = {**OWN, "passed": 11, "failed": ["Suite.Case"], "summary": "11 of 12 pass; failed: Suite.Case"}
+    assert tree_tests.verdict(failed) == "fail"
+    path = tree_tests.write_allure(failed, tmp_path, tree="p6")
+    data = json.loads(path.read_text())
+    assert path.name.endswith("-result.json") and data["status"] == "failed"
+    assert data["statusDetails"]["message"] == failed["summary"] and data["name"] == "its own tests (tests/core/test_x.cpp)"
