@@ -49,22 +49,27 @@ SHARED = Path(os.environ.get("LWSPLIT_SHARED") or REPO_ROOT.parent / "shared")
 """Where the real trees are: ``../shared`` next to the checkout (``LWSPLIT_SHARED`` overrides)."""
 DEFAULT_TREES = (SHARED / "ports" / "p6_v3_latest", SHARED / "upstream_494f293b5")
 DEFAULT_MODELS = ("qwen3_5_moe", "deepseek_v32")
-START_OVERRIDES = ("model=qwen3_5_moe", "layerwise=s2", "implementation=xllm_native")
-"""The configuration whose validation is the first call of a start."""
+START_OVERRIDES = ("model=deepseek_v32", "layerwise=s2", "implementation=xllm_native")
+"""The configuration whose validation is the first call of a start (a refusal is an answer too)."""
 
 _CHILD = """
 import json, os, sys, time
 from harness.config.build import build_run_spec
 from harness.config.compose import compose_config
+from implementations.errors import UserError
 from implementations.xllm_native.impl import XllmNativeImplementation
 tree, overrides = sys.argv[1], json.loads(sys.argv[2])
 run = build_run_spec(compose_config(overrides))
 started = time.perf_counter()
 impl = XllmNativeImplementation(tree)
 built = time.perf_counter()
-impl.validate(run)
+try:
+    impl.validate(run)
+    answer = "accepted"
+except UserError:
+    answer = "refused"
 done = time.perf_counter()
-print(json.dumps({"manifest": impl.manifest.name, "why": impl.native.why, "lookup_s": built - started,
+print(json.dumps({"answer": answer, "manifest": impl.manifest.name, "why": impl.native.why, "lookup_s": built - started,
                   "first_call_s": done - built, "total_s": done - started,
                   "compile_s": impl.native.built.manifest.get("seconds")}))
 """
@@ -192,7 +197,7 @@ def report(trees: Sequence[Path], matrix_tree: Optional[Path], models: Sequence[
             label = f"{tree.name} (manifest {cold['manifest']})"
             for kind, got, goal, detail in (
                     ("cold build + first call", cold, COLD_GOAL_S,
-                     f"compile {cold['compile_s']} s, first call {cold['first_call_s'] * 1e3:.0f} ms"),
+                     f"compile {cold['compile_s']} s, first call {cold['first_call_s'] * 1e3:.0f} ms ({cold['answer']})"),
                     ("warm start + first call", warm, WARM_GOAL_S,
                      f"cache lookup {warm['lookup_s'] * 1e3:.0f} ms, host start + first call "
                      f"{warm['first_call_s'] * 1e3:.0f} ms")):
