@@ -226,7 +226,7 @@ def report(trees: Sequence[Path], matrix_tree: Optional[Path], models: Sequence[
 
         page = docs_blocks.publish(docs_blocks.measured(
             "bench_native", command="python -m harness.bench.native --docs", columns=("what", "result"),
-            align="ll", rows=rows, notes=tuple(notes),
+            align="ll", rows=rows, notes=tuple(f"- {note}" for note in notes),
             provenance="each start in a fresh process, on a private cache folder of its own (cold: empty)"))
         print(f"wrote {page}")
 
