@@ -298,3 +298,24 @@ def test_a_plan_sweep_with_a_crashing_job_finishes_the_others(tree, cache, tmp_p
     assert results.is_file(), (proc.stdout, proc.stderr, list(tmp_path.rglob("*")))
     text = results.read_text()
     assert "killed by SIGABRT (abort)" in text, text
+
+
+def test_a_tc_case_whose_tree_aborts_fails_with_its_last_output_and_the_session_goes_on(tree, cache):  # noqa: F811
+    """In a pytest session of the TCs: the case whose tree aborts inside the estimate role fails, within its
+    time limit, with the crash and the tree's last output; the session runs the tests after it and ends
+    with its failures counted (exit 1), not an internal error."""
+    case = "testcases/tc/test_tc02_estimation.py::test_tc02[llama3_8b-off-w4-xllm_native]"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), build.ENV_CACHE: str(cache), build.ENV_SOURCE: str(tree)}
+    env.pop("LW_ALLUREDIR", None)
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "-n", "0",
+                           "-q", "-rf", case, "testcases/unit/test_bench_native.py",
+                           "--lw-override", "implementation=xllm_native", "--lw-override",
+                           f"cache.block_size={FAULTS['abort']}", "--lw-timeout", "30"],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert time.monotonic() - started < 200
+    assert "1 failed, 9 passed" in out, out
+    assert (f"ImplementationFailure: xllm_native tree {tree}: the compiled estimate crashed: killed by SIGABRT "
+            "(abort); its last output: about to abort") in out, out
