@@ -16,7 +16,7 @@ import sys
 from contextlib import contextmanager
 from typing import Callable, Iterator, NoReturn, Optional, Sequence, TypeVar
 
-from implementations.errors import ImplementationFailure, UserError
+from contract.errors import ImplementationFailure, UserError
 
 USAGE_EXIT_CODE = 2
 """The exit status for a user error (argparse uses 2 for usage errors too)."""

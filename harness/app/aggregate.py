@@ -16,10 +16,10 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
+from contract.units import MIB
 from harness.app import status as st
 from harness.app.progress import counts_text, job_label
 from harness.plan import GAIN_UNDEFINED, gain_text
-from implementations.units import MIB
 
 COLUMNS = (
     "job", "job_dir", "status", "mode", "model", "implementation", "hardware", "parallel", "layerwise", "split_size",

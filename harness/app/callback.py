@@ -18,6 +18,7 @@ from typing import Any, Optional
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from contract.errors import UserError
 from harness.app import aggregate, progress
 from harness.app import status as st
 from harness.app.claim import claim, is_ours
@@ -25,7 +26,6 @@ from harness.app.job import RESULT_FILE
 from harness.app.progress import say
 from harness.cli import fail
 from harness.files import write_atomic
-from implementations.errors import UserError
 
 OUTPUTS = ("results.csv", "results.md", "results.svg")
 

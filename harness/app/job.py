@@ -27,11 +27,11 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
+from contract.errors import ImplementationFailure, UserError
 from harness.app import status as st
 from harness.app.progress import say
 from harness.files import write_atomic, write_json_atomic
 from harness.paths import REPO_ROOT, TC_DIR
-from implementations.errors import ImplementationFailure, UserError
 
 RESULT_FILE = "result.json"
 MATRIX_GROUPS = ("model", "layerwise", "parallel", "implementation", "hardware")
@@ -127,8 +127,8 @@ def _plan(impl, run, *, strict: bool) -> dict:
 
 def config_facts(cfg, choices: Mapping[str, Optional[str]]) -> dict:
     """The job's configuration in the words of a results table."""
+    from contract.specs import LayerwiseFlags
     from harness.config.build import spec_from_node
-    from implementations.specs import LayerwiseFlags
 
     lw, par, hw = cfg.layerwise, cfg.parallel, cfg.hardware
     effective = spec_from_node(LayerwiseFlags, lw).effective_split_size

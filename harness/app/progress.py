@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
+from contract.units import MIB
 from harness.app import status as st
 from harness.plan import gain_text
-from implementations.units import MIB
 
 COUNT_ORDER = ("failed", "error", "passed", "skipped", "xfailed", "xpassed")
 """pytest's summary order (errors after failures, so a failure is read first)."""

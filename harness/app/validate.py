@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
+from contract.errors import ConfigError
 from harness.files import check_writable, remove_empty
-from implementations.errors import ConfigError
 
 MODES = ("suite", "plan")
 MAX_SWEEP_JOBS = 1000

@@ -19,12 +19,12 @@ import time
 from dataclasses import replace
 from typing import Optional
 
+from contract.formats import load_topology
+from contract.specs import CacheSpec, HardwareProfile, LayerwiseFlags, ModelSpec, ParallelSpec, RunSpec
+from contract.units import GIB as GiB
 from harness.cli import Parser, command, fail
 from harness.paths import TOPOLOGY_DIR
-from implementations.formats import load_topology
 from implementations.reference import ReferenceImplementation
-from implementations.specs import CacheSpec, HardwareProfile, LayerwiseFlags, ModelSpec, ParallelSpec, RunSpec
-from implementations.units import GIB as GiB
 
 TARGET_S = 0.050
 

@@ -181,9 +181,9 @@ def main(argv: Optional[list[str]] = None) -> int:
 def check_args(opts, counts: tuple[str, ...] = ("--fresh-repeats", "--pooled-repeats")) -> None:
     """Every value before the first process starts: world sizes the pool can start, each of the
     ``counts`` flags >= 1, --json writable. (The pool benches share it: ``harness.bench.collectives``.)"""
+    from contract.errors import ConfigError
     from harness.files import check_output_file
     from harness.rankpool.backend import check_world_size
-    from implementations.errors import ConfigError
 
     for world in opts.worlds:
         try:

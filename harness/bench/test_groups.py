@@ -162,7 +162,7 @@ def outcome_counts(cases: list[dict]) -> str:
 
 def resolve_commit(rev: str) -> str:
     """The full hash of ``rev`` in this checkout; UserError naming ``--against`` when it names no commit."""
-    from implementations.errors import UserError
+    from contract.errors import UserError
 
     try:
         proc = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd=REPO_ROOT,

@@ -16,9 +16,9 @@ from typing import Any, Optional, Sequence, TypeVar, Union
 
 from omegaconf import DictConfig, OmegaConf
 
-from implementations.errors import ConfigError, UserError
-from implementations.interface import KVShardingImplementation
-from implementations.specs import (
+from contract.errors import ConfigError, UserError
+from contract.interface import KVShardingImplementation
+from contract.specs import (
     CacheSpec,
     HardwareProfile,
     LayerwiseFlags,
@@ -26,7 +26,7 @@ from implementations.specs import (
     ParallelSpec,
     RunSpec,
 )
-from implementations.units import MIB
+from contract.units import MIB
 
 S = TypeVar("S")
 
@@ -63,8 +63,8 @@ def model_spec(node: Any) -> ModelSpec:
 
 def hardware_profile(node: Any) -> HardwareProfile:
     """A ``HardwareConfig`` node -> ``HardwareProfile``: MiB -> bytes, topology loaded."""
+    from contract.formats import load_topology
     from harness.paths import TOPOLOGY_DIR
-    from implementations.formats import load_topology
 
     hw = _plain(node)
     if hw["reserved_mib_per_card"] > hw["hbm_mib_per_card"]:
@@ -115,7 +115,7 @@ def check_bounds(run: RunSpec) -> RunSpec:
     until MemoryError; NaN would pass every ``>`` check. Spec rules stay with the
     implementation under test.
     """
-    from implementations import inputs
+    from contract import inputs
 
     for prefix, model in (("model", run.model), ("draft", run.draft)):
         if model is not None:
@@ -249,15 +249,15 @@ def engine_flags(
     differently is refused naming both. The layerwise flags take the binary's defaults when absent
     (under the adaptation the enable flag is emitted, absent: false; under upstream semantics it does not
     exist, ``apply_semantics`` decides); every other flag that changes the KV plan
-    (``implementations.formats.GFLAG_CONFIG_KEYS``) sets its config key when given. ``--model`` /
+    (``contract.formats.GFLAG_CONFIG_KEYS``) sets its config key when given. ``--model`` /
     ``--draft_model`` (checkpoint paths) are refused unless ``overrides`` name the model (``model=`` or
     ``model_path=``; ``draft=`` or ``draft_path=``).
     """
-    from implementations.formats import GFLAG_NAMED_FLAGS, gflag_settings, merge_settings, parallel_config_settings
+    from contract.formats import GFLAG_NAMED_FLAGS, gflag_settings, merge_settings, parallel_config_settings
 
     routes = []
     if parallel_config is not None:
-        from implementations import inputs
+        from contract import inputs
 
         # bounded: a FIFO or /dev/zero is refused unread, a huge file by its size
         text = inputs.read_input_file(Path(parallel_config), "--parallel-config", max_bytes=inputs.MAX_FILE_BYTES)
@@ -306,7 +306,7 @@ def apply_semantics(cfg: DictConfig, semantics: str = "adaptation") -> str:
     """Apply FEATURE section 2's rule of ``semantics`` to a composed config (``layerwise.enable`` under
     upstream semantics is ``split_size > 1``: upstream has no enable flag); returns why the split is
     on or off, for the command to print."""
-    from implementations.formats import layerwise_state
+    from contract.formats import layerwise_state
 
     node = cfg.layerwise
     enable = None if semantics == "upstream" else bool(node.enable)

@@ -1,6 +1,6 @@
 """A local Hugging Face ``config.json`` -> ``specs.ModelSpec``.
 
-Plain JSON (bounded: implementations.inputs) of a local file: no ``trust_remote_code``, no imports of model
+Plain JSON (bounded: contract.inputs) of a local file: no ``trust_remote_code``, no imports of model
 code, no network. Multimodal configs (Qwen3.5) keep the language model's numbers
 in ``text_config``; those are read from there, ``model_type`` from the top.
 Every mistake is a ``ConfigError`` naming the JSON key and the expected type.
@@ -22,9 +22,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Optional, Union
 
-from implementations import inputs
-from implementations.errors import ConfigError
-from implementations.specs import DTYPE_BYTES, ModelSpec
+from contract import inputs
+from contract.errors import ConfigError
+from contract.specs import DTYPE_BYTES, ModelSpec
 
 MAX_CONFIG_BYTES = inputs.MAX_FILE_BYTES
 """A config.json is a few KiB; refuse to read anything this large."""
@@ -47,7 +47,7 @@ SSM_DTYPES = ("bfloat16", "float16", "float32")
 def load_config_json(path: Union[str, Path], field: str = FIELD) -> dict:
     """The JSON object of a config.json (or of ``<dir>/config.json``); errors name ``field``.
 
-    Read through ``implementations.inputs``: a regular file of bounded size (a FIFO or
+    Read through ``contract.inputs``: a regular file of bounded size (a FIFO or
     device is refused unread), bounded nesting and integer size, no NaN.
     """
     path = Path(path).expanduser()

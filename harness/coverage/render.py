@@ -13,7 +13,7 @@ BLOCKS = {"fields": "coverage_fields", "rules": "coverage_rules"}
 
 def field_table(found: dict) -> str:
     from harness.coverage.fields import DP
-    from implementations.mutants.fields import LABELS, field_ids
+    from implementations.mutants import LABELS, field_ids
 
     def where(key: str) -> str:
         e = found.get(key)

@@ -31,6 +31,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from contract.errors import UserError
 from harness import oracle
 from harness.config.targets import check_arguments, check_implementation_node
 from harness.explore.known import open_question
@@ -48,7 +49,6 @@ from harness.suites.expectations import (
 )
 from harness.suites.facts import RankFacts, master_error_of, worker_facts
 from harness.suites.measure import distinct_storage_bytes
-from implementations.errors import UserError
 
 DEVICE = "cpu"
 GROUPING_FACT = re.compile(r"^(split_groups|rank \d+ (split group|split_rank|owned_full_layers)|rank \d+: estimated)\b")

@@ -33,9 +33,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _read_rows(folder: Path):
     """The row files under ``folder``; a file that is not a whole row is one ``error:`` line naming it."""
+    from contract import inputs
+    from contract.errors import ConfigError
     from harness.mutation.render import row_from_json
-    from implementations import inputs
-    from implementations.errors import ConfigError
 
     if not folder.is_dir():
         raise ConfigError("--rows", str(folder), "a folder of per-mutant row files (*.json)", "no such folder")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import cache, lru_cache
 from typing import Optional, Sequence
 
-from harness import _oracle_formats as formats
+from harness.oracle import formats
 from harness.oracle.inputs import (
     GROUP_RULES,
     OWNER_RULES,

@@ -3,7 +3,7 @@
 ``RankFailure`` and ``RankTimeout`` are harness outcomes (a test fails); ``RankSkip``
 is a verdict (the test is skipped); ``PoolUnavailable`` says this machine cannot host
 the requested pool (the pytest layer skips with ``reason``). A wrong world size or
-backend name is a user mistake and raises ``implementations.errors.ConfigError``.
+backend name is a user mistake and raises ``contract.errors.ConfigError``.
 """
 
 from __future__ import annotations

@@ -84,8 +84,8 @@ def check_out(out: Path) -> None:
 def check_history(history: Path, out: Path) -> None:
     """``--history`` must be a folder this process can write (checked before the report is built, since it
     is written after), and not the report's own folder (which the next report replaces whole)."""
+    from contract.errors import UserError
     from harness.files import check_writable
-    from implementations.errors import UserError
 
     if history.absolute() == out.absolute():
         raise ReportError(f"--history {history} is the report's folder --out; give a folder of its own")

@@ -165,8 +165,8 @@ def body(ctx, run, impl_cfg) -> TopologyFacts:
     import torch
     import torch.distributed as dist
 
+    from contract.errors import UserError
     from harness.suites.bring_up import instantiate
-    from implementations.errors import UserError
 
     published = None
     if ctx.rank == 0:

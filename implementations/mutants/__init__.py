@@ -32,6 +32,7 @@ from implementations.mutants.estimation import (
     ScaleBytesMissing,
     ScaleMissingInEstimate,
 )
+from implementations.mutants.fields import LABELS, field_ids
 from implementations.mutants.flags import DisabledStillSplits
 from implementations.mutants.layout import LinearSplit, OwnerOffByOne
 from implementations.mutants.rules import (
@@ -139,4 +140,4 @@ _CLASSES: tuple[type[Mutant], ...] = (
 MUTANTS: dict[str, type[Mutant]] = {cls.name.removeprefix("mutant_"): cls for cls in _CLASSES}
 """Short name -> mutant class; ``implementation=mutant_<short name>`` selects it."""
 
-__all__ = ["COMPONENTS", "MUTANTS", "Mutant", *(cls.__name__ for cls in _CLASSES)]
+__all__ = ["COMPONENTS", "LABELS", "MUTANTS", "Mutant", "field_ids", *(cls.__name__ for cls in _CLASSES)]

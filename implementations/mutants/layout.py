@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from implementations.interface import WorkerKVCache
+from contract.interface import WorkerKVCache
 from implementations.mutants.base import Mutant
 
 

@@ -293,7 +293,7 @@ class SlotCapUnchecked(Mutant):
     expected_catchers = ("TC-01",)
 
     def linear_state_slots(self, cache, **figures):
-        from implementations.errors import PlanError
+        from contract.errors import PlanError
 
         try:
             return super().linear_state_slots(cache, **figures)

@@ -55,7 +55,7 @@ class HostCacheWrongField(Mutant):
     expected_catchers = ("TC-01",)
 
     def validate(self, run):
-        from implementations.errors import PlanError
+        from contract.errors import PlanError
 
         if self.is_active(run.layerwise) and run.cache.host_blocks_factor > 1:
             super().validate(replace(run, cache=replace(run.cache, host_blocks_factor=1.0)))

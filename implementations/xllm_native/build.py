@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from implementations.errors import UserError
+from contract.errors import UserError
 from implementations.xllm_native import cachefs
 
 ABI = "lwsplit-native-1"

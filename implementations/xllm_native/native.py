@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, NoReturn, Optional
 
-from implementations.errors import ConfigError, ImplementationFailure, PlanError, UserError, clip
+from contract.errors import ConfigError, ImplementationFailure, PlanError, UserError, clip
 from implementations.xllm_native import build, host
 from implementations.xllm_native import manifest as manifest_mod
 

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 
+from contract.specs import CacheSpec, LayerwiseFlags, ModelSpec, ParallelSpec, RunSpec, Topology
 from harness import oracle
 from harness.explore import known, reproduce
 from harness.explore.properties import ownership_problems
@@ -18,7 +19,6 @@ from harness.explore.strategies import base_hardware
 from harness.suites.case import resolve
 from harness.suites.matrix import load_matrix
 from implementations.reference import ReferenceImplementation
-from implementations.specs import CacheSpec, LayerwiseFlags, ModelSpec, ParallelSpec, RunSpec, Topology
 
 MATRIX = "ci"
 LOCAL = "testcases.explore.mutants"

@@ -131,7 +131,7 @@ ROWS = (
         pytest=("--lw-results", "{inputs}")),
     Bad("sweep-subdir-unwritable", "hydra.sweep.subdir", "writable directory",
         harness=("-m", "mode=plan", "model=deepseek_v32", "hydra.sweep.subdir=/proc/lwsplit-no-such-dir/x")),
-    # ---- round two: sizes read from outside are bounded (implementations.inputs) ----
+    # ---- round two: sizes read from outside are bounded (contract.inputs) ----
     Bad("layers-huge", "model.num_hidden_layers", "at most 10000", **_same("model.num_hidden_layers=1000000000000")),
     Bad("world-huge", "parallel.world_size", "at most 4096", **_same("parallel.world_size=1000000")),
     Bad("model-path-layers-huge", "num_hidden_layers", "at most 10000",
@@ -230,7 +230,7 @@ ROWS = (
         harness=("-m", "mode=plan", "hydra.sweep.subdir='${hydra.job.num}\tx'")),
     Bad("job-name-a-path", "hydra.job.name", "a file name", harness=("mode=plan", "hydra.job.name=a/b")),
     Bad("job-name-too-long", "hydra.job.name", "at most 255 bytes", harness=("mode=plan", "hydra.job.name=" + "j" * 300)),
-    # ---- YAML aliases count as what they expand to (implementations.inputs) ----
+    # ---- YAML aliases count as what they expand to (contract.inputs) ----
     Bad("topology-yaml-alias-bomb", "hardware.topology", "at most 100000 nodes",
         plan=("hardware.topology={inputs}/alias_topology.yaml",), harness=("hardware.topology={inputs}/alias_topology.yaml",)),
 )
@@ -697,8 +697,8 @@ def test_a_signal_waits_for_files_that_belong_together():
 def test_record_native_overwrites_only_its_own_recordings(tmp_path):
     """``--out``: a new file, or a recording whose provenance names the command; another file only with --force
     (and left as it is without)."""
+    from contract.errors import ConfigError
     from harness.baselines.record_native import COMMAND, check_out
-    from implementations.errors import ConfigError
 
     earlier = tmp_path / "earlier.json"
     earlier.write_text(json.dumps({"provenance": {"command": f"{COMMAND} --source /x"}, "results": []}))

@@ -198,7 +198,7 @@ def test_fault_options_plan_like_the_reference_outside_a_group():
     ({"behaviour": "layout", "rank": 0, "point": "plan"}, "implementation.point"),
 ])
 def test_fault_options_are_checked(kwargs, field):
-    from implementations.errors import ConfigError
+    from contract.errors import ConfigError
     from implementations.faults import FaultyImplementation
 
     with pytest.raises(ConfigError) as info:

@@ -195,8 +195,8 @@ def test_topology_yaml_tag_is_refused(tmp_path):
 
 def test_config_option_yaml_tag_is_refused(tmp_path):
     """A config-group option carrying a python tag: Hydra/OmegaConf's loader refuses it, nothing runs."""
+    from contract.errors import UserError
     from harness.config.compose import compose_config
-    from implementations.errors import UserError
 
     conf = tmp_path / "conf"
     shutil.copytree(CONF_DIR, conf)

@@ -118,8 +118,8 @@ def test_an_expected_failure_is_counted_as_one_not_as_a_skip(tmp_path):
 
 
 def test_against_takes_a_commit_of_this_checkout_or_names_the_option():
+    from contract.errors import UserError
     from harness.bench.test_groups import resolve_commit
-    from implementations.errors import UserError
 
     commit = resolve_commit("HEAD")
     assert len(commit) == 40 and all(ch in "0123456789abcdef" for ch in commit)

@@ -1,4 +1,4 @@
-"""Bounded reading of outside input (implementations.inputs): each bomb is one UserError naming the field."""
+"""Bounded reading of outside input (contract.inputs): each bomb is one UserError naming the field."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from implementations import inputs
-from implementations.errors import UserError
+from contract import inputs
+from contract.errors import UserError
 
 pytestmark = pytest.mark.unit
 

@@ -14,14 +14,14 @@ from typing import Callable
 import pytest
 import yaml
 
+from contract.errors import ConfigError, PlanError
+from contract.interface import KVShardingImplementation
+from contract.specs import CacheSpec
 from harness.config.schema import TC_IDS
 from harness.paths import CONF_DIR
-from implementations.errors import ConfigError, PlanError
-from implementations.interface import KVShardingImplementation
 from implementations.mutants import COMPONENTS, MUTANTS
 from implementations.reference import ReferenceImplementation
 from implementations.reference.allocation import cache_bytes, layer_own_bytes
-from implementations.specs import CacheSpec
 from testcases.unit._local_engine import start_local
 from testcases.unit._models import (
     DEEPSEEK_MTP,

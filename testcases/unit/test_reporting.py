@@ -696,7 +696,7 @@ def test_an_exception_from_harness_code_is_a_harness_error():
 
 
 def _raise_in_implementation_code():
-    from implementations import inputs
+    from contract import inputs
 
     inputs.read_input_file("/nonexistent/lwsplit/config.json", "model_path")
 
@@ -705,7 +705,7 @@ def test_the_origin_is_read_from_the_exception_itself():
     with pytest.raises(Exception) as raised:
         _raise_in_implementation_code()
     origin = rs.failure_origin(raised.value)
-    assert origin.in_implementation and origin.where.startswith("implementations/inputs.py:")
+    assert origin.in_implementation and origin.where.startswith("contract/inputs.py:")
     assert origin.cause.startswith(type(raised.value).__name__ + ": ")
     with pytest.raises(KeyError) as here:
         {}["target"]

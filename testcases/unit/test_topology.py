@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contract import formats
+from contract.errors import ConfigError, PlanError, TopologyError
+from contract.specs import HardwareProfile, ModelSpec, ParallelSpec, RunSpec, Topology
 from harness.paths import TOPOLOGY_DIR
-from implementations import formats
-from implementations.errors import ConfigError, PlanError, TopologyError
 from implementations.reference import topology as topo
-from implementations.specs import HardwareProfile, ModelSpec, ParallelSpec, RunSpec, Topology
 
 pytestmark = pytest.mark.unit
 

@@ -29,9 +29,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Mapping, Optional, Sequence, Union
 
-from implementations import inputs
-from implementations.errors import ConfigError, TopologyError
-from implementations.specs import LayerwiseFlags, Topology
+from contract import inputs
+from contract.errors import ConfigError, TopologyError
+from contract.specs import LayerwiseFlags, Topology
 
 # ================================================================ layerwise flags
 
