@@ -62,6 +62,13 @@ def test_registry_entry_is_a_labelled_reference_subclass(key):
     assert isinstance(cls(), KVShardingImplementation)
 
 
+def test_each_mutant_is_filed_by_the_component_it_breaks():
+    """``implementations/mutants/<component>.py`` holds the mutants of that component, and only them."""
+    misfiled = sorted(f"{cls.__name__} ({cls.component}) in {cls.__module__}" for cls in MUTANTS.values()
+                      if cls.__module__ != f"implementations.mutants.{cls.component}")
+    assert misfiled == []
+
+
 def test_names_are_unique():
     names = [cls.name for cls in MUTANTS.values()]
     assert len(set(names)) == len(names)
