@@ -9,7 +9,7 @@ share them; they close at interpreter exit. ``mode=plan`` only plans.
 ``result.json`` (written atomically into the job directory) holds the job's
 overrides and choices, its status (``harness.app.status``), the plan numbers
 (``harness.app.figures``), and for a suite run the per-TC outcome counts, each
-case's result line (``harness.suites.results``: per-rank estimated and measured
+case's result line (``harness.suites.case_result``: per-rank estimated and measured
 bytes, n_blocks, savings, capacity gain) and the measured per-rank bytes of the
 job's own configuration.
 """

@@ -51,8 +51,8 @@ class Invocation:
 
 def parse_argv(argv: Sequence[str]) -> Invocation:
     """Hydra's own argument parser, with its usage errors as one line."""
-    from harness.cli import fail
     from harness.private_apis import hydra_args_parser
+    from harness.usage import fail
 
     parser = hydra_args_parser()
     parser.prog = "python -m harness"

@@ -18,7 +18,7 @@ import time
 from typing import Any, Callable, Optional
 
 from harness.bench.runner_overhead import check_args, machine_facts
-from harness.cli import Parser, command
+from harness.usage import Parser, command
 
 OPS = ("broadcast", "all_gather")
 SIDES = ("torch", "harness")

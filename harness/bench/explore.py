@@ -30,7 +30,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Optional, Sequence
 
-from harness.cli import command, fail
+from harness.usage import command, fail
 
 GOALS = {False: 500.0, True: 20.0}
 """Configurations per CPU second: plan level (False), with allocation (True)."""

@@ -23,7 +23,7 @@ import uuid
 from typing import Optional
 
 from harness import procfs
-from harness.cli import command
+from harness.usage import command
 
 TAG_ENV = "LWSPLIT_RUN_TAG"
 CASES = (
@@ -121,9 +121,9 @@ def _cells(line: str) -> list[str]:
 
 @command
 def main(argv: Optional[list[str]] = None) -> int:
-    from harness.cli import Parser
     from harness.files import check_output_file
     from harness.rankpool.backend import check_seconds
+    from harness.usage import Parser
 
     parser = Parser(prog="python -m harness.bench.faults", description=__doc__.splitlines()[0])
     parser.add_argument("--timeout", type=float, default=8.0, help="runner.timeout_s for every case (default 8)")

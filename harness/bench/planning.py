@@ -19,11 +19,11 @@ import time
 from dataclasses import replace
 from typing import Optional
 
-from contract.formats import load_topology
+from contract.flags_and_topology import load_topology
 from contract.specs import CacheSpec, HardwareProfile, LayerwiseFlags, ModelSpec, ParallelSpec, RunSpec
 from contract.units import GIB as GiB
-from harness.cli import Parser, command, fail
 from harness.paths import TOPOLOGY_DIR
+from harness.usage import Parser, command, fail
 from implementations.reference import ReferenceImplementation
 
 TARGET_S = 0.050

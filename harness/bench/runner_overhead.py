@@ -22,8 +22,8 @@ import tempfile
 import time
 from typing import Optional
 
-from harness.cli import Parser, command
 from harness.files import write_json_atomic
+from harness.usage import Parser, command
 
 TARGET_RATIO = 1 / 50
 

@@ -41,9 +41,9 @@ from typing import Optional
 
 from harness import procfs
 from harness.bench import cpu_probe
-from harness.cli import Parser, command
 from harness.files import write_atomic
 from harness.paths import REPO_ROOT
+from harness.usage import Parser, command
 
 DEFAULT_ARGS = ("-n", "4")
 

@@ -10,7 +10,7 @@ An argument with ``=`` is an override (unless it names an existing file), any ot
 (several: one per node or process).
 ``--gflags`` / ``--parallel-config`` take the engine's own flags (``--flagfile=PATH`` is read)
 and apply them after the overrides: the layerwise flags and every other flag that changes the
-KV plan (``contract.formats.GFLAG_CONFIG_KEYS``: ``--block_size``, ``--kv_cache_dtype``,
+KV plan (``contract.flags_and_topology.GFLAG_CONFIG_KEYS``: ``--block_size``, ``--kv_cache_dtype``,
 ``--nnodes``, ...); ``--max_memory_utilization`` / ``--max_cache_size`` are judged against the
 worker lines; the output names the flags read and those that do not change the plan (not
 read). ``--semantics`` picks FEATURE section 2's rule
@@ -24,8 +24,8 @@ import os
 import sys
 from typing import Optional, Sequence
 
-from contract.formats import DEFAULT_SEMANTICS, SEMANTICS
-from harness.cli import Parser, command, fail, join_flag_values
+from contract.flags_and_topology import DEFAULT_SEMANTICS, SEMANTICS
+from harness.usage import Parser, command, fail, join_flag_values
 
 DISAGREE_EXIT_CODE = 1
 

@@ -39,7 +39,7 @@ from harness.explore.properties import SPEC_OWNER_RULE, owner_rule, ownership_pr
 from harness.oracle import UPSTREAM_GROUP_RULE as UPSTREAM_GROUPS
 from harness.suites import tc01, tc02, tc03, tc06, tc07
 from harness.suites.bring_up import Published, RankSession, Worker, engines_for, master_plan
-from harness.suites.common import draft_plan_problems, plan_layout_problems
+from harness.suites.checks import draft_plan_problems, plan_layout_problems
 from harness.suites.expectations import (
     PREDICTIONS,
     card_overflow,

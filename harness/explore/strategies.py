@@ -120,7 +120,7 @@ def base_hardware(name: str) -> HardwareProfile:
 
 @cache
 def fixture_topology(name: str) -> Topology:
-    from contract.formats import load_topology
+    from contract.flags_and_topology import load_topology
     from harness.paths import TOPOLOGY_DIR
 
     return load_topology(name, TOPOLOGY_DIR)

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from harness.cli import Parser, command, fail
+from harness.usage import Parser, command, fail
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -33,7 +33,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _read_rows(folder: Path):
     """The row files under ``folder``; a file that is not a whole row is one ``error:`` line naming it."""
-    from contract import inputs
+    from contract import bounded_inputs
     from contract.errors import ConfigError
     from harness.mutation.render import row_from_json
 
@@ -41,7 +41,7 @@ def _read_rows(folder: Path):
         raise ConfigError("--rows", str(folder), "a folder of per-mutant row files (*.json)", "no such folder")
     rows = []
     for path in sorted(folder.glob("*.json")):
-        data = inputs.loads_json(inputs.read_input_file(path, "--rows"), "--rows", source=str(path))
+        data = bounded_inputs.loads_json(bounded_inputs.read_input_file(path, "--rows"), "--rows", source=str(path))
         try:
             rows.append(row_from_json(data))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:

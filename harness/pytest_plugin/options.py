@@ -60,7 +60,7 @@ def pytest_configure(config) -> None:
 
         registry.configure(max_live_ranks=config.getoption("lw_max_live_ranks"))
     except UserError as exc:
-        from harness.cli import one_line
+        from harness.usage import one_line
 
         raise pytest.UsageError(f"error: {one_line(exc)}") from None
     from harness.reporting import write_guard

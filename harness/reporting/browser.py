@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from harness.cli import Parser, command, say_error
 from harness.reporting.report import DEFAULT_OUT, embedded_files
+from harness.usage import Parser, command, say_error
 
 BINARIES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 INSTALL_HINT = "apt-get install -y chromium"

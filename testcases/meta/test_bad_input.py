@@ -131,7 +131,7 @@ ROWS = (
         pytest=("--lw-results", "{inputs}")),
     Bad("sweep-subdir-unwritable", "hydra.sweep.subdir", "writable directory",
         harness=("-m", "mode=plan", "model=deepseek_v32", "hydra.sweep.subdir=/proc/lwsplit-no-such-dir/x")),
-    # ---- round two: sizes read from outside are bounded (contract.inputs) ----
+    # ---- round two: sizes read from outside are bounded (contract.bounded_inputs) ----
     Bad("layers-huge", "model.num_hidden_layers", "at most 10000", **_same("model.num_hidden_layers=1000000000000")),
     Bad("world-huge", "parallel.world_size", "at most 4096", **_same("parallel.world_size=1000000")),
     Bad("model-path-layers-huge", "num_hidden_layers", "at most 10000",
@@ -230,7 +230,7 @@ ROWS = (
         harness=("-m", "mode=plan", "hydra.sweep.subdir='${hydra.job.num}\tx'")),
     Bad("job-name-a-path", "hydra.job.name", "a file name", harness=("mode=plan", "hydra.job.name=a/b")),
     Bad("job-name-too-long", "hydra.job.name", "at most 255 bytes", harness=("mode=plan", "hydra.job.name=" + "j" * 300)),
-    # ---- YAML aliases count as what they expand to (contract.inputs) ----
+    # ---- YAML aliases count as what they expand to (contract.bounded_inputs) ----
     Bad("topology-yaml-alias-bomb", "hardware.topology", "at most 100000 nodes",
         plan=("hardware.topology={inputs}/alias_topology.yaml",), harness=("hardware.topology={inputs}/alias_topology.yaml",)),
 )
@@ -571,7 +571,7 @@ def test_other_commands(row, cli_inputs, tmp_path, capsys, monkeypatch):
 
 def test_commands_print_to_a_full_disk_as_one_error_line(capsys, monkeypatch, tmp_path):
     """Standard output that cannot be written (``> /dev/full``): one ``error:`` line on stderr, exit 1,
-    in-process through ``harness.cli.command`` (a real process in test_signals_and_writes.py)."""
+    in-process through ``harness.usage.command`` (a real process in test_signals_and_writes.py)."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "stdout", FullStdout())
     with pytest.raises(SystemExit) as exit_info:
@@ -647,7 +647,7 @@ def test_a_command_started_with_stdout_closed_says_so(capsys, monkeypatch, tmp_p
 def test_ctrl_c_in_a_command_without_a_handler_is_one_line(capsys):
     """Ctrl-C in ``harness.mutation`` or a benchmark (no handler of their own): one line and exit 130, not a
     KeyboardInterrupt traceback."""
-    from harness.cli import command
+    from harness.usage import command
 
     @command
     def main() -> int:
@@ -682,7 +682,7 @@ def test_a_signal_waits_for_files_that_belong_together():
     """``signals_deferred``: Ctrl-C during the block is acted on when it ends, never between its writes."""
     import signal
 
-    from harness.cli import signals_deferred
+    from harness.usage import signals_deferred
 
     done = []
     with pytest.raises(KeyboardInterrupt):

@@ -230,7 +230,7 @@ def test_categories_file(tmp_path):
     assert categories["Product defect"]["matchedStatuses"] == ["failed", "broken"]
     assert categories["Harness error"]["matchedStatuses"] == ["broken"]
     assert categories["Unexpected pass of a predicted failure"]["matchedStatuses"] == ["failed"]
-    # the trace's first line (harness.reporting.results) decides between them: they exclude each other
+    # the trace's first line (harness.reporting.categories) decides between them: they exclude each other
     traces = {"Product defect": "category: product defect: x\ny", "Harness error": "category: harness error: x",
               "Unexpected pass of a predicted failure": "category: unexpected pass: x"}
     for name, trace in traces.items():
@@ -666,7 +666,7 @@ def test_views_show_the_draft_of_a_speculative_case():
 # ---- categories by origin, stable messages -----------------------------------------------
 
 from harness.rankpool.errors import Origin, RankFailure  # noqa: E402
-from harness.reporting import results as rs  # noqa: E402
+from harness.reporting import categories as rs  # noqa: E402
 
 
 def test_an_exception_from_the_implementation_is_a_product_defect_with_a_stable_message():
@@ -696,16 +696,16 @@ def test_an_exception_from_harness_code_is_a_harness_error():
 
 
 def _raise_in_implementation_code():
-    from contract import inputs
+    from contract import bounded_inputs
 
-    inputs.read_input_file("/nonexistent/lwsplit/config.json", "model_path")
+    bounded_inputs.read_input_file("/nonexistent/lwsplit/config.json", "model_path")
 
 
 def test_the_origin_is_read_from_the_exception_itself():
     with pytest.raises(Exception) as raised:
         _raise_in_implementation_code()
     origin = rs.failure_origin(raised.value)
-    assert origin.in_implementation and origin.where.startswith("contract/inputs.py:")
+    assert origin.in_implementation and origin.where.startswith("contract/bounded_inputs.py:")
     assert origin.cause.startswith(type(raised.value).__name__ + ": ")
     with pytest.raises(KeyError) as here:
         {}["target"]
