@@ -152,8 +152,8 @@ def main(argv=None) -> int:
     for note in notes:
         print(note)
     if args.docs:
-        from harness import docs_blocks
-
+        from harness.usage import docs_writer
+        docs_blocks = docs_writer()
         command = "python -m harness.native_verdicts " + " ".join(f"--tree {t}" for t in args.tree) + " --docs"
         record = docs_blocks.measured("native_verdicts", command=command, columns=COLUMNS, rows=rows,
                                       notes=[f"- {n}" for n in notes],

@@ -216,7 +216,7 @@ FIGURES_COLUMNS = ("model", "implementation", "s", "peak KV MiB/rank", "uniform 
 
 def figures_table(rows_: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, ...], list[list[str]], str]:
     """(columns, cells, alignment) of the docs' figures table: one row per job of a plan sweep
-    (``harness.docs_blocks`` records it; the note says why a job has no numbers)."""
+    (``tools.docs_blocks`` records it; the note says why a job has no numbers)."""
     cells = []
     for r in rows_:
         note = r.get("message") or "" if r.get("status") not in (st.PLANNED, st.PASSED) else ""

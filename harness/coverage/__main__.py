@@ -51,8 +51,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     from harness.coverage import fields, render
 
     if args.what == "tables" or args.record:  # before any run: a fields run takes minutes
-        from harness import docs_blocks
-
+        from harness.usage import docs_writer
+        docs_blocks = docs_writer()
         names = render.BLOCKS.values() if args.what == "tables" else [render.BLOCKS["fields"]]
         why = docs_blocks.missing_markers(Path(args.out), list(names))
         if why:

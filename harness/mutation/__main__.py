@@ -98,8 +98,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         rows, matrix=killmatrix.MATRIX, stop_at_first=args.first, wall_s=round(elapsed, 2)))
     print(f"wrote {out / 'kill_matrix.md'} and {out / 'kill_matrix.json'}", file=sys.stderr)
     if args.docs:
-        from harness import docs_blocks
-
+        from harness.usage import docs_writer
+        docs_blocks = docs_writer()
         columns, cells, align = render.docs_table(rows)
         page = docs_blocks.publish(docs_blocks.measured(
             "kill_matrix", command="python -m harness.mutation --docs" + (" --first" if args.first else ""),

@@ -9,7 +9,7 @@ does not crowd a small machine; None keeps every pool.
 next ``run`` starts them again. An idle rank is not free: gloo's TCP loop in every rank
 wakes every 10 ms, for each of its groups, and four pytest workers holding pools of 4 and
 8 ranks spent a tenth of a 2-core machine on that. A CPU pool starts again in about 0.1 s
-(``python -m harness.bench.runner_overhead``); a pool on cards pays CUDA and NCCL set-up
+(``python -m tools.bench.runner_overhead``); a pool on cards pays CUDA and NCCL set-up
 again, so it is kept.
 """
 

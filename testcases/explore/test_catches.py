@@ -285,8 +285,8 @@ def test_plan_level_compares_every_plan_field():
     """Every field of the master's plan (``KVPlan``, each ``RankPlan``, the ``DraftPlan``) corrupted alone
     (``FieldMutant``) fails a plan-level verdict on the first drawn configurations that show it: the plan
     level compares every field, the layout's included, not only the allocation level."""
-    from harness.bench.explore import drawn
     from implementations.mutants.fields import field_ids
+    from tools.bench.explore import drawn
 
     runs = drawn(6, 7)
     reference = dict(resolve(("implementation=reference",)).impl_cfg)

@@ -29,9 +29,9 @@ from typing import Optional
 
 import pytest
 
-from harness.bench.faults import TAG_ENV, left_behind, tagged
 from harness.paths import REPO_ROOT
 from testcases.conftest import FullStdout
+from tools.bench.faults import TAG_ENV, left_behind, tagged
 
 pytestmark = pytest.mark.meta
 

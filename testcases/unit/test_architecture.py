@@ -9,11 +9,11 @@ from typing import Iterator
 
 from testcases import ROOT
 
-PACKAGES = ("contract", "harness", "implementations")
+PACKAGES = ("contract", "harness", "implementations", "tools")
 
 APP_ENTRY_POINTS = {
     "harness/__main__.py": "``python -m harness`` starts the app",
-    "harness/docs_blocks.py": "its ``figures`` command records a finished sweep's results.csv with the app's "
+    "tools/docs_blocks.py": "its ``figures`` command records a finished sweep's results.csv with the app's "
                               "own table builder (a reader of the app's output, run after it)",
 }
 """Modules outside ``harness/app`` that may import it: what starts the app or reads what it wrote."""
@@ -94,7 +94,6 @@ HARNESS_REACHES_IMPLEMENTATIONS = {
                                           "label a native case's expected failures are filed under",
     "implementations.xllm_native.own_tests": "a source tree's own GoogleTest file, run beside the spec's "
                                              "verdicts (``harness.native_verdicts``)",
-    "implementations.reference": "the planning benchmark times the reference's ``plan``",
 }
 """Every module of ``implementations/`` a harness module may import, and why: registries and loaders by
 name, never an implementation's rules. Everything else the harness shares with the implementations is
@@ -137,6 +136,26 @@ def test_the_contract_imports_neither_the_harness_nor_the_implementations():
     assert found == []
 
 
+def test_the_product_imports_nothing_of_the_tooling():
+    """``tools/`` (benchmarks, the docs' generated blocks, the report's browser check) is the project's own
+    and not in the wheel: nothing in it is imported by what ships. A command's ``--docs`` reaches the docs
+    writer through ``harness.usage.docs_writer``, which says in one line when there is no checkout."""
+    found = [f"{rel} imports {name}" for package in ("contract", "harness", "implementations")
+             for rel, tree in _parsed(package)
+             for name in sorted(imported_modules(rel, tree)) if name.split(".")[0] == "tools"]
+    assert found == []
+
+
+def test_the_wheel_leaves_the_tooling_out():
+    import re
+
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    section = text.split("[tool.setuptools.packages.find]", 1)[1].split("\n[", 1)[0]
+    include = re.findall(r'"([^"]+)"', re.search(r"^include = \[(.*)\]$", section, re.M).group(1))
+    assert {"harness*", "contract*", "implementations*"} <= set(include) and not any(
+        pattern.startswith("tools") for pattern in include)
+
+
 def test_the_implementation_check_sees_a_reach_into_internals():
     names = imported_modules("harness/x.py", ast.parse(
         "import implementations.reference.layout\n"
@@ -144,3 +163,19 @@ def test_the_implementation_check_sees_a_reach_into_internals():
         "def f():\n    from implementations.mutants import estimation, field_ids\n"
         "    from implementations.xllm_native.native import resolve"))
     assert reaching_in(names) == {"implementations.reference.layout", "implementations.mutants.estimation"}
+
+
+def test_docs_without_the_tooling_is_one_error_line(monkeypatch, capsys):
+    import sys
+
+    import pytest
+
+    from harness.usage import USAGE_EXIT_CODE, docs_writer
+
+    assert docs_writer().__name__ == "tools.docs_blocks"
+    monkeypatch.setitem(sys.modules, "tools.docs_blocks", None)  # as in an installed wheel: no tools/
+    with pytest.raises(SystemExit) as exited:
+        docs_writer()
+    assert exited.value.code == USAGE_EXIT_CODE
+    err = capsys.readouterr().err
+    assert err.startswith("error: --docs writes the docs of a checkout") and err.count("\n") == 1

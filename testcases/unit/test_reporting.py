@@ -854,7 +854,7 @@ def _page(files: dict) -> str:
 
 
 def test_browser_check_opens_the_failing_tc_with_most_attachments(tmp_path, monkeypatch, capsys):
-    from harness.reporting import browser
+    from tools import report_browser
 
     def case(uid, status, n, tc="TC-01"):
         return {"uid": uid, "name": f"{tc}[{uid}]", "status": status, "labels": [{"name": "as_id", "value": tc}],
@@ -864,13 +864,13 @@ def test_browser_check_opens_the_failing_tc_with_most_attachments(tmp_path, monk
              "data/categories.json": {"children": [{"name": "Product defect"}]},
              "data/test-cases/a.json": case("a", "passed", 3), "data/test-cases/b.json": case("b", "failed", 1),
              "data/test-cases/c.json": case("c", "broken", 2), "data/test-cases/u.json": {"uid": "u", "labels": []}}
-    facts = browser.report_facts(_page(files))
+    facts = report_browser.report_facts(_page(files))
     assert (facts["name"], facts["total"], facts["categories"]) == ("R", 3, ["Product defect"])
     assert facts["case"]["uid"] == "c"
     del files["data/test-cases/b.json"], files["data/test-cases/c.json"]
-    assert browser.report_facts(_page(files))["case"]["uid"] == "a"  # all passed: a representative case
-    monkeypatch.setattr(browser, "find_chromium", lambda: None)
-    assert browser.main(["--report", str(tmp_path / "index.html")]) == 2
+    assert report_browser.report_facts(_page(files))["case"]["uid"] == "a"  # all passed: a representative case
+    monkeypatch.setattr(report_browser, "find_chromium", lambda: None)
+    assert report_browser.main(["--report", str(tmp_path / "index.html")]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and err.startswith("error: Chromium not found") and "apt-get install -y chromium" in err
 
