@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 
@@ -259,3 +261,22 @@ def test_both_records_of_a_docs_run_are_made_before_either_block_is_written(monk
         events.clear()
         assert suite_cost.main(argv) == 0
         assert events == ["commit", "commit", "write", "write"]
+
+
+def test_an_older_tree_is_measured_with_this_checkouts_probe(monkeypatch, tmp_path):
+    """``--against`` runs pytest in an exported older tree with ``-p tools.bench.cpu_probe``: the probe comes
+    from this checkout (on ``PYTHONPATH``, after the tree's own packages, which ``cwd`` puts first)."""
+    from harness.paths import REPO_ROOT
+    from tools.bench import suite_cost
+
+    seen = {}
+
+    def fake_run(cmd, cwd, env, stdout):
+        seen.update(cwd=cwd, env=env)
+        return SimpleNamespace(returncode=0)
+
+    monkeypatch.setattr(suite_cost.subprocess, "run", fake_run)
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    suite_cost.timed_run(["true"], tmp_path, cwd=tmp_path)
+    assert seen["cwd"] == tmp_path
+    assert seen["env"]["PYTHONPATH"].split(os.pathsep) == ["/elsewhere", str(REPO_ROOT)]

@@ -125,7 +125,10 @@ def timed_run(cmd: list[str], probe: Path, cwd: Path = REPO_ROOT) -> dict:
     meanwhile (None without ``/proc``) and the CPU of the command's process tree (what it and the
     processes it waited for, recursively, used)."""
     start, cpu_start, tree_start = time.monotonic(), procfs.busy_cpu_s(), _children_cpu_s()
-    proc = subprocess.run(cmd, cwd=cwd, env={**os.environ, cpu_probe.DIR_ENV: str(probe)},
+    # the probe plugin is this checkout's (``-p tools.bench.cpu_probe``): an older tree measured with
+    # ``--against`` may have it elsewhere or not at all; its own packages still come first (``cwd``)
+    pythonpath = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(REPO_ROOT)) if p)
+    proc = subprocess.run(cmd, cwd=cwd, env={**os.environ, cpu_probe.DIR_ENV: str(probe), "PYTHONPATH": pythonpath},
                           stdout=subprocess.DEVNULL)
     wall_s, cpu_end = time.monotonic() - start, procfs.busy_cpu_s()
     machine = cpu_end - cpu_start if cpu_start is not None and cpu_end is not None else None
