@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
-from implementations.errors import ConfigError
+from contract.errors import ConfigError
 
 _TEMP_ATTEMPTS = 100
 

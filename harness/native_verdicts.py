@@ -114,7 +114,7 @@ def run_tree(tree: Path, models, layerwise, manifest: Optional[str] = None, time
 
 def own_tests_note(tree: Path, manifest: Optional[str]) -> str:
     """The tree's own GoogleTest file's result, beside the spec's verdicts (its manifest's ``tests``)."""
-    from implementations.errors import UserError
+    from contract.errors import UserError
     from implementations.xllm_native import own_tests
 
     try:
@@ -132,7 +132,7 @@ def main(argv=None) -> int:
     parser.add_argument("--layerwise", default=",".join(LAYERWISE))
     parser.add_argument("--docs", action="store_true", help="write docs/data/native_verdicts.json and its block")
     args = parser.parse_args(argv)
-    from implementations.errors import UserError
+    from contract.errors import UserError
 
     trees = [Path(t).expanduser().resolve() for t in args.tree]
     for t in trees:
@@ -152,8 +152,8 @@ def main(argv=None) -> int:
     for note in notes:
         print(note)
     if args.docs:
-        from harness import docs_blocks
-
+        from harness.usage import docs_writer
+        docs_blocks = docs_writer()
         command = "python -m harness.native_verdicts " + " ".join(f"--tree {t}" for t in args.tree) + " --docs"
         record = docs_blocks.measured("native_verdicts", command=command, columns=COLUMNS, rows=rows,
                                       notes=[f"- {n}" for n in notes],

@@ -12,7 +12,7 @@ the ``KVPlan`` as JSON (or a table). No process group, no allocation, no torch.
 ``--gflags`` / ``--parallel-config`` are the engine's own flags, applied after the
 overrides (they win; a value both set differently is refused): the layerwise flags and
 every other flag that changes the KV plan (``--block_size``, ``--kv_cache_dtype``,
-``--nnodes``, ... : ``implementations.formats.GFLAG_CONFIG_KEYS``); the budget flags
+``--nnodes``, ... : ``contract.flags_and_topology.GFLAG_CONFIG_KEYS``); the budget flags
 (``--max_memory_utilization``, ``--max_cache_size``) are refused by name (the budget is
 ``hardware=`` or ``cache.kv_budget_bytes=``), and so is ``--model`` without ``model=`` /
 ``model_path=``. ``--semantics`` picks
@@ -30,9 +30,9 @@ import json
 import sys
 from typing import Optional, Sequence
 
-from harness.cli import Parser, command, join_flag_values
-from implementations.formats import DEFAULT_SEMANTICS, SEMANTICS
-from implementations.units import MIB
+from contract.flags_and_topology import DEFAULT_SEMANTICS, SEMANTICS
+from contract.units import MIB
+from harness.usage import Parser, command, join_flag_values
 
 GAIN_UNDEFINED = "n/a"
 """A table's cell for a capacity gain the spec leaves undefined (FEATURE 6: no uniform block fits; JSON null)."""
@@ -136,8 +136,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser().parse_intermixed_args(join_flag_values(sys.argv[1:] if argv is None else list(argv)))
     overrides = list(args.overrides)
     if args.gflags is not None or args.parallel_config is not None:
+        from contract.errors import ConfigError
         from harness.config.build import engine_flags
-        from implementations.errors import ConfigError
 
         flags = engine_flags(args.gflags, args.parallel_config, args.semantics, args.overrides)
         for name, value in flags.memory.items():  # the engine sizes C with the card's free memory

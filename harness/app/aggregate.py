@@ -16,10 +16,10 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
+from contract.units import MIB
 from harness.app import status as st
 from harness.app.progress import counts_text, job_label
 from harness.plan import GAIN_UNDEFINED, gain_text
-from implementations.units import MIB
 
 COLUMNS = (
     "job", "job_dir", "status", "mode", "model", "implementation", "hardware", "parallel", "layerwise", "split_size",
@@ -266,7 +266,7 @@ FIGURES_COLUMNS = ("model", "implementation", "s", "peak KV MiB/rank", "uniform 
 
 def figures_table(rows_: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, ...], list[list[str]], str]:
     """(columns, cells, alignment) of the docs' figures table: one row per job of a plan sweep
-    (``harness.docs_blocks`` records it; the note says why a job has no numbers)."""
+    (``tools.docs_blocks`` records it; the note says why a job has no numbers)."""
     cells = []
     for r in rows_:
         note = r.get("message") or "" if r.get("status") not in (st.PLANNED, st.PASSED) else ""

@@ -18,14 +18,14 @@ from typing import Any, Optional
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from contract.errors import UserError
 from harness.app import aggregate, progress
 from harness.app import status as st
 from harness.app.claim import claim, is_ours
 from harness.app.job import RESULT_FILE
 from harness.app.progress import say
-from harness.cli import fail
 from harness.files import write_atomic
-from implementations.errors import UserError
+from harness.usage import fail
 
 OUTPUTS = ("results.csv", "results.md", "results.svg")
 
@@ -224,7 +224,7 @@ def write_summary(sweep_dir: Path, results: list[dict], command: str = "",
                   allure_report: str = "") -> tuple[Path, Path, Path]:
     """results.csv, results.md and results.svg in ``sweep_dir``, each written atomically; a signal while they
     are written waits for all three (``signals_deferred``), so a sweep never has one without the others."""
-    from harness.cli import signals_deferred
+    from harness.usage import signals_deferred
 
     rows = aggregate.rows(results)
     texts = (aggregate.to_csv(rows), aggregate.to_markdown(rows, results, command=command,

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from implementations.errors import ConfigError
+from contract.errors import ConfigError
 
 CLAIM_FILE = ".lwsplit-run"
 ALLOWED = "a new or empty folder that no other run writes to"

@@ -9,7 +9,7 @@ share them; they close at interpreter exit. ``mode=plan`` only plans.
 ``result.json`` (written atomically into the job directory) holds the job's
 overrides and choices, its status (``harness.app.status``), the plan numbers
 (``harness.app.figures``), and for a suite run the per-TC outcome counts, each
-case's result line (``harness.suites.results``: per-rank estimated and measured
+case's result line (``harness.suites.case_result``: per-rank estimated and measured
 bytes, n_blocks, savings, capacity gain) and the measured per-rank bytes of the
 job's own configuration.
 """
@@ -27,11 +27,11 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
+from contract.errors import ImplementationFailure, UserError
 from harness.app import status as st
 from harness.app.progress import say
 from harness.files import write_atomic, write_json_atomic
 from harness.paths import REPO_ROOT, TC_DIR
-from implementations.errors import ImplementationFailure, UserError
 
 RESULT_FILE = "result.json"
 MATRIX_GROUPS = ("model", "layerwise", "parallel", "implementation", "hardware")
@@ -133,8 +133,8 @@ def _plan(impl, run, *, strict: bool) -> dict:
 
 def config_facts(cfg, choices: Mapping[str, Optional[str]]) -> dict:
     """The job's configuration in the words of a results table."""
+    from contract.specs import LayerwiseFlags
     from harness.config.build import spec_from_node
-    from implementations.specs import LayerwiseFlags
 
     lw, par, hw = cfg.layerwise, cfg.parallel, cfg.hardware
     effective = spec_from_node(LayerwiseFlags, lw).effective_split_size

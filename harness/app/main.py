@@ -19,13 +19,13 @@ from hydra.errors import CompactHydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from contract.errors import ConfigError
 from harness import signals
 from harness.app import status as st
-from harness.cli import command, fail
 from harness.config.store import register
 from harness.paths import CONF_DIR, CONFIG_NAME
 from harness.rankpool.rendezvous import remove_stale_dirs
-from implementations.errors import ConfigError
+from harness.usage import command, fail
 
 register()  # base_config must be in the ConfigStore before Hydra composes
 

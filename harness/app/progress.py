@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
+from contract.units import MIB
 from harness.app import status as st
 from harness.plan import gain_text
-from implementations.units import MIB
 
 COUNT_ORDER = ("failed", "error", "passed", "skipped", "xfailed", "xpassed")
 """pytest's summary order (errors after failures, so a failure is read first)."""
@@ -53,7 +53,7 @@ def start_line(index: int, total: int, overrides: Sequence[str]) -> str:
 
 def say(line: str) -> None:
     """A progress line on stdout, flushed. A stdout that cannot be written (full, gone) is no job's error:
-    the line is dropped, the work goes on, and the command says so at its end (``harness.cli.command``)."""
+    the line is dropped, the work goes on, and the command says so at its end (``harness.usage.command``)."""
     try:
         print(line, flush=True)
     except OSError:

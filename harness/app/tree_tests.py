@@ -35,7 +35,7 @@ def own_tests_of(impl) -> Optional[dict]:
 def run_own_tests(root: str, manifest: str, *, file: str) -> dict:
     """Build and run the tree's own tests (``own_tests.run``); a tree whose tests cannot be built or run
     is a result saying why, not an error of the job."""
-    from implementations.errors import UserError
+    from contract.errors import UserError
     from implementations.xllm_native import own_tests
 
     try:

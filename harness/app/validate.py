@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
+from contract.errors import ConfigError
 from harness.files import check_writable, remove_empty
-from implementations.errors import ConfigError
 
 MODES = ("suite", "plan")
 MAX_SWEEP_JOBS = 1000
@@ -51,8 +51,8 @@ class Invocation:
 
 def parse_argv(argv: Sequence[str]) -> Invocation:
     """Hydra's own argument parser, with its usage errors as one line."""
-    from harness.cli import fail
     from harness.private_apis import hydra_args_parser
+    from harness.usage import fail
 
     parser = hydra_args_parser()
     parser.prog = "python -m harness"

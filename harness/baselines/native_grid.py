@@ -12,9 +12,9 @@ import itertools
 from dataclasses import asdict, fields
 from typing import Optional
 
-from implementations.errors import UserError
-from implementations.plan_types import KVPlan
-from implementations.specs import CacheSpec, HardwareProfile, LayerwiseFlags, ModelSpec, ParallelSpec, RunSpec, Topology
+from contract.errors import UserError
+from contract.plan_types import KVPlan
+from contract.specs import CacheSpec, HardwareProfile, LayerwiseFlags, ModelSpec, ParallelSpec, RunSpec, Topology
 
 GiB, MiB, KiB = 1 << 30, 1 << 20, 1 << 10
 CONF_MODELS = ("deepseek_v3", "deepseek_v32", "glm_moe_dsa", "qwen3_5_moe", "qwen3_next", "llama3_8b")

@@ -25,10 +25,10 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
+from contract.errors import ConfigError
 from harness.baselines import native_grid
-from harness.cli import Parser, command, fail
 from harness.paths import BASELINE_DIR
-from implementations.errors import ConfigError
+from harness.usage import Parser, command, fail
 
 NATIVE_BASELINE_PATH = BASELINE_DIR / "native_planning.json"
 COMMAND = "python -m harness.baselines.record_native"
@@ -48,7 +48,7 @@ def _commit(source: Path) -> str:
     marker = source / "version.txt"
     if not marker.is_file():
         return "unknown"
-    from implementations.inputs import read_input_file
+    from contract.bounded_inputs import read_input_file
 
     try:
         text = read_input_file(marker, "--source version.txt", max_bytes=4096)
@@ -60,7 +60,7 @@ def _commit(source: Path) -> str:
 
 def is_recording(path: Path) -> bool:
     """Whether ``path`` holds a recording this command wrote (its provenance names ``COMMAND``)."""
-    from implementations.inputs import loads_json, read_input_file
+    from contract.bounded_inputs import loads_json, read_input_file
 
     try:
         doc = loads_json(read_input_file(path, "--out", max_bytes=MAX_RECORDING_BYTES), "--out", source=str(path))

@@ -16,9 +16,9 @@ from typing import Any, Optional, Sequence, TypeVar, Union
 
 from omegaconf import DictConfig, OmegaConf
 
-from implementations.errors import ConfigError, UserError
-from implementations.interface import KVShardingImplementation
-from implementations.specs import (
+from contract.errors import ConfigError, UserError
+from contract.interface import KVShardingImplementation
+from contract.specs import (
     CacheSpec,
     HardwareProfile,
     LayerwiseFlags,
@@ -26,7 +26,7 @@ from implementations.specs import (
     ParallelSpec,
     RunSpec,
 )
-from implementations.units import MIB
+from contract.units import MIB
 
 S = TypeVar("S")
 
@@ -63,8 +63,8 @@ def model_spec(node: Any) -> ModelSpec:
 
 def hardware_profile(node: Any) -> HardwareProfile:
     """A ``HardwareConfig`` node -> ``HardwareProfile``: MiB -> bytes, topology loaded."""
+    from contract.flags_and_topology import load_topology
     from harness.paths import TOPOLOGY_DIR
-    from implementations.formats import load_topology
 
     hw = _plain(node)
     if hw["reserved_mib_per_card"] > hw["hbm_mib_per_card"]:
@@ -115,13 +115,13 @@ def check_bounds(run: RunSpec) -> RunSpec:
     until MemoryError; NaN would pass every ``>`` check. Spec rules stay with the
     implementation under test.
     """
-    from implementations import inputs
+    from contract import bounded_inputs
 
     for prefix, model in (("model", run.model), ("draft", run.draft)):
         if model is not None:
-            inputs.at_most(f"{prefix}.num_hidden_layers", model.num_hidden_layers, inputs.MAX_LAYERS, "layers per model")
-    inputs.at_most("parallel.world_size", run.parallel.world_size, inputs.MAX_WORLD_SIZE, "ranks per configuration")
-    inputs.finite("cache.host_blocks_factor", run.cache.host_blocks_factor, "a finite number (> 1 turns the host cache on)")
+            bounded_inputs.at_most(f"{prefix}.num_hidden_layers", model.num_hidden_layers, bounded_inputs.MAX_LAYERS, "layers per model")
+    bounded_inputs.at_most("parallel.world_size", run.parallel.world_size, bounded_inputs.MAX_WORLD_SIZE, "ranks per configuration")
+    bounded_inputs.finite("cache.host_blocks_factor", run.cache.host_blocks_factor, "a finite number (> 1 turns the host cache on)")
     if run.hardware.device_type not in DEVICE_TYPES:
         raise ConfigError("hardware.device_type", run.hardware.device_type, f"one of {', '.join(DEVICE_TYPES)}")
     if run.hardware.warp_size < 1:
@@ -249,18 +249,18 @@ def engine_flags(
     differently is refused naming both. The layerwise flags take the binary's defaults when absent
     (under the adaptation the enable flag is emitted, absent: false; under upstream semantics it does not
     exist, ``apply_semantics`` decides); every other flag that changes the KV plan
-    (``implementations.formats.GFLAG_CONFIG_KEYS``) sets its config key when given. ``--model`` /
+    (``contract.flags_and_topology.GFLAG_CONFIG_KEYS``) sets its config key when given. ``--model`` /
     ``--draft_model`` (checkpoint paths) are refused unless ``overrides`` name the model (``model=`` or
     ``model_path=``; ``draft=`` or ``draft_path=``).
     """
-    from implementations.formats import GFLAG_NAMED_FLAGS, gflag_settings, merge_settings, parallel_config_settings
+    from contract.flags_and_topology import GFLAG_NAMED_FLAGS, gflag_settings, merge_settings, parallel_config_settings
 
     routes = []
     if parallel_config is not None:
-        from implementations import inputs
+        from contract import bounded_inputs
 
         # bounded: a FIFO or /dev/zero is refused unread, a huge file by its size
-        text = inputs.read_input_file(Path(parallel_config), "--parallel-config", max_bytes=inputs.MAX_FILE_BYTES)
+        text = bounded_inputs.read_input_file(Path(parallel_config), "--parallel-config", max_bytes=bounded_inputs.MAX_FILE_BYTES)
         routes.append(("--parallel-config", parallel_config_settings(text, semantics)))
     if gflags is not None:
         routes.append(("--gflags", gflag_settings(gflags, semantics)))
@@ -306,7 +306,7 @@ def apply_semantics(cfg: DictConfig, semantics: str = "adaptation") -> str:
     """Apply FEATURE section 2's rule of ``semantics`` to a composed config (``layerwise.enable`` under
     upstream semantics is ``split_size > 1``: upstream has no enable flag); returns why the split is
     on or off, for the command to print."""
-    from implementations.formats import layerwise_state
+    from contract.flags_and_topology import layerwise_state
 
     node = cfg.layerwise
     enable = None if semantics == "upstream" else bool(node.enable)

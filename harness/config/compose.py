@@ -25,11 +25,11 @@ from typing import Iterator, Optional, Sequence, Union
 
 from omegaconf import DictConfig, OmegaConf
 
+from contract.errors import ConfigError
 from harness.config import errors
 from harness.config.schema import APP_GROUPS, GROUPS, Config, ModelConfig, group_options
 from harness.paths import CONF_DIR, CONFIG_NAME
 from harness.private_apis import omegaconf_node
-from implementations.errors import ConfigError
 
 
 def compose_config(overrides: Sequence[str] = (), config_dir: Optional[Union[str, Path]] = None) -> DictConfig:

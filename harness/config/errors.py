@@ -15,8 +15,8 @@ import typing
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from contract.errors import ConfigError
 from harness.config.schema import APP_GROUPS, GROUPS, Config, group_options
-from implementations.errors import ConfigError
 
 _PATH_PART_RE = re.compile(r"[^.\[\]]+")
 """The parts of a key path: ``placement[1]`` -> placement, 1 (a key the user wrote, not a message)."""

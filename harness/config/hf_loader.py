@@ -1,6 +1,6 @@
 """A local Hugging Face ``config.json`` -> ``specs.ModelSpec``.
 
-Plain JSON (bounded: implementations.inputs) of a local file: no ``trust_remote_code``, no imports of model
+Plain JSON (bounded: contract.bounded_inputs) of a local file: no ``trust_remote_code``, no imports of model
 code, no network. Multimodal configs (Qwen3.5) keep the language model's numbers
 in ``text_config``; those are read from there, ``model_type`` from the top.
 Every mistake is a ``ConfigError`` naming the JSON key and the expected type.
@@ -22,11 +22,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Optional, Union
 
-from implementations import inputs
-from implementations.errors import ConfigError
-from implementations.specs import DTYPE_BYTES, ModelSpec
+from contract import bounded_inputs
+from contract.errors import ConfigError
+from contract.specs import DTYPE_BYTES, ModelSpec
 
-MAX_CONFIG_BYTES = inputs.MAX_FILE_BYTES
+MAX_CONFIG_BYTES = bounded_inputs.MAX_FILE_BYTES
 """A config.json is a few KiB; refuse to read anything this large."""
 FIELD = "model_path"
 
@@ -47,7 +47,7 @@ SSM_DTYPES = ("bfloat16", "float16", "float32")
 def load_config_json(path: Union[str, Path], field: str = FIELD) -> dict:
     """The JSON object of a config.json (or of ``<dir>/config.json``); errors name ``field``.
 
-    Read through ``implementations.inputs``: a regular file of bounded size (a FIFO or
+    Read through ``contract.bounded_inputs``: a regular file of bounded size (a FIFO or
     device is refused unread), bounded nesting and integer size, no NaN.
     """
     path = Path(path).expanduser()
@@ -59,8 +59,8 @@ def load_config_json(path: Union[str, Path], field: str = FIELD) -> dict:
             raise ConfigError(field, str(path), allowed)
     except OSError as exc:  # a name past the system's limits (ENAMETOOLONG), a folder it may not search
         raise ConfigError(field, str(path), allowed, exc.strerror or type(exc).__name__) from None
-    text = inputs.read_input_file(path, field, max_bytes=MAX_CONFIG_BYTES)
-    obj = inputs.loads_json(text, field, source=str(path))
+    text = bounded_inputs.read_input_file(path, field, max_bytes=MAX_CONFIG_BYTES)
+    obj = bounded_inputs.loads_json(text, field, source=str(path))
     if not isinstance(obj, dict):
         raise ConfigError(field, str(path), "a JSON object at the top level", f"got {type(obj).__name__}")
     return obj
@@ -79,8 +79,8 @@ def model_spec_from_dict(obj: Mapping[str, Any], *, name: str) -> ModelSpec:
     if isinstance(text, Mapping) and "num_hidden_layers" not in obj:
         reader = _Reader(text, name, prefix="text_config.")
     num_layers = reader.integer("num_hidden_layers", required=True, minimum=1)
-    if num_layers > inputs.MAX_LAYERS:
-        raise reader.error("num_hidden_layers", num_layers, f"at most {inputs.MAX_LAYERS} (layers per model)")
+    if num_layers > bounded_inputs.MAX_LAYERS:
+        raise reader.error("num_hidden_layers", num_layers, f"at most {bounded_inputs.MAX_LAYERS} (layers per model)")
 
     kv_lora_rank = reader.integer("kv_lora_rank", minimum=0) or 0
     fields: dict[str, Any] = {}

@@ -1,7 +1,7 @@
 """Structured config schemas: what ``conf/`` may contain, key by key, with types.
 
 One definition per config group: ``model``, ``draft``, ``parallel``, ``layerwise`` and
-``cache`` ARE the domain specs of ``implementations.specs`` (``ModelSpec``,
+``cache`` ARE the domain specs of ``contract.specs`` (``ModelSpec``,
 ``ParallelSpec``, ``LayerwiseFlags``, ``CacheSpec``): their schema classes here are
 derived from those dataclasses field by field (``structured_from_spec``), so a
 field added to a spec is a config key at once, with the same name, type and
@@ -24,7 +24,7 @@ from typing import Any, Dict, List, Optional
 
 from omegaconf import MISSING
 
-from implementations.specs import CacheSpec, LayerwiseFlags, ModelSpec, ParallelSpec
+from contract.specs import CacheSpec, LayerwiseFlags, ModelSpec, ParallelSpec
 
 TC_IDS = ("TC-01", "TC-02", "TC-03", "TC-04", "TC-05", "TC-06", "TC-07")
 """The seed test plan's TCs (the one owner of this list in the harness)."""

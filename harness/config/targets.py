@@ -21,7 +21,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Mapping
 
-from implementations.errors import ConfigError
+from contract.errors import ConfigError
 
 IMPLEMENTATION_METHODS = ("plan", "engine_message", "init_worker")
 SHIPPED_CALLBACKS = ("harness.app.callback.SweepCallback",)

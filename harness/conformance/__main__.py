@@ -10,7 +10,7 @@ An argument with ``=`` is an override (unless it names an existing file), any ot
 (several: one per node or process).
 ``--gflags`` / ``--parallel-config`` take the engine's own flags (``--flagfile=PATH`` is read)
 and apply them after the overrides: the layerwise flags and every other flag that changes the
-KV plan (``implementations.formats.GFLAG_CONFIG_KEYS``: ``--block_size``, ``--kv_cache_dtype``,
+KV plan (``contract.flags_and_topology.GFLAG_CONFIG_KEYS``: ``--block_size``, ``--kv_cache_dtype``,
 ``--nnodes``, ...); ``--max_memory_utilization`` / ``--max_cache_size`` are judged against the
 worker lines; the output names the flags read and those that do not change the plan (not
 read). ``--semantics`` picks FEATURE section 2's rule
@@ -24,8 +24,8 @@ import os
 import sys
 from typing import Optional, Sequence
 
-from harness.cli import Parser, command, fail, join_flag_values
-from implementations.formats import DEFAULT_SEMANTICS, SEMANTICS
+from contract.flags_and_topology import DEFAULT_SEMANTICS, SEMANTICS
+from harness.usage import Parser, command, fail, join_flag_values
 
 DISAGREE_EXIT_CODE = 1
 
@@ -71,9 +71,9 @@ def check_schema(run) -> None:
     """What ``harness.plan`` refuses as values its schema cannot hold (``block_size`` 0, a negative budget,
     ``max_seqs_per_batch`` -1, ``dp_size`` 0, ...), with the same error line; the spec's rules (world
     divisible by dp * cp, split size >= 1, ...) are judged against the log instead. Checked here, with the
-    contract's dtype names (``implementations.specs``), not by the reference implementation."""
-    from implementations.errors import ConfigError
-    from implementations.specs import INDEXER_CACHE_DTYPES, KV_CACHE_DTYPES
+    contract's dtype names (``contract.specs``), not by the reference implementation."""
+    from contract.errors import ConfigError
+    from contract.specs import INDEXER_CACHE_DTYPES, KV_CACHE_DTYPES
 
     c = run.cache  # the schema's bounds, checked here: the harness never asks the code under test
     for name, value, allowed in (("block_size", c.block_size, None), ("kv_cache_dtype", c.kv_cache_dtype, KV_CACHE_DTYPES),

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from harness.cli import Parser, command
+from harness.usage import Parser, command
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -51,8 +51,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     from harness.coverage import fields, render
 
     if args.what == "tables" or args.record:  # before any run: a fields run takes minutes
-        from harness import docs_blocks
-
+        from harness.usage import docs_writer
+        docs_blocks = docs_writer()
         names = render.BLOCKS.values() if args.what == "tables" else [render.BLOCKS["fields"]]
         why = docs_blocks.missing_markers(Path(args.out), list(names))
         if why:
@@ -60,7 +60,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                   f"(default docs/coverage.md)", file=sys.stderr)
             return 2
     if args.what == "tables":
-        from harness.cli import signals_deferred
+        from harness.usage import signals_deferred
 
         with signals_deferred():
             render.write_section(Path(args.out), "fields")
@@ -95,7 +95,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(table)
     print(f"wall time {time.perf_counter() - start:.1f} s", file=sys.stderr)
     if args.record:
-        from harness.cli import signals_deferred
+        from harness.usage import signals_deferred
 
         with signals_deferred():  # the record and the page it is shown on: both or neither
             render.write_record(fields.RECORD, found)

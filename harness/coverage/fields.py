@@ -53,13 +53,13 @@ DP = "@dp>1"
 
 def dp_fields() -> tuple[str, ...]:
     """Per-rank facts, measured again on dp > 1 cases (the corrupted rank is then in the last dp group)."""
-    from implementations.mutants.fields import field_ids
+    from implementations.mutants import field_ids
 
     return tuple(f for f in field_ids() if f.startswith(("RankPlan", "WorkerKVCache", "tensor")))
 
 
 def record_keys() -> tuple[str, ...]:
-    from implementations.mutants.fields import field_ids
+    from implementations.mutants import field_ids
 
     return field_ids() + tuple(f + DP for f in dp_fields())
 

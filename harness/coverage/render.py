@@ -8,12 +8,12 @@ from pathlib import Path
 from harness.files import write_atomic
 
 BLOCKS = {"fields": "coverage_fields", "rules": "coverage_rules"}
-"""This page's tables as ``harness.docs_blocks`` derived blocks (same markers and staleness check)."""
+"""This page's tables as ``tools.docs_blocks`` derived blocks (same markers and staleness check)."""
 
 
 def field_table(found: dict) -> str:
     from harness.coverage.fields import DP
-    from implementations.mutants.fields import LABELS, field_ids
+    from implementations.mutants import LABELS, field_ids
 
     def where(key: str) -> str:
         e = found.get(key)
@@ -53,7 +53,7 @@ def rules_block() -> str:
 
 def write_section(page: Path, name: str) -> None:
     """Rewrite the table ``name`` (``fields`` or ``rules``) of ``page`` from the records."""
-    from harness import docs_blocks
-
+    from harness.usage import docs_writer
+    docs_blocks = docs_writer()
     block = BLOCKS[name]
     docs_blocks.write_block(page, block, docs_blocks.render_derived(block))

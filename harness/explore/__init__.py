@@ -8,5 +8,5 @@ the CPU, no process group), and judges the result with the TCs' own check functi
 the ownership properties (``properties``) against ``harness.oracle``. A failure shrinks to
 a minimal configuration and prints it as a ``python -m harness.plan`` command
 (``reproduce``). ``search.explore`` drives it; ``testcases/explore`` and
-``python -m harness.bench.explore`` share it.
+``python -m tools.bench.explore`` share it.
 """

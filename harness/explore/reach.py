@@ -2,7 +2,7 @@
 explorer is meant to draw, each decided from the configuration by the oracle alone.
 
 ``reached(run)`` names what one configuration reaches (``REACHES``); ``testcases/explore`` checks that CI's
-budget reaches every one, and ``python -m harness.bench.explore`` counts them.
+budget reaches every one, and ``python -m tools.bench.explore`` counts them.
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ from functools import cache
 from pathlib import Path
 from typing import Optional, Sequence
 
+from contract.specs import RunSpec, Topology
 from harness.explore.strategies import RANDOM_TOPOLOGY_PREFIX
-from implementations.specs import RunSpec, Topology
 
 TOPOLOGY_FOLDER = "lwsplit-explore"
 """Prefix of the per-user folder under the temp folder that holds the random link matrices of printed

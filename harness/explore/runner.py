@@ -31,6 +31,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from contract.errors import UserError
 from harness import oracle
 from harness.config.targets import check_arguments, check_implementation_node
 from harness.explore.known import open_question
@@ -38,7 +39,7 @@ from harness.explore.properties import SPEC_OWNER_RULE, owner_rule, ownership_pr
 from harness.oracle import UPSTREAM_GROUP_RULE as UPSTREAM_GROUPS
 from harness.suites import tc01, tc02, tc03, tc06, tc07
 from harness.suites.bring_up import Published, RankSession, Worker, engines_for, master_plan
-from harness.suites.common import draft_plan_problems, plan_layout_problems
+from harness.suites.checks import draft_plan_problems, plan_layout_problems
 from harness.suites.expectations import (
     PREDICTIONS,
     card_overflow,
@@ -48,7 +49,6 @@ from harness.suites.expectations import (
 )
 from harness.suites.facts import RankFacts, master_error_of, worker_facts
 from harness.suites.measure import distinct_storage_bytes
-from implementations.errors import UserError
 
 DEVICE = "cpu"
 GROUPING_FACT = re.compile(r"^(split_groups|rank \d+ (split group|split_rank|owned_full_layers)|rank \d+: estimated)\b")

@@ -14,10 +14,10 @@ from typing import Optional
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as fixed_seed
 
+from contract.specs import RunSpec
 from harness.explore import reproduce
 from harness.explore.runner import InProcessRunner
 from harness.explore.strategies import explorable
-from implementations.specs import RunSpec
 
 DEFAULT_SEED = 20261201
 CI_EXAMPLES = {False: 150, True: 40}

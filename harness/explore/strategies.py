@@ -49,8 +49,7 @@ from typing import Callable, Sequence
 
 from hypothesis import strategies as st
 
-from harness import oracle
-from implementations.specs import (
+from contract.specs import (
     FULL_ATTENTION_TYPES,
     INDEXER_CACHE_DTYPES,
     QUANTIZED_KV_CACHE_DTYPES,
@@ -62,6 +61,7 @@ from implementations.specs import (
     RunSpec,
     Topology,
 )
+from harness import oracle
 
 MAX_LAYERS = 128
 DRAWN_BYTES = 64
@@ -120,8 +120,8 @@ def base_hardware(name: str) -> HardwareProfile:
 
 @cache
 def fixture_topology(name: str) -> Topology:
+    from contract.flags_and_topology import load_topology
     from harness.paths import TOPOLOGY_DIR
-    from implementations.formats import load_topology
 
     return load_topology(name, TOPOLOGY_DIR)
 

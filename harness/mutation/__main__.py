@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from harness.cli import Parser, command, fail
+from harness.usage import Parser, command, fail
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -33,15 +33,15 @@ def _parser() -> argparse.ArgumentParser:
 
 def _read_rows(folder: Path):
     """The row files under ``folder``; a file that is not a whole row is one ``error:`` line naming it."""
+    from contract import bounded_inputs
+    from contract.errors import ConfigError
     from harness.mutation.render import row_from_json
-    from implementations import inputs
-    from implementations.errors import ConfigError
 
     if not folder.is_dir():
         raise ConfigError("--rows", str(folder), "a folder of per-mutant row files (*.json)", "no such folder")
     rows = []
     for path in sorted(folder.glob("*.json")):
-        data = inputs.loads_json(inputs.read_input_file(path, "--rows"), "--rows", source=str(path))
+        data = bounded_inputs.loads_json(bounded_inputs.read_input_file(path, "--rows"), "--rows", source=str(path))
         try:
             rows.append(row_from_json(data))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -98,8 +98,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         rows, matrix=killmatrix.MATRIX, stop_at_first=args.first, wall_s=round(elapsed, 2)))
     print(f"wrote {out / 'kill_matrix.md'} and {out / 'kill_matrix.json'}", file=sys.stderr)
     if args.docs:
-        from harness import docs_blocks
-
+        from harness.usage import docs_writer
+        docs_blocks = docs_writer()
         columns, cells, align = render.docs_table(rows)
         page = docs_blocks.publish(docs_blocks.measured(
             "kill_matrix", command="python -m harness.mutation --docs" + (" --first" if args.first else ""),

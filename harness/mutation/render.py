@@ -69,7 +69,7 @@ def markdown(rows: list[Row], *, tcs: Optional[tuple[str, ...]] = None, title: s
 
 
 def docs_table(rows: list[Row]) -> tuple[tuple[str, ...], list[list[str]], str]:
-    """(columns, cells, alignment) of the kill matrix as docs/mutation.md shows it (``harness.docs_blocks``)."""
+    """(columns, cells, alignment) of the kill matrix as docs/mutation.md shows it (``tools.docs_blocks``)."""
     tcs = tuple(tc for tc in TC_IDS if any(tc in r.cells for r in rows))
     cells = [[_name(r), r.component or "control", *(cell_text(r, tc) for tc in tcs), _verdict(r)] for r in rows]
     return ("implementation", "component", *tcs, "verdict"), cells, "ll" + "r" * len(tcs) + "l"

@@ -3,7 +3,7 @@
 This package is the tests' source of truth. It imports nothing from ``implementations/``
 (not even a dtype table): it reads the harness's ``RunSpec`` by attribute only, the
 topology fixtures and gflag spellings with its own small readers
-(``harness/_oracle_formats.py``), and follows upstream xLLM at 494f293b5
+(``harness/oracle/readers.py``), and follows upstream xLLM at 494f293b5
 (``kv_cache_estimation.cpp``, ``kv_cache_shape.cpp``, ``kv_cache_utils.cpp``,
 ``speculative_engine.cpp``, ``layerwise_split_layout.h``) wherever FEATURE.md says the
 rule is upstream's. It is kept deliberately plain (loops, one formula per function) so
@@ -20,7 +20,7 @@ One module per FEATURE section, each the oracle of that section; every name is r
 - ``report``: the report per rank, and placements the spec refuses outright (sections 4, 6);
 - ``tensors``: the tensors a layer must expose (section 7);
 - ``startup``: the startup rules (``Rejection``) and configs that cannot be planned (sections 3, 5-6);
-- ``formats``: readers of outside formats, from ``harness/_oracle_formats.py`` (sections 2, 4).
+- ``readers``: the oracle's own readers of outside formats (sections 2, 4).
 
 Inputs newer than some RunSpecs are read with their documented defaults when absent:
 ``cache.max_seqs_per_batch`` (200), ``cache.max_linear_state_cache_slots`` (0),
@@ -59,13 +59,6 @@ from harness.oracle.capacity import (
     expected_rank_bytes,
     speculative_block_count,
     split_block_count,
-)
-from harness.oracle.formats import (
-    TOPOLOGY_DIR,
-    expected_split_active,
-    load_topology,
-    parse_layerwise_gflags,
-    parse_parallel_config_json,
 )
 from harness.oracle.inputs import (
     DTYPE_BYTES,
@@ -125,6 +118,13 @@ from harness.oracle.layout import (
     oracle_topology,
     owner_of_layers,
     rank_link,
+)
+from harness.oracle.readers import (
+    TOPOLOGY_DIR,
+    expected_split_active,
+    load_topology,
+    parse_layerwise_gflags,
+    parse_parallel_config_json,
 )
 from harness.oracle.report import (
     GAIN_UNDEFINED_NOTE,

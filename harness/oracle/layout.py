@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import cache, lru_cache
 from typing import Optional, Sequence
 
-from harness import _oracle_formats as formats
+from harness.oracle import readers
 from harness.oracle.inputs import (
     GROUP_RULES,
     OWNER_RULES,
@@ -92,7 +92,7 @@ def link_score(link: str) -> int:
     return order[link]
 
 
-def oracle_topology(run) -> formats.OracleTopology:
+def oracle_topology(run) -> readers.OracleTopology:
     """Section 4: the run's link matrix as the oracle reads it: the fixture named by
     ``hardware.topology.name`` in conf/topology (its own parser), else the RunSpec's matrix
     (synthetic topologies built in tests)."""
@@ -101,16 +101,16 @@ def oracle_topology(run) -> formats.OracleTopology:
     fixture = _fixture_topology(str(name)) if name else None
     if fixture is not None:
         return fixture
-    return formats.OracleTopology(name=str(name), cards=tuple(topo.cards),
+    return readers.OracleTopology(name=str(name), cards=tuple(topo.cards),
                                   links=tuple(tuple(r) for r in topo.links), source="run")
 
 
 @lru_cache(maxsize=64)
-def _fixture_topology(name: str) -> Optional[formats.OracleTopology]:
+def _fixture_topology(name: str) -> Optional[readers.OracleTopology]:
     """The shipped fixture ``name`` (read once per process: conf/topology is part of the checkout), or None."""
     for suffix in (".txt", ".yaml"):
-        if (formats.TOPOLOGY_DIR / f"{name}{suffix}").is_file():
-            return formats.load_topology(name)
+        if (readers.TOPOLOGY_DIR / f"{name}{suffix}").is_file():
+            return readers.load_topology(name)
     return None
 
 

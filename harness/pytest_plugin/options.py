@@ -42,8 +42,8 @@ def pytest_configure(config) -> None:
     from harness.reporting import alluredir as allure_env
 
     allure_env.take(config)  # $LW_ALLUREDIR (CI) when --alluredir is not given: checked below with the rest
+    from contract.errors import UserError
     from harness.suites.matrix import load_matrix
-    from implementations.errors import UserError
 
     overrides = list(config.getoption("lw_override"))
     if config.getoption("lw_backend"):
@@ -60,7 +60,7 @@ def pytest_configure(config) -> None:
 
         registry.configure(max_live_ranks=config.getoption("lw_max_live_ranks"))
     except UserError as exc:
-        from harness.cli import one_line
+        from harness.usage import one_line
 
         raise pytest.UsageError(f"error: {one_line(exc)}") from None
     from harness.reporting import write_guard
@@ -82,7 +82,7 @@ def _check_options(config) -> None:
         check_seconds("--lw-timeout", config.getoption("lw_timeout"))
     explore = config.getoption("lw_explore")
     if explore is not None and explore < 1:
-        from implementations.errors import UserError
+        from contract.errors import UserError
 
         raise UserError("--lw-explore", explore, "a whole number of configurations >= 1")
     alluredir = getattr(config.option, "allure_report_dir", None)
@@ -91,7 +91,7 @@ def _check_options(config) -> None:
     results = config.getoption("lw_results")
     if results:
         if Path(results).is_dir():
-            from implementations.errors import UserError
+            from contract.errors import UserError
 
             raise UserError("--lw-results", results, "a file to append JSON lines to", "it is a directory")
         check_writable(Path(results).absolute().parent, "--lw-results", results)
@@ -108,9 +108,9 @@ def _check_extra_overrides(matrix) -> None:
     """
     if not (matrix.extra or matrix.group_keys):
         return
+    from contract.errors import ConfigError
     from harness.rankpool.backend import BACKENDS, check_seconds
     from harness.suites.case import Case
-    from implementations.errors import ConfigError
 
     lw, par = matrix.layerwise[0], matrix.parallel[0]
     case = Case(tc="", model=matrix.models[0], layerwise=lw, parallel=par, hardware=matrix.hardware[0],

@@ -66,7 +66,7 @@ def pytest_runtest_makereport(item, call):
 
 
 def _append_result(path: str, item, case, report, facts) -> None:
-    from harness.suites.results import case_result
+    from harness.suites.case_result import case_result
 
     line = json.dumps(case_result(item.module.SUITE, case, report, facts), default=str)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -8,7 +8,7 @@ is cached, so each pytest process (every xdist worker) paid ~3.5 s of CPU for it
 
 from __future__ import annotations
 
-NOT_REWRITTEN = ("hydra", "hypothesis", "_hypothesis_globals", "harness", "implementations")
+NOT_REWRITTEN = ("hydra", "hypothesis", "_hypothesis_globals", "harness", "contract", "implementations")
 
 
 def pytest_addoption(parser, pluginmanager) -> None:

@@ -10,7 +10,7 @@ import dataclasses
 import os
 from typing import Optional
 
-from implementations.errors import ConfigError
+from contract.errors import ConfigError
 
 from .errors import PoolUnavailable
 

@@ -3,7 +3,7 @@
 ``RankFailure`` and ``RankTimeout`` are harness outcomes (a test fails); ``RankSkip``
 is a verdict (the test is skipped); ``PoolUnavailable`` says this machine cannot host
 the requested pool (the pytest layer skips with ``reason``). A wrong world size or
-backend name is a user mistake and raises ``implementations.errors.ConfigError``.
+backend name is a user mistake and raises ``contract.errors.ConfigError``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Optional
 
-REPO_PACKAGES = ("implementations", "harness", "testcases")
+REPO_PACKAGES = ("contract", "implementations", "harness", "testcases")
 """This repository's top-level packages: a frame in one of them is ours."""
 PASS_THROUGH_MODULES = ("harness.pytest_plugin",)
 """Ours, but only hook wrappers every test runs through (and their package's modules): never where a failure
@@ -34,8 +34,9 @@ class Origin:
 
     @property
     def in_implementation(self) -> bool:
-        """Raised by the implementation under test (``implementations/``)."""
-        return self.where is not None and self.where.startswith("implementations/")
+        """Raised by the implementation under test (``implementations/``) or by the contract it is built on
+        (``contract/``: its parsers and bounded readers, which an implementation calls with its own input)."""
+        return self.where is not None and self.where.startswith(("implementations/", "contract/"))
 
 
 def origin_of(exc: BaseException) -> Origin:

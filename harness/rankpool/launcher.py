@@ -39,7 +39,7 @@ import tempfile
 import threading
 from typing import Any, Optional
 
-from implementations.errors import UserError
+from contract.errors import UserError
 
 from .backend import BACKENDS, DEVICE_TYPES, check_seconds, resolve_backend
 from .errors import PoolUnavailable

@@ -9,7 +9,7 @@ does not crowd a small machine; None keeps every pool.
 next ``run`` starts them again. An idle rank is not free: gloo's TCP loop in every rank
 wakes every 10 ms, for each of its groups, and four pytest workers holding pools of 4 and
 8 ranks spent a tenth of a 2-core machine on that. A CPU pool starts again in about 0.1 s
-(``python -m harness.bench.runner_overhead``); a pool on cards pays CUDA and NCCL set-up
+(``python -m tools.bench.runner_overhead``); a pool on cards pays CUDA and NCCL set-up
 again, so it is kept.
 """
 
@@ -34,7 +34,7 @@ IDLE_CLOSE_S = {"cpu": 5.0, "cuda": None}
 def configure(*, max_live_ranks: Optional[int]) -> None:
     """Set the cap on live rank processes held by the registry (None: no cap)."""
     if max_live_ranks is not None and (isinstance(max_live_ranks, bool) or not isinstance(max_live_ranks, int) or max_live_ranks < 1):
-        from implementations.errors import ConfigError
+        from contract.errors import ConfigError
 
         raise ConfigError("runner.max_live_ranks", max_live_ranks, "an integer >= 1, or null for no cap")
     _settings["max_live_ranks"] = max_live_ranks

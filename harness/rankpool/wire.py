@@ -7,7 +7,7 @@ of world - 1 steps, each a wake-up of the next rank: on a loaded host that costs
 milliseconds of CPU per rank. Here an object of up to ``INLINE_BYTES`` travels in one
 frame: a broadcast is one broadcast, an all-gather one gather to rank 0 and one broadcast
 of the gathered frames. A larger object takes a second round sized to the largest. Side by
-side with torch's: ``python -m harness.bench.collectives``.
+side with torch's: ``python -m tools.bench.collectives``.
 
 A frame is ``HEADER_BYTES`` (kind, length: two int64) and then the payload, zero-padded.
 A rank whose object does not pickle sends kind ``UNPICKLABLE`` with the error's text, so

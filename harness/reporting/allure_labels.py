@@ -143,7 +143,7 @@ def mark_xpass(reason: str) -> None:
     """Label a strict expected failure that passed (allure-pytest gives it no message)."""
     import allure
 
-    from harness.reporting.results import XPASS_LABEL
+    from harness.reporting.categories import XPASS_LABEL
 
     allure.dynamic.label(XPASS_LABEL, reason)
 
@@ -153,7 +153,7 @@ def mark_origin(exc: BaseException) -> None:
     here, from the exception, so the report never reads it back from the traceback's text."""
     import allure
 
-    from harness.reporting.results import CAUSE_LABEL, ORIGIN_LABEL, failure_origin
+    from harness.reporting.categories import CAUSE_LABEL, ORIGIN_LABEL, failure_origin
 
     origin = failure_origin(exc)
     allure.dynamic.label(ORIGIN_LABEL, origin.where or "")

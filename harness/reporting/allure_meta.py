@@ -22,7 +22,7 @@ UPSTREAM_RULE_MARKER = "found exactly the predicted problems"
 
 # Allure 2 matches messageRegex / traceRegex against the whole status message / trace
 # (DOTALL) and files a result in every category it matches, so these exclude each other.
-# harness.reporting.results starts each failure's trace with ``category: <name>``
+# harness.reporting.categories starts each failure's trace with ``category: <name>``
 # (decided from where the exception was raised) and gives like cases the same message.
 CATEGORIES = (
     {

@@ -20,8 +20,8 @@ import io
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
+from contract.units import MIB as MiB
 from harness.reporting import svg
-from implementations.units import MIB as MiB
 
 OWN, SCRATCH, LINEAR = "own", "scratch", "linear"
 

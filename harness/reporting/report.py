@@ -4,7 +4,7 @@
 
 Runs ``allure generate --single-file --clean --name ...`` (Allure 2; install it with
 ``bash scripts/install_allure.sh``; its JVM with ``QUICK_JVM_OPTS``) on a prepared copy of the results
-(``harness.reporting.results``: categories by origin, stable messages, executor,
+(``harness.reporting.categories``: categories by origin, stable messages, executor,
 history). The report is built in a temporary directory beside ``--out`` and renamed
 into place only when the CLI succeeds, so ``--out`` is either the previous report or
 the complete new one. ``--out`` must be new, empty, or a report written here before
@@ -29,10 +29,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
-from harness.cli import Parser, command, say_error
 from harness.files import write_atomic
 from harness.paths import ALLURE_HISTORY_DIR, ALLURE_REPORT_DIR, ALLURE_RESULTS_DIR, FEATURE_DOC, LOCAL_ALLURE_CLI
-from harness.reporting.results import ResultShapeError, prepare
+from harness.reporting.categories import ResultShapeError, prepare
+from harness.usage import Parser, command, say_error
 
 LOCAL_CLI = LOCAL_ALLURE_CLI
 DEFAULT_RESULTS = ALLURE_RESULTS_DIR
@@ -84,8 +84,8 @@ def check_out(out: Path) -> None:
 def check_history(history: Path, out: Path) -> None:
     """``--history`` must be a folder this process can write (checked before the report is built, since it
     is written after), and not the report's own folder (which the next report replaces whole)."""
+    from contract.errors import UserError
     from harness.files import check_writable
-    from implementations.errors import UserError
 
     if history.absolute() == out.absolute():
         raise ReportError(f"--history {history} is the report's folder --out; give a folder of its own")

@@ -9,7 +9,7 @@ section 5 (bytes and heads per rank), section 6 (the uniform block count, via
 ``harness.oracle``) and section 7 (every rank allocates every layer; heads-major
 ``[n_blocks, n_heads, block_size, head_dim]``; MLA latent + rope, GQA k + v, an index
 tensor on DSA layers; linear layers keep conv + recurrent state). Tensor names are
-the interface's (``implementations/interface.py``: latent/rope, k/v, index,
+the interface's (``contract/interface.py``: latent/rope, k/v, index,
 conv/recurrent). Linear state shapes follow upstream's ``KVCacheShape`` (FEATURE v2
 section 7): conv ``[slots, kernel - 1, conv_dim]``, recurrent ``[slots, v_heads,
 key_dim, value_dim]``; slots per FEATURE v2 section 5 (upstream

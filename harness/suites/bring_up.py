@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 import torch.distributed as dist
 
+from contract.errors import UserError
 from harness.suites.facts import LeakFacts, MasterError, master_error_of
 from harness.suites.measure import allocator_bytes, distinct_storage_bytes
-from implementations.errors import UserError
 
 if TYPE_CHECKING:
+    from contract.interface import KVShardingImplementation, WorkerKVCache
+    from contract.plan_types import KVPlan
+    from contract.specs import RunSpec
     from harness.rankpool.context import RankContext
-    from implementations.interface import KVShardingImplementation, WorkerKVCache
-    from implementations.plan_types import KVPlan
-    from implementations.specs import RunSpec
 
 Tamper = Callable[["KVPlan", int], "KVPlan"]
 """``tamper(message, plan_rank) -> message``: alters what one worker receives after the wire."""

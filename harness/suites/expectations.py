@@ -4,7 +4,7 @@ Decided by the spec (the oracle), never by the code under test.
 
 - ``expected_rejection(run)``: the first startup rule of FEATURE section 3 the config
   breaks, as ``Rejection(field, reason)``; a case passes its rejection only when the
-  implementation raises ``implementations.errors.UserError`` naming that field.
+  implementation raises ``contract.errors.UserError`` naming that field.
 - ``PREDICTIONS``: per implementation name, the problems the spec predicts a check finds
   (FEATURE section 4: upstream's literal owner rule ``layer_id % s`` puts every
   full-attention layer of a hybrid model on one split rank, so that rank exceeds the
@@ -328,7 +328,7 @@ def predicted_as(case) -> str:
 
 @functools.lru_cache(maxsize=32)
 def _native_label(source_dir, files: str, manifest, _env: str) -> str:
-    from implementations.errors import UserError
+    from contract.errors import UserError
     from implementations.xllm_native.native import resolve
 
     try:

@@ -127,7 +127,7 @@ class MasterError:
     field: Optional[str]
     message: str
     user_error: bool = True
-    """True when the error is ``implementations.errors.UserError`` or a subclass."""
+    """True when the error is ``contract.errors.UserError`` or a subclass."""
     classes: tuple[str, ...] = ()
     """Names of the error's classes, most derived first (``PlanError``, ``UserError``, ...)."""
 
@@ -151,7 +151,7 @@ class RankFacts:
 
 
 def master_error_of(exc: BaseException) -> MasterError:
-    from implementations.errors import UserError
+    from contract.errors import UserError
 
     return MasterError(type=type(exc).__name__, field=exc.field if isinstance(exc, UserError) else None,
                        message=str(exc), user_error=isinstance(exc, UserError),

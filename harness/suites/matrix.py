@@ -14,11 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Optional, Sequence
 
+from contract.errors import ConfigError
+from contract.specs import LayerwiseFlags, ParallelSpec
 from harness.config.schema import TC_IDS
 from harness.paths import CONF_DIR
 from harness.suites.case import option_spec
-from implementations.errors import ConfigError
-from implementations.specs import LayerwiseFlags, ParallelSpec
 
 # override key -> matrix axis it narrows
 AXIS_KEYS = {

@@ -16,14 +16,9 @@ from __future__ import annotations
 from harness import oracle
 from harness.suites import Suite
 from harness.suites.case import Case
-from harness.suites.common import (
-    REGROUPED,
+from harness.suites.checks import (
     leak_problems,
     ownership_problems,
-    profile_cases,
-    regrouped_cases,
-    standard_body,
-    standard_cases,
     startup_problems,
     tensor_problems,
     view_problems,
@@ -31,6 +26,7 @@ from harness.suites.common import (
 )
 from harness.suites.expectations import Problem, owners_differ, upstream_worker_owners
 from harness.suites.facts import plan_of, run_of
+from harness.suites.standard import REGROUPED, profile_cases, regrouped_cases, standard_body, standard_cases
 
 TC = "TC-01"
 

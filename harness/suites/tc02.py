@@ -19,16 +19,10 @@ import itertools
 from harness import oracle
 from harness.suites import Suite
 from harness.suites.case import Case
-from harness.suites.common import (
-    draft_plan_problems,
-    leak_problems,
-    plan_layout_problems,
-    standard_body,
-    standard_cases,
-    startup_problems,
-)
+from harness.suites.checks import draft_plan_problems, leak_problems, plan_layout_problems, startup_problems
 from harness.suites.expectations import OwnerRuleEffect, Predicted, Prediction, Problem
 from harness.suites.facts import plan_of, run_of
+from harness.suites.standard import standard_body, standard_cases
 
 TC = "TC-02"
 TOLERANCE = 0.05

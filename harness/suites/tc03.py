@@ -25,7 +25,7 @@ from typing import Optional
 from harness import oracle
 from harness.suites import Suite
 from harness.suites.case import Case
-from harness.suites.common import preferred, startup_problems
+from harness.suites.checks import startup_problems
 from harness.suites.expectations import Predicted, Prediction, Problem, expected_rejection
 from harness.suites.facts import RankFacts, master_error, master_error_of, plan_of
 from harness.suites.ownership import bottleneck as _bottleneck
@@ -35,6 +35,7 @@ from harness.suites.ownership import (
     link_rank,
     worst_link,
 )
+from harness.suites.standard import preferred
 from harness.suites.views import plan_report_view
 
 TC = "TC-03"
@@ -165,8 +166,8 @@ def body(ctx, run, impl_cfg) -> TopologyFacts:
     import torch
     import torch.distributed as dist
 
+    from contract.errors import UserError
     from harness.suites.bring_up import instantiate
-    from implementations.errors import UserError
 
     published = None
     if ctx.rank == 0:

@@ -32,18 +32,17 @@ from harness import oracle
 from harness.suites import Suite
 from harness.suites.bring_up import bring_up, engines_for
 from harness.suites.case import Case
-from harness.suites.common import (
+from harness.suites.checks import (
     draft_message_problems,
     leak_problems,
     ownership_problems,
-    preferred,
     published_layout_problems,
-    regrouped_cases,
     startup_problems,
     worker_layout_problems,
 )
 from harness.suites.expectations import upstream_worker_owners
 from harness.suites.facts import MasterError, RankFacts, master_error, owned_full, plan_of, worker_facts
+from harness.suites.standard import preferred, regrouped_cases
 
 TC = "TC-04"
 

@@ -43,17 +43,11 @@ from harness import oracle
 from harness.suites import Suite
 from harness.suites.bring_up import bring_up
 from harness.suites.case import Case
-from harness.suites.common import (
-    leak_problems,
-    ownership_problems,
-    profile_cases,
-    regrouped_cases,
-    startup_problems,
-    view_problems,
-)
+from harness.suites.checks import leak_problems, ownership_problems, startup_problems, view_problems
 from harness.suites.expectations import upstream_worker_owners
 from harness.suites.facts import RankFacts, plan_of, worker_facts
 from harness.suites.measure import storage_key
+from harness.suites.standard import profile_cases, regrouped_cases
 
 TC = "TC-05"
 

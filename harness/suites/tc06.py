@@ -18,9 +18,10 @@ from typing import Optional
 from harness import oracle
 from harness.suites import Suite, baseline
 from harness.suites.case import Case
-from harness.suites.common import leak_problems, standard_body, startup_problems
+from harness.suites.checks import leak_problems, startup_problems
 from harness.suites.expectations import Predicted, Prediction, Problem
 from harness.suites.facts import plan_of
+from harness.suites.standard import standard_body
 
 TC = "TC-06"
 

@@ -18,19 +18,18 @@ import itertools
 from harness import oracle
 from harness.suites import Suite
 from harness.suites.case import Case
-from harness.suites.common import (
+from harness.suites.checks import (
     draft_message_problems,
     draft_plan_problems,
     leak_problems,
     ownership_problems,
-    regrouped_cases,
-    standard_body,
     startup_problems,
     tensor_problems,
     worker_layout_problems,
 )
 from harness.suites.expectations import Problem, owners_differ, upstream_worker_owners
 from harness.suites.facts import plan_of, run_of
+from harness.suites.standard import regrouped_cases, standard_body
 
 TC = "TC-07"
 

@@ -8,12 +8,12 @@ import sys
 import time
 from typing import Optional
 
-from implementations.errors import ConfigError
-from implementations.interface import WorkerKVCache
-from implementations.plan_types import KVPlan
+from contract.errors import ConfigError
+from contract.interface import WorkerKVCache
+from contract.plan_types import KVPlan
+from contract.specs import RunSpec
+from contract.units import MIB
 from implementations.reference.impl import ReferenceImplementation
-from implementations.specs import RunSpec
-from implementations.units import MIB
 
 BEHAVIOURS = {
     "raise": "raises RuntimeError (its peers go on into the next collective)",

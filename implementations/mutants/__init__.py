@@ -21,44 +21,34 @@ from implementations.mutants.allocation import (
 from implementations.mutants.base import COMPONENTS, Mutant
 from implementations.mutants.engine import DraftKeepsSplit, DraftLeaksStorage, DraftMessageSplitFields
 from implementations.mutants.estimation import (
-    DraftAdditionalIgnored,
-    IndexSlotDropped,
-    LinearSlotsUnpadded,
-    MaxBlockCount,
-    MeanRounded,
-    NoScratchInEstimate,
-    PeakScratchOmitted,
-    SavingsAtUniformBlocks,
-    ScaleBytesMissing,
-    ScaleMissingInEstimate,
-)
-from implementations.mutants.flags import DisabledStillSplits
-from implementations.mutants.layout import LinearSplit, OwnerOffByOne
-from implementations.mutants.rules import (
-    AttentionSpellingLinear,
     CapacityGainInfinite,
     CapacityGainInverted,
+    DraftAdditionalIgnored,
     DraftBodyTp1Ignored,
     DraftOwnShape,
     FixedSlotsUnpadded,
     GqaHeadsNotDivided,
+    IndexSlotDropped,
     Int8IndexScaleMissing,
-    IntervalOffByOne,
-    LinearWithIndexerAccepted,
+    LinearSlotsUnpadded,
+    MaxBlockCount,
+    MeanRounded,
     MlaRopeDropped,
+    NoScratchInEstimate,
+    PeakScratchOmitted,
     PrefixCacheIgnored,
-    QuantizedCacheAccepted,
     RaisesPeakUnnoted,
-    SleepModeAccepted,
+    SavingsAtUniformBlocks,
+    ScaleBytesMissing,
+    ScaleMissingInEstimate,
     SlotCapUnchecked,
     SpeculativeStateIgnored,
-    SplitSizeBelowOneAccepted,
     SsmDtypeIgnored,
-    TpModSBeforeModelType,
     UniformIgnoresDraft,
-    WorldRemainderDropped,
-    XtensorAccepted,
 )
+from implementations.mutants.fields import LABELS, field_ids
+from implementations.mutants.flags import DisabledStillSplits
+from implementations.mutants.layout import AttentionSpellingLinear, IntervalOffByOne, LinearSplit, OwnerOffByOne
 from implementations.mutants.topology import (
     CardCheckSkipped,
     CrossNodeLinksFromCardMatrix,
@@ -72,7 +62,14 @@ from implementations.mutants.validation import (
     CpSplitAccepted,
     HostCacheWrongField,
     KvSplitAccepted,
+    LinearWithIndexerAccepted,
     NoValidationUnsupported,
+    QuantizedCacheAccepted,
+    SleepModeAccepted,
+    SplitSizeBelowOneAccepted,
+    TpModSBeforeModelType,
+    WorldRemainderDropped,
+    XtensorAccepted,
 )
 from implementations.mutants.worker import DigestUnchecked, SplitRankModS
 
@@ -139,4 +136,4 @@ _CLASSES: tuple[type[Mutant], ...] = (
 MUTANTS: dict[str, type[Mutant]] = {cls.name.removeprefix("mutant_"): cls for cls in _CLASSES}
 """Short name -> mutant class; ``implementation=mutant_<short name>`` selects it."""
 
-__all__ = ["COMPONENTS", "MUTANTS", "Mutant", *(cls.__name__ for cls in _CLASSES)]
+__all__ = ["COMPONENTS", "LABELS", "MUTANTS", "Mutant", "field_ids", *(cls.__name__ for cls in _CLASSES)]

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import torch
 
-from implementations.interface import WorkerKVCache
+from contract.interface import WorkerKVCache
 from implementations.mutants.base import Mutant
 from implementations.reference import allocation
 

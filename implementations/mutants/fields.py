@@ -19,9 +19,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from implementations.errors import ConfigError
-from implementations.interface import ROLES, WorkerKVCache
-from implementations.plan_types import DraftPlan, KVPlan, RankPlan
+from contract.errors import ConfigError
+from contract.interface import ROLES, WorkerKVCache
+from contract.plan_types import DraftPlan, KVPlan, RankPlan
 from implementations.reference.impl import ReferenceImplementation
 
 TENSOR_PROPERTIES = ("shape", "dtype", "layout_axes", "owned", "storage")

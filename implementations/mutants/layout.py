@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from implementations.interface import WorkerKVCache
+from contract.interface import WorkerKVCache
 from implementations.mutants.base import Mutant
 
 
@@ -36,3 +36,29 @@ class LinearSplit(Mutant):
                     layer.owned = False
                     layer.tensors = {}
         return cache
+
+
+class IntervalOffByOne(Mutant):
+    """Without layer_types, layer l is full iff l % full_attention_interval == 0, not (l + 1) % interval (FEATURE 4)."""
+
+    name = "mutant_interval_off_by_one"
+    component = "layout"
+    expected_catchers = ("TC-01", "TC-02")
+
+    def full_layers(self, model):
+        if model.layer_types is not None or model.full_attention_interval <= 1:
+            return super().full_layers(model)
+        return tuple(l for l in range(model.num_hidden_layers) if l % model.full_attention_interval == 0)
+
+
+class AttentionSpellingLinear(Mutant):
+    """A layer_types entry `attention` counts as linear; only `full_attention` is full (FEATURE 4, both spellings)."""
+
+    name = "mutant_attention_spelling_linear"
+    component = "layout"
+    expected_catchers = ("TC-01", "TC-02")
+
+    def full_layers(self, model):
+        if model.layer_types is None:
+            return super().full_layers(model)
+        return tuple(l for l in super().full_layers(model) if model.layer_types[l] == "full_attention")

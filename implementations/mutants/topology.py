@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import replace
 
-from implementations.errors import PlanError
+from contract.errors import PlanError
 from implementations.mutants.base import Mutant
 from implementations.reference import layout
 from implementations.reference import topology as topology_rules

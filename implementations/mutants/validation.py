@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from implementations.mutants.base import Mutant
-from implementations.reference import validation
+from implementations.reference import layers, validation
 
 
 class NoValidationUnsupported(Mutant):
@@ -55,9 +55,97 @@ class HostCacheWrongField(Mutant):
     expected_catchers = ("TC-01",)
 
     def validate(self, run):
-        from implementations.errors import PlanError
+        from contract.errors import PlanError
 
         if self.is_active(run.layerwise) and run.cache.host_blocks_factor > 1:
             super().validate(replace(run, cache=replace(run.cache, host_blocks_factor=1.0)))
             raise PlanError("n_blocks", 0, "at least one block", "the host cache leaves no device blocks")
+        super().validate(run)
+
+
+class WorldRemainderDropped(Mutant):
+    """A world size dp * cp does not divide is accepted, its remainder dropped (FEATURE 3, world % (dp * cp) == 0)."""
+
+    name = "mutant_world_remainder_dropped"
+    component = "validation"
+    expected_catchers = ("TC-01",)
+
+    def validate(self, run):
+        p = run.parallel
+        rest = p.world_size % (p.dp_size * p.cp_size) if p.dp_size >= 1 and p.cp_size >= 1 else 0
+        if rest:  # the mutation: the rules that follow see the whole part of the world
+            run = replace(run, parallel=replace(p, world_size=p.world_size - rest))
+        super().validate(run)
+
+
+class TpModSBeforeModelType(Mutant):
+    """attention tp % s is checked before the model type (FEATURE 3, upstream's order: the model type first)."""
+
+    name = "mutant_tp_mod_s_before_model_type"
+    component = "validation"
+    expected_catchers = ("TC-01",)
+
+    def check_supported_model(self, run):
+        validation.check_split_size(run.layerwise, self.attn_tp_size(run.parallel))  # the mutation: first
+        super().check_supported_model(run)
+
+
+class SplitSizeBelowOneAccepted(Mutant):
+    """layerwise.split_size 0 or negative is accepted as 1 instead of refused (FEATURE 3, s >= 1 even when disabled)."""
+
+    name = "mutant_split_size_below_one_accepted"
+    component = "validation"
+    expected_catchers = ("TC-01",)
+
+    def validate(self, run):
+        if run.layerwise.split_size < 1:  # the mutation: seen as 1 (off)
+            run = replace(run, layerwise=replace(run.layerwise, split_size=1))
+        super().validate(run)
+
+
+class SleepModeAccepted(Mutant):
+    """Sleep mode is accepted with an active split (FEATURE 3, no sleep mode with split)."""
+
+    name = "mutant_sleep_mode_accepted"
+    component = "validation"
+    expected_catchers = ("TC-01",)
+
+    def check_active_worker(self, run):
+        super().check_active_worker(replace(run, cache=replace(run.cache, enable_sleep_mode=False)))
+
+
+class XtensorAccepted(Mutant):
+    """xtensor is accepted with an active split (FEATURE 3, no xtensor with split)."""
+
+    name = "mutant_xtensor_accepted"
+    component = "validation"
+    expected_catchers = ("TC-01",)
+
+    def check_active_worker(self, run):
+        super().check_active_worker(replace(run, cache=replace(run.cache, enable_xtensor=False)))
+
+
+class QuantizedCacheAccepted(Mutant):
+    """Quantized caches are accepted on hardware whose profile supports none (FEATURE 3, int8 KV on MLU only)."""
+
+    name = "mutant_quantized_cache_accepted"
+    component = "validation"
+    expected_catchers = ("TC-01",)
+
+    def validate(self, run):
+        every = replace(run.hardware, quantized_kv_cache_dtypes=("int8", "fp8_e4m3", "fp8_e5m2"),
+                        int8_indexer_cache=True)
+        super().validate(replace(run, hardware=every))
+
+
+class LinearWithIndexerAccepted(Mutant):
+    """A target with both linear-attention layers and a DSA indexer is accepted (FEATURE 3, never both)."""
+
+    name = "mutant_linear_with_indexer_accepted"
+    component = "validation"
+    expected_catchers = ("TC-01",)
+
+    def validate(self, run):
+        if layers.linear_layers(run.model) and run.model.index_n_heads > 0:  # validated without the indexer
+            run = replace(run, model=replace(run.model, index_n_heads=0))
         super().validate(run)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from implementations.errors import PlanError
-from implementations.interface import WorkerKVCache
+from contract.errors import PlanError
+from contract.interface import WorkerKVCache
 from implementations.mutants.base import Mutant
 
 

@@ -25,11 +25,11 @@ from typing import Iterable, Optional
 
 import torch
 
-from implementations.errors import ConfigError, PlanError
-from implementations.interface import LayerCache, WorkerKVCache
-from implementations.plan_types import KVPlan, RankPlan
+from contract.errors import ConfigError, PlanError
+from contract.interface import LayerCache, WorkerKVCache
+from contract.plan_types import KVPlan, RankPlan
+from contract.specs import KV_LAYOUTS, QUANTIZED_KV_CACHE_DTYPES, ModelSpec, RunSpec
 from implementations.reference import kv_bytes
-from implementations.specs import KV_LAYOUTS, QUANTIZED_KV_CACHE_DTYPES, ModelSpec, RunSpec
 
 _TORCH_DTYPE_NAMES = {
     "bfloat16": "bfloat16",

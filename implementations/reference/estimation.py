@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Optional, Sequence
 
-from implementations.errors import PlanError
+from contract.errors import PlanError
 
 LINEAR_STATE_PADDING_SLOTS = 2
 """Upstream ``kPaddingLinearStateBlocks``: linear-state slots always reserved."""

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Iterable, Optional, Sequence
 
-from implementations.errors import ConfigError, PlanError
-from implementations.interface import ROLES, WorkerKVCache
-from implementations.plan_types import CacheCapacity, DraftPlan, KVPlan, RankPlan
+from contract.errors import ConfigError, PlanError
+from contract.interface import ROLES, WorkerKVCache
+from contract.plan_types import CacheCapacity, DraftPlan, KVPlan, RankPlan
+from contract.specs import CacheSpec, LayerwiseFlags, ModelSpec, ParallelSpec, RunSpec
 from implementations.reference import estimation, kv_bytes, layers, layout, topology, validation
-from implementations.specs import CacheSpec, LayerwiseFlags, ModelSpec, ParallelSpec, RunSpec
 
 Placement = tuple[tuple[int, int], ...]
 """(node, card) of each global rank."""

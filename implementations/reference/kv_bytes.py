@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Union
 
-from implementations.specs import DTYPE_BYTES, CacheSpec, ModelSpec
+from contract.specs import DTYPE_BYTES, CacheSpec, ModelSpec
 
 SCALE_BYTES = 4
 """One float32 scale per quantized vector."""

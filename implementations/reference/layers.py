@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from implementations.errors import ConfigError
-from implementations.specs import FULL_ATTENTION_TYPES, ModelSpec
+from contract.errors import ConfigError
+from contract.specs import FULL_ATTENTION_TYPES, ModelSpec
 
 
 def is_full_layer_kind(model: ModelSpec, layer_id: int) -> bool:

@@ -6,8 +6,8 @@ Pure integers, no process groups. Ranks are laid out
 
 from __future__ import annotations
 
-from implementations.errors import PlanError
-from implementations.specs import ParallelSpec
+from contract.errors import PlanError
+from contract.specs import ParallelSpec
 
 
 def rank_coords(rank: int, parallel: ParallelSpec, attn_tp_size: int) -> tuple[int, int, int]:

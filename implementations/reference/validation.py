@@ -6,9 +6,8 @@ rule, printing whole equations (``attention tp 4 % layerwise.split_size 3 = 1 !=
 
 from __future__ import annotations
 
-from implementations.errors import ConfigError
-from implementations.reference import layers
-from implementations.specs import (
+from contract.errors import ConfigError
+from contract.specs import (
     DTYPE_BYTES,
     INDEXER_CACHE_DTYPES,
     KV_CACHE_DTYPES,
@@ -20,6 +19,7 @@ from implementations.specs import (
     ParallelSpec,
     RunSpec,
 )
+from implementations.reference import layers
 
 ATTENTION_KINDS = ("mla", "gqa")
 SSM_DTYPES = ("bfloat16", "float16", "float32")

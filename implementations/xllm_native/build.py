@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from implementations.errors import UserError
+from contract.errors import UserError
 from implementations.xllm_native import cachefs
 
 ABI = "lwsplit-native-1"
@@ -140,13 +140,11 @@ def tree_map(source_dir: Optional[str], files: Optional[dict] = None) -> TreeMap
 
 
 def port_tree(m, root: Path) -> TreeMap:
-    """The tree of a ``compile: sources`` manifest, after checking that it holds what the manifest names."""
-    from implementations.xllm_native import manifest as manifest_mod
-
+    """The tree of a ``compile: sources`` manifest (``manifest.check_tree`` says whether it holds what the
+    manifest names)."""
     root = root.expanduser().resolve()
     if not root.is_dir():
         raise UserError(FIELD, str(root), "an existing folder holding the tree the manifest describes")
-    manifest_mod.check_tree(m, root)
     return TreeMap(root=root, files={}, manifest=m)
 
 

@@ -28,11 +28,11 @@ from __future__ import annotations
 
 from typing import Mapping, Optional
 
-from implementations.errors import ConfigError, ImplementationFailure, PlanError, UserError
-from implementations.interface import ROLES, LayerCache, WorkerKVCache
-from implementations.plan_types import DraftPlan, KVPlan
+from contract.errors import ConfigError, ImplementationFailure, PlanError, UserError
+from contract.interface import ROLES, LayerCache, WorkerKVCache
+from contract.plan_types import DraftPlan, KVPlan
+from contract.specs import ModelSpec, RunSpec
 from implementations.reference import estimation, kv_bytes, validation
-from implementations.specs import ModelSpec, RunSpec
 from implementations.xllm_native import native as native_mod
 from implementations.xllm_upstream.impl import XllmUpstreamImplementation
 

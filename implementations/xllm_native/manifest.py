@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from implementations.errors import PlanError, UserError
+from contract.errors import PlanError, UserError
 
 log = logging.getLogger("lwsplit.native")
 

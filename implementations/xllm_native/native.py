@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, NoReturn, Optional
 
-from implementations.errors import ConfigError, ImplementationFailure, PlanError, UserError, clip
+from contract.errors import ConfigError, ImplementationFailure, PlanError, UserError, clip
 from implementations.xllm_native import build, host
 from implementations.xllm_native import manifest as manifest_mod
 
@@ -397,7 +397,9 @@ def resolve(source_dir: Optional[str] = None, files: Optional[Mapping[str, str]]
     if not given:
         raise UserError(build.FIELD, None, f"the tree manifest {m.name} describes: "
                         f"implementation.source_dir=<path> or ${build.ENV_SOURCE}")
-    return build.port_tree(m, Path(str(given))), m, why
+    tree = build.port_tree(m, Path(str(given)))
+    manifest_mod.check_tree(m, tree.root)
+    return tree, m, why
 
 
 def load(source_dir: Optional[str] = None, files: Optional[Mapping[str, str]] = None, *,

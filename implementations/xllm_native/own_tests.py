@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from implementations.errors import UserError
+from contract.errors import UserError
 from implementations.xllm_native import build
 from implementations.xllm_native.native import resolve
 

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
 
-from harness.cli import command, fail
+from harness.usage import command, fail
 from implementations.xllm_native import build
 
 TEST = "tests/core/framework/kv_cache/kv_cache_estimation_test.cpp"

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from typing import Optional
 
-from implementations.plan_types import KVPlan
+from contract.plan_types import KVPlan
+from contract.specs import LayerwiseFlags, RunSpec
 from implementations.reference import layout, validation
 from implementations.reference.impl import Placement, ReferenceImplementation
-from implementations.specs import LayerwiseFlags, RunSpec
 
 
 class XllmUpstreamImplementation(ReferenceImplementation):

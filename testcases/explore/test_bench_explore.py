@@ -1,10 +1,10 @@
-"""``python -m harness.bench.explore``: bad input is one error line (its --docs block is harness.docs_blocks's)."""
+"""``python -m tools.bench.explore``: bad input is one error line (its --docs block is tools.docs_blocks's)."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.bench import explore as bench
+from tools.bench import explore as bench
 
 
 def test_bad_example_count_is_one_error_line(capsys):

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 
+from contract.specs import CacheSpec, LayerwiseFlags, ModelSpec, ParallelSpec, RunSpec, Topology
 from harness import oracle
 from harness.explore import known, reproduce
 from harness.explore.properties import ownership_problems
@@ -18,7 +19,6 @@ from harness.explore.strategies import base_hardware
 from harness.suites.case import resolve
 from harness.suites.matrix import load_matrix
 from implementations.reference import ReferenceImplementation
-from implementations.specs import CacheSpec, LayerwiseFlags, ModelSpec, ParallelSpec, RunSpec, Topology
 
 MATRIX = "ci"
 LOCAL = "testcases.explore.mutants"
@@ -285,8 +285,8 @@ def test_plan_level_compares_every_plan_field():
     """Every field of the master's plan (``KVPlan``, each ``RankPlan``, the ``DraftPlan``) corrupted alone
     (``FieldMutant``) fails a plan-level verdict on the first drawn configurations that show it: the plan
     level compares every field, the layout's included, not only the allocation level."""
-    from harness.bench.explore import drawn
     from implementations.mutants.fields import field_ids
+    from tools.bench.explore import drawn
 
     runs = drawn(6, 7)
     reference = dict(resolve(("implementation=reference",)).impl_cfg)

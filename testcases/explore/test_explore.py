@@ -37,9 +37,9 @@ def test_ci_budget_reaches_every_shape():
     refusal order of ``reach.REACHES``; refusals are a deliberate minority."""
     from collections import Counter
 
-    from harness.bench.explore import drawn
     from harness.explore.reach import REACHES, reached
     from harness.explore.search import DEFAULT_SEED
+    from tools.bench.explore import drawn
 
     runs = drawn(CI_EXAMPLES[False], DEFAULT_SEED)
     counts = Counter(what for run in runs for what in reached(run))

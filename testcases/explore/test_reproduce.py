@@ -9,8 +9,8 @@ import tempfile
 
 import pytest
 
+from contract.specs import Topology
 from harness.explore import reproduce
-from implementations.specs import Topology
 
 OTHER_UID = 54321
 """A user id that is not ours: the planted folder's owner."""

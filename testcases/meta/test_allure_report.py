@@ -18,8 +18,9 @@ from typing import Optional
 
 import pytest
 
-from harness.reporting import allure_labels, browser, report
+from harness.reporting import allure_labels, report
 from testcases import ROOT as REPO
+from tools import report_browser
 
 pytestmark = pytest.mark.meta
 
@@ -115,9 +116,9 @@ def test_report_shows_every_tc_with_its_status(tmp_path):
     assert 0 < len(heavy) <= len(TCS), heavy
     assert len({name.split("[")[0] for name in heavy}) == len(heavy), heavy  # at most one per TC
 
-    chromium = browser.find_chromium()
+    chromium = report_browser.find_chromium()
     if chromium is None:
         pytest.skip("Chromium not installed (apt-get install -y chromium): the browser check did not run")
-    lines, problems = browser.check_report(index, tmp_path / "shots", chromium)
+    lines, problems = report_browser.check_report(index, tmp_path / "shots", chromium)
     assert not problems, problems
     assert len(lines) == 3 and "TC-04" in lines[2] and (tmp_path / "shots" / "categories.png").is_file()

@@ -131,7 +131,7 @@ ROWS = (
         pytest=("--lw-results", "{inputs}")),
     Bad("sweep-subdir-unwritable", "hydra.sweep.subdir", "writable directory",
         harness=("-m", "mode=plan", "model=deepseek_v32", "hydra.sweep.subdir=/proc/lwsplit-no-such-dir/x")),
-    # ---- round two: sizes read from outside are bounded (implementations.inputs) ----
+    # ---- round two: sizes read from outside are bounded (contract.bounded_inputs) ----
     Bad("layers-huge", "model.num_hidden_layers", "at most 10000", **_same("model.num_hidden_layers=1000000000000")),
     Bad("world-huge", "parallel.world_size", "at most 4096", **_same("parallel.world_size=1000000")),
     Bad("model-path-layers-huge", "num_hidden_layers", "at most 10000",
@@ -230,7 +230,7 @@ ROWS = (
         harness=("-m", "mode=plan", "hydra.sweep.subdir='${hydra.job.num}\tx'")),
     Bad("job-name-a-path", "hydra.job.name", "a file name", harness=("mode=plan", "hydra.job.name=a/b")),
     Bad("job-name-too-long", "hydra.job.name", "at most 255 bytes", harness=("mode=plan", "hydra.job.name=" + "j" * 300)),
-    # ---- YAML aliases count as what they expand to (implementations.inputs) ----
+    # ---- YAML aliases count as what they expand to (contract.bounded_inputs) ----
     Bad("topology-yaml-alias-bomb", "hardware.topology", "at most 100000 nodes",
         plan=("hardware.topology={inputs}/alias_topology.yaml",), harness=("hardware.topology={inputs}/alias_topology.yaml",)),
 )
@@ -467,25 +467,25 @@ ARG_ROWS = (
     BadArg("report-history-a-file", "harness.reporting.report",
            ("--results", "{cli}/good", "--history", "{cli}/a_file"), "--history", guard="prepare"),
     BadArg("report-bad-option", "harness.reporting.report", ("--bogus",), "--bogus", guard="generate"),
-    BadArg("runner-overhead-world-0", "harness.bench.runner_overhead", ("--worlds", "0"), "--worlds",
+    BadArg("runner-overhead-world-0", "tools.bench.runner_overhead", ("--worlds", "0"), "--worlds",
            guard="machine_facts"),
-    BadArg("runner-overhead-repeats-0", "harness.bench.runner_overhead", ("--fresh-repeats", "0"), "--fresh-repeats",
+    BadArg("runner-overhead-repeats-0", "tools.bench.runner_overhead", ("--fresh-repeats", "0"), "--fresh-repeats",
            guard="machine_facts"),
-    BadArg("runner-overhead-json-unwritable", "harness.bench.runner_overhead", ("--json", f"{UNWRITABLE}/x.json"),
+    BadArg("runner-overhead-json-unwritable", "tools.bench.runner_overhead", ("--json", f"{UNWRITABLE}/x.json"),
            "--json", guard="machine_facts"),
-    BadArg("collectives-world-0", "harness.bench.collectives", ("--worlds", "0"), "--worlds", guard="measure"),
-    BadArg("collectives-repeats-0", "harness.bench.collectives", ("--repeats", "0"), "--repeats", guard="measure"),
-    BadArg("collectives-json-unwritable", "harness.bench.collectives", ("--json", f"{UNWRITABLE}/x.json"), "--json",
+    BadArg("collectives-world-0", "tools.bench.collectives", ("--worlds", "0"), "--worlds", guard="measure"),
+    BadArg("collectives-repeats-0", "tools.bench.collectives", ("--repeats", "0"), "--repeats", guard="measure"),
+    BadArg("collectives-json-unwritable", "tools.bench.collectives", ("--json", f"{UNWRITABLE}/x.json"), "--json",
            guard="measure"),
-    BadArg("faults-timeout-nan", "harness.bench.faults", ("--timeout", "nan"), "--timeout", guard="run_case"),
-    BadArg("faults-timeout-negative", "harness.bench.faults", ("--timeout", "-1"), "--timeout", guard="run_case"),
-    BadArg("faults-json-unwritable", "harness.bench.faults", ("--json", f"{UNWRITABLE}/x.json"), "--json",
+    BadArg("faults-timeout-nan", "tools.bench.faults", ("--timeout", "nan"), "--timeout", guard="run_case"),
+    BadArg("faults-timeout-negative", "tools.bench.faults", ("--timeout", "-1"), "--timeout", guard="run_case"),
+    BadArg("faults-json-unwritable", "tools.bench.faults", ("--json", f"{UNWRITABLE}/x.json"), "--json",
            guard="run_case"),
-    BadArg("planning-bad-option", "harness.bench.planning", ("--bogus",), "--bogus", guard="hybrid_run"),
-    BadArg("planning-repeats-0", "harness.bench.planning", ("--repeats", "0"), "--repeats", guard="hybrid_run"),
-    BadArg("test-groups-json-unwritable", "harness.bench.test_groups", ("--json", f"{UNWRITABLE}/x.json"), "--json",
+    BadArg("planning-bad-option", "tools.bench.planning", ("--bogus",), "--bogus", guard="hybrid_run"),
+    BadArg("planning-repeats-0", "tools.bench.planning", ("--repeats", "0"), "--repeats", guard="hybrid_run"),
+    BadArg("test-groups-json-unwritable", "tools.bench.suite_cost", ("--json", f"{UNWRITABLE}/x.json"), "--json",
            guard="timed_run"),
-    BadArg("browser-timeout-nan", "harness.reporting.browser", ("--timeout", "nan"), "--timeout",
+    BadArg("browser-timeout-nan", "tools.report_browser", ("--timeout", "nan"), "--timeout",
            guard="check_report"),
     BadArg("mutation-rows-truncated", "harness.mutation.__main__", ("--rows", "{cli}/rows_truncated", "--out", "out"),
            "--rows"),
@@ -571,7 +571,7 @@ def test_other_commands(row, cli_inputs, tmp_path, capsys, monkeypatch):
 
 def test_commands_print_to_a_full_disk_as_one_error_line(capsys, monkeypatch, tmp_path):
     """Standard output that cannot be written (``> /dev/full``): one ``error:`` line on stderr, exit 1,
-    in-process through ``harness.cli.command`` (a real process in test_signals_and_writes.py)."""
+    in-process through ``harness.usage.command`` (a real process in test_signals_and_writes.py)."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "stdout", FullStdout())
     with pytest.raises(SystemExit) as exit_info:
@@ -647,7 +647,7 @@ def test_a_command_started_with_stdout_closed_says_so(capsys, monkeypatch, tmp_p
 def test_ctrl_c_in_a_command_without_a_handler_is_one_line(capsys):
     """Ctrl-C in ``harness.mutation`` or a benchmark (no handler of their own): one line and exit 130, not a
     KeyboardInterrupt traceback."""
-    from harness.cli import command
+    from harness.usage import command
 
     @command
     def main() -> int:
@@ -682,7 +682,7 @@ def test_a_signal_waits_for_files_that_belong_together():
     """``signals_deferred``: Ctrl-C during the block is acted on when it ends, never between its writes."""
     import signal
 
-    from harness.cli import signals_deferred
+    from harness.usage import signals_deferred
 
     done = []
     with pytest.raises(KeyboardInterrupt):
@@ -697,8 +697,8 @@ def test_a_signal_waits_for_files_that_belong_together():
 def test_record_native_overwrites_only_its_own_recordings(tmp_path):
     """``--out``: a new file, or a recording whose provenance names the command; another file only with --force
     (and left as it is without)."""
+    from contract.errors import ConfigError
     from harness.baselines.record_native import COMMAND, check_out
-    from implementations.errors import ConfigError
 
     earlier = tmp_path / "earlier.json"
     earlier.write_text(json.dumps({"provenance": {"command": f"{COMMAND} --source /x"}, "results": []}))

@@ -11,7 +11,7 @@ a unique ``LWSPLIT_RUN_TAG`` (rank processes inherit it, forked by it or by its 
 From its Allure results and the process table afterwards: each fault is a failed or
 broken test naming the rank and the reason within the timeout plus a margin, the
 tests after it pass (the pool recovered), every other result is intact, and no
-process is left. Time to detect each fault: ``python -m harness.bench.faults``.
+process is left. Time to detect each fault: ``python -m tools.bench.faults``.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.bench.faults import TAG_ENV, left_behind
 from harness.paths import CONF_DIR
 from testcases import ROOT as REPO
+from tools.bench.faults import TAG_ENV, left_behind
 
 pytestmark = pytest.mark.meta
 
@@ -198,7 +198,7 @@ def test_fault_options_plan_like_the_reference_outside_a_group():
     ({"behaviour": "layout", "rank": 0, "point": "plan"}, "implementation.point"),
 ])
 def test_fault_options_are_checked(kwargs, field):
-    from implementations.errors import ConfigError
+    from contract.errors import ConfigError
     from implementations.faults import FaultyImplementation
 
     with pytest.raises(ConfigError) as info:

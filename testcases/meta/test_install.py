@@ -21,7 +21,7 @@ from harness.paths import REPO_ROOT
 
 pytestmark = pytest.mark.meta
 
-SOURCES = ("pyproject.toml", "setup.py", "README.md", "harness", "implementations", "conf")
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "harness", "contract", "implementations", "conf")
 
 
 @pytest.fixture(scope="module")

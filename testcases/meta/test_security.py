@@ -8,7 +8,7 @@
   YAML with a ``!!python/object/apply:os.system`` tag (topology file, config option)
   is refused and the command never runs.
 * Static: no unpickling, ``torch.load``, unsafe YAML loader, ``eval``/``exec`` in
-  ``harness/`` or ``implementations/``.
+  ``harness/``, ``contract/`` or ``implementations/``.
 * OmegaConf has no resolver that evaluates code: only OmegaConf's and Hydra's
   built-ins are registered, and ``${eval:...}`` does not resolve.
 """
@@ -34,7 +34,7 @@ from testcases import ROOT as REPO
 
 pytestmark = pytest.mark.meta
 
-SOURCE_DIRS = ("harness", "implementations")
+SOURCE_DIRS = ("harness", "contract", "implementations")
 TCP_LISTEN = "0A"
 
 
@@ -195,8 +195,8 @@ def test_topology_yaml_tag_is_refused(tmp_path):
 
 def test_config_option_yaml_tag_is_refused(tmp_path):
     """A config-group option carrying a python tag: Hydra/OmegaConf's loader refuses it, nothing runs."""
+    from contract.errors import UserError
     from harness.config.compose import compose_config
-    from implementations.errors import UserError
 
     conf = tmp_path / "conf"
     shutil.copytree(CONF_DIR, conf)

@@ -29,9 +29,9 @@ from typing import Optional
 
 import pytest
 
-from harness.bench.faults import TAG_ENV, left_behind, tagged
 from harness.paths import REPO_ROOT
 from testcases.conftest import FullStdout
+from tools.bench.faults import TAG_ENV, left_behind, tagged
 
 pytestmark = pytest.mark.meta
 
@@ -108,8 +108,8 @@ def test_runs_and_sweeps_started_together_get_their_own_folders(tmp_path):
 def test_runs_given_one_folder_at_once_one_claims_it(tmp_path):
     """Eight processes claim one results folder at the same moment (released together through a pipe):
     exactly one gets it, the others are refused; the folder then holds that one claim only."""
+    from contract.errors import ConfigError
     from harness.app.claim import CLAIM_FILE, claim
-    from implementations.errors import ConfigError
 
     folder = tmp_path / "shared" / "run"
     read_end, write_end = os.pipe()
@@ -174,9 +174,9 @@ def test_a_claim_whose_run_is_gone_is_taken_over_with_a_note(tmp_path, capsys):
     """A run killed outright (SIGKILL) leaves its claim: its pid is gone, or now names another process (the
     start time differs). The next run takes the folder over with a note; a running claimant's folder, one
     whose claim says too little, and what a gone run left besides its claim are still refused."""
+    from contract.errors import ConfigError
     from harness import procfs
     from harness.app.claim import CLAIM_FILE, check_free, claim, is_ours
-    from implementations.errors import ConfigError
 
     me = procfs.stat()
     for name, text in (("gone", _claim_of(_no_such_pid())),
@@ -219,8 +219,8 @@ def _sweep(tmp_path: Path, tag: str, temp_root: str) -> subprocess.Popen:
 def test_runs_taking_over_one_stale_claim_at_once_one_gets_it(tmp_path):
     """Eight processes find the claim of a run that is gone and take it over at the same moment: exactly one
     gets the folder (each stays alive until all have tried, so the winner's claim is not stale for the rest)."""
+    from contract.errors import ConfigError
     from harness.app.claim import CLAIM_FILE, claim
-    from implementations.errors import ConfigError
 
     folder = tmp_path / "run"
     folder.mkdir()

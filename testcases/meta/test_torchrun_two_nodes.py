@@ -21,8 +21,8 @@ from typing import Optional
 
 import pytest
 
-from harness.bench.faults import TAG_ENV, tagged
 from testcases import ROOT
+from tools.bench.faults import TAG_ENV, tagged
 
 pytestmark = [pytest.mark.meta, pytest.mark.dist]
 

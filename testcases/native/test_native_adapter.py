@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from implementations.errors import ConfigError, PlanError, UserError
-from implementations.specs import CacheSpec, ModelSpec
+from contract.errors import ConfigError, PlanError, UserError
+from contract.specs import CacheSpec, ModelSpec
 from implementations.xllm_native import build, native
 from testcases import ROOT
 from testcases.unit import _models as M
@@ -141,7 +141,7 @@ def test_an_estimation_check_is_a_plan_error_and_the_process_keeps_working(impl)
 
 
 def test_every_model_dtype_has_a_torch_scalar_type_code():
-    from implementations.specs import DTYPE_BYTES
+    from contract.specs import DTYPE_BYTES
     from implementations.xllm_native.impl import TORCH_SCALAR_TYPES
 
     assert set(TORCH_SCALAR_TYPES) == set(DTYPE_BYTES)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from implementations.errors import UserError
+from contract.errors import UserError
 from implementations.xllm_native import build, cachefs
 from testcases import ROOT
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from contract.errors import ImplementationFailure, PlanError, UserError
+from contract.specs import CacheSpec
 from harness import procfs
-from implementations.errors import ImplementationFailure, PlanError, UserError
-from implementations.specs import CacheSpec
 from implementations.xllm_native import build, host, native
 from testcases import ROOT
 from testcases.native.test_native_adapter import BUDGET, ESTIMATION, FIXTURE, LAYER, MODEL, cache  # noqa: F401

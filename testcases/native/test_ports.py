@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from contract.errors import UserError
+from contract.specs import CacheSpec
 from harness.suites import ownership
-from harness.suites.common import published_layout_problems
+from harness.suites.checks import published_layout_problems
 from harness.suites.expectations import expected_rejection
-from implementations.errors import UserError
-from implementations.specs import CacheSpec
 from implementations.xllm_native import build, manifest, native
 from testcases import ROOT
 from testcases.unit import _models as M

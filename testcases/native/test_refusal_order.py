@@ -9,10 +9,10 @@ from dataclasses import replace
 
 import pytest
 
+from contract.errors import UserError
+from contract.specs import CacheSpec
 from harness import oracle
-from implementations.errors import UserError
 from implementations.reference import ReferenceImplementation
-from implementations.specs import CacheSpec
 from implementations.xllm_upstream import XllmUpstreamImplementation
 from testcases.unit import _models as M
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Optional
 
-from implementations.interface import ROLES, KVShardingImplementation, WorkerKVCache
-from implementations.plan_types import KVPlan
-from implementations.specs import RunSpec
+from contract.interface import ROLES, KVShardingImplementation, WorkerKVCache
+from contract.plan_types import KVPlan
+from contract.specs import RunSpec
 
 
 def _check_role(role: str, run: RunSpec) -> None:

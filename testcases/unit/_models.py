@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional
 
-from implementations.specs import (
+from contract.specs import (
     CacheSpec,
     HardwareProfile,
     LayerwiseFlags,

@@ -16,17 +16,9 @@ import pytest
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from implementations.errors import ConfigError, PlanError
-from implementations.plan_types import KVPlan, RankPlan
-from implementations.reference import ReferenceImplementation
-from implementations.reference.allocation import (
-    allocate_worker_cache,
-    cache_bytes,
-    distinct_storage_bytes,
-    layer_own_bytes,
-    release,
-)
-from implementations.specs import (
+from contract.errors import ConfigError, PlanError
+from contract.plan_types import KVPlan, RankPlan
+from contract.specs import (
     CacheSpec,
     HardwareProfile,
     LayerwiseFlags,
@@ -34,6 +26,14 @@ from implementations.specs import (
     ParallelSpec,
     RunSpec,
     Topology,
+)
+from implementations.reference import ReferenceImplementation
+from implementations.reference.allocation import (
+    allocate_worker_cache,
+    cache_bytes,
+    distinct_storage_bytes,
+    layer_own_bytes,
+    release,
 )
 from testcases.unit._models import QWEN3_5_MOE  # noqa: E402
 

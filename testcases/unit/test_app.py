@@ -16,11 +16,11 @@ import sys
 
 import pytest
 
+from contract.errors import ConfigError
 from harness import files
 from harness.app import validate
 from harness.config.compose import compose_config
 from harness.paths import CONF_DIR
-from implementations.errors import ConfigError
 
 pytestmark = pytest.mark.unit
 

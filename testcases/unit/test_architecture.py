@@ -9,11 +9,11 @@ from typing import Iterator
 
 from testcases import ROOT
 
-PACKAGES = ("harness", "implementations")
+PACKAGES = ("contract", "harness", "implementations", "tools")
 
 APP_ENTRY_POINTS = {
     "harness/__main__.py": "``python -m harness`` starts the app",
-    "harness/docs_blocks.py": "its ``figures`` command records a finished sweep's results.csv with the app's "
+    "tools/docs_blocks.py": "its ``figures`` command records a finished sweep's results.csv with the app's "
                               "own table builder (a reader of the app's output, run after it)",
 }
 """Modules outside ``harness/app`` that may import it: what starts the app or reads what it wrote."""
@@ -83,119 +83,99 @@ def test_the_entry_points_exist():
     assert all((ROOT / rel).is_file() for rel in APP_ENTRY_POINTS)
 
 
-# -- /proc and the dependencies' private internals: each read in one module --------------------------
+# -- the contract, the harness and the code under test ---------------------------------------------
 
-PROCFS = "harness/procfs.py"
-PRIVATE_APIS = "harness/private_apis.py"
-DEPENDENCIES = ("torch", "hydra", "omegaconf", "pytest", "_pytest", "pluggy", "xdist", "execnet", "allure",
-                "allure_commons", "allure_pytest", "hypothesis", "numpy", "yaml")
-PUBLIC_UNDERSCORE = {"_replace", "_asdict", "_fields", "_make", "_field_defaults", "_exit", "_getframe",
-                     "_current_frames", "_value_", "_name_", "_missing_", "_generate_next_value_"}
-"""Standard-library names that are public although spelled with one underscore (namedtuple, os, sys, enum)."""
-
-
-def _docstrings(tree: ast.Module) -> set[int]:
-    return {id(node.body[0].value) for node in ast.walk(tree)
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
-            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
-
-
-def proc_paths(tree: ast.Module) -> list[int]:
-    """Lines of string literals (f-strings too) naming a ``/proc`` path, docstrings left out."""
-    skip = _docstrings(tree)
-    lines = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
-            text = node.values[0].value
-        elif isinstance(node, ast.Constant) and id(node) not in skip:
-            text = node.value
-        else:
-            continue
-        if isinstance(text, str) and (text == "/proc" or text.startswith("/proc/")):
-            lines.append(node.lineno)
-    return sorted(set(lines))  # an f-string's first part is also a Constant of its own
+HARNESS_REACHES_IMPLEMENTATIONS = {
+    "implementations.mutants": "the mutant registry (``MUTANTS``) and the field mutant's field names "
+                               "(``field_ids``, ``LABELS``): what the mutation and coverage tools run, by name",
+    "implementations.xllm_native": "the native adapter's class and its tree's own GoogleTest run: what "
+                                   "``harness.baselines.record_native`` and ``harness.native_verdicts`` drive",
+    "implementations.xllm_native.native": "``resolve``: which manifest a source tree is built with, the "
+                                          "label a native case's expected failures are filed under",
+    "implementations.xllm_native.own_tests": "a source tree's own GoogleTest file, run beside the spec's "
+                                             "verdicts (``harness.native_verdicts``)",
+}
+"""Every module of ``implementations/`` a harness module may import, and why: registries and loaders by
+name, never an implementation's rules. Everything else the harness shares with the implementations is
+the contract (``contract/``)."""
 
 
-def _own_names() -> set[str]:
-    """Every underscore name the project defines itself (functions, classes, attributes, variables,
-    arguments): accessing one of those is not reaching into a dependency."""
-    names: set[str] = set()
-    for package in (*PACKAGES, "testcases", "scripts"):
-        for _, tree in _parsed(package):
-            for node in ast.walk(tree):
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    names.add(node.name)
-                elif isinstance(node, ast.Name):
-                    names.add(node.id)
-                elif isinstance(node, ast.arg):
-                    names.add(node.arg)
-                elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
-                    names.add(node.attr)
-                elif isinstance(node, ast.keyword) and node.arg:
-                    names.add(node.arg)
-                elif isinstance(node, ast.alias):
-                    names.add(node.asname or node.name.split(".")[-1])
-    return {n for n in names if n.startswith("_")}
+@functools.cache
+def _submodules(package: str) -> frozenset[str]:
+    folder = ROOT / package.replace(".", "/")
+    if not folder.is_dir():  # a module: nothing below it
+        return frozenset()
+    return frozenset(p.stem for p in folder.glob("*.py")) | frozenset(p.name for p in folder.iterdir() if p.is_dir())
 
 
-def private_uses(tree: ast.Module, own: set[str]) -> list[tuple[int, str]]:
-    """(line, what) where ``tree`` reaches a dependency's private internal: a private module or name
-    imported from a dependency, a private module named in a string (``sys.modules["_pytest.x"]``), or an
-    attribute ``x._name`` (or ``getattr(x, "_name")``) the project does not define itself."""
-    found = []
-
-    def private(dotted: str) -> bool:
-        parts = dotted.split(".")
-        return parts[0] in DEPENDENCIES and any(p.startswith("_") and not p.startswith("__") for p in parts)
-
-    def foreign(attr: str) -> bool:
-        return attr.startswith("_") and not attr.startswith("__") and attr not in own and attr not in PUBLIC_UNDERSCORE
-
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found += [(node.lineno, a.name) for a in node.names if private(a.name)]
-        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-            found += [(node.lineno, f"{node.module}.{a.name}") for a in node.names if private(f"{node.module}.{a.name}")]
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and private(node.value) \
-                and " " not in node.value:
-            found.append((node.lineno, node.value))
-        elif isinstance(node, ast.Attribute) and foreign(node.attr):
-            found.append((node.lineno, f".{node.attr}"))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) >= 2 \
-                and node.func.id in ("getattr", "hasattr", "setattr") and isinstance(node.args[1], ast.Constant) \
-                and isinstance(node.args[1].value, str) and foreign(node.args[1].value):
-            found.append((node.lineno, f".{node.args[1].value}"))
-    return found
+def reaching_in(names: set[str]) -> set[str]:
+    """The modules of ``implementations/`` among ``names`` that the allow-list does not name: ``from
+    implementations.mutants import MUTANTS`` reads as ``implementations.mutants.MUTANTS``, a name the
+    package exports (allowed); ``from implementations.mutants import estimation`` reaches a module in it."""
+    def allowed(name: str) -> bool:
+        parent, _, leaf = name.rpartition(".")
+        return name in HARNESS_REACHES_IMPLEMENTATIONS or (
+            parent in HARNESS_REACHES_IMPLEMENTATIONS and leaf not in _submodules(parent))
+    return {n for n in names if n.split(".")[0] == "implementations" and not allowed(n)}
 
 
-def test_proc_is_read_in_procfs_only():
-    found = [f"{rel}:{line}" for rel, tree in _sources() if rel != PROCFS for line in proc_paths(tree)]
-    assert found == [], f"read /proc through harness.procfs: {', '.join(found)}"
+def harness_imports_of_implementations() -> list[str]:
+    return [f"{rel} imports {name}" for rel, tree in _parsed("harness")
+            for name in sorted(reaching_in(imported_modules(rel, tree)))]
 
 
-def test_private_internals_of_dependencies_are_reached_in_private_apis_only():
-    own = _own_names()
-    found = [f"{rel}:{line} {what}" for rel, tree in _sources() if rel != PRIVATE_APIS
-             for line, what in private_uses(tree, own)]
-    assert found == [], f"wrap a dependency's private internal in {PRIVATE_APIS}: {', '.join(found)}"
+def test_the_harness_imports_nothing_of_the_implementations_but_their_registries():
+    """The harness is built on ``contract/``; of ``implementations/`` it reaches only what the allow-list
+    names (``from implementations.mutants import MUTANTS`` counts as the package, a name it exports)."""
+    assert harness_imports_of_implementations() == []
 
 
-def test_the_checks_see_what_they_look_for():
-    code = '''"""/proc/self is read here (a docstring: not a read)."""
-import os
-from hydra._internal.utils import get_args_parser
-from torch.distributed.distributed_c10d import _world
-import _pytest.outcomes
+def test_the_contract_imports_neither_the_harness_nor_the_implementations():
+    found = [f"{rel} imports {name}" for rel, tree in _parsed("contract")
+             for name in sorted(imported_modules(rel, tree)) if name.split(".")[0] in ("harness", "implementations")]
+    assert found == []
 
 
-def f(cfg, pid, sys):
-    os.listdir("/proc/self/task")
-    open(f"/proc/{pid}/stat")
-    sys.modules.get("_pytest.outcomes")
-    return cfg._get_node("x"), cfg._mine, getattr(pid, "_must_rewrite", None)
-'''
-    tree = ast.parse(code)
-    assert proc_paths(tree) == [9, 10]
-    assert sorted(private_uses(tree, own={"_mine"})) == sorted(
-        [(3, "hydra._internal.utils.get_args_parser"), (4, "torch.distributed.distributed_c10d._world"),
-         (5, "_pytest.outcomes"), (11, "_pytest.outcomes"), (12, "._get_node"), (12, "._must_rewrite")])
+def test_the_product_imports_nothing_of_the_tooling():
+    """``tools/`` (benchmarks, the docs' generated blocks, the report's browser check) is the project's own
+    and not in the wheel: nothing in it is imported by what ships. A command's ``--docs`` reaches the docs
+    writer through ``harness.usage.docs_writer``, which says in one line when there is no checkout."""
+    found = [f"{rel} imports {name}" for package in ("contract", "harness", "implementations")
+             for rel, tree in _parsed(package)
+             for name in sorted(imported_modules(rel, tree)) if name.split(".")[0] == "tools"]
+    assert found == []
+
+
+def test_the_wheel_leaves_the_tooling_out():
+    import re
+
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    section = text.split("[tool.setuptools.packages.find]", 1)[1].split("\n[", 1)[0]
+    include = re.findall(r'"([^"]+)"', re.search(r"^include = \[(.*)\]$", section, re.M).group(1))
+    assert {"harness*", "contract*", "implementations*"} <= set(include) and not any(
+        pattern.startswith("tools") for pattern in include)
+
+
+def test_the_implementation_check_sees_a_reach_into_internals():
+    names = imported_modules("harness/x.py", ast.parse(
+        "import implementations.reference.layout\n"
+        "from implementations.mutants import MUTANTS\n"
+        "def f():\n    from implementations.mutants import estimation, field_ids\n"
+        "    from implementations.xllm_native.native import resolve"))
+    assert reaching_in(names) == {"implementations.reference.layout", "implementations.mutants.estimation"}
+
+
+def test_docs_without_the_tooling_is_one_error_line(monkeypatch, capsys):
+    import sys
+
+    import pytest
+
+    from harness.usage import USAGE_EXIT_CODE, docs_writer
+
+    assert docs_writer().__name__ == "tools.docs_blocks"
+    monkeypatch.setitem(sys.modules, "tools.docs_blocks", None)  # as in an installed wheel: no tools/
+    with pytest.raises(SystemExit) as exited:
+        docs_writer()
+    assert exited.value.code == USAGE_EXIT_CODE
+    err = capsys.readouterr().err
+    assert err.startswith("error: --docs writes the docs of a checkout") and err.count("\n") == 1

@@ -1,4 +1,4 @@
-"""python -m harness.bench.collectives: both sides measured on one pool, the ratio is harness / torch."""
+"""python -m tools.bench.collectives: both sides measured on one pool, the ratio is harness / torch."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from harness.bench import collectives
+from tools.bench import collectives
 
 pytestmark = [pytest.mark.unit, pytest.mark.dist]
 

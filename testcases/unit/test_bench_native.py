@@ -1,10 +1,10 @@
-"""``python -m harness.bench.native``: its ratios to the goals and its argument checks (nothing is built)."""
+"""``python -m tools.bench.native``: its ratios to the goals and its argument checks (nothing is built)."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.bench import native
+from tools.bench import native
 
 pytestmark = pytest.mark.unit
 

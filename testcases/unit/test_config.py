@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from contract.errors import ConfigError
+from contract.specs import HardwareProfile, ModelSpec
+from contract.units import MIB
 from harness.config.build import build_implementation, build_run_spec, layerwise_overrides
 from harness.config.compose import compose_config
 from harness.paths import CONF_DIR
-from implementations.errors import ConfigError
-from implementations.specs import HardwareProfile, ModelSpec
-from implementations.units import MIB
 
 pytestmark = pytest.mark.unit
 

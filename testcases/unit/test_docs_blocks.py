@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from harness import docs_blocks
 from harness.paths import DOCS_DIR
+from tools import docs_blocks
 
 
 def test_every_generated_block_is_what_its_record_renders():
@@ -25,7 +25,7 @@ def test_a_figure_typed_into_a_page_is_stale(tmp_path):
     digit = next(i for i, ch in enumerate(shown) if ch.isdigit() and shown.rfind("\n|", 0, i) > 0)  # in the table
     typed = shown[:digit] + ("1" if shown[digit] != "1" else "2") + shown[digit + 1:]  # one figure typed over
     page.write_text(text.replace(shown, typed, 1), encoding="utf-8")
-    assert docs_blocks.stale(docs) == [f"faults: {page} differs from its record; run python -m harness.docs_blocks"]
+    assert docs_blocks.stale(docs) == [f"faults: {page} differs from its record; run python -m tools.docs_blocks"]
 
 
 @pytest.mark.parametrize("name", sorted(docs_blocks.DERIVED))
@@ -43,7 +43,7 @@ def test_a_derived_table_edited_by_hand_is_stale(tmp_path, name):
     page.write_text(text.replace(last_row, last_row.replace("|", "| edited", 1), 1), encoding="utf-8")
     source = docs_blocks.DERIVED[name][1]
     assert docs_blocks.stale(docs) == [
-        f"{name}: {page} differs from what {source} renders; run python -m harness.docs_blocks"]
+        f"{name}: {page} differs from what {source} renders; run python -m tools.docs_blocks"]
 
 
 def test_publish_writes_the_record_and_only_its_block(tmp_path):
@@ -51,7 +51,7 @@ def test_publish_writes_the_record_and_only_its_block(tmp_path):
     page = tmp_path / docs_blocks.PAGES["faults"]
     page.write_text("# Faults\n\nprose\n\n<!-- generated:faults -->\nold\n<!-- /generated:faults -->\n\nafter\n",
                     encoding="utf-8")
-    record = docs_blocks.measured("faults", command="python -m harness.bench.faults --docs",
+    record = docs_blocks.measured("faults", command="python -m tools.bench.faults --docs",
                                   columns=("fault", "time (s)"), rows=[("rank 1 hangs", 8.24)], align="lr",
                                   notes=["1 fault case."])
     assert docs_blocks.publish(record, docs_dir=tmp_path) == page
@@ -87,7 +87,7 @@ def test_a_sweeps_results_become_the_figures_record(tmp_path):
                               "32", "32", "")
     assert record.rows[1][-1] == "model.model_type: not upstream's" and record.rows[1][3] == ""
     assert record.rows[2][5:8] == ("2", "0", "n/a")  # the CSV's n/a reads back as an undefined gain
-    assert record.command.startswith("python -m harness -m model=deepseek_v32 && python -m harness.docs_blocks")
+    assert record.command.startswith("python -m harness -m model=deepseek_v32 && python -m tools.docs_blocks")
 
 
 def test_a_record_says_when_the_checkout_had_uncommitted_changes(tmp_path):

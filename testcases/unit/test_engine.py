@@ -14,11 +14,11 @@ from dataclasses import replace
 import pytest
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from implementations.errors import PlanError
-from implementations.interface import KVShardingImplementation
-from implementations.plan_types import KVPlan
+from contract.errors import PlanError
+from contract.interface import KVShardingImplementation
+from contract.plan_types import KVPlan
+from contract.specs import LayerwiseFlags, RunSpec
 from implementations.reference.allocation import allocate_worker_cache, cache_bytes
-from implementations.specs import LayerwiseFlags, RunSpec
 from testcases.unit._local_engine import (
     Engine,
     Master,

@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from implementations.errors import ConfigError, PlanError
-from implementations.plan_types import CacheCapacity
+from contract.errors import ConfigError, PlanError
+from contract.plan_types import CacheCapacity
+from contract.specs import CacheSpec
 from implementations.reference import ReferenceImplementation, estimation
-from implementations.specs import CacheSpec
 from testcases.unit._models import (
     DEEPSEEK_MTP,
     DEEPSEEK_V3,

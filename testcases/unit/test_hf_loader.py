@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from contract.errors import ConfigError
 from harness.config.hf_loader import model_spec_from_hf_config
-from implementations.errors import ConfigError
 
 pytestmark = pytest.mark.unit
 

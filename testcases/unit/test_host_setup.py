@@ -11,8 +11,8 @@ from typing import Optional
 
 import pytest
 
+from contract.errors import ConfigError
 from harness.rankpool.backend import DEVICE_ENV, resolve_backend
-from implementations.errors import ConfigError
 from testcases import ROOT
 
 pytestmark = pytest.mark.unit

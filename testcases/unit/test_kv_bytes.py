@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from contract.specs import CacheSpec
 from implementations.reference import ReferenceImplementation
 from implementations.reference.kv_bytes import (
     GQAFullSpec,
@@ -17,7 +18,6 @@ from implementations.reference.kv_bytes import (
     speculative_state_tokens,
     ssm_dtype,
 )
-from implementations.specs import CacheSpec
 from testcases.unit._models import (
     DEEPSEEK_V3,
     DEEPSEEK_V32,

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from implementations.errors import PlanError
+from contract.errors import PlanError
+from contract.specs import ParallelSpec
 from implementations.reference import ReferenceImplementation, layers, layout
-from implementations.specs import ParallelSpec
 from implementations.upstream_owner_rule import UpstreamOwnerRuleImplementation
 from testcases.unit._models import DEEPSEEK_V3, DEEPSEEK_V32, GLM_5, QWEN3_5_MOE, QWEN3_NEXT
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
+from contract.errors import ConfigError
 from harness.suites import TC_MODULES, load_suite, removed_by_keys
 from harness.suites.case import option_spec
 from harness.suites.matrix import load_matrix
-from implementations.errors import ConfigError
 
 
 def _cases(overrides: list[str]) -> dict:

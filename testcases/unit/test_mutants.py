@@ -14,14 +14,14 @@ from typing import Callable
 import pytest
 import yaml
 
+from contract.errors import ConfigError, PlanError
+from contract.interface import KVShardingImplementation
+from contract.specs import CacheSpec
 from harness.config.schema import TC_IDS
 from harness.paths import CONF_DIR
-from implementations.errors import ConfigError, PlanError
-from implementations.interface import KVShardingImplementation
 from implementations.mutants import COMPONENTS, MUTANTS
 from implementations.reference import ReferenceImplementation
 from implementations.reference.allocation import cache_bytes, layer_own_bytes
-from implementations.specs import CacheSpec
 from testcases.unit._local_engine import start_local
 from testcases.unit._models import (
     DEEPSEEK_MTP,
@@ -60,6 +60,13 @@ def test_registry_entry_is_a_labelled_reference_subclass(key):
     assert cls.component in COMPONENTS
     assert cls.expected_catchers and set(cls.expected_catchers) <= set(TC_IDS), cls.expected_catchers
     assert isinstance(cls(), KVShardingImplementation)
+
+
+def test_each_mutant_is_filed_by_the_component_it_breaks():
+    """``implementations/mutants/<component>.py`` holds the mutants of that component, and only them."""
+    misfiled = sorted(f"{cls.__name__} ({cls.component}) in {cls.__module__}" for cls in MUTANTS.values()
+                      if cls.__module__ != f"implementations.mutants.{cls.component}")
+    assert misfiled == []
 
 
 def test_names_are_unique():

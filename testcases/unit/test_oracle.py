@@ -15,9 +15,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness import _oracle_formats, oracle
+from contract.specs import CacheSpec, HardwareProfile, ModelSpec, Topology
+from harness import oracle
+from harness.oracle import readers
 from harness.paths import TOPOLOGY_DIR
-from implementations.specs import CacheSpec, HardwareProfile, ModelSpec, Topology
 from testcases import ROOT
 from testcases.unit._models import (
     DEEPSEEK_MTP,
@@ -224,7 +225,7 @@ def test_topology_reader_handles_ansi_header_and_nic_columns():
 def test_topology_reader_refuses_a_bad_link():
     bad = "\tGPU0\tGPU1\nGPU0\t X \tFOO\nGPU1\tPIX\t X \n"
     with pytest.raises(ValueError, match="FOO"):
-        _oracle_formats.parse_topology_text(bad)
+        readers.parse_topology_text(bad)
 
 
 @pytest.mark.parametrize(
@@ -251,18 +252,18 @@ def test_gflag_and_parallel_json_errors():
 
 
 def test_oracle_imports_nothing_from_implementations():
-    paths = sorted((ROOT / "harness" / "oracle").glob("*.py")) + [ROOT / "harness" / "_oracle_formats.py"]
+    paths = sorted((ROOT / "harness" / "oracle").glob("*.py"))
     assert len(paths) > 2, paths  # the package's modules were found
     for path in paths:
         name = path.name
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
-                assert not any(a.name.split(".")[0] == "implementations" for a in node.names), name
+                assert not any(a.name.split(".")[0] in ("implementations", "contract") for a in node.names), name
             if isinstance(node, ast.ImportFrom):
-                assert (node.module or "").split(".")[0] != "implementations", name
+                assert (node.module or "").split(".")[0] not in ("implementations", "contract"), name
     # and it works with implementations/ unimportable
-    code = "import sys; sys.modules['implementations'] = None; import harness.oracle as o; print(o.dtype_bytes('bfloat16'))"
+    code = "import sys; sys.modules['implementations'] = sys.modules['contract'] = None; import harness.oracle as o; print(o.dtype_bytes('bfloat16'))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "2"

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from implementations.errors import ConfigError, PlanError, TopologyError
-from implementations.interface import KVShardingImplementation
+from contract.errors import ConfigError, PlanError, TopologyError
+from contract.interface import KVShardingImplementation
+from contract.specs import CacheSpec
 from implementations.reference import ReferenceImplementation, layers
-from implementations.specs import CacheSpec
 from implementations.upstream_owner_rule import UpstreamOwnerRuleImplementation
 from implementations.xllm_upstream import XllmUpstreamImplementation
 from testcases.unit._models import (

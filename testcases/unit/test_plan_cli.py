@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
+from contract.units import GIB
 from harness import plan as plan_cli
-from implementations.units import GIB
 
 pytestmark = pytest.mark.unit
 

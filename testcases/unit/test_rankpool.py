@@ -18,11 +18,11 @@ import time
 
 import pytest
 
+from contract.errors import ConfigError
 from harness import procfs
 from harness.rankpool import PoolUnavailable, RankFailure, RankPool, RankSkip, RankTimeout, get_pool, registry
 from harness.rankpool import selftest_bodies as bodies
 from harness.rankpool.backend import resolve_backend
-from implementations.errors import ConfigError
 
 dist = pytest.mark.dist
 unit = pytest.mark.unit

@@ -230,7 +230,7 @@ def test_categories_file(tmp_path):
     assert categories["Product defect"]["matchedStatuses"] == ["failed", "broken"]
     assert categories["Harness error"]["matchedStatuses"] == ["broken"]
     assert categories["Unexpected pass of a predicted failure"]["matchedStatuses"] == ["failed"]
-    # the trace's first line (harness.reporting.results) decides between them: they exclude each other
+    # the trace's first line (harness.reporting.categories) decides between them: they exclude each other
     traces = {"Product defect": "category: product defect: x\ny", "Harness error": "category: harness error: x",
               "Unexpected pass of a predicted failure": "category: unexpected pass: x"}
     for name, trace in traces.items():
@@ -666,7 +666,7 @@ def test_views_show_the_draft_of_a_speculative_case():
 # ---- categories by origin, stable messages -----------------------------------------------
 
 from harness.rankpool.errors import Origin, RankFailure  # noqa: E402
-from harness.reporting import results as rs  # noqa: E402
+from harness.reporting import categories as rs  # noqa: E402
 
 
 def test_an_exception_from_the_implementation_is_a_product_defect_with_a_stable_message():
@@ -696,16 +696,16 @@ def test_an_exception_from_harness_code_is_a_harness_error():
 
 
 def _raise_in_implementation_code():
-    from implementations import inputs
+    from contract import bounded_inputs
 
-    inputs.read_input_file("/nonexistent/lwsplit/config.json", "model_path")
+    bounded_inputs.read_input_file("/nonexistent/lwsplit/config.json", "model_path")
 
 
 def test_the_origin_is_read_from_the_exception_itself():
     with pytest.raises(Exception) as raised:
         _raise_in_implementation_code()
     origin = rs.failure_origin(raised.value)
-    assert origin.in_implementation and origin.where.startswith("implementations/inputs.py:")
+    assert origin.in_implementation and origin.where.startswith("contract/bounded_inputs.py:")
     assert origin.cause.startswith(type(raised.value).__name__ + ": ")
     with pytest.raises(KeyError) as here:
         {}["target"]
@@ -854,7 +854,7 @@ def _page(files: dict) -> str:
 
 
 def test_browser_check_opens_the_failing_tc_with_most_attachments(tmp_path, monkeypatch, capsys):
-    from harness.reporting import browser
+    from tools import report_browser
 
     def case(uid, status, n, tc="TC-01"):
         return {"uid": uid, "name": f"{tc}[{uid}]", "status": status, "labels": [{"name": "as_id", "value": tc}],
@@ -864,13 +864,13 @@ def test_browser_check_opens_the_failing_tc_with_most_attachments(tmp_path, monk
              "data/categories.json": {"children": [{"name": "Product defect"}]},
              "data/test-cases/a.json": case("a", "passed", 3), "data/test-cases/b.json": case("b", "failed", 1),
              "data/test-cases/c.json": case("c", "broken", 2), "data/test-cases/u.json": {"uid": "u", "labels": []}}
-    facts = browser.report_facts(_page(files))
+    facts = report_browser.report_facts(_page(files))
     assert (facts["name"], facts["total"], facts["categories"]) == ("R", 3, ["Product defect"])
     assert facts["case"]["uid"] == "c"
     del files["data/test-cases/b.json"], files["data/test-cases/c.json"]
-    assert browser.report_facts(_page(files))["case"]["uid"] == "a"  # all passed: a representative case
-    monkeypatch.setattr(browser, "find_chromium", lambda: None)
-    assert browser.main(["--report", str(tmp_path / "index.html")]) == 2
+    assert report_browser.report_facts(_page(files))["case"]["uid"] == "a"  # all passed: a representative case
+    monkeypatch.setattr(report_browser, "find_chromium", lambda: None)
+    assert report_browser.main(["--report", str(tmp_path / "index.html")]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and err.startswith("error: Chromium not found") and "apt-get install -y chromium" in err
 

@@ -6,7 +6,7 @@ import re
 
 from testcases import ROOT
 
-SOURCE_DIRS = ("harness", "implementations", "testcases", "scripts")
+SOURCE_DIRS = ("harness", "contract", "implementations", "tools", "testcases", "scripts")
 PEP604_OPTIONAL = re.compile(r"\|\s*None\b|\bNone\s*\|")
 
 

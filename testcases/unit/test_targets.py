@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from contract.errors import ConfigError
 from harness.config import targets
-from implementations.errors import ConfigError
 
 pytestmark = pytest.mark.unit
 

@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from implementations.errors import ConfigError, PlanError
+from contract.errors import ConfigError, PlanError
+from contract.specs import CacheSpec, LayerwiseFlags
 from implementations.reference import ReferenceImplementation
-from implementations.specs import CacheSpec, LayerwiseFlags
 from implementations.xllm_upstream import XllmUpstreamImplementation
 from testcases.unit._models import (
     DEEPSEEK_MTP,

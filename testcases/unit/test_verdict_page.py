@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from harness.app import aggregate, tree_tests
-from harness.suites.results import first_reason
+from harness.suites.case_result import first_reason
 
 pytestmark = pytest.mark.unit
 
@@ -79,7 +79,7 @@ def _impl(tmp_path, tests="tests/t.cpp", port=True):
 
 
 def test_own_tests_run_once_per_tree_and_a_tree_that_cannot_build_them_is_recorded(tmp_path, monkeypatch):
-    from implementations.errors import UserError
+    from contract.errors import UserError
     from implementations.xllm_native import own_tests
 
     calls = []

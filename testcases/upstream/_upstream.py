@@ -16,11 +16,11 @@ from dataclasses import replace
 
 from omegaconf import OmegaConf
 
+from contract.interface import KVShardingImplementation, WorkerKVCache
+from contract.plan_types import KVPlan
+from contract.specs import CacheSpec, HardwareProfile, ModelSpec, ParallelSpec, RunSpec, Topology
 from harness.config.build import build_implementation
 from harness.paths import CONF_DIR
-from implementations.interface import KVShardingImplementation, WorkerKVCache
-from implementations.plan_types import KVPlan
-from implementations.specs import CacheSpec, HardwareProfile, ModelSpec, ParallelSpec, RunSpec, Topology
 
 UPSTREAM_REPO = "xLLM-AI/xllm"
 UPSTREAM_COMMIT = "494f293b5629b96499312d2e5af18b159cacd5a4"

@@ -30,7 +30,7 @@ from typing import Mapping, Optional
 import pytest
 import torch
 
-from implementations.specs import ModelSpec
+from contract.specs import ModelSpec
 from testcases.upstream._upstream import (
     HEADS_MAJOR_DEVICE,
     IMPLEMENTATIONS,

@@ -22,9 +22,9 @@ from typing import Mapping, Optional
 
 import pytest
 
-from implementations.interface import SpeculativeCapacityEstimator
-from implementations.plan_types import CacheCapacity
-from implementations.specs import ModelSpec
+from contract.interface import SpeculativeCapacityEstimator
+from contract.plan_types import CacheCapacity
+from contract.specs import ModelSpec
 from testcases.upstream._upstream import (
     ESTIMATION_TEST,
     IMPLEMENTATIONS,

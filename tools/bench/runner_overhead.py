@@ -1,6 +1,6 @@
 """Per-test cost of the pooled runner vs a fresh process group per test, for world 4 and 8.
 
-    python -m harness.bench.runner_overhead [--worlds 4 8] [--fresh-repeats 3] [--pooled-repeats 200] [--json PATH]
+    python -m tools.bench.runner_overhead [--worlds 4 8] [--fresh-repeats 3] [--pooled-repeats 200] [--json PATH]
 
 (a) fresh: what PyTorch MultiProcessTestCase / DeepSpeed DistributedTest pay per test:
     spawn N processes, each imports torch, init_process_group (FileStore), runs one
@@ -22,8 +22,8 @@ import tempfile
 import time
 from typing import Optional
 
-from harness.cli import Parser, command
 from harness.files import write_json_atomic
+from harness.usage import Parser, command
 
 TARGET_RATIO = 1 / 50
 
@@ -112,7 +112,7 @@ def machine_facts() -> dict[str, object]:
 
 @command
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = Parser(prog="python -m harness.bench.runner_overhead", description=__doc__.split("\n")[0])
+    parser = Parser(prog="python -m tools.bench.runner_overhead", description=__doc__.split("\n")[0])
     parser.add_argument("--worlds", type=int, nargs="+", default=[4, 8])
     parser.add_argument("--fresh-repeats", type=int, default=3)
     parser.add_argument("--pooled-repeats", type=int, default=200)
@@ -164,13 +164,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     if opts.json:
         write_json_atomic(opts.json, {"machine": facts, "rows": rows, "target_ratio": TARGET_RATIO})
     if opts.docs:
-        from harness import docs_blocks
+        from tools import docs_blocks
 
         page = docs_blocks.publish(docs_blocks.measured(
-            "bench_runner_overhead", command="python -m harness.bench.runner_overhead --docs",
+            "bench_runner_overhead", command="python -m tools.bench.runner_overhead --docs",
             columns=("what", "command", "result", "target"), align="llll",
             rows=[(f"per-test overhead, pooled vs fresh group, world {r['world_size']}",
-                   "`python -m harness.bench.runner_overhead`",
+                   "`python -m tools.bench.runner_overhead`",
                    f"fresh group {r['fresh_median_s']:.2f} s vs pooled {r['pooled_median_s'] * 1e3:.1f} ms: "
                    f"**1/{1 / r['ratio']:.0f}** (pool start {r['pool_start_s']:.2f} s once)",
                    f"pooled <= 1/{1 / TARGET_RATIO:.0f} of fresh") for r in rows]))
@@ -180,10 +180,10 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 def check_args(opts, counts: tuple[str, ...] = ("--fresh-repeats", "--pooled-repeats")) -> None:
     """Every value before the first process starts: world sizes the pool can start, each of the
-    ``counts`` flags >= 1, --json writable. (The pool benches share it: ``harness.bench.collectives``.)"""
+    ``counts`` flags >= 1, --json writable. (The pool benches share it: ``tools.bench.collectives``.)"""
+    from contract.errors import ConfigError
     from harness.files import check_output_file
     from harness.rankpool.backend import check_world_size
-    from implementations.errors import ConfigError
 
     for world in opts.worlds:
         try:

@@ -9,9 +9,9 @@ rendered from that record by ``render``. The measuring commands write both with
 ``testcases/unit/test_docs_blocks.py`` fails when a page's block is not what ``render``
 makes of its record.
 
-    python -m harness.docs_blocks                 # re-render every block from its record (or source)
-    python -m harness.docs_blocks --check         # list stale blocks; exit 1 if any
-    python -m harness.docs_blocks figures DIR     # record a finished sweep's results.csv
+    python -m tools.docs_blocks                 # re-render every block from its record (or source)
+    python -m tools.docs_blocks --check         # list stale blocks; exit 1 if any
+    python -m tools.docs_blocks figures DIR     # record a finished sweep's results.csv
 """
 
 from __future__ import annotations
@@ -229,7 +229,7 @@ def stale(docs_dir: Path = DOCS_DIR) -> list[str]:
         if shown is None:
             problems.append(f"{name}: {page} has no generated:{name} block")
         elif shown != render_derived(name):
-            problems.append(f"{name}: {page} differs from what {source} renders; run python -m harness.docs_blocks")
+            problems.append(f"{name}: {page} differs from what {source} renders; run python -m tools.docs_blocks")
     for name, page_name in PAGES.items():
         page = docs_dir / page_name
         data = record_path(name, docs_dir / "data")
@@ -240,7 +240,7 @@ def stale(docs_dir: Path = DOCS_DIR) -> list[str]:
         if shown is None:
             problems.append(f"{name}: {page} has no generated:{name} block")
         elif shown != render(load(name, docs_dir / "data")):
-            problems.append(f"{name}: {page} differs from its record; run python -m harness.docs_blocks")
+            problems.append(f"{name}: {page} differs from its record; run python -m tools.docs_blocks")
     return problems
 
 
@@ -262,7 +262,7 @@ def _sweep_record(sweep_dir: Path) -> Record:
                     if line.startswith("`")), "") if md.is_file() else ""
     columns, cells, align = figures_table(rows)
     return measured("figures", command=f"{command or 'python -m harness -m ...'} "
-                                       f"&& python -m harness.docs_blocks figures <sweep dir>",
+                                       f"&& python -m tools.docs_blocks figures <sweep dir>",
                     columns=columns, rows=cells, align=align)
 
 
@@ -278,7 +278,7 @@ def _typed(text: str) -> Any:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.docs_blocks", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.docs_blocks", description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="list stale blocks; exit 1 if any")
     parser.add_argument("what", nargs="?", choices=["figures"], help="record a finished sweep's figures")
     parser.add_argument("sweep_dir", nargs="?", type=Path, help="the sweep's folder (holds results.csv)")

@@ -1,6 +1,6 @@
 """Open the built Allure report in headless Chromium and check that it renders.
 
-    python -m harness.reporting.browser [--report reports/allure-report/index.html] [--shots DIR]
+    python -m tools.report_browser [--report reports/allure-report/index.html] [--shots DIR]
 
 A real browser (Debian's ``chromium``), driven over the DevTools protocol on a pipe
 (``--remote-debugging-pipe``: NUL-separated JSON on file descriptors 3 and 4, so no
@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from harness.cli import Parser, command, say_error
 from harness.reporting.report import DEFAULT_OUT, embedded_files
+from harness.usage import Parser, command, say_error
 
 BINARIES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 INSTALL_HINT = "apt-get install -y chromium"
@@ -296,7 +296,7 @@ _ATTACHMENTS_SHOWN = """(() => {
 
 @command
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = Parser(prog="python -m harness.reporting.browser", description=__doc__.split("\n")[0])
+    parser = Parser(prog="python -m tools.report_browser", description=__doc__.split("\n")[0])
     parser.add_argument("--report", type=Path, default=DEFAULT_OUT / "index.html", help="the single-file report")
     parser.add_argument("--shots", type=Path, default=DEFAULT_OUT.parent / "allure-screenshots",
                         help="where the screenshots go")

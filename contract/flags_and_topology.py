@@ -1,4 +1,4 @@
-"""Text formats shared by the harness and the implementations: parsing, and the flag semantics.
+"""The layerwise flags and card topologies as the harness and the implementations both read them: parsing, and the flag semantics.
 
 Neutral contract-layer module: the harness (config building, ``python -m harness.plan``,
 ``python -m harness.conformance``) and the reference implementation both read these
@@ -29,9 +29,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Mapping, Optional, Sequence, Union
 
-from implementations import inputs
-from implementations.errors import ConfigError, TopologyError
-from implementations.specs import LayerwiseFlags, Topology
+from contract import bounded_inputs
+from contract.errors import ConfigError, TopologyError
+from contract.specs import LayerwiseFlags, Topology
 
 # ================================================================ layerwise flags
 
@@ -88,10 +88,10 @@ def parse_int(field: str, value: object) -> int:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, str):  # ASCII digits only: int() would also read "0_2" and "２" as 2
-        if re.fullmatch(r"[+-]?[0-9]+", value.strip()) and len(value.strip().lstrip("+-")) <= inputs.MAX_INT_DIGITS:
+        if re.fullmatch(r"[+-]?[0-9]+", value.strip()) and len(value.strip().lstrip("+-")) <= bounded_inputs.MAX_INT_DIGITS:
             return int(value.strip())
         raise ConfigError(field, value, INT_ALLOWED, "ASCII digits only, at most "
-                          f"{inputs.MAX_INT_DIGITS} of them (no '_', no other scripts)")
+                          f"{bounded_inputs.MAX_INT_DIGITS} of them (no '_', no other scripts)")
     raise ConfigError(field, value, INT_ALLOWED)
 
 
@@ -166,7 +166,7 @@ def _flagfile_argv(path: str, depth: int) -> list:
     field = f"--flagfile={path}"
     if depth >= MAX_FLAGFILE_DEPTH:
         raise ConfigError("--flagfile", path, f"flagfiles nested at most {MAX_FLAGFILE_DEPTH} deep")
-    text = inputs.read_input_file(Path(path), field)
+    text = bounded_inputs.read_input_file(Path(path), field)
     out = []
     for line in text.splitlines():
         line = line.strip()
@@ -319,7 +319,7 @@ def parallel_config_settings(obj: Union[str, bytes, Mapping], semantics: str = D
     check_semantics(semantics)
     if isinstance(obj, (str, bytes)):
         text = obj.decode("utf-8", errors="replace") if isinstance(obj, bytes) else obj
-        obj = inputs.loads_json(text, "parallel_config")
+        obj = bounded_inputs.loads_json(text, "parallel_config")
     if not isinstance(obj, Mapping):
         raise ConfigError("parallel_config", type(obj).__name__, "a JSON object")
     known = PARALLEL_CONFIG_KEYS if semantics == "adaptation" else tuple(k for k in PARALLEL_CONFIG_KEYS
@@ -531,7 +531,7 @@ def parse_topo_text(text: str, *, name: str = "topology") -> Topology:
 def _parse_yaml(text: str, name: str) -> Topology:
     rule = "a YAML topology is a mapping {name, cards: [names], links: [[codes per card], ...]}"
     try:
-        data = inputs.loads_yaml(text, FIELD, source=name)  # data only, bounded nesting
+        data = bounded_inputs.loads_yaml(text, FIELD, source=name)  # data only, bounded nesting
     except ConfigError as exc:
         raise _error(name, rule, f"not valid YAML: {exc}") from None
     if not isinstance(data, dict):
@@ -582,7 +582,7 @@ def load_topology(path_or_name: str, fixtures_dir: Optional[Path] = None) -> Top
     path = _resolve(path_or_name, fixtures_dir)
     if path.suffix not in TOPOLOGY_SUFFIXES:
         raise _error(str(path), f"a topology file ends in {', '.join(TOPOLOGY_SUFFIXES)}")
-    text = inputs.read_input_file(path, FIELD)  # bounded size; a FIFO or device is refused unread
+    text = bounded_inputs.read_input_file(path, FIELD)  # bounded size; a FIFO or device is refused unread
     return _parsed_topology(text, path.suffix, path.stem)
 
 

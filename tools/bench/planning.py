@@ -1,12 +1,12 @@
 """Planning cost: validation + topology + layout + estimation, no allocation.
 
-    python -m harness.bench.planning [--docs]
+    python -m tools.bench.planning [--docs]
 
 A 1,000-layer hybrid model (full attention every 4th layer, GDN elsewhere) at world
 size 64 (dp 8 x tp 8, 8 nodes of 8 cards behind two PCIe switches), split size 4,
 planned by the reference; the uniform plan (split off) of the same config is timed
 side by side, so the split overhead is a ratio measured in this run. Target: < 50 ms.
-``--docs`` also records the figures into docs/benchmarks.md (``harness.docs_blocks``).
+``--docs`` also records the figures into docs/benchmarks.md (``tools.docs_blocks``).
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ import time
 from dataclasses import replace
 from typing import Optional
 
-from harness.cli import Parser, command, fail
+from contract.flags_and_topology import load_topology
+from contract.specs import CacheSpec, HardwareProfile, LayerwiseFlags, ModelSpec, ParallelSpec, RunSpec
+from contract.units import GIB as GiB
 from harness.paths import TOPOLOGY_DIR
-from implementations.formats import load_topology
+from harness.usage import Parser, command, fail
 from implementations.reference import ReferenceImplementation
-from implementations.specs import CacheSpec, HardwareProfile, LayerwiseFlags, ModelSpec, ParallelSpec, RunSpec
-from implementations.units import GIB as GiB
 
 TARGET_S = 0.050
 
@@ -57,7 +57,7 @@ def timed(fn, repeats: int) -> list[float]:
 
 @command
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = Parser(prog="python -m harness.bench.planning", description=__doc__.split("\n")[0])
+    parser = Parser(prog="python -m tools.bench.planning", description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=50, help="plans timed per kind (default 50)")
     parser.add_argument("--docs", action="store_true", help="also record the figures into docs/benchmarks.md")
     args = parser.parse_args(argv)
@@ -86,13 +86,13 @@ def report(repeats: int = 50, *, docs: bool = False) -> None:
     print(f"{'uniform':>14} | {med_u * 1e3:7.2f} ms | {max(t_uniform) * 1e3:7.2f} ms |")
     print(f"split / uniform planning time: {med_s / med_u:.2f}x")
     if docs:
-        from harness import docs_blocks
+        from tools import docs_blocks
 
         page = docs_blocks.publish(docs_blocks.measured(
-            "bench_planning", command="python -m harness.bench.planning --docs",
+            "bench_planning", command="python -m tools.bench.planning --docs",
             columns=("what", "command", "result", "target"), align="llll",
             rows=[(f"planning, 1,000-layer hybrid, world 64 (dp 8 x tp 8), s = 4 (median of {repeats})",
-                   "`python -m harness.bench.planning`",
+                   "`python -m tools.bench.planning`",
                    f"{med_s * 1e3:.2f} ms median (uniform plan of the same config {med_u * 1e3:.2f} ms: "
                    f"split costs {med_s / med_u:.2f}x)", f"< {TARGET_S * 1e3:.0f} ms")]))
         print(f"wrote {page}")

@@ -5,7 +5,7 @@ report, ``prepare`` copies the results into a staging folder and, per result tha
 not pass:
 
 - decides the category (``classify``): a failed check, or an exception whose innermost
-  frame inside this repository is under ``implementations/`` (the code under test), is a
+  frame inside this repository is under ``implementations/`` (the code under test) or ``contract/``, is a
   product defect; any other exception (harness, test code, the rank runner) is a harness
   error; an expected failure the spec predicts and an unexpected (strict) pass of one
   have their own categories. Where an exception comes from is decided where it fails,

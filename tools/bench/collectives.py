@@ -1,6 +1,6 @@
 """Object collectives per rank: torch's against the pool's frames (``harness.rankpool.wire``).
 
-    python -m harness.bench.collectives [--worlds 4 8] [--repeats 200] [--json PATH] [--docs]
+    python -m tools.bench.collectives [--worlds 4 8] [--repeats 200] [--json PATH] [--docs]
 
 On one pool per world size (gloo on CPU), every rank times ``--repeats`` calls of each
 object collective the TC bodies use, with a small object like theirs: (a) torch's
@@ -17,8 +17,8 @@ import sys
 import time
 from typing import Any, Callable, Optional
 
-from harness.bench.runner_overhead import check_args, machine_facts
-from harness.cli import Parser, command
+from harness.usage import Parser, command
+from tools.bench.runner_overhead import check_args, machine_facts
 
 OPS = ("broadcast", "all_gather")
 SIDES = ("torch", "harness")
@@ -85,7 +85,7 @@ def measure(world_size: int, repeats: int) -> list[dict[str, Any]]:
 
 @command
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = Parser(prog="python -m harness.bench.collectives", description=__doc__.split("\n")[0])
+    parser = Parser(prog="python -m tools.bench.collectives", description=__doc__.split("\n")[0])
     parser.add_argument("--worlds", type=int, nargs="+", default=[4, 8])
     parser.add_argument("--repeats", type=int, default=200, help="calls of each collective per side")
     parser.add_argument("--json", help="also write the figures to this file")
@@ -112,10 +112,10 @@ def main(argv: Optional[list[str]] = None) -> int:
 
         write_json_atomic(opts.json, {"machine": facts, "rows": rows, "repeats": opts.repeats})
     if opts.docs:
-        from harness import docs_blocks
+        from tools import docs_blocks
 
         page = docs_blocks.publish(docs_blocks.measured(
-            "bench_collectives", command=f"python -m harness.bench.collectives --repeats {opts.repeats} --docs",
+            "bench_collectives", command=f"python -m tools.bench.collectives --repeats {opts.repeats} --docs",
             columns=("world", "collective", "CPU per call and rank: torch / harness", "ratio",
                      "wall per call: torch / harness", "ratio"), align="rlllll",
             rows=[(r["world_size"], r["op"],

@@ -1,6 +1,6 @@
-"""pytest plugin of ``python -m harness.bench.test_groups``: the CPU each test costs its own process.
+"""pytest plugin of ``python -m tools.bench.suite_cost``: the CPU each test costs its own process.
 
-Loaded with ``-p harness.bench.cpu_probe`` when ``LWSPLIT_CPU_PROBE_DIR`` names a folder. Each
+Loaded with ``-p tools.bench.cpu_probe`` when ``LWSPLIT_CPU_PROBE_DIR`` names a folder. Each
 test's setup, call and teardown are measured with ``getrusage``: the CPU of this process
 (an xdist worker) plus that of the child processes it waited for meanwhile (a pytest, a sweep
 or torchrun agents a test starts, with whatever they waited for in turn). A child that was

@@ -1,12 +1,14 @@
-"""``python -m harness.bench.test_groups``: per-group and per-file test time from a JUnit report."""
+"""``python -m tools.bench.suite_cost``: per-group and per-file test time from a JUnit report."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 
-from harness.bench.test_groups import parse_junit, render, summarize
+from tools.bench.suite_cost import parse_junit, render, summarize
 
 pytestmark = pytest.mark.unit
 
@@ -42,7 +44,7 @@ def test_groups_and_files_slowest_first(tmp_path):
 
 
 def test_cpu_per_test_from_the_probe_lines_of_every_process(tmp_path):
-    from harness.bench import cpu_probe
+    from tools.bench import cpu_probe
 
     (tmp_path / "101.jsonl").write_text(
         '{"nodeid": "testcases/unit/test_app.py::test_a", "self_s": 1.5, "children_s": 0.25}\n'
@@ -67,7 +69,7 @@ def test_cpu_per_test_from_the_probe_lines_of_every_process(tmp_path):
 
 def _probe(pytester, monkeypatch) -> dict:
     """Run the test file made in ``pytester`` with the CPU probe; what the probe recorded per test."""
-    from harness.bench import cpu_probe
+    from tools.bench import cpu_probe
 
     folder = pytester.path / "cpu"
     folder.mkdir()
@@ -118,8 +120,8 @@ def test_an_expected_failure_is_counted_as_one_not_as_a_skip(tmp_path):
 
 
 def test_against_takes_a_commit_of_this_checkout_or_names_the_option():
-    from harness.bench.test_groups import resolve_commit
-    from implementations.errors import UserError
+    from contract.errors import UserError
+    from tools.bench.suite_cost import resolve_commit
 
     commit = resolve_commit("HEAD")
     assert len(commit) == 40 and all(ch in "0123456789abcdef" for ch in commit)
@@ -131,8 +133,8 @@ def test_against_takes_a_commit_of_this_checkout_or_names_the_option():
 def test_against_alternates_before_and_now_and_compares_medians(monkeypatch, capsys):
     """Before runs in a checkout of the commit (a git checkout, as this one is), now in this
     checkout, alternated; the printed ratios are of the medians of each side."""
-    from harness.bench import test_groups
     from harness.paths import REPO_ROOT
+    from tools.bench import suite_cost
 
     seen = []
 
@@ -146,13 +148,13 @@ def test_against_alternates_before_and_now_and_compares_medians(monkeypatch, cap
         return {"wall_s": wall, "cpu_s": 2 * wall, "exit_code": 0,
                 "cases": [{"outcome": "passed"}, {"outcome": "xfailed"}]}
 
-    monkeypatch.setattr(test_groups, "measure", fake_measure)
-    commit = test_groups.resolve_commit("HEAD~1")
-    result = test_groups.compare(["-n", "4"], commit, repeat=3)
+    monkeypatch.setattr(suite_cost, "measure", fake_measure)
+    commit = suite_cost.resolve_commit("HEAD~1")
+    result = suite_cost.compare(["-n", "4"], commit, repeat=3)
     assert seen == ["before", "now"] * 3
     assert result["wall_s"] == {"before": 110.0, "now": 55.0, "ratio": 0.5}
     assert result["cpu_s"]["ratio"] == 0.5
-    text = test_groups.render_comparison(result, ["-n", "4"])
+    text = suite_cost.render_comparison(result, ["-n", "4"])
     assert "wall         before (" in text and "110.0 s, now 55.0 s: now/before = 0.50" in text
     out = capsys.readouterr().out
     assert "[2/3] now    wall 40.0 s, machine CPU 80 s (exit 0): 2 tests (1 passed, 1 xfailed)" in out
@@ -161,7 +163,7 @@ def test_against_alternates_before_and_now_and_compares_medians(monkeypatch, cap
 def test_the_runs_cpu_is_split_by_the_processes_closing_lines(tmp_path):
     """Per worker: its own CPU in tests and outside them, what its tests waited for, and the rest of
     what it reaped (its pools' ranks); the controller's own CPU; the tree's remainder."""
-    from harness.bench import cpu_probe
+    from tools.bench import cpu_probe
 
     (tmp_path / "11.jsonl").write_text(  # a worker: two tests, then its closing line
         '{"nodeid": "testcases/unit/test_app.py::test_a", "self_s": 2.0, "children_s": 5.0}\n'
@@ -184,7 +186,7 @@ def test_the_runs_cpu_is_split_by_the_processes_closing_lines(tmp_path):
 
 
 def test_the_probe_writes_each_process_closing_line(pytester, monkeypatch):
-    from harness.bench import cpu_probe
+    from tools.bench import cpu_probe
 
     pytester.makepyfile("def test_nothing():\n    assert True\n")
     folder = pytester.path / "cpu"
@@ -201,7 +203,7 @@ def test_the_probe_writes_each_process_closing_line(pytester, monkeypatch):
 
 
 def test_against_shows_the_median_of_each_part():
-    from harness.bench.test_groups import median_breakdown
+    from tools.bench.suite_cost import median_breakdown
 
     runs = [{"breakdown": {"in_tests": v, "between_tests": 1.0, "started_by_tests": 2.0, "pools": 3.0,
                            "controller": 0.5, "tree": 10 * v, "rest": None, "incomplete": n, "tc_cases": 1.0}}
@@ -211,17 +213,17 @@ def test_against_shows_the_median_of_each_part():
 
 
 def test_the_recorded_breakdown_sets_the_run_without_the_tc_matrix_beside_the_target(monkeypatch):
-    from harness.bench import test_groups
+    from tools.bench import suite_cost
 
     published = []
 
     def _publish_breakdown(*args):
-        published.append(test_groups._breakdown_record(*args))
+        published.append(suite_cost._breakdown_record(*args))
 
-    monkeypatch.setattr(test_groups.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(suite_cost.os, "cpu_count", lambda: 2)
     parts = {"in_tests": 90.0, "between_tests": 25.0, "started_by_tests": 140.0, "pools": 55.0, "controller": 5.0,
              "tree": 320.0, "rest": 5.0, "incomplete": 0, "tc_cases": 20.0}
-    _publish_breakdown([{"breakdown": parts}], ["-n", "4"], "python -m harness.bench.test_groups --docs")
+    _publish_breakdown([{"breakdown": parts}], ["-n", "4"], "python -m tools.bench.suite_cost --docs")
     [record] = published
     assert record.name == "bench_test_cpu" and record.command.endswith("--docs -- -n 4")
     rows = {row[0]: row[1:] for row in record.rows}
@@ -239,8 +241,8 @@ def test_the_recorded_breakdown_sets_the_run_without_the_tc_matrix_beside_the_ta
 
 def test_both_records_of_a_docs_run_are_made_before_either_block_is_written(monkeypatch, tmp_path):
     """Else the second record would call the checkout dirty because of the first block's write."""
-    from harness import docs_blocks
-    from harness.bench import test_groups
+    from tools import docs_blocks
+    from tools.bench import suite_cost
 
     events = []
     monkeypatch.setattr(docs_blocks, "checkout_commit", lambda *a, **k: events.append("commit") or "abc")
@@ -252,10 +254,29 @@ def test_both_records_of_a_docs_run_are_made_before_either_block_is_written(monk
     run = {"wall_s": 1.0, "cpu_s": 2.0, "exit_code": 0, "cases": [case], "breakdown": parts}
     result = {"commit": "f" * 40, "repeat": 1, "runs": {"before": [run], "now": [run]},
               "wall_s": {"before": 1.0, "now": 1.0, "ratio": 1.0}, "cpu_s": {"before": 2.0, "now": 2.0, "ratio": 1.0}}
-    monkeypatch.setattr(test_groups, "resolve_commit", lambda rev: "f" * 40)
-    monkeypatch.setattr(test_groups, "compare", lambda *a: result)
-    monkeypatch.setattr(test_groups, "measure", lambda *a: run)
+    monkeypatch.setattr(suite_cost, "resolve_commit", lambda rev: "f" * 40)
+    monkeypatch.setattr(suite_cost, "compare", lambda *a: result)
+    monkeypatch.setattr(suite_cost, "measure", lambda *a: run)
     for argv in (["--against", "HEAD", "--docs"], ["--docs"]):
         events.clear()
-        assert test_groups.main(argv) == 0
+        assert suite_cost.main(argv) == 0
         assert events == ["commit", "commit", "write", "write"]
+
+
+def test_an_older_tree_is_measured_with_this_checkouts_probe(monkeypatch, tmp_path):
+    """``--against`` runs pytest in an exported older tree with ``-p tools.bench.cpu_probe``: the probe comes
+    from this checkout (on ``PYTHONPATH``, after the tree's own packages, which ``cwd`` puts first)."""
+    from harness.paths import REPO_ROOT
+    from tools.bench import suite_cost
+
+    seen = {}
+
+    def fake_run(cmd, cwd, env, stdout):
+        seen.update(cwd=cwd, env=env)
+        return SimpleNamespace(returncode=0)
+
+    monkeypatch.setattr(suite_cost.subprocess, "run", fake_run)
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    suite_cost.timed_run(["true"], tmp_path, cwd=tmp_path)
+    assert seen["cwd"] == tmp_path
+    assert seen["env"]["PYTHONPATH"].split(os.pathsep) == ["/elsewhere", str(REPO_ROOT)]

@@ -1,8 +1,8 @@
 """Exploring cost: configurations checked per CPU second, at plan level and with allocation.
 
-    python -m harness.bench.explore                 # measure and print
-    python -m harness.bench.explore --against REV   # ... and the same at commit REV, side by side
-    python -m harness.bench.explore --against REV --docs   # ... and record both in docs/explore.md
+    python -m tools.bench.explore                 # measure and print
+    python -m tools.bench.explore --against REV   # ... and the same at commit REV, side by side
+    python -m tools.bench.explore --against REV --docs   # ... and record both in docs/explore.md
 
 The explorer (``harness.explore``) runs the reference on configurations drawn from the
 fixed seed, once judging plans only and once also allocating every rank in-process; a
@@ -14,7 +14,7 @@ Goals: 500 configurations per CPU second at plan level, 20 with allocation. Belo
 what the plan-level draws reach (``harness.explore.reach``: verdicts, placements, refusal orders).
 
 ``--against REV`` runs this same command on a copy of commit REV (a shared clone, in a temporary
-folder, as ``harness.bench.test_groups --against`` makes it) before measuring here, and prints
+folder, as ``tools.bench.suite_cost --against`` makes it) before measuring here, and prints
 both, each in its own process: a change to the explorer side by side with what it replaced.
 """
 
@@ -30,7 +30,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Optional, Sequence
 
-from harness.cli import command, fail
+from harness.usage import command, fail
 
 GOALS = {False: 500.0, True: 20.0}
 """Configurations per CPU second: plan level (False), with allocation (True)."""
@@ -113,12 +113,12 @@ def reach_note(counts: Counter, examples: int) -> str:
 def run_against(commit: str, examples: dict, seed: int) -> list[tuple]:
     """This command's rows at ``commit``, measured there in its own process (``--plan-examples`` and
     ``--allocation-examples`` as here)."""
-    from harness.bench.test_groups import export_commit
+    from tools.bench.suite_cost import export_commit
 
     with tempfile.TemporaryDirectory(prefix="lwsplit-against-") as tmp:
         tree = export_commit(commit, Path(tmp))
         env = {**os.environ, "PYTHONPATH": str(tree)}
-        done = subprocess.run([sys.executable, "-m", "harness.bench.explore", "--plan-examples", str(examples[False]),
+        done = subprocess.run([sys.executable, "-m", "tools.bench.explore", "--plan-examples", str(examples[False]),
                                "--allocation-examples", str(examples[True]), "--seed", str(seed)],
                               cwd=tree, env=env, capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
@@ -154,12 +154,12 @@ def ratio_note(results: dict) -> str:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
-        fail(f"{message} (see python -m harness.bench.explore --help)")
+        fail(f"{message} (see python -m tools.bench.explore --help)")
 
 
 @command
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    p = _Parser(prog="python -m harness.bench.explore", description=__doc__.splitlines()[0])
+    p = _Parser(prog="python -m tools.bench.explore", description=__doc__.splitlines()[0])
     p.add_argument("--plan-examples", type=int, default=1000, help="configurations at plan level (default 1000)")
     p.add_argument("--allocation-examples", type=int, default=200, help="configurations with allocation (default 200)")
     p.add_argument("--seed", type=int, default=20261201)
@@ -172,7 +172,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     examples = {False: args.plan_examples, True: args.allocation_examples}
     before = []
     if args.against is not None:
-        from harness.bench.test_groups import resolve_commit
+        from tools.bench.suite_cost import resolve_commit
 
         commit = resolve_commit(args.against)
         before = [(f"{row[0]}, before ({commit[:12]})", *row[1:]) for row in run_against(commit, examples, args.seed)]
@@ -187,9 +187,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for note in notes:
         print(note)
     if args.docs:
-        from harness import docs_blocks
+        from tools import docs_blocks
 
-        command_line = "python -m harness.bench.explore" + (f" --against {args.against}" if before else "") + " --docs"
+        command_line = "python -m tools.bench.explore" + (f" --against {args.against}" if before else "") + " --docs"
         page = docs_blocks.publish(docs_blocks.measured(
             "bench_explore", command=command_line, columns=COLUMNS, rows=table_rows, align="lrrrrrl", notes=notes))
         print(f"wrote {page}")

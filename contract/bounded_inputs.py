@@ -20,7 +20,7 @@ import stat
 from pathlib import Path
 from typing import Any, Union
 
-from implementations.errors import ConfigError
+from contract.errors import ConfigError
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 """Largest input file read (a real config.json is ~10 KB)."""

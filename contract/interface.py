@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from implementations.plan_types import CacheCapacity, KVPlan
-from implementations.specs import RunSpec
+from contract.plan_types import CacheCapacity, KVPlan
+from contract.specs import RunSpec
 
 if TYPE_CHECKING:  # torch only where tensors exist
     import torch
@@ -75,7 +75,7 @@ class KVShardingImplementation(Protocol):
     name: str
 
     def plan(self, run: RunSpec) -> KVPlan:
-        """Master: validate (raise ``implementations.errors.UserError``), lay out, estimate."""
+        """Master: validate (raise ``contract.errors.UserError``), lay out, estimate."""
         ...
 
     def engine_message(self, plan: KVPlan, run: RunSpec, role: str) -> KVPlan:
@@ -94,7 +94,7 @@ class KVShardingImplementation(Protocol):
     ) -> WorkerKVCache:
         """Worker: check the message against ``expected_digest``, build the mask, allocate.
 
-        Raises ``implementations.errors.PlanError`` if the message is not the
+        Raises ``contract.errors.PlanError`` if the message is not the
         layout the master published or does not fit this rank.
         """
         ...

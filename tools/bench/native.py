@@ -1,7 +1,7 @@
 """What judging a C++ tree costs: cold build, warm start, and the TC matrix against the reference.
 
-    python -m harness.bench.native [--docs]
-    python -m harness.bench.native --tree ../shared/ports/p6_v3_latest --models qwen3_5_moe --jobs 2
+    python -m tools.bench.native [--docs]
+    python -m tools.bench.native --tree ../shared/ports/p6_v3_latest --models qwen3_5_moe --jobs 2
 
 Three figures, each measured in this run and printed as a ratio to its goal:
 
@@ -20,7 +20,7 @@ Three figures, each measured in this run and printed as a ratio to its goal:
 
 Single runs move with the machine's load (printed with the figures); the ratios of one run are
 the comparable part. Nothing is asserted: figures only. ``--docs`` records them into
-docs/benchmarks.md (``harness.docs_blocks``).
+docs/benchmarks.md (``tools.docs_blocks``).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-from harness.cli import Parser, command, fail
 from harness.paths import REPO_ROOT
+from harness.usage import Parser, command, fail
 
 COLD_GOAL_S = 60.0
 """Goal for a cold build plus the first call, on 2 cores."""
@@ -56,7 +56,7 @@ _CHILD = """
 import json, os, sys, time
 from harness.config.build import build_run_spec
 from harness.config.compose import compose_config
-from implementations.errors import UserError
+from contract.errors import UserError
 from implementations.xllm_native.impl import XllmNativeImplementation
 tree, overrides = sys.argv[1], json.loads(sys.argv[2])
 run = build_run_spec(compose_config(overrides))
@@ -151,7 +151,7 @@ def run_matrix(implementation: str, models: Sequence[str], jobs: int, cache: Pat
 
 @command
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = Parser(prog="python -m harness.bench.native", description=__doc__.split("\n")[0])
+    parser = Parser(prog="python -m tools.bench.native", description=__doc__.split("\n")[0])
     parser.add_argument("--tree", action="append", type=Path, default=None,
                         help="a C++ tree to build cold and start warm (repeatable; default: "
                              "../shared/ports/p6_v3_latest and ../shared/upstream_494f293b5)")
@@ -222,10 +222,10 @@ def report(trees: Sequence[Path], matrix_tree: Optional[Path], models: Sequence[
     print(load)
     notes.append(load)
     if docs:
-        from harness import docs_blocks
+        from tools import docs_blocks
 
         page = docs_blocks.publish(docs_blocks.measured(
-            "bench_native", command="python -m harness.bench.native --docs", columns=("what", "result"),
+            "bench_native", command="python -m tools.bench.native --docs", columns=("what", "result"),
             align="ll", rows=rows, notes=tuple(f"- {note}" for note in notes),
             provenance="each start in a fresh process, on a private cache folder of its own (cold: empty)"))
         print(f"wrote {page}")

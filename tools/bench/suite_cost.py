@@ -1,9 +1,9 @@
 """Where the test run spends its time: one pytest run, wall time per test group and per file.
 
-    python -m harness.bench.test_groups                     # the README's test command: pytest -n 4
-    python -m harness.bench.test_groups -- -n 2 testcases/unit testcases/meta
-    python -m harness.bench.test_groups --json durations.json -- -n 4
-    python -m harness.bench.test_groups --against 7d6c599 --repeat 2   # before and after, side by side
+    python -m tools.bench.suite_cost                     # the README's test command: pytest -n 4
+    python -m tools.bench.suite_cost -- -n 2 testcases/unit testcases/meta
+    python -m tools.bench.suite_cost --json durations.json -- -n 4
+    python -m tools.bench.suite_cost --against 7d6c599 --repeat 2   # before and after, side by side
 
 Runs pytest once (arguments after ``--``; default ``-n 4``) with a JUnit XML report and
 reads each test's duration from it (setup + call + teardown). Prints the run's wall time,
@@ -13,7 +13,7 @@ is easy to find; then the tests that cost the most CPU, and every test that fail
 errored, with the first line of its message. The first line also gives the CPU seconds
 the whole machine spent busy meanwhile (``/proc/stat``; other load on the machine counts).
 Under ``-n N`` the summed times add up to about N x the wall time, and a test's wall time
-grows with what runs beside it; its CPU (``harness.bench.cpu_probe``: its own process and
+grows with what runs beside it; its CPU (``tools.bench.cpu_probe``: its own process and
 the processes it waited for, not the pools' ranks) does not. Nothing is asserted: figures only.
 
 ``--against REV`` measures a change side by side: the same pytest command on a copy of commit
@@ -40,10 +40,10 @@ from pathlib import Path
 from typing import Optional
 
 from harness import procfs
-from harness.bench import cpu_probe
-from harness.cli import Parser, command
 from harness.files import write_atomic
 from harness.paths import REPO_ROOT
+from harness.usage import Parser, command
+from tools.bench import cpu_probe
 
 DEFAULT_ARGS = ("-n", "4")
 
@@ -125,7 +125,10 @@ def timed_run(cmd: list[str], probe: Path, cwd: Path = REPO_ROOT) -> dict:
     meanwhile (None without ``/proc``) and the CPU of the command's process tree (what it and the
     processes it waited for, recursively, used)."""
     start, cpu_start, tree_start = time.monotonic(), procfs.busy_cpu_s(), _children_cpu_s()
-    proc = subprocess.run(cmd, cwd=cwd, env={**os.environ, cpu_probe.DIR_ENV: str(probe)},
+    # the probe plugin is this checkout's (``-p tools.bench.cpu_probe``): an older tree measured with
+    # ``--against`` may have it elsewhere or not at all; its own packages still come first (``cwd``)
+    pythonpath = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(REPO_ROOT)) if p)
+    proc = subprocess.run(cmd, cwd=cwd, env={**os.environ, cpu_probe.DIR_ENV: str(probe), "PYTHONPATH": pythonpath},
                           stdout=subprocess.DEVNULL)
     wall_s, cpu_end = time.monotonic() - start, procfs.busy_cpu_s()
     machine = cpu_end - cpu_start if cpu_start is not None and cpu_end is not None else None
@@ -162,7 +165,7 @@ def outcome_counts(cases: list[dict]) -> str:
 
 def resolve_commit(rev: str) -> str:
     """The full hash of ``rev`` in this checkout; UserError naming ``--against`` when it names no commit."""
-    from implementations.errors import UserError
+    from contract.errors import UserError
 
     try:
         proc = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd=REPO_ROOT,
@@ -230,7 +233,7 @@ def render_comparison(result: dict, pytest_args: list[str]) -> str:
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     own, pytest_args = (argv[: argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
-    parser = Parser(prog="python -m harness.bench.test_groups", description=__doc__.split("\n")[0])
+    parser = Parser(prog="python -m tools.bench.suite_cost", description=__doc__.split("\n")[0])
     parser.add_argument("--json", metavar="PATH", help="also write the per-test durations and the summary here")
     parser.add_argument("--docs", action="store_true", help="also record this run's figures into docs/benchmarks.md")
     parser.add_argument("--against", metavar="REV", help="also run the same command on commit REV, side by side")
@@ -253,7 +256,7 @@ def main(argv=None) -> int:
         if args.docs:
             _publish(_comparison_record(result, pytest_args, target),
                      _breakdown_record(result["runs"]["now"], pytest_args,
-                                       f"python -m harness.bench.test_groups --against {commit[:12]} "
+                                       f"python -m tools.bench.suite_cost --against {commit[:12]} "
                                        f"--repeat {args.repeat} --docs"))
         return 0
     run = measure(pytest_args)
@@ -267,22 +270,22 @@ def main(argv=None) -> int:
                                                "args": pytest_args, "breakdown": run["breakdown"],
                                                "cases": cases, **summary}, indent=1, default=list))
     if args.docs:
-        from harness import docs_blocks
+        from tools import docs_blocks
 
         cpu = f"; {cpu_s:.0f} s of CPU over {os.cpu_count()} cores" if cpu_s is not None else ""
         _publish(docs_blocks.measured(
-            "bench_test_groups", command=f"python -m harness.bench.test_groups --docs -- {' '.join(pytest_args)}",
+            "bench_test_groups", command=f"python -m tools.bench.suite_cost --docs -- {' '.join(pytest_args)}",
             columns=("what", "command", "result", "target"), align="llll",
             rows=[(outcome_counts(cases), f"`pytest {' '.join(pytest_args)}`",
                    f"{wall_s:.1f} s (exit {exit_code}){cpu}", target)]),
-            _breakdown_record([run], pytest_args, "python -m harness.bench.test_groups --docs"))
+            _breakdown_record([run], pytest_args, "python -m tools.bench.suite_cost --docs"))
     return 0
 
 
 def _publish(*records) -> None:
     """Write every record's block; the records are all made first, so each names the checkout as
     it was measured, not as the previous block's write left it."""
-    from harness import docs_blocks
+    from tools import docs_blocks
 
     for record in records:
         print(f"wrote {docs_blocks.publish(record)}")
@@ -305,7 +308,7 @@ TARGET_WALL_S = 120
 
 def _breakdown_record(runs: list[dict], pytest_args: list[str], command: str):
     """The ``bench_test_cpu`` record: where the CPU of ``runs`` (this checkout's) went, medians."""
-    from harness import docs_blocks
+    from tools import docs_blocks
 
     parts = median_breakdown(runs)
     tree = parts["tree"] or sum(parts[key] for key, _ in cpu_probe.BREAKDOWN)
@@ -327,7 +330,7 @@ def _breakdown_record(runs: list[dict], pytest_args: list[str], command: str):
 
 
 def _comparison_record(result: dict, pytest_args: list[str], target: str):
-    from harness import docs_blocks
+    from tools import docs_blocks
 
     short = result["commit"][:12]
     rows = []
@@ -345,7 +348,7 @@ def _comparison_record(result: dict, pytest_args: list[str], target: str):
     rows.append((f"side by side, medians of {result['repeat']} alternated run(s) each", "", ratios, ""))
     return docs_blocks.measured(
         "bench_test_groups",
-        command=(f"python -m harness.bench.test_groups --against {short} --repeat {result['repeat']} --docs -- "
+        command=(f"python -m tools.bench.suite_cost --against {short} --repeat {result['repeat']} --docs -- "
                  f"{' '.join(pytest_args)}"),
         columns=("what", "command", "result", "target"), align="llll", rows=rows)
 

@@ -1,6 +1,6 @@
 """Time to detect each injected fault, whether the pool recovers, and what is left behind.
 
-    python -m harness.bench.faults [--timeout 8] [--cases fault_raise fault_hang ...] [--json PATH]
+    python -m tools.bench.faults [--timeout 8] [--cases fault_raise fault_hang ...] [--json PATH]
 
 Each fault case is an implementation option (``conf/implementation/fault_*.yaml``:
 the reference misbehaving on one rank) run through TC-01's body on a warm pool of
@@ -23,7 +23,7 @@ import uuid
 from typing import Optional
 
 from harness import procfs
-from harness.cli import command
+from harness.usage import command
 
 TAG_ENV = "LWSPLIT_RUN_TAG"
 CASES = (
@@ -121,11 +121,11 @@ def _cells(line: str) -> list[str]:
 
 @command
 def main(argv: Optional[list[str]] = None) -> int:
-    from harness.cli import Parser
     from harness.files import check_output_file
     from harness.rankpool.backend import check_seconds
+    from harness.usage import Parser
 
-    parser = Parser(prog="python -m harness.bench.faults", description=__doc__.splitlines()[0])
+    parser = Parser(prog="python -m tools.bench.faults", description=__doc__.splitlines()[0])
     parser.add_argument("--timeout", type=float, default=8.0, help="runner.timeout_s for every case (default 8)")
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES, metavar="CASE",
                         help=f"fault cases (default all: {' '.join(CASES)})")
@@ -161,11 +161,11 @@ def main(argv: Optional[list[str]] = None) -> int:
 
         write_json_atomic(args.json, {"rows": rows, "left_after_close": left})
     if args.docs:
-        from harness import docs_blocks
+        from tools import docs_blocks
 
         head, _, *body = table(rows).splitlines()
         page = docs_blocks.publish(docs_blocks.measured(
-            "faults", command="python -m harness.bench.faults --docs", columns=_cells(head), align="lllrrrl",
+            "faults", command="python -m tools.bench.faults --docs", columns=_cells(head), align="lllrrrl",
             rows=[_cells(line) for line in body],
             notes=[f"{len(rows)} fault cases, {len(rows) - len(missed)} detected, {len(left)} processes left after "
                    f"closing every pool (timeout {args.timeout:g} s)."]))

@@ -10,13 +10,14 @@ from __future__ import annotations
 import argparse
 import errno
 import functools
+import importlib
 import os
 import signal
 import sys
 from contextlib import contextmanager
 from typing import Callable, Iterator, NoReturn, Optional, Sequence, TypeVar
 
-from implementations.errors import ImplementationFailure, UserError
+from contract.errors import ImplementationFailure, UserError
 
 USAGE_EXIT_CODE = 2
 """The exit status for a user error (argparse uses 2 for usage errors too)."""
@@ -44,6 +45,17 @@ def fail(message: object) -> NoReturn:
     """Print ``error: <message>`` on one line and exit 2."""
     say_error(message)
     raise SystemExit(USAGE_EXIT_CODE)
+
+
+def docs_writer():
+    """``tools.docs_blocks``, the writer of the docs' generated blocks, for a command's ``--docs``: the project's
+    own tooling, in a checkout only (the wheel ships no ``tools/``); without it, one ``error:`` line."""
+    try:
+        return importlib.import_module("tools.docs_blocks")
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("tools", "tools.docs_blocks"):
+            raise
+        fail("--docs writes the docs of a checkout (tools/docs_blocks.py); run the command from one")
 
 
 def check_working_directory() -> None:

@@ -1,6 +1,6 @@
 """The oracle's own readers of the two outside formats FEATURE.md names (sections 2 and 4).
 
-Kept apart from ``implementations/`` on purpose: the expected values must not depend
+Kept apart from ``contract/flags_and_topology.py`` on purpose: the expected values must not depend
 on the parsers of the code under test. Two small readers:
 
 - a link matrix as ``nvidia-smi topo -m`` / ``ixsmi topo -m`` print it (tab separated,
@@ -212,3 +212,9 @@ def split_active(semantics: str, settings: dict) -> bool:
     if semantics == "upstream":
         return s > 1
     return bool(settings.get("enable", False)) and s > 1
+
+
+def expected_split_active(semantics: str, settings: dict) -> bool:
+    """Section 2 (v2.1): whether the split is on, given what the flags set, under ``semantics``:
+    adaptation: enable and s > 1; upstream: s > 1 alone (no enable flag)."""
+    return split_active(semantics, settings)

@@ -1,1 +1,0 @@
-"""Benchmarks with printed tables; run each as ``python -m harness.bench.<name>``."""

@@ -1,0 +1,1 @@
+"""Benchmarks with printed tables; run each as ``python -m tools.bench.<name>``."""
