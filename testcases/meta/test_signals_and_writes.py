@@ -107,30 +107,46 @@ def test_runs_and_sweeps_started_together_get_their_own_folders(tmp_path):
 
 def test_runs_given_one_folder_at_once_one_claims_it(tmp_path):
     """Eight processes claim one results folder at the same moment (released together through a pipe):
-    exactly one gets it, the others are refused; the folder then holds that one claim only."""
+    exactly one gets it, the others are refused; the folder then holds that one claim only. Every
+    claimer lives until all have tried: a claim whose process is gone may rightly be taken over."""
     from contract.errors import ConfigError
     from harness.app.claim import CLAIM_FILE, claim
 
     folder = tmp_path / "shared" / "run"
-    read_end, write_end = os.pipe()
+    start_r, start_w = os.pipe()
+    tried_r, tried_w = os.pipe()
+    leave_r, leave_w = os.pipe()
     children = []
     for _ in range(8):
         pid = os.fork()
-        if pid == 0:  # child: wait for the start, claim, report by exit status
+        if pid == 0:  # child: wait for the start, claim, say so, stay until every child has tried
             code = 1
             try:
-                os.close(write_end)
-                os.read(read_end, 1)
-                claim(folder, "hydra.run.dir", str(folder))
-                code = 0
-            except ConfigError:
-                code = 3
+                os.close(start_w)
+                os.close(leave_w)
+                os.read(start_r, 1)
+                try:
+                    claim(folder, "hydra.run.dir", str(folder))
+                    code = 0
+                except ConfigError:
+                    code = 3
+                os.write(tried_w, b"x")
+                os.read(leave_r, 1)  # end of file once the parent closes its end
             finally:
                 os._exit(code)
         children.append(pid)
-    os.close(read_end)
-    os.write(write_end, b"x" * len(children))
-    os.close(write_end)
+    for end in (start_r, tried_w, leave_r):
+        os.close(end)
+    os.write(start_w, b"x" * len(children))
+    os.close(start_w)
+    tried = b""
+    while len(tried) < len(children):
+        chunk = os.read(tried_r, len(children))
+        if not chunk:
+            break
+        tried += chunk
+    os.close(leave_w)
+    os.close(tried_r)
     codes = sorted(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children)
     assert codes == [0] + [3] * 7, codes
     assert [p.name for p in folder.iterdir()] == [CLAIM_FILE]
