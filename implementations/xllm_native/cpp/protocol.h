@@ -176,6 +176,27 @@ std::string array(const std::vector<T>& values) {
   return out + "]";
 }
 
+// A KVCacheCapacity as JSON: upstream's and a port's carry the same accessors (the harness reads
+// these names, whichever tree's type answers them).
+template <typename Capacity>
+std::string capacity(const Capacity& c) {
+  Json j;
+  j.num("n_blocks", c.n_blocks())
+      .num("cache_size_in_bytes", c.cache_size_in_bytes())
+      .num("block_size", c.block_size())
+      .num("slot_size", c.slot_size())
+      .num("index_slot_size", c.index_slot_size())
+      .num("num_indexer_layers", c.num_indexer_layers())
+      .num("scale_slot_size", c.scale_slot_size())
+      .num("linear_slot_size", c.linear_slot_size())
+      .num("linear_cache_size_in_bytes", c.linear_cache_size_in_bytes())
+      .num("n_layers", c.n_layers())
+      .num("num_linear_state_blocks", c.num_linear_state_blocks())
+      .num("num_full_attention_layers", c.num_full_attention_layers())
+      .num("num_linear_attention_layers", c.num_linear_attention_layers());
+  return j.str();
+}
+
 }  // namespace
 
 // Defined by the glue file: answers one request (op=...).
