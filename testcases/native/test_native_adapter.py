@@ -40,15 +40,6 @@ def run(split=2, *, model=MODEL, world=4, budget=BUDGET, **kw):
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    """One cache for every xdist worker of the session: its file lock has them build the fixture once."""
-    base = tmp_path_factory.getbasetemp()
-    path = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "lwsplit-native-cache"
-    path.mkdir(exist_ok=True)
-    return path
-
-
-@pytest.fixture(scope="module")
 def impl(cache):
     os.environ[build.ENV_CACHE] = str(cache)
     try:

@@ -21,7 +21,7 @@ from contract.specs import CacheSpec
 from harness import procfs
 from implementations.xllm_native import build, host, native
 from testcases import ROOT
-from testcases.native.test_native_adapter import BUDGET, ESTIMATION, FIXTURE, LAYER, MODEL, cache  # noqa: F401
+from testcases.native.test_native_adapter import BUDGET, ESTIMATION, FIXTURE, LAYER, MODEL
 from testcases.unit import _models as M
 
 pytestmark = pytest.mark.slow  # builds C++ and starts harness commands
@@ -72,7 +72,7 @@ def faulty_tree(base: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tree(tmp_path_factory, cache):  # noqa: F811 - the adapter tests' shared cache
+def tree(tmp_path_factory, cache):
     base = tmp_path_factory.mktemp("faulty")
     path = faulty_tree(base)
     os.environ[build.ENV_CACHE] = str(cache)
@@ -84,7 +84,7 @@ def tree(tmp_path_factory, cache):  # noqa: F811 - the adapter tests' shared cac
 
 
 @pytest.fixture(scope="module")
-def impl(tree, cache):  # noqa: F811
+def impl(tree, cache):
     os.environ[build.ENV_CACHE] = str(cache)
     try:
         from implementations.xllm_native import XllmNativeImplementation
@@ -205,7 +205,7 @@ def test_a_library_that_cannot_be_opened_is_one_failure(tmp_path):
     assert f"the library {bad} could not be opened" in str(err.value)
 
 
-def test_the_host_ends_when_its_parent_is_killed(tree, cache):  # noqa: F811
+def test_the_host_ends_when_its_parent_is_killed(tree, cache):
     """A controller killed outright (SIGKILL: no handler runs) leaves no host, even one whose tree loops."""
     script = ("import os, sys\nfrom implementations.xllm_native import XllmNativeImplementation\n"
               "from testcases.native.test_native_child import run\n"
@@ -242,7 +242,7 @@ def wait_for_host(proc: subprocess.Popen, seconds: float = 60) -> list[int]:
 # ---- through the commands: one error line --------------------------------------------------------------------
 
 
-def plan_command(tree: Path, cache: Path, *extra: str, **kw) -> subprocess.Popen:  # noqa: F811
+def plan_command(tree: Path, cache: Path, *extra: str, **kw) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT), build.ENV_CACHE: str(cache)}
     return subprocess.Popen([sys.executable, "-m", "harness.plan", "implementation=xllm_native",
                              f"implementation.source_dir={tree}", "model=llama3_8b", "layerwise=off", *extra],
@@ -253,7 +253,7 @@ def plan_command(tree: Path, cache: Path, *extra: str, **kw) -> subprocess.Popen
     ("printf", (), "the compiled estimate wrote to standard output (planning code must not print): 'tree says hello'"),
     ("loop", ("runner.timeout_s=1",), "the compiled estimate did not return within 1 s (runner.timeout_s)"),
 ])
-def test_harness_plan_says_what_the_tree_did_in_one_line(tree, cache, fault, extra, said):  # noqa: F811
+def test_harness_plan_says_what_the_tree_did_in_one_line(tree, cache, fault, extra, said):
     proc = plan_command(tree, cache, f"cache.block_size={FAULTS[fault]}", *extra)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 1, err
@@ -263,7 +263,7 @@ def test_harness_plan_says_what_the_tree_did_in_one_line(tree, cache, fault, ext
 
 @pytest.mark.parametrize("sig, rc, said", [(signal.SIGINT, 130, "error: interrupted (SIGINT)"),
                                            (signal.SIGTERM, -signal.SIGTERM, "")])
-def test_a_signal_during_a_call_ends_the_controller_and_its_host(tree, cache, sig, rc, said):  # noqa: F811
+def test_a_signal_during_a_call_ends_the_controller_and_its_host(tree, cache, sig, rc, said):
     """The tree loops inside the call: the controller, waiting on a pipe, still takes Ctrl-C or SIGTERM at
     once, and its host goes with it."""
     proc = plan_command(tree, cache, f"cache.block_size={FAULTS['loop']}")
@@ -283,7 +283,7 @@ def test_a_signal_during_a_call_ends_the_controller_and_its_host(tree, cache, si
             proc.communicate()
 
 
-def test_a_plan_sweep_with_a_crashing_job_finishes_the_others(tree, cache, tmp_path):  # noqa: F811
+def test_a_plan_sweep_with_a_crashing_job_finishes_the_others(tree, cache, tmp_path):
     """mode=plan: the job whose tree aborts is an error naming the crash; the other job plans and the sweep
     writes its results."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), build.ENV_CACHE: str(cache), build.ENV_SOURCE: str(tree)}
@@ -300,7 +300,7 @@ def test_a_plan_sweep_with_a_crashing_job_finishes_the_others(tree, cache, tmp_p
     assert "killed by SIGABRT (abort)" in text, text
 
 
-def test_a_tc_case_whose_tree_aborts_fails_with_its_last_output_and_the_session_goes_on(tree, cache):  # noqa: F811
+def test_a_tc_case_whose_tree_aborts_fails_with_its_last_output_and_the_session_goes_on(tree, cache):
     """In a pytest session of the TCs: the case whose tree aborts inside the estimate role fails, within its
     time limit, with the crash and the tree's last output; the session runs the tests after it and ends
     with its failures counted (exit 1), not an internal error."""

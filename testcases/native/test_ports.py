@@ -41,14 +41,6 @@ def run(split=2, *, model=QWEN, world=4, **kw):
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    base = tmp_path_factory.getbasetemp()
-    path = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "lwsplit-native-cache"
-    path.mkdir(exist_ok=True)
-    return path
-
-
-@pytest.fixture(scope="module")
 def impl(cache):
     os.environ[build.ENV_CACHE] = str(cache)
     try:
