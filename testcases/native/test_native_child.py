@@ -216,14 +216,19 @@ def test_the_host_ends_when_its_parent_is_killed(tree, cache):
         hosts = wait_for_host(proc)
         proc.kill()
         proc.wait(timeout=30)
-        deadline = time.monotonic() + 10 * host.WATCH_INTERVAL_S + 5
-        while any(procfs.alive(p) for p in hosts) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not any(procfs.alive(p) for p in hosts)
+        assert hosts_end(hosts)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def hosts_end(hosts: list[int]) -> bool:
+    """Whether every host in ``hosts`` is gone within its watchdog's bound."""
+    deadline = time.monotonic() + 10 * host.WATCH_INTERVAL_S + 5
+    while any(procfs.alive(p) for p in hosts) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not any(procfs.alive(p) for p in hosts)
 
 
 def wait_for_host(proc: subprocess.Popen, seconds: float = 60) -> list[int]:
@@ -273,10 +278,7 @@ def test_a_signal_during_a_call_ends_the_controller_and_its_host(tree, cache, si
         out, err = proc.communicate(timeout=30)
         assert proc.returncode == rc, err
         assert err.startswith(said) and "Traceback" not in err, err
-        deadline = time.monotonic() + 10 * host.WATCH_INTERVAL_S + 5
-        while any(procfs.alive(p) for p in hosts) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not any(procfs.alive(p) for p in hosts)
+        assert hosts_end(hosts)
     finally:
         if proc.poll() is None:
             proc.kill()
