@@ -104,11 +104,16 @@ def cases(matrix):
 
 def value_dim_cases(tc: str, matrix) -> list:
     """A hybrid model whose linear value head dim differs from its key head dim (``VALUE_HEAD_DIM``)."""
-    model, lw, override = VALUE_HEAD_DIM
+    return _one_override_cases(tc, matrix, "value-dim", VALUE_HEAD_DIM)
+
+
+def _one_override_cases(tc: str, matrix, variant: str, spec: tuple) -> list:
+    """``spec`` = (model, layerwise option, one key override) at tp 4 on the CPU profile, per implementation."""
+    model, lw, override = spec
     if model not in matrix.models or not matrix.offers("layerwise", lw):
         return []
     return [Case(tc=tc, model=model, layerwise=lw, parallel="tp4", implementation=impl, hardware="cpu",
-                 variant="value-dim", extra=(*matrix.extra_for(lw), override))
+                 variant=variant, extra=(*matrix.extra_for(lw), override))
             for impl in matrix.implementations]
 
 
@@ -134,12 +139,7 @@ def draft_rejection_cases(tc: str, matrix) -> list:
 
 
 def spelling_cases(tc: str, matrix) -> list:
-    model, lw, override = ATTENTION_SPELLING
-    if model not in matrix.models or not matrix.offers("layerwise", lw):
-        return []
-    return [Case(tc=tc, model=model, layerwise=lw, parallel="tp4", implementation=impl, hardware="cpu",
-                 variant="attention-spelling", extra=(*matrix.extra_for(lw), override))
-            for impl in matrix.implementations]
+    return _one_override_cases(tc, matrix, "attention-spelling", ATTENTION_SPELLING)
 
 
 def variant_cases(tc: str, matrix, names=None) -> list:
