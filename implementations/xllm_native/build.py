@@ -356,6 +356,84 @@ def port_commands(tree: TreeMap, gen: Path, out: Path) -> list[list[str]]:
     return cmds
 
 
+TENSOR_ABI = "lwsplit-tensors-1"
+"""Bumped when ``cpp/alloc_protocol.h``'s protocol changes: part of every tensor library's key."""
+TENSOR_FLAGS = ("-O1", "-fPIC", "-w", "-DNDEBUG")
+
+
+def torch_build() -> dict:
+    """How to compile against the torch this process runs: its headers, its libraries, its C++ ABI and
+    standard (C++20 from torch 2.8, whose headers need it; C++17 before, as on CoreX's torch 2.1)."""
+    import torch
+
+    base = Path(torch.__file__).resolve().parent
+    major, minor = (int(x) for x in re.findall(r"\d+", torch.__version__)[:2])
+    return {"version": torch.__version__, "include": [str(base / "include"), str(base / "include/torch/csrc/api/include")],
+            "lib": str(base / "lib"), "abi": int(bool(torch._C._GLIBCXX_USE_CXX11_ABI)),
+            "std": "-std=c++20" if (major, minor) >= (2, 8) else "-std=c++17"}
+
+
+def tensor_sources(tree: TreeMap) -> list[Path]:
+    """What a tensor library compiles, in order: the tree's allocation sources, the base tree's, the glue."""
+    m = tree.manifest
+    t = m.tensors
+    return [tree.root / s for s in t.sources] + [m.base_root() / s for s in t.base_sources] + [m.beside(t.glue)]
+
+
+def tensor_commands(tree: TreeMap, gen: Path, out: Path) -> list[list[str]]:
+    """One compile per source against torch (``gen/obj/NN-stem.o``), then the link with libtorch."""
+    m, tb = tree.manifest, torch_build()
+    t = m.tensors
+    dirs = ([m.beside(t.shims)] if t.shims else []) + [tree.root / d for d in t.include_dirs]
+    dirs += [m.base_root() / d for d in m.base_include_dirs] if m.base else []
+    dirs += [CPP_DIR]
+    flags = [tb["std"], *TENSOR_FLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={tb['abi']}", *(f"-D{d}" for d in t.defines)]
+    flags += [f"-I{d}" for d in dirs] + [f"-isystem{d}" for d in tb["include"]]
+    objdir = gen / "obj"
+    objdir.mkdir(parents=True, exist_ok=True)
+    cmds, objs = [], []
+    for i, src in enumerate(tensor_sources(tree)):
+        obj = objdir / f"{i:02d}-{src.stem}.o"
+        objs.append(str(obj))
+        cmds.append([compiler(), *flags, "-MD", "-MF", str(obj.with_suffix(".d")), "-c", str(src), "-o", str(obj)])
+    cmds.append([compiler(), "-shared", *objs, "-o", str(out), "-Wl,--no-undefined", f"-L{tb['lib']}",
+                 f"-Wl,-rpath,{tb['lib']}", "-ltorch_cpu", "-lc10", "-lglog", "-lgflags"])
+    return cmds
+
+
+def tensor_key(tree: TreeMap) -> str:
+    """Hash of what decides a tensor library: the manifest, every source and the glue, the project's protocol
+    headers and shims, the compiler, the flags and the torch it is built against."""
+    m = tree.manifest
+    t = m.tensors
+    parts = [TENSOR_ABI.encode(), m.path.read_bytes(), os.fsencode(str(tree.root)), os.fsencode(str(m.base_root()))]
+    for path in [*tensor_sources(tree), CPP_DIR / "protocol.h", CPP_DIR / "alloc_protocol.h"]:
+        parts.append(_hashed("implementation.manifest", str(m.path), path, tree.root))
+    if t.shims:
+        for path in sorted(m.beside(t.shims).rglob("*")):
+            if path.is_file():
+                parts.append(os.fsencode(str(path)) + _hashed("implementation.manifest", str(m.path), path, tree.root))
+    cxx = compiler()
+    return _sha(*parts, cxx.encode(), _compiler_id(cxx), " ".join(TENSOR_FLAGS).encode(),
+                json.dumps(torch_build(), sort_keys=True).encode())[:20]
+
+
+def _tensor_compile_error(tree: TreeMap, log: str) -> UserError:
+    m = tree.manifest
+    first = first_error(log)
+    glue = m.beside(m.tensors.glue)
+    where = f"the tree {tree.root}"
+    if str(glue) in first:
+        where = f"the allocation glue {glue}"
+    elif m.allocation is not None and str(tree.root / m.allocation.file) in first:
+        where = f"the allocation ({tree.root / m.allocation.file})"
+    dup = _DUPLICATE.search(log)
+    if dup:
+        where, first = "the tensor library's link", f"duplicate symbol {dup.group(2)}"
+    return UserError(FIELD, str(tree.root), "a tree whose allocation compiles against torch "
+                     "(the manifest's allocation.sources, glue and shims)", f"{where} does not compile: {first}")
+
+
 def compile_commands(tree: TreeMap, gen: Path, unity: Optional[Path], out: Path) -> list[list[str]]:
     """The compiler runs that build ``out``: one for upstream's unity file, one per object and a link for a port."""
     if tree.port:
@@ -671,8 +749,9 @@ def _compile_error(tree: TreeMap, log: str) -> UserError:
                      f"{where} does not compile: {first}")
 
 
-def build(tree: TreeMap, *, root: Optional[Path] = None) -> Built:
-    """The cached library for ``tree``, building it once (under a lock) when no valid entry exists.
+def build(tree: TreeMap, *, root: Optional[Path] = None, tensors: bool = False) -> Built:
+    """The cached library for ``tree``, building it once (under a lock) when no valid entry exists;
+    ``tensors``: its allocation's torch library (the manifest's ``allocation.torch``) instead.
 
     SIGTERM and SIGHUP (when nobody else handles them) and Ctrl-C during it kill the compiler's process
     group and remove the temporary folder before the process ends."""
@@ -684,7 +763,10 @@ def build(tree: TreeMap, *, root: Optional[Path] = None) -> Built:
                         "the generated sources name the tree's files by their paths") from None
     with cachefs.terminate_as_exception():
         root = private_cache(root)
-        key = source_key(tree)
+        if tensors and (tree.manifest is None or tree.manifest.tensors is None):
+            raise UserError(FIELD, str(tree.root), "a manifest whose allocation is compiled against torch "
+                            "(allocation.torch: true)")
+        key = tensor_key(tree) if tensors else source_key(tree)
         found = _find(root, key)
         if found is not None:
             return found
@@ -706,7 +788,7 @@ def build(tree: TreeMap, *, root: Optional[Path] = None) -> Built:
                         shutil.rmtree(stale, ignore_errors=True)
                 except OSError:
                     pass
-            return _build_locked(tree, root, key)
+            return _build_locked(tree, root, key, tensors)
         finally:
             os.close(fd)
 
@@ -714,7 +796,7 @@ def build(tree: TreeMap, *, root: Optional[Path] = None) -> Built:
 _FULL = ("No space left on device", "Disk quota exceeded")
 
 
-def _build_locked(tree: TreeMap, root: Path, key: str) -> Built:
+def _build_locked(tree: TreeMap, root: Path, key: str, tensors: bool = False) -> Built:
     try:
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=root))
     except OSError as exc:
@@ -722,9 +804,13 @@ def _build_locked(tree: TreeMap, root: Path, key: str) -> Built:
     try:
         gen = tmp / "gen"
         gen.mkdir()
-        unity = generate(tree, gen)
-        library = tmp / "liblwsplit_native.so"
-        commands = compile_commands(tree, gen, unity, library)
+        if tensors:
+            library = tmp / "liblwsplit_tensors.so"
+            commands = tensor_commands(tree, gen, library)
+        else:
+            unity = generate(tree, gen)
+            library = tmp / "liblwsplit_native.so"
+            commands = compile_commands(tree, gen, unity, library)
         started = time.monotonic()
         limit = build_timeout()
         for cmd in commands:
@@ -741,10 +827,10 @@ def _build_locked(tree: TreeMap, root: Path, key: str) -> Built:
                 if full:  # the linker's "ld returned 1" is the disk's doing, not the tree's
                     raise _cache_error(root, f"the compiler ran out of room: {full[0]}",
                                        "a cache folder with room for a build") from None
-                raise _compile_error(tree, log)
+                raise _tensor_compile_error(tree, log) if tensors else _compile_error(tree, log)
         if not library.is_file():
             raise _compile_error(tree, "(the compiler wrote no library)")
-        if tree.port:  # one dependency list per object, joined into one rule as make would read them
+        if tree.port or tensors:  # one dependency list per object, joined into one rule as make would read them
             lists = [d.read_text(errors="surrogateescape").replace("\\\n", " ").split(":", 1)[-1]
                      for d in sorted((gen / "obj").glob("*.d"))]
             (gen / "deps.d").write_text("objects: " + " ".join(lists) + "\n", errors="surrogateescape")
@@ -758,7 +844,7 @@ def _build_locked(tree: TreeMap, root: Path, key: str) -> Built:
             "abi": ABI, "source": str(tree.root), "files": tree.files, "key": key,
             "manifest": str(tree.manifest.path) if tree.manifest is not None else None,
             "compiler": _compiler_id(cmd[0]).decode(errors="replace").splitlines()[:1],
-            "flags": list(PORT_FLAGS if tree.port else CXX_FLAGS), "command": cmd, "commands": len(commands),
+            "flags": list(TENSOR_FLAGS if tensors else PORT_FLAGS if tree.port else CXX_FLAGS), "command": cmd, "commands": len(commands),
             "seconds": round(time.monotonic() - started, 1),
             "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": platform.machine(),
             "library": library.name, "library_sha256": cachefs.private_sha(library),

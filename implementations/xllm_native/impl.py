@@ -34,10 +34,18 @@ from contract.plan_types import DraftPlan, KVPlan
 from contract.specs import ModelSpec, RunSpec
 from implementations.reference import estimation, kv_bytes, validation
 from implementations.xllm_native import native as native_mod
+from implementations.xllm_native import tensor_lib
 from implementations.xllm_upstream.impl import XllmUpstreamImplementation
 
 TORCH_SCALAR_TYPES = {"int8": 1, "float16": 5, "float32": 6, "bfloat16": 15, "fp8_e5m2": 23, "fp8_e4m3": 24}
 """c10::ScalarType codes of the model dtypes ``specs.DTYPE_BYTES`` names (the estimate options' ``dtype``)."""
+
+
+TENSOR_NAMES = {"k": "k", "v": "v", "k_scale": "k_scale", "v_scale": "v_scale", "index": "index",
+                "index_scale": "index_scale", "conv": "conv", "ssm": "recurrent"}
+"""A tensor glue's names (upstream ``KVCache``'s getters) -> the harness's (``harness/oracle/tensors.py``)."""
+TENSOR_NAMES_MLA = {**TENSOR_NAMES, "k": "latent", "v": "rope", "k_scale": "latent_scale", "v_scale": "rope_scale"}
+"""An MLA model's: upstream keeps the latent in the key cache and the rope part in the value cache."""
 
 
 def field_value(run: RunSpec, name: str, fallback: object) -> object:
@@ -235,7 +243,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         target = {**self.model_args(run.model), **self.estimate_options(run, run.model, tp, split_size=split_size)}
         if run.draft is None:
             reply = self.call(run, "estimate", {**target, **self._parallel(run)})
-            est = {"target": reply.get("capacity"), "draft": None,
+            est = {"target": reply.get("capacity"), "draft": None, "target_shape_capacity": reply.get("shape_capacity"),
                    "n_blocks": (reply.get("capacity") or {}).get("n_blocks"),
                    "full_attention": reply.get("full_attention"), "indexer_layers": reply.get("indexer_layers")}
             return self._checked_estimate("estimate", run, est)
@@ -389,8 +397,12 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
     def init_worker(self, message: KVPlan, run: RunSpec, *, rank: int, role: str, device: str,
                     expected_digest: str) -> WorkerKVCache:
         """The worker: the tree's mask; with the manifest's ``allocation``, the tensors the tree's own
-        allocation returns (else the harness allocates that mask)."""
+        allocation returns (compiled against torch and run in this rank: ``tensor_worker``); with none, the
+        harness allocates the tree's mask."""
         self._worker_model = run.model if role == "target" else run.draft
+        if self.manifest.tensors is not None:
+            return self.tensor_worker(message, run, rank=rank, role=role, device=device,
+                                      expected_digest=expected_digest)
         if not self.port or self.manifest.allocation is None:
             return super().init_worker(message, run, rank=rank, role=role, device=device,
                                        expected_digest=expected_digest)
@@ -406,6 +418,86 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
                             f"{self.manifest.allocation.function} returned tensors; handing a tree's tensors "
                             "to the rank (torch's C++ extension API) is not supported yet")
         return tree_allocation(message, rank=rank, role=role, mask=mask, device=device)
+
+    # ---- the tree's allocation, compiled against torch, in this rank ----------------------------------
+
+    def tensor_worker(self, message: KVPlan, run: RunSpec, *, rank: int, role: str, device: str,
+                      expected_digest: str) -> WorkerKVCache:
+        """The worker's caches as the tree's own allocation made them in this process.
+
+        The engine's capacity comes from the tree's estimation (as the engine hands the workers the shape
+        it builds from it); the glue builds the tree's shape and create options from it and calls the
+        manifest's ``allocation`` function (upstream: ``allocate_kv_caches``, with the mask its worker builds
+        from ``rank % s``; a port: the mask its worker role gives). Each layer holds the tensors the tree
+        allocated for it; a full layer the tree does not own holds its view of the scratch."""
+        if role not in ROLES:
+            raise ConfigError("role", role, f"one of {', '.join(ROLES)}")
+        self.check_message(message, expected_digest, rank)
+        model = run.model if role == "target" else run.draft
+        if model is None:
+            raise ConfigError("draft", None, "a draft model is needed for role 'draft'")
+        s = message.split_size if message.active and role == "target" else 1
+        tp = message.attn_tp_size
+        est = self.native_estimate(run, message.split_size if message.active else 1)
+        if role == "target":
+            shape_cap = est.get("target_shape_capacity") or est.get("target")
+        else:
+            shape_cap = est.get("draft_shape_capacity") or est.get("draft")
+            if run.draft.body_tp1:
+                tp = 1
+        if not isinstance(shape_cap, dict):
+            raise self._malformed("estimate", f"no {role} capacity for the worker's shape")
+        shape_cap = {**shape_cap, "n_blocks": message.n_blocks}
+        values = {**self.model_args(model, draft=role == "draft"), **{f"cap.{k}": v for k, v in shape_cap.items()},
+                  "op": "allocate", "world_size": tp, "layerwise_split_size": s, "rank": rank,
+                  "dtype_code": TORCH_SCALAR_TYPES[model.dtype], "kv_cache_dtype": run.cache.kv_cache_dtype,
+                  "indexer_cache_dtype": run.cache.indexer_cache_dtype, "block_size": message.block_size,
+                  "device": device}
+        if self.port and s > 1:
+            values["owned"] = [int(m) for m in self.ownership_mask(message, rank)]
+        library = self.native.tensor_library()
+        reply, tensors = library.allocate(tensor_lib.request(values))
+        if "check" in reply:
+            c = reply["check"]
+            raise self.native.refusal(native_mod.Check(file=c["file"], line=c["line"], message=c["message"].strip(),
+                                                       condition=native_mod.check_condition(c["file"], c["line"])))
+        return self.worker_cache(message, reply, tensors, rank=rank, role=role, model=model, device=device)
+
+    def worker_cache(self, message: KVPlan, reply: dict, tensors: list, *, rank: int, role: str,
+                     model: ModelSpec, device: str) -> WorkerKVCache:
+        """The glue's reply as the rank's caches: each layer's tensors under the harness's names."""
+        layers_reply = reply.get("layers")
+        if not isinstance(layers_reply, list) or len(layers_reply) != message.num_layers:
+            got = f"{len(layers_reply)} layers" if isinstance(layers_reply, list) else f"layers {layers_reply!r}"
+            raise self._malformed("allocate", f"{got} for a model of {message.num_layers} layers")
+        names = TENSOR_NAMES_MLA if model.attention == "mla" else TENSOR_NAMES
+        full = set(message.full_layers)
+        layers, scratch = [], {}
+        for layer_id, entry in enumerate(layers_reply):
+            if not isinstance(entry, dict) or entry.get("layer") != layer_id or not isinstance(entry.get("tensors"), dict):
+                raise self._malformed("allocate", f"layer entry {entry!r} at position {layer_id}")
+            held = {}
+            for name, index in entry["tensors"].items():
+                if name not in names:
+                    raise self._malformed("allocate", f"tensor {name!r} of layer {layer_id} (known: {', '.join(names)})")
+                if not isinstance(index, int) or not 0 <= index < len(tensors):
+                    raise self._malformed("allocate", f"tensor index {index!r} of layer {layer_id} "
+                                                      f"({len(tensors)} tensors handed over)")
+                held[names[name]] = tensors[index]
+            owned = bool(entry.get("owned", True))
+            if layer_id in full and not owned and not scratch:
+                scratch = dict(held)
+            layers.append(LayerCache(layer_id=layer_id, kind="full" if layer_id in full else "linear",
+                                     owned=owned, tensors=held))
+        rank_plan = next(r for r in message.ranks if r.rank == rank)
+        if message.active:
+            split_size, split_rank = message.split_size, rank_plan.split_rank
+            split_group = tuple(message.split_groups[rank_plan.split_group])
+        else:
+            split_size, split_rank, split_group = 1, 0, (rank,)
+        return WorkerKVCache(rank=rank, role=role, plan_digest=message.digest, split_size=split_size,
+                             split_rank=split_rank, split_group=split_group, n_blocks=message.n_blocks,
+                             kv_layout=message.kv_layout, device=device, layers=layers, scratch=scratch)
 
     def _uniform_n_blocks(self, run: RunSpec, known: Optional[int]) -> int:
         """The block count at s = 1 from the same compiled code (0 when not one block fits)."""

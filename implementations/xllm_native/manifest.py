@@ -89,6 +89,21 @@ class Role:
 
 
 @dataclass(frozen=True, kw_only=True)
+class TensorBuild:
+    """What the tensor library compiles: the tree's files (``sources``; ``base_sources`` from the base tree),
+    the glue answering ``op=allocate`` through ``cpp/alloc_protocol.h``, the project's shim folder (first
+    on the include path: what the files include but the allocation never reaches), include folders and
+    defines (the manifest's own when not given)."""
+
+    sources: tuple[str, ...]
+    glue: str
+    base_sources: tuple[str, ...] = ()
+    shims: str = ""
+    include_dirs: tuple[str, ...] = ()
+    defines: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
 class Manifest:
     """A validated manifest. Paths are as written; ``resolve`` makes them absolute against a tree."""
 
@@ -111,6 +126,10 @@ class Manifest:
     allocation: Optional[Role] = None
     """The tree's own allocation (glue op ``allocate``): the worker holds the tensors it returns. None:
     the harness allocates the tree's mask (the worker role still decides the mask)."""
+    tensors: Optional[TensorBuild] = None
+    """``allocation.torch: true``: the allocation is compiled against torch into its own library, loaded in
+    the rank process, and hands the rank its tensors (``tensor_lib``); None: the allocation (if any) runs
+    in the planning library's host and returns no tensor."""
 
     def role(self, name: str) -> Role:
         return self.roles[name]
@@ -129,6 +148,10 @@ class Manifest:
     @property
     def glue_path(self) -> Path:
         return (self.path.parent / self.glue).resolve()
+
+    def beside(self, rel: str) -> Path:
+        """A path the manifest names relative to itself (a glue file, a shim folder)."""
+        return (self.path.parent / rel).resolve()
 
     def base_root(self) -> Optional[Path]:
         if not self.base:
@@ -211,16 +234,7 @@ def load(path: object) -> Manifest:
         raise _err(p, "glue", None, "a C++ glue file (relative to the manifest) answering the harness's ops")
     if kind == "sources" and not data.get("sources"):
         raise _err(p, "sources", None, "a list of the tree's .cpp files to compile")
-    allocation = None
-    if "allocation" in data:
-        spec = data["allocation"]
-        for key in spec:
-            if key not in ("file", "function"):
-                raise _err(p, f"allocation.{key}", spec[key], "file or function")
-        for key in ("file", "function"):
-            if not isinstance(spec.get(key), str) or not spec[key].strip():
-                raise _err(p, f"allocation.{key}", spec.get(key), "a non-empty string")
-        allocation = Role(name="allocation", file=spec["file"].strip(), function=spec["function"].strip())
+    allocation, tensors = _allocation(p, data)
     files = data.get("files", {})
     if not all(isinstance(v, str) for v in files.values()):
         raise _err(p, "files", files, "a mapping of role to path")
@@ -233,8 +247,51 @@ def load(path: object) -> Manifest:
         files=dict(files), roles=roles, base=data.get("base", ""),
         base_include_dirs=_strings(p, "base_include_dirs", data.get("base_include_dirs", [])),
         base_sources=_strings(p, "base_sources", data.get("base_sources", [])), tests=data.get("tests", ""),
-        allocation=allocation,
+        allocation=allocation, tensors=tensors,
     )
+
+
+ALLOCATION_KEYS = ("file", "function", "torch", "sources", "base_sources", "glue", "shims", "include_dirs", "defines")
+
+
+def _allocation(p: Path, data: dict) -> tuple[Optional[Role], Optional[TensorBuild]]:
+    """The ``allocation`` block: the tree's function, and with ``torch: true`` how its tensor library is built."""
+    if "allocation" not in data:
+        return None, None
+    spec = data["allocation"]
+    for key in spec:
+        if key not in ALLOCATION_KEYS:
+            raise _err(p, f"allocation.{key}", spec[key], f"a key of {', '.join(ALLOCATION_KEYS)}")
+    for key in ("file", "function"):
+        if not isinstance(spec.get(key), str) or not spec[key].strip():
+            raise _err(p, f"allocation.{key}", spec.get(key), "a non-empty string")
+    role = Role(name="allocation", file=spec["file"].strip(), function=spec["function"].strip())
+    torch_ = spec.get("torch", False)
+    if not isinstance(torch_, bool):
+        raise _err(p, "allocation.torch", torch_, "true or false")
+    extra = [k for k in ("sources", "base_sources", "glue", "shims", "include_dirs", "defines") if k in spec]
+    if not torch_:
+        if extra:
+            raise _err(p, f"allocation.{extra[0]}", spec[extra[0]], "only with allocation.torch: true",
+                       "without torch the allocation runs in the planning library, built from the manifest's sources")
+        return role, None
+    for key in ("sources", "glue"):
+        if key not in spec:
+            raise _err(p, f"allocation.{key}", None, "given (required with allocation.torch: true)")
+    if not isinstance(spec["glue"], str) or not spec["glue"].strip():
+        raise _err(p, "allocation.glue", spec["glue"], "a C++ file relative to the manifest")
+    shims = spec.get("shims", "")
+    if not isinstance(shims, str):
+        raise _err(p, "allocation.shims", shims, "a folder relative to the manifest")
+    defines = _strings(p, "allocation.defines", spec.get("defines", list(data.get("defines", []))))
+    for d in defines:
+        if not _DEFINE.match(d):
+            raise _err(p, "allocation.defines", d, "NAME or NAME=VALUE (a C++ macro)")
+    return role, TensorBuild(
+        sources=_strings(p, "allocation.sources", spec["sources"]), glue=spec["glue"].strip(),
+        base_sources=_strings(p, "allocation.base_sources", spec.get("base_sources", [])), shims=shims.strip(),
+        include_dirs=_strings(p, "allocation.include_dirs", spec.get("include_dirs", list(data.get("include_dirs", [])))),
+        defines=defines)
 
 
 def check_tree(m: Manifest, root: Path) -> None:
@@ -265,6 +322,21 @@ def check_tree(m: Manifest, root: Path) -> None:
         if not defines(path.read_text(encoding="utf-8", errors="replace"), role.function):
             raise _err(m.path, f"{key}.function", role.function, f"a function {role.file} defines",
                        f"{role.function} not found in {path}")
+    if m.tensors is not None:
+        t = m.tensors
+        for key, items, under in (("allocation.sources", t.sources, root), ("allocation.base_sources", t.base_sources, base),
+                                  ("allocation.include_dirs", t.include_dirs, root)):
+            for rel in items:
+                target = (under or root) / rel
+                if not (target.is_dir() if key.endswith("dirs") else target.is_file()):
+                    raise _err(m.path, key, rel, f"{'folders' if key.endswith('dirs') else 'files'} of {under or root}",
+                               f"{target} is missing")
+        if not m.beside(t.glue).is_file():
+            raise _err(m.path, "allocation.glue", t.glue, "a C++ file relative to the manifest",
+                       f"{m.beside(t.glue)} is missing")
+        if t.shims and not m.beside(t.shims).is_dir():
+            raise _err(m.path, "allocation.shims", t.shims, "a folder relative to the manifest",
+                       f"{m.beside(t.shims)} is missing")
 
 
 def shipped() -> list[Manifest]:

@@ -129,6 +129,19 @@ class Native:
         self._lock = threading.Lock()
         self.manifest: Optional[manifest_mod.Manifest] = tree.manifest
         self.why = ""
+        self.cache: Optional[Path] = None
+        """The cache folder ``load`` was given (None: ``build.cache_root()``)."""
+        self._tensors = None
+
+    def tensor_library(self):
+        """The tree's allocation compiled against torch (the manifest's ``allocation.torch``), built once and
+        opened in this process: its tensors are this process's (``tensor_lib``)."""
+        from implementations.xllm_native import tensor_lib
+
+        if self._tensors is None or self._tensors[0] != os.getpid():
+            built = build.build(self.tree, root=self.cache, tensors=True)
+            self._tensors = (os.getpid(), tensor_lib.open_library(built.library, self.who))
+        return self._tensors[1]
 
     @property
     def who(self) -> str:
@@ -411,6 +424,6 @@ def load(source_dir: Optional[str] = None, files: Optional[Mapping[str, str]] = 
         if memo not in _LOADED:
             manifest_mod.log.info("xllm_native: %s: manifest %s (%s)", tree.root, m.name, why)
             native = Native(tree, build.build(tree, root=cache))
-            native.manifest, native.why = m, why
+            native.manifest, native.why, native.cache = m, why, cache
             _LOADED[memo] = native
         return _LOADED[memo]

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -57,7 +58,8 @@ def write_manifest(tmp_path: Path, old: str = "", new: str = "", *, text: str = 
         assert old in body, old
         body = body.replace(old, new)
     path = tmp_path / "m.yaml"
-    path.write_text(body.replace("glue: glue.cpp", f"glue: {FIXTURE / 'glue.cpp'}"))
+    path.write_text(body.replace("glue: glue.cpp", f"glue: {FIXTURE / 'glue.cpp'}")
+                    .replace("glue: alloc_glue.cpp", f"glue: {FIXTURE / 'alloc_glue.cpp'}"))
     return path
 
 
@@ -72,6 +74,10 @@ def write_manifest(tmp_path: Path, old: str = "", new: str = "", *, text: str = 
     ("defines: [FXPORT_BUILD=1]", "defines: [\"-O3 x\"]", ["defines='-O3 x'", "NAME or NAME=VALUE"]),
     ("function: fx_master_layout}", "function: fx_master_layout, absent: x}", ["roles.layout", "not both"]),
     ("function: fx_worker_mask", "", ["roles.worker.function=None", "a non-empty string"]),
+    ("  torch: true\n", "  torch: maybe\n", ["allocation.torch='maybe'", "true or false"]),
+    ("  torch: true\n", "", ["allocation.sources=", "only with allocation.torch: true"]),
+    ("  glue: alloc_glue.cpp\n", "", ["allocation.glue=None", "required with allocation.torch: true"]),
+    ("  torch: true\n", "  torch: true\n  shim: x\n", ["allocation.shim='x'", "a key of file, function, torch"]),
 ])
 def test_a_manifest_mistake_names_its_key(tmp_path, old, new, words):
     with pytest.raises(UserError) as err:
@@ -88,8 +94,11 @@ def test_a_manifest_mistake_names_its_key(tmp_path, old, new, words):
      ["roles.worker.file='core/runtime/worker.cpp'", "is missing"]),
     ("  - core/runtime/worker_layerwise_init.cpp\n", "  - core/runtime/nope.cpp\n",
      ["sources='core/runtime/nope.cpp'", "files of"]),
-    ("function: fx_allocated_layers", "function: fx_allocate",
-     ["allocation.function='fx_allocate'", "fx_allocate not found in"]),
+    ("function: fx_allocate_kv_tensors", "function: fx_allocate_kv",
+     ["allocation.function='fx_allocate_kv'", "fx_allocate_kv not found in"]),
+    ("glue: alloc_glue.cpp", "glue: alloc_missing.cpp", ["allocation.glue=", "alloc_missing.cpp is missing"]),
+    ("sources: [core/framework/kv_cache/kv_cache_tensors.cpp]", "sources: [core/framework/kv_cache/nope.cpp]",
+     ["allocation.sources='core/framework/kv_cache/nope.cpp'", "is missing"]),
 ])
 def test_a_manifest_naming_what_the_tree_lacks_names_it(tmp_path, old, new, words):
     m = manifest.load(write_manifest(tmp_path, old, new))
@@ -154,10 +163,57 @@ def test_the_worker_mask_is_the_trees_and_its_owner_by_layer_id_is_found(impl):
     for rank in range(4):
         cache = impl.init_worker(plan, r, rank=rank, role="target", device="cpu", expected_digest=plan.digest)
         found[rank] = [layer for layer in FULL if cache.owns_layer_cache(layer)]
-        assert cache.all_tensors() == [] and cache.scratch == {}  # the tree's allocation creates no tensor
     # full layers are 3, 7, ...: all odd, so layer id % 2 gives every one to split rank 1
     assert found == {0: [], 1: FULL, 2: [], 3: FULL}
     assert ownership.expected_owned_full(r, groups, 1) == [7, 15, 23, 31, 39] != found[1]
+
+
+def test_the_worker_holds_the_tensors_the_trees_allocation_made_in_this_process(impl):
+    """``allocation.torch``: fx_allocate_kv_tensors runs here and hands its tensors over (DLPack): the planted
+    head count (every KV head on every rank) is in their shapes; a rank's non-owned layers share one storage."""
+    r = run(2)
+    plan = impl.plan(r)
+    owner = impl.init_worker(plan, r, rank=1, role="target", device="cpu", expected_digest=plan.digest)
+    other = impl.init_worker(plan, r, rank=0, role="target", device="cpu", expected_digest=plan.digest)
+    k = owner.layer(3).tensors["k"]
+    assert tuple(k.shape) == (plan.n_blocks, 2, 16, 256) and k.dtype.is_floating_point  # spec: 1 head at TP 4
+    assert {n: tuple(t.shape) for n, t in other.scratch.items()} == {"k": tuple(k.shape), "v": tuple(k.shape)}
+    views = {other.layer(layer).tensors["k"].untyped_storage().data_ptr() for layer in FULL}
+    assert views == {other.scratch["k"].untyped_storage().data_ptr()}
+    assert owner.layer(0).tensors == {} and owner.layer(0).kind == "linear"  # the fixture has no linear state
+    k.fill_(1.0)  # the storage is this process's to use
+    assert float(k.sum()) == k.numel()
+
+
+def test_a_tree_allocation_without_torch_hands_the_worker_no_tensor(tmp_path, cache):
+    """The BI-V100 port's kind: an allocation function that only counts (no ``torch``): the worker holds the tree's
+    mask and nothing of its own, and TC-01 judges that."""
+    start = FIXTURE_MANIFEST.read_text().index("allocation:\n")
+    end = FIXTURE_MANIFEST.read_text().index("roles:")
+    path = write_manifest(tmp_path, FIXTURE_MANIFEST.read_text()[start:end],
+                          "allocation: {file: core/framework/kv_cache/kv_cache_layerwise.cpp, "
+                          "function: fx_allocated_layers}\n")
+    os.environ[build.ENV_CACHE] = str(cache)
+    try:
+        from implementations.xllm_native import XllmNativeImplementation
+
+        counting = XllmNativeImplementation(source_dir=str(FIXTURE), manifest=str(path))
+        r = run(2)
+        plan = counting.plan(r)
+        worker = counting.init_worker(plan, r, rank=1, role="target", device="cpu", expected_digest=plan.digest)
+    finally:
+        os.environ.pop(build.ENV_CACHE, None)
+    assert worker.all_tensors() == [] and worker.scratch == {}
+    assert [layer for layer in FULL if worker.owns_layer_cache(layer)] == FULL
+
+
+def test_tc01_judges_the_trees_tensors_and_finds_the_planted_head_count(cache):
+    proc = tc(FIXTURE, "test_tc01_allocation.py", "test_tc01[qwen3_5_moe-s2-w4-xllm_native]", cache=cache,
+              manifest=FIXTURE_MANIFEST)
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert "rank 1 layer 3: owns 44564480 B, spec 22282240 B" in proc.stdout, proc.stdout[-3000:]
+    assert ("rank 1 target layer 3 (full, owned): tensors {'k': ((170, 2, 128, 256), 'bfloat16'), 'v': ((170, 2, 128, "
+            "256), 'bfloat16')}, spec {'k': ((170, 1, 128, 256)") in proc.stdout, proc.stdout[-3000:]
 
 
 def test_the_missing_tp_rule_is_found(impl):
@@ -192,7 +248,8 @@ def small_manifest(tmp_path: Path, sources: list, glue: Path) -> Path:
     start, end = text.index("sources:\n"), text.index("glue: glue.cpp")
     text = text[:start] + "sources:\n" + "".join(f"  - {s}\n" for s in sources) + text[end:]
     path = tmp_path / "small.yaml"
-    path.write_text(text.replace("glue: glue.cpp", f"glue: {glue}"))
+    path.write_text(text.replace("glue: glue.cpp", f"glue: {glue}")
+                    .replace("glue: alloc_glue.cpp", f"glue: {FIXTURE / 'alloc_glue.cpp'}"))
     return path
 
 
@@ -240,14 +297,20 @@ def real_tree(*trees: Path):
     return pytest.mark.skipif(bool(reason), reason=reason or "-")
 
 
-def tc(tree: Path, tc_file: str, *select: str, cache: Path) -> subprocess.CompletedProcess:
-    """Run a few cases of one TC on ``tree`` in a separate pytest (one tree's flags per process), its library
+def tc(tree: Path, tc_file: str, *select: str, cache: Path, manifest: Optional[Path] = None,
+       model: str = "qwen3_5_moe") -> subprocess.CompletedProcess:
+    """Run a few cases of one TC on ``tree`` in a separate pytest (one tree's flags per process), its libraries
     built here first (a cold build inside the ranks would run into their time limit)."""
-    build.build(native.resolve(str(tree))[0], root=cache)
+    tree_map = native.resolve(str(tree), None, str(manifest) if manifest else None)[0]
+    build.build(tree_map, root=cache)
+    if tree_map.manifest is not None and tree_map.manifest.tensors is not None:
+        build.build(tree_map, root=cache, tensors=True)
     env = {**os.environ, build.ENV_SOURCE: str(tree), build.ENV_CACHE: str(cache), "PYTHONPATH": str(ROOT)}
     env.pop("LW_ALLUREDIR", None)
     cmd = [sys.executable, "-m", "pytest", "-p", "no:randomly", "-n", "0", "-q", f"testcases/tc/{tc_file}",
-           "--lw-override", "implementation=xllm_native", "--lw-override", "model=qwen3_5_moe", "-k", " or ".join(select)]
+           "--lw-override", "implementation=xllm_native", "--lw-override", f"model={model}", "-k", " or ".join(select)]
+    if manifest is not None:
+        cmd += ["--lw-override", f"implementation.manifest={manifest}"]
     return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
 
 
@@ -313,3 +376,31 @@ def test_each_snapshots_own_tests_run_beside_the_spec(name):
 
     result = own_tests.run(str(PORTS[name]))
     assert (result.total, result.passed, result.failed) == (12, 12, ()), result
+
+
+# ---- the tensor library: its errors ------------------------------------------------------------------------
+
+
+def test_a_check_inside_the_trees_allocation_is_a_refusal_and_the_rank_goes_on(impl):
+    """fx_allocate_kv_tensors CHECKs n_blocks > 0: the CHECK comes back as the field it guards, in this process,
+    and the next allocation works."""
+    r = run(2)
+    plan = impl.plan(r)
+    empty = replace(plan, n_blocks=0)
+    with pytest.raises(UserError) as err:
+        impl.init_worker(empty, r, rank=1, role="target", device="cpu", expected_digest=empty.digest)
+    assert err.value.field == "hardware.reserved_bytes_per_card", str(err.value)
+    assert "kv_cache_tensors.cpp" in str(err.value) and "CHECK_GT(n_blocks, 0)" in str(err.value)
+    again = impl.init_worker(plan, r, rank=1, role="target", device="cpu", expected_digest=plan.digest)
+    assert again.layer(3).tensors["k"].shape[0] == plan.n_blocks
+
+
+def test_allocation_glue_that_does_not_compile_names_it_and_the_first_error(tmp_path):
+    glue = tmp_path / "alloc_broken.cpp"
+    glue.write_text('#error "the allocation glue is broken"\n')
+    path = write_manifest(tmp_path, "glue: alloc_glue.cpp", f"glue: {glue}")
+    tree = build.port_tree(manifest.load(path), FIXTURE)
+    with pytest.raises(UserError) as err:
+        build.build(tree, root=tmp_path / "cache", tensors=True)
+    text = str(err.value)
+    assert f"the allocation glue {glue} does not compile" in text and "the allocation glue is broken" in text, text

@@ -71,6 +71,25 @@ Json& layer_facts(Json& j, const xllm::ModelArgs& args, int64_t n_layers) {
       .raw("indexer_layers", array(std::vector<int>(indexer.begin(), indexer.end())));
 }
 
+// Every KVCacheCapacity property, as the engine hands it to KVCacheShape (the tensor library's
+// allocate takes them back as cap.<name>).
+std::string shape_capacity(const xllm::KVCacheCapacity& c) {
+  Json j;
+  j.num("n_blocks", c.n_blocks()).num("cache_size_in_bytes", c.cache_size_in_bytes())
+      .num("block_size", c.block_size()).num("slot_size", c.slot_size())
+      .num("index_slot_size", c.index_slot_size()).num("num_indexer_layers", c.num_indexer_layers())
+      .num("enable_indexer_cache_quant", c.enable_indexer_cache_quant() ? 1 : 0)
+      .num("scale_slot_size", c.scale_slot_size()).num("linear_slot_size", c.linear_slot_size())
+      .num("linear_cache_size_in_bytes", c.linear_cache_size_in_bytes())
+      .num("linear_conv_state_len", c.linear_conv_state_len())
+      .num("linear_ssm_checkpoint_stride", c.linear_ssm_checkpoint_stride())
+      .num("n_layers", c.n_layers()).num("num_linear_state_blocks", c.num_linear_state_blocks())
+      .num("num_full_attention_layers", c.num_full_attention_layers())
+      .num("num_linear_attention_layers", c.num_linear_attention_layers())
+      .num("swa_count", c.swa_count()).num("c4_count", c.c4_count()).num("c128_count", c.c128_count());
+  return j.str();
+}
+
 // Role: master startup validation (validate_layerwise_split_size_startup_config).
 std::string op_validate(const Request& req) {
   set_parallel(req, "");
@@ -90,7 +109,7 @@ std::string op_estimate(const Request& req) {
   const xllm::KVCacheCapacity cap =
       xllm::estimate_kv_cache_capacity(args, estimate_options(req, ""));
   Json j;
-  j.raw("capacity", capacity(cap));
+  j.raw("capacity", capacity(cap)).raw("shape_capacity", shape_capacity(cap));
   return layer_facts(j, args, cap.n_layers()).str();
 }
 
@@ -125,7 +144,8 @@ std::string op_speculative(const Request& req) {
       xllm::estimate_kv_cache_capacity(draft_args, estimate_options(req, "d."));
   const int64_t n_blocks = engine.calculate_kv_cache(target, draft);
   Json j;
-  j.raw("target", capacity(target)).raw("draft", capacity(draft)).num("n_blocks", n_blocks);
+  j.raw("target", capacity(target)).raw("draft", capacity(draft)).num("n_blocks", n_blocks)
+      .raw("target_shape_capacity", shape_capacity(target)).raw("draft_shape_capacity", shape_capacity(draft));
   return layer_facts(j, engine.model_args_, target.n_layers()).str();
 }
 

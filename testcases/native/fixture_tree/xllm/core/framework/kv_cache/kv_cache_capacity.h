@@ -29,6 +29,12 @@ class KVCacheCapacity final {
   FIXTURE_CAP(num_linear_state_blocks)
   FIXTURE_CAP(num_full_attention_layers)
   FIXTURE_CAP(num_linear_attention_layers)
+  FIXTURE_CAP(enable_indexer_cache_quant)
+  FIXTURE_CAP(linear_conv_state_len)
+  FIXTURE_CAP(linear_ssm_checkpoint_stride)
+  FIXTURE_CAP(swa_count)
+  FIXTURE_CAP(c4_count)
+  FIXTURE_CAP(c128_count)
 };
 
 }  // namespace xllm

@@ -1,0 +1,112 @@
+"""A tree's allocation compiled against torch, called in the rank process: the rank holds its tensors.
+
+The planning library runs in a child host (``native``); tensors cannot cross a process boundary, so a
+manifest whose ``allocation`` says ``torch: true`` gets a second library (``build.build(tree,
+tensors=True)``: the tree's allocation sources, the project's glue and shims, linked with the torch
+this process runs) that the rank opens itself. Its failure is still a verdict: it runs in a rank,
+under the rank's time limit, and a CHECK that fires comes back as the CHECK's place and text
+(``cpp/protocol.h``). The reply names each layer's tensors by index; ``lwsplit_take_tensor`` hands
+each over through DLPack, so the rank's torch tensors share the tree's storage (two layers that are
+views of one scratch stay one storage).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Mapping
+
+from contract.errors import ImplementationFailure, PlanError, clip
+
+ABI_VERSION = 1
+"""``lwsplit_tensor_abi_version()`` of ``cpp/alloc_protocol.h`` this loader speaks."""
+
+_OPEN: dict = {}
+_LOCK = threading.Lock()
+
+
+class TensorLibrary:
+    """One opened tensor library (one per library file and process)."""
+
+    def __init__(self, library: Path, who: str) -> None:
+        self.who = who
+        self.library = library
+        try:
+            self._lib = ctypes.CDLL(str(library), mode=os.RTLD_NOW | os.RTLD_LOCAL)
+        except OSError as exc:
+            raise ImplementationFailure(who, f"the tensor library {library} could not be opened: {exc}") from None
+        lib = self._lib
+        try:
+            version = lib.lwsplit_tensor_abi_version
+        except AttributeError:
+            raise ImplementationFailure(who, f"{library} has no lwsplit_tensor_abi_version: its allocation glue "
+                                             "does not include cpp/alloc_protocol.h") from None
+        if version() != ABI_VERSION:
+            raise ImplementationFailure(who, f"{library} speaks tensor protocol {version()}, this harness {ABI_VERSION}")
+        lib.lwsplit_call.restype = ctypes.c_char_p
+        lib.lwsplit_call.argtypes = [ctypes.c_char_p]
+        lib.lwsplit_take_tensor.restype = ctypes.c_void_p
+        lib.lwsplit_take_tensor.argtypes = [ctypes.c_int64]
+        lib.lwsplit_tensor_count.restype = ctypes.c_int64
+        lib.lwsplit_clear_tensors.restype = None
+        self._capsule = ctypes.pythonapi.PyCapsule_New
+        self._capsule.restype = ctypes.py_object
+        self._capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        self._call_lock = threading.Lock()
+
+    def allocate(self, request: str) -> tuple[dict, list]:
+        """(reply, tensors): the glue's JSON reply to ``request`` and every tensor it kept, in index order.
+        A CHECK that fired is the reply's ``check`` (the caller names the field); a thrown exception is a
+        ``PlanError``; anything that is not a JSON object an ``ImplementationFailure``."""
+        from torch.utils.dlpack import from_dlpack
+
+        with self._call_lock:
+            raw = self._lib.lwsplit_call(request.encode())
+            text = (raw or b"").decode("utf-8", errors="replace")
+            try:
+                reply = json.loads(text)
+            except ValueError:
+                reply = None
+            if not isinstance(reply, dict):
+                self._lib.lwsplit_clear_tensors()
+                raise ImplementationFailure(self.who, "the compiled allocate answered something that is not a JSON "
+                                                      f"object: {clip(text, 120)!r}")
+            tensors = []
+            for i in range(self._lib.lwsplit_tensor_count()):
+                ptr = self._lib.lwsplit_take_tensor(i)
+                if not ptr:
+                    break
+                tensors.append(from_dlpack(self._capsule(ptr, b"dltensor", None)))
+            self._lib.lwsplit_clear_tensors()
+        if "exception" in reply:
+            raise PlanError("implementation", self.library.parent.name, "an allocation that returns",
+                            f"the compiled allocate threw: {reply['exception']}")
+        return reply, tensors
+
+
+def open_library(library: Path, who: str) -> TensorLibrary:
+    """The tensor library at ``library``, opened once in this process."""
+    with _LOCK:
+        key = (str(library), os.getpid())
+        if key not in _OPEN:
+            _OPEN[key] = TensorLibrary(library, who)
+        return _OPEN[key]
+
+
+def request(values: Mapping[str, object]) -> str:
+    """``key=value`` lines (lists comma-joined, booleans 1/0) for ``lwsplit_call``."""
+    lines = []
+    for k, v in values.items():
+        if isinstance(v, bool):
+            text = "1" if v else "0"
+        elif isinstance(v, (list, tuple)):
+            text = ",".join(str(int(x)) if isinstance(x, bool) else str(x) for x in v)
+        else:
+            text = str(v)
+        if "\n" in text or "\n" in k:
+            raise ValueError(f"a request value spans lines: {k}={text!r}")
+        lines.append(f"{k}={text}")
+    return "\n".join(lines)
