@@ -207,6 +207,17 @@ def check_implementation_inputs(impl_cfg: Any) -> None:
         check(**{k: v for k, v in impl_cfg.items() if k != "_target_"})
 
 
+def prepare_implementation(impl_cfg: Any) -> None:
+    """The implementation's ``prepare(**keys)`` when its class has one (``xllm_native``: compile the tree's
+    libraries once, before the cases and their time limits); run by the controller after
+    ``check_implementation_inputs``."""
+    from harness.config.targets import check_implementation_node
+
+    prepare = getattr(check_implementation_node(impl_cfg), "prepare", None)
+    if callable(prepare):
+        prepare(**{k: v for k, v in impl_cfg.items() if k != "_target_"})
+
+
 def _implementation_error(target: object, allowed: str, detail: str = "") -> UserError:
     from harness.config.schema import group_options
     from harness.paths import CONF_DIR

@@ -126,8 +126,9 @@ def _check_implementation_inputs(matrix) -> None:
     ``implementation.source_dir=`` or ``$LWSPLIT_XLLM_SRC``) is asked once whether it has them
     (``harness.config.build.check_implementation_inputs``): a tree not given, or not there, is one
     usage line at start-up, not a failure in every case and a "failing example" in the explorer.
-    Composed only for such an implementation; nothing is built."""
-    from harness.config.build import check_implementation_inputs, implementation_needs_inputs
+    Composed only for such an implementation; then its libraries are built here, once, before any case
+    and its time limit (``prepare_implementation``: the compiler runs, never the tree's code)."""
+    from harness.config.build import check_implementation_inputs, implementation_needs_inputs, prepare_implementation
     from harness.config.compose import option_node
     from harness.suites.case import Case
 
@@ -138,3 +139,4 @@ def _check_implementation_inputs(matrix) -> None:
         case = Case(tc="", model=matrix.models[0], layerwise=lw, parallel=par, hardware=matrix.hardware[0],
                     implementation=impl, extra=matrix.extra_for(lw, par))
         check_implementation_inputs(case.resolved.impl_cfg)
+        prepare_implementation(case.resolved.impl_cfg)

@@ -123,6 +123,20 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         run. The other options (``timeout_s``) are the calls' settings, not inputs."""
         native_mod.resolve(source_dir, dict(files or {}), manifest)
 
+    @staticmethod
+    def prepare(source_dir: Optional[str] = None, files: Optional[Mapping[str, str]] = None,
+                manifest: Optional[str] = None, **_options: object) -> None:
+        """Build the tree's libraries (planning, and the allocation's torch library when the manifest has one)
+        before any case runs: compiling runs the compiler, never the tree's code, so the controller may do it,
+        and no rank spends its case's time limit on a cold build. A tree that does not compile is one
+        ``UserError`` naming the role and the compiler's first error."""
+        from implementations.xllm_native import build
+
+        tree, m, _why = native_mod.resolve(source_dir, dict(files or {}), manifest)
+        build.build(tree)
+        if m.tensors is not None:
+            build.build(tree, tensors=True)
+
     def require(self, role: str) -> None:
         """``AbsentRoleError`` when the tree's manifest marks ``role`` absent."""
         self.manifest.require(role)

@@ -404,3 +404,17 @@ def test_allocation_glue_that_does_not_compile_names_it_and_the_first_error(tmp_
         build.build(tree, root=tmp_path / "cache", tensors=True)
     text = str(err.value)
     assert f"the allocation glue {glue} does not compile" in text and "the allocation glue is broken" in text, text
+
+
+def test_prepare_builds_both_libraries_before_any_case(cache, monkeypatch):
+    """What the pytest controller runs at start-up (``prepare_implementation``): afterwards a rank finds both
+    libraries in the cache and compiles nothing within its case's time limit."""
+    from harness.config.build import prepare_implementation
+
+    monkeypatch.setenv(build.ENV_CACHE, str(cache))
+    prepare_implementation({"_target_": "implementations.xllm_native.XllmNativeImplementation",
+                            "source_dir": str(FIXTURE), "manifest": str(FIXTURE_MANIFEST)})
+    tree = native.resolve(str(FIXTURE), None, str(FIXTURE_MANIFEST))[0]
+    monkeypatch.setattr(build, "_build_locked", lambda *a, **k: pytest.fail("a rank compiled"))
+    assert build.build(tree).library.is_file()
+    assert build.build(tree, tensors=True).library.name == "liblwsplit_tensors.so"
