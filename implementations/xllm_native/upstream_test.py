@@ -38,18 +38,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         fail(f"--test={args.test}: a file of {tree.root}")
     tmp = Path(tempfile.mkdtemp(prefix="lwsplit-upstream-test-"))
     try:
-        gen = tmp / "gen"
-        gen.mkdir()
-        unity = build.generate(tree, gen)
-        source = gen / "upstream_test.cpp"
-        source.write_text(unity.read_text() + f'#include "{test}"\n')
-        cmd = [c for c in build.compile_command(tree, gen, source, tmp / "upstream_test") if c != "-shared"]
-        cmd.insert(-1, f"-I{tree.path('estimation').parent}")  # the test includes its header by bare name
-        cmd += ["-lgtest", "-lgtest_main", "-pthread"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            fail(f"{test} does not compile against the adapter's sources: {build.first_error(proc.stderr)}")
-        run = subprocess.run([str(tmp / "upstream_test")], capture_output=True, text=True, check=False)
+        run = subprocess.run([str(compile_test(tree, test, tmp))], capture_output=True, text=True, check=False)
         lines = run.stdout.splitlines()
         print("\n".join(line for line in lines if line.startswith(("[  PASSED", "[  FAILED", "[==========]")))
               or run.stdout[-2000:])
@@ -57,6 +46,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
+
+def compile_test(tree: build.TreeMap, test: Path, tmp: Path) -> Path:
+    """The test binary, built in ``tmp`` from the adapter's translation unit and ``test``."""
+    gen = tmp / "gen"
+    gen.mkdir()
+    unity = build.generate(tree, gen)
+    source = gen / "upstream_test.cpp"
+    source.write_text(unity.read_text() + f'#include "{test}"\n')
+    binary = tmp / "upstream_test"
+    cmd = [c for c in build.compile_command(tree, gen, source, binary) if c != "-shared"]
+    cmd.insert(-1, f"-I{tree.path('estimation').parent}")  # the test includes its header by bare name
+    cmd += ["-lgtest", "-lgtest_main", "-pthread"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        fail(f"{test} does not compile against the adapter's sources: {build.first_error(proc.stderr)}")
+    return binary
 
 if __name__ == "__main__":
     sys.exit(main())
