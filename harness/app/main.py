@@ -124,8 +124,16 @@ def hydra_option_error(argv: Sequence[str], exc: Exception) -> ConfigError:
 
 
 def interrupted_summary(signal_name: str) -> str:
-    """One line: which jobs finished (number and status) before the signal; the rest did not run."""
-    finished = st.finished_jobs()
-    done = ", ".join(f"{job} {status}" for job, status in finished.items()) or "none"
-    return (f"interrupted by {signal_name}: stopped between jobs; finished jobs: {done}; "
+    """One line: how many jobs reached each status before the signal, and which ones; the rest did not run."""
+    return (f"interrupted by {signal_name}: stopped between jobs; finished jobs: {finished_text(st.finished_jobs())}; "
             "the job under way and any later ones did not run (no result written for them)")
+
+
+def finished_text(finished: dict) -> str:
+    """``2 planned (jobs 0, 2), 1 rejected (job 1)``: per status, in the order first reached, the number of
+    jobs that reached it and their numbers; ``none`` when no job finished."""
+    by_status: dict = {}
+    for job, status in finished.items():
+        by_status.setdefault(status, []).append(str(job))
+    return ", ".join(f"{len(jobs)} {status} ({'job' if len(jobs) == 1 else 'jobs'} {', '.join(jobs)})"
+                     for status, jobs in by_status.items()) or "none"

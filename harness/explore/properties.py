@@ -23,12 +23,11 @@ from __future__ import annotations
 import re
 
 from harness import oracle
-from harness.oracle import UPSTREAM_OWNER_RULE
+from harness.oracle import SPEC_OWNER_RULE, UPSTREAM_OWNER_RULE
 from harness.suites.expectations import PREDICTIONS, Problem
 
 IDLE_NOTE = re.compile(r"split ranks \[([0-9, ]*)\] own no full-attention layer")
 """The plan note naming split ranks that own no full-attention layer (``KVPlan.notes``)."""
-SPEC_OWNER_RULE = "round_robin"
 
 
 def owner_rule(implementation: str) -> str:

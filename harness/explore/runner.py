@@ -35,7 +35,8 @@ from contract.errors import UserError
 from harness import oracle
 from harness.config.targets import check_arguments, check_implementation_node
 from harness.explore.known import open_question
-from harness.explore.properties import SPEC_OWNER_RULE, owner_rule, ownership_problems
+from harness.explore.properties import owner_rule, ownership_problems
+from harness.oracle import SPEC_OWNER_RULE
 from harness.oracle import UPSTREAM_GROUP_RULE as UPSTREAM_GROUPS
 from harness.suites import tc01, tc02, tc03, tc06, tc07
 from harness.suites.bring_up import Published, RankSession, Worker, engines_for, master_plan

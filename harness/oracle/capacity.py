@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from harness.oracle.inputs import (
+    SPEC_OWNER_RULE,
     _opt,
     attn_tp_size,
     draft_body_tp1,
@@ -70,7 +71,7 @@ class Capacity:
 
 
 def split_block_count(model, cap: Capacity, s: int, available_bytes: int, additional_bytes_per_block: int = 0,
-                      owner_rule: str = "round_robin") -> int:
+                      owner_rule: str = SPEC_OWNER_RULE) -> int:
     """Section 6 (upstream ``layerwise_split_block_count``): min over split ranks that own a
     full layer of available // (owned + scratch + additional). 0 when no rank owns a layer."""
     full = [layer for layer in range(cap.n_layers) if is_full_attention_layer(model, layer)]
@@ -90,7 +91,7 @@ def split_block_count(model, cap: Capacity, s: int, available_bytes: int, additi
 
 @_memoized
 def estimate_capacity(model, cache, *, attn_tp: int, budget_bytes: int, split: int = 1,
-                      owner_rule: str = "round_robin", is_draft: bool = False) -> Capacity:
+                      owner_rule: str = SPEC_OWNER_RULE, is_draft: bool = False) -> Capacity:
     """Sections 5-6 for one engine on its own (upstream ``estimate_kv_cache_capacity``):
     slots, linear-state reservation, then the uniform or split block count."""
     n_layers = draft_num_layers(model) if is_draft else model.num_hidden_layers
@@ -134,7 +135,7 @@ def _replace(cap: Capacity, **changes) -> Capacity:
 
 def speculative_block_count(target: Capacity, draft: Capacity, *, share_device: bool = True,
                             draft_body_tp1: bool = False, split: int = 1, target_model=None,
-                            owner_rule: str = "round_robin") -> int:
+                            owner_rule: str = SPEC_OWNER_RULE) -> int:
     """Section 6 (upstream ``SpeculativeEngine::calculate_kv_cache`` /
     ``estimate_speculative_kv_cache_blocks``): C = min of the two budgets, only the target
     reserves linear state, the draft costs D = block_size * draft layers * target full slot
@@ -180,7 +181,7 @@ def _draft_capacity_alone(run, budget_bytes: int) -> Capacity:
     return estimate_capacity(run.draft, run.cache, attn_tp=tp, budget_bytes=budget_bytes, is_draft=True)
 
 
-def expected_capacities(run, budget_bytes: Optional[int] = None, *, owner_rule: str = "round_robin",
+def expected_capacities(run, budget_bytes: Optional[int] = None, *, owner_rule: str = SPEC_OWNER_RULE,
                         s: Optional[int] = None, share_device: bool = True) -> tuple:
     """Sections 5-6: (target Capacity, draft Capacity or None) with the common n_blocks the
     engines allocate (upstream ``SpeculativeEngine::allocate_kv_cache``)."""
@@ -196,12 +197,12 @@ def expected_capacities(run, budget_bytes: Optional[int] = None, *, owner_rule: 
     return (_replace(target, n_blocks=n, cache_size_bytes=common), _replace(draft, n_blocks=n, cache_size_bytes=common))
 
 
-def expected_capacity(run, budget_bytes: Optional[int] = None, *, owner_rule: str = "round_robin") -> Capacity:
+def expected_capacity(run, budget_bytes: Optional[int] = None, *, owner_rule: str = SPEC_OWNER_RULE) -> Capacity:
     """Sections 5-6: the target engine's Capacity (the figures of its ``kv cache capacity`` line)."""
     return expected_capacities(run, budget_bytes, owner_rule=owner_rule)[0]
 
 
-def expected_draft_capacity(run, budget_bytes: Optional[int] = None, *, owner_rule: str = "round_robin") -> Optional[Capacity]:
+def expected_draft_capacity(run, budget_bytes: Optional[int] = None, *, owner_rule: str = SPEC_OWNER_RULE) -> Optional[Capacity]:
     """Section 6: the draft engine's Capacity (its own slot sizes, the common n_blocks), or None."""
     return expected_capacities(run, budget_bytes, owner_rule=owner_rule)[1]
 
@@ -211,13 +212,13 @@ def expected_draft_bytes_per_block(run) -> int:
     if getattr(run, "draft", None) is None:
         return 0
     budget = run_budget_bytes(run)
-    target = _target_capacity_alone(run, budget, "round_robin", 1)
+    target = _target_capacity_alone(run, budget, SPEC_OWNER_RULE, 1)
     draft = _draft_capacity_alone(run, budget)
     return expected_draft_cost_per_block(target, draft, draft_body_tp1=draft_body_tp1(run))
 
 
 def expected_block_counts(run, budget_bytes: int, additional_bytes_per_block: Optional[int] = None,
-                          *, owner_rule: str = "round_robin") -> tuple:
+                          *, owner_rule: str = SPEC_OWNER_RULE) -> tuple:
     """Section 6: (split n_blocks, uniform n_blocks) at one per-rank budget C.
 
     ``additional_bytes_per_block`` None: the run's draft cost D (section 6; 0 without a

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from harness.oracle.capacity import expected_block_counts, expected_draft_rank_bytes, expected_rank_bytes
-from harness.oracle.inputs import attn_tp_size, run_budget_bytes, split_size
+from harness.oracle.inputs import SPEC_OWNER_RULE, attn_tp_size, run_budget_bytes, split_size
 from harness.oracle.layers import expected_full_layers
 from harness.oracle.layout import (
     expected_owner,
@@ -48,7 +48,7 @@ class Report:
     rank_owned_layers: tuple = field(default_factory=tuple)
 
 
-def expected_report(run, budget_bytes: Optional[int] = None, *, owner_rule: str = "round_robin",
+def expected_report(run, budget_bytes: Optional[int] = None, *, owner_rule: str = SPEC_OWNER_RULE,
                     rule: str = "topology") -> Report:
     """Section 6: per-rank estimates, peak, mean, uniform peak, savings and capacity gain."""
     budget = run_budget_bytes(run) if budget_bytes is None else budget_bytes
@@ -107,7 +107,7 @@ def expected_notes(run, budget_bytes: Optional[int] = None) -> tuple:
 
 
 def expected_ranks_over_uniform_peak(run, budget_bytes: Optional[int] = None, *,
-                                     owner_rule: str = "round_robin", rule: str = "topology") -> list:
+                                     owner_rule: str = SPEC_OWNER_RULE, rule: str = "topology") -> list:
     """Section 4: [(rank, bytes above the uniform peak)] for every rank whose estimate exceeds
     the uniform allocation at the same n_blocks (what upstream's ``layer_id % s`` does to a
     hybrid model: the predicted problem an expected failure names). Empty when none does."""
@@ -116,7 +116,7 @@ def expected_ranks_over_uniform_peak(run, budget_bytes: Optional[int] = None, *,
             if b > report.uniform_peak_bytes]
 
 
-def expected_card_bytes(run, budget_bytes: Optional[int] = None, *, owner_rule: str = "round_robin") -> dict:
+def expected_card_bytes(run, budget_bytes: Optional[int] = None, *, owner_rule: str = SPEC_OWNER_RULE) -> dict:
     """Section 4: (node, card) -> planned bytes of every rank placed on it (target + draft),
     to compare with the card's HBM (no card may be oversubscribed)."""
     report = expected_report(run, budget_bytes, owner_rule=owner_rule)

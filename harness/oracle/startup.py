@@ -9,6 +9,7 @@ from typing import Optional
 from harness.oracle.capacity import _draft_capacity_alone, _target_capacity_alone, expected_block_counts
 from harness.oracle.inputs import (
     PADDING_LINEAR_STATE_SLOTS,
+    SPEC_OWNER_RULE,
     SPLIT_MODEL_TYPES,
     UPSTREAM_SPLIT_MODEL_TYPES,
     _opt,
@@ -126,7 +127,7 @@ def expected_estimation_rejection(run, budget_bytes: Optional[int] = None) -> Op
     Field names here are the oracle's own (not part of the contracted startup list)."""
     budget = run_budget_bytes(run) if budget_bytes is None else budget_bytes
     model, cache = run.model, run.cache
-    target = _target_capacity_alone(run, budget, "round_robin", 1)
+    target = _target_capacity_alone(run, budget, SPEC_OWNER_RULE, 1)
     requested = max_linear_state_cache_slots(cache)
     if requested > 0 and target.num_linear_attention_layers > 0 and target.linear_slot_size > 0:
         cap = linear_state_slot_cap(budget, target.num_linear_attention_layers, target.linear_slot_size,

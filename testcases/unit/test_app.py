@@ -271,3 +271,24 @@ def test_failed_job_is_reported_and_the_sweep_exits_non_zero(tmp_path):
     if (sweep_dir / "allure-report" / "index.html").is_file():  # one combined report (when the Allure CLI is here)
         assert "(allure-report/index.html)" in summary
     assert (sweep_dir / "1" / "pytest.log").read_text().count("failed") >= 1
+
+
+# ---- an interrupted sweep's summary --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("finished, expected", [
+    ({}, "finished jobs: none;"),
+    ({0: "planned"}, "finished jobs: 1 planned (job 0);"),
+    ({0: "planned", 1: "rejected", 2: "planned"}, "finished jobs: 2 planned (jobs 0, 2), 1 rejected (job 1);"),
+    ({0: "passed", 1: "failed"}, "finished jobs: 1 passed (job 0), 1 failed (job 1);"),
+], ids=["none", "one-planned", "planned-and-rejected", "passed-and-failed"])
+def test_an_interrupted_sweep_counts_the_jobs_that_reached_each_status(monkeypatch, finished, expected):
+    """Each status with the number of jobs that reached it and their numbers: "0 planned" read as no job
+    planned when it meant job 0 planned."""
+    from harness.app import main as app_main
+    from harness.app import status as st
+
+    monkeypatch.setattr(st, "finished_jobs", lambda: dict(finished))
+    line = app_main.interrupted_summary("SIGTERM")
+    assert line.startswith("interrupted by SIGTERM: stopped between jobs; ") and "\n" not in line, line
+    assert expected in line, line

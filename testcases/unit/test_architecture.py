@@ -179,3 +179,37 @@ def test_docs_without_the_tooling_is_one_error_line(monkeypatch, capsys):
     assert exited.value.code == USAGE_EXIT_CODE
     err = capsys.readouterr().err
     assert err.startswith("error: --docs writes the docs of a checkout") and err.count("\n") == 1
+
+
+# -- one owner per spec constant -------------------------------------------------------------------
+
+ONE_OWNER_LITERALS = {
+    "round_robin": "harness/oracle/inputs.py",  # SPEC_OWNER_RULE
+    "layer_id_mod_s": "harness/oracle/inputs.py",  # UPSTREAM_OWNER_RULE
+}
+"""Spec names the harness spells in one module only; every other module imports the constant (the
+explorer once kept a copy of ``SPEC_OWNER_RULE`` that could have drifted from the oracle's)."""
+
+
+def literal_spellings(rel: str, tree: ast.Module) -> list[str]:
+    """``rel:line spells 'name'`` for each string constant of ``tree`` that is one of
+    ``ONE_OWNER_LITERALS`` outside its owner (docstrings and comments mention the rules in words)."""
+    return [f"{rel}:{node.lineno} spells {node.value!r}" for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and ONE_OWNER_LITERALS.get(node.value, rel) != rel]
+
+
+def test_each_owner_rule_is_spelled_by_the_oracle_alone():
+    """The owner rules' names are ``harness.oracle``'s constants (``SPEC_OWNER_RULE``,
+    ``UPSTREAM_OWNER_RULE``); the explorer, the suites and the oracle's other modules import them."""
+    assert all((ROOT / owner).is_file() for owner in ONE_OWNER_LITERALS.values())
+    found = [line for rel, tree in _parsed("harness") for line in literal_spellings(rel, tree)]
+    assert found == []
+
+
+def test_the_literal_check_sees_a_copy_and_leaves_the_owner_and_prose_alone():
+    copy = ast.parse('"""Round robin: round_robin."""\nSPEC_OWNER_RULE = "round_robin"\ndef f(r="layer_id_mod_s"): ...')
+    assert literal_spellings("harness/explore/x.py", copy) == [
+        "harness/explore/x.py:2 spells 'round_robin'", "harness/explore/x.py:3 spells 'layer_id_mod_s'"]
+    owner = ast.parse('SPEC_OWNER_RULE = "round_robin"\nUPSTREAM_OWNER_RULE = "layer_id_mod_s"')
+    assert literal_spellings("harness/oracle/inputs.py", owner) == []

@@ -1,0 +1,63 @@
+"""implementations.xllm_native.upstream_test: the tree's test binary runs with a time limit, and its output
+is read whatever its encoding. The compile step is replaced by a shell script standing in for the binary."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from implementations.xllm_native import upstream_test
+
+GBK_SUMMARY = (b"[==========] 1 test from 1 test suite ran. (0 ms total)\n"
+               b"[  PASSED  ] 1 test.\n" + "估算通过\n".encode("gbk"))  # not UTF-8
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    """A source tree holding the test file, and a compile step that writes ``script`` as the binary."""
+    (tmp_path / "t.cpp").write_text("// the tree's test\n")
+    monkeypatch.setattr(upstream_test.build, "tree_map", lambda source: SimpleNamespace(root=tmp_path))
+
+    def with_binary(script: bytes) -> Path:
+        def compile_test(_tree, _test, tmp: Path) -> Path:
+            binary = tmp / "upstream_test"
+            binary.write_bytes(b"#!/bin/sh\n" + script)
+            binary.chmod(0o755)
+            return binary
+
+        monkeypatch.setattr(upstream_test, "compile_test", compile_test)
+        return tmp_path
+
+    return with_binary
+
+
+def test_output_that_is_not_utf8_is_read_with_replacement_characters(tree, capsys):
+    source = tree(b"printf '" + b"".join(b"\\%03o" % byte for byte in GBK_SUMMARY) + b"'\n")
+    assert upstream_test.main(["--source", str(source), "--test", "t.cpp"]) == 0
+    assert "[  PASSED  ] 1 test." in capsys.readouterr().out
+
+
+def test_a_binary_past_its_time_limit_is_stopped_and_said_in_one_line(tree, capsys):
+    source = tree(b"sleep 30\n")
+    started = time.monotonic()
+    with pytest.raises(SystemExit) as exited:
+        upstream_test.main(["--source", str(source), "--test", "t.cpp", "--timeout-s", "0.5"])
+    assert time.monotonic() - started < 10
+    assert exited.value.code == 1  # the tree's test did not finish: a failing result, not a usage error
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: t.cpp: ") and "Traceback" not in err, err
+    assert "upstream_test" in err and "0.5 s" in err and "--timeout-s" in err, err
+
+
+def test_a_time_limit_that_is_not_a_positive_number_is_one_usage_error(tree, capsys):
+    source = tree(b"true\n")
+    for given in ("0", "-1", "soon", "nan"):
+        with pytest.raises(SystemExit) as exited:
+            upstream_test.main(["--source", str(source), "--test", "t.cpp", "--timeout-s", given])
+        assert exited.value.code == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err, err
+        assert err.startswith("error: --timeout-s=") and "a number of seconds above 0" in err, err
