@@ -1,0 +1,44 @@
+// lwsplit-harness protocol, tensor half: a tree's allocation compiled against torch.
+//
+// A library built with this header answers lwsplit_call (protocol.h: "key=value" lines in, one JSON
+// object out, a CHECK caught and named) and keeps the tensors its last call allocated in one list:
+// the JSON names them by index, lwsplit_take_tensor(i) hands tensor i over as a DLPack
+// DLManagedTensor (the caller owns it; its deleter keeps torch's storage alive), and
+// lwsplit_clear_tensors() drops the library's references. The library is loaded in the rank process
+// (tensors cannot cross a process boundary); like protocol.h it is not thread-safe.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/DLConvertor.h>
+
+#include <string>
+#include <vector>
+
+#include "protocol.h"
+
+namespace lwsplit {
+namespace {
+
+std::vector<at::Tensor> g_tensors;
+
+// The index lwsplit_take_tensor hands `t` over by; -1 for an undefined tensor (nothing to hand over).
+int64_t keep(const at::Tensor& t) {
+  if (!t.defined()) return -1;
+  g_tensors.push_back(t);
+  return static_cast<int64_t>(g_tensors.size()) - 1;
+}
+
+}  // namespace
+}  // namespace lwsplit
+
+extern "C" void* lwsplit_take_tensor(int64_t index) {
+  using lwsplit::g_tensors;
+  if (index < 0 || index >= static_cast<int64_t>(g_tensors.size())) return nullptr;
+  return at::toDLPack(g_tensors[static_cast<size_t>(index)]);
+}
+
+extern "C" int64_t lwsplit_tensor_count() { return static_cast<int64_t>(lwsplit::g_tensors.size()); }
+
+extern "C" void lwsplit_clear_tensors() { lwsplit::g_tensors.clear(); }
+
+extern "C" int lwsplit_tensor_abi_version() { return 1; }
