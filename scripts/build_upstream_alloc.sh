@@ -9,6 +9,8 @@
 # UPSTREAM_TREE (the folder holding xllm/core): $2, else $LWSPLIT_XLLM_SRC, else
 # ../shared/upstream_494f293b5. LWSPLIT_ALLOC_BUILD=unity (default: one translation unit,
 # cpp/alloc_upstream_unity.cpp) or objects (one object per file, compiled in parallel, then linked).
+# LWSPLIT_ALLOC_TORCH=light puts cpp/shims/torch_light first (a <torch/torch.h> of torch/types.h and
+# torch/serialize.h only: the same code, parsed in about half the time); default: torch's own.
 # PYTHON (default /work/main/.venv/bin/python, then python3) names the interpreter whose torch is
 # compiled against.
 set -euo pipefail
@@ -21,7 +23,9 @@ py=${PYTHON:-/work/main/.venv/bin/python}
 [ -x "$py" ] || py=python3
 torch=$("$py" -c "import torch,os;print(os.path.dirname(torch.__file__))")
 
-flags=(-std=c++20 -O1 -fPIC -DUSE_ILU -DNDEBUG -w
+light=()
+[ "${LWSPLIT_ALLOC_TORCH:-full}" = light ] && light=(-I"$cpp/shims/torch_light")
+flags=(-std=c++20 -O1 -fPIC -DUSE_ILU -DNDEBUG -w "${light[@]}"
        -I"$cpp/shims/alloc" -I"$src/xllm" -I"$src/xllm/core" -I"$cpp"
        -isystem "$torch/include" -isystem "$torch/include/torch/csrc/api/include")
 libs=(-Wl,--no-undefined -L"$torch/lib" -Wl,-rpath,"$torch/lib" -ltorch_cpu -lc10 -lglog -lgflags)
