@@ -143,13 +143,27 @@ CASES = {
                                linear_num_key_heads=16, linear_num_value_heads=32),
               cache=cache_spec(), world_size=2, split=2, rank=1, n_blocks=16),
 }
+# (c) on split rank 0: upstream's owner rule (layer % s) gives rank 1 both full layers (3, 7), so
+# rank 0's full layers are views of the one scratch cache.
+CASES["d"] = dict(CASES["c"], title=CASES["c"]["title"].replace("rank 1", "rank 0"), rank=0)
+# Not in the default set (a divergence, not a regression): (c) with layer_types but no
+# full_attention_interval. Ownership, the estimate and KVCacheShape read layer_types first
+# (is_full_attention_layer, has_linear_attention_layers); allocate_kv_caches picks a layer's cache
+# with is_linear_attention_layer(layer, full_attention_interval) alone (kv_cache.cpp
+# create_kv_cache_impl), so every layer gets K/V and no layer gets conv/ssm.
+CASES["e"] = dict(CASES["c"], title=CASES["c"]["title"] + ", full_attention_interval unset",
+                  model=model_spec(**dict(vars(CASES["c"]["model"]), full_attention_interval=0)))
+DEFAULT_CASES = ("a", "b", "c", "d")
 
 
 def dtype_name(t: torch.Tensor) -> str:
     return str(t.dtype).replace("torch.", "")
 
 
-def run_case(lib: Library, key: str) -> int:
+def run_case(lib: Library, key: str, out=print) -> dict:
+    """Allocate case ``key``, print its layers; returns {"findings": [...], "scratch_pointer_sets": n,
+    "layers": [(layer, owned, {name: (shape, dtype)})]}."""
+    print = out  # noqa: A001 (the report goes where the caller says)
     case = CASES[key]
     model, cache = case["model"], case["cache"]
     ws, s, rank, n_blocks = case["world_size"], case["split"], case["rank"], case["n_blocks"]
@@ -159,7 +173,7 @@ def run_case(lib: Library, key: str) -> int:
     reply = lib.call(request_for(model, cache, cap, world_size=ws, split=s, rank=rank))
     if "layers" not in reply:
         print("REPLY:", reply)
-        return 1
+        return {"findings": [f"no layers: {reply}"], "scratch_pointer_sets": 0, "layers": []}
     for name in ("key", "value", "index", "index_cache_scale", "conv", "ssm"):
         field = f"{name}_cache_shape" if name != "index_cache_scale" else "index_cache_scale_shape"
         print(f"  {field}: {reply[field]}")
@@ -171,7 +185,8 @@ def run_case(lib: Library, key: str) -> int:
     slots = cap["num_linear_state_blocks"]
     expect_full = full_layer_tensor_specs(model, cache, ws, "heads_major", n_blocks)
     expect_linear = linear_layer_tensor_specs(model, cache, ws, slots) if slots else {}
-    findings = 0
+    findings = []
+    seen = []
     storages = {}
     for layer in reply["layers"]:
         i = layer["layer"]
@@ -179,6 +194,7 @@ def run_case(lib: Library, key: str) -> int:
         is_full = i in full
         expect = expect_full if is_full else expect_linear
         expect = {ORACLE_TO_GLUE.get(n, n): spec for n, spec in expect.items()}
+        seen.append((i, layer["owned"], {n: (tuple(t.shape), dtype_name(t)) for n, t in tensors.items()}))
         desc = ", ".join(f"{n}{list(t.shape)}:{dtype_name(t)}@{t.data_ptr():#x}" for n, t in tensors.items())
         print(f"  layer {i} {'full  ' if is_full else 'linear'} owned={layer['owned']}: {desc}")
         if not layer["owned"]:
@@ -187,25 +203,33 @@ def run_case(lib: Library, key: str) -> int:
         owned_expect_upstream = (not is_full) or upstream_owner[i] == rank % s
         owned_expect_spec = (not is_full) or spec_owner[i] == rank % s
         if layer["owned"] != owned_expect_upstream:
-            findings += 1
-            print(f"    FINDING: owned={layer['owned']} but the oracle's upstream rule says {owned_expect_upstream}")
+            findings.append(f"layer {i}: owned={layer['owned']} but the oracle's upstream rule says {owned_expect_upstream}")
+            print("    FINDING: " + findings[-1])
         if layer["owned"] != owned_expect_spec:
             print(f"    note: the spec's round-robin rule would say owned={owned_expect_spec} (upstream layer % s)")
         if set(tensors) != set(expect):
-            findings += 1
-            print(f"    FINDING: tensors {sorted(tensors)} but the oracle expects {sorted(expect)}")
+            findings.append(f"layer {i}: tensors {sorted(tensors)} but the oracle expects {sorted(expect)}")
+            print("    FINDING: " + findings[-1])
         for n in sorted(set(tensors) & set(expect)):
             t, spec = tensors[n], expect[n]
             if tuple(t.shape) != spec.shape or dtype_name(t) != spec.dtype:
-                findings += 1
-                print(f"    FINDING: {n} {list(t.shape)}:{dtype_name(t)} but the oracle expects "
-                      f"{list(spec.shape)}:{spec.dtype}")
+                findings.append(f"layer {i}: {n} {list(t.shape)}:{dtype_name(t)} but the oracle expects "
+                                f"{list(spec.shape)}:{spec.dtype}")
+                print("    FINDING: " + findings[-1])
     shared = storages.get("scratch", set())
     if shared:
         print(f"  non-owned layers share one storage: {len(shared) == 1} ({len(shared)} distinct pointer set(s))")
     lib.lib.lwsplit_clear_tensors()
-    print(f"  findings: {findings}")
-    return findings
+    print(f"  findings: {len(findings)}")
+    return {"findings": findings, "scratch_pointer_sets": len(shared), "layers": seen}
+
+
+def check_reply(lib: Library) -> dict:
+    """A CHECK inside the library is answered, not fatal: (a) with world_size 0 trips KVCacheShape's
+    CHECK_GT(world_size, 0)."""
+    case = CASES["a"]
+    cap = capacity(case["model"], case["cache"], attn_tp=4, n_blocks=16, split=2)
+    return lib.call(request_for(case["model"], case["cache"], cap, world_size=0, split=2, rank=1))
 
 
 def main(argv=None) -> int:
@@ -214,7 +238,8 @@ def main(argv=None) -> int:
     ap.add_argument("--case", action="append", choices=sorted(CASES))
     args = ap.parse_args(argv)
     lib = Library(args.library)
-    findings = sum(run_case(lib, key) for key in (args.case or sorted(CASES)))
+    findings = sum(len(run_case(lib, key)["findings"]) for key in (args.case or DEFAULT_CASES))
+    print("\nworld_size=0 ->", check_reply(lib))
     print(f"\ntotal findings: {findings}")
     return 1 if findings else 0
 
