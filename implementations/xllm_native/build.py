@@ -392,7 +392,8 @@ def tensor_commands(tree: TreeMap, gen: Path, out: Path) -> list[list[str]]:
     objdir = gen / "obj"
     objdir.mkdir(parents=True, exist_ok=True)
     cmds, objs = [], []
-    for i, src in enumerate(tensor_sources(tree)):
+    compiled = [m.beside(t.glue)] if t.unity else tensor_sources(tree)
+    for i, src in enumerate(compiled):
         obj = objdir / f"{i:02d}-{src.stem}.o"
         objs.append(str(obj))
         cmds.append([compiler(), *flags, "-MD", "-MF", str(obj.with_suffix(".d")), "-c", str(src), "-o", str(obj)])
@@ -407,7 +408,8 @@ def tensor_key(tree: TreeMap) -> str:
     m = tree.manifest
     t = m.tensors
     parts = [TENSOR_ABI.encode(), m.path.read_bytes(), os.fsencode(str(tree.root)), os.fsencode(str(m.base_root()))]
-    for path in [*tensor_sources(tree), CPP_DIR / "protocol.h", CPP_DIR / "alloc_protocol.h"]:
+    project = sorted(p for p in CPP_DIR.iterdir() if p.suffix in (".h", ".cpp"))  # a unity glue includes its siblings
+    for path in [*tensor_sources(tree), *project]:
         parts.append(_hashed("implementation.manifest", str(m.path), path, tree.root))
     if t.shims:
         for path in sorted(m.beside(t.shims).rglob("*")):

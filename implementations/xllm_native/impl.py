@@ -156,7 +156,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
             "kv_lora_rank": model.kv_lora_rank, "qk_rope_head_dim": model.qk_rope_head_dim,
             "index_n_heads": model.index_n_heads, "index_head_dim": model.index_head_dim,
             "num_nextn_predict_layers": validation.draft_num_layers(model) if draft else model.num_nextn_predict_layers,
-            "full_attention_interval": model.full_attention_interval if model.layer_types is None else 0,
+            "full_attention_interval": model.full_attention_interval or 0,  # the loader's value, layer_types or not
             "layer_types": full, "linear_conv_kernel_dim": model.linear_conv_kernel_dim,
             "linear_key_head_dim": model.linear_key_head_dim, "linear_value_head_dim": model.linear_value_head_dim,
             "linear_num_key_heads": model.linear_num_key_heads,

@@ -101,6 +101,9 @@ class TensorBuild:
     shims: str = ""
     include_dirs: tuple[str, ...] = ()
     defines: tuple[str, ...] = ()
+    unity: bool = False
+    """The glue ``#include``s the sources itself: one translation unit (torch's headers parsed once), the
+    sources still checked and hashed; else each source is its own object."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -251,7 +254,8 @@ def load(path: object) -> Manifest:
     )
 
 
-ALLOCATION_KEYS = ("file", "function", "torch", "sources", "base_sources", "glue", "shims", "include_dirs", "defines")
+ALLOCATION_KEYS = ("file", "function", "torch", "sources", "base_sources", "glue", "shims", "include_dirs", "defines",
+                   "unity")
 
 
 def _allocation(p: Path, data: dict) -> tuple[Optional[Role], Optional[TensorBuild]]:
@@ -269,7 +273,7 @@ def _allocation(p: Path, data: dict) -> tuple[Optional[Role], Optional[TensorBui
     torch_ = spec.get("torch", False)
     if not isinstance(torch_, bool):
         raise _err(p, "allocation.torch", torch_, "true or false")
-    extra = [k for k in ("sources", "base_sources", "glue", "shims", "include_dirs", "defines") if k in spec]
+    extra = [k for k in ("sources", "base_sources", "glue", "shims", "include_dirs", "defines", "unity") if k in spec]
     if not torch_:
         if extra:
             raise _err(p, f"allocation.{extra[0]}", spec[extra[0]], "only with allocation.torch: true",
@@ -280,6 +284,9 @@ def _allocation(p: Path, data: dict) -> tuple[Optional[Role], Optional[TensorBui
             raise _err(p, f"allocation.{key}", None, "given (required with allocation.torch: true)")
     if not isinstance(spec["glue"], str) or not spec["glue"].strip():
         raise _err(p, "allocation.glue", spec["glue"], "a C++ file relative to the manifest")
+    unity = spec.get("unity", False)
+    if not isinstance(unity, bool):
+        raise _err(p, "allocation.unity", unity, "true or false")
     shims = spec.get("shims", "")
     if not isinstance(shims, str):
         raise _err(p, "allocation.shims", shims, "a folder relative to the manifest")
@@ -291,7 +298,7 @@ def _allocation(p: Path, data: dict) -> tuple[Optional[Role], Optional[TensorBui
         sources=_strings(p, "allocation.sources", spec["sources"]), glue=spec["glue"].strip(),
         base_sources=_strings(p, "allocation.base_sources", spec.get("base_sources", [])), shims=shims.strip(),
         include_dirs=_strings(p, "allocation.include_dirs", spec.get("include_dirs", list(data.get("include_dirs", [])))),
-        defines=defines)
+        defines=defines, unity=unity)
 
 
 def check_tree(m: Manifest, root: Path) -> None:
@@ -322,21 +329,29 @@ def check_tree(m: Manifest, root: Path) -> None:
         if not defines(path.read_text(encoding="utf-8", errors="replace"), role.function):
             raise _err(m.path, f"{key}.function", role.function, f"a function {role.file} defines",
                        f"{role.function} not found in {path}")
-    if m.tensors is not None:
-        t = m.tensors
-        for key, items, under in (("allocation.sources", t.sources, root), ("allocation.base_sources", t.base_sources, base),
-                                  ("allocation.include_dirs", t.include_dirs, root)):
-            for rel in items:
-                target = (under or root) / rel
-                if not (target.is_dir() if key.endswith("dirs") else target.is_file()):
-                    raise _err(m.path, key, rel, f"{'folders' if key.endswith('dirs') else 'files'} of {under or root}",
-                               f"{target} is missing")
-        if not m.beside(t.glue).is_file():
-            raise _err(m.path, "allocation.glue", t.glue, "a C++ file relative to the manifest",
-                       f"{m.beside(t.glue)} is missing")
-        if t.shims and not m.beside(t.shims).is_dir():
-            raise _err(m.path, "allocation.shims", t.shims, "a folder relative to the manifest",
-                       f"{m.beside(t.shims)} is missing")
+    check_tensors(m, root)
+
+
+def check_tensors(m: Manifest, root: Path) -> None:
+    """``UserError`` for the first file of the allocation's torch build (``allocation.torch``) the tree or the
+    project lacks: its sources, include folders, glue and shim folder."""
+    if m.tensors is None:
+        return
+    base = m.base_root()
+    t = m.tensors
+    for key, items, under in (("allocation.sources", t.sources, root), ("allocation.base_sources", t.base_sources, base),
+                              ("allocation.include_dirs", t.include_dirs, root)):
+        for rel in items:
+            target = (under or root) / rel
+            if not (target.is_dir() if key.endswith("dirs") else target.is_file()):
+                raise _err(m.path, key, rel, f"{'folders' if key.endswith('dirs') else 'files'} of {under or root}",
+                           f"{target} is missing")
+    if not m.beside(t.glue).is_file():
+        raise _err(m.path, "allocation.glue", t.glue, "a C++ file relative to the manifest",
+                   f"{m.beside(t.glue)} is missing")
+    if t.shims and not m.beside(t.shims).is_dir():
+        raise _err(m.path, "allocation.shims", t.shims, "a folder relative to the manifest",
+                   f"{m.beside(t.shims)} is missing")
 
 
 def shipped() -> list[Manifest]:
@@ -345,8 +360,16 @@ def shipped() -> list[Manifest]:
     return sorted(found, key=lambda m: -(len(m.detect_present) + len(m.detect_absent)))
 
 
+TREE_MANIFEST = "lwsplit-manifest.yaml"
+"""A manifest a tree carries at its root: used for the tree given alone, before the shipped ones."""
+
+
 def for_tree(root: Path) -> tuple[Manifest, str]:
-    """The shipped manifest that fits ``root`` and why (its ``detect`` files present, others absent)."""
+    """The manifest the tree carries (``TREE_MANIFEST`` at its root), else the shipped manifest that fits
+    ``root`` and why (its ``detect`` files present, others absent)."""
+    own = root / TREE_MANIFEST
+    if own.is_file():
+        return load(own), f"the tree carries {TREE_MANIFEST}"
     tried = []
     for m in shipped():
         missing = [p for p in m.detect_present if not (root / p).exists()]

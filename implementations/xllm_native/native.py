@@ -386,7 +386,8 @@ _LOAD_LOCK = threading.Lock()
 def resolve(source_dir: Optional[str] = None, files: Optional[Mapping[str, str]] = None,
             manifest: Optional[str] = None) -> tuple[build.TreeMap, manifest_mod.Manifest, str]:
     """The tree to build, its manifest and why that manifest: ``manifest`` when given; upstream's
-    when ``files`` re-point upstream's roles; else the shipped manifest whose ``detect`` fits the tree."""
+    when ``files`` re-point upstream's roles; else the manifest the tree carries (``lwsplit-manifest.yaml``),
+    else the shipped manifest whose ``detect`` fits the tree."""
     given = source_dir or os.environ.get(build.ENV_SOURCE) or None
     if manifest:
         m = manifest_mod.load(manifest)
@@ -406,6 +407,8 @@ def resolve(source_dir: Optional[str] = None, files: Optional[Mapping[str, str]]
         tree = build.tree_map(source_dir, {**m.files, **dict(files or {})})
         if manifest:
             manifest_mod.check_tree(m, tree.root)
+        else:
+            manifest_mod.check_tensors(m, tree.root)
         return build.TreeMap(root=tree.root, files=tree.files, manifest=m), m, why
     if not given:
         raise UserError(build.FIELD, None, f"the tree manifest {m.name} describes: "

@@ -5,12 +5,13 @@ speculative role absent) proves the whole path in CI: manifest checks, build, th
 validation, layouts and worker masks reaching the plan and the workers, and the harness's checks
 finding each planted defect. The real trees (upstream 494f293b5 and the two BI-V100 port snapshots
 under ``../shared``) are built and judged by ``real_tree`` tests: their own CI step
-(``LWSPLIT_REAL_TREES=1 pytest -n 0 -m real_tree testcases/native/test_ports.py``); elsewhere they skip, saying why.
+(``LWSPLIT_REAL_TREES=1 pytest -n 0 -m real_tree testcases/native``); elsewhere they skip, saying why.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -130,6 +131,28 @@ def test_a_tree_given_alone_gets_the_shipped_manifest_that_fits_and_says_why():
         manifest.check_tree(m, FIXTURE)
     with pytest.raises(UserError, match="a tree one shipped manifest fits"):
         manifest.for_tree(FIXTURE / "core")
+
+
+def test_a_tree_carrying_its_own_manifest_uses_it_and_says_so(tmp_path):
+    tree = tmp_path / "port"
+    shutil.copytree(FIXTURE, tree)
+    (tree / manifest.TREE_MANIFEST).write_text(write_manifest(tmp_path).read_text())
+    m, why = manifest.for_tree(tree)
+    assert m.name == "fixture_port" and why == f"the tree carries {manifest.TREE_MANIFEST}"
+    assert native.resolve(str(tree))[1].path == (tree / manifest.TREE_MANIFEST).resolve()
+
+
+def test_upstreams_manifest_on_a_tree_without_its_allocation_files_names_the_first_missing(tmp_path):
+    """A planning-only copy of upstream's layout (the fixture tree without the manifest it carries): the
+    shipped manifest fits by its files, and the allocation it compiles is missing, named before any build."""
+    tree = tmp_path / "xllm"
+    shutil.copytree(ROOT / "testcases/native/fixture_tree", tree)
+    (tree / manifest.TREE_MANIFEST).unlink()
+    with pytest.raises(UserError) as err:
+        native.resolve(str(tree))
+    text = str(err.value)
+    assert "upstream_494f293b5.yaml: allocation.sources='xllm/core/framework/kv_cache/kv_cache.cpp'" in text, text
+    assert "kv_cache.cpp is missing" in text
 
 
 def test_every_shipped_manifest_passes_the_schema():
@@ -365,6 +388,37 @@ def test_upstream_is_built_by_its_manifest_and_judged_as_before(cache):
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "1 passed" in proc.stdout and "1 xfailed" in proc.stdout, proc.stdout[-1000:]
     assert "upstream refuses a config the spec accepts: layerwise split does not support qwen3_5_moe" in proc.stdout
+
+
+@pytest.mark.real_tree
+@real_tree(UPSTREAM)
+def test_upstreams_own_allocation_fills_the_ranks_and_tc01_tc05_pass_on_its_tensors(cache):
+    """The workers hold what upstream's allocate_kv_caches made in each rank (its KVCacheShape, its scratch
+    views); TC-01 and TC-05 judge those tensors: the split and unsplit cases of a model upstream splits."""
+    for n, tc_file, splits in ((1, "test_tc01_allocation.py", ("off", "s2", "s4")),
+                               (5, "test_tc05_shard_application.py", ("s2", "s4"))):  # TC-05 cases are split ones
+        select = [f"test_tc0{n}[deepseek_v32-{s}-w4-xllm_native]" for s in splits]
+        proc = tc(UPSTREAM, tc_file, *select, cache=cache, model="deepseek_v32")
+        assert proc.returncode == 0 and f"{len(splits)} passed" in proc.stdout, proc.stdout[-3000:]
+
+
+@pytest.mark.real_tree
+@real_tree(UPSTREAM)
+def test_an_upstream_allocation_that_ignores_the_mask_is_found_by_tc01(tmp_path, cache):
+    """A porting bug in the compiled allocation itself: allocate_kv_caches gives every layer its own cache
+    (the non-owner branch never taken). Only the tensors show it: the plan is upstream's own."""
+    tree = tmp_path / "upstream"
+    shutil.copytree(UPSTREAM, tree)
+    source = tree / "xllm/core/framework/kv_cache/kv_cache.cpp"
+    text = source.read_text()
+    owner_branch = "if (!layer_cache_owned[static_cast<size_t>(layer_idx)]) {"
+    assert text.count(owner_branch) == 1
+    source.write_text(text.replace(owner_branch, "if (false && !layer_cache_owned[static_cast<size_t>(layer_idx)]) {"))
+    proc = tc(tree, "test_tc01_allocation.py", "test_tc01[deepseek_v32-s2-w4-xllm_native]", cache=cache,
+              model="deepseek_v32")
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert "rank 0 (split rank 0) owns full layers [0, 1, 2, 3, 4, 5" in proc.stdout, proc.stdout[-3000:]
+    assert "rank 0: scratch holds 0 B, spec 4145152 B" in proc.stdout, proc.stdout[-3000:]
 
 
 @pytest.mark.real_tree

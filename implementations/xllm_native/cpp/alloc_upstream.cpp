@@ -87,7 +87,7 @@ std::string op_allocate(const Request& req) {
   const auto dtype = static_cast<torch::ScalarType>(req.i64("dtype_code", 15));
 
   // From here on, the call site's statements in its order (options_/parallel_args_ read from the
-  // request; device_ is CPU).
+  // request; device_ is the rank's device, given as `device`).
   const bool enable_linear_attention = xllm::has_linear_attention_layers(args);
   const bool enable_lighting_indexer = args.index_n_heads() > 0;
   CHECK(!(enable_linear_attention && enable_lighting_indexer))
@@ -125,7 +125,7 @@ std::string op_allocate(const Request& req) {
 
   const std::vector<bool> owned_mask = layer_cache_owned;
   xllm::KVCacheCreateOptions create_options;
-  create_options.device(torch::Device(torch::kCPU))
+  create_options.device(torch::Device(req.str("device", "cpu")))
       .dtype(dtype)
       .ssm_dtype(ssm_dtype)
       .num_layers(num_layers)

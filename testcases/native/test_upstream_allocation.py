@@ -1,0 +1,59 @@
+"""Upstream xLLM's own KV-cache allocation (494f293b5: ``allocate_kv_caches`` and the cache classes under
+``framework/kv_cache``, ``-DUSE_ILU``), compiled by the shipped manifest's ``allocation`` block and run in
+this process, judged by the harness's checks. Real-tree tests (``LWSPLIT_REAL_TREES=1 pytest -n 0 -m
+real_tree``): the tensor library's cold build takes about 15 s on two cores."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+import pytest
+
+from harness import oracle
+from testcases.native.test_ports import UPSTREAM, real_tree
+from testcases.unit import _models as M
+
+pytestmark = [pytest.mark.real_tree, real_tree(UPSTREAM)]
+
+QWEN_TYPES = tuple("full_attention" if (layer + 1) % 4 == 0 else "linear_attention" for layer in range(40))
+
+
+@pytest.fixture(scope="module")
+def impl(cache):
+    from implementations.xllm_native import XllmNativeImplementation, build
+
+    os.environ[build.ENV_CACHE] = str(cache)
+    try:
+        yield XllmNativeImplementation(source_dir=str(UPSTREAM))
+    finally:
+        os.environ.pop(build.ENV_CACHE, None)
+
+
+def worker(impl, run, rank=0):
+    plan = impl.plan(run)
+    return plan, impl.init_worker(plan, run, rank=rank, role="target", device="cpu", expected_digest=plan.digest)
+
+
+def geometry(tensors: dict) -> dict:
+    return {name: (tuple(t.shape), str(t.dtype).replace("torch.", "")) for name, t in tensors.items()}
+
+
+def test_the_split_workers_hold_upstreams_tensors_and_views_of_one_scratch(impl):
+    run = M.run_spec(M.DEEPSEEK_V32, split=2, budget_bytes=1 << 28)
+    plan, w = worker(impl, run, rank=1)
+    want = {n: (t.shape, t.dtype) for n, t in oracle.expected_full_layer_tensors(run, plan.n_blocks).items()}
+    assert geometry(w.layer(1).tensors) == want and w.layer(1).owned and not w.layer(0).owned
+    views = {w.layer(layer).tensors["latent"].untyped_storage().data_ptr() for layer in range(0, 61, 2)}
+    assert views == {w.scratch["latent"].untyped_storage().data_ptr()}  # create_shared_view: one storage
+
+
+@pytest.mark.parametrize("interval, linear_tensors", [(4, {"conv", "recurrent"}), (None, {"k", "v"})])
+def test_upstream_picks_a_layers_cache_by_the_interval_not_by_layer_types(impl, interval, linear_tensors):
+    """upstream's own divergence: ownership, the estimate and KVCacheShape read ``layer_types`` first, but
+    ``create_kv_cache_impl`` (kv_cache.cpp) decides a linear layer by ``full_attention_interval`` alone, so a
+    config with layer types and no interval gets K/V on its linear layers (xLLM's loaders default the
+    interval to 4, so a Qwen3.5 config.json does not reach it)."""
+    model = replace(M.QWEN3_5_MOE, layer_types=QWEN_TYPES, full_attention_interval=interval)
+    _, w = worker(impl, M.run_spec(model, split=1, budget_bytes=1 << 28))
+    assert set(w.layer(0).tensors) == linear_tensors and set(w.layer(3).tensors) == {"k", "v"}
