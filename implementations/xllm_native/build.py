@@ -362,15 +362,14 @@ TENSOR_FLAGS = ("-O1", "-fPIC", "-w", "-DNDEBUG")
 
 
 def torch_build() -> dict:
-    """How to compile against the torch this process runs: its headers, its libraries, its C++ ABI and
-    standard (C++20 from torch 2.8, whose headers need it; C++17 before, as on CoreX's torch 2.1)."""
+    """How to compile against the torch this process runs: its headers, its libraries, its C++ ABI; C++20
+    (xLLM's code needs it, e.g. ``std::source_location``; torch 2.1's headers compile under it too)."""
     import torch
 
     base = Path(torch.__file__).resolve().parent
-    major, minor = (int(x) for x in re.findall(r"\d+", torch.__version__)[:2])
     return {"version": torch.__version__, "include": [str(base / "include"), str(base / "include/torch/csrc/api/include")],
             "lib": str(base / "lib"), "abi": int(bool(torch._C._GLIBCXX_USE_CXX11_ABI)),
-            "std": "-std=c++20" if (major, minor) >= (2, 8) else "-std=c++17"}
+            "std": "-std=c++20"}
 
 
 def tensor_sources(tree: TreeMap) -> list[Path]:
@@ -432,6 +431,12 @@ def _tensor_compile_error(tree: TreeMap, log: str) -> UserError:
     dup = _DUPLICATE.search(log)
     if dup:
         where, first = "the tensor library's link", f"duplicate symbol {dup.group(2)}"
+    if "undefined reference" in log and "google::" in log and not torch_build()["abi"]:
+        first = next((line.strip() for line in log.splitlines() if "undefined reference" in line and "google::" in line),
+                     first)
+        return UserError("torch", torch_build()["version"], "a torch built with the C++11 ABI, as glog is "
+                         "(torch._C._GLIBCXX_USE_CXX11_ABI true: PyPI's builds from 2.7; a vendor build: ask "
+                         "its vendor)", f"the tensor library links torch's pre-C++11 ABI against glog's: {first}")
     return UserError(FIELD, str(tree.root), "a tree whose allocation compiles against torch "
                      "(the manifest's allocation.sources, glue and shims)", f"{where} does not compile: {first}")
 
