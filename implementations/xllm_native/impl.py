@@ -1,4 +1,4 @@
-"""xLLM's own planning code, compiled from a source tree, as an implementation under test.
+"""xLLM's own planning and allocation code, compiled from a source tree, as an implementation under test.
 
 ``plan`` runs the tree's C++ (``build`` compiles it, ``native`` calls it):
 
@@ -6,13 +6,15 @@
   header's enablement checks; a CHECK that fires is the refusal, naming the field it guards;
 * estimate: ``estimate_kv_cache_capacity`` for the target (split block count included), and for
   a speculative draft the draft's capacity and ``SpeculativeEngine::calculate_kv_cache``;
-* ownership: each split rank's mask from ``LayerwiseSplitLayout`` / ``build_layer_cache_owned``.
+* ownership: each split rank's mask from ``LayerwiseSplitLayout`` / ``build_layer_cache_owned``;
+* allocation (manifest ``allocation.torch``): the tree's allocation compiled against torch, run in
+  the rank (``tensor_lib``): upstream's ``allocate_kv_caches`` as its worker calls it; the worker holds
+  the tensors it made.
 
-What the tree's planning files do not hold comes from the Python model of upstream
+What the tree's files do not hold comes from the Python model of upstream
 (``implementations.xllm_upstream``): the engine's option values (local heads per TP rank, the
 draft's layer count), the worker-side CHECKs (linear + indexer, quantized caches, sleep mode,
-xtensor), split groups and placement (``rank % s``), ``engine_message`` and ``init_worker``.
-For upstream's manifest allocation is not compiled: ``init_worker`` allocates as the Python model does.
+xtensor), split groups and placement (``rank % s``) and ``engine_message``.
 
 Which function plays each role comes from the tree's manifest (``manifest``): upstream's by
 default, a shipped port manifest for a port tree, or ``implementation.manifest=PATH``. For a

@@ -472,3 +472,16 @@ def test_prepare_builds_both_libraries_before_any_case(cache, monkeypatch):
     monkeypatch.setattr(build, "_build_locked", lambda *a, **k: pytest.fail("a rank compiled"))
     assert build.build(tree).library.is_file()
     assert build.build(tree, tensors=True).library.name == "liblwsplit_tensors.so"
+
+
+def test_a_torch_on_the_old_cxx_abi_is_one_error_naming_torch_and_glog(monkeypatch):
+    """PyPI's torch 2.1 is built with _GLIBCXX_USE_CXX11_ABI=0, Debian's glog with the C++11 ABI: the tensor
+    library cannot link glog's CHECK helpers. The error says so instead of quoting a linker log."""
+    monkeypatch.setattr(build, "torch_build", lambda: {"version": "2.1.0", "abi": 0, "include": [], "lib": "",
+                                                       "std": "-std=c++20"})
+    tree = build.port_tree(manifest.load(FIXTURE_MANIFEST), FIXTURE)
+    log = ("k.o: in function `google::MakeCheckOpString<long, long>': undefined reference to "
+           "`google::base::CheckOpMessageBuilder::NewString()'\ncollect2: error: ld returned 1 exit status\n")
+    err = build._tensor_compile_error(tree, log)
+    assert err.field == "torch" and "a torch built with the C++11 ABI, as glog is" in str(err)
+    assert "CheckOpMessageBuilder::NewString()" in str(err)
