@@ -97,7 +97,7 @@ MUTANTS: dict[str, tuple[str, ...]] = {
     "F3.no-sleep-mode": ("sleep_mode_accepted",),
     "F3.no-xtensor": ("xtensor_accepted",),
     "F3.linear-indexer": ("linear_with_indexer_accepted",),
-    "F3.quantized-support": ("quantized_cache_accepted",),
+    "F3.quantized-support": ("quantized_cache_accepted", "quantized_refused_by_worker"),
     "F4.consecutive-groups": ("strided_groups",),
     "F4.split-rank-position": ("split_rank_mod_s",),
     "F4.only-full-split": ("linear_split",),

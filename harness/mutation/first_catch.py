@@ -71,6 +71,7 @@ FIRST_CATCH: dict[str, dict[str, str]] = {
     "tie_keeps_consecutive": {"TC-03": "deepseek_v32-s2-w8-pcie_uneven_switches_8"},
     "capacity_gain_infinite": {"TC-02": "deepseek_v32-s4-w4-no-uniform-block"},
     "raises_peak_unnoted": {"TC-02": "deepseek_v3-s2-w4-one-full-layer"},
+    "quantized_refused_by_worker": {"TC-01": "deepseek_v32-s2-w4-int8", "TC-02": "deepseek_v32-s2-w4-int8", "TC-05": "deepseek_v32-s2-w4-int8"},
 }
 """Mutant short name -> {TC: case key}."""
 

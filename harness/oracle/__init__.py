@@ -166,6 +166,7 @@ from harness.oracle.startup import (
     expected_estimation_rejection,
     expected_rejection,
     expected_upstream_rejection,
+    expected_upstream_worker_stop,
 )
 from harness.oracle.tensors import (
     TensorSpec,
@@ -258,6 +259,7 @@ __all__ = [
     "expected_split_raises_peak",
     "expected_upstream_owner",
     "expected_upstream_rejection",
+    "expected_upstream_worker_stop",
     "expected_upstream_worker_split_rank",
     "full_layer_slot_bytes",
     "full_layer_tensor_specs",

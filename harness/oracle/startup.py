@@ -69,6 +69,34 @@ def expected_upstream_rejection(run) -> Optional[Rejection]:
     return _rejection(run, upstream_split_size(run), UPSTREAM_SPLIT_MODEL_TYPES)
 
 
+UPSTREAM_BACKEND_QUANTIZED_CACHES: dict[str, tuple[tuple[str, ...], bool]] = {
+    "mlu": (("int8",), True),
+    "npu": ((), True),
+}
+"""Section 3, upstream's compiled worker per backend define (``USE_MLU`` -> ``mlu``): (the int8-family KV
+dtypes it allocates, whether it allocates an int8 indexer cache). Every other backend (``ilu``, ``cuda``,
+``cpu``): neither. Its worker stops only on ``kv_cache_dtype == "int8"`` (an fp8 KV dtype is not its
+quantization); the int8 indexer stops in the cache's allocation, where an indexed cache is allocated."""
+
+
+def expected_upstream_worker_stop(run, backend: str) -> Optional[Rejection]:
+    """Section 3: where upstream's worker compiled for ``backend`` stops on a quantized cache, whatever the
+    hardware profile allows (the CPU simulation allows them so their byte math is covered; upstream's own
+    build does not): an int8 KV cache except on MLU (``LOG(FATAL)`` in ``allocate_kv_cache_storage``), then an
+    int8 indexer cache except on NPU and MLU (a ``CHECK`` in the indexer cache's allocation). None: it
+    allocates."""
+    kv_dtypes, int8_indexer = UPSTREAM_BACKEND_QUANTIZED_CACHES.get(backend, ((), False))
+    cache, draft = run.cache, getattr(run, "draft", None)
+    if cache.kv_cache_dtype == "int8" and "int8" not in kv_dtypes:
+        return Rejection("cache.kv_cache_dtype", f"upstream's worker built for {backend} stops on an int8 KV cache "
+                                                 f"(MLU only)")
+    indexed = expected_indexer(run.model) or (draft is not None and expected_indexer(draft))
+    if indexer_cache_dtype(cache) == "int8" and indexed and not int8_indexer:
+        return Rejection("cache.indexer_cache_dtype", f"upstream's cache allocation built for {backend} stops on an "
+                                                      f"int8 indexer cache (NPU and MLU only)")
+    return None
+
+
 def _rejection(run, active_split: int, model_types: tuple) -> Optional[Rejection]:
     """The first rule broken, in upstream's order (FEATURE 3): the master's rules (s >= 1, whole
     attention TP, then with the split active the model type before attention tp % s, then host

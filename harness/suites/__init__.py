@@ -50,6 +50,10 @@ def predicts_nothing(*args) -> None:
     return None
 
 
+def always(run) -> bool:
+    return True
+
+
 def never(run) -> bool:
     return False
 
@@ -97,6 +101,10 @@ class Suite:
     passes_any_refusal: Callable[[Any], bool] = never
     """``passes_any_refusal(run)``: True where the check passes any UserError (TC-03: a placement the spec
     refuses), so no upstream refusal or layout is predicted."""
+
+    starts_workers: Callable[[Any], bool] = always
+    """``starts_workers(run)``: True where the body starts the workers of a config the master planned (so a
+    worker's own refusal, FEATURE 3's worker-side CHECKs, reaches the check); TC-03 only plans."""
 
     @property
     def description(self) -> str:

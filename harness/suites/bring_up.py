@@ -148,6 +148,7 @@ def bring_up(
     engines: Optional[tuple[EngineLayout, ...]] = None,
     tamper: Optional[Tamper] = None,
     record_refusals: bool = False,
+    record_user_refusals: bool = False,
     plan_only: bool = False,
 ) -> RankSession:
     """Plan on rank 0, propagate through the engines, init every worker hosted on this rank.
@@ -156,7 +157,9 @@ def bring_up(
     uses it to check that workers reject a layout that is not the published one). With
     ``record_refusals`` an ``init_worker`` that raises is recorded in ``session.refusals``
     instead of failing the rank, and the digest all-gather still runs (None for it), so no
-    rank is left waiting in a collective. With ``plan_only`` only the master plans (a config the
+    rank is left waiting in a collective; with ``record_user_refusals`` only a ``UserError`` is (the
+    worker refused the config, with the field it names; anything else still fails the rank with its
+    traceback). With ``plan_only`` only the master plans (a config the
     spec refuses: nothing is allocated even if the implementation wrongly accepts it).
     """
     impl = instantiate(impl_cfg)
@@ -190,7 +193,7 @@ def bring_up(
                 expected_digest=published.digests[engine.role],
             )
         except Exception as exc:  # noqa: BLE001 - recorded as data only when asked; else the rank fails
-            if not record_refusals:
+            if not (record_refusals or (record_user_refusals and isinstance(exc, UserError))):
                 raise
             session.refusals[engine.role] = InitRefusal(role=engine.role, plan_rank=plan_rank, tampered=tampered,
                                                         error=master_error_of(exc))

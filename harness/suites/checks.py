@@ -7,7 +7,7 @@ from typing import Optional
 from harness import oracle
 from harness.suites import ownership
 from harness.suites.expectations import Problem, rejection_problems
-from harness.suites.facts import master_error, plan_of
+from harness.suites.facts import fact_field, master_error, plan_of, rank_of
 
 
 def startup_problems(facts: list, run) -> Optional[list[str]]:
@@ -19,7 +19,17 @@ def startup_problems(facts: list, run) -> Optional[list[str]]:
     if master_error(facts) is not None:
         error = master_error(facts)
         return [Problem(f"master rejected a valid config: {error}", rule="refused", field=error.field)]
-    return None
+    refused = worker_refusal_problems(facts)
+    return refused or None
+
+
+def worker_refusal_problems(facts: list) -> list[str]:
+    """A worker that refused, in ``init_worker``, a config the master planned and the spec accepts (FEATURE
+    3: the worker-side CHECKs): one problem per rank and engine, naming the field; nothing after it is
+    checked."""
+    return [Problem(f"rank {rank_of(f)} {role} worker refused a config the spec accepts: {error}",
+                    rule="worker_refused", rank=rank_of(f), field=error.field)
+            for f in facts for role, error in sorted((fact_field(f, "refusals") or {}).items())]
 
 
 def leak_problems(facts: list) -> list[str]:

@@ -300,15 +300,40 @@ def _upstream_group_sharing_a_card(run) -> Optional[str]:
     return None
 
 
+NATIVE_UPSTREAM_BACKEND = "ilu"
+"""The backend upstream's manifest compiles its allocation for (``-DUSE_ILU``, the BI-V100's; a unit test
+holds the manifest to it)."""
+
+
+def native_upstream_prediction(tc: str, run) -> Optional[Prediction]:
+    """``xllm_native`` on upstream's tree: ``upstream_prediction``, whose worker is upstream's own allocation
+    compiled for ``NATIVE_UPSTREAM_BACKEND``. Where the master plans a config and the TC starts its workers,
+    a quantized cache that backend has not (``oracle.expected_upstream_worker_stop``: int8 KV on MLU only,
+    the int8 indexer on NPU and MLU) stops every worker in ``init_worker`` naming the cache field, though
+    the hardware profile allows it (FEATURE 3); nothing after it is checked."""
+    pred = upstream_prediction(tc, run)
+    if pred is not None and any(p.rule in ("refused", "rejection") for p in pred.required):
+        return pred  # the master refuses first
+    stop = oracle.expected_upstream_worker_stop(run, NATIVE_UPSTREAM_BACKEND)
+    suite = _suite(tc)
+    if (stop is None or expected_rejection(run) is not None or oracle.expected_upstream_rejection(run) is not None
+            or not suite.starts_workers(run) or suite.passes_any_refusal(run)
+            or unplannable(run, UPSTREAM_OWNER_RULE if oracle.split_size(run) > 1 else SPEC_OWNER_RULE)):
+        return pred
+    return Prediction(required=(Predicted(rule="worker_refused", field=stop.field, why=stop.reason),),
+                      reason=f"{stop.reason}; the {run.hardware.name} profile allows it (FEATURE 3)")
+
+
 PREDICTIONS: dict[str, Callable[[str, object], Optional[Prediction]]] = {
     "upstream_owner_rule": owner_rule_prediction,
     "xllm_upstream": upstream_prediction,
-    "xllm_native": upstream_prediction,
+    "xllm_native": native_upstream_prediction,
 }
 """Implementation name -> predict(tc, run). ``upstream_owner_rule`` is the reference with only
 upstream's owner rule; ``xllm_upstream`` is upstream in every rule (FEATURE 2-4: no enable flag,
 upstream's model list, consecutive groups, ``rank % s``, ``layer_id % s``); ``xllm_native`` is upstream's
-own planning code compiled from a source tree, so the same predictions hold."""
+own planning and allocation compiled from a source tree, so the same predictions hold, plus its compiled
+worker's stops on quantized caches (``native_upstream_prediction``)."""
 
 
 def _suite(tc: str):

@@ -148,6 +148,8 @@ class RankFacts:
     """Role -> the digests all-gathered from every rank (None where a rank hosts no worker)."""
     problems: tuple[str, ...] = ()
     """Problems the rank itself found (leaks, an exchange that went wrong)."""
+    refusals: dict[str, MasterError] = field(default_factory=dict)
+    """Role -> the UserError this rank's worker of that engine raised in ``init_worker`` (none: it started)."""
 
 
 def master_error_of(exc: BaseException) -> MasterError:

@@ -68,12 +68,14 @@ def profile_cases(tc: str, matrix) -> list[Case]:
 
 def standard_body(ctx, run, impl_cfg, engines: Optional[tuple[EngineLayout, ...]] = None) -> RankFacts:
     """Bring up, report what each worker on this rank holds, tear down and check nothing survived."""
-    session = bring_up(ctx, run, impl_cfg, engines=engines, plan_only=expected_rejection(run) is not None)
+    session = bring_up(ctx, run, impl_cfg, engines=engines, plan_only=expected_rejection(run) is not None,
+                       record_user_refusals=True)
     workers = {role: worker_facts(w, ctx.device) for role, w in session.workers.items()}
     leaks = session.teardown()
     workers = {role: dataclasses.replace(wf, leak=leaks.get(role)) for role, wf in workers.items()}
     return RankFacts(rank=ctx.rank, error=session.error, plan=session.plan if ctx.rank == 0 else None,
-                     run=session.run if ctx.rank == 0 else None, workers=workers, digests=session.digests)
+                     run=session.run if ctx.rank == 0 else None, workers=workers, digests=session.digests,
+                     refusals={role: r.error for role, r in session.refusals.items()})
 
 
 def preferred(values, axis) -> list[str]:

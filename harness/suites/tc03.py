@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from harness import oracle
-from harness.suites import Suite
+from harness.suites import Suite, never
 from harness.suites.case import Case
 from harness.suites.checks import startup_problems
 from harness.suites.expectations import Predicted, Prediction, Problem, expected_rejection
@@ -423,4 +423,5 @@ SUITE = Suite(
     summarize=summarize,
     predict_upstream_layout=predict_upstream_layout,
     passes_any_refusal=passes_any_refusal,
+    starts_workers=never,
 )

@@ -125,11 +125,14 @@ def body(ctx, run, impl_cfg, separate: bool = False) -> PropagationFacts:
     """Bring up every engine; gather ownership over the real split subgroups; tear down (leak check);
     then bring up again with ``tamper_message`` (bring_up's tamper hook) recording the refusals."""
     engines = engines_for(ctx.world_size, run, separate_draft=separate)
-    session = bring_up(ctx, run, impl_cfg, engines=engines)
+    session = bring_up(ctx, run, impl_cfg, engines=engines, record_user_refusals=True)
     base = {"rank": ctx.rank, "error": session.error, "plan": session.plan if ctx.rank == 0 else None,
             "run": session.run if ctx.rank == 0 else None, "engines": {e.role: e.ranks for e in engines},
-            "digests": session.digests}
+            "digests": session.digests, "refusals": {role: r.error for role, r in session.refusals.items()}}
     if session.error:
+        return PropagationFacts(**base)
+    if any(ctx.all_gather_object(bool(session.refusals))):  # a worker refused the config: nothing to propagate
+        session.teardown()
         return PropagationFacts(**base)
     workers = {role: worker_facts(w, ctx.device) for role, w in session.workers.items()}
     coverage = _live_coverage(ctx, session, engines[0])

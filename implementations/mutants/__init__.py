@@ -71,7 +71,7 @@ from implementations.mutants.validation import (
     WorldRemainderDropped,
     XtensorAccepted,
 )
-from implementations.mutants.worker import DigestUnchecked, SplitRankModS
+from implementations.mutants.worker import DigestUnchecked, QuantizedRefusedByWorker, SplitRankModS
 
 _CLASSES: tuple[type[Mutant], ...] = (
     OwnerOffByOne,
@@ -131,6 +131,7 @@ _CLASSES: tuple[type[Mutant], ...] = (
     MeanRounded,
     ConvValueChannelsValueDim,
     DraftMessageSplitFields,
+    QuantizedRefusedByWorker,
 )
 
 MUTANTS: dict[str, type[Mutant]] = {cls.name.removeprefix("mutant_"): cls for cls in _CLASSES}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contract.errors import PlanError
+from contract.errors import ConfigError, PlanError
 from contract.interface import WorkerKVCache
 from implementations.mutants.base import Mutant
 
@@ -41,3 +41,18 @@ class SplitRankModS(Mutant):
         if message.active:
             cache.split_rank = rank % message.split_size  # and it reports that split rank about itself
         return cache
+
+
+class QuantizedRefusedByWorker(Mutant):
+    """A worker refuses an int8 KV cache the hardware profile allows: its own backend's limit, not the profile's (FEATURE 3, the profile says which quantized caches)."""
+
+    name = "mutant_quantized_refused_by_worker"
+    component = "worker"
+    # The master plans it; only a TC that starts the workers sees the refusal (TC-03 only plans).
+    expected_catchers = ("TC-01", "TC-02", "TC-05")
+
+    def init_worker(self, message, run, *, rank, role, device, expected_digest) -> WorkerKVCache:
+        if run.cache.kv_cache_dtype == "int8":
+            raise ConfigError("cache.kv_cache_dtype", "int8", "auto (this worker's backend has no int8 KV cache)")
+        return super().init_worker(message, run, rank=rank, role=role, device=device,
+                                   expected_digest=expected_digest)

@@ -455,12 +455,13 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         s = message.split_size if message.active and role == "target" else 1
         tp = message.attn_tp_size
         est = self.native_estimate(run, message.split_size if message.active else 1)
+        shape_model = model
         if role == "target":
             shape_cap = est.get("target_shape_capacity") or est.get("target")
-        else:
-            shape_cap = est.get("draft_shape_capacity") or est.get("draft")
-            if run.draft.body_tp1:
-                tp = 1
+        elif not run.draft.body_tp1:  # MTPWorkerImpl::allocate_kv_cache: the draft is handed the target's shape
+            shape_cap, shape_model = est.get("target_shape_capacity") or est.get("target"), run.model
+        else:  # MTPDraftKVCacheShape: a capacity of only the block count and size, the draft's args, TP 1
+            shape_cap, tp = {"n_blocks": message.n_blocks, "block_size": message.block_size}, 1
         if not isinstance(shape_cap, dict):
             raise self._malformed("estimate", f"no {role} capacity for the worker's shape")
         shape_cap = {**shape_cap, "n_blocks": message.n_blocks}
@@ -469,6 +470,8 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
                   "dtype_code": TORCH_SCALAR_TYPES[model.dtype], "kv_cache_dtype": run.cache.kv_cache_dtype,
                   "indexer_cache_dtype": run.cache.indexer_cache_dtype, "block_size": message.block_size,
                   "device": device}
+        if shape_model is not model:
+            values.update({f"shape.{k}": v for k, v in self.model_args(shape_model).items()})
         if self.port and s > 1:
             values["owned"] = [int(m) for m in self.ownership_mask(message, rank)]
         library = self.native.tensor_library()

@@ -63,6 +63,14 @@ CHECK_RULES: tuple[tuple[str, str, str], ...] = (
     (r"cache_size_in_bytes(?:\(\))?\s*,\s*0\)", "cache.kv_budget_bytes", "a KV budget > 0"),
 )
 """(pattern over the CHECK's condition, harness field it guards, what is allowed), first match wins."""
+MESSAGE_RULES: tuple[tuple[str, str, str], ...] = (
+    (r"(?i)\bKV Cache quantization\b.*\bonly supported\b|\bint8 KV cache\b.*\bnot supported\b",
+     "cache.kv_cache_dtype", "auto: the tree's build has no int8 KV cache (upstream: MLU only, FEATURE 3)"),
+    (r"(?i)\bIndexer cache INT8\b.*\bunsupported\b", "cache.indexer_cache_dtype",
+     "auto: the tree's build has no int8 indexer cache (upstream: NPU and MLU only, FEATURE 3)"),
+)
+"""The same over glog's message, for a CHECK whose condition names nothing (``LOG(FATAL)``, ``CHECK(false)``),
+tried after ``CHECK_RULES``."""
 MASTER_ROLES = ("master", "layout")
 """CHECKs in these roles' files are startup rules (``ConfigError``); the rest are planning (``PlanError``)."""
 PORT_MASTER_ROLES = ("validation",)
@@ -105,6 +113,9 @@ def rule_of(check: Check) -> tuple[str, str]:
     """(field, allowed) of the CHECK; ``implementation`` for a CHECK no rule names."""
     for pattern, name, allowed in CHECK_RULES:
         if re.search(pattern, check.condition):
+            return name, allowed
+    for pattern, name, allowed in MESSAGE_RULES:
+        if re.search(pattern, check.message):
             return name, allowed
     return "implementation", "a configuration the tree's CHECKs accept"
 

@@ -145,6 +145,26 @@ def test_an_unknown_check_names_the_implementation():
         == "layerwise.split_size"
 
 
+def test_a_fatal_log_of_a_quantized_cache_names_its_field_by_the_message():
+    """``LOG(FATAL)`` and ``CHECK(false)`` name nothing in their condition: the message does (upstream's texts)."""
+    fatal = native.Check(file="worker_impl.cpp", line=520, condition="LOG(FATAL)",
+                         message="KV Cache quantization is only supported on MLU backend. Current backend does not "
+                                 "support this feature.")
+    assert native.field_of(fatal) == "cache.kv_cache_dtype"
+    indexer = replace(fatal, condition="CHECK(false)",
+                      message="Check failed: false Indexer cache INT8 is unsupported on this backend.")
+    assert native.field_of(indexer) == "cache.indexer_cache_dtype"
+    assert native.field_of(replace(fatal, message="KV cache too small")) is None
+
+
+def test_upstreams_manifest_builds_its_allocation_for_the_backend_the_predictions_name():
+    from harness.suites.expectations import NATIVE_UPSTREAM_BACKEND
+    from implementations.xllm_native import manifest
+
+    defines = manifest.load(manifest.SHIPPED_DIR / "upstream_494f293b5.yaml").tensors.defines
+    assert f"USE_{NATIVE_UPSTREAM_BACKEND.upper()}" in defines
+
+
 # ---- cache -------------------------------------------------------------------------------------------------
 
 

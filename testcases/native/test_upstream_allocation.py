@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import pytest
 
+from contract.specs import CacheSpec
 from harness import oracle
 from testcases.native.test_ports import UPSTREAM, real_tree
 from testcases.unit import _models as M
@@ -57,3 +58,30 @@ def test_upstream_picks_a_layers_cache_by_the_interval_not_by_layer_types(impl, 
     model = replace(M.QWEN3_5_MOE, layer_types=QWEN_TYPES, full_attention_interval=interval)
     _, w = worker(impl, M.run_spec(model, split=1, budget_bytes=1 << 28))
     assert set(w.layer(0).tensors) == linear_tensors and set(w.layer(3).tensors) == {"k", "v"}
+
+
+@pytest.mark.parametrize("quantized, field", [(dict(kv_cache_dtype="int8"), "cache.kv_cache_dtype"),
+                                          (dict(indexer_cache_dtype="int8"), "cache.indexer_cache_dtype")])
+def test_upstreams_ilu_worker_stops_on_the_int8_caches_naming_the_field(impl, quantized, field):
+    """FEATURE 3: upstream's int8 KV cache exists only on MLU and its int8 indexer cache on NPU and MLU; built
+    for ILU its worker stops (LOG(FATAL), CHECK(false)) though the CPU profile allows both. The harness names
+    the field, as ``oracle.expected_upstream_worker_stop`` predicts."""
+    from contract.errors import UserError
+    run = M.run_spec(M.DEEPSEEK_V32, split=2, budget_bytes=1 << 28, cache=CacheSpec(**quantized))
+    assert oracle.expected_rejection(run) is None
+    assert oracle.expected_upstream_worker_stop(run, "ilu").field == field
+    with pytest.raises(UserError) as err:
+        worker(impl, run)
+    assert err.value.field == field, str(err.value)
+
+
+def test_upstream_allocates_an_fp8_kv_cache_in_the_models_dtype_it_estimates_at_one_byte(impl):
+    """upstream's own divergence (recorded, docs/native.md): its estimate counts an fp8 KV dtype at 1 byte
+    (kv_cache_dtype_size) but its worker allocates every cache in the model's dtype and no scale, so the
+    allocation exceeds its own plan; the TC-01/TC-02 cases on fp8 find it."""
+    run = M.run_spec(M.DEEPSEEK_V32, split=2, budget_bytes=1 << 28, cache=CacheSpec(kv_cache_dtype="fp8_e4m3"))
+    plan, w = worker(impl, run, rank=1)
+    want = oracle.expected_full_layer_tensors(run, plan.n_blocks)
+    assert want["latent"].dtype == "float8_e4m3fn" and "latent_scale" in want
+    got = geometry(w.layer(1).tensors)
+    assert got["latent"][1] == "bfloat16" and "latent_scale" not in got

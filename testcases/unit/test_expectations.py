@@ -334,3 +334,47 @@ def test_a_case_report_is_described_by_its_tc_modules_docstring(tc, monkeypatch)
     allure_labels.apply_title(case, load_suite(tc))
     doc = importlib.import_module(TC_MODULES[tc]).__doc__
     assert shown["description"] == doc.strip().split("\n\n", 1)[0] and shown["description"].startswith(f"{tc} (L")
+
+
+@pytest.mark.parametrize("extra, field", [(("cache.kv_cache_dtype=int8",), "cache.kv_cache_dtype"),
+                                          (("cache.indexer_cache_dtype=int8",), "cache.indexer_cache_dtype"),
+                                          (("cache.kv_cache_dtype=int8", "cache.indexer_cache_dtype=int8"),
+                                           "cache.kv_cache_dtype")])
+def test_upstreams_compiled_worker_stops_on_an_int8_cache_the_cpu_profile_allows(extra, field):
+    """FEATURE 3: built for ILU, upstream's worker has no int8 KV cache (MLU only) and no int8 indexer (NPU, MLU);
+    the CPU profile allows both, so xllm_native on upstream's tree is predicted to refuse in its workers, where
+    the Python model of upstream (``xllm_upstream``) allocates."""
+    for tc in ("TC-01", "TC-02", "TC-04", "TC-05", "TC-07"):
+        run = _case("deepseek_v32", "s2", "tp4", extra=extra, tc=tc).resolved.run
+        assert expected_rejection(run) is None and prediction(tc, "xllm_upstream", run) is None
+        pred = prediction(tc, "xllm_native", run)
+        assert [(p.rule, p.field) for p in pred.required] == [("worker_refused", field)], tc
+        found = [Problem(f"rank {r} target worker refused", rule="worker_refused", rank=r, field=field) for r in range(4)]
+        assert judge(tc, "xllm_native", run, found) == []
+        assert judge(tc, "xllm_native", run, [])  # it allocated after all: strict
+        other = [Problem("rank 0 refused", rule="worker_refused", rank=0, field="cache.block_size")]
+        assert judge(tc, "xllm_native", run, other)
+    run = _case("deepseek_v32", "s2", "tp4", extra=extra, tc="TC-03").resolved.run
+    assert prediction("TC-03", "xllm_native", run) is None  # TC-03 only plans
+
+
+def test_upstreams_compiled_worker_is_predicted_nothing_on_what_it_allocates():
+    for extra in ((), ("cache.kv_cache_dtype=fp8_e4m3",)):  # fp8 is not its quantization: it allocates (docs/native.md)
+        run = _case("deepseek_v32", "s2", "tp4", extra=extra, tc="TC-01").resolved.run
+        assert prediction("TC-01", "xllm_native", run) is None
+    run = _case("deepseek_v32", "s2", "tp4", hardware="bi_v100", extra=("cache.kv_cache_dtype=int8",), tc="TC-01").resolved.run
+    assert expected_rejection(run).field == "cache.kv_cache_dtype"  # the profile refuses it at startup: the spec's rule
+    assert all(p.rule != "worker_refused" for p in (prediction("TC-01", "xllm_native", run) or Prediction(required=())).required)
+
+
+def test_a_worker_refusal_is_a_problem_naming_rank_and_field_and_stops_the_checks():
+    from harness.suites.checks import startup_problems
+
+    run = _case("deepseek_v32", "s2", "tp4", tc="TC-01").resolved.run
+    refusal = MasterError(type="ConfigError", field="cache.kv_cache_dtype", message="int8: auto", user_error=True,
+                          classes=("ConfigError", "UserError"))
+    facts = [RankFacts(rank=0, plan=object()), RankFacts(rank=1, refusals={"target": refusal})]
+    found = startup_problems(facts, run)
+    assert [(p.rule, p.rank, p.field) for p in found] == [("worker_refused", 1, "cache.kv_cache_dtype")]
+    assert "rank 1 target worker refused a config the spec accepts" in found[0]
+    assert startup_problems([RankFacts(rank=0, plan=object())], run) is None

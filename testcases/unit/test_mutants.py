@@ -421,6 +421,16 @@ def _quantized_view_reshaped(m):
     assert layer_own_bytes(mut, not_owned) == 0 and cache_bytes(mut) == cache_bytes(ref)
 
 
+def _quantized_refused_by_worker(m):
+    run = run_spec(DEEPSEEK_V32, split=2, budget_bytes=SMALL, cache=CacheSpec(kv_cache_dtype="int8"))
+    plan = m.plan(run)
+    assert plan.n_blocks == REF.plan(run).n_blocks  # the master plans it as the reference does
+    REF.init_worker(plan, run, rank=0, role="target", device="cpu", expected_digest=plan.digest)
+    with pytest.raises(ConfigError) as err:
+        m.init_worker(plan, run, rank=0, role="target", device="cpu", expected_digest=plan.digest)
+    assert err.value.field == "cache.kv_cache_dtype"
+
+
 def _draft_leaks_storage(m):
     import gc
 
@@ -598,6 +608,7 @@ DIFFERS: dict[str, Callable] = {
     "mean_rounded": _mean_rounded,
     "conv_value_channels_value_dim": _conv_value_channels_value_dim,
     "draft_message_split_fields": _draft_message_split_fields,
+    "quantized_refused_by_worker": _quantized_refused_by_worker,
 }
 
 

@@ -13,6 +13,9 @@ Three figures, each measured in this run and printed as a ratio to its goal:
   cache lookup: hashing the tree's files and headers, checking the entry; then starting the host,
   opening the library, one call). Goal: <= 1 s. Both times exclude the interpreter's start and
   its imports (each child measures from after its imports).
+- **tensor library**, for a manifest whose allocation is compiled against torch (upstream's): its cold
+  build and opening in the process (after the start above), and its warm lookup and opening; the same
+  goals.
 - **TC matrix**: ``pytest -n JOBS testcases/tc`` on ``--models`` (default ``qwen3_5_moe,deepseek_v32``)
   twice, one after the other: ``implementation=xllm_native`` on the matrix tree (default upstream's,
   its library already in the cache the cold build filled, so the matrix pays no build) and
@@ -69,9 +72,16 @@ try:
 except UserError:
     answer = "refused"
 done = time.perf_counter()
+tensors_s = tensors_compile_s = None
+if impl.manifest.tensors is not None:  # the allocation's torch library: built (cold) or found, then opened
+    impl.native.tensor_library()
+    tensors_s = time.perf_counter() - done
+    from implementations.xllm_native import build
+    tensors_compile_s = build.build(impl.native.tree, root=impl.native.cache, tensors=True).manifest.get("seconds")
 print(json.dumps({"answer": answer, "manifest": impl.manifest.name, "why": impl.native.why, "lookup_s": built - started,
                   "first_call_s": done - built, "total_s": done - started,
-                  "compile_s": impl.native.built.manifest.get("seconds")}))
+                  "compile_s": impl.native.built.manifest.get("seconds"), "tensors_s": tensors_s,
+                  "tensors_compile_s": tensors_compile_s}))
 """
 
 
@@ -204,6 +214,14 @@ def report(trees: Sequence[Path], matrix_tree: Optional[Path], models: Sequence[
                 fig = Figure(f"{kind}: {label}", got["total_s"], goal)
                 print(f"{fig.what}: {fig.result()}; {detail}")
                 rows.append((fig.what, f"{fig.result()}; {detail}"))
+            if cold.get("tensors_s") is not None:
+                for kind, got, goal, detail in (
+                        ("tensor library cold build + open", cold["tensors_s"], COLD_GOAL_S,
+                         f"compile {cold['tensors_compile_s']} s (the allocation against torch)"),
+                        ("tensor library warm lookup + open", warm["tensors_s"], WARM_GOAL_S, "")):
+                    fig = Figure(f"{kind}: {label}", got, goal)
+                    print(f"{fig.what}: {fig.result()}" + (f"; {detail}" if detail else ""))
+                    rows.append((fig.what, fig.result() + (f"; {detail}" if detail else "")))
             notes.append(f"{tree.name}: manifest {cold['manifest']} ({cold['why']})")
         if matrix_tree is not None:
             if matrix_cache is None:  # the matrix tree was not built above: fill a cache for it, untimed

@@ -83,7 +83,10 @@ std::string op_allocate(const Request& req) {
   const xllm::ModelArgs args = model_args(req, "");
   const xllm::KVCacheCapacity cap = capacity_of(req);
   const int64_t world_size = req.i64("world_size", 1);
-  const xllm::KVCacheShape kv_cache_shape(cap, args, world_size);
+  // The shape the engine built and the worker was handed: from the allocating model's args, or (a
+  // speculative draft worker, MTPWorkerImpl::allocate_kv_cache) the target's, given as shape.<key>.
+  const xllm::ModelArgs shape_args = req.str("shape.model_type").empty() ? args : model_args(req, "shape.");
+  const xllm::KVCacheShape kv_cache_shape(cap, shape_args, world_size);
   const auto dtype = static_cast<torch::ScalarType>(req.i64("dtype_code", 15));
 
   // From here on, the call site's statements in its order (options_/parallel_args_ read from the
