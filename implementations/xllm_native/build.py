@@ -396,6 +396,12 @@ def tensor_commands(tree: TreeMap, gen: Path, out: Path) -> list[list[str]]:
         obj = objdir / f"{i:02d}-{src.stem}.o"
         objs.append(str(obj))
         cmds.append([compiler(), *flags, "-MD", "-MF", str(obj.with_suffix(".d")), "-c", str(src), "-o", str(obj)])
+    if not tb["abi"]:  # torch on the pre-C++11 ABI, glog on the C++11 one: the bridge for glog's one ABI-tagged symbol
+        for src, abi in ((CPP_DIR / "glog_old_abi.cpp", 0), (CPP_DIR / "glog_cxx11_bridge.cpp", 1)):
+            obj = objdir / f"{len(objs):02d}-{src.stem}.o"
+            objs.append(str(obj))
+            cmds.append([compiler(), tb["std"], *TENSOR_FLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={abi}", "-MD", "-MF",
+                         str(obj.with_suffix(".d")), "-c", str(src), "-o", str(obj)])
     cmds.append([compiler(), "-shared", *objs, "-o", str(out), "-Wl,--no-undefined", f"-L{tb['lib']}",
                  f"-Wl,-rpath,{tb['lib']}", "-ltorch_cpu", "-lc10", "-lglog", "-lgflags"])
     return cmds

@@ -474,9 +474,26 @@ def test_prepare_builds_both_libraries_before_any_case(cache, monkeypatch):
     assert build.build(tree, tensors=True).library.name == "liblwsplit_tensors.so"
 
 
+def test_a_torch_on_the_old_cxx_abi_links_glog_through_the_bridge(monkeypatch, tmp_path):
+    """On torch's pre-C++11 ABI the tensor library adds glog's bridge: the twin of glog's one ABI-tagged symbol
+    on torch's ABI and its caller on glog's (CI runs the build itself on torch 2.1, whose ABI is the old one)."""
+    tree = build.port_tree(manifest.load(FIXTURE_MANIFEST), FIXTURE)
+    for abi, bridged in ((0, True), (1, False)):
+        monkeypatch.setattr(build, "torch_build", lambda abi=abi: {"version": "x", "abi": abi, "include": [],
+                                                                   "lib": "", "std": "-std=c++20"})
+        cmds = build.tensor_commands(tree, tmp_path, tmp_path / "lib.so")
+        sources = {c[c.index("-c") + 1]: c for c in cmds if "-c" in c}
+        old, new = str(build.CPP_DIR / "glog_old_abi.cpp"), str(build.CPP_DIR / "glog_cxx11_bridge.cpp")
+        assert (old in sources and new in sources) == bridged
+        if bridged:
+            assert "-D_GLIBCXX_USE_CXX11_ABI=0" in sources[old] and "-D_GLIBCXX_USE_CXX11_ABI=1" in sources[new]
+            assert all(o in cmds[-1] for o in (sources[old][-1], sources[new][-1]))  # both linked
+
+
 def test_a_torch_on_the_old_cxx_abi_is_one_error_naming_torch_and_glog(monkeypatch):
-    """PyPI's torch 2.1 is built with _GLIBCXX_USE_CXX11_ABI=0, Debian's glog with the C++11 ABI: the tensor
-    library cannot link glog's CHECK helpers. The error says so instead of quoting a linker log."""
+    """PyPI's torch 2.1 is built with _GLIBCXX_USE_CXX11_ABI=0, Debian's glog with the C++11 ABI: where a tree
+    reaches a glog symbol the bridge does not cover, the tensor library cannot link it. The error says so
+    instead of quoting a linker log."""
     monkeypatch.setattr(build, "torch_build", lambda: {"version": "2.1.0", "abi": 0, "include": [], "lib": "",
                                                        "std": "-std=c++20"})
     tree = build.port_tree(manifest.load(FIXTURE_MANIFEST), FIXTURE)
