@@ -324,16 +324,21 @@ def native_upstream_prediction(tc: str, run) -> Optional[Prediction]:
                       reason=f"{stop.reason}; the {run.hardware.name} profile allows it (FEATURE 3)")
 
 
+NATIVE_PLANNING_ONLY = "xllm_native[upstream planning]"
+"""``predicted_as`` of a tree whose upstream-cut manifest compiles no allocation (its workers: upstream's model)."""
+
 PREDICTIONS: dict[str, Callable[[str, object], Optional[Prediction]]] = {
     "upstream_owner_rule": owner_rule_prediction,
     "xllm_upstream": upstream_prediction,
     "xllm_native": native_upstream_prediction,
+    NATIVE_PLANNING_ONLY: upstream_prediction,
 }
 """Implementation name -> predict(tc, run). ``upstream_owner_rule`` is the reference with only
 upstream's owner rule; ``xllm_upstream`` is upstream in every rule (FEATURE 2-4: no enable flag,
 upstream's model list, consecutive groups, ``rank % s``, ``layer_id % s``); ``xllm_native`` is upstream's
 own planning and allocation compiled from a source tree, so the same predictions hold, plus its compiled
-worker's stops on quantized caches (``native_upstream_prediction``)."""
+worker's stops on quantized caches (``native_upstream_prediction``); ``NATIVE_PLANNING_ONLY`` is its planning
+code alone, with upstream's modelled workers."""
 
 
 def _suite(tc: str):
@@ -342,7 +347,9 @@ def _suite(tc: str):
     return load_suite(tc)
 
 def predicted_as(case) -> str:
-    """The name whose predictions hold for ``case``: ``xllm_native`` on a tree built by upstream's manifest;
+    """The name whose predictions hold for ``case``: ``xllm_native`` on a tree built by an upstream-cut manifest
+    that compiles upstream's allocation for ``NATIVE_UPSTREAM_BACKEND``; ``NATIVE_PLANNING_ONLY`` on one that
+    compiles its planning code alone (its workers are upstream's Python model, as ``xllm_upstream``'s);
     ``xllm_native[<manifest>]`` (no predictions: the spec judges it alone) on a tree another manifest builds."""
     if case.implementation != "xllm_native":
         return case.implementation
@@ -360,7 +367,10 @@ def _native_label(source_dir, files: str, manifest, _env: str) -> str:
         _, m, _ = resolve(source_dir, json.loads(files), manifest)
     except UserError:
         return "xllm_native"  # the case itself reports the error
-    return "xllm_native" if m.compile == "upstream-cut" else f"xllm_native[{m.name}]"
+    if m.compile != "upstream-cut":
+        return f"xllm_native[{m.name}]"
+    compiled_for = m.tensors is not None and f"USE_{NATIVE_UPSTREAM_BACKEND.upper()}" in m.tensors.defines
+    return "xllm_native" if compiled_for else NATIVE_PLANNING_ONLY
 
 
 def prediction(tc: str, implementation: str, run) -> Optional[Prediction]:

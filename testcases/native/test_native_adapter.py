@@ -165,6 +165,17 @@ def test_upstreams_manifest_builds_its_allocation_for_the_backend_the_prediction
     assert f"USE_{NATIVE_UPSTREAM_BACKEND.upper()}" in defines
 
 
+def test_the_predictions_follow_what_the_manifest_compiles():
+    """Upstream's compiled worker stops are predicted only where upstream's allocation is compiled (its shipped
+    manifest); a planning-only upstream-cut manifest (the fixture tree's) has upstream's modelled workers."""
+    from harness.suites.expectations import NATIVE_PLANNING_ONLY, _native_label
+    from implementations.xllm_native import manifest
+
+    upstream = str(manifest.SHIPPED_DIR / "upstream_494f293b5.yaml")
+    assert _native_label(str(FIXTURE), "{}", None, "") == NATIVE_PLANNING_ONLY
+    assert _native_label(str(FIXTURE), "{}", upstream, "") == "xllm_native"
+
+
 # ---- cache -------------------------------------------------------------------------------------------------
 
 
