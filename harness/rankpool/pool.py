@@ -118,6 +118,8 @@ class RankPool:
         self._conns: list[Any] = []
         self._tmp_dir: Optional[str] = None
         self._stack_offsets: dict[int, int] = {}
+        self._native_offsets: dict[int, int] = {}
+        """Per rank, the size of its native log when the current call began (its lines since are the call's)."""
         self._call_id = 0
         self.idle_since = time.monotonic()
         """When the last ``run`` returned (or the pool was made)."""
@@ -169,6 +171,7 @@ class RankPool:
             try:
                 if not self._procs:
                     self._start()
+                self._native_offsets = {r: _size(self._native_log_path(r)) for r in range(len(self._procs))}
                 for conn in self._conns:
                     try:
                         conn.send_bytes(message)
@@ -356,7 +359,7 @@ class RankPool:
         if pending and errors:
             summary.append(f"rank{'s' if len(pending) > 1 else ''} {_ranks(pending)} still running "
                            f"(idle, no report for {self.grace_s:g} s after the first failure)")
-        sections += [f"--- rank {r} stack ---\n{stacks[r].rstrip()}" for r in sorted(stacks)]
+        sections += [f"--- rank {r} stack ---\n{stacks[r].rstrip()}{self._native_tail(r)}" for r in sorted(stacks)]
         every = {**{r: t for r, (_, t) in errors.items() if r not in skips}, **{r: stacks.get(r, "") for r in pending}}
         if not errors:
             msg = f"{head} did not finish within {limit_s:g} s; unfinished ranks: {_ranks(pending)}"
@@ -405,7 +408,24 @@ class RankPool:
         else:
             text = f"exit code {code}"
         crash = self._read_stack_file(rank)
-        return f"rank {rank} (pid {proc.pid}) {text}" + (f"\n{crash}" if crash.strip() else "")
+        return f"rank {rank} (pid {proc.pid}) {text}" + (f"\n{crash}" if crash.strip() else "") + self._native_tail(rank)
+
+    def _native_log_path(self, rank: int) -> str:
+        return os.path.join(self._tmp_dir or "", rank_main.NATIVE_LOG_FILE.format(rank=rank))
+
+    def _native_tail(self, rank: int) -> str:
+        """The last lines the rank's compiled code logged during this call (``rank_main.NATIVE_LOG_ENV``), as a
+        paragraph; empty when it logged none."""
+        start = self._native_offsets.get(rank, 0)
+        try:
+            with open(self._native_log_path(rank), "rb") as f:
+                end = f.seek(0, os.SEEK_END)
+                f.seek(max(start, end - NATIVE_TAIL_BYTES))
+                data = f.read(NATIVE_TAIL_BYTES)
+        except OSError:
+            return ""
+        lines = data.decode(errors="replace").splitlines()[-NATIVE_TAIL_LINES:]
+        return ("\nits compiled code's last log lines:\n" + "\n".join(lines)) if lines else ""
 
     def _stack_path(self, rank: int) -> str:
         return os.path.join(self._tmp_dir or "", rank_main.STACK_FILE.format(rank=rank))
@@ -552,6 +572,11 @@ def _cpu_ticks(pid: int) -> Optional[int]:
 
     found = procfs.stat(pid)
     return None if found is None else found.cpu_ticks
+
+
+NATIVE_TAIL_LINES = 8
+NATIVE_TAIL_BYTES = 16 * 1024
+"""How much of a failed rank's native log its failure shows: at most these lines of the last bytes."""
 
 
 def _size(path: str) -> int:

@@ -28,6 +28,12 @@ from .messages import Call, Close, Closed, Done, Failed, Ready, State, StateQuer
 
 PR_SET_PDEATHSIG = 1
 STACK_FILE = "faulthandler-rank{rank}.txt"
+NATIVE_LOG_FILE = "native-log-rank{rank}.txt"
+NATIVE_LOG_ENV = "LWSPLIT_NATIVE_LOG"
+"""The rank's native log: the path this variable names (in the rank's environment, and so in the processes
+it starts) is where compiled code loaded into them appends its log lines (the xllm_native libraries' glog
+sink: one line per message, written at once, so a crash keeps them). The pool shows a failed or hung
+rank's last ones."""
 
 
 def die_with_parent(parent_pid: int, *, pdeathsig: bool = True,
@@ -120,6 +126,7 @@ def main(
     for sig in (signal.SIGTERM, signal.SIGHUP):  # a rank forked from the owner has the owner's handlers
         signal.signal(sig, signal.SIG_DFL)
     stack_file = open(os.path.join(tmp_dir, STACK_FILE.format(rank=rank)), "w")
+    os.environ[NATIVE_LOG_ENV] = os.path.join(tmp_dir, NATIVE_LOG_FILE.format(rank=rank))
     faulthandler.enable(file=stack_file, all_threads=True)  # crashes (SIGSEGV, ...)
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)  # parent asks on timeout
     try:

@@ -144,6 +144,20 @@ def crash_on_rank(ctx: RankContext, k: int) -> None:
     ctx.barrier()
 
 
+def log_natively(ctx: RankContext, lines: list) -> None:
+    """Each rank appends ``lines`` to its native log (``rank_main.NATIVE_LOG_ENV``), as compiled code would."""
+    from .rank_main import NATIVE_LOG_ENV
+
+    with open(os.environ[NATIVE_LOG_ENV], "a") as f:
+        f.writelines(f"{line}\n" for line in lines)
+
+
+def log_natively_then_crash(ctx: RankContext, k: int, lines: list) -> None:
+    """``log_natively``, then ``crash_on_rank``."""
+    log_natively(ctx, lines)
+    crash_on_rank(ctx, k)
+
+
 def hang_on_rank(ctx: RankContext, k: int) -> None:
     """Rank k sleeps forever in ``sleep_forever``; the others wait for it in a barrier."""
     if ctx.rank == k:

@@ -239,6 +239,18 @@ def test_tc01_judges_the_trees_tensors_and_finds_the_planted_head_count(cache):
             "256), 'bfloat16')}, spec {'k': ((170, 1, 128, 256)") in proc.stdout, proc.stdout[-3000:]
 
 
+def test_a_rank_whose_compiled_allocation_crashes_fails_with_the_trees_last_log_lines(cache):
+    """The allocation runs in the rank: a crash there kills the rank, and the case fails with the signal, the
+    rank's Python stack and what the tree logged just before (the rank's native log); the next case runs."""
+    proc = tc(FIXTURE, "test_tc01_allocation.py", "test_tc01[qwen3_5_moe-s2-w4-xllm_native]", cache=cache,
+              manifest=FIXTURE_MANIFEST, extra=("cache.block_size=24",))
+    out = proc.stdout[-20000:]
+    assert proc.returncode == 1 and "killed by signal SIGSEGV" in out, out
+    assert "its compiled code's last log lines:" in out and "tensor_lib.py" in out, out
+    assert "I kv_cache_tensors.cpp:13] fx: allocating " in out, out
+    assert "W kv_cache_tensors.cpp:14] fx: block size 24 crashes this fixture" in out, out
+
+
 def test_the_missing_tp_rule_is_found(impl):
     r = run(3)
     assert expected_rejection(r).field == "layerwise.split_size"  # the spec refuses s=3 at TP 4
@@ -321,7 +333,7 @@ def real_tree(*trees: Path):
 
 
 def tc(tree: Path, tc_file: str, *select: str, cache: Path, manifest: Optional[Path] = None,
-       model: str = "qwen3_5_moe") -> subprocess.CompletedProcess:
+       model: str = "qwen3_5_moe", extra: tuple = ()) -> subprocess.CompletedProcess:
     """Run a few cases of one TC on ``tree`` in a separate pytest (one tree's flags per process), its libraries
     built here first (a cold build inside the ranks would run into their time limit)."""
     tree_map = native.resolve(str(tree), None, str(manifest) if manifest else None)[0]
@@ -334,6 +346,7 @@ def tc(tree: Path, tc_file: str, *select: str, cache: Path, manifest: Optional[P
            "--lw-override", "implementation=xllm_native", "--lw-override", f"model={model}", "-k", " or ".join(select)]
     if manifest is not None:
         cmd += ["--lw-override", f"implementation.manifest={manifest}"]
+    cmd += [arg for override in extra for arg in ("--lw-override", override)]
     return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
 
 

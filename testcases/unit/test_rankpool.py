@@ -208,6 +208,16 @@ def test_crashing_rank_reports_the_signal_and_its_stack(pool2):
     assert "crash_on_rank" in failure.value.rank_errors[0]  # faulthandler's dump of the dying rank
 
 
+@dist
+def test_a_crashed_rank_shows_what_its_compiled_code_logged_during_the_call(pool2):
+    pool2.run(bodies.log_natively, ["I earlier call: not this one's"])
+    with pytest.raises(RankFailure) as failure:
+        pool2.run(bodies.log_natively_then_crash, 0, [f"E tree.cpp:{n}] line {n}" for n in range(12)])
+    text = failure.value.rank_errors[0]
+    assert "its compiled code's last log lines:\nE tree.cpp:4] line 4" in text  # the last 8 lines
+    assert "E tree.cpp:11] line 11" in text and "line 3\n" not in text and "earlier call" not in text
+
+
 @pytest.mark.slow
 @dist
 def test_hang_times_out_with_the_hung_ranks_stack_then_the_pool_recovers(pool2):

@@ -5,7 +5,9 @@
 // the planning code does not abort the process: the failure function installed
 // here jumps back to lwsplit_call, which answers {"check": {file, line,
 // message}} naming the CHECK that fired. Not thread-safe (one global
-// ParallelConfig, one jump buffer): the Python side holds a lock.
+// ParallelConfig, one jump buffer): the Python side holds a lock. glog writes nothing to stderr; with
+// LWSPLIT_NATIVE_LOG set (a rank of the harness sets it, harness/rankpool/rank_main.py NATIVE_LOG_ENV)
+// every message is appended to that file at once, so a crash or a hang leaves the tree's last lines.
 #pragma once
 
 #include <glog/logging.h>
@@ -16,6 +18,7 @@
 #include <csetjmp>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <exception>
 #include <map>
@@ -52,11 +55,21 @@ void restore_stderr() {
   g_saved_stderr = -1;
 }
 
-class FatalSink : public google::LogSink {
+int g_log_fd = -1;
+int64_t g_log_left = 8 << 20;  // a runaway logger stops here
+
+class Sink : public google::LogSink {
  public:
   void send(google::LogSeverity severity, const char* full_filename,
-            const char* /*base_filename*/, int line, const std::tm* /*t*/,
+            const char* base_filename, int line, const std::tm* /*t*/,
             const char* message, size_t message_len) override {
+    if (g_log_fd >= 0 && g_log_left > 0) {
+      std::string text = std::string(1, "IWEF"[severity < 0 || severity > 3 ? 0 : severity]) + " " +
+                         (base_filename ? base_filename : "?") + ":" + std::to_string(line) + "] " +
+                         std::string(message, message_len) + "\n";
+      g_log_left -= static_cast<int64_t>(text.size());
+      if (::write(g_log_fd, text.data(), text.size()) < 0) g_log_left = 0;
+    }
     if (severity != google::GLOG_FATAL) return;
     g_fatal_file = full_filename ? full_filename : "";
     g_fatal_line = line;
@@ -87,7 +100,11 @@ void init_logging() {
   FLAGS_logtostderr = false;
   FLAGS_alsologtostderr = false;
   FLAGS_stderrthreshold = google::NUM_SEVERITIES;  // the sink reports fatals
-  static FatalSink sink;
+  const char* log_path = std::getenv("LWSPLIT_NATIVE_LOG");
+  if (log_path != nullptr && *log_path != '\0') {
+    g_log_fd = ::open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  }
+  static Sink sink;
   google::AddLogSink(&sink);
 }
 

@@ -9,6 +9,11 @@ std::vector<FxLayerTensors> fx_allocate_kv_tensors(const std::vector<bool>& full
                                                    int64_t head_dim, at::ScalarType dtype) {
   CHECK_EQ(owned.size(), full_attention.size()) << "owned mask must cover every layer";
   CHECK_GT(n_blocks, 0) << "n_blocks must be positive";
+  if (block_size == 24) {  // a test's way to crash the allocation (README): its last log lines must be shown
+    LOG(INFO) << "fx: allocating " << n_blocks << " blocks of 24 tokens";
+    LOG(WARNING) << "fx: block size 24 crashes this fixture";
+    *static_cast<volatile int*>(nullptr) = 1;
+  }
   // Planted: every KV head on every rank (the heads are not divided by tp).
   const int64_t heads = kv_heads;
   (void)tp;
