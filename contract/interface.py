@@ -27,6 +27,12 @@ if TYPE_CHECKING:  # torch only where tensors exist
 
 ROLES = ("target", "draft")
 
+NATIVE_LOG_ENV = "LWSPLIT_NATIVE_LOG"
+"""The environment variable naming the file where compiled code an implementation loads appends its log lines
+(one per message, written at once so that a crash keeps them). A harness rank sets it to a file of its own
+and shows a failed or hung rank's last lines; an implementation's helper process may point it at its own
+standard error. Unset: the compiled code logs nowhere."""
+
 
 @dataclass
 class LayerCache:

@@ -414,7 +414,7 @@ class RankPool:
         return os.path.join(self._tmp_dir or "", rank_main.NATIVE_LOG_FILE.format(rank=rank))
 
     def _native_tail(self, rank: int) -> str:
-        """The last lines the rank's compiled code logged during this call (``rank_main.NATIVE_LOG_ENV``), as a
+        """The last lines the rank's compiled code logged during this call (``rank_main.NATIVE_LOG_FILE``), as a
         paragraph; empty when it logged none."""
         start = self._native_offsets.get(rank, 0)
         try:

@@ -24,16 +24,15 @@ import traceback
 import unittest
 from typing import Any, Callable, Optional
 
+from contract.interface import NATIVE_LOG_ENV
+
 from .messages import Call, Close, Closed, Done, Failed, Ready, State, StateQuery
 
 PR_SET_PDEATHSIG = 1
 STACK_FILE = "faulthandler-rank{rank}.txt"
 NATIVE_LOG_FILE = "native-log-rank{rank}.txt"
-NATIVE_LOG_ENV = "LWSPLIT_NATIVE_LOG"
-"""The rank's native log: the path this variable names (in the rank's environment, and so in the processes
-it starts) is where compiled code loaded into them appends its log lines (the xllm_native libraries' glog
-sink: one line per message, written at once, so a crash keeps them). The pool shows a failed or hung
-rank's last ones."""
+"""The rank's native log (``contract.interface.NATIVE_LOG_ENV`` names it in the rank's environment): where
+compiled code loaded into the rank appends its log lines. The pool shows a failed or hung rank's last ones."""
 
 
 def die_with_parent(parent_pid: int, *, pdeathsig: bool = True,

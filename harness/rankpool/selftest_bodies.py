@@ -145,8 +145,9 @@ def crash_on_rank(ctx: RankContext, k: int) -> None:
 
 
 def log_natively(ctx: RankContext, lines: list) -> None:
-    """Each rank appends ``lines`` to its native log (``rank_main.NATIVE_LOG_ENV``), as compiled code would."""
-    from .rank_main import NATIVE_LOG_ENV
+    """Each rank appends ``lines`` to its native log (``contract.interface.NATIVE_LOG_ENV``), as compiled code
+    would."""
+    from contract.interface import NATIVE_LOG_ENV
 
     with open(os.environ[NATIVE_LOG_ENV], "a") as f:
         f.writelines(f"{line}\n" for line in lines)

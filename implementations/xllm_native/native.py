@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Mapping, NoReturn, Optional
 
 from contract.errors import ConfigError, ImplementationFailure, PlanError, UserError, clip
+from contract.interface import NATIVE_LOG_ENV
 from implementations.xllm_native import build, host
 from implementations.xllm_native import manifest as manifest_mod
 
@@ -229,6 +230,7 @@ class _Host:
             self.proc = subprocess.Popen(
                 [sys.executable, "-I", "-S", str(HOST), str(library), str(req_r), str(rep_w), str(os.getpid())],
                 stdin=subprocess.DEVNULL, stdout=self._out, stderr=self._err, pass_fds=(req_r, rep_w),
+                env={**os.environ, NATIVE_LOG_ENV: "/dev/fd/2"},  # the tree's log lines: the host's last output
                 start_new_session=True)  # Ctrl-C at a terminal is the parent's to handle; killpg takes it all
         except BaseException:
             for fd in (self._req, self._rep):

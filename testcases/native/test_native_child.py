@@ -8,6 +8,7 @@ from the block size it is asked about (``FAULTS``), so every fault shares one li
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -38,7 +39,7 @@ void lwsplit_fault(int64_t block_size) {  // the test's faults, picked by the bl
   switch (block_size) {
     case 901: std::exit(0);
     case 902: std::fprintf(stderr, "about to abort\\n"); std::abort();
-    case 903: { volatile int* volatile nowhere = nullptr; *nowhere = 1; break; }
+    case 903: { LOG(WARNING) << "about to write through NULL"; volatile int* volatile nowhere = nullptr; *nowhere = 1; break; }
     case 904: { volatile bool spin = true; while (spin) { } break; }
     case 905: std::printf("tree says hello\\n"); break;
     case 906: { const int64_t cache_size_in_bytes = 0; CHECK_GT(cache_size_in_bytes, 0) << "GBK_MESSAGE"; break; }
@@ -112,7 +113,8 @@ def host_pids(parent: int) -> list[int]:
 @pytest.mark.parametrize("fault, said", [
     ("exit", "the compiled estimate ended the process: it exited with status 0 (exit() in the tree's code)"),
     ("abort", "the compiled estimate crashed: killed by SIGABRT (abort); its last output: about to abort"),
-    ("segv", "the compiled estimate crashed: killed by SIGSEGV (segmentation fault)"),
+    ("segv", re.compile(r"the compiled estimate crashed: killed by SIGSEGV \(segmentation fault\); its last output: "
+                        r"W kv_cache_estimation\.cpp:\d+\] about to write through NULL")),  # glog's line, kept
     ("loop", f"the compiled estimate did not return within {LIMIT_S:g} s (runner.timeout_s); its process was killed"),
     ("printf", "the compiled estimate wrote to standard output (planning code must not print): 'tree says hello'"),
     ("layers", "the compiled estimate answered 7 full_attention flags for a model of 6 layers "
@@ -124,7 +126,10 @@ def test_a_tree_that_exits_crashes_hangs_or_prints_is_a_failure_naming_it(impl, 
         impl.plan(run(fault))
     assert time.monotonic() - started < LIMIT_S + 10
     assert not isinstance(err.value, UserError)  # no check may take it for a refusal
-    assert str(err.value) == f"xllm_native tree {tree}: {said}", str(err.value)
+    if isinstance(said, re.Pattern):
+        assert re.fullmatch(f"xllm_native tree {re.escape(str(tree))}: {said.pattern}", str(err.value)), str(err.value)
+    else:
+        assert str(err.value) == f"xllm_native tree {tree}: {said}", str(err.value)
     assert "\n" not in str(err.value)
     assert impl.plan(run()).n_blocks == BUDGET // (4 * LAYER)  # the host started again; the controller is fine
 

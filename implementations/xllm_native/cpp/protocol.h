@@ -6,8 +6,9 @@
 // here jumps back to lwsplit_call, which answers {"check": {file, line,
 // message}} naming the CHECK that fired. Not thread-safe (one global
 // ParallelConfig, one jump buffer): the Python side holds a lock. glog writes nothing to stderr; with
-// LWSPLIT_NATIVE_LOG set (a rank of the harness sets it, harness/rankpool/rank_main.py NATIVE_LOG_ENV)
-// every message is appended to that file at once, so a crash or a hang leaves the tree's last lines.
+// LWSPLIT_NATIVE_LOG set (contract/interface.py NATIVE_LOG_ENV: a harness rank sets it; the host points it
+// at its own stderr) every message is appended to that file at once, so a crash or a hang leaves the
+// tree's last lines.
 #pragma once
 
 #include <glog/logging.h>
