@@ -230,7 +230,17 @@ def tc_verdict(tc: Mapping[str, Any]) -> tuple[str, str]:
         return "fail", f"{where}{reason} ({detail})" if reason else detail
     if counts.get("passed"):
         return "pass", counts_text(counts)
-    return counts_text(counts), ""
+    return counts_text(counts), _predicted_text(tc)
+
+
+def _predicted_text(tc: Mapping[str, Any]) -> str:
+    """For a TC whose cases only failed as the spec predicted: the first prediction, and how many others."""
+    reasons = list(dict.fromkeys(c["predicted"] for c in tc.get("cases") or ()
+                                 if c.get("outcome") == "xfailed" and c.get("predicted")))
+    if not reasons:
+        return ""
+    more = f" (+{len(reasons) - 1} other prediction{'' if len(reasons) == 2 else 's'})" if len(reasons) > 1 else ""
+    return f"as predicted: {reasons[0]}{more}"
 
 
 def verdict_lines(results: Sequence[Mapping[str, Any]]) -> list[str]:

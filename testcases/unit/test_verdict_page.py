@@ -67,6 +67,16 @@ def test_a_case_line_without_a_reason_falls_back_to_its_message_and_plan_jobs_ad
     assert "Verdicts per job" not in aggregate.to_markdown(aggregate.rows(plan_only), plan_only)
 
 
+def test_a_tc_whose_cases_failed_only_as_predicted_says_what_was_predicted():
+    stop = "upstream's worker built for ilu stops on an int8 KV cache (MLU only)"
+    cases = [{"case": "a", "outcome": "xfailed", "predicted": stop}, {"case": "b", "outcome": "xfailed", "predicted": stop}]
+    assert aggregate.tc_verdict({"counts": {"xfailed": 2}, "cases": cases}) == ("2 xfailed", f"as predicted: {stop}")
+    cases.append({"case": "c", "outcome": "xfailed", "predicted": "upstream refuses qwen3_5_moe"})
+    assert aggregate.tc_verdict({"counts": {"xfailed": 3}, "cases": cases}) == (
+        "3 xfailed", f"as predicted: {stop} (+1 other prediction)")
+    assert aggregate.tc_verdict({"counts": {"skipped": 1}, "cases": []}) == ("1 skipped", "")
+
+
 def test_first_reason_is_the_assertions_own_first_line():
     crash = SimpleNamespace(message=f"AssertionError: {OWNS}\nassert False")
     assert first_reason(SimpleNamespace(longrepr=SimpleNamespace(reprcrash=crash))) == OWNS
