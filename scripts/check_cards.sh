@@ -19,6 +19,10 @@
 #   alloc      pytest -n 4 over TC-02 and TC-05 with every rank on the card(s) under gloo
 #              (gloo carries CUDA tensors; LWSPLIT_RUNNER_DEVICE=cuda): CUDA allocation,
 #              the allocator counters, and the HBM share split over 4 workers x their ranks
+#   Always:
+#   native     a C++ tree's allocation compiled against this torch (its C++ ABI, recorded in
+#              the summary) and run in the ranks: the fixture port's tensor tests
+#              (testcases/native/test_ports.py; needs g++, glog, gflags)
 # Without a card: one line saying so, exit 1. Any failed step: exit 1.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,6 +44,8 @@ steps() {
     printf 'alloc\tLWSPLIT_RUNNER_DEVICE=cuda %s %s/test_tc02_estimation.py %s/test_tc05_shard_application.py --lw-backend gloo\n' \
       "${PYTEST[*]}" "$TC" "$TC"
   fi
+  printf 'native\t%s -m pytest -q -p no:randomly -n 0 testcases/native/test_ports.py -k "%s"\n' "$PY" \
+    "tensors or check_inside_the_trees_allocation or compiled_allocation_crashes"
 }
 
 case "${1:-}" in
@@ -47,7 +53,7 @@ case "${1:-}" in
   --plan)
     [[ "${2:-}" =~ ^[0-9]+$ ]] && [ "$2" -ge 1 ] || { echo "error: --plan: a card count >= 1, got '${2:-}'" >&2; exit 2; }
     steps "$2"; exit 0 ;;
-  -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
   *) usage ;;
 esac
 
@@ -67,7 +73,7 @@ summary="$OUT/summary.txt"
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "host: $(hostname)"
   echo "cards: $cards ($("$PY" -c 'import torch; print(", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())))'))"
-  echo "torch: $torch_version"
+  echo "torch: $torch_version (C++11 ABI: $("$PY" -c 'import torch; print(bool(torch._C._GLIBCXX_USE_CXX11_ABI))'))"
 } > "$summary"
 failed=0
 while IFS=$'\t' read -r name cmd; do

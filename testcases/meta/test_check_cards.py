@@ -71,7 +71,7 @@ def test_plan_for_one_card_puts_every_rank_on_it_and_nccl_at_world_1():
     done = _run("--plan", "1")
     assert done.returncode == 0, done.stderr
     steps = dict(line.split("\t", 1) for line in done.stdout.strip().splitlines())
-    assert list(steps) == ["topology", "nccl", "alloc"]
+    assert list(steps) == ["topology", "nccl", "alloc", "native"]
     assert "topology --cards 1" in steps["topology"]
     assert steps["nccl"].endswith("nccl --world 1")
     alloc = steps["alloc"]
@@ -83,7 +83,8 @@ def test_plan_for_four_cards_runs_the_default_matrix_on_nccl():
     done = _run("--plan", "4")
     assert done.returncode == 0, done.stderr
     steps = dict(line.split("\t", 1) for line in done.stdout.strip().splitlines())
-    assert list(steps) == ["topology", "nccl", "matrix"]
+    assert list(steps) == ["topology", "nccl", "matrix", "native"]
+    assert "testcases/native/test_ports.py" in steps["native"] and "tensors" in steps["native"]
     assert steps["nccl"].endswith("nccl --world 4")
     assert steps["matrix"].endswith("-n 4 testcases/tc --lw-backend nccl")
     assert "LWSPLIT_RUNNER_DEVICE" not in steps["matrix"] and "--lw-matrix" not in steps["matrix"]
