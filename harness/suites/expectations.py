@@ -300,21 +300,22 @@ def _upstream_group_sharing_a_card(run) -> Optional[str]:
     return None
 
 
-NATIVE_UPSTREAM_BACKEND = "ilu"
-"""The backend upstream's manifest compiles its allocation for (``-DUSE_ILU``, the BI-V100's; a unit test
-holds the manifest to it)."""
+NATIVE_UPSTREAM_BACKENDS = {"heads_major": "ilu", "tokens_major": "cpu"}
+"""Per hardware KV layout, the backend upstream's manifest compiles its allocation for (``-DUSE_ILU`` for the
+heads-major layout, the BI-V100's; no backend define for the tokens-major one); a unit test holds the
+manifest to it. Neither allocates an int8 cache."""
 
 
 def native_upstream_prediction(tc: str, run) -> Optional[Prediction]:
     """``xllm_native`` on upstream's tree: ``upstream_prediction``, whose worker is upstream's own allocation
-    compiled for ``NATIVE_UPSTREAM_BACKEND``. Where the master plans a config and the TC starts its workers,
+    compiled for the profile's layout's backend (``NATIVE_UPSTREAM_BACKENDS``). Where the master plans a config and the TC starts its workers,
     a quantized cache that backend has not (``oracle.expected_upstream_worker_stop``: int8 KV on MLU only,
     the int8 indexer on NPU and MLU) stops every worker in ``init_worker`` naming the cache field, though
     the hardware profile allows it (FEATURE 3); nothing after it is checked."""
     pred = upstream_prediction(tc, run)
     if pred is not None and any(p.rule in ("refused", "rejection") for p in pred.required):
         return pred  # the master refuses first
-    stop = oracle.expected_upstream_worker_stop(run, NATIVE_UPSTREAM_BACKEND)
+    stop = oracle.expected_upstream_worker_stop(run, NATIVE_UPSTREAM_BACKENDS.get(run.hardware.kv_layout, "cpu"))
     suite = _suite(tc)
     if (stop is None or expected_rejection(run) is not None or oracle.expected_upstream_rejection(run) is not None
             or not suite.starts_workers(run) or suite.passes_any_refusal(run)
@@ -348,7 +349,7 @@ def _suite(tc: str):
 
 def predicted_as(case) -> str:
     """The name whose predictions hold for ``case``: ``xllm_native`` on a tree built by an upstream-cut manifest
-    that compiles upstream's allocation for ``NATIVE_UPSTREAM_BACKEND``; ``NATIVE_PLANNING_ONLY`` on one that
+    that compiles upstream's allocation for the backends of ``NATIVE_UPSTREAM_BACKENDS``; ``NATIVE_PLANNING_ONLY`` on one that
     compiles its planning code alone (its workers are upstream's Python model, as ``xllm_upstream``'s);
     ``xllm_native[<manifest>]`` (no predictions: the spec judges it alone) on a tree another manifest builds."""
     if case.implementation != "xllm_native":
@@ -369,7 +370,10 @@ def _native_label(source_dir, files: str, manifest, _env: str) -> str:
         return "xllm_native"  # the case itself reports the error
     if m.compile != "upstream-cut":
         return f"xllm_native[{m.name}]"
-    compiled_for = m.tensors is not None and f"USE_{NATIVE_UPSTREAM_BACKEND.upper()}" in m.tensors.defines
+    t = m.tensors
+    compiled_for = t is not None and all(
+        {d for d in t.defines_for(layout) if d.startswith("USE_")} == ({f"USE_{backend.upper()}"} - {"USE_CPU"})
+        for layout, backend in NATIVE_UPSTREAM_BACKENDS.items())
     return "xllm_native" if compiled_for else NATIVE_PLANNING_ONLY
 
 

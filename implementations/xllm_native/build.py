@@ -379,14 +379,15 @@ def tensor_sources(tree: TreeMap) -> list[Path]:
     return [tree.root / s for s in t.sources] + [m.base_root() / s for s in t.base_sources] + [m.beside(t.glue)]
 
 
-def tensor_commands(tree: TreeMap, gen: Path, out: Path) -> list[list[str]]:
-    """One compile per source against torch (``gen/obj/NN-stem.o``), then the link with libtorch."""
+def tensor_commands(tree: TreeMap, gen: Path, out: Path, kv_layout: Optional[str] = None) -> list[list[str]]:
+    """One compile per source against torch (``gen/obj/NN-stem.o``), then the link with libtorch; the defines
+    of ``kv_layout``'s build (``TensorBuild.defines_for``)."""
     m, tb = tree.manifest, torch_build()
     t = m.tensors
     dirs = ([m.beside(t.shims)] if t.shims else []) + [tree.root / d for d in t.include_dirs]
     dirs += [m.base_root() / d for d in m.base_include_dirs] if m.base else []
     dirs += [CPP_DIR]
-    flags = [tb["std"], *TENSOR_FLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={tb['abi']}", *(f"-D{d}" for d in t.defines)]
+    flags = [tb["std"], *TENSOR_FLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={tb['abi']}", *(f"-D{d}" for d in t.defines_for(kv_layout))]
     flags += [f"-I{d}" for d in dirs] + [f"-isystem{d}" for d in tb["include"]]
     objdir = gen / "obj"
     objdir.mkdir(parents=True, exist_ok=True)
@@ -407,9 +408,9 @@ def tensor_commands(tree: TreeMap, gen: Path, out: Path) -> list[list[str]]:
     return cmds
 
 
-def tensor_key(tree: TreeMap) -> str:
+def tensor_key(tree: TreeMap, kv_layout: Optional[str] = None) -> str:
     """Hash of what decides a tensor library: the manifest, every source and the glue, the project's protocol
-    headers and shims, the compiler, the flags and the torch it is built against."""
+    headers and shims, the compiler, the flags, the layout's defines and the torch it is built against."""
     m = tree.manifest
     t = m.tensors
     parts = [TENSOR_ABI.encode(), m.path.read_bytes(), os.fsencode(str(tree.root)), os.fsencode(str(m.base_root()))]
@@ -422,7 +423,7 @@ def tensor_key(tree: TreeMap) -> str:
                 parts.append(os.fsencode(str(path)) + _hashed("implementation.manifest", str(m.path), path, tree.root))
     cxx = compiler()
     return _sha(*parts, cxx.encode(), _compiler_id(cxx), " ".join(TENSOR_FLAGS).encode(),
-                json.dumps(torch_build(), sort_keys=True).encode())[:20]
+                " ".join(t.defines_for(kv_layout)).encode(), json.dumps(torch_build(), sort_keys=True).encode())[:20]
 
 
 def _tensor_compile_error(tree: TreeMap, log: str) -> UserError:
@@ -762,9 +763,10 @@ def _compile_error(tree: TreeMap, log: str) -> UserError:
                      f"{where} does not compile: {first}")
 
 
-def build(tree: TreeMap, *, root: Optional[Path] = None, tensors: bool = False) -> Built:
+def build(tree: TreeMap, *, root: Optional[Path] = None, tensors: bool = False, kv_layout: Optional[str] = None) -> Built:
     """The cached library for ``tree``, building it once (under a lock) when no valid entry exists;
-    ``tensors``: its allocation's torch library (the manifest's ``allocation.torch``) instead.
+    ``tensors``: its allocation's torch library (the manifest's ``allocation.torch``) instead, the build for
+    a hardware profile's ``kv_layout`` where the manifest has ``allocation.layout_defines`` (None: its first).
 
     SIGTERM and SIGHUP (when nobody else handles them) and Ctrl-C during it kill the compiler's process
     group and remove the temporary folder before the process ends."""
@@ -779,7 +781,12 @@ def build(tree: TreeMap, *, root: Optional[Path] = None, tensors: bool = False) 
         if tensors and (tree.manifest is None or tree.manifest.tensors is None):
             raise UserError(FIELD, str(tree.root), "a manifest whose allocation is compiled against torch "
                             "(allocation.torch: true)")
-        key = tensor_key(tree) if tensors else source_key(tree)
+        if tensors and kv_layout is not None and tree.manifest.tensors.layout_defines \
+                and kv_layout not in tree.manifest.tensors.layouts():
+            raise UserError("hardware.kv_layout", kv_layout,
+                            f"one of {', '.join(tree.manifest.tensors.layouts())} (the layouts manifest "
+                            f"{tree.manifest.name} builds its allocation for: allocation.layout_defines)")
+        key = tensor_key(tree, kv_layout) if tensors else source_key(tree)
         found = _find(root, key)
         if found is not None:
             return found
@@ -801,7 +808,7 @@ def build(tree: TreeMap, *, root: Optional[Path] = None, tensors: bool = False) 
                         shutil.rmtree(stale, ignore_errors=True)
                 except OSError:
                     pass
-            return _build_locked(tree, root, key, tensors)
+            return _build_locked(tree, root, key, tensors, kv_layout)
         finally:
             os.close(fd)
 
@@ -809,7 +816,7 @@ def build(tree: TreeMap, *, root: Optional[Path] = None, tensors: bool = False) 
 _FULL = ("No space left on device", "Disk quota exceeded")
 
 
-def _build_locked(tree: TreeMap, root: Path, key: str, tensors: bool = False) -> Built:
+def _build_locked(tree: TreeMap, root: Path, key: str, tensors: bool = False, kv_layout: Optional[str] = None) -> Built:
     try:
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=root))
     except OSError as exc:
@@ -819,7 +826,7 @@ def _build_locked(tree: TreeMap, root: Path, key: str, tensors: bool = False) ->
         gen.mkdir()
         if tensors:
             library = tmp / "liblwsplit_tensors.so"
-            commands = tensor_commands(tree, gen, library)
+            commands = tensor_commands(tree, gen, library, kv_layout)
         else:
             unity = generate(tree, gen)
             library = tmp / "liblwsplit_native.so"

@@ -474,7 +474,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
             values.update({f"shape.{k}": v for k, v in self.model_args(shape_model).items()})
         if self.port and s > 1:
             values["owned"] = [int(m) for m in self.ownership_mask(message, rank)]
-        library = self.native.tensor_library()
+        library = self.native.tensor_library(message.kv_layout)
         reply, tensors = library.allocate(tensor_lib.request(values))
         if "check" in reply:
             c = reply["check"]

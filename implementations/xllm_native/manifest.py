@@ -104,6 +104,20 @@ class TensorBuild:
     unity: bool = False
     """The glue ``#include``s the sources itself: one translation unit (torch's headers parsed once), the
     sources still checked and hashed; else each source is its own object."""
+    layout_defines: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Per KV layout a hardware profile may have (``heads_major``, ``tokens_major``), the defines added for
+    that layout's build (upstream: ``USE_ILU`` gives the heads-major layout); empty: one build for every
+    layout (the tree's code picks its layout)."""
+
+    def layouts(self) -> tuple[str, ...]:
+        return tuple(layout for layout, _ in self.layout_defines)
+
+    def defines_for(self, kv_layout: Optional[str] = None) -> tuple[str, ...]:
+        """The defines of the build for ``kv_layout`` (None: the first layout listed, the default build)."""
+        if not self.layout_defines:
+            return self.defines
+        chosen = dict(self.layout_defines).get(kv_layout) if kv_layout is not None else self.layout_defines[0][1]
+        return self.defines + (chosen or ())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -255,7 +269,9 @@ def load(path: object) -> Manifest:
 
 
 ALLOCATION_KEYS = ("file", "function", "torch", "sources", "base_sources", "glue", "shims", "include_dirs", "defines",
-                   "unity")
+                   "unity", "layout_defines")
+KV_LAYOUTS = ("heads_major", "tokens_major")
+"""The KV layouts a hardware profile names (``hardware.kv_layout``), the keys of ``allocation.layout_defines``."""
 
 
 def _allocation(p: Path, data: dict) -> tuple[Optional[Role], Optional[TensorBuild]]:
@@ -273,7 +289,8 @@ def _allocation(p: Path, data: dict) -> tuple[Optional[Role], Optional[TensorBui
     torch_ = spec.get("torch", False)
     if not isinstance(torch_, bool):
         raise _err(p, "allocation.torch", torch_, "true or false")
-    extra = [k for k in ("sources", "base_sources", "glue", "shims", "include_dirs", "defines", "unity") if k in spec]
+    extra = [k for k in ("sources", "base_sources", "glue", "shims", "include_dirs", "defines", "unity",
+                         "layout_defines") if k in spec]
     if not torch_:
         if extra:
             raise _err(p, f"allocation.{extra[0]}", spec[extra[0]], "only with allocation.torch: true",
@@ -294,11 +311,23 @@ def _allocation(p: Path, data: dict) -> tuple[Optional[Role], Optional[TensorBui
     for d in defines:
         if not _DEFINE.match(d):
             raise _err(p, "allocation.defines", d, "NAME or NAME=VALUE (a C++ macro)")
+    by_layout = spec.get("layout_defines", {})
+    if not isinstance(by_layout, dict):
+        raise _err(p, "allocation.layout_defines", by_layout, f"a mapping of {' and/or '.join(KV_LAYOUTS)} to lists of defines")
+    layout_defines = []
+    for layout, listed in by_layout.items():
+        if layout not in KV_LAYOUTS:
+            raise _err(p, f"allocation.layout_defines.{layout}", listed, f"a key of {', '.join(KV_LAYOUTS)}")
+        values = _strings(p, f"allocation.layout_defines.{layout}", listed if listed is not None else [])
+        for d in values:
+            if not _DEFINE.match(d):
+                raise _err(p, f"allocation.layout_defines.{layout}", d, "NAME or NAME=VALUE (a C++ macro)")
+        layout_defines.append((layout, values))
     return role, TensorBuild(
         sources=_strings(p, "allocation.sources", spec["sources"]), glue=spec["glue"].strip(),
         base_sources=_strings(p, "allocation.base_sources", spec.get("base_sources", [])), shims=shims.strip(),
         include_dirs=_strings(p, "allocation.include_dirs", spec.get("include_dirs", list(data.get("include_dirs", [])))),
-        defines=defines, unity=unity)
+        defines=defines, unity=unity, layout_defines=tuple(layout_defines))
 
 
 def check_tree(m: Manifest, root: Path) -> None:

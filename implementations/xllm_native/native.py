@@ -145,15 +145,19 @@ class Native:
         """The cache folder ``load`` was given (None: ``build.cache_root()``)."""
         self._tensors = None
 
-    def tensor_library(self):
-        """The tree's allocation compiled against torch (the manifest's ``allocation.torch``), built once and
-        opened in this process: its tensors are this process's (``tensor_lib``)."""
+    def tensor_library(self, kv_layout: Optional[str] = None):
+        """The tree's allocation compiled against torch (the manifest's ``allocation.torch``; the build for
+        ``kv_layout`` where it has ``layout_defines``), built once and opened in this process: its tensors
+        are this process's (``tensor_lib``)."""
         from implementations.xllm_native import tensor_lib
 
         if self._tensors is None or self._tensors[0] != os.getpid():
-            built = build.build(self.tree, root=self.cache, tensors=True)
-            self._tensors = (os.getpid(), tensor_lib.open_library(built.library, self.who))
-        return self._tensors[1]
+            self._tensors = (os.getpid(), {})
+        opened = self._tensors[1]
+        if kv_layout not in opened:
+            built = build.build(self.tree, root=self.cache, tensors=True, kv_layout=kv_layout)
+            opened[kv_layout] = tensor_lib.open_library(built.library, self.who)
+        return opened[kv_layout]
 
     @property
     def who(self) -> str:

@@ -157,12 +157,15 @@ def test_a_fatal_log_of_a_quantized_cache_names_its_field_by_the_message():
     assert native.field_of(replace(fatal, message="KV cache too small")) is None
 
 
-def test_upstreams_manifest_builds_its_allocation_for_the_backend_the_predictions_name():
-    from harness.suites.expectations import NATIVE_UPSTREAM_BACKEND
+def test_upstreams_manifest_builds_its_allocation_for_the_backends_the_predictions_name():
+    from harness.suites.expectations import NATIVE_UPSTREAM_BACKENDS
     from implementations.xllm_native import manifest
 
-    defines = manifest.load(manifest.SHIPPED_DIR / "upstream_494f293b5.yaml").tensors.defines
-    assert f"USE_{NATIVE_UPSTREAM_BACKEND.upper()}" in defines
+    t = manifest.load(manifest.SHIPPED_DIR / "upstream_494f293b5.yaml").tensors
+    assert set(t.layouts()) == set(NATIVE_UPSTREAM_BACKENDS) == set(manifest.KV_LAYOUTS)
+    assert t.defines_for("heads_major") == ("USE_ILU",) and NATIVE_UPSTREAM_BACKENDS["heads_major"] == "ilu"
+    assert t.defines_for("tokens_major") == () and NATIVE_UPSTREAM_BACKENDS["tokens_major"] == "cpu"
+    assert t.defines_for(None) == ("USE_ILU",)  # the default build: the first layout
 
 
 def test_the_predictions_follow_what_the_manifest_compiles():

@@ -79,6 +79,12 @@ def write_manifest(tmp_path: Path, old: str = "", new: str = "", *, text: str = 
     ("  torch: true\n", "", ["allocation.sources=", "only with allocation.torch: true"]),
     ("  glue: alloc_glue.cpp\n", "", ["allocation.glue=None", "required with allocation.torch: true"]),
     ("  torch: true\n", "  torch: true\n  shim: x\n", ["allocation.shim='x'", "a key of file, function, torch"]),
+    ("  torch: true\n", "  torch: true\n  layout_defines: {diagonal: [X]}\n",
+     ["allocation.layout_defines.diagonal=['X']", "a key of heads_major, tokens_major"]),
+    ("  torch: true\n", "  torch: true\n  layout_defines: {heads_major: [\"-O2\"]}\n",
+     ["allocation.layout_defines.heads_major='-O2'", "NAME or NAME=VALUE"]),
+    ("  torch: true\n", "  torch: true\n  layout_defines: [USE_ILU]\n",
+     ["allocation.layout_defines=['USE_ILU']", "a mapping of heads_major and/or tokens_major"]),
 ])
 def test_a_manifest_mistake_names_its_key(tmp_path, old, new, words):
     with pytest.raises(UserError) as err:
@@ -485,6 +491,21 @@ def test_prepare_builds_both_libraries_before_any_case(cache, monkeypatch):
     monkeypatch.setattr(build, "_build_locked", lambda *a, **k: pytest.fail("a rank compiled"))
     assert build.build(tree).library.is_file()
     assert build.build(tree, tensors=True).library.name == "liblwsplit_tensors.so"
+
+
+def test_a_layout_the_manifest_builds_no_allocation_for_is_one_error_naming_hardware_kv_layout(tmp_path):
+    m = manifest.load(write_manifest(tmp_path, "  torch: true\n",
+                                     "  torch: true\n  layout_defines: {heads_major: [FX_HEADS=1]}\n"))
+    tree = build.port_tree(m, FIXTURE)
+    assert m.tensors.defines_for("heads_major")[-1] == "FX_HEADS=1"
+    with pytest.raises(UserError) as err:
+        build.build(tree, root=tmp_path / "cache", tensors=True, kv_layout="tokens_major")
+    assert err.value.field == "hardware.kv_layout" and "one of heads_major" in str(err.value), str(err.value)
+    heads = build.tensor_commands(tree, tmp_path, tmp_path / "l.so", "heads_major")[0]
+    assert "-DFX_HEADS=1" in heads and "-DFX_HEADS=1" not in build.tensor_commands(
+        build.port_tree(manifest.load(FIXTURE_MANIFEST), FIXTURE), tmp_path, tmp_path / "l.so", "heads_major")[0]
+    assert build.tensor_key(tree, "heads_major") != build.tensor_key(build.port_tree(manifest.load(FIXTURE_MANIFEST),
+                                                                                         FIXTURE), "heads_major")
 
 
 def test_a_torch_on_the_old_cxx_abi_links_glog_through_the_bridge(monkeypatch, tmp_path):

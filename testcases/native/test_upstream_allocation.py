@@ -85,3 +85,19 @@ def test_upstream_allocates_an_fp8_kv_cache_in_the_models_dtype_it_estimates_at_
     assert want["latent"].dtype == "float8_e4m3fn" and "latent_scale" in want
     got = geometry(w.layer(1).tensors)
     assert got["latent"][1] == "bfloat16" and "latent_scale" not in got
+
+
+def test_a_tokens_major_profile_gets_upstreams_default_layout_build_beside_the_ilu_one(impl):
+    """The manifest builds upstream's allocation per KV layout (``layout_defines``): heads-major with USE_ILU,
+    tokens-major with no backend define; both open in one process, and a CHECK in either still comes back."""
+    from contract.errors import UserError
+
+    heads = M.run_spec(M.DEEPSEEK_V32, split=2, budget_bytes=1 << 28)
+    tokens = replace(heads, hardware=replace(heads.hardware, kv_layout="tokens_major"))
+    for run in (heads, tokens, heads):
+        plan, w = worker(impl, run, rank=1)
+        want = {n: (t.shape, t.dtype) for n, t in oracle.expected_full_layer_tensors(run, plan.n_blocks).items()}
+        assert geometry(w.layer(1).tensors) == want, run.hardware.kv_layout
+    with pytest.raises(UserError) as err:
+        worker(impl, replace(tokens, cache=CacheSpec(kv_cache_dtype="int8")))
+    assert err.value.field == "cache.kv_cache_dtype"

@@ -64,7 +64,7 @@ class Sink : public google::LogSink {
   void send(google::LogSeverity severity, const char* full_filename,
             const char* base_filename, int line, const std::tm* /*t*/,
             const char* message, size_t message_len) override {
-    if (g_log_fd >= 0 && g_log_left > 0) {
+    if (g_log_fd >= 0 && g_log_left > 0 && g_armed) {  // during this library's own call (several may be open)
       std::string text = std::string(1, "IWEF"[severity < 0 || severity > 3 ? 0 : severity]) + " " +
                          (base_filename ? base_filename : "?") + ":" + std::to_string(line) + "] " +
                          std::string(message, message_len) + "\n";
