@@ -74,6 +74,15 @@ class RankSession:
     engines: tuple[EngineLayout, ...] = ()
     allocator_before: int = 0
 
+    def refusal_errors(self) -> dict[str, MasterError]:
+        """Role -> the error of this rank's worker that refused (``record_user_refusals``)."""
+        return {role: r.error for role, r in self.refusals.items()}
+
+    def refused_anywhere(self) -> bool:
+        """Whether a worker on any rank refused: the same answer on every rank (a collective every rank calls),
+        so that no rank goes on to an exchange its peers skip."""
+        return any(self.ctx.all_gather_object(bool(self.refusals)))
+
     def teardown(self) -> dict[str, LeakFacts]:
         """Drop the harness's references to every worker's cache and to the engine, then count what
         is still alive: weak references to each tensor and (C++ level) to each storage. Nothing of

@@ -317,9 +317,8 @@ def native_upstream_prediction(tc: str, run) -> Optional[Prediction]:
         return pred  # the master refuses first
     stop = oracle.expected_upstream_worker_stop(run, NATIVE_UPSTREAM_BACKENDS.get(run.hardware.kv_layout, "cpu"))
     suite = _suite(tc)
-    if (stop is None or expected_rejection(run) is not None or oracle.expected_upstream_rejection(run) is not None
-            or not suite.starts_workers(run) or suite.passes_any_refusal(run)
-            or unplannable(run, UPSTREAM_OWNER_RULE if oracle.split_size(run) > 1 else SPEC_OWNER_RULE)):
+    if stop is None or expected_rejection(run) is not None or not suite.starts_workers(run) \
+            or suite.passes_any_refusal(run):
         return pred
     return Prediction(required=(Predicted(rule="worker_refused", field=stop.field, why=stop.reason),),
                       reason=f"{stop.reason}; the {run.hardware.name} profile allows it (FEATURE 3)")
@@ -371,10 +370,15 @@ def _native_label(source_dir, files: str, manifest, _env: str) -> str:
     if m.compile != "upstream-cut":
         return f"xllm_native[{m.name}]"
     t = m.tensors
-    compiled_for = t is not None and all(
-        {d for d in t.defines_for(layout) if d.startswith("USE_")} == ({f"USE_{backend.upper()}"} - {"USE_CPU"})
-        for layout, backend in NATIVE_UPSTREAM_BACKENDS.items())
+    compiled_for = t is not None and all(_backend(t.defines_for(layout)) == backend
+                                         for layout, backend in NATIVE_UPSTREAM_BACKENDS.items())
     return "xllm_native" if compiled_for else NATIVE_PLANNING_ONLY
+
+
+def _backend(defines) -> str:
+    """The backend an upstream build's defines select (``USE_ILU`` -> ``ilu``); ``cpu`` with none."""
+    backends = sorted(d[len("USE_"):].lower() for d in defines if d.startswith("USE_"))
+    return backends[0] if len(backends) == 1 else "cpu" if not backends else "+".join(backends)
 
 
 def prediction(tc: str, implementation: str, run) -> Optional[Prediction]:

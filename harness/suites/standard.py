@@ -75,7 +75,7 @@ def standard_body(ctx, run, impl_cfg, engines: Optional[tuple[EngineLayout, ...]
     workers = {role: dataclasses.replace(wf, leak=leaks.get(role)) for role, wf in workers.items()}
     return RankFacts(rank=ctx.rank, error=session.error, plan=session.plan if ctx.rank == 0 else None,
                      run=session.run if ctx.rank == 0 else None, workers=workers, digests=session.digests,
-                     refusals={role: r.error for role, r in session.refusals.items()})
+                     refusals=session.refusal_errors())
 
 
 def preferred(values, axis) -> list[str]:

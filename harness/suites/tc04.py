@@ -128,10 +128,10 @@ def body(ctx, run, impl_cfg, separate: bool = False) -> PropagationFacts:
     session = bring_up(ctx, run, impl_cfg, engines=engines, record_user_refusals=True)
     base = {"rank": ctx.rank, "error": session.error, "plan": session.plan if ctx.rank == 0 else None,
             "run": session.run if ctx.rank == 0 else None, "engines": {e.role: e.ranks for e in engines},
-            "digests": session.digests, "refusals": {role: r.error for role, r in session.refusals.items()}}
+            "digests": session.digests, "refusals": session.refusal_errors()}
     if session.error:
         return PropagationFacts(**base)
-    if any(ctx.all_gather_object(bool(session.refusals))):  # a worker refused the config: nothing to propagate
+    if session.refused_anywhere():  # nothing after a worker's refusal is checked
         session.teardown()
         return PropagationFacts(**base)
     workers = {role: worker_facts(w, ctx.device) for role, w in session.workers.items()}

@@ -107,10 +107,10 @@ def body(ctx, run, impl_cfg) -> ExchangeFacts:
     session = bring_up(ctx, run, impl_cfg, record_user_refusals=True)
     base = {"rank": ctx.rank, "error": session.error, "plan": session.plan if ctx.rank == 0 else None,
             "run": session.run if ctx.rank == 0 else None,
-            "refusals": {role: r.error for role, r in session.refusals.items()}}
+            "refusals": session.refusal_errors()}
     if session.error is not None:
         return ExchangeFacts(**base)
-    if any(ctx.all_gather_object(bool(session.refusals))):  # a worker refused: no rank exchanges
+    if session.refused_anywhere():  # nothing after a worker's refusal is checked
         session.teardown()
         return ExchangeFacts(**base)
     worker = session.workers["target"]
