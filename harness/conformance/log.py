@@ -44,7 +44,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Callable, Iterable, Iterator, Optional
+from typing import Callable, Iterable, Iterator, NamedTuple, Optional
 
 SUFFIXES = ("B", "KB", "MB", "GB", "TB")
 MAX_NUMBER_DIGITS = 20
@@ -524,8 +524,7 @@ def _line_kind(severity: str, message: str) -> str:
     return "other"
 
 
-@dataclass(frozen=True)
-class _Line:
+class _Line(NamedTuple):
     """One line as the log means it: unwrapped (``unwrap_line``), CRI partial records joined."""
 
     where: Where
@@ -557,13 +556,16 @@ def unwrap_line(line: str) -> tuple:
             host = SYSLOG_HOST_PROG.match(line) if not tag else None
             if host and GLOG_PREFIX.match(line[host.end():]):
                 line = line[host.end():]
-    elif line[:1].isupper():
+    elif line[3:4] == " " and line[:1].isupper():
         m = SYSLOG_PREFIX.match(line)
         if m:
             line = line[m.end():]
     return line, stream, tag
 
 
+_WRAPPED = frozenset("\x1b\ufeff[0123456789ADFJMNOS")
+"""What a line that ``unwrap_line`` changes may begin with (ESC, a BOM, ``[``, a digit, a month's initial),
+besides a line with ESC anywhere."""
 CRI_CUT = "a CRI partial (P) record that no final (F) record ends"
 
 
@@ -574,7 +576,10 @@ def _logical_lines(entries: Iterable[tuple]) -> Iterator[_Line]:
     for path, line_no, raw, continues in entries:
         line = raw.rstrip("\r\n")
         ended = len(line) != len(raw)
-        line, stream, tag = unwrap_line(line)
+        if line[:1] in _WRAPPED or "\x1b" in line:
+            line, stream, tag = unwrap_line(line)
+        else:
+            stream = tag = ""
         where = Where(path=path, line_no=line_no)
         if tag == "P" and ended:
             first, head = partial.get(stream, (where, ""))
@@ -584,7 +589,7 @@ def _logical_lines(entries: Iterable[tuple]) -> Iterator[_Line]:
             where, head = partial.pop(stream)
             line = (head + line)[:MAX_LINE_CHARS]
         # only the file's last line can lack its end of line; NUL bytes after it (a crash) are no line
-        yield _Line(where=where, text=line, cut=not ended and bool(line.strip("\x00 \t")), continues=continues)
+        yield _Line(where, line, not ended and bool(line.strip("\x00 \t")), continues)
     for where, text in partial.values():
         if text.strip("\x00 \t"):
             yield _Line(where=where, text=text, cut=True, detail=CRI_CUT)
@@ -598,28 +603,37 @@ class _Clock:
     def __init__(self) -> None:
         self.year: Optional[int] = None
         self.month = 0
-        self.last: Optional[tuple] = None
-        """The time of the last stamped line (what an unstamped line after it is ordered by)."""
+        self.date = ""
+        self.mmdd = 0
+        self.stamp = ""
+        """The last stamped line's stamp (what an unstamped line after it is ordered by)."""
 
     def header(self, line: str) -> None:
         m = HEADER_TIME.match(line)
         if m:
-            self.year, self.month = int(m.group(1)), int(m.group(2))
+            self.year, self.month, self.date = int(m.group(1)), int(m.group(2)), ""
 
-    def read(self, stamp: str) -> Optional[tuple]:
-        """The time of a line with ``stamp`` ('' for none: the last stamped line's)."""
+    def see(self, stamp: str) -> None:
+        """A line with ``stamp`` ('' for none) was read."""
         if not stamp:
-            return self.last
-        date, hms = stamp.split(" ", 1)
-        mmdd = int(date[-4:])
-        month = mmdd // 100
+            return
+        self.stamp = stamp
+        date = stamp[:stamp.index(" ")]
+        if date == self.date:
+            return
+        self.date, self.mmdd = date, int(date[-4:])
+        month = self.mmdd // 100
         if len(date) == 8:
             self.year = int(date[:4])
         elif self.year is not None and month < self.month:
             self.year += 1
         self.month = month
-        self.last = (self.year if len(date) == 8 or self.year is not None else None, mmdd, hms)
-        return self.last
+
+    def time(self) -> Optional[tuple]:
+        """The time of the last line seen: its stamp's, else the last stamped line's (None: none yet)."""
+        if not self.stamp:
+            return None
+        return (self.year, self.mmdd, self.stamp[self.stamp.index(" ") + 1:])
 
 
 def comparable(times: Iterable[Optional[tuple]]) -> Callable[[tuple], tuple]:
@@ -658,7 +672,7 @@ def _starts(items: Iterable[_Line], path: str) -> tuple:
             if item.continues:  # the next file of a rotated log: the same start goes on
                 continue
         severity, source, source_file, message, stamp = split_glog(line)
-        time = clock.read(stamp)
+        clock.see(stamp)
         if "layerwise_split" in line:
             _read_flags(line, where, recent_flags)
         engine_line = not source_file or source_file in ENGINE_FILES
@@ -672,7 +686,7 @@ def _starts(items: Iterable[_Line], path: str) -> tuple:
             if line.startswith(FILE_HEADER):
                 continue
         if stamp and not start.first_stamp:
-            start.first_stamp, start.first_time = stamp, time
+            start.first_stamp, start.first_time = stamp, clock.time()
         is_shape = message.startswith("Initializing ") and SHAPE_WORDS in message
         if start.shape_thread is not None and not is_shape and not cut and line.strip():  # a cut line may be a shape
             thread = _thread(line)
@@ -681,8 +695,8 @@ def _starts(items: Iterable[_Line], path: str) -> tuple:
                 start.shape_thread = None
         failed_init = severity == "E" and message.strip() in FAILED_MARKS and engine_line
         if severity == "F" or failed_init or (not severity and message.startswith("Check failed: ")):
-            start.add_fatal(FatalLine(message=message.strip(), source=source, stamp=stamp, time=time, where=where,
-                                      cut=cut))
+            start.add_fatal(FatalLine(message=message.strip(), source=source, stamp=stamp, time=clock.time(),
+                                      where=where, cut=cut))
             seen_any = True
             continue
         if cut:  # its last value may lack digits: named, never read as a figure
@@ -703,7 +717,7 @@ def _starts(items: Iterable[_Line], path: str) -> tuple:
         if read and is_shape:
             start.shape_thread = _thread(line)
         if read and start.succeeded and start.success_time is None:
-            start.success_time = time
+            start.success_time = clock.time()
         if read:
             start.flags.update(recent_flags)
             recent_flags.clear()
@@ -869,6 +883,9 @@ def _decoded_lines(raw) -> Iterator[str]:
         piece = raw.readline(MAX_LINE_CHARS)
         if not piece:
             break
+        if encoding == "utf-8" and not pending and piece[-1:] == b"\n" and not _SLOW_BYTES.search(piece):
+            yield piece.decode("utf-8", errors="replace")  # the common case: one whole UTF-8 line
+            continue
         for bom, name in BOMS:
             if piece.startswith(bom):
                 encoding, piece = name, piece[len(bom):]
@@ -901,6 +918,9 @@ def _decoded_lines(raw) -> Iterator[str]:
 
 
 _LINE_END = re.compile(r"(\r\n|\n|\r)")
+_SLOW_BYTES = re.compile(rb"[\x00\r\xef\xfe\xff]")
+"""Bytes after which a piece takes ``_decoded_lines``' whole path: NUL (UTF-16), CR (a line end inside), and
+the first bytes of the byte order marks."""
 
 
 def _open_lines(path: str) -> Iterator[str]:
