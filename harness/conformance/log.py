@@ -10,15 +10,18 @@ bare message. The messages, with where upstream prints them at 494f293b5:
   max_cache_size: S`` (``llm_engine.cpp:482``), and the VLM engine's ``..., encoder_cache_reserved:
   S`` (``vlm_engine.cpp:233``; Qwen3.5 runs through it), which the engine subtracts from C;
 - ``kv cache capacity: S, blocks: N, ...`` (``llm_engine.cpp:554``, ``vlm_engine.cpp:292``): the
-  12-key line of builds since July 2026, or the released v0.9.x lines ``kv cache capacity: S,
-  blocks: N, slot_size: N, n_layers: N[, kv_cache_dtype: K]``;
+  12-key line of builds after v0.10.1 (494f293b5), the released v0.10.0 / v0.10.1 10-key line
+  (``TEN_KEY_FORMAT``), or the released v0.9.x lines ``kv cache capacity: S, blocks: N, slot_size:
+  N, n_layers: N[, kv_cache_dtype: K]``;
 - ``Initializing <k|v|indexer|conv|ssm> cache with shape: [d0 d1 ...]`` and ``Initializing indexer
   cache scale with shape: [...]`` (``kv_cache_shape.cpp:184-205``, ``SHAPE_FORMATS``: upstream's string
   literals; glog prints a ``std::vector`` space separated);
 - ``Successfully initialized kv cache`` (``llm_engine.cpp:202``);
 - a refusal: any ``F`` line, ``Check failed: ...`` (a CHECK) or a ``LOG(FATAL)`` message; also
   ``Failed to initialize kv cache`` (``llm_engine.cpp:199``) and the VLM engine's ``Failed to allocate
-  kv cache`` (``vlm_engine.cpp:124``), ``E`` lines: it did not start.
+  kv cache`` (``vlm_engine.cpp:124``), ``E`` lines: it did not start. A fatal line after ``Successfully
+  initialized kv cache`` is a failure of the running engine, kept apart (``runtime_fatals``);
+- the layerwise flags a launcher's echoed command line or a flag dump prints (``LAYERWISE_FLAG_RE``).
 
 Sizes go through upstream's ``readable_size`` (``util/pretty_print.cpp``: ``%.2f`` of bytes /
 1024^k with suffix B, KB, MB, GB, TB), so each is read back as the closed interval of byte
@@ -26,8 +29,11 @@ counts that print that way. A file may hold several starts (a restart appended):
 begins at a glog ``Log file created at:`` header, or where an engine's first lines (``Block
 info``, ``worker #``) follow a capacity line or a refusal; only the last start is kept.
 
-Lines are read as real runs leave them: behind a container runtime's timestamp, without
-``--colorlogtostderr``'s colour codes, after a BOM, in UTF-8 (bad bytes replaced) or UTF-16. A
+Lines are read as real runs leave them (``unwrap_line``): behind a container runtime's timestamp
+(a CRI file's partial records joined), ``kubectl logs --prefix`` or a syslog prefix, without
+``--colorlogtostderr``'s colour codes or OSC sequences, after a BOM; each piece of a file in the
+encoding it is in (UTF-8, bad bytes replaced, or UTF-16: ``_decoded_lines``). A process's rotated
+glog files are read as one log (``process_groups``). A
 file's last line without its end of line (the engine killed while printing it) is a
 ``CutLine``: named, never read as figures. A capacity line's shapes carry where the log ends
 when ``print_shapes`` may not have finished (no later line of its thread). Memory stays

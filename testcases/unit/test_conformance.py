@@ -62,7 +62,7 @@ def capacity_line(size="128.00 MB", blocks=23, slot_size=1152, index_slot_size=2
 
 def released_line(blocks=23, dtype: bool = True) -> str:
     """Released v0.9.x builds print llm_engine.cpp:554's line with only these keys (the older ones
-    without kv_cache_dtype); the 12-key line came with the July 2026 change."""
+    without kv_cache_dtype); the 12-key line came after v0.10.1 (whose line has 10 keys)."""
     return glog("llm_engine.cpp:554", f"kv cache capacity: 128.00 MB, blocks: {blocks}, slot_size: 1152, n_layers: 61"
                 + (", kv_cache_dtype: auto" if dtype else ""))
 
