@@ -433,6 +433,22 @@ def check(run, log: EngineLog, semantics: str = "adaptation", memory: Optional[d
         name = os.path.basename(other.path)
         figures += [replace(f, engine=f"{name}:{f.engine}") for f in started_figures(run, other, engines, semantics,
                                                                                      memory)]
+    figures += check_loose_shapes(run, log, engines, semantics)
+    return figures
+
+
+def check_loose_shapes(run, log: EngineLog, engines: int, semantics: str) -> list:
+    """Shape lines a log prints before any capacity line of its own (a worker process's ``print_shapes``: at
+    494f293b5 the MTP worker prints its draft's) against the engine's capacity line: the draft's when the
+    config has one, else the target's; named by their log."""
+    role = "draft" if engines == 2 else "target"
+    line = log.capacities[engines - 1]
+    at_lo = oracle.expected_capacities(run, _engine_budget(run, log)[0], owner_rule=owner_rule(semantics))[engines - 1]
+    figures = []
+    for path, shapes in log.loose_shapes:
+        judged = check_shapes(run, replace(line, shapes=shapes, shapes_end=None), role,
+                              at_lo if "linear_blocks" not in line.figures else None)
+        figures += [replace(f, engine=f"{os.path.basename(path)}:{f.engine}") for f in judged]
     return figures
 
 

@@ -313,6 +313,9 @@ class EngineLog:
     or a later time on another log): failures of the running engine, not start-up refusals (the first
     ``MAX_KEPT_LINES``)."""
     runtime_fatal_count: int = 0
+    loose_shapes: tuple = ()
+    """(path, ``ShapeLine``s): shape lines a log prints before any capacity line of its own (a worker
+    process's ``print_shapes``): judged against the engine's capacity line."""
     flags: tuple = ()
     """(flag, value, ``Where``): the layerwise flags an echoed command line or flag dump in the judged start
     printed (the last of each)."""
@@ -785,6 +788,7 @@ def _engine_log(items: Iterable[_Line], path: str, required: bool) -> EngineLog:
                      cuts=(start.cut,) if start.cut else (), judged_from=path, first_stamp=start.first_stamp,
                      first_time=start.first_time, success_time=start.success_time,
                      runtime_fatals=tuple(start.runtime_fatals), runtime_fatal_count=start.runtime_fatal_count,
+                     loose_shapes=((path, tuple(start.shapes[-1])),) if start.shapes.get(-1) else (),
                      flags=tuple((name, value, where) for name, (value, where) in start.flags.items()))
 
 
@@ -853,6 +857,7 @@ def merge_logs(logs: Iterable[EngineLog]) -> EngineLog:
         success_time=done,
         runtime_fatals=tuple(runtime[:MAX_KEPT_LINES]),
         runtime_fatal_count=sum(log.runtime_fatal_count for log in logs) + len(late),
+        loose_shapes=tuple(item for log in logs for item in log.loose_shapes),
         flags=tuple((name, value, where) for name, (value, where) in flags.items()),
     )
 

@@ -1024,3 +1024,15 @@ def test_lines_behind_kubectl_syslog_and_terminal_title_prefixes(tmp_path, capsy
     log = write_log(tmp_path, *(prefix + line for line in [*WORKERS4, capacity_line(), *DSV32_SHAPES, SUCCESS]))
     code, out, err = run_main([log, *DSV32], capsys)
     assert code == 0 and "worker ids" in out and "k cache shape" in out, out + err
+
+
+def test_a_worker_processs_own_shape_lines_are_judged(tmp_path, capsys):
+    """A process that prints shapes but no capacity line of its own (a worker's ``print_shapes``): its shapes
+    are judged against the engine's capacity line, named by its log."""
+    engine = write_log(tmp_path, *WORKERS4, capacity_line(), *DSV32_SHAPES, SUCCESS, name="node0.INFO")
+    worker = write_log(tmp_path, *DSV32_SHAPES, name="node1.INFO")
+    code, out, err = run_main([engine, worker, *DSV32], capsys)
+    assert code == 0 and "node1.INFO:target" in out, out + err
+    wrong = write_log(tmp_path, shape("k", (24, 1, 128, 512), 184), name="node2.INFO")
+    code, out, _ = run_main([engine, wrong, *DSV32], capsys)
+    assert code == 1 and "node2.INFO:target.k cache shape" in out, out
