@@ -147,6 +147,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         log = read_logs(logs)
     except LogError as exc:
         fail(exc)
+    enable = next((where for name, _, where in log.flags if name == "enable_layerwise_split"), None)
+    if enable is not None and args.semantics == "upstream":
+        fail(f"--enable_layerwise_split: the log's command line has it ({enable}), and an upstream 494f293b5 "
+             "binary has no such flag (it stops on an unknown flag): the log is of an adaptation build "
+             "(--semantics adaptation)")
     flags = engine_flags(args.gflags, args.parallel_config, args.semantics, overrides, log_flags=log.flag_text)
     overrides += flags.overrides
     cfg = compose_config(overrides)

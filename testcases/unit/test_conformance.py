@@ -1014,6 +1014,8 @@ def test_layerwise_flags_echoed_in_the_log_are_read(tmp_path, capsys):
     assert code == 0 and "split on" in out and "layerwise flags read from the log" in out, out + err
     one_error(*run_main([log, "--gflags", "--layerwise_split_size=4", "model=deepseek_v32"], capsys),
               "layerwise_split_size", "the log's command line")
+    one_error(*run_main([log, "--semantics", "upstream", "model=deepseek_v32"], capsys),
+              "--enable_layerwise_split", "xllm.INFO:2", "adaptation build")
 
 
 @pytest.mark.parametrize("prefix", ["[pod/xllm-0/engine] ", "[pod/xllm-0/engine] 2026-11-30T19:00:00.1Z ",
