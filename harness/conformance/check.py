@@ -351,7 +351,8 @@ def _refusal_text(fatal: FatalLine) -> str:
 
 def _cut_text(log: EngineLog) -> str:
     """`` mid-line, inside a <kind> line at <where> (a cut log),`` when a log ends mid-line, else ''."""
-    return "".join(f" mid-line, inside a {c.kind} line at {c.where} (a cut log)," for c in log.cuts[:1])
+    return "".join(f" mid-line, inside a {c.kind} line at {c.where} ({c.detail or 'a cut log'}),"
+                   for c in log.cuts[:1])
 
 
 def check_memory_flags(memory: dict, log: EngineLog) -> list:

@@ -970,7 +970,7 @@ def test_cri_partial_records_are_joined_and_a_log_ending_in_one_is_cut(tmp_path,
     released = released_line(dtype=False)
     cut = [*(CRI.format(tag="F", text=w) for w in WORKERS4), CRI.format(tag="P", text=released[:-1])]
     one_error(*run_main([write_log(tmp_path, *cut, name="cut.INFO"), *DSV32], capsys), "cut.INFO:6",
-              "kv cache capacity")
+              "kv cache capacity", "a CRI partial (P) record that no final (F) record ends")
 
 
 def test_a_fatal_line_after_the_start_completed_is_no_start_up_refusal(tmp_path, capsys):
