@@ -494,7 +494,7 @@ def notes(log: EngineLog, semantics_line: str) -> list:
             out.append(f"the log ends at {line.shapes_end} while the shapes after {line.where} were printed: "
                        "shapes after the last one printed are not judged")
     for engine_log in (log, *log.others):
-        if len(engine_log.capacities) > 1:
+        if len(engine_log.capacities) > 2:
             out.append(f"{len(engine_log.capacities)} capacity lines in one start of {engine_log.judged_from}: the "
                        "first is the target's, with a draft the second the draft's; each further one is judged too "
                        "(target#2, draft#2, ...)")

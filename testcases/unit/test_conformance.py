@@ -917,7 +917,9 @@ def test_a_second_capacity_line_in_one_start_is_judged(tmp_path, capsys):
     code, out, err = run_main([write_log(tmp_path, *WORKERS4, capacity_line(), capacity_line(blocks=24)), *DSV32],
                               capsys)
     assert code == 1 and "result: DISAGREE on target#2.blocks" in out, out + err
-    assert "2 capacity lines in one start" in out
+    code, out, err = run_main([write_log(tmp_path, *WORKERS4, *[capacity_line()] * 3, name="three.INFO"), *DSV32],
+                              capsys)
+    assert code == 0 and "3 capacity lines in one start" in out and "target#3" in out, out + err
 
 
 def test_refusals_are_ordered_by_their_time_not_their_text(tmp_path, capsys):
