@@ -682,8 +682,8 @@ def _starts(items: Iterable[_Line], path: str) -> tuple:
                 continue
         severity, source, source_file, message, stamp = split_glog(line)
         clock.see(stamp)
-        if "layerwise_split" in line:
-            _read_flags(line, where, recent_flags)
+        if "layerwise_split" in line and severity not in ("E", "F") and "Check failed: " not in message:
+            _read_flags(line, where, recent_flags)  # a refusal's advice (`set --x=1`) is no command line
         engine_line = not source_file or source_file in ENGINE_FILES
         opens = (line.startswith(FILE_HEADER)
                  or (engine_line and message.startswith((BLOCK_INFO_MARK, WORKER_MARK)) and start.ended())
