@@ -636,15 +636,22 @@ def _find(root: Path, key: str) -> Optional[Built]:
     return None
 
 
-def _parse_deps(text: str, tree_root: Path, cwd: Path) -> dict:
-    """{header: sha256} of what the compiler read (its ``-MD`` file, ``cachefs.parse_depfile``) inside the
-    tree: each by the name the compiler used, and, for a symbolic link, its target too (wherever it is)."""
-    root = str(tree_root)
+def _watched_roots(tree: TreeMap) -> list[str]:
+    """The folders whose files the compiler read are recorded: the tree's, and a port manifest's ``base``."""
+    base = tree.manifest.base_root() if tree.manifest is not None and tree.manifest.base else None
+    return [str(tree.root)] + ([str(base)] if base is not None else [])
+
+
+def _parse_deps(text: str, roots: list, cwd: Path) -> dict:
+    """{header: sha256} of what the compiler read (its ``-MD`` rules, ``cachefs.parse_depfile``: every rule's
+    prerequisites) inside ``roots`` (the tree, a manifest's base): each by the name the compiler used, and,
+    for a symbolic link, its target too (wherever it is)."""
+    root = roots[0]
     deps = {}
     for raw in cachefs.parse_depfile(text):
         path = os.path.normpath(os.path.join(str(cwd), raw))
         real = os.path.realpath(path)
-        if not (cachefs._inside(path, root) or cachefs._inside(real, root)):
+        if not any(cachefs._inside(path, r) or cachefs._inside(real, r) for r in roots):
             continue
         for p in {path, real}:
             try:
@@ -678,14 +685,14 @@ def _search_path(cmd: list, cwd: Path) -> list:
     return given + [d for d in cachefs.search_dirs(out) if d not in given]
 
 
-def _shadow_watch(depfile: str, cmd: list, gen: Path, tree_root: Path) -> dict:
-    """``cachefs.shadow_watch`` over every header the compiler read, kept for the tree's folders: a header
-    added to the tree is what can go unseen (system folders change with the compiler, which is in the key;
-    the build folder is the harness's own and goes with the entry)."""
+def _shadow_watch(depfile: str, cmd: list, gen: Path, roots: list) -> dict:
+    """``cachefs.shadow_watch`` over every header the compiler read, kept for the folders of ``roots`` (the
+    tree, a manifest's base): a header added there is what can go unseen (system folders change with the
+    compiler, which is in the key; the build folder is the harness's own and goes with the entry)."""
     deps = [os.path.normpath(os.path.join(str(gen), d)) for d in cachefs.parse_depfile(depfile)]
-    includers = {os.path.dirname(d) for d in deps if cachefs._inside(d, str(tree_root))}
+    includers = {os.path.dirname(d) for d in deps if any(cachefs._inside(d, r) for r in roots)}
     watch = cachefs.shadow_watch(deps, _search_path(cmd, gen), includers)
-    return {d: names for d, names in watch.items() if cachefs._inside(d, str(tree_root))}
+    return {d: names for d, names in watch.items() if any(cachefs._inside(d, r) for r in roots)}
 
 
 def first_error(log: str) -> str:
@@ -850,12 +857,11 @@ def _build_locked(tree: TreeMap, root: Path, key: str, tensors: bool = False, kv
                 raise _tensor_compile_error(tree, log) if tensors else _compile_error(tree, log)
         if not library.is_file():
             raise _compile_error(tree, "(the compiler wrote no library)")
-        if tree.port or tensors:  # one dependency list per object, joined into one rule as make would read them
-            lists = [d.read_text(errors="surrogateescape").replace("\\\n", " ").split(":", 1)[-1]
-                     for d in sorted((gen / "obj").glob("*.d"))]
-            (gen / "deps.d").write_text("objects: " + " ".join(lists) + "\n", errors="surrogateescape")
+        if tree.port or tensors:  # one dependency file per object, each a rule of its own, as make reads them
+            rules = [d.read_text(errors="surrogateescape") for d in sorted((gen / "obj").glob("*.d"))]
+            (gen / "deps.d").write_text("\n".join(rules) + "\n", errors="surrogateescape")
         depfile = (gen / "deps.d").read_text(errors="surrogateescape")
-        deps = _parse_deps(depfile, tree.root, gen)
+        deps = _parse_deps(depfile, _watched_roots(tree), gen)
         if not any(cachefs._inside(p, str(tree.root)) for p in deps):
             raise UserError(FIELD, str(tree.root), "a compiler that writes its dependency list (-MD)",
                             f"{gen / 'deps.d'} names no file of the tree")
@@ -869,7 +875,7 @@ def _build_locked(tree: TreeMap, root: Path, key: str, tensors: bool = False, kv
             "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": platform.machine(),
             "library": library.name, "library_sha256": cachefs.private_sha(library),
             "deps": deps, "deps_digest": _deps_digest(deps),
-            "shadow_watch": _shadow_watch(depfile, commands[0], gen, tree.root),
+            "shadow_watch": _shadow_watch(depfile, commands[0], gen, _watched_roots(tree)),
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
         cachefs.make_private(tmp / "manifest.json")

@@ -318,6 +318,33 @@ def test_glue_that_does_not_compile_names_the_role_and_the_first_error(tmp_path)
     assert f"the glue {glue} (role estimation) does not compile: {glue}:" in text and "fx_estimat" in text, text
 
 
+def test_every_objects_headers_and_the_bases_are_watched(tmp_path):
+    """Each object's -MD rule counts, not only the first source's; the base tree's headers too: editing a
+    header only the second source includes, or one of the base's, makes the entry stale (undoing it: current)."""
+    tree, base = tmp_path / "port", tmp_path / "base"
+    shutil.copytree(FIXTURE / "core", tree / "core")
+    base.mkdir()
+    (base / "base_extra.h").write_text("inline int lwsplit_base_extra() { return 1; }\n")
+    (base / "base_extra.cpp").write_text('#include "base_extra.h"\nint lwsplit_base_call() { return lwsplit_base_extra(); }\n')
+    glue = tmp_path / "glue.cpp"
+    glue.write_text(TINY_GLUE)
+    path = small_manifest(tmp_path, ["core/config/parallel_config_layerwise.cpp",
+                                     "core/framework/kv_cache/kv_cache_layerwise.cpp"], glue)
+    path.write_text(path.read_text() + f"base: {base}\nbase_include_dirs: [.]\nbase_sources: [base_extra.cpp]\n")
+    t = build.port_tree(manifest.load(path), tree)
+    cache = tmp_path / "cache"
+    built = build.build(t, root=cache)
+    later, based = tree / "core/framework/kv_cache/kv_cache_layerwise.h", base / "base_extra.h"
+    assert {str(later), str(based)} <= set(built.manifest["deps"]), sorted(built.manifest["deps"])
+    key = build.source_key(t)
+    for header in (later, based):
+        text = header.read_text()
+        header.write_text(text + "// edited\n")
+        assert build._find(cache, key) is None, header
+        header.write_text(text)
+        assert build._find(cache, key) == built
+
+
 # ---- the real trees (their own CI step) -------------------------------------------------------------------
 
 SHARED = Path(os.environ.get("LWSPLIT_SHARED") or ROOT.parent / "shared")
