@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Optional
 
 from contract.errors import UserError
-from implementations.xllm_native import cachefs
+from implementations.xllm_native import cachefs, conditionals
 
 ABI = "lwsplit-native-1"
 """Bumped when the binding's protocol changes: part of every cache key."""
@@ -182,10 +182,12 @@ def _declaration_start(masked: str, pos: int) -> int:
     return start
 
 
-def extract(text: str, name: str) -> Optional[tuple[int, str]]:
-    """The definition of ``name`` in ``text`` (a function with its body, or a constant up to its ``;``):
-    (its first line number, its text), or None when ``text`` defines no such name."""
-    masked = _masked(text)
+def extract(text: str, name: str, macros: tuple[str, ...] = ()) -> Optional[tuple[int, str]]:
+    """The definition of ``name`` in ``text`` (a function with its body, or a constant up to its ``;``) that
+    the preprocessor keeps under the defines ``macros`` (``conditionals.live``: a version in a dropped
+    ``#if`` group is never the one cut): (its first line number, its text), or None when ``text`` defines no
+    such name there. ``conditionals.Unevaluable`` for a condition the cut cannot decide."""
+    masked = conditionals.live(_masked(text), macros)
     for m in re.finditer(r"(?<![\w:])" + re.escape(name) + r"\s*([(=])", masked):
         if m.group(1) == "(":
             close = _match(masked, m.end(1) - 1, "(", ")")
@@ -223,10 +225,16 @@ def _cut(tree: TreeMap, role: str, names: tuple[str, ...], optional: tuple[str, 
     """The definitions of ``names`` (each required) and of ``optional`` (when present), in file order."""
     path = tree.path(role)
     text = _read(path)
+    macros = _cut_defines(tree)
     out = []
     for name in names + optional:
         required = name in names
-        found = extract(text, name)
+        try:
+            found = extract(text, name, macros)
+        except conditionals.Unevaluable as exc:
+            raise UserError(f"implementation.files.{role}", tree.files[role], "#if conditions of defined(X), !, "
+                            "&&, ||, comparisons and integers over the manifest's defines",
+                            f"{path}:{exc.line}: {exc.directive}") from None
         if found is None:
             if required:
                 raise UserError(f"implementation.files.{role}", tree.files[role],
@@ -317,10 +325,15 @@ def torch_paths() -> tuple[list[str], str]:
     return [str(base / "include"), str(base / "include/torch/csrc/api/include")], str(base / "lib")
 
 
+def _cut_defines(tree: TreeMap) -> tuple[str, ...]:
+    """The defines of an upstream-cut build: its manifest's (the cut is what the preprocessor keeps under them)."""
+    return tree.manifest.defines if tree.manifest is not None else ()
+
+
 def compile_command(tree: TreeMap, gen: Path, unity: Path, out: Path) -> list[str]:
     includes, lib = torch_paths()
     dirs = [str(gen)] + [str(tree.root / d.strip()) for d in tree.files["include_dirs"].split(",") if d.strip()]
-    cmd = [compiler(), *CXX_FLAGS, "-MD", "-MF", str(gen / "deps.d")]
+    cmd = [compiler(), *CXX_FLAGS, *(f"-D{d}" for d in _cut_defines(tree)), "-MD", "-MF", str(gen / "deps.d")]
     cmd += [f"-I{d}" for d in dirs] + [f"-isystem{d}" for d in includes]
     cmd += [str(unity), "-o", str(out), "-Wl,--no-undefined"]
     if lib:
@@ -525,6 +538,8 @@ def source_key(tree: TreeMap) -> str:
     parts += [(CPP_DIR / s).read_bytes() for s in PROJECT_SOURCES]
     cxx = compiler()
     parts += [cxx.encode(), _compiler_id(cxx), " ".join(CXX_FLAGS).encode(), json.dumps(torch_paths()).encode()]
+    if _cut_defines(tree):  # none (upstream's manifest): the key as before
+        parts.append(" ".join(_cut_defines(tree)).encode())
     return _sha(*parts)[:20]
 
 

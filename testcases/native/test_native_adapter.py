@@ -28,6 +28,7 @@ FIXTURE = Path(__file__).resolve().parent / "fixture_tree"
 LAYOUT = "xllm/core/framework/kv_cache/layerwise_split_layout.h"
 ESTIMATION = "xllm/core/framework/kv_cache/kv_cache_estimation.cpp"
 SPECULATIVE = "xllm/core/distributed_runtime/speculative_engine.cpp"
+MASTER = "xllm/core/distributed_runtime/master.cpp"
 # An MLA model of 6 full layers: slot = 2 B * (24 + 8) = 64 B, one layer of a 16-token block = 1 KiB.
 MODEL = ModelSpec(name="fixture", model_type="fixture_split", num_hidden_layers=6, attention="mla",
                   kv_lora_rank=24, qk_rope_head_dim=8)
@@ -306,3 +307,51 @@ def test_extract_takes_the_definition_not_a_call():
     assert snippet.endswith("// }\n}")
     assert build.extract(text, "k") == (8, "constexpr int k = f(4);")
     assert build.extract(text, "h") is None
+
+
+NPU_FIRST = """#if defined(USE_NPU)
+void validate(int s) {}  // accepts everything
+#elif !defined(USE_ILU) && LWSPLIT_LEVEL >= 2
+void validate(int s) { CHECK(s < 9); }
+#else
+void validate(int s) {
+#ifdef USE_NPU
+  {
+#endif
+  CHECK(s != 3);
+}
+#endif
+"""
+
+
+@pytest.mark.parametrize("defines, line, body", [
+    ((), 6, "CHECK(s != 3);"),
+    (("USE_NPU",), 2, "{}"),
+    (("LWSPLIT_LEVEL=2",), 4, "CHECK(s < 9);"),
+    (("LWSPLIT_LEVEL=2", "USE_ILU"), 6, "CHECK(s != 3);"),
+])
+def test_extract_cuts_the_version_the_preprocessor_keeps(defines, line, body):
+    """upstream's master.cpp pattern: an accept-everything version under #if defined(USE_NPU), the real one
+    after #else; the cut is the live one under the manifest's defines, at its own line (an unbalanced brace in
+    a dropped group inside it does not end it early)."""
+    found, snippet = build.extract(NPU_FIRST, "validate", defines)
+    assert found == line and body in snippet, (found, snippet)
+
+
+def test_the_cut_of_a_tree_with_a_dead_version_first_is_the_real_one(tmp_path):
+    """Generated sources only (no compile): the master's cut is the #else version, at the tree's line; a
+    condition the cut cannot evaluate is one error naming the file and line."""
+    name = "void validate_layerwise_split_size_startup_config("
+    tree = copy_tree(tmp_path, MASTER, name, "#if defined(USE_NPU)\n" + name + "const Options&, const std::string&, "
+                     "int32_t) {}\n#else\n" + name)
+    path = tree / MASTER
+    path.write_text(path.read_text().replace("\n}  // namespace\n", "\n#endif\n}  // namespace\n"))
+    gen = tmp_path / "gen"
+    build.generate(build.tree_map(str(tree)), gen)
+    cut = (gen / "lwsplit_master.inc").read_text()
+    assert f'#line 16 "{path}"' in cut and "validate_layerwise_split_enablement(" in cut, cut
+    assert "int32_t) {}" not in cut
+    path.write_text(path.read_text().replace("#if defined(USE_NPU)", "#if __has_include(<npu.h>)"))
+    with pytest.raises(UserError) as err:
+        build.generate(build.tree_map(str(tree)), tmp_path / "gen2")
+    assert "implementation.files.master=" in str(err.value) and f"{path}:13: #if __has_include" in str(err.value)
