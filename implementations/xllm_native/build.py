@@ -206,12 +206,28 @@ def extract(text: str, name: str, macros: tuple[str, ...] = ()) -> Optional[tupl
     return None
 
 
+_CONSTANT_BEFORE = re.compile(r"\b(?:constexpr|const)\b[^;{}()=]*$")
+
+
 def defines(text: str, name: str) -> bool:
-    """``text`` declares or defines ``name`` (a function, class or constant)."""
+    """``text`` defines ``name``: a class or struct with its body or base list, a function with its parameter
+    list and body (``extract``'s rule: a call, ``v.push_back(x);``, or a declaration is not one), or a
+    ``const``/``constexpr`` constant with its initializer."""
     masked = _masked(text)
     short = name.split("::")[-1]
-    return re.search(r"(?<![\w])(?:class|struct)\s+" + re.escape(short) + r"\b", masked) is not None or \
-        re.search(r"(?<![\w:])" + re.escape(name) + r"\s*[(=]", masked) is not None
+    if re.search(r"(?<![\w])(?:class|struct)\s+(?:\w+\s+)*?" + re.escape(short) + r"\s*(?:final\s*)?[{:]",
+                 masked) is not None:
+        return True
+    for m in re.finditer(r"(?<![\w:.>])" + re.escape(name) + r"\s*([(=])", masked):
+        if m.group(1) == "=":
+            line_start = masked.rfind("\n", 0, m.start()) + 1
+            if _CONSTANT_BEFORE.search(masked, line_start, m.start()) and masked[m.end():m.end() + 1] != "=":
+                return True
+            continue
+        close = _match(masked, m.end(1) - 1, "(", ")")
+        if close >= 0 and _AFTER_PARAMS.match(masked, close + 1) is not None:
+            return True
+    return False
 
 
 # ---- the generated build folder ------------------------------------------------------------------

@@ -187,6 +187,67 @@ def _strings(path: Path, key: str, value: object) -> tuple[str, ...]:
     return tuple(v.strip() for v in value)
 
 
+MAX_MANIFEST_BYTES = 1 << 20
+"""The largest manifest read (the shipped ones are about 3 KiB): a larger file is refused unread."""
+MAX_MANIFEST_DEPTH = 16
+"""The deepest nesting of mappings and lists a manifest may have (the schema needs 4)."""
+
+
+def _parse(text: str, p: Path) -> object:
+    """The YAML document in ``text``; one ``UserError`` for a key given twice in one mapping (naming its path
+    and line) or nesting deeper than ``MAX_MANIFEST_DEPTH``, checked on the parsed nodes before any value is
+    built."""
+    import yaml
+
+    loader = yaml.SafeLoader(text)
+    try:
+        try:
+            node = loader.get_single_node()
+        except RecursionError:
+            node = None
+            deep = True
+        else:
+            deep = False
+        if deep:
+            raise _err(p, "(top level)", "nested deeper than the parser follows",
+                       f"mappings and lists nested at most {MAX_MANIFEST_DEPTH} deep")
+        if node is None:
+            return None
+        _check_nodes(node, p)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _check_nodes(root: object, p: Path) -> None:
+    """Walk the parsed nodes once each (an alias is the node it names: a bomb of aliases is not expanded)."""
+    import yaml
+
+    todo, deepest = [(root, "", 1)], {}
+    while todo:
+        node, where, depth = todo.pop()
+        if deepest.get(id(node), 0) >= depth:
+            continue
+        deepest[id(node)] = depth
+        if depth > MAX_MANIFEST_DEPTH:
+            raise _err(p, where or "(top level)", f"nested {depth} deep", f"mappings and lists nested at most "
+                       f"{MAX_MANIFEST_DEPTH} deep")
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key, value in node.value:
+                name = key.value if isinstance(key, yaml.ScalarNode) else f"<{key.tag}>"
+                path = f"{where}.{name}" if where else name
+                line = key.start_mark.line + 1
+                if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                    if name in seen:
+                        raise _err(p, path, f"given twice (lines {seen[name]} and {line})",
+                                   "each key once in its mapping (YAML would keep the last silently)")
+                    seen[name] = line
+                todo.append((value, path, depth + 1))
+        elif isinstance(node, yaml.SequenceNode):
+            todo += [(item, f"{where}[{i}]", depth + 1) for i, item in enumerate(node.value)]
+
+
 def load(path: object) -> Manifest:
     """The manifest at ``path``, checked against the schema (not yet against a tree: ``check_tree``)."""
     import yaml
@@ -194,8 +255,14 @@ def load(path: object) -> Manifest:
     p = Path(str(path)).expanduser()
     if not p.is_file():
         raise UserError(FIELD, str(path), "a YAML manifest file (docs/native.md: writing a manifest)")
+    p = p.resolve()
+    with open(p, "rb") as f:
+        raw = f.read(MAX_MANIFEST_BYTES + 1)
+    if len(raw) > MAX_MANIFEST_BYTES:
+        raise UserError(FIELD, str(p), f"a manifest of at most {MAX_MANIFEST_BYTES >> 20} MiB",
+                        "it holds more; a manifest names a few dozen files")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data = _parse(raw.decode("utf-8"), p)
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UserError(FIELD, str(p), "a YAML mapping", f"not YAML: {first}") from None

@@ -85,6 +85,9 @@ def write_manifest(tmp_path: Path, old: str = "", new: str = "", *, text: str = 
      ["allocation.layout_defines.heads_major='-O2'", "NAME or NAME=VALUE"]),
     ("  torch: true\n", "  torch: true\n  layout_defines: [USE_ILU]\n",
      ["allocation.layout_defines=['USE_ILU']", "a mapping of heads_major and/or tokens_major"]),
+    ("  worker:", "  worker: {absent: first}\n  worker:",
+     ["roles.worker='given twice (lines 29 and 30)'", "each key once in its mapping"]),
+    ("name: fixture_port\n", "name: fixture_port\nname: other\n", ["name='given twice (lines 2 and 3)'"]),
 ])
 def test_a_manifest_mistake_names_its_key(tmp_path, old, new, words):
     with pytest.raises(UserError) as err:
@@ -106,11 +109,42 @@ def test_a_manifest_mistake_names_its_key(tmp_path, old, new, words):
     ("glue: alloc_glue.cpp", "glue: alloc_missing.cpp", ["allocation.glue=", "alloc_missing.cpp is missing"]),
     ("sources: [core/framework/kv_cache/kv_cache_tensors.cpp]", "sources: [core/framework/kv_cache/nope.cpp]",
      ["allocation.sources='core/framework/kv_cache/nope.cpp'", "is missing"]),
+    ("function: fx_worker_mask", "function: push_back",  # the file calls it (mask.push_back(...);), defines it not
+     ["roles.worker.function='push_back'", "push_back not found in"]),
+    ("file: core/distributed_runtime/layerwise_split_engine_ext.cpp", "file: core/distributed_runtime/layerwise_split_engine_ext.h",
+     ["roles.engine.function='fx_engine_layout'", "fx_engine_layout not found in"]),  # the header declares it only
 ])
 def test_a_manifest_naming_what_the_tree_lacks_names_it(tmp_path, old, new, words):
     m = manifest.load(write_manifest(tmp_path, old, new))
     with pytest.raises(UserError) as err:
         manifest.check_tree(m, FIXTURE)
+    for word in words:
+        assert word in str(err.value), (word, str(err.value))
+
+
+def test_a_role_is_a_definition_not_a_call_or_a_declaration():
+    text = ("struct Fwd;\nclass Layout final : public Base {};\nint declared(int a);\nvoid user() { v.push_back(1); "
+            "p->go(2); if (check(3)) {} }\nint Engine::calc(int a) const noexcept {\n  return a;\n}\n"
+            "constexpr int kLimit = 4;\nvoid f() { limit = 5; }\n")
+    assert [n for n in ("Fwd", "Layout", "declared", "push_back", "go", "check", "Engine::calc", "kLimit", "limit")
+            if build.defines(text, n)] == ["Layout", "Engine::calc", "kLimit"]
+
+
+@pytest.mark.parametrize("text, words", [
+    ("# pad\n" * 200_000, ["a manifest of at most 1 MiB", "it holds more"]),
+    ("name: x\nroles: " + "[" * 5000 + "]" * 5000 + "\n", ["(top level)=", "nested at most 16 deep"]),
+    ("name: x\nroles:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 40)),
+     ["roles.k1.k2.k3.k4.k5.k6.k7.k8.k9.k10.k11.k12.k13.k14.k15='nested 17 deep'"]),
+])
+def test_a_huge_or_deep_manifest_is_one_error_naming_it(tmp_path, text, words):
+    """Refused before the YAML is built: a file over 1 MiB unread past it (was: 106 s for 60 MB), nesting past 16
+    (was: RecursionError)."""
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    with pytest.raises(UserError) as err:
+        manifest.load(path)
+    assert str(err.value).startswith(f"implementation.manifest={path}") or \
+        str(err.value).startswith(f"implementation.manifest='{path}'"), err.value
     for word in words:
         assert word in str(err.value), (word, str(err.value))
 
