@@ -86,8 +86,8 @@ def write_manifest(tmp_path: Path, old: str = "", new: str = "", *, text: str = 
     ("  torch: true\n", "  torch: true\n  layout_defines: [USE_ILU]\n",
      ["allocation.layout_defines=['USE_ILU']", "a mapping of heads_major and/or tokens_major"]),
     ("  worker:", "  worker: {absent: first}\n  worker:",
-     ["roles.worker='given twice (lines 29 and 30)'", "each key once in its mapping"]),
-    ("name: fixture_port\n", "name: fixture_port\nname: other\n", ["name='given twice (lines 2 and 3)'"]),
+     ["roles.worker given twice (lines 29 and 30 of", "each key once in its mapping"]),
+    ("name: fixture_port\n", "name: fixture_port\nname: other\n", ["'name given twice (lines 2 and 3 of"]),
 ])
 def test_a_manifest_mistake_names_its_key(tmp_path, old, new, words):
     with pytest.raises(UserError) as err:
@@ -131,20 +131,18 @@ def test_a_role_is_a_definition_not_a_call_or_a_declaration():
 
 
 @pytest.mark.parametrize("text, words", [
-    ("# pad\n" * 200_000, ["a manifest of at most 1 MiB", "it holds more"]),
-    ("name: x\nroles: " + "[" * 5000 + "]" * 5000 + "\n", ["(top level)=", "nested at most 16 deep"]),
-    ("name: x\nroles:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 40)),
-     ["roles.k1.k2.k3.k4.k5.k6.k7.k8.k9.k10.k11.k12.k13.k14.k15='nested 17 deep'"]),
+    ("# pad\n" * 200_000, ["a readable regular file of at most 1048576 bytes", "it has 1200000 bytes"]),
+    ("name: x\nroles: " + "[" * 5000 + "]" * 5000 + "\n", ["'YAML nested 5000 deep'", "YAML nested at most 64 deep"]),
+    ("name: x\nroles:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 400)), ["YAML nested at most 64 deep"]),
 ])
 def test_a_huge_or_deep_manifest_is_one_error_naming_it(tmp_path, text, words):
-    """Refused before the YAML is built: a file over 1 MiB unread past it (was: 106 s for 60 MB), nesting past 16
-    (was: RecursionError)."""
+    """Refused before the YAML is built: a file over 1 MiB unread (was: 106 s for 60 MB), nesting past 64 (was:
+    RecursionError)."""
     path = tmp_path / "m.yaml"
     path.write_text(text)
     with pytest.raises(UserError) as err:
         manifest.load(path)
-    assert str(err.value).startswith(f"implementation.manifest={path}") or \
-        str(err.value).startswith(f"implementation.manifest='{path}'"), err.value
+    assert str(err.value).startswith((f"implementation.manifest={path}=", f"implementation.manifest='{path}'")), err.value
     for word in words:
         assert word in str(err.value), (word, str(err.value))
 
@@ -161,24 +159,56 @@ def test_a_bad_manifest_is_one_error_line_and_exit_2(tmp_path):
     assert "roles.estimation.function='fx_estimat'" in lines[0]
 
 
-def test_a_tree_given_alone_gets_the_shipped_manifest_that_fits_and_says_why():
-    """The fixture has the seed's file names and no kv_cache_estimation.cpp: the port layout's first snapshot
-    fits by its files; its function names are not the fixture's, which the check then names."""
-    m, why = manifest.for_tree(FIXTURE)
-    assert m.name == "p6_v2_1ac802"
-    assert "core/runtime/worker_layerwise_init.cpp" in why and "no core/framework/kv_cache/kv_cache_estimation.cpp" in why
-    with pytest.raises(UserError, match="validate_layerwise_split_enablement not found"):
-        manifest.check_tree(m, FIXTURE)
+def test_a_port_with_a_shipped_ports_file_names_but_not_its_functions_is_not_that_port(tmp_path):
+    """The fixture has the seed's file names and no kv_cache_estimation.cpp, as p6_v2_1ac802 detects it, but
+    not its functions: no shipped manifest is picked (was: p6_v2_1ac802), and the error says why each did not fit;
+    no upstream-cut manifest applies to a tree holding a port's files."""
+    tree = tmp_path / "port"
+    shutil.copytree(FIXTURE, tree)
+    with pytest.raises(UserError, match="a tree one shipped manifest fits") as err:
+        manifest.for_tree(tree)
+    text = str(err.value)
+    assert "p6_v2_1ac802: its detect files are there, but core/framework/kv_cache/layerwise_split_layout.h does not " \
+           "define validate_layerwise_split_enablement (roles.validation)" in text, text
+    assert "so no upstream-cut manifest applies" in text
     with pytest.raises(UserError, match="a tree one shipped manifest fits"):
         manifest.for_tree(FIXTURE / "core")
+
+
+def _shipped_with_the_fixture_port(tmp_path: Path, monkeypatch) -> None:
+    """Shipped manifests: upstream's and the fixture port's, detected by two of its files."""
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    shutil.copy(manifest.SHIPPED_DIR / "upstream_494f293b5.yaml", shipped)
+    (shipped / "fixture_port.yaml").write_text(write_manifest(tmp_path).read_text() + "detect: {present: ["
+                                               "core/runtime/worker_layerwise_init.cpp, core/framework/kv_cache/kv_cache_tensors.cpp]}\n")
+    monkeypatch.setattr(manifest, "SHIPPED_DIR", shipped)
+
+
+def test_a_fork_with_a_ports_files_overlaid_is_the_port_and_says_where(tmp_path, monkeypatch):
+    """An upstream-shaped tree (the fixture tree) with the fixture port's core/ overlaid under xllm/, given at its
+    root: the port's manifest at xllm/ (was: upstream's manifest, the port never compiled); the plain copy of the
+    port is the port at its root, and the upstream-shaped tree alone upstream's."""
+    _shipped_with_the_fixture_port(tmp_path, monkeypatch)
+    fork = tmp_path / "fork"
+    shutil.copytree(ROOT / "testcases/native/fixture_tree", fork)
+    (fork / manifest.TREE_MANIFEST).unlink()
+    assert manifest.for_tree(fork)[0].name == "upstream_494f293b5"
+    shutil.copytree(FIXTURE / "core", fork / "xllm/core", dirs_exist_ok=True)
+    m, why, root = manifest.for_tree(fork)
+    assert (m.name, root) == ("fixture_port", fork / "xllm"), (m.name, root)
+    assert "core/runtime/worker_layerwise_init.cpp, core/framework/kv_cache/kv_cache_tensors.cpp at xllm/" in why, why
+    tree, resolved, _ = native.resolve(str(fork))
+    assert tree.port and tree.root == fork / "xllm" and resolved.name == "fixture_port"
+    assert manifest.for_tree(FIXTURE)[1:] == (why.replace(" at xllm/", ""), FIXTURE)
 
 
 def test_a_tree_carrying_its_own_manifest_uses_it_and_says_so(tmp_path):
     tree = tmp_path / "port"
     shutil.copytree(FIXTURE, tree)
     (tree / manifest.TREE_MANIFEST).write_text(write_manifest(tmp_path).read_text())
-    m, why = manifest.for_tree(tree)
-    assert m.name == "fixture_port" and why == f"the tree carries {manifest.TREE_MANIFEST}"
+    m, why, root = manifest.for_tree(tree)
+    assert m.name == "fixture_port" and why == f"the tree carries {manifest.TREE_MANIFEST}" and root == tree
     assert native.resolve(str(tree))[1].path == (tree / manifest.TREE_MANIFEST).resolve()
 
 
