@@ -169,15 +169,30 @@ def test_upstreams_manifest_builds_its_allocation_for_the_backends_the_predictio
     assert t.defines_for(None) == ("USE_ILU",)  # the default build: the first layout
 
 
-def test_the_predictions_follow_what_the_manifest_compiles():
-    """Upstream's compiled worker stops are predicted only where upstream's allocation is compiled (its shipped
-    manifest); a planning-only upstream-cut manifest (the fixture tree's) has upstream's modelled workers."""
-    from harness.suites.expectations import NATIVE_PLANNING_ONLY, _native_label
+def test_the_predictions_follow_what_the_manifest_compiles(tmp_path, monkeypatch):
+    """Upstream's predictions belong to upstream's own files, by sha256 (harness/baselines/upstream_sources.json):
+    the fixture tree is built as upstream is (upstream-cut) but is not upstream's code, so none apply (was: all of
+    them: a fixture that refused qwen3_5_moe read 17 xfailed); a tree that does not resolve gets none either. Were
+    the recording the fixture's, its planning-only manifest would get upstream's modelled workers, until one
+    header changes."""
+    from harness.baselines import upstream_sources
+    from harness.suites.expectations import NATIVE_PLANNING_ONLY, PREDICTIONS, _native_label
     from implementations.xllm_native import manifest
 
     upstream = str(manifest.SHIPPED_DIR / "upstream_494f293b5.yaml")
-    assert _native_label(str(FIXTURE), "{}", None, "") == NATIVE_PLANNING_ONLY
-    assert _native_label(str(FIXTURE), "{}", upstream, "") == "xllm_native"
+    assert _native_label(str(FIXTURE), "{}", None, "") == "xllm_native[fixture_tree]" not in PREDICTIONS
+    assert _native_label(str(FIXTURE), "{}", upstream, "") == "xllm_native[unresolved]" not in PREDICTIONS
+    tree = copy_tree(tmp_path)
+    t, m, _ = native.resolve(str(tree))
+    as_if = {g: {rel: upstream_sources.sha256(tree / rel) for rel in rels}
+             for g, rels in upstream_sources.compiled_files(t, m).items()}
+    monkeypatch.setattr(upstream_sources, "recorded", lambda: as_if)
+    assert _native_label(str(tree), "{}", None, "x") == NATIVE_PLANNING_ONLY
+    header = tree / "xllm/core/framework/kv_cache/kv_cache_estimation.h"
+    header.write_text(header.read_text() + "// changed\n")
+    assert upstream_sources.difference(t, m) == \
+        "xllm/core/framework/kv_cache/kv_cache_estimation.h is not upstream 494f293b5's (sha256 differs)"
+    assert _native_label(str(tree), "{}", None, "y") == "xllm_native[fixture_tree]"
 
 
 # ---- cache -------------------------------------------------------------------------------------------------

@@ -502,6 +502,41 @@ def test_upstream_is_built_by_its_manifest_and_judged_as_before(cache):
 
 @pytest.mark.real_tree
 @real_tree(UPSTREAM)
+def test_upstreams_predictions_hold_for_its_own_files_only(tmp_path):
+    """The recorded sha256 of every file upstream's build compiles (harness/baselines/upstream_sources.json) are
+    upstream's tree's today; a copy of those files is upstream's too, and with one line changed it is not."""
+    from harness.baselines import upstream_sources
+    from harness.suites.expectations import _native_label
+
+    assert _native_label(str(UPSTREAM), "{}", None, "") == "xllm_native"
+    t, m, _ = native.resolve(str(UPSTREAM))
+    copy = tmp_path / "upstream"
+    for rel in sorted({r for rels in upstream_sources.compiled_files(t, m).values() for r in rels}):
+        (copy / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(UPSTREAM / rel, copy / rel)
+    assert _native_label(str(copy), "{}", None, "") == "xllm_native"
+    master = copy / "xllm/core/distributed_runtime/master.cpp"
+    master.write_text(master.read_text() + "// a fork's line\n")
+    assert _native_label(str(copy), "{}", None, "changed") == "xllm_native[upstream_494f293b5]"
+
+
+@pytest.mark.real_tree
+@real_tree(UPSTREAM, PORTS["p6_v3_latest"])
+def test_an_xllm_fork_with_the_newest_snapshot_overlaid_is_the_port(tmp_path):
+    """upstream's planning files with the p6_v3_latest snapshot's core/ overlaid under xllm/ (its files replace
+    upstream's where both have one), given at the fork's root: the port at xllm/, not upstream's manifest."""
+    fork = tmp_path / "fork"
+    for rel in manifest.load(manifest.SHIPPED_DIR / "upstream_494f293b5.yaml").detect_present:
+        (fork / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(UPSTREAM / rel, fork / rel)
+    shutil.copytree(PORTS["p6_v3_latest"] / "core", fork / "xllm/core", dirs_exist_ok=True)
+    m, why, root = manifest.for_tree(fork)
+    assert (m.name, root) == ("p6_v3_latest", fork / "xllm"), (m.name, why)
+    assert native.resolve(str(fork))[0].root == fork / "xllm"
+
+
+@pytest.mark.real_tree
+@real_tree(UPSTREAM)
 def test_upstreams_own_allocation_fills_the_ranks_and_tc01_tc05_pass_on_its_tensors(cache):
     """The workers hold what upstream's allocate_kv_caches made in each rank (its KVCacheShape, its scratch
     views); TC-01 and TC-05 judge those tensors: the split and unsplit cases of a model upstream splits."""
