@@ -106,14 +106,22 @@ def check_out(out: Path) -> None:
                           "it holds something else; it is left as it is")
 
 
-def record(source: str, commit: str, out: Path = RECORD_PATH) -> dict:
-    from harness.files import write_atomic
+def upstream_tree(source: str):
+    """(tree, manifest) of ``source`` when upstream's shipped manifest builds it; ``ConfigError`` naming
+    ``--source`` else (a port, or a tree carrying a manifest of its own, is not upstream's)."""
+    from implementations.xllm_native import manifest
     from implementations.xllm_native.native import resolve
 
     tree, m, why = resolve(source)
-    if m.compile != "upstream-cut":
-        raise ConfigError("--source", source, "upstream's tree (built by an upstream-cut manifest)",
-                          f"manifest {m.name} builds it ({why})")
+    if m.path != (manifest.SHIPPED_DIR / "upstream_494f293b5.yaml").resolve():
+        raise ConfigError("--source", source, "upstream xLLM's tree at 494f293b5 (built by the shipped manifest "
+                          "upstream_494f293b5)", f"manifest {m.name} builds it ({why})")
+    return tree, m
+
+
+def record(tree, m, commit: str, out: Path = RECORD_PATH) -> dict:
+    from harness.files import write_atomic
+
     files = {group: {rel: sha256(tree.root / rel) for rel in rels} for group, rels in compiled_files(tree, m).items()}
     doc = {
         "provenance": {
@@ -138,7 +146,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     out = Path(args.out)
     check_out(out)
-    doc = record(args.source, args.commit, out)
+    tree, m = upstream_tree(args.source)
+    doc = record(tree, m, args.commit, out)
     print(f"{sum(len(v) for v in doc['files'].values())} files -> {args.out}")
     return 0
 
