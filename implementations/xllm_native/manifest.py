@@ -333,7 +333,7 @@ def _allocation(p: Path, data: dict) -> tuple[Optional[Role], Optional[TensorBui
 
 def check_tree(m: Manifest, root: Path) -> None:
     """``UserError`` for the first thing the manifest names that the tree lacks: a source, an include
-    folder, a role's file, a role's function (declared or defined in its file), the glue file."""
+    folder, a role's file, a role's function (defined in its file: a call or a declaration is not one), the glue file."""
     from implementations.xllm_native.build import defines
 
     base = m.base_root()
