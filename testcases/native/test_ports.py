@@ -392,13 +392,13 @@ def test_every_objects_headers_and_the_bases_are_watched(tmp_path):
     (base / "base_extra.cpp").write_text('#include "base_extra.h"\nint lwsplit_base_call() { return lwsplit_base_extra(); }\n')
     glue = tmp_path / "glue.cpp"
     glue.write_text(TINY_GLUE)
-    path = small_manifest(tmp_path, ["core/config/parallel_config_layerwise.cpp",
-                                     "core/framework/kv_cache/kv_cache_layerwise.cpp"], glue)
+    path = small_manifest(tmp_path, ["core/framework/kv_cache/kv_cache_layerwise.cpp",
+                                     "core/framework/parallel_state/mapping_ilu.cpp"], glue)
     path.write_text(path.read_text() + f"base: {base}\nbase_include_dirs: [.]\nbase_sources: [base_extra.cpp]\n")
     t = build.port_tree(manifest.load(path), tree)
     cache = tmp_path / "cache"
     built = build.build(t, root=cache)
-    later, based = tree / "core/framework/kv_cache/kv_cache_layerwise.h", base / "base_extra.h"
+    later, based = tree / "core/framework/parallel_state/mapping_ilu.h", base / "base_extra.h"
     assert {str(later), str(based)} <= set(built.manifest["deps"]), sorted(built.manifest["deps"])
     key = build.source_key(t)
     for header in (later, based):
