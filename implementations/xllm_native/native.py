@@ -419,7 +419,8 @@ def resolve(source_dir: Optional[str] = None, files: Optional[Mapping[str, str]]
         root = Path(str(given)).expanduser()
         if not root.is_dir():
             raise UserError(build.FIELD, str(given), "an existing folder holding an xLLM source tree")
-        m, why = manifest_mod.for_tree(root.resolve())
+        m, why, found = manifest_mod.for_tree(root.resolve())
+        given = str(found)  # a port's files may sit below the folder given (an xLLM fork's xllm/)
     if m.compile == "upstream-cut":
         tree = build.tree_map(source_dir, {**m.files, **dict(files or {})})
         if manifest:

@@ -502,6 +502,12 @@ ARG_ROWS = (
            ("--source", "{cli}/no-such-tree", "--out", "new.json"), "implementation.source_dir", guard="record"),
     BadArg("record-native-version-not-utf8", "harness.baselines.record_native",
            ("--source", "{cli}/tree_gbk", "--out", "new.json"), "version.txt", guard="record"),
+    BadArg("upstream-sources-bad-option", "harness.baselines.upstream_sources", ("--source", "{cli}/tree", "--bogus"),
+           "--bogus", guard="record"),
+    BadArg("upstream-sources-out-not-a-recording", "harness.baselines.upstream_sources",
+           ("--source", "{cli}/tree", "--out", "{cli}/a_file"), "a recording this command wrote", guard="record"),
+    BadArg("upstream-sources-not-upstream", "harness.baselines.upstream_sources",
+           ("--source", "{cli}/tree", "--out", "new.json"), "manifest fixture_tree builds it", guard="record"),
     BadArg("coverage-bad-option", "harness.coverage.__main__", ("fields", "--bogus"), "--bogus"),
     BadArg("coverage-unknown-what", "harness.coverage.__main__", ("nope",), "mutant-configs"),
 )

@@ -85,6 +85,9 @@ def write_manifest(tmp_path: Path, old: str = "", new: str = "", *, text: str = 
      ["allocation.layout_defines.heads_major='-O2'", "NAME or NAME=VALUE"]),
     ("  torch: true\n", "  torch: true\n  layout_defines: [USE_ILU]\n",
      ["allocation.layout_defines=['USE_ILU']", "a mapping of heads_major and/or tokens_major"]),
+    ("  worker:", "  worker: {absent: first}\n  worker:",
+     ["roles.worker given twice (lines 29 and 30 of", "each key once in its mapping"]),
+    ("name: fixture_port\n", "name: fixture_port\nname: other\n", ["'name given twice (lines 2 and 3 of"]),
 ])
 def test_a_manifest_mistake_names_its_key(tmp_path, old, new, words):
     with pytest.raises(UserError) as err:
@@ -106,11 +109,40 @@ def test_a_manifest_mistake_names_its_key(tmp_path, old, new, words):
     ("glue: alloc_glue.cpp", "glue: alloc_missing.cpp", ["allocation.glue=", "alloc_missing.cpp is missing"]),
     ("sources: [core/framework/kv_cache/kv_cache_tensors.cpp]", "sources: [core/framework/kv_cache/nope.cpp]",
      ["allocation.sources='core/framework/kv_cache/nope.cpp'", "is missing"]),
+    ("function: fx_worker_mask", "function: push_back",  # the file calls it (mask.push_back(...);), defines it not
+     ["roles.worker.function='push_back'", "push_back not found in"]),
+    ("file: core/distributed_runtime/layerwise_split_engine_ext.cpp", "file: core/distributed_runtime/layerwise_split_engine_ext.h",
+     ["roles.engine.function='fx_engine_layout'", "fx_engine_layout not found in"]),  # the header declares it only
 ])
 def test_a_manifest_naming_what_the_tree_lacks_names_it(tmp_path, old, new, words):
     m = manifest.load(write_manifest(tmp_path, old, new))
     with pytest.raises(UserError) as err:
         manifest.check_tree(m, FIXTURE)
+    for word in words:
+        assert word in str(err.value), (word, str(err.value))
+
+
+def test_a_role_is_a_definition_not_a_call_or_a_declaration():
+    text = ("struct Fwd;\nclass Layout final : public Base {};\nint declared(int a);\nvoid user() { v.push_back(1); "
+            "p->go(2); if (check(3)) {} }\nint Engine::calc(int a) const noexcept {\n  return a;\n}\n"
+            "constexpr int kLimit = 4;\nvoid f() { limit = 5; }\n")
+    assert [n for n in ("Fwd", "Layout", "declared", "push_back", "go", "check", "Engine::calc", "kLimit", "limit")
+            if build.defines(text, n)] == ["Layout", "Engine::calc", "kLimit"]
+
+
+@pytest.mark.parametrize("text, words", [
+    ("# pad\n" * 200_000, ["a readable regular file of at most 1048576 bytes", "it has 1200000 bytes"]),
+    ("name: x\nroles: " + "[" * 5000 + "]" * 5000 + "\n", ["'YAML nested 5000 deep'", "YAML nested at most 64 deep"]),
+    ("name: x\nroles:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 400)), ["YAML nested at most 64 deep"]),
+])
+def test_a_huge_or_deep_manifest_is_one_error_naming_it(tmp_path, text, words):
+    """Refused before the YAML is built: a file over 1 MiB unread (was: 106 s for 60 MB), nesting past 64 (was:
+    RecursionError)."""
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    with pytest.raises(UserError) as err:
+        manifest.load(path)
+    assert str(err.value).startswith((f"implementation.manifest={path}=", f"implementation.manifest='{path}'")), err.value
     for word in words:
         assert word in str(err.value), (word, str(err.value))
 
@@ -127,24 +159,56 @@ def test_a_bad_manifest_is_one_error_line_and_exit_2(tmp_path):
     assert "roles.estimation.function='fx_estimat'" in lines[0]
 
 
-def test_a_tree_given_alone_gets_the_shipped_manifest_that_fits_and_says_why():
-    """The fixture has the seed's file names and no kv_cache_estimation.cpp: the port layout's first snapshot
-    fits by its files; its function names are not the fixture's, which the check then names."""
-    m, why = manifest.for_tree(FIXTURE)
-    assert m.name == "p6_v2_1ac802"
-    assert "core/runtime/worker_layerwise_init.cpp" in why and "no core/framework/kv_cache/kv_cache_estimation.cpp" in why
-    with pytest.raises(UserError, match="validate_layerwise_split_enablement not found"):
-        manifest.check_tree(m, FIXTURE)
+def test_a_port_with_a_shipped_ports_file_names_but_not_its_functions_is_not_that_port(tmp_path):
+    """The fixture has the seed's file names and no kv_cache_estimation.cpp, as p6_v2_1ac802 detects it, but
+    not its functions: no shipped manifest is picked (was: p6_v2_1ac802), and the error says why each did not fit;
+    no upstream-cut manifest applies to a tree holding a port's files."""
+    tree = tmp_path / "port"
+    shutil.copytree(FIXTURE, tree)
+    with pytest.raises(UserError, match="a tree one shipped manifest fits") as err:
+        manifest.for_tree(tree)
+    text = str(err.value)
+    assert "p6_v2_1ac802: its detect files are there, but core/framework/kv_cache/layerwise_split_layout.h does not " \
+           "define validate_layerwise_split_enablement (roles.validation)" in text, text
+    assert "so no upstream-cut manifest applies" in text
     with pytest.raises(UserError, match="a tree one shipped manifest fits"):
         manifest.for_tree(FIXTURE / "core")
+
+
+def _shipped_with_the_fixture_port(tmp_path: Path, monkeypatch) -> None:
+    """Shipped manifests: upstream's and the fixture port's, detected by two of its files."""
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    shutil.copy(manifest.SHIPPED_DIR / "upstream_494f293b5.yaml", shipped)
+    (shipped / "fixture_port.yaml").write_text(write_manifest(tmp_path).read_text() + "detect: {present: ["
+                                               "core/runtime/worker_layerwise_init.cpp, core/framework/kv_cache/kv_cache_tensors.cpp]}\n")
+    monkeypatch.setattr(manifest, "SHIPPED_DIR", shipped)
+
+
+def test_a_fork_with_a_ports_files_overlaid_is_the_port_and_says_where(tmp_path, monkeypatch):
+    """An upstream-shaped tree (the fixture tree) with the fixture port's core/ overlaid under xllm/, given at its
+    root: the port's manifest at xllm/ (was: upstream's manifest, the port never compiled); the plain copy of the
+    port is the port at its root, and the upstream-shaped tree alone upstream's."""
+    _shipped_with_the_fixture_port(tmp_path, monkeypatch)
+    fork = tmp_path / "fork"
+    shutil.copytree(ROOT / "testcases/native/fixture_tree", fork)
+    (fork / manifest.TREE_MANIFEST).unlink()
+    assert manifest.for_tree(fork)[0].name == "upstream_494f293b5"
+    shutil.copytree(FIXTURE / "core", fork / "xllm/core", dirs_exist_ok=True)
+    m, why, root = manifest.for_tree(fork)
+    assert (m.name, root) == ("fixture_port", fork / "xllm"), (m.name, root)
+    assert "core/runtime/worker_layerwise_init.cpp, core/framework/kv_cache/kv_cache_tensors.cpp at xllm/" in why, why
+    tree, resolved, _ = native.resolve(str(fork))
+    assert tree.port and tree.root == fork / "xllm" and resolved.name == "fixture_port"
+    assert manifest.for_tree(FIXTURE)[1:] == (why.replace(" at xllm/", ""), FIXTURE)
 
 
 def test_a_tree_carrying_its_own_manifest_uses_it_and_says_so(tmp_path):
     tree = tmp_path / "port"
     shutil.copytree(FIXTURE, tree)
     (tree / manifest.TREE_MANIFEST).write_text(write_manifest(tmp_path).read_text())
-    m, why = manifest.for_tree(tree)
-    assert m.name == "fixture_port" and why == f"the tree carries {manifest.TREE_MANIFEST}"
+    m, why, root = manifest.for_tree(tree)
+    assert m.name == "fixture_port" and why == f"the tree carries {manifest.TREE_MANIFEST}" and root == tree
     assert native.resolve(str(tree))[1].path == (tree / manifest.TREE_MANIFEST).resolve()
 
 
@@ -318,6 +382,33 @@ def test_glue_that_does_not_compile_names_the_role_and_the_first_error(tmp_path)
     assert f"the glue {glue} (role estimation) does not compile: {glue}:" in text and "fx_estimat" in text, text
 
 
+def test_every_objects_headers_and_the_bases_are_watched(tmp_path):
+    """Each object's -MD rule counts, not only the first source's; the base tree's headers too: editing a
+    header only the second source includes, or one of the base's, makes the entry stale (undoing it: current)."""
+    tree, base = tmp_path / "port", tmp_path / "base"
+    shutil.copytree(FIXTURE / "core", tree / "core")
+    base.mkdir()
+    (base / "base_extra.h").write_text("inline int lwsplit_base_extra() { return 1; }\n")
+    (base / "base_extra.cpp").write_text('#include "base_extra.h"\nint lwsplit_base_call() { return lwsplit_base_extra(); }\n')
+    glue = tmp_path / "glue.cpp"
+    glue.write_text(TINY_GLUE)
+    path = small_manifest(tmp_path, ["core/framework/kv_cache/kv_cache_layerwise.cpp",
+                                     "core/framework/parallel_state/mapping_ilu.cpp"], glue)
+    path.write_text(path.read_text() + f"base: {base}\nbase_include_dirs: [.]\nbase_sources: [base_extra.cpp]\n")
+    t = build.port_tree(manifest.load(path), tree)
+    cache = tmp_path / "cache"
+    built = build.build(t, root=cache)
+    later, based = tree / "core/framework/parallel_state/mapping_ilu.h", base / "base_extra.h"
+    assert {str(later), str(based)} <= set(built.manifest["deps"]), sorted(built.manifest["deps"])
+    key = build.source_key(t)
+    for header in (later, based):
+        text = header.read_text()
+        header.write_text(text + "// edited\n")
+        assert build._find(cache, key) is None, header
+        header.write_text(text)
+        assert build._find(cache, key) == built
+
+
 # ---- the real trees (their own CI step) -------------------------------------------------------------------
 
 SHARED = Path(os.environ.get("LWSPLIT_SHARED") or ROOT.parent / "shared")
@@ -407,6 +498,41 @@ def test_upstream_is_built_by_its_manifest_and_judged_as_before(cache):
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "1 passed" in proc.stdout and "1 xfailed" in proc.stdout, proc.stdout[-1000:]
     assert "upstream refuses a config the spec accepts: layerwise split does not support qwen3_5_moe" in proc.stdout
+
+
+@pytest.mark.real_tree
+@real_tree(UPSTREAM)
+def test_upstreams_predictions_hold_for_its_own_files_only(tmp_path):
+    """The recorded sha256 of every file upstream's build compiles (harness/baselines/upstream_sources.json) are
+    upstream's tree's today; a copy of those files is upstream's too, and with one line changed it is not."""
+    from harness.baselines import upstream_sources
+    from harness.suites.expectations import _native_label
+
+    assert _native_label(str(UPSTREAM), "{}", None, "") == "xllm_native"
+    t, m, _ = native.resolve(str(UPSTREAM))
+    copy = tmp_path / "upstream"
+    for rel in sorted({r for rels in upstream_sources.compiled_files(t, m).values() for r in rels}):
+        (copy / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(UPSTREAM / rel, copy / rel)
+    assert _native_label(str(copy), "{}", None, "") == "xllm_native"
+    master = copy / "xllm/core/distributed_runtime/master.cpp"
+    master.write_text(master.read_text() + "// a fork's line\n")
+    assert _native_label(str(copy), "{}", None, "changed") == "xllm_native[upstream_494f293b5]"
+
+
+@pytest.mark.real_tree
+@real_tree(UPSTREAM, PORTS["p6_v3_latest"])
+def test_an_xllm_fork_with_the_newest_snapshot_overlaid_is_the_port(tmp_path):
+    """upstream's planning files with the p6_v3_latest snapshot's core/ overlaid under xllm/ (its files replace
+    upstream's where both have one), given at the fork's root: the port at xllm/, not upstream's manifest."""
+    fork = tmp_path / "fork"
+    for rel in manifest.load(manifest.SHIPPED_DIR / "upstream_494f293b5.yaml").detect_present:
+        (fork / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(UPSTREAM / rel, fork / rel)
+    shutil.copytree(PORTS["p6_v3_latest"] / "core", fork / "xllm/core", dirs_exist_ok=True)
+    m, why, root = manifest.for_tree(fork)
+    assert (m.name, root) == ("p6_v3_latest", fork / "xllm"), (m.name, why)
+    assert native.resolve(str(fork))[0].root == fork / "xllm"
 
 
 @pytest.mark.real_tree
