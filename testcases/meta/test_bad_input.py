@@ -502,6 +502,9 @@ ARG_ROWS = (
            ("--source", "{cli}/no-such-tree", "--out", "new.json"), "implementation.source_dir", guard="record"),
     BadArg("record-native-version-not-utf8", "harness.baselines.record_native",
            ("--source", "{cli}/tree_gbk", "--out", "new.json"), "version.txt", guard="record"),
+    BadArg("record-native-not-upstream", "harness.baselines.record_native",
+           ("--source", "{cli}/tree", "--out", "new.json"), "xllm/core/common/constants.h differs from upstream's",
+           guard="record"),
     BadArg("coverage-bad-option", "harness.coverage.__main__", ("fields", "--bogus"), "--bogus"),
     BadArg("coverage-unknown-what", "harness.coverage.__main__", ("nope",), "mutant-configs"),
 )
