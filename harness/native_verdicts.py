@@ -149,7 +149,7 @@ def own_tests_note(tree: Path, manifest: Optional[str]) -> str:
 
     try:
         result = own_tests.run(str(tree), manifest)
-    except UserError as exc:
+    except (UserError, ImplementationFailure) as exc:
         return f"{tree.name}: its own tests could not be run: {exc}"
     return f"{tree.name}: " + (result.summary() if result is not None else "its manifest names no test file")
 

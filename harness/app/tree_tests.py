@@ -35,12 +35,12 @@ def own_tests_of(impl) -> Optional[dict]:
 def run_own_tests(root: str, manifest: str, *, file: str) -> dict:
     """Build and run the tree's own tests (``own_tests.run``); a tree whose tests cannot be built or run
     is a result saying why, not an error of the job."""
-    from contract.errors import UserError
+    from contract.errors import ImplementationFailure, UserError
     from implementations.xllm_native import own_tests
 
     try:
         found = own_tests.run(root, manifest)
-    except UserError as exc:
+    except (UserError, ImplementationFailure) as exc:
         return {"file": file, "total": None, "passed": None, "failed": [],
                 "summary": f"its own tests ({file}) could not be run: {exc}"}
     if found is None:

@@ -143,7 +143,11 @@ def _children() -> list[int]:
     """This process's children (``/proc/<pid>/stat``'s parent field)."""
     me = os.getpid()
     out = []
-    for name in os.listdir("/proc"):
+    try:
+        names = os.listdir("/proc")
+    except OSError:  # no /proc: only what waitpid reaps is ended
+        return out
+    for name in names:
         if not name.isdigit():
             continue
         try:

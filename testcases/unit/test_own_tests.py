@@ -138,3 +138,11 @@ def test_the_command_is_one_line_on_a_bad_option_and_on_ctrl_c(monkeypatch, caps
         command.main(["--source", "x"])
     err = capsys.readouterr().err.strip().splitlines()
     assert exit_.value.code == 130 and err == ["error: interrupted (SIGINT); what was under way did not finish"]
+
+
+def test_a_suite_jobs_own_tests_that_print_gbk_and_write_no_report_read_not_run(tmp_path, monkeypatch):
+    """The app's record of them (``tree_tests``): "not run" with the reason, never an error of the job."""
+    body = "printf 'GBK \\326\\320\\316\\304\\n'; exit 0\n"
+    monkeypatch.setattr(own_tests, "run", lambda root, manifest: run(tmp_path, body))
+    own = tree_tests.run_own_tests(str(tmp_path), "m.yaml", file="t.cpp")
+    assert tree_tests.verdict(own) == "not run" and "it wrote no report and ended with exit 0" in own["summary"], own
