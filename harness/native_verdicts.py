@@ -7,12 +7,18 @@ pass or fail and the first reason, measured by running the suites (one pytest pe
 Each tree runs in its own pytest process (``LWSPLIT_XLLM_SRC=<tree>``, its shipped manifest, or
 ``--manifest``), on each TC's standard case of the model and split size (``<model>-<s>-w4-xllm_native``;
 TC-03 on the BI-V100 topology, TC-07 with the model's draft).
+
+Nothing is given as a verdict that was not measured: an unknown ``--models`` or ``--layerwise`` is one
+``error:`` line before anything runs, and a tree whose cases do not collect (it does not compile) or whose
+pytest writes no report is one ``error:`` line naming the tree and the first reason, with no rows and nothing
+written. ``--docs`` checks its page's markers and the record's folder first, and writes the record (its
+command with every option given) and the page's block together.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -20,7 +26,12 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Optional
 
-from harness.paths import REPO_ROOT
+from contract.errors import ImplementationFailure, UserError
+from harness.config.schema import group_options
+from harness.paths import CONF_DIR, DOCS_DIR, REPO_ROOT
+from harness.usage import Parser, command, docs_writer, fail, signals_deferred
+
+COMMAND = "python -m harness.native_verdicts"
 
 TC_FILES = ("test_tc01_allocation.py", "test_tc02_estimation.py", "test_tc03_topology.py",
             "test_tc04_propagation.py", "test_tc05_shard_application.py", "test_tc06_fallback.py",
@@ -37,8 +48,22 @@ def _env(tree: Path, manifest: Optional[str]) -> dict:
 
 
 def _pytest(args: list, env: dict, timeout: int) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:randomly", "-n", "0", "-q", *args],
-                          capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=timeout)
+    """One pytest over a tree's cases; its output decoded with undecodable bytes replaced. A pytest past
+    ``timeout`` s is an ``ImplementationFailure`` (the tree's cases hung)."""
+    try:
+        return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:randomly", "-n", "0", "-q", *args],
+                              capture_output=True, text=True, encoding="utf-8", errors="replace", cwd=REPO_ROOT,
+                              env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise ImplementationFailure(f"xllm_native tree {env.get('LWSPLIT_XLLM_SRC')}",
+                                    f"its cases still ran after {timeout} s and were stopped") from None
+
+
+def _why(proc: subprocess.CompletedProcess) -> str:
+    """The first ``error:`` line of a pytest's output (a tree that does not compile says so), else its last line."""
+    lines = [line.strip() for line in (proc.stderr + "\n" + proc.stdout).splitlines() if line.strip()]
+    found = next((line for line in lines if "error:" in line.lower()), None)
+    return (found or (lines[-1] if lines else f"pytest exited {proc.returncode} with no output"))[:400]
 
 
 def _overrides(model: str, manifest: Optional[str]) -> list:
@@ -52,6 +77,9 @@ def standard_ids(tree: Path, model: str, layerwise, manifest: Optional[str], tim
     """The node ids of each TC's standard case of ``model`` at each split size."""
     files = [f"testcases/tc/{f}" for f in TC_FILES]
     proc = _pytest(["--collect-only", *files, *_overrides(model, manifest)], _env(tree, manifest), timeout)
+    if proc.returncode != 0:
+        raise UserError("--tree", str(tree), f"a tree whose cases of {model} collect (it builds with its manifest)",
+                        _why(proc))
     out = []
     for line in proc.stdout.splitlines():
         inside = line.strip().partition("[")[2].rstrip("]")
@@ -103,64 +131,93 @@ def run_tree(tree: Path, models, layerwise, manifest: Optional[str] = None, time
     for model in models:
         ids = standard_ids(tree, model, layerwise, manifest, timeout)
         if not ids:
-            continue
+            raise UserError("--tree", str(tree), f"a tree with a standard case of {model} at "
+                                                 f"{', '.join(layerwise)}", "none was collected")
         with tempfile.TemporaryDirectory() as tmp:
             junit = Path(tmp) / "junit.xml"
-            _pytest([*ids, *_overrides(model, manifest), f"--junitxml={junit}"], _env(tree, manifest), timeout)
-            if junit.is_file():
-                rows += verdicts(junit.read_text(encoding="utf-8"), tree.name, m.name, model)
+            proc = _pytest([*ids, *_overrides(model, manifest), f"--junitxml={junit}"], _env(tree, manifest), timeout)
+            if not junit.is_file():
+                raise ImplementationFailure(f"xllm_native tree {tree}", f"the pytest of its {model} cases wrote no "
+                                                                        f"report: {_why(proc)}")
+            rows += verdicts(junit.read_text(encoding="utf-8", errors="replace"), tree.name, m.name, model)
     return sorted(rows, key=lambda r: (r[2], r[3], r[4]))
 
 
 def own_tests_note(tree: Path, manifest: Optional[str]) -> str:
     """The tree's own GoogleTest file's result, beside the spec's verdicts (its manifest's ``tests``)."""
-    from contract.errors import UserError
     from implementations.xllm_native import own_tests
 
     try:
         result = own_tests.run(str(tree), manifest)
-    except UserError as exc:
+    except (UserError, ImplementationFailure) as exc:
         return f"{tree.name}: its own tests could not be run: {exc}"
     return f"{tree.name}: " + (result.summary() if result is not None else "its manifest names no test file")
 
 
+def _choices(key: str, text: str, allowed: list) -> list:
+    """``text`` (comma-separated) as a list of options of ``allowed``; one ``error:`` line naming ``key`` else."""
+    chosen = [c.strip() for c in text.split(",") if c.strip()]
+    unknown = [c for c in chosen if c not in allowed]
+    if unknown or not chosen:
+        fail(f"{key}={text}: a comma-separated list of {', '.join(allowed)}")
+    return chosen
+
+
+def command_line(args) -> str:
+    """The command that measures what ``args`` asked for, every option given (the record's ``command``)."""
+    words = [w for t in args.tree for w in ("--tree", t)]
+    words += ["--manifest", args.manifest] if args.manifest else []
+    words += ["--models", args.models] if args.models != ",".join(MODELS) else []
+    words += ["--layerwise", args.layerwise] if args.layerwise != ",".join(LAYERWISE) else []
+    return f"{COMMAND} {shlex.join(words)} --docs"
+
+
+def check_docs(docs_blocks) -> None:
+    """Before anything runs: the page holds the block's markers and the record's folder can be written."""
+    from harness.files import check_output_file
+
+    page = DOCS_DIR / docs_blocks.PAGES["native_verdicts"]
+    why = docs_blocks.missing_markers(page, ["native_verdicts"])
+    if why is not None:
+        fail(f"--docs: {page} {why}; nothing was run or written")
+    check_output_file(docs_blocks.record_path("native_verdicts"), "--docs")
+
+
+@command
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.native_verdicts", description=__doc__.splitlines()[0])
+    parser = Parser(prog=COMMAND, description=__doc__.splitlines()[0])
     parser.add_argument("--tree", action="append", required=True, help="a C++ tree (repeatable)")
     parser.add_argument("--manifest", default=None, help="a manifest for every tree (default: the shipped one that fits)")
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--layerwise", default=",".join(LAYERWISE))
     parser.add_argument("--docs", action="store_true", help="write docs/data/native_verdicts.json and its block")
     args = parser.parse_args(argv)
-    from contract.errors import UserError
-
+    models = _choices("--models", args.models, group_options(CONF_DIR, "model"))
+    layerwise = _choices("--layerwise", args.layerwise, group_options(CONF_DIR, "layerwise"))
     trees = [Path(t).expanduser().resolve() for t in args.tree]
     for t in trees:
         if not t.is_dir():
-            print(f"error: --tree={t}: an existing folder holding a C++ tree", file=sys.stderr)
-            return 2
+            fail(f"--tree={t}: an existing folder holding a C++ tree")
+    docs_blocks = docs_writer() if args.docs else None
+    if docs_blocks is not None:
+        check_docs(docs_blocks)
     rows, notes = [], []
-    try:
-        for t in trees:
-            rows += run_tree(t, args.models.split(","), args.layerwise.split(","), args.manifest)
-            notes.append(own_tests_note(t, args.manifest))
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    for t in trees:
+        rows += run_tree(t, models, layerwise, args.manifest)
+        notes.append(own_tests_note(t, args.manifest))
     for row in rows:
         print(" | ".join(row))
     for note in notes:
         print(note)
-    if args.docs:
-        from harness.usage import docs_writer
-        docs_blocks = docs_writer()
-        command = "python -m harness.native_verdicts " + " ".join(f"--tree {t}" for t in args.tree) + " --docs"
-        record = docs_blocks.measured("native_verdicts", command=command, columns=COLUMNS, rows=rows,
+    if docs_blocks is not None:
+        record = docs_blocks.measured("native_verdicts", command=command_line(args), columns=COLUMNS, rows=rows,
                                       notes=[f"- {n}" for n in notes],
                                       provenance="each TC's standard case (world 4; TC-03 on the BI-V100 topology, TC-07 with "
                                                  "the model's draft) of each model and split size, "
                                                  "judged by the spec; trees: " + ", ".join(map(str, trees)))
-        print(f"wrote {docs_blocks.publish(record)} and {docs_blocks.record_path('native_verdicts')}")
+        with signals_deferred():  # the record and the page's block: both or neither
+            page = docs_blocks.publish(record)
+        print(f"wrote {page} and {docs_blocks.record_path('native_verdicts')}")
     return 0
 
 

@@ -385,7 +385,7 @@ def port_commands(tree: TreeMap, gen: Path, out: Path) -> list[list[str]]:
     return cmds
 
 
-TENSOR_ABI = "lwsplit-tensors-1"
+TENSOR_ABI = "lwsplit-tensors-2"
 """Bumped when ``cpp/alloc_protocol.h``'s protocol changes: part of every tensor library's key."""
 TENSOR_FLAGS = ("-O1", "-fPIC", "-w", "-DNDEBUG")
 

@@ -5,7 +5,8 @@ manifest whose ``allocation`` says ``torch: true`` gets a second library (``buil
 tensors=True)``: the tree's allocation sources, the project's glue and shims, linked with the torch
 this process runs) that the rank opens itself. Its failure is still a verdict: it runs in a rank,
 under the rank's time limit, and a CHECK that fires comes back as the CHECK's place and text
-(``cpp/protocol.h``). The reply names each layer's tensors by index; ``lwsplit_take_tensor`` hands
+(``cpp/protocol.h``), and a tensor it cannot hand over (a C++ exception caught at the library's C boundary, e.g.
+one on the meta device) is an ``ImplementationFailure`` of the tree naming it. The reply names each layer's tensors by index; ``lwsplit_take_tensor`` hands
 each over through DLPack, so the rank's torch tensors share the tree's storage (two layers that are
 views of one scratch stay one storage).
 """
@@ -21,7 +22,7 @@ from typing import Mapping
 
 from contract.errors import ImplementationFailure, PlanError, clip
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 """``lwsplit_tensor_abi_version()`` of ``cpp/alloc_protocol.h`` this loader speaks."""
 
 _OPEN: dict = {}
@@ -50,6 +51,7 @@ class TensorLibrary:
         lib.lwsplit_call.argtypes = [ctypes.c_char_p]
         lib.lwsplit_take_tensor.restype = ctypes.c_void_p
         lib.lwsplit_take_tensor.argtypes = [ctypes.c_int64]
+        lib.lwsplit_tensor_error.restype = ctypes.c_char_p
         lib.lwsplit_tensor_count.restype = ctypes.c_int64
         lib.lwsplit_clear_tensors.restype = None
         self._capsule = ctypes.pythonapi.PyCapsule_New
@@ -78,13 +80,21 @@ class TensorLibrary:
             for i in range(self._lib.lwsplit_tensor_count()):
                 ptr = self._lib.lwsplit_take_tensor(i)
                 if not ptr:
-                    break
+                    why = (self._lib.lwsplit_tensor_error() or b"").decode("utf-8", errors="replace")
+                    self._lib.lwsplit_clear_tensors()
+                    raise ImplementationFailure(self.who, f"the compiled allocate's tensor {i} cannot be handed to "
+                                                          f"the rank (DLPack): {clip(first_line(why), 300)}")
                 tensors.append(from_dlpack(self._capsule(ptr, b"dltensor", None)))
             self._lib.lwsplit_clear_tensors()
         if "exception" in reply:
             raise PlanError("implementation", self.library.parent.name, "an allocation that returns",
                             f"the compiled allocate threw: {reply['exception']}")
         return reply, tensors
+
+
+def first_line(text: str) -> str:
+    """A C++ exception's first line (c10's messages go on with a backtrace)."""
+    return (text.strip().splitlines() or ["(no message)"])[0]
 
 
 def open_library(library: Path, who: str) -> TensorLibrary:

@@ -508,6 +508,9 @@ ARG_ROWS = (
            ("--source", "{cli}/tree", "--out", "{cli}/a_file"), "a recording this command wrote", guard="record"),
     BadArg("upstream-sources-not-upstream", "harness.baselines.upstream_sources",
            ("--source", "{cli}/tree", "--out", "new.json"), "manifest fixture_tree builds it", guard="record"),
+    BadArg("record-native-not-upstream", "harness.baselines.record_native",
+           ("--source", "{cli}/tree", "--out", "new.json"), "xllm/core/common/constants.h differs from upstream's",
+           guard="record"),
     BadArg("coverage-bad-option", "harness.coverage.__main__", ("fields", "--bogus"), "--bogus"),
     BadArg("coverage-unknown-what", "harness.coverage.__main__", ("nope",), "mutant-configs"),
 )

@@ -11,6 +11,7 @@ under ``../shared``) are built and judged by ``real_tree`` tests: their own CI s
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -430,7 +431,7 @@ def real_tree(*trees: Path):
 
 
 def tc(tree: Path, tc_file: str, *select: str, cache: Path, manifest: Optional[Path] = None,
-       model: str = "qwen3_5_moe", extra: tuple = ()) -> subprocess.CompletedProcess:
+       model: str = "qwen3_5_moe", extra: tuple = (), also: tuple = ()) -> subprocess.CompletedProcess:
     """Run a few cases of one TC on ``tree`` in a separate pytest (one tree's flags per process), its libraries
     built here first (a cold build inside the ranks would run into their time limit)."""
     tree_map = native.resolve(str(tree), None, str(manifest) if manifest else None)[0]
@@ -439,7 +440,8 @@ def tc(tree: Path, tc_file: str, *select: str, cache: Path, manifest: Optional[P
         build.build(tree_map, root=cache, tensors=True)
     env = {**os.environ, build.ENV_SOURCE: str(tree), build.ENV_CACHE: str(cache), "PYTHONPATH": str(ROOT)}
     env.pop("LW_ALLUREDIR", None)
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:randomly", "-n", "0", "-q", f"testcases/tc/{tc_file}",
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:randomly", "-n", "0", "-q",
+           *(f"testcases/tc/{f}" for f in (tc_file, *also)),
            "--lw-override", "implementation=xllm_native", "--lw-override", f"model={model}", "-k", " or ".join(select)]
     if manifest is not None:
         cmd += ["--lw-override", f"implementation.manifest={manifest}"]
@@ -567,6 +569,24 @@ def test_an_upstream_allocation_that_ignores_the_mask_is_found_by_tc01(tmp_path,
 
 
 @pytest.mark.real_tree
+@real_tree(UPSTREAM)
+def test_record_native_takes_upstreams_tree_and_refuses_a_copy_with_one_line_changed(tmp_path):
+    """What upstream's compiled code answers is recorded from upstream's files only, identified by content
+    (the sha256 digests in the checked-in recording's provenance), wherever the tree sits."""
+    from contract.errors import ConfigError
+    from harness.baselines.record_native import check_upstream, recorded_upstream_files
+
+    digests = recorded_upstream_files()
+    assert check_upstream(str(UPSTREAM), digests) == digests
+    tree = tmp_path / "xllm-fork"
+    shutil.copytree(UPSTREAM / "xllm", tree / "xllm")
+    master = tree / "xllm/core/distributed_runtime/master.cpp"
+    master.write_text(master.read_text() + "\n// a fork\n")
+    with pytest.raises(ConfigError, match="master.cpp differs from upstream's"):
+        check_upstream(str(tree), digests)
+
+
+@pytest.mark.real_tree
 @real_tree(*PORTS.values())
 @pytest.mark.parametrize("name", sorted(PORTS))
 def test_each_snapshots_own_tests_run_beside_the_spec(name):
@@ -578,6 +598,73 @@ def test_each_snapshots_own_tests_run_beside_the_spec(name):
 
 
 # ---- the tensor library: its errors ------------------------------------------------------------------------
+
+
+def test_a_tensor_the_library_cannot_hand_over_is_an_error_of_the_tree_and_the_rank_goes_on(impl):
+    """fx_allocate_kv_tensors on the meta device: DLPack cannot carry such a tensor (c10 throws inside
+    lwsplit_take_tensor); the throw stops at the library's C boundary and comes back as the tree's failure,
+    in this process, and the next allocation works."""
+    from contract.errors import ImplementationFailure
+
+    r = run(2)
+    plan = impl.plan(r)
+    with pytest.raises(ImplementationFailure) as err:
+        impl.init_worker(plan, r, rank=1, role="target", device="meta", expected_digest=plan.digest)
+    assert "the compiled allocate's tensor 0 cannot be handed to the rank (DLPack): " in str(err.value), err.value
+    again = impl.init_worker(plan, r, rank=1, role="target", device="cpu", expected_digest=plan.digest)
+    assert again.layer(3).tensors["k"].device.type == "cpu"
+
+
+ALIASED_BLOCK_SIZE = 48
+"""The block size on which the fixture carves its owned layers out of one pool (README: planted)."""
+
+
+def _owned_bytes_seen(impl, block_size: int, rank: int = 1):
+    """(bytes measured by address, bytes of the distinct storage objects, TC-05's mark problems, TC-05's overlap
+    problems) of one worker, and its k tensor."""
+    from harness.suites import tc05
+    from harness.suites.measure import distinct_storage_bytes
+
+    r = M.run_spec(QWEN, split=2, world=4, budget_bytes=1 << 20, cache=CacheSpec(block_size=block_size))
+    plan = impl.plan(r)
+    worker = impl.init_worker(plan, r, rank=rank, role="target", device="cpu", expected_digest=plan.digest)
+    tensors = worker.all_tensors()
+    objects = sum(s.nbytes() for s in {t.untyped_storage().data_ptr(): t.untyped_storage() for t in tensors}.values())
+    return (distinct_storage_bytes(tensors), objects, tc05._marked_blocks(rank, worker)[0],
+            tc05._overlaps(rank, tc05._regions(worker)), worker.layer(3).tensors["k"])
+
+
+def test_the_fixtures_own_layers_hold_distinct_memory_by_address_and_by_mark(impl):
+    measured, objects, marks, overlaps, _ = _owned_bytes_seen(impl, 16)
+    assert measured == objects and marks == [] and overlaps == []
+
+
+def test_owned_layers_carved_out_of_one_pool_are_measured_by_address_and_read_each_others_marks(impl):
+    """The planted aliasing (block size 48): each layer's storage object says a whole layer, the addresses say
+    two pools; the marks show which layer's block landed where."""
+    measured, objects, marks, overlaps, k = _owned_bytes_seen(impl, ALIASED_BLOCK_SIZE)
+    n, block = k.shape[0], k[0].numel() * k.element_size()
+    stride = (n + 2) // 3
+    assert objects == 10 * 2 * n * block, objects  # rank 1 owns all ten full layers (the planted mask): k and v
+    assert measured == 2 * (9 * stride + n) * block, (measured, n, block)  # two pools: nine strides and a layer
+    assert marks and marks[0].startswith(f"rank 1 layer 3 tensor k: block {stride} holds the mark of layer 7 "
+                                         "tensor #0 block 0"), marks
+    assert any("layer 3/k and layer 7/k overlap in memory" in o for o in overlaps), overlaps
+
+
+def test_tc01_and_tc05_find_owned_layers_that_share_memory(cache):
+    """End to end: on the aliased allocation TC-01 reports the bytes it measured by address, TC-05 the marks
+    another layer overwrote and the overlapping extents (on top of the fixture's other planted defects)."""
+    proc = tc(FIXTURE, "test_tc01_allocation.py", "test_tc01[qwen3_5_moe-s2-w4-xllm_native]", "test_tc05[qwen3_5_moe-s2-w4-xllm_native]",
+              cache=cache, manifest=FIXTURE_MANIFEST, extra=(f"cache.block_size={ALIASED_BLOCK_SIZE}",),
+              also=("test_tc05_shard_application.py",))
+    out = proc.stdout[-30000:]
+    assert proc.returncode == 1 and "2 failed" in out, out
+    allocated = re.search(r"rank 1: allocated (\d+) B, spec sum of its owned layers", out)
+    owned = re.search(r"rank 1 layer 3: owns (\d+) B", out)
+    assert allocated and owned and int(allocated.group(1)) < 10 * int(owned.group(1)), out  # less than its layers
+    assert "rank 1 layer 3 tensor k: block " in out and " holds the mark of layer 7 tensor #0 block 0" in out, out
+    assert "layer 3/k and layer 7/k overlap in memory" in out, out
 
 
 def test_a_check_inside_the_trees_allocation_is_a_refusal_and_the_rank_goes_on(impl):

@@ -93,7 +93,7 @@ HARNESS_REACHES_IMPLEMENTATIONS = {
     "implementations.xllm_native.native": "``resolve``: which manifest a source tree is built with, the "
                                           "label a native case's expected failures are filed under",
     "implementations.xllm_native.own_tests": "a source tree's own GoogleTest file, run beside the spec's "
-                                             "verdicts (``harness.native_verdicts``)",
+                                             "verdicts (``harness.native_verdicts``, ``harness.own_tests``)",
 }
 """Every module of ``implementations/`` a harness module may import, and why: registries and loaders by
 name, never an implementation's rules. Everything else the harness shares with the implementations is

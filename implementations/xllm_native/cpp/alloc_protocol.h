@@ -6,6 +6,10 @@
 // DLManagedTensor (the caller owns it; its deleter keeps torch's storage alive), and
 // lwsplit_clear_tensors() drops the library's references. The library is loaded in the rank process
 // (tensors cannot cross a process boundary); like protocol.h it is not thread-safe.
+//
+// No C++ exception crosses this C boundary (it would end the rank in std::terminate): a tensor that
+// cannot be handed over (one on the meta device: c10::BufferError; any other throw) makes
+// lwsplit_take_tensor return NULL, and lwsplit_tensor_error() says why until the next take.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -20,6 +24,7 @@ namespace lwsplit {
 namespace {
 
 std::vector<at::Tensor> g_tensors;
+std::string g_tensor_error;
 
 // The index lwsplit_take_tensor hands `t` over by; -1 for an undefined tensor (nothing to hand over).
 int64_t keep(const at::Tensor& t) {
@@ -32,13 +37,28 @@ int64_t keep(const at::Tensor& t) {
 }  // namespace lwsplit
 
 extern "C" void* lwsplit_take_tensor(int64_t index) {
+  using lwsplit::g_tensor_error;
   using lwsplit::g_tensors;
-  if (index < 0 || index >= static_cast<int64_t>(g_tensors.size())) return nullptr;
-  return at::toDLPack(g_tensors[static_cast<size_t>(index)]);
+  g_tensor_error.clear();
+  if (index < 0 || index >= static_cast<int64_t>(g_tensors.size())) {
+    g_tensor_error = "no tensor " + std::to_string(index) + " (the call kept " + std::to_string(g_tensors.size()) + ")";
+    return nullptr;
+  }
+  try {
+    return at::toDLPack(g_tensors[static_cast<size_t>(index)]);
+  } catch (const std::exception& exc) {
+    g_tensor_error = exc.what();
+  } catch (...) {
+    g_tensor_error = "an exception that is not a std::exception";
+  }
+  if (g_tensor_error.empty()) g_tensor_error = "an exception with no message";
+  return nullptr;
 }
+
+extern "C" const char* lwsplit_tensor_error() { return lwsplit::g_tensor_error.c_str(); }
 
 extern "C" int64_t lwsplit_tensor_count() { return static_cast<int64_t>(lwsplit::g_tensors.size()); }
 
 extern "C" void lwsplit_clear_tensors() { lwsplit::g_tensors.clear(); }
 
-extern "C" int lwsplit_tensor_abi_version() { return 1; }
+extern "C" int lwsplit_tensor_abi_version() { return 2; }
