@@ -720,3 +720,28 @@ def test_rank_coordinates_invert_the_global_rank():
     assert [oracle.global_rank(*c, cp=2, tp=4) for c in coords] == list(range(16))
     assert oracle.expected_split_groups_consecutive(16, 2, 2, 4) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11],
                                                                       [12, 13, 14, 15]]
+
+
+def test_a_card_check_counts_each_ranks_draft_kv():
+    # DeepSeek-V3.2 + its one-layer indexed MTP draft, tp 4, s 2, two ranks per card (placement 0,0,1,1),
+    # 100 MiB = 104,857,600 B of KV per rank, 512 MiB = 536,870,912 B HBM per card.
+    # one layer = 128 * (1152 + 256) = 180,224 B/block; D = 180,224 (the target's shape, one layer);
+    # split rank 0 costs 31 owned + scratch + D = 33 x 180,224 = 5,947,392: n_blocks = 104,857,600 // that = 17.
+    # groups [0,2],[1,3] (ranks 0 and 1 share card 0): ranks 0, 1 split rank 0 = 17 x 32 x 180,224 = 98,041,856;
+    # ranks 2, 3 split rank 1 = 17 x 31 x 180,224 = 94,978,048; draft 17 x 180,224 = 3,063,808 on every rank.
+    # card 0: 2 x (98,041,856 + 3,063,808) = 202,211,328; card 1: 2 x (94,978,048 + 3,063,808) = 196,083,712.
+    draft = replace(DEEPSEEK_V32, name="deepseek_v32_mtp", num_hidden_layers=1)
+    base = run_spec(DEEPSEEK_V32, split=2, draft=draft, cache=CacheSpec(kv_budget_bytes=100 * MiB))
+    assert oracle.expected_card_bytes(replace(base, placement=(0, 0, 1, 1))) == {
+        (0, 0): 202_211_328, (0, 1): 196_083_712}
+
+    def on_cards(reserved_mib: int):
+        hw = replace(base.hardware, hbm_bytes_per_card=512 * MiB, reserved_bytes_per_card=reserved_mib * MiB)
+        return replace(base, hardware=hw, placement=(0, 0, 1, 1))
+
+    # 162 MiB reserved: card 0 = 202,211,328 + 2 x 169,869,312 = 541,949,952 > 536,870,912, refused by the
+    # draft's 6,127,616 B alone (without it 535,822,336 fits)
+    assert "541949952 B > HBM 536870912 B" in oracle.spec_refuses_cards(on_cards(162))
+    # 159 MiB: 202,211,328 + 2 x 166,723,584 = 535,658,496 <= 536,870,912 fits; 160 MiB: 537,755,648 does not
+    assert oracle.spec_refuses_cards(on_cards(159)) is None
+    assert oracle.spec_refuses_cards(on_cards(160)) is not None
