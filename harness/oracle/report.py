@@ -128,20 +128,25 @@ def expected_card_bytes(run, budget_bytes: Optional[int] = None, *, owner_rule: 
 
 
 def spec_refuses_cards(run) -> Optional[str]:
-    """Section 4: why the spec forbids this placement outright, from its own numbers; None if it does not:
-    no grouping keeps each split group on distinct cards, or a card's planned memory (``expected_card_bytes``:
-    every rank's target KV and its draft engine's KV, section 6) plus each rank's reserve exceeds its HBM."""
-    if split_size(run) > 1 and expected_split_groups(run) is None:
+    """Section 4: why the spec forbids this placement outright, from its own numbers; None if it does not.
+
+    A lower bound per rank (the smallest split rank's bytes at the spec's block count)
+    is enough: if even that overfills a card's HBM with its reserve, no plan can fit.
+    """
+    s = split_size(run)
+    if s > 1 and expected_split_groups(run) is None:
         return "no split grouping keeps each TP group's split groups on distinct cards"
     hw = run.hardware
+    n_blocks, _ = expected_block_counts(run, run_budget_bytes(run))
+    full = expected_full_layers(run.model)
+    owner = expected_owner(full, s)
+    least = min(expected_rank_bytes(run, n_blocks, [l for l in full if owner[l] == r]) for r in range(s))
     ranks_on: dict = {}
     for rank in range(run.parallel.world_size):
         card = expected_rank_location(run, rank)
         ranks_on[card] = ranks_on.get(card, 0) + 1
-    for card, planned in sorted(expected_card_bytes(run).items()):
-        count = ranks_on[card]
-        if planned + count * hw.reserved_bytes_per_card > hw.hbm_bytes_per_card:
-            return (f"node {card[0]} card {card[1]} holds {count} ranks: {planned} B of KV planned (target + draft) "
-                    f"+ {count} x {hw.reserved_bytes_per_card} B reserved = "
-                    f"{planned + count * hw.reserved_bytes_per_card} B > HBM {hw.hbm_bytes_per_card} B")
+    for card, count in sorted(ranks_on.items()):
+        if count * (least + hw.reserved_bytes_per_card) > hw.hbm_bytes_per_card:
+            return (f"node {card[0]} card {card[1]} holds {count} ranks: at least {count} x ({least} B KV + "
+                    f"{hw.reserved_bytes_per_card} B reserved) > HBM {hw.hbm_bytes_per_card} B")
     return None

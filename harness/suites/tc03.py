@@ -26,7 +26,7 @@ from harness import oracle
 from harness.suites import Suite, never
 from harness.suites.case import Case
 from harness.suites.checks import startup_problems
-from harness.suites.expectations import Predicted, Prediction, Problem, expected_rejection
+from harness.suites.expectations import Predicted, Prediction, Problem, card_overflow, expected_rejection
 from harness.suites.facts import RankFacts, master_error, master_error_of, plan_of
 from harness.suites.ownership import bottleneck as _bottleneck
 from harness.suites.ownership import (
@@ -263,7 +263,7 @@ def card_slots(plan, num_cards: int) -> dict:
 def check(facts: list, run) -> list[str]:
     """Problems found (empty: pass). ``run`` is the composed RunSpec of the case."""
     if expected_rejection(run) is None:
-        refusal = oracle.spec_refuses_cards(run)
+        refusal = spec_refuses_placement(run)
         if refusal:
             err = master_error(facts)
             if err is None:
@@ -282,6 +282,13 @@ def check(facts: list, run) -> list[str]:
     problems += _check_cards(plan, run)
     problems += _check_live(facts, plan, run)
     return problems
+
+
+def spec_refuses_placement(run) -> Optional[str]:
+    """Why the spec refuses the placement (FEATURE 4), or None: no grouping on distinct cards, or a card over its
+    HBM by the oracle's lower bound (``spec_refuses_cards``) or by its exact bytes per card, every rank's target
+    and draft KV plus its reserve (``expectations.card_overflow``, FEATURE 4 and 6)."""
+    return oracle.spec_refuses_cards(run) or card_overflow(run)
 
 
 def _check_groups(plan, run) -> list[str]:
@@ -423,7 +430,7 @@ def summarize(facts: list) -> dict:
 
 def passes_any_refusal(run) -> bool:
     """A placement the spec refuses passes any UserError (``check``): nothing to predict."""
-    return bool(oracle.spec_refuses_cards(run))
+    return bool(spec_refuses_placement(run))
 
 
 def predict_upstream_layout(run) -> Optional[Prediction]:
