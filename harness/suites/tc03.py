@@ -121,11 +121,12 @@ def permuted_cases(matrix) -> list[Case]:
 
 
 def draft_card_cases(matrix) -> list[Case]:
-    """Target and draft KV on shared cards, the reserve one MiB either side of the draft's fit (``DRAFT_CARDS``)."""
+    """Target and draft KV on shared cards (``DRAFT_BUDGET``): a reserve that fits both, and one that fits the
+    target's KV alone."""
     if MODELS[0] not in matrix.models:
         return []
     return [Case(tc=TC, model=MODELS[0], draft=DRAFT, layerwise="s2", parallel="tp4", implementation=impl,
-                 hardware="cpu", variant=variant, extra=(OVERSUBSCRIBED, *DRAFT_CARDS, reserve, *matrix.extra))
+                 hardware="cpu", variant=variant, extra=(OVERSUBSCRIBED, DRAFT_BUDGET, reserve, *matrix.extra))
             for variant, reserve in (("draft-card-fits", DRAFT_FITS), ("draft-card-over", DRAFT_OVER))
             for impl in matrix.implementations]
 
@@ -155,12 +156,12 @@ PERMUTED = "placement=[4,1,2,7,0,3,6,5]"
 consecutive pairs cross the switches, so key 3 decides: the first grouping by ranks, [0,2] [1,3] [4,6] [5,7];
 a search that walks the cards in matrix order takes [2,4] [1,5] [0,6] [3,7] instead."""
 DRAFT = "deepseek_v32_mtp"
-DRAFT_CARDS = ("cache.kv_budget_bytes=104857600",)
+DRAFT_BUDGET = "cache.kv_budget_bytes=104857600"
 """DeepSeek-V3.2 + its MTP draft at 100 MiB of KV per rank on ``OVERSUBSCRIBED`` (two ranks per card): 17 blocks;
 card 0 plans 2 x (98,041,856 B target + 3,063,808 B draft) = 202,211,328 B of KV, 6,127,616 B of it the draft's
 (``testcases/unit/test_oracle.py::test_a_card_check_counts_each_ranks_draft_kv``)."""
 DRAFT_FITS = "hardware.reserved_mib_per_card=159"
-"""202,211,328 + 2 x 159 MiB = 535,658,496 B <= 512 MiB (536,870,912 B): accepted."""
+"""202,211,328 + 2 x 159 MiB = 535,658,496 B <= 512 MiB (536,870,912 B): accepted (160 MiB would not be)."""
 DRAFT_OVER = "hardware.reserved_mib_per_card=162"
 """202,211,328 + 2 x 162 MiB = 541,949,952 B > 536,870,912 B: refused, although the target's KV alone with the
 reserves (535,822,336 B) would fit."""

@@ -159,7 +159,7 @@ def test_the_drafts_kv_decides_a_shared_card(reserve, over):
 
     run = Case(tc="TC-03", model="deepseek_v32", draft=tc03.DRAFT, layerwise="s2", parallel="tp4",
                implementation="reference",
-               extra=(tc03.OVERSUBSCRIBED, *tc03.DRAFT_CARDS, getattr(tc03, reserve))).resolved.run
+               extra=(tc03.OVERSUBSCRIBED, tc03.DRAFT_BUDGET, getattr(tc03, reserve))).resolved.run
     refusal = card_overflow(run)
     assert (refusal is None) == (over is None) and tc03.passes_any_refusal(run) == (over is not None)
     if over is not None:
