@@ -76,6 +76,7 @@ FIRST_CATCH: dict[str, dict[str, str]] = {
     "int8_indexer_target_only": {"TC-01": "deepseek_v3-s2-w4-draft-only-indexed-int8"},
     "group_search_in_card_order": {"TC-03": "deepseek_v32-s2-w8-pcie_2switch_8_interleaved-permuted"},
     "card_check_without_draft": {"TC-03": "deepseek_v32-s2-w4-draft-card-over"},
+    "draft_index_from_target": {"TC-07": "deepseek_v3-s2-w4-indexed_draft"},
 }
 """Mutant short name -> {TC: case key}."""
 

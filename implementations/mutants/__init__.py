@@ -25,6 +25,7 @@ from implementations.mutants.estimation import (
     CapacityGainInverted,
     DraftAdditionalIgnored,
     DraftBodyTp1Ignored,
+    DraftIndexFromTarget,
     DraftOwnShape,
     FixedSlotsUnpadded,
     GqaHeadsNotDivided,
@@ -140,6 +141,7 @@ _CLASSES: tuple[type[Mutant], ...] = (
     Int8IndexerTargetOnly,
     GroupSearchInCardOrder,
     CardCheckWithoutDraft,
+    DraftIndexFromTarget,
 )
 
 MUTANTS: dict[str, type[Mutant]] = {cls.name.removeprefix("mutant_"): cls for cls in _CLASSES}

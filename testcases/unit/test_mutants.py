@@ -292,6 +292,14 @@ def _card_check_without_draft(m):
     assert m.plan(run).ranks[1].card == 0
 
 
+def _draft_index_from_target(m):
+    # DeepSeek-V3 (no indexer) with DeepSeek-V3.2's indexed MTP draft at TP 1, int8 indexer: 128 * (1152 + 132)
+    draft = replace(DEEPSEEK_V32, name="deepseek_v32_mtp", num_hidden_layers=1, body_tp1=True)
+    run = run_spec(DEEPSEEK_V3, split=2, draft=draft, cache=CacheSpec(indexer_cache_dtype="int8"))
+    assert REF.plan(run).draft.layer_bytes_per_block == (164_352,)
+    assert m.plan(run).draft.layer_bytes_per_block == (147_456,)  # 128 * 1152: the index slot dropped
+
+
 def _nonowner_real_storage(m):
     run = run_spec(DEEPSEEK_V3, split=2, budget_bytes=SMALL)
     plan = REF.plan(run)
@@ -651,6 +659,7 @@ DIFFERS: dict[str, Callable] = {
     "int8_indexer_target_only": _int8_indexer_target_only,
     "group_search_in_card_order": _group_search_in_card_order,
     "card_check_without_draft": _card_check_without_draft,
+    "draft_index_from_target": _draft_index_from_target,
 }
 
 

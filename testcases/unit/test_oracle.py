@@ -461,6 +461,17 @@ def test_draft_body_tp1_costs_its_own_shape():
     assert set(oracle.expected_draft_layer_tensors(run, 5)) == {"latent", "rope"}
 
 
+def test_an_indexed_draft_at_tp1_beside_an_unindexed_target_costs_its_own_index_slot():
+    # DeepSeek-V3 target (slot 1152 B, no indexer) + DeepSeek-V3.2's MTP draft (one MLA layer with the indexer,
+    # 64 heads x 128) at TP 1, int8 indexer cache: D = 128 * (1152 + 128 + 4) = 164,352 B per block;
+    # the target's layers carry no index slot (61 x 128 x 1152 = 8,994,816 B per block uniform)
+    draft = replace(DEEPSEEK_V32, name="deepseek_v32_mtp", num_hidden_layers=1, body_tp1=True)
+    run = run_spec(DEEPSEEK_V3, split=2, draft=draft, cache=CacheSpec(indexer_cache_dtype="int8"))
+    assert oracle.expected_draft_bytes_per_block(run) == 164_352
+    assert oracle.expected_full_bytes_per_block(DEEPSEEK_V3, run.cache, 4) == 8_994_816
+    assert set(oracle.expected_draft_layer_tensors(run, 5)) == {"latent", "rope", "index", "index_scale"}
+
+
 def test_draft_slot_larger_than_target_is_refused():
     # Llama-3-8B target at tp 4 (1024 B/token) with a tp-4 Qwen3.5 MTP draft (1024 B): equal, fine;
     # a Llama target at tp 8 (512 B) is smaller than that draft (1024 B): refused
