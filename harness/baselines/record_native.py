@@ -12,15 +12,14 @@ this command): any other file is refused unless ``--force``, so a file the comma
 overwritten. Everything that can be checked is checked before the build and the run: ``--out`` (not a
 folder, in a folder that can be written), the tree (``--source`` holds the files it compiles) and its
 commit (``git``, else ``--commit``, else the tree's ``version.txt``, which must be UTF-8 text), and that the
-tree is upstream's: the files its planning build compiles (each role's file, by the shipped manifest that fits)
-are exactly the ones the checked-in recording's provenance lists (``upstream_files``) with the same sha256 each.
+tree is upstream's: every file its build compiles (by the shipped manifest that fits) has the name and sha256
+``harness.baselines.upstream_sources`` recorded for upstream 494f293b5 (``upstream_sources.difference``).
 Any other tree (a port, a fork, a copy with one line changed) is refused naming the first file that differs: the
 recording is what upstream's own code answers, and says so.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
@@ -31,19 +30,19 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from contract.errors import ConfigError
-from harness.baselines import native_grid
-from harness.paths import BASELINE_DIR
+from harness.baselines import native_grid, upstream_sources
+from harness.paths import BASELINE_DIR, PACKAGE_DIR
 from harness.usage import Parser, command, fail
 
 NATIVE_BASELINE_PATH = BASELINE_DIR / "native_planning.json"
 COMMAND = "python -m harness.baselines.record_native"
 """How every recording's provenance names this command (``provenance.command`` starts with it)."""
+SOURCE_FILES = (f"upstream 494f293b5's, by sha256: every file the build compiles has the name and digest "
+                f"{upstream_sources.RECORD_PATH.relative_to(PACKAGE_DIR.parent).as_posix()} records "
+                f"({upstream_sources.COMMAND}), checked before the run")
+"""The provenance's ``source_files``: where the tree's files are identified as upstream's (by ``check_upstream``)."""
 MAX_RECORDING_BYTES = 64 * 1024 * 1024
 """The largest existing ``--out`` read to tell whether this command wrote it (the recording is ~0.4 MB)."""
-MAX_SOURCE_BYTES = 16 * 1024 * 1024
-"""The largest role file hashed (upstream's largest, master.cpp, is about 60 kB)."""
-UPSTREAM_FILES = "upstream_files"
-"""The provenance key: each file upstream's planning build compiles (relative to the tree) -> its sha256."""
 
 
 def _commit(source: Path) -> str:
@@ -91,66 +90,30 @@ def check_out(out: Path, force: bool) -> None:
                           "it holds something else; it is left as it is")
 
 
-def recorded_upstream_files(recording: Path = NATIVE_BASELINE_PATH) -> dict:
-    """The role files of upstream 494f293b5 and their sha256, from the checked-in recording's provenance."""
-    from contract.bounded_inputs import loads_json, read_input_file
-
-    doc = loads_json(read_input_file(recording, "the native recording", max_bytes=MAX_RECORDING_BYTES),
-                     "the native recording", source=str(recording))
-    files = doc.get("provenance", {}).get(UPSTREAM_FILES) if isinstance(doc, dict) else None
-    if not isinstance(files, dict) or not files:
-        raise ConfigError("the native recording", str(recording), f"a recording whose provenance lists "
-                          f"{UPSTREAM_FILES} (upstream's role files and their sha256)", "it lists none")
-    return files
-
-
-def role_files(source: str) -> list:
-    """The files the planning build of ``source`` compiles (each role's, by the manifest that fits), relative to
-    the tree; ``ConfigError`` naming ``--source`` when it is built as a port."""
+def check_upstream(source: str) -> None:
+    """Nothing when every file the build of ``source`` compiles is upstream 494f293b5's (name and sha256, as
+    ``upstream_sources`` recorded them); else ``ConfigError`` naming ``--source`` and the first file that differs,
+    or the port's manifest when it is built as a port."""
     from implementations.xllm_native.native import resolve
 
     tree, m, _ = resolve(source)
     if tree.port:
         raise ConfigError("--source", source, "upstream 494f293b5's tree",
                           f"it is built as a port by the manifest {m.name}: its planning code is not upstream's")
-    return sorted({p.strip() for role, value in tree.files.items() if role != "include_dirs"
-                   for p in str(value).split(",") if p.strip()})
+    why = upstream_sources.difference(tree, m)
+    if why is not None:
+        raise ConfigError("--source", source, "upstream 494f293b5's tree (every file its build compiles, by sha256, "
+                          f"as {upstream_sources.RECORD_PATH.name} records them)", why)
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-            if f.tell() > MAX_SOURCE_BYTES:
-                return f"(larger than {MAX_SOURCE_BYTES} B)"
-    return h.hexdigest()
-
-
-def check_upstream(source: str, upstream: dict) -> dict:
-    """``upstream`` (file -> sha256) when ``source``'s planning build compiles exactly those files with that
-    content; else ``ConfigError`` naming ``--source`` and the first file that differs."""
-    allowed = "upstream 494f293b5's tree (its planning files, by sha256, as the recording's provenance lists them)"
-    files = role_files(source)
-    if files != sorted(upstream):
-        extra = sorted(set(files) - set(upstream)) or sorted(set(upstream) - set(files))
-        raise ConfigError("--source", source, allowed, f"its build compiles other files ({extra[0]})")
-    for rel in files:
-        try:
-            got = _sha256(Path(source) / rel)
-        except OSError as exc:
-            raise ConfigError("--source", source, allowed, f"{rel}: {exc.strerror or exc}") from None
-        if got != upstream[rel]:
-            raise ConfigError("--source", source, allowed,
-                              f"{rel} differs from upstream's (sha256 {got[:16]}, upstream's {upstream[rel][:16]})")
-    return dict(upstream)
-
-
-def record(source: str, out: Path, commit: Optional[str] = None, upstream: Optional[dict] = None) -> dict:
+def record(source: str, out: Path, commit: Optional[str] = None, checked: bool = False) -> dict:
+    """Plan the grid with ``source``'s compiled code and write the recording; ``checked``: ``check_upstream``
+    already passed for ``source``."""
     from implementations.xllm_native import XllmNativeImplementation
 
     commit = commit or _commit(Path(source))  # before the run: a version.txt it cannot read is said now
-    upstream = upstream or check_upstream(source, recorded_upstream_files())
+    if not checked:
+        check_upstream(source)
     impl = XllmNativeImplementation(source_dir=source)
     models = native_grid.load_models()
     cfgs = native_grid.grid()
@@ -169,7 +132,7 @@ def record(source: str, out: Path, commit: Optional[str] = None, upstream: Optio
             "python": platform.python_version(),
             "command": f"{COMMAND} --source /path/to/xllm [--commit <sha> when the tree is not a git checkout]",
             "seconds": round(time.monotonic() - started, 1),
-            UPSTREAM_FILES: upstream,
+            "source_files": SOURCE_FILES,
         },
         "models": {name: native_grid.model_to_json(m) for name, m in sorted(models.items())},
         "configs": cfgs,
@@ -198,8 +161,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     check_out(out, args.force)
     XllmNativeImplementation.check_inputs(source_dir=args.source)
     commit = args.commit or _commit(Path(args.source))
-    upstream = check_upstream(args.source, recorded_upstream_files())
-    doc = record(args.source, out, commit, upstream)
+    check_upstream(args.source)
+    doc = record(args.source, out, commit, checked=True)
     refused = sum(1 for r in doc["results"] if "refused" in r)
     print(f"{len(doc['configs'])} configurations ({refused} refused) -> {out}")
     return 0

@@ -5,8 +5,9 @@
 Upstream's predicted failures (``harness.suites.expectations``) belong to upstream's code. A tree built by an
 upstream-cut manifest gets them only when every file that build compiles is upstream's byte for byte
 (``difference``): the planning files (each role's file, the support files and headers the cut names, the
-estimation header) and, where the manifest compiles an allocation, its sources. The recording
-(``upstream_sources.json``) holds the files' names and digests with their provenance, never the files.
+estimation header) and, where the manifest compiles an allocation, its sources. ``record_native`` records the
+native baseline from such a tree only. The recording (``upstream_sources.json``) holds the files' names and
+digests with their provenance, never the files.
 """
 
 from __future__ import annotations

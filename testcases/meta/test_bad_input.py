@@ -509,7 +509,7 @@ ARG_ROWS = (
     BadArg("upstream-sources-not-upstream", "harness.baselines.upstream_sources",
            ("--source", "{cli}/tree", "--out", "new.json"), "manifest fixture_tree builds it", guard="record"),
     BadArg("record-native-not-upstream", "harness.baselines.record_native",
-           ("--source", "{cli}/tree", "--out", "new.json"), "xllm/core/common/constants.h differs from upstream's",
+           ("--source", "{cli}/tree", "--out", "new.json"), "xllm/core/common/constants.h is not upstream 494f293b5's",
            guard="record"),
     BadArg("coverage-bad-option", "harness.coverage.__main__", ("fields", "--bogus"), "--bogus"),
     BadArg("coverage-unknown-what", "harness.coverage.__main__", ("nope",), "mutant-configs"),
