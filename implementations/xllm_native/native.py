@@ -40,6 +40,8 @@ DEFAULT_TIMEOUT_S = 60.0
 """A call's limit when the caller gives none (``runner.timeout_s``'s default)."""
 LOAD_TIMEOUT_S = 60.0
 """The limit on starting the host and opening the library (its static constructors run then)."""
+MAX_PARKED_THREADS = 64
+"""CHECKs one host answers before it is replaced: each leaves the thread it fired on parked (``cpp/protocol.h``)."""
 
 CHECK_RULES: tuple[tuple[str, str, str], ...] = (
     (r"layerwise_split_size\s*,\s*1\b", "layerwise.split_size", "a whole number >= 1"),
@@ -173,6 +175,11 @@ class Native:
             if self._host is None or not self._host.usable():
                 self._host = _Host(self.built, self.who)
             raw = self._host.call(op, "\n".join(lines).encode(), limit)
+            if raw.startswith(b'{"check":'):  # the call's thread is parked in the host for good (cpp/protocol.h)
+                self._host.parked += 1
+                if self._host.parked >= MAX_PARKED_THREADS:
+                    self._host.close()
+                    self._host = None
         text = raw.decode("utf-8", errors="replace")  # a tree's message may be GBK or any bytes
         try:
             reply = json.loads(text)
@@ -234,6 +241,8 @@ class _Host:
         self._out = tempfile.TemporaryFile(prefix="lwsplit-host-out-")  # unnamed: nothing to plant or leave
         self._err = tempfile.TemporaryFile(prefix="lwsplit-host-err-")
         self._out_seen = 0
+        self.parked = 0
+        """CHECKs this host answered (threads parked in it)."""
         self.folder = tempfile.mkdtemp(prefix="lwsplit-host-")  # 0700: the host's working folder
         req_r, self._req = os.pipe()
         self._rep, rep_w = os.pipe()

@@ -28,7 +28,7 @@ from testcases.unit import _models as M
 pytestmark = pytest.mark.slow  # builds C++ and starts harness commands
 
 FAULTS = {"exit": 901, "abort": 902, "segv": 903, "loop": 904, "printf": 905, "gbk": 906, "layers": 907,
-          "xfsz": 908, "notes": 909, "setsid": 910}
+          "xfsz": 908, "notes": 909, "setsid": 910, "check-in-catch": 911, "stale-exception": 912}
 """The block size that makes the faulty tree's estimate do each fault."""
 GBK_MESSAGE = "预算不足"
 SLEEPER = "sleep 654321"
@@ -39,6 +39,8 @@ INJECTED = """
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <stdexcept>
 namespace xllm {
 namespace {
 void lwsplit_fault(int64_t block_size) {  // the test's faults, picked by the block size asked about
@@ -55,6 +57,10 @@ void lwsplit_fault(int64_t block_size) {  // the test's faults, picked by the bl
     case 910: { const pid_t first = fork();
                 if (first == 0) { setsid(); if (fork() == 0) execl("/bin/sleep", "sleep", "654321", (char*)nullptr); _exit(0); }
                 if (first > 0) waitpid(first, nullptr, 0); break; }
+    case 911: try { throw std::runtime_error("being handled"); } catch (...) { CHECK(false) << "a CHECK inside a catch block"; }
+              break;
+    case 912: if (std::current_exception()) { std::fprintf(stderr, "an exception of an earlier call is still being handled\\n"); std::abort(); }
+              break;
     default: break;
   }
 }
@@ -214,6 +220,41 @@ def test_a_setsid_grandchild_of_the_tree_ends_with_its_host(impl, monkeypatch):
             for pid in _sleepers(mark):
                 os.kill(pid, signal.SIGKILL)
             time.sleep(0.05)
+
+
+def test_a_check_leaves_nothing_of_its_call_behind(impl, tree):
+    """A CHECK inside a catch block, then a call that asks whether an exception is being handled: the CHECK's
+    thread is parked, not jumped out of (a jump skips the end of the catch, so the next call on that thread still
+    "handles" the old exception and this tree aborts)."""
+    for _ in range(3):
+        with pytest.raises(UserError) as err:
+            impl.plan(run("check-in-catch"))
+        assert "a CHECK inside a catch block" in str(err.value), str(err.value)
+        impl.plan(run("stale-exception"))
+
+
+def test_a_check_parks_its_thread_and_the_host_is_replaced_after_many(impl, monkeypatch):
+    impl.native.close()
+    monkeypatch.setattr(native, "MAX_PARKED_THREADS", 3)
+    impl.plan(run())
+    (first,) = host_pids(os.getpid())
+    threads = procfs.thread_count(first)
+    with pytest.raises(UserError):
+        impl.plan(run("check-in-catch"))
+    assert procfs.thread_count(first) == threads + 1  # the CHECK's thread, parked
+    for _ in range(2):
+        with pytest.raises(UserError):
+            impl.plan(run("check-in-catch"))
+    assert first not in host_pids(os.getpid())
+    impl.plan(run())
+    assert host_pids(os.getpid()) and first not in host_pids(os.getpid())
+
+
+def test_the_library_never_jumps_out_of_glog(impl):
+    """No setjmp/longjmp in the library: a CHECK is answered without leaving glog's failure path by a jump."""
+    symbols = subprocess.run(["nm", "-D", "--undefined-only", str(impl.native.built.library)], capture_output=True,
+                             text=True, check=True).stdout
+    assert not re.search(r"\b_*(sig)?(set|long)jmp", symbols), [s for s in symbols.splitlines() if "jmp" in s]
 
 
 class _Answers:
