@@ -23,7 +23,10 @@ ends the process group when the parent is gone (a parent killed by SIGTERM or SI
 behind, even one whose tree loops: ctypes releases the GIL during the call). The host is a child
 subreaper (``PR_SET_CHILD_SUBREAPER``): whatever the tree forks stays its descendant, a ``setsid()``
 grandchild whose parent exited included, and ``kill_descendants`` (the parent's ``close``, the
-watchdog) ends them all before the host.
+watchdog) ends them all before the host. It runs as two processes: the one started (the keeper, also a
+subreaper) forks the host and waits; when the host dies however it dies (a crash, ``exit`` in the tree),
+the tree's orphans are reparented to the keeper, which kills them and then ends as the host ended (by
+its signal, or with its status), so its parent reads the host's end from it.
 """
 
 import ctypes
@@ -102,6 +105,7 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _watch_parent(parent: int, folder: str) -> None:
+    """End this process's group, and first every descendant, when ``parent`` is no longer its parent."""
     import shutil  # here, off the start-up path
 
     while True:
@@ -114,6 +118,35 @@ def _watch_parent(parent: int, folder: str) -> None:
                 os.killpg(0, signal.SIGKILL)  # this host
             finally:
                 os._exit(70)
+
+
+def _keep(host: int) -> int:
+    """The keeper's life: wait for the host process ``host`` (reaping the orphans that reach this subreaper
+    meanwhile), kill every descendant left, then end as the host ended (by its signal, or its status)."""
+    status = 0
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        if pid == host:
+            break
+    kill_descendants(os.getpid())
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG) == (0, 0):
+                break
+        except ChildProcessError:
+            break
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass  # SIGKILL cannot be caught: its default is the only one
+        os.kill(os.getpid(), sig)
+        return 128 + sig
+    return os.waitstatus_to_exitcode(status)
 
 
 def main(argv: list) -> int:
@@ -129,6 +162,18 @@ def main(argv: list) -> int:
         resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_OUTPUT_BYTES, MAX_OUTPUT_BYTES))
     if os.getppid() != parent:  # the parent died before this process watched it
         return 70
+    host = os.fork()  # this process keeps the host: the tree's orphans come here when the host itself dies
+    if host:
+        for fd in (library, requests, replies):
+            os.close(fd)
+        threading.Thread(target=_watch_parent, args=(parent, folder), daemon=True, name="lwsplit-keeper-watchdog").start()
+        return _keep(host)
+    parent = os.getppid()  # the keeper
+    if parent == 1:
+        return 70
+    folder = ""  # the keeper's to remove
+    for fd in (requests, replies):  # what the tree starts never holds the protocol's pipes
+        os.set_inheritable(fd, False)
     threading.Thread(target=_watch_parent, args=(parent, folder), daemon=True, name="lwsplit-host-watchdog").start()
     try:
         lib = ctypes.CDLL(f"/proc/self/fd/{library}")

@@ -28,7 +28,8 @@ from testcases.unit import _models as M
 pytestmark = pytest.mark.slow  # builds C++ and starts harness commands
 
 FAULTS = {"exit": 901, "abort": 902, "segv": 903, "loop": 904, "printf": 905, "gbk": 906, "layers": 907,
-          "xfsz": 908, "notes": 909, "setsid": 910, "check-in-catch": 911, "stale-exception": 912}
+          "xfsz": 908, "notes": 909, "setsid": 910, "check-in-catch": 911, "stale-exception": 912,
+          "setsid-abort": 913}
 """The block size that makes the faulty tree's estimate do each fault."""
 GBK_MESSAGE = "预算不足"
 SLEEPER = "sleep 654321"
@@ -54,9 +55,12 @@ void lwsplit_fault(int64_t block_size) {  // the test's faults, picked by the bl
     case 908: { static char chunk[1 << 20]; std::memset(chunk, 'x', sizeof(chunk));
                 for (int i = 0; i < 20; ++i) std::fwrite(chunk, 1, sizeof(chunk), stderr); break; }
     case 909: { FILE* f = std::fopen("notes.txt", "w"); if (f) { std::fputs("the tree's notes\\n", f); std::fclose(f); } break; }
+    case 913:
     case 910: { const pid_t first = fork();
                 if (first == 0) { setsid(); if (fork() == 0) execl("/bin/sleep", "sleep", "654321", (char*)nullptr); _exit(0); }
-                if (first > 0) waitpid(first, nullptr, 0); break; }
+                if (first > 0) waitpid(first, nullptr, 0);
+                if (block_size == 913) { usleep(100000); std::abort(); }
+                break; }
     case 911: try { throw std::runtime_error("being handled"); } catch (...) { CHECK(false) << "a CHECK inside a catch block"; }
               break;
     case 912: if (std::current_exception()) { std::fprintf(stderr, "an exception of an earlier call is still being handled\\n"); std::abort(); }
@@ -121,8 +125,14 @@ def run(fault: str = ""):
 
 
 def host_pids(parent: int) -> list[int]:
-    """The host processes ``parent`` started (its children running host.py)."""
+    """The host processes ``parent`` started (its children running host.py: each the keeper of one host)."""
     return [pid for pid in procfs.children(parent) if str(native.HOST) in (procfs.cmdline(pid) or "")]
+
+
+def library_host(keeper: int) -> int:
+    """The process that has the library open: the keeper's child running host.py."""
+    (pid,) = host_pids(keeper)
+    return pid
 
 
 # ---- in process: the controller lives on and the next call works --------------------------------------------
@@ -185,8 +195,9 @@ def test_the_host_works_in_a_private_folder_of_its_own(impl, tmp_path, monkeypat
 
 def test_the_library_is_opened_by_a_descriptor_not_by_a_path_on_the_command_line(impl):
     impl.plan(run())
-    (pid,) = host_pids(os.getpid())
-    assert str(impl.native.built.library) not in procfs.cmdline(pid)
+    (keeper,) = host_pids(os.getpid())
+    pid = library_host(keeper)
+    assert str(impl.native.built.library) not in procfs.cmdline(pid) + procfs.cmdline(keeper)
     with open(f"/proc/{pid}/maps") as maps:
         assert str(impl.native.built.library) in maps.read()  # the very file that was checked
 
@@ -238,10 +249,10 @@ def test_a_check_parks_its_thread_and_the_host_is_replaced_after_many(impl, monk
     monkeypatch.setattr(native, "MAX_PARKED_THREADS", 3)
     impl.plan(run())
     (first,) = host_pids(os.getpid())
-    threads = procfs.thread_count(first)
+    threads = procfs.thread_count(library_host(first))
     with pytest.raises(UserError):
         impl.plan(run("check-in-catch"))
-    assert procfs.thread_count(first) == threads + 1  # the CHECK's thread, parked
+    assert procfs.thread_count(library_host(first)) == threads + 1  # the CHECK's thread, parked
     for _ in range(2):
         with pytest.raises(UserError):
             impl.plan(run("check-in-catch"))
@@ -255,6 +266,27 @@ def test_the_library_never_jumps_out_of_glog(impl):
     symbols = subprocess.run(["nm", "-D", "--undefined-only", str(impl.native.built.library)], capture_output=True,
                              text=True, check=True).stdout
     assert not re.search(r"\b_*(sig)?(set|long)jmp", symbols), [s for s in symbols.splitlines() if "jmp" in s]
+
+
+def test_a_setsid_grandchild_of_a_tree_that_crashes_its_host_ends_too(impl, tree, monkeypatch):
+    """The host's keeper (the process its caller started) is a subreaper too: the orphans of a host the tree
+    crashed come to it, and it kills them before it ends as the host did."""
+    mark = f"{os.getpid()}-{time.monotonic_ns()}"
+    impl.native.close()
+    monkeypatch.setenv("LWSPLIT_TEST_MARK", mark)
+    try:
+        with pytest.raises(ImplementationFailure) as err:
+            impl.plan(run("setsid-abort"))
+        assert str(err.value).startswith(f"xllm_native tree {tree}: the compiled estimate crashed: killed by SIGABRT")
+        deadline = time.monotonic() + 10
+        while _sleepers(mark) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not _sleepers(mark)
+    finally:
+        for _ in range(10):
+            for pid in _sleepers(mark):
+                os.kill(pid, signal.SIGKILL)
+            time.sleep(0.05)
 
 
 class _Answers:
@@ -360,7 +392,7 @@ def wait_for_host(proc: subprocess.Popen, seconds: float = 60) -> list[int]:
         hosts = host_pids(proc.pid)
         if hosts:
             time.sleep(0.5)  # the host opens the library and takes the request
-            return hosts
+            return hosts + [pid for keeper in hosts for pid in host.descendants(keeper)]
         time.sleep(0.05)
     raise AssertionError("no host started")
 

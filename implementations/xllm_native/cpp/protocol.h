@@ -45,8 +45,10 @@ namespace {
 std::atomic<bool> g_armed{false};  // a call is running (its thread may log and may fire a CHECK)
 thread_local bool t_call_thread = false;  // this is the thread lwsplit_call started for the call
 enum class CallState { running, answered, checked };
-std::mutex g_call_mutex;
-std::condition_variable g_call_done;
+// Never destroyed: a tree calling exit() on the call's thread runs the static destructors while the caller
+// still waits on them (destroying a condition variable with a waiter blocks for good).
+std::mutex& g_call_mutex = *new std::mutex;
+std::condition_variable& g_call_done = *new std::condition_variable;
 CallState g_call_state = CallState::answered;
 std::string g_answer;
 std::atomic<int64_t> g_parked{0};
