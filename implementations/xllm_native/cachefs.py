@@ -108,11 +108,28 @@ MAX_LINKS = 40
 """Symbolic links followed in one path before ``trusted_path`` gives up (the kernel's own limit)."""
 
 
+def _group_is_private(gid: int) -> bool:
+    """Whether no user but this one is in group ``gid`` (a user private group: ``umask 002`` makes the user's
+    folders group-writable, to that group only)."""
+    import grp
+    import pwd
+
+    try:
+        me = pwd.getpwuid(os.getuid()).pw_name
+        if set(grp.getgrgid(gid).gr_mem) - {me}:
+            return False
+        return all(user.pw_uid == os.getuid() for user in pwd.getpwall() if user.pw_gid == gid)
+    except (KeyError, OSError):
+        return False
+
+
 def _why_not_trusted_folder(st: os.stat_result) -> Optional[str]:
     """Why another user could rename or replace an entry of a folder with this status, or None."""
     if st.st_uid not in (0, os.getuid()):
         return f"owned by uid {st.st_uid}, who could replace what is in it"
-    if _writable_by_others(st.st_mode) and not st.st_mode & stat.S_ISVTX:
+    if st.st_mode & stat.S_ISVTX:
+        return None
+    if st.st_mode & stat.S_IWOTH or (st.st_mode & stat.S_IWGRP and not _group_is_private(st.st_gid)):
         return (f"writable by group or others without the sticky bit (mode {stat.S_IMODE(st.st_mode):04o}), "
                 "so anyone could replace what is in it")
     return None
@@ -122,7 +139,8 @@ def trusted_path(path: Path) -> Path:
     """The real path of ``path``, resolved one component at a time as the kernel does, checking every folder a
     name is looked up in, the ones holding a symbolic link and those on its target's way included: each
     must be the user's or root's and not writable by group or others unless sticky (then no one else can
-    rename an entry in it). Raises ``NotPrivate`` naming the folder, ``OSError`` for a missing component."""
+    rename an entry in it); group-writable is fine where the group is the user's alone (``_group_is_private``).
+    Raises ``NotPrivate`` naming the folder, ``OSError`` for a missing component."""
     todo = list(Path(os.path.abspath(path)).parts[1:])
     todo.reverse()
     here, links = "/", 0

@@ -189,6 +189,25 @@ def test_a_cache_reached_through_a_folder_another_user_owns_is_refused(tmp_path,
     assert compiles(fake_cxx) == 0
 
 
+@pytest.mark.skipif(not ROOT_USER, reason="giving a folder to another group needs root")
+@pytest.mark.parametrize("group, refused", [(OTHER, True), (0, False)])
+def test_a_group_writable_folder_on_the_way_is_refused_unless_the_group_is_the_users_alone(tmp_path, fake_cxx, group,
+                                                                                            refused):
+    """``umask 002`` makes ``~/.cache`` group-writable to the user's private group: fine; a group others are in
+    (here one the system does not know, so it cannot be shown to be the user's alone) could swap the cache."""
+    on_the_way = tmp_path / "home"
+    (on_the_way / "cache").mkdir(parents=True, mode=0o700)
+    os.chown(on_the_way, 0, group)
+    on_the_way.chmod(0o775)
+    tree = build.tree_map(str(copy_tree(tmp_path / "tree")))
+    if refused:
+        with pytest.raises(UserError) as err:
+            build.build(tree, root=on_the_way / "cache")
+        assert f"{on_the_way}, the folder holding" in str(err.value) and "mode 0775" in str(err.value)
+    else:
+        assert build.build(tree, root=on_the_way / "cache").library.is_file()
+
+
 def test_a_link_to_the_cache_in_a_folder_only_the_user_writes_is_fine(tmp_path, fake_cxx):
     mine = tmp_path / "home" / "cache"
     mine.mkdir(parents=True, mode=0o700)
