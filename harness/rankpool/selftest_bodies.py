@@ -237,3 +237,10 @@ def start_orphan(ctx: RankContext, mark: str) -> None:
         finally:
             os._exit(0)
     os.waitpid(pid, 0)
+
+
+def temp_dirs(ctx: RankContext) -> tuple:
+    """The rank's temporary folder as Python's ``tempfile`` and its child processes (``TMPDIR``) see it."""
+    import tempfile
+
+    return tempfile.gettempdir(), os.environ.get("TMPDIR")

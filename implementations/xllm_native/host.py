@@ -120,9 +120,10 @@ def _watch_parent(parent: int, folder: str) -> None:
                 os._exit(70)
 
 
-def _keep(host: int) -> int:
+def _keep(host: int, folder: str) -> int:
     """The keeper's life: wait for the host process ``host`` (reaping the orphans that reach this subreaper
-    meanwhile), kill every descendant left, then end as the host ended (by its signal, or its status)."""
+    meanwhile), kill every descendant left, remove the working ``folder`` (when it is the host's own), then end
+    as the host ended (by its signal, or its status)."""
     status = 0
     while True:
         try:
@@ -138,6 +139,10 @@ def _keep(host: int) -> int:
                 break
         except ChildProcessError:
             break
+    if folder:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         try:
@@ -167,7 +172,7 @@ def main(argv: list) -> int:
         for fd in (library, requests, replies):
             os.close(fd)
         threading.Thread(target=_watch_parent, args=(parent, folder), daemon=True, name="lwsplit-keeper-watchdog").start()
-        return _keep(host)
+        return _keep(host, folder)
     parent = os.getppid()  # the keeper
     if parent == 1:
         return 70

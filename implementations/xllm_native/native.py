@@ -197,6 +197,12 @@ class Native:
                             f"the compiled {op} threw: {reply['exception']}")
         return reply
 
+    @property
+    def host_pid(self) -> Optional[int]:
+        """The process id of this process's live host (its keeper: the process it started), or None."""
+        with self._lock:
+            return self._host.proc.pid if self._host is not None and self._host.usable() else None
+
     def close(self) -> None:
         """End the host (if this process started one)."""
         with self._lock:

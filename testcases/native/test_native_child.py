@@ -185,7 +185,7 @@ def test_the_host_works_in_a_private_folder_of_its_own(impl, tmp_path, monkeypat
     (tmp_path / "notes.txt").write_text("the user's notes\n")
     impl.plan(run("notes"))
     assert (tmp_path / "notes.txt").read_text() == "the user's notes\n"
-    (pid,) = host_pids(os.getpid())
+    pid = impl.native.host_pid
     folder = Path(os.readlink(f"/proc/{pid}/cwd"))
     assert folder != tmp_path and folder.stat().st_mode & 0o777 == 0o700
     assert (folder / "notes.txt").read_text() == "the tree's notes\n"
@@ -195,7 +195,7 @@ def test_the_host_works_in_a_private_folder_of_its_own(impl, tmp_path, monkeypat
 
 def test_the_library_is_opened_by_a_descriptor_not_by_a_path_on_the_command_line(impl):
     impl.plan(run())
-    (keeper,) = host_pids(os.getpid())
+    keeper = impl.native.host_pid
     pid = library_host(keeper)
     assert str(impl.native.built.library) not in procfs.cmdline(pid) + procfs.cmdline(keeper)
     with open(f"/proc/{pid}/maps") as maps:
@@ -219,7 +219,7 @@ def test_a_setsid_grandchild_of_the_tree_ends_with_its_host(impl, monkeypatch):
         while not _sleepers(mark) and time.monotonic() < deadline:
             time.sleep(0.02)
         sleepers = _sleepers(mark)  # one per estimate call of the plan
-        (pid,) = host_pids(os.getpid())
+        pid = impl.native.host_pid
         assert sleepers and set(sleepers) <= set(host.descendants(pid))  # the host is a subreaper
         impl.native.close()
         deadline = time.monotonic() + 10
@@ -248,7 +248,7 @@ def test_a_check_parks_its_thread_and_the_host_is_replaced_after_many(impl, monk
     impl.native.close()
     monkeypatch.setattr(native, "MAX_PARKED_THREADS", 3)
     impl.plan(run())
-    (first,) = host_pids(os.getpid())
+    first = impl.native.host_pid
     threads = procfs.thread_count(library_host(first))
     with pytest.raises(UserError):
         impl.plan(run("check-in-catch"))
@@ -256,9 +256,9 @@ def test_a_check_parks_its_thread_and_the_host_is_replaced_after_many(impl, monk
     for _ in range(2):
         with pytest.raises(UserError):
             impl.plan(run("check-in-catch"))
-    assert first not in host_pids(os.getpid())
+    assert impl.native.host_pid is None and not procfs.alive(first)
     impl.plan(run())
-    assert host_pids(os.getpid()) and first not in host_pids(os.getpid())
+    assert impl.native.host_pid not in (None, first)
 
 
 def test_the_library_never_jumps_out_of_glog(impl):
@@ -367,9 +367,11 @@ def test_the_host_ends_when_its_parent_is_killed(tree, cache):
     proc = subprocess.Popen([sys.executable, "-c", script, str(tree)], env=env, cwd=ROOT)
     try:
         hosts = wait_for_host(proc)
+        folders = {os.readlink(f"/proc/{pid}/cwd") for pid in hosts}
         proc.kill()
         proc.wait(timeout=30)
         assert hosts_end(hosts)
+        assert folders and not any(map(os.path.exists, folders))  # the host's working folder went with it
     finally:
         if proc.poll() is None:
             proc.kill()

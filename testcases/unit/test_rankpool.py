@@ -284,6 +284,13 @@ def test_a_ranks_output_is_cut_to_its_tail_saying_how_much(pool2, capfd):
     assert capfd.readouterr() == ("", "")
 
 
+def test_a_ranks_temporary_files_go_with_the_pools_folder(pool2):
+    """What a rank or its processes leave in the temporary folder (a native host's working folder, when the pool
+    killed the host before it could remove it) is removed with the pool's private folder."""
+    for rank, (python_sees, children_see) in enumerate(pool2.run(bodies.temp_dirs)):
+        assert python_sees == children_see == os.path.join(pool2.tmp_dir, f"tmp-rank{rank}")
+
+
 def _orphans(mark: str) -> list[int]:
     return [pid for pid in procfs.pids() if procfs.cmdline(pid) == f"sleep {bodies.ORPHAN_SLEEP}" and procfs.alive(pid)
             and f"LWSPLIT_TEST_MARK={mark}".encode() in (procfs.environ(pid) or [])]
