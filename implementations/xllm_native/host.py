@@ -176,6 +176,7 @@ def main(argv: list) -> int:
     parent = os.getppid()  # the keeper
     if parent == 1:
         return 70
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # the host too: the tree's orphans stay under it while it lives
     folder = ""  # the keeper's to remove
     for fd in (requests, replies):  # what the tree starts never holds the protocol's pipes
         os.set_inheritable(fd, False)
