@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Mapping
 
 from contract.errors import ImplementationFailure, PlanError, clip
+from implementations.xllm_native import build, cachefs
 
 ABI_VERSION = 2
 """``lwsplit_tensor_abi_version()`` of ``cpp/alloc_protocol.h`` this loader speaks."""
@@ -32,13 +33,19 @@ _LOCK = threading.Lock()
 class TensorLibrary:
     """One opened tensor library (one per library file and process)."""
 
-    def __init__(self, library: Path, who: str) -> None:
+    def __init__(self, library: Path, sha256: object, who: str) -> None:
         self.who = who
         self.library = library
+        try:  # checked again now and opened by that descriptor (``cachefs.open_library``), as the host does
+            fd = cachefs.open_library(library, sha256)
+        except (cachefs.NotPrivate, cachefs.TooLarge, OSError) as exc:
+            raise build._cache_error(library.parent.parent, f"the tensor library {exc}") from None
         try:
-            self._lib = ctypes.CDLL(str(library), mode=os.RTLD_NOW | os.RTLD_LOCAL)
+            self._lib = ctypes.CDLL(f"/proc/self/fd/{fd}", mode=os.RTLD_NOW | os.RTLD_LOCAL)
         except OSError as exc:
             raise ImplementationFailure(who, f"the tensor library {library} could not be opened: {exc}") from None
+        finally:
+            os.close(fd)
         lib = self._lib
         try:
             version = lib.lwsplit_tensor_abi_version
@@ -97,12 +104,13 @@ def first_line(text: str) -> str:
     return (text.strip().splitlines() or ["(no message)"])[0]
 
 
-def open_library(library: Path, who: str) -> TensorLibrary:
-    """The tensor library at ``library``, opened once in this process."""
+def open_library(library: Path, sha256: object, who: str) -> TensorLibrary:
+    """The tensor library at ``library`` (a cache entry's, whose manifest records ``sha256``), opened once in
+    this process."""
     with _LOCK:
         key = (str(library), os.getpid())
         if key not in _OPEN:
-            _OPEN[key] = TensorLibrary(library, who)
+            _OPEN[key] = TensorLibrary(library, sha256, who)
         return _OPEN[key]
 
 

@@ -124,7 +124,7 @@ def test_a_check_failure_is_the_refusal_naming_its_field(impl, spec, field):
 
 
 def test_an_estimation_check_is_a_plan_error_and_the_process_keeps_working(impl):
-    for _ in range(30):  # glog's failure path is left by a jump each time; the library stays usable
+    for _ in range(30):  # each CHECK parks the thread it fired on; the library stays usable
         with pytest.raises(PlanError) as err:
             impl.plan(run(2, budget=3 * LAYER))
         assert err.value.field == "hardware.reserved_bytes_per_card"

@@ -5,7 +5,8 @@
 // the JSON names them by index, lwsplit_take_tensor(i) hands tensor i over as a DLPack
 // DLManagedTensor (the caller owns it; its deleter keeps torch's storage alive), and
 // lwsplit_clear_tensors() drops the library's references. The library is loaded in the rank process
-// (tensors cannot cross a process boundary); like protocol.h it is not thread-safe.
+// (tensors cannot cross a process boundary); like protocol.h it is not thread-safe. Each call runs on a
+// thread of its own (protocol.h) that takes on the caller's torch thread state and current card.
 //
 // No C++ exception crosses this C boundary (it would end the rank in std::terminate): a tensor that
 // cannot be handed over (one on the meta device: c10::BufferError; any other throw) makes
@@ -14,6 +15,8 @@
 
 #include <ATen/ATen.h>
 #include <ATen/DLConvertor.h>
+#include <ATen/ThreadLocalState.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <string>
 #include <vector>
@@ -25,6 +28,42 @@ namespace {
 
 std::vector<at::Tensor> g_tensors;
 std::string g_tensor_error;
+
+// lwsplit_call runs the allocation on a thread of its own (protocol.h): it takes on the calling thread's
+// torch state (grad mode, dispatch keys: at::ThreadLocalState, as torch's own worker threads do) and its
+// current card (a rank's torch.cuda.set_device is per thread).
+struct CallerContext {
+  at::ThreadLocalState state;
+  bool has_card = false;
+  c10::Device card{c10::DeviceType::CPU};
+};
+
+void* capture_context() {
+  auto* context = new CallerContext();
+  if (c10::impl::hasDeviceGuardImpl(c10::DeviceType::CUDA)) {
+    const auto* guard = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+    if (guard->deviceCount() > 0) {
+      context->card = guard->getDevice();
+      context->has_card = true;
+    }
+  }
+  return context;
+}
+
+void enter_context(void* raw) {
+  const auto* context = static_cast<const CallerContext*>(raw);
+  at::ThreadLocalState::setThreadLocalState(context->state);
+  if (context->has_card) c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(context->card);
+}
+
+void drop_context(void* raw) { delete static_cast<CallerContext*>(raw); }
+
+const bool g_context_hooks = [] {
+  g_capture_context = &capture_context;
+  g_enter_context = &enter_context;
+  g_drop_context = &drop_context;
+  return true;
+}();
 
 // The index lwsplit_take_tensor hands `t` over by; -1 for an undefined tensor (nothing to hand over).
 int64_t keep(const at::Tensor& t) {
