@@ -17,11 +17,18 @@ from hypothesis import seed as fixed_seed
 from contract.specs import RunSpec
 from harness.explore import reproduce
 from harness.explore.runner import InProcessRunner
-from harness.explore.strategies import explorable
+from harness.explore.strategies import drawn_batch
 
 DEFAULT_SEED = 20261201
 CI_EXAMPLES = {False: 150, True: 40}
 """Configurations CI draws per implementation: plan level (False) and with allocation (True)."""
+BATCHES = (8, 4, 2, 1)
+"""Configurations per Hypothesis example, the largest that divides the count: Hypothesis's own cost per
+example (about 0.5 ms, as much as judging a plan) is paid once per batch."""
+
+
+def batch_size(examples: int) -> int:
+    return next(b for b in BATCHES if examples % b == 0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,24 +72,26 @@ def explore(runner: InProcessRunner, *, examples: int, allocate: bool, seed: int
     """Judge ``examples`` drawn configurations; the minimal failing one, or None."""
     count = count if count is not None else Count()
     last: dict = {}
+    per_example = batch_size(examples)
 
-    @settings(max_examples=examples, deadline=None, database=None, derandomize=False, print_blob=False,
-              phases=(Phase.generate, Phase.shrink) if shrink else (Phase.generate,),
+    @settings(max_examples=examples // per_example, deadline=None, database=None, derandomize=False,
+              print_blob=False, phases=(Phase.generate, Phase.shrink) if shrink else (Phase.generate,),
               suppress_health_check=list(HealthCheck))
     @fixed_seed(seed)
-    @given(explorable())
-    def judged(run):
-        verdict = runner.verdict(run, allocate=allocate)
-        count.judged += 1
-        count.refused += verdict.refused
-        for name in verdict.judged_by:
-            count.judged_by[name] = count.judged_by.get(name, 0) + 1
-        if verdict.open_question:
-            kind = verdict.open_question.split(":", 1)[0]
-            count.open_questions[kind] = count.open_questions.get(kind, 0) + 1
-        elif verdict.failures:
-            last["run"] = run
-            raise _Failed(verdict.failures)
+    @given(drawn_batch(per_example))
+    def judged(runs):
+        for run in runs:
+            verdict = runner.verdict(run, allocate=allocate)
+            count.judged += 1
+            count.refused += verdict.refused
+            for name in verdict.judged_by:
+                count.judged_by[name] = count.judged_by.get(name, 0) + 1
+            if verdict.open_question:
+                kind = verdict.open_question.split(":", 1)[0]
+                count.open_questions[kind] = count.open_questions.get(kind, 0) + 1
+            elif verdict.failures:
+                last["run"] = run
+                raise _Failed(verdict.failures)
 
     try:
         judged()

@@ -61,6 +61,7 @@ from contract.specs import (
     RunSpec,
     Topology,
 )
+from contract.units import MIB
 from harness import oracle
 
 MAX_LAYERS = 128
@@ -403,18 +404,19 @@ def slack(c: Choices) -> int:
     return c.wide(2**16) if kind == "any" else (0 if kind == "exact" else -1)
 
 
-MIB = 1 << 20
-RESERVES_FITTING = (None, 0, -MIB)
-"""A card's reserve: the profile's; the most that still fits every card's plan (target + draft KV plus one
-reserve per rank); one MiB less."""
-RESERVES_OVER = (None, 0, -MIB, 1, MIB)
-"""... and (a refusal) one byte or one MiB more than fits: a card check that leaves out any part of a
-card's plan (the draft's KV, a second rank) accepts what the spec refuses."""
+RESERVES_FITTING = (None, None, 0, -1)
+"""A card's reserve (whole MiB, as a hardware profile gives it): the profile's (twice as likely); the most
+that still fits every card's plan (target + draft KV plus one reserve per rank); one MiB less."""
+RESERVES_OVER = (None, 0, -1, 1)
+"""... and (a refusal) one MiB more than fits: a card check that leaves out a part of a card's plan of a MiB
+or more (the draft's KV, a second rank) accepts what the spec refuses."""
+DRAFT_DECIDES_BYTES = 2 * MIB
+"""The draft KV per rank that ``card_full_with_the_draft`` aims at: above the one MiB a reserve moves."""
 
 
-def fitting_reserve_bytes(run: RunSpec) -> Optional[int]:
-    """The largest reserve per rank at which every card holds its plan (the spec's bytes per card, target
-    and draft), or None where the spec refuses or cannot plan the configuration."""
+def fitting_reserve_mib(run: RunSpec) -> Optional[int]:
+    """The largest reserve per rank (whole MiB) at which every card holds its plan (the spec's bytes per
+    card, target and draft), or None where the spec refuses or cannot plan the configuration."""
     unreserved = replace(run, hardware=replace(run.hardware, reserved_bytes_per_card=0))
     if (oracle.expected_rejection(run) is not None or oracle.expected_estimation_rejection(run) is not None
             or oracle.expected_split_groups(run) is None or oracle.spec_refuses_cards(unreserved)):
@@ -425,18 +427,27 @@ def fitting_reserve_bytes(run: RunSpec) -> Optional[int]:
         ranks_on[card] = ranks_on.get(card, 0) + 1
     hbm = run.hardware.hbm_bytes_per_card
     fit = min((hbm - planned) // ranks_on[card] for card, planned in oracle.expected_card_bytes(run).items())
-    return fit if fit >= 0 else None
+    return fit // MIB if fit >= 0 else None
 
 
 def with_reserve(c: Choices, run: RunSpec, options: Sequence) -> RunSpec:
-    """``run`` with the reserve per rank of ``options`` (``RESERVES_*``) around the one that just fits."""
+    """``run`` with the reserve per rank of ``options`` (``RESERVES_*``: MiB from the one that just fits)."""
     delta = c.pick(options)
     if delta is None:
         return run
-    fit = fitting_reserve_bytes(run)
+    fit = fitting_reserve_mib(run)
     if fit is None or fit + delta < 0:
         return run
-    return replace(run, hardware=replace(run.hardware, reserved_bytes_per_card=fit + delta))
+    return replace(run, hardware=replace(run.hardware, reserved_bytes_per_card=(fit + delta) * MIB))
+
+
+def with_draft_deciding(c: Choices, run: RunSpec) -> RunSpec:
+    """A budget whose blocks give the draft ``DRAFT_DECIDES_BYTES`` of KV per rank or more, and a reserve one
+    MiB above the one that fits: the card overflows by less than the draft's KV."""
+    per_block = oracle.expected_draft_bytes_per_block(run) if run.draft is not None else 0
+    if per_block > 0:
+        run = with_budget(run, -(-DRAFT_DECIDES_BYTES // per_block), 0)
+    return with_reserve(c, run, (1,))
 
 
 # ---- a valid configuration ---------------------------------------------------------------
@@ -555,7 +566,7 @@ BREAKERS: dict[str, Callable[[Choices, RunSpec], RunSpec]] = {
 }
 """Each breaks one rule of the spec on a valid configuration with an active split."""
 AFTER_BUDGET = {
-    "card_full_with_the_draft": lambda c, run: with_reserve(c, run, (1, 1, MIB)),
+    "card_full_with_the_draft": with_draft_deciding,
     "no_block": lambda c, run: with_budget(run, 0, c.wide(2**16)),
     "card_overflow": lambda c, run: _cache(run, kv_budget_bytes=int(run.hardware.kv_budget_bytes * c.pick((1.1, 2.0)))),
 }
@@ -588,7 +599,7 @@ BREAKERS["split_dividing_world_not_tp_and_a_later_rule"] = _split_dividing_world
 CORNERS = ("split_dividing_world_not_tp_and_a_later_rule", "int8_indexer_cache_of_the_draft",
            "card_full_with_the_draft")
 """Drawn three times as often: the refusal order under dp, a rule of both engines seen through the draft, and a
-card that only the draft's KV overfills (one byte or one MiB of reserve past the fit)."""
+card that only the draft's KV overfills (a reserve one MiB past the fit)."""
 BREAKER_NAMES = tuple(dict.fromkeys((*BREAKERS, *AFTER_BUDGET))) + 2 * CORNERS
 
 
@@ -647,3 +658,17 @@ def decode(data: bytes) -> RunSpec:
 def explorable() -> st.SearchStrategy:
     """Configurations, one drawn byte string each (``decode``)."""
     return st.binary(min_size=DRAWN_BYTES, max_size=DRAWN_BYTES).map(decode)
+
+
+def decode_batch(data: bytes) -> tuple[RunSpec, ...]:
+    """The configurations of consecutive ``DRAWN_BYTES`` slices of ``data``."""
+    return tuple(decode(data[at:at + DRAWN_BYTES]) for at in range(0, len(data), DRAWN_BYTES))
+
+
+@cache
+def drawn_batch(configurations: int) -> st.SearchStrategy:
+    """``configurations`` configurations from one drawn byte string (``DRAWN_BYTES`` each): Hypothesis's cost per
+    example is paid once for them all, and shrinking still moves each slice's bytes towards 0 (a slice of
+    zeros is the simplest valid configuration, which passes)."""
+    size = configurations * DRAWN_BYTES
+    return st.binary(min_size=size, max_size=size).map(decode_batch)

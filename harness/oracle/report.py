@@ -15,6 +15,7 @@ from harness.oracle.layout import (
     expected_rank_owned_layers,
     expected_split_groups,
 )
+from harness.oracle.memo import per_run
 from harness.oracle.slots import (
     expected_full_bytes_per_block,
     expected_layer_bytes_per_block,
@@ -48,6 +49,7 @@ class Report:
     rank_owned_layers: tuple = field(default_factory=tuple)
 
 
+@per_run
 def expected_report(run, budget_bytes: Optional[int] = None, *, owner_rule: str = SPEC_OWNER_RULE,
                     rule: str = "topology") -> Report:
     """Section 6: per-rank estimates, peak, mean, uniform peak, savings and capacity gain."""
@@ -127,6 +129,7 @@ def expected_card_bytes(run, budget_bytes: Optional[int] = None, *, owner_rule: 
     return out
 
 
+@per_run
 def spec_refuses_cards(run) -> Optional[str]:
     """Section 4: why the spec forbids this placement outright, from its own numbers; None if it does not.
 

@@ -38,20 +38,23 @@ DOCS = "docs/explore.md"
 
 
 def drawn(examples: int, seed: int) -> list:
-    """The configurations the explorer draws from ``seed`` (Hypothesis's generate phase, nothing judged)."""
+    """The configurations the explorer draws from ``seed`` (Hypothesis's generate phase, nothing judged), in
+    its batches (``search.batch_size``)."""
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as fixed_seed
 
-    from harness.explore.strategies import explorable
+    from harness.explore.search import batch_size
+    from harness.explore.strategies import drawn_batch
 
     out = []
+    per_example = batch_size(examples)
 
-    @settings(max_examples=examples, deadline=None, database=None, phases=(Phase.generate,),
+    @settings(max_examples=examples // per_example, deadline=None, database=None, phases=(Phase.generate,),
               suppress_health_check=list(HealthCheck))
     @fixed_seed(seed)
-    @given(explorable())
-    def collect(run):
-        out.append(run)
+    @given(drawn_batch(per_example))
+    def collect(runs):
+        out.extend(runs)
 
     collect()
     return out
