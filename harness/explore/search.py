@@ -20,7 +20,7 @@ from harness.explore.runner import InProcessRunner
 from harness.explore.strategies import drawn_batch
 
 DEFAULT_SEED = 20261201
-CI_EXAMPLES = {False: 150, True: 40}
+CI_EXAMPLES = {False: 1000, True: 40}
 """Configurations CI draws per implementation: plan level (False) and with allocation (True)."""
 BATCHES = (8, 4, 2, 1)
 """Configurations per Hypothesis example, the largest that divides the count: Hypothesis's own cost per

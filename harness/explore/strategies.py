@@ -16,9 +16,10 @@ with a later worker-side rule, say).
 A valid configuration has one of these shapes:
 
 - ``node``: the ranks on one node or, with dp x tp above its cards, replicas on several nodes;
-  a shipped link matrix or a random PCIe tree (cards under switches under host bridges under
-  sockets, NVLink inside a switch or not); the default cards, a permutation, or two ranks per
-  card (never two of one split group's, which a valid grouping avoids);
+  a shipped link matrix (the interleaved two-switch one most often) or a random PCIe tree (cards
+  under switches under host bridges under sockets, NVLink inside a switch or not); the default
+  cards or a permutation of them (random, reversed, neighbours swapped: card order unlike rank
+  order);
 - ``tp_across_nodes``: tp 8 on 4-card nodes, so each TP group spans two nodes (links across
   nodes are the network's, not the card matrix's);
 - ``replicas_differ``: dp 2 x tp 4 on 8 cards whose two halves are wired differently (one half
@@ -28,11 +29,19 @@ A valid configuration has one of these shapes:
 The model: MLA (DeepSeek-V3 like), MLA with a DSA indexer (V3.2, GLM-5), hybrid linear +
 full attention (Qwen3.5, Qwen3-Next; ``layer_types`` as a repeated pattern with a few layers
 changed, both full spellings, or ``full_attention_interval``), and dense GQA where the
-split is off; 1 to 128 layers; an MTP draft of 1 to 3 layers at the target's TP or at TP 1.
+split is off; 1 to 128 layers; an MTP draft of 1 to 3 layers at the target's TP or at TP 1, the
+target's shape or (at TP 1) its own, its own DSA indexer included (an indexed draft beside an
+unindexed target, or the reverse).
 The cache: block size, every KV cache and indexer dtype the hardware supports, speculative
 tokens, the SSM dtype, prefix cache on or off with ``max_seqs_per_batch`` 0 to 16 (0 without
 prefix cache too), explicit linear-state slots, and (split off) host cache, sleep mode,
-xtensor. The budget is aimed at 1 to 8 blocks after the linear-state reservation.
+xtensor. The budget is aimed at 1 to 8 blocks after the linear-state reservation, with any slack,
+none, or one byte short of one block more; the reserve per rank is the profile's, or (in whole
+MiB) the most at which every card holds its plan, one MiB less, or (a refusal) one MiB more.
+
+Refusals lean on three corners (``CORNERS``): an s that divides the world but not the attention
+TP size at dp 2 with a later master rule (host cache, cp, KV split); the int8 indexer cache with
+only the draft indexed; a card that only the draft's KV overfills.
 
 Bounds stay small where the real value only scales memory: the TC matrix runs the real
 defaults; the explorer runs the shapes around them. Linear key and value head dims are equal,
@@ -353,7 +362,7 @@ def layout(c: Choices, shape: str, split: bool):
         flags = LayerwiseFlags(enable=False, split_size=c.pick((1, *dividing)))
     world = dp * tp
     return (ParallelSpec(world_size=world, dp_size=dp), hw, flags,
-            placement(c, world, hw.num_cards) if shape != "replicas_differ" else None)
+            placement(c, world, hw.num_cards))
 
 
 # ---- cache and budget --------------------------------------------------------------------

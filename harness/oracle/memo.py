@@ -19,15 +19,15 @@ def per_run(compute):
 
     @wraps(compute)
     def once(run, *args, **kwargs):
-        params = getattr(type(run), "__dataclass_params__", None)
-        if params is None or not params.frozen:
-            return compute(run, *args, **kwargs)
         entry = _answers.get(id(run))
         if entry is None or entry[0] is not run:
+            params = getattr(type(run), "__dataclass_params__", None)
+            if params is None or not params.frozen:
+                return compute(run, *args, **kwargs)
             if len(_answers) >= RUNS_REMEMBERED:
                 del _answers[next(iter(_answers))]
             entry = _answers[id(run)] = (run, {})
-        key = (compute, args, tuple(kwargs.items()))
+        key = (compute, args, tuple(kwargs.items())) if kwargs else (compute, args)
         try:
             return entry[1][key]
         except KeyError:

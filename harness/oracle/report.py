@@ -49,11 +49,15 @@ class Report:
     rank_owned_layers: tuple = field(default_factory=tuple)
 
 
-@per_run
 def expected_report(run, budget_bytes: Optional[int] = None, *, owner_rule: str = SPEC_OWNER_RULE,
                     rule: str = "topology") -> Report:
     """Section 6: per-rank estimates, peak, mean, uniform peak, savings and capacity gain."""
-    budget = run_budget_bytes(run) if budget_bytes is None else budget_bytes
+    return _report(run, run_budget_bytes(run) if budget_bytes is None else budget_bytes, owner_rule, rule)
+
+
+@per_run
+def _report(run, budget: int, owner_rule: str, rule: str) -> Report:
+    """``expected_report`` with every argument given (one answer per configuration however it is asked)."""
     tp = attn_tp_size(run)
     n_blocks, uniform = expected_block_counts(run, budget, owner_rule=owner_rule)
     linear = expected_linear_state_bytes(run.model, run.cache, tp, budget)
