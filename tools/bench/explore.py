@@ -44,7 +44,7 @@ def drawn(examples: int, seed: int) -> list:
     from hypothesis import seed as fixed_seed
 
     from harness.explore.search import batch_size
-    from harness.explore.strategies import drawn_batch
+    from harness.explore.strategies import batch_bytes, decode, slices
 
     out = []
     per_example = batch_size(examples)
@@ -52,9 +52,9 @@ def drawn(examples: int, seed: int) -> list:
     @settings(max_examples=examples // per_example, deadline=None, database=None, phases=(Phase.generate,),
               suppress_health_check=list(HealthCheck))
     @fixed_seed(seed)
-    @given(drawn_batch(per_example))
-    def collect(runs):
-        out.extend(runs)
+    @given(batch_bytes(per_example))
+    def collect(data):
+        out.extend(decode(one) for one in slices(data))
 
     collect()
     return out
