@@ -131,6 +131,7 @@ def _location(rank: int, num_cards: int, placement: Optional[tuple]) -> tuple:
     return rank // num_cards, placement[rank] if placement is not None else rank % num_cards
 
 
+@per_run
 def rank_link(run, a: int, b: int, links=None) -> str:
     """Section 4: the link between two ranks' cards (``NET`` across nodes, ``X`` same card)."""
     links = oracle_topology(run).links if links is None else links
