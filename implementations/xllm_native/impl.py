@@ -33,9 +33,9 @@ from typing import Mapping, Optional
 
 from contract.errors import ConfigError, ImplementationFailure, PlanError, UserError
 from contract.interface import ROLES, LayerCache, WorkerKVCache
-from contract.plan_types import DraftPlan, KVPlan
+from contract.plan_types import TREE_GROUPS_NOTE, DraftPlan, KVPlan
 from contract.specs import ModelSpec, RunSpec
-from implementations.reference import estimation, kv_bytes, validation
+from implementations.reference import estimation, kv_bytes, layout, validation
 from implementations.xllm_native import native as native_mod
 from implementations.xllm_native import tensor_lib
 from implementations.xllm_native.manifest import AbsentRoleError
@@ -414,10 +414,12 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
                 notes += [describe_layout(name, layers) for name, layers in published]
         else:
             layer_owner = ()
-        if self.port:
-            notes.insert(0, self.source_note())
         placement = self.place_ranks(run)
         groups = self.split_groups(run, placement)
+        if self.port and active:
+            notes.append(self.tree_groups_note())
+        if self.port:
+            notes.insert(0, self.source_note())
         ranks = self._rank_plans(run, tp, placement, groups, full, layer_owner, layer_bytes, split_size=s,
                                  n_blocks=n_blocks, scratch=scratch, linear=linear,
                                  draft_bytes_per_block=additional)
@@ -478,27 +480,68 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         """A port: the mask the tree's worker function builds for this rank (role ``worker``)."""
         if not self.port:
             return super().ownership_mask(message, rank)
-        self.require("worker")
         self.worker_split_rank(message, rank)  # the rank must be in the plan
-        model = self._worker_model
-        if self.plays("worker") == "base":
-            return self.base_worker_mask(message, rank)
-        reply = self.native.call("worker", {"layer_types": self.model_args(model)["layer_types"],
-                                            "layerwise_split_size": message.split_size if message.active else 1,
-                                            "rank": rank, "n_layers": message.num_layers})
-        return tuple(bool(v) for v in reply["owned"])
+        return self.tree_worker_mask(self._worker_model, rank, message.split_size if message.active else 1)
 
-    def base_worker_mask(self, message: KVPlan, rank: int) -> tuple[bool, ...]:
-        """The mask the base's worker builds (upstream's ``WorkerImpl``: its layout over split rank ``rank % s``,
-        ``build_layer_cache_owned``), from the base's compiled ownership."""
-        base = self.base_for("worker")
-        s = message.split_size if message.active else 1
-        reply = base.native.call("layout", {**base.model_args(self._worker_model), "layerwise_split_size": s},
-                                 timeout_s=self.timeout_s)
-        masks = reply.get("owned")
-        if not isinstance(masks, list) or len(masks) != s:
-            raise self._malformed("layout", f"owned {masks!r} from the base for layerwise.split_size {s}")
-        return tuple(bool(v) for v in masks[rank % s])
+    def tree_worker_mask(self, model: ModelSpec, rank: int, split_size: int,
+                         run: Optional[RunSpec] = None) -> tuple[bool, ...]:
+        """The mask the tree's worker builds for global ``rank`` at ``split_size`` (role ``worker``); the base's
+        where the port leaves it (upstream's ``WorkerImpl``: its layout over split rank ``rank % s``,
+        ``build_layer_cache_owned``)."""
+        self.require("worker")
+        if self.plays("worker") == "base":
+            base = self.base_for("worker")
+            reply = base.native.call("layout", {**base.model_args(model), "layerwise_split_size": split_size},
+                                     timeout_s=self.timeout_s)
+            masks = reply.get("owned")
+            if not isinstance(masks, list) or len(masks) != split_size:
+                raise self._malformed("layout", f"owned {masks!r} from the base for layerwise.split_size {split_size}")
+            return tuple(bool(v) for v in masks[rank % split_size])
+        values = {"layer_types": self.model_args(model)["layer_types"], "layerwise_split_size": split_size,
+                  "rank": rank, "n_layers": model.num_hidden_layers}
+        reply = self.call(run, "worker", values) if run is not None else \
+            self.native.call("worker", values, timeout_s=self.timeout_s)
+        owned = reply.get("owned")
+        if not isinstance(owned, list) or len(owned) != model.num_hidden_layers:
+            raise self._malformed("worker", f"owned {owned!r} for a model of {model.num_hidden_layers} layers")
+        return tuple(bool(v) for v in owned)
+
+    def split_groups(self, run: RunSpec, placement=None) -> tuple[tuple[int, ...], ...]:
+        """A port: the split groups its workers make, read off the tree's worker role. The worker function is
+        asked for every rank's mask; inside each attention TP group, ranks holding the same mask took the same
+        split rank, and the j-th rank of each such class (in rank order) form the j-th split group. A tree whose
+        split rank depends on nothing but the rank (the BI-V100 port: ``rank % s``) has no topology-aware
+        grouping, and ``TREE_GROUPS_NOTE`` says so in the plan. Upstream's tree: its modelled groups."""
+        if not self.port or not self.is_active(run.layerwise):
+            return super().split_groups(run, placement)
+        s = run.layerwise.split_size
+        groups: list = []
+        self._untold = []
+        for tp_group in layout.tp_groups(run.parallel, self.port_tp(run)):
+            classes: dict = {}
+            for rank in tp_group:
+                classes.setdefault(self.tree_worker_mask(run.model, rank, s, run), []).append(rank)
+            columns = list(classes.values())
+            if len(columns) != s:
+                self._untold.append(f"TP group {list(tp_group)}: {len(columns)} distinct masks at s={s}, ranks "
+                                    f"{[c for c in columns if len(c) > len(tp_group) // s]} not told apart")
+            groups += [tuple(c[j] for c in columns if j < len(c)) for j in range(max(len(c) for c in columns))]
+        return tuple(groups)
+
+    def tree_groups_note(self) -> str:
+        """``TREE_GROUPS_NOTE``: where a port's split groups come from, and what its masks could not tell apart."""
+        role = self.base_for("worker").manifest.role("worker") if self.plays("worker") == "base" \
+            else self.manifest.role("worker")
+        untold = getattr(self, "_untold", [])
+        return (f"{TREE_GROUPS_NOTE}: read off each rank's mask from the worker role ({role.function}); no role of "
+                f"the tree reads the topology, so it has no topology-aware grouping"
+                + (f"; {'; '.join(untold)}" if untold else ""))
+
+    def check_cards(self, split_groups: tuple, placement, per_rank_bytes: dict, run: RunSpec) -> None:
+        """A port: none. No role of the tree checks a card's memory or the cards of a split group, so the
+        harness credits it with no such refusal (upstream's tree: its modelled master check)."""
+        if not self.port:
+            super().check_cards(split_groups, placement, per_rank_bytes, run)
 
     def init_worker(self, message: KVPlan, run: RunSpec, *, rank: int, role: str, device: str,
                     expected_digest: str) -> WorkerKVCache:

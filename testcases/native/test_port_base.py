@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from contract.errors import UserError
-from contract.specs import CacheSpec
+from contract.plan_types import TREE_GROUPS_NOTE
+from contract.specs import CacheSpec, ModelSpec
 from implementations.xllm_native import build, manifest
-from testcases.native.test_ports import FIXTURE, FIXTURE_MANIFEST, PORTS, QWEN, UPSTREAM, real_tree, tc, write_manifest
+from testcases.native.test_ports import FIXTURE, PORTS, QWEN, UPSTREAM, real_tree, tc, write_manifest
 from testcases.unit import _models as M
 
 pytestmark = pytest.mark.slow  # builds C++: scheduled first
@@ -183,3 +185,85 @@ def test_the_newest_snapshot_inside_upstream_plans_a_draft_and_allocates_with_th
     r = M.run_spec(M.QWEN3_5_MOE, split=1, world=4, budget_bytes=1 << 30, draft=M.QWEN3_5_MTP)
     with_draft, alone = impl.plan(r), impl.plan(M.run_spec(M.QWEN3_5_MOE, split=1, world=4, budget_bytes=1 << 30))
     assert 0 < with_draft.n_blocks < alone.n_blocks and with_draft.draft is not None
+
+
+# ---- no role of a port comes from the Python model: split groups and the card check ----------------------------
+
+
+def test_a_ports_split_groups_are_read_off_its_worker_role(impl_plain):
+    """The fixture's worker takes split rank ``rank % s`` (as the BI-V100 port's does): its groups are the
+    consecutive ones, and the plan says where they come from and that no role reads the topology."""
+    plan = impl_plain.plan(run(2))
+    assert plan.split_groups == ((0, 1), (2, 3))
+    note = next(n for n in plan.notes if n.startswith(TREE_GROUPS_NOTE))
+    assert "worker role (fx_worker_mask)" in note and "no topology-aware grouping" in note, note
+
+
+def test_a_worker_taking_another_split_rank_gives_other_groups(tmp_path, cache):
+    """Planted: a glue handing the worker ``rank / 2`` (so ranks 0 and 1 take the same split rank): the groups
+    follow the tree's masks, (0, 2) and (1, 3), where the consecutive model would say (0, 1) and (2, 3)."""
+    glue = tmp_path / "glue_half.cpp"
+    text = (FIXTURE / "glue.cpp").read_text()
+    rank = 'static_cast<int>(req.i64("rank"))'
+    assert text.count(rank) == 1
+    glue.write_text(text.replace(rank, 'static_cast<int>(req.i64("rank") / 2)'))
+    path = write_manifest(tmp_path)
+    path.write_text(path.read_text().replace(f"glue: {FIXTURE / 'glue.cpp'}", f"glue: {glue}"))
+    plan = implementation(path, cache).plan(run(2))
+    assert plan.split_groups == ((0, 2), (1, 3)), plan.split_groups
+
+
+def test_a_port_without_a_worker_role_has_no_split_groups_and_says_so(tmp_path, cache):
+    path = write_manifest(tmp_path, "  worker: {file: core/runtime/worker_layerwise_init.cpp, function: fx_worker_mask}",
+                          '  worker: {absent: "no worker"}')
+    impl = implementation(path, cache)
+    with pytest.raises(manifest.AbsentRoleError) as err:
+        impl.plan(run(2))
+    assert "manifest role `worker` is absent" in str(err.value)
+    assert impl.plan(run(1)).split_groups == ((0,), (1,), (2,), (3,))  # the split off: no group to form
+
+
+def test_a_port_is_credited_with_no_card_check_and_upstreams_tree_keeps_its_own(impl_plain, cache):
+    """Two ranks of one split group on one card: the spec's master refuses. No role of the port checks cards, so
+    its plan goes through (TC-03 then fails it); upstream's (cut-out) tree still refuses as before."""
+    from implementations.reference import ReferenceImplementation
+    from implementations.xllm_native import XllmNativeImplementation
+
+    crowded = replace(run(2), placement=(0, 0, 1, 1))
+    with pytest.raises(UserError):
+        ReferenceImplementation().plan(crowded)
+    assert impl_plain.plan(crowded).split_groups == ((0, 1), (2, 3))
+    os.environ[build.ENV_CACHE] = str(cache)
+    try:
+        upstream_shaped = XllmNativeImplementation(source_dir=str(FIXTURE_TREE))
+    finally:
+        os.environ.pop(build.ENV_CACHE, None)
+    ds = M.run_spec(ModelSpec(name="fixture", model_type="fixture_split", num_hidden_layers=6, attention="mla",
+                              kv_lora_rank=24, qk_rope_head_dim=8), split=2, world=4, budget_bytes=1 << 20,
+                    cache=CacheSpec(block_size=16))
+    upstream_shaped.plan(ds)
+    with pytest.raises(UserError) as err:
+        upstream_shaped.plan(replace(ds, placement=(0, 0, 1, 1)))
+    assert "card" in str(err.value), err.value
+
+
+def test_tc03_names_the_trees_groups_with_a_grouping_problem(impl_plain):
+    from harness.suites import tc03
+
+    plan = impl_plain.plan(run(2))
+    wrong = replace(plan, split_groups=((0, 2), (1, 3)))
+    problems = tc03._check_groups(wrong, run(2))
+    assert problems and TREE_GROUPS_NOTE in problems[0], problems
+    reference_problems = tc03._check_groups(replace(wrong, notes=()), run(2))
+    assert reference_problems and TREE_GROUPS_NOTE not in " ".join(reference_problems)
+
+
+@pytest.fixture(scope="module")
+def impl_plain(cache):
+    os.environ[build.ENV_CACHE] = str(cache)
+    try:
+        from implementations.xllm_native import XllmNativeImplementation
+
+        yield XllmNativeImplementation(source_dir=str(FIXTURE), manifest=str(FIXTURE / "manifest.yaml"))
+    finally:
+        os.environ.pop(build.ENV_CACHE, None)
