@@ -351,9 +351,14 @@ def predicted_as(case) -> str:
     that compiles upstream's allocation for the backends of ``NATIVE_UPSTREAM_BACKENDS``; ``NATIVE_PLANNING_ONLY`` on one that
     compiles its planning code alone (its workers are upstream's Python model, as ``xllm_upstream``'s);
     ``xllm_native[<manifest>]`` (no predictions: the spec judges it alone) on a tree another manifest builds."""
-    if case.implementation != "xllm_native":
-        return case.implementation
-    cfg = case.resolved.impl_cfg
+    return predicted_name(case.implementation, case.resolved.impl_cfg)
+
+
+def predicted_name(implementation: str, cfg) -> str:
+    """``predicted_as`` of the matrix option ``implementation`` composed as ``cfg`` (the explorer's runner asks
+    this too, so a drawn configuration is judged as a TC case on the same tree is)."""
+    if implementation != "xllm_native":
+        return implementation
     return _native_label(cfg.get("source_dir"), json.dumps(cfg.get("files") or {}, sort_keys=True),
                          cfg.get("manifest"), os.environ.get("LWSPLIT_XLLM_SRC", ""))
 

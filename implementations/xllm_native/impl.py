@@ -28,6 +28,8 @@ case needs it: never a model of the role.
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import replace
 from typing import Mapping, Optional
 
@@ -36,8 +38,8 @@ from contract.interface import ROLES, LayerCache, WorkerKVCache
 from contract.plan_types import TREE_GROUPS_NOTE, DraftPlan, KVPlan
 from contract.specs import ModelSpec, RunSpec
 from implementations.reference import estimation, kv_bytes, layout, validation
+from implementations.xllm_native import build, tensor_lib
 from implementations.xllm_native import native as native_mod
-from implementations.xllm_native import tensor_lib
 from implementations.xllm_native.manifest import AbsentRoleError
 from implementations.xllm_upstream.impl import XllmUpstreamImplementation
 
@@ -108,24 +110,35 @@ def tree_allocation(message: KVPlan, *, rank: int, role: str, mask: tuple, devic
                          kv_layout=message.kv_layout, device=device, layers=layers, scratch={})
 
 
+_OPENED: dict = {}
+"""(the implementation's options, the settings they fall back on, the process) -> (its ``Native``, its base's
+implementation): a process builds one per configuration it explores (as each rank builds its own) and resolves
+and checks the tree once (``native.load`` keeps the library and its host for the process's life already)."""
+
+
 class XllmNativeImplementation(XllmUpstreamImplementation):
     name = "xllm_native"
 
     def __init__(self, source_dir: Optional[str] = None, files: Optional[Mapping[str, str]] = None,
                  manifest: Optional[str] = None, timeout_s: Optional[float] = None,
                  base_source_dir: Optional[str] = None) -> None:
-        self.native = native_mod.load(source_dir, dict(files or {}), manifest=manifest)
+        memo = (source_dir, json.dumps(dict(files or {}), sort_keys=True), manifest, base_source_dir, timeout_s,
+                os.environ.get(build.ENV_SOURCE, ""), os.environ.get(native_mod.ENV_BASE_SOURCE, ""),
+                os.environ.get(build.ENV_CACHE, ""), os.getpid())
+        known = _OPENED.get(memo)
+        if known is None:
+            native = native_mod.load(source_dir, dict(files or {}), manifest=manifest)
+            base = native_mod.load_base(native.manifest, base_source_dir, cache=native.cache)
+            known = _OPENED[memo] = (native, base and XllmNativeImplementation(
+                source_dir=str(base.tree.root), manifest=str(base.manifest.path), timeout_s=timeout_s))
+        self.native = known[0]
         self.manifest = self.native.manifest
         self.port = self.native.tree.port
         self.timeout_s = timeout_s
         """Each call's limit (``runner.timeout_s``; ``native.DEFAULT_TIMEOUT_S`` when None)."""
-        self.base: Optional[XllmNativeImplementation] = None
+        self.base: Optional[XllmNativeImplementation] = known[1]
         """The engine around the port (the manifest's ``base`` manifest, built as that manifest builds it): it
         plays every role the port leaves to it. None: no base manifest, or its tree not given."""
-        base = native_mod.load_base(self.manifest, base_source_dir, cache=self.native.cache)
-        if base is not None:
-            self.base = XllmNativeImplementation(source_dir=str(base.tree.root), manifest=str(base.manifest.path),
-                                                 timeout_s=timeout_s)
 
     @staticmethod
     def check_inputs(source_dir: Optional[str] = None, files: Optional[Mapping[str, str]] = None,
@@ -144,8 +157,6 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         before any case runs: compiling runs the compiler, never the tree's code, so the controller may do it,
         and no rank spends its case's time limit on a cold build. A tree that does not compile is one
         ``UserError`` naming the role and the compiler's first error."""
-        from implementations.xllm_native import build
-
         tree, m, _why = native_mod.resolve(source_dir, dict(files or {}), manifest)
         build.build(tree)
         if m.tensors is not None:

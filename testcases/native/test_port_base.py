@@ -267,3 +267,26 @@ def impl_plain(cache):
         yield XllmNativeImplementation(source_dir=str(FIXTURE), manifest=str(FIXTURE / "manifest.yaml"))
     finally:
         os.environ.pop(build.ENV_CACHE, None)
+
+
+# ---- the explorer drives a compiled tree's roles through its host ---------------------------------------------
+
+
+def test_the_explorer_drives_the_ports_compiled_roles_and_shrinks_a_departure(cache, monkeypatch):
+    """``implementation=xllm_native`` on the fixture port: drawn configurations go through the host (the plan is
+    the tree's), judged by the spec alone (``xllm_native[fixture_port]``: no upstream prediction excuses it), and
+    the first departure shrinks to a small configuration with a command naming the tree."""
+    from harness.explore.runner import runner_for
+    from harness.explore.search import explore
+    from harness.suites.matrix import load_matrix
+
+    monkeypatch.setenv(build.ENV_CACHE, str(cache))
+    overrides = ["implementation=xllm_native", f"implementation.source_dir={FIXTURE}",
+                 f"implementation.manifest={FIXTURE / 'manifest.yaml'}"]
+    runner = runner_for(load_matrix("ci", overrides), "xllm_native")
+    assert runner.judged_as == "xllm_native[fixture_port]"
+    finding = explore(runner, examples=40, allocate=False)
+    assert finding is not None, "the fixture port's planted defects are departures the draws reach"
+    report = finding.report()
+    assert f"implementation.source_dir={FIXTURE}" in report, report
+    assert finding.run.model.num_hidden_layers <= 4, finding.run.model
