@@ -118,6 +118,9 @@ and checks the tree once (``native.load`` keeps the library and its host for the
 
 class XllmNativeImplementation(XllmUpstreamImplementation):
     name = "xllm_native"
+    manifest = None
+    port = False
+    base = None
 
     def __init__(self, source_dir: Optional[str] = None, files: Optional[Mapping[str, str]] = None,
                  manifest: Optional[str] = None, timeout_s: Optional[float] = None,
@@ -183,7 +186,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
     def plays(self, role: str) -> str:
         """Who plays ``role``: ``port`` (a tree built from its own sources), ``base`` (the engine around it) or
         ``tree`` (upstream's cut-out build)."""
-        if self.manifest.from_base(role):
+        if self.manifest is not None and self.manifest.from_base(role):
             return "base"
         return "port" if self.port else "tree"
 
