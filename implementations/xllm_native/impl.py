@@ -563,7 +563,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         allocation returns (compiled against torch and run in this rank: ``tensor_worker``); with none, the
         harness allocates the tree's mask."""
         self._worker_model = run.model if role == "target" else run.draft
-        if self.unsplit_by_base(message, role):
+        if self.unsplit_by_base(message, role, run):
             base = self.base
             if base is None:
                 raise AbsentRoleError(self.manifest.name, "worker", "the allocation with the split off is left to "
@@ -594,10 +594,20 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
 
     # ---- the tree's allocation, compiled against torch, in this rank ----------------------------------
 
-    def unsplit_by_base(self, message: KVPlan, role: str) -> bool:
+    def unsplit_by_base(self, message: KVPlan, role: str, run: RunSpec) -> bool:
         """The worker's allocation is the base's: the manifest's ``allocation.unsplit: base`` and the split off
-        for this worker (flag off or s 1, and every draft worker: the draft is never split)."""
-        return self.manifest.unsplit_allocation == "base" and (role == "draft" or not message.active)
+        for this worker: s 1, every draft worker (the draft is never split), or the port's engine role passing
+        no layout on (the BI-V100 port's ``maybe_compute_layerwise_layout`` with the flag off: "fallback to
+        uniform allocation")."""
+        if self.manifest.unsplit_allocation != "base":
+            return False
+        if role == "draft" or not message.active:
+            return True
+        if self.plays("engine") != "port":
+            return False
+        reply = self.call(run, "engine", {"per_layer_kv_heads": [1], "world_size": message.attn_tp_size,
+                                          "layerwise_split_size": message.split_size, "enable": run.layerwise.enable})
+        return reply.get("layout") is None
 
     def tensor_worker(self, message: KVPlan, run: RunSpec, *, rank: int, role: str, device: str,
                       expected_digest: str, library: Optional[native_mod.Native] = None) -> WorkerKVCache:
@@ -614,7 +624,8 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         model = run.model if role == "target" else run.draft
         if model is None:
             raise ConfigError("draft", None, "a draft model is needed for role 'draft'")
-        s = message.split_size if message.active and role == "target" else 1
+        split = message.active and role == "target" and library is None  # the base's allocation: the split off
+        s = message.split_size if split else 1
         tp = message.attn_tp_size
         est = self.native_estimate(run, message.split_size if message.active else 1)
         shape_model = model
@@ -642,10 +653,11 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
             c = reply["check"]
             raise owner.refusal(native_mod.Check(file=c["file"], line=c["line"], message=c["message"].strip(),
                                                        condition=native_mod.check_condition(c["file"], c["line"])))
-        return self.worker_cache(message, reply, tensors, rank=rank, role=role, model=model, device=device)
+        return self.worker_cache(message, reply, tensors, rank=rank, role=role, model=model, device=device,
+                                 split=split or (message.active and library is None))
 
     def worker_cache(self, message: KVPlan, reply: dict, tensors: list, *, rank: int, role: str,
-                     model: ModelSpec, device: str) -> WorkerKVCache:
+                     model: ModelSpec, device: str, split: bool = True) -> WorkerKVCache:
         """The glue's reply as the rank's caches: each layer's tensors under the harness's names."""
         layers_reply = reply.get("layers")
         if not isinstance(layers_reply, list) or len(layers_reply) != message.num_layers:
@@ -671,7 +683,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
             layers.append(LayerCache(layer_id=layer_id, kind="full" if layer_id in full else "linear",
                                      owned=owned, tensors=held))
         rank_plan = next(r for r in message.ranks if r.rank == rank)
-        if message.active:
+        if message.active and split:
             split_size, split_rank = message.split_size, rank_plan.split_rank
             split_group = tuple(message.split_groups[rank_plan.split_group])
         else:
