@@ -9,6 +9,7 @@ BI-V100 port snapshot inside upstream 494f293b5, as its shipped manifest says.
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 from dataclasses import replace
@@ -39,6 +40,16 @@ def based(tmp_path: Path, *, base_dir: object = FIXTURE_TREE, extra: str = "", o
     if base_dir is not None:
         text += f"base_source_dir: {base_dir}\n"
     path.write_text(text + extra)
+    return path
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory) -> Path:
+    """One based manifest (speculative and the unsplit allocation left to the fixture tree), its tree given by
+    ``base_source_dir=`` per test: the port is built once for every test that uses it."""
+    folder = tmp_path_factory.mktemp("based")
+    path = based(folder, base_dir=None)
+    path.write_text(path.read_text().replace("  torch: true\n", "  torch: true\n  unsplit: base\n"))
     return path
 
 
@@ -102,18 +113,32 @@ def test_the_shipped_port_manifests_leave_the_speculative_engine_and_the_unsplit
         assert [r for r in manifest.ROLES if m.from_base(r)] == ["speculative"]  # the port plays the rest
 
 
+def test_the_base_tree_is_the_manifests_then_the_option_then_the_environment(tmp_path, monkeypatch):
+    from implementations.xllm_native import native
+
+    monkeypatch.setenv(native.ENV_BASE_SOURCE, str(tmp_path))
+    named = manifest.load(based(tmp_path, base_dir="../fixture_tree_elsewhere"))
+    with pytest.raises(UserError, match="base_source_dir='.*fixture_tree_elsewhere'"):
+        native.base_tree_dir(named, str(FIXTURE))
+    plain = manifest.load(based(tmp_path, base_dir=None))
+    assert native.base_tree_dir(plain, str(FIXTURE))[0] == FIXTURE.resolve()
+    assert native.base_tree_dir(plain)[0] == tmp_path.resolve()
+    monkeypatch.delenv(native.ENV_BASE_SOURCE)
+    assert native.base_tree_dir(plain) == (None, "")
+
+
 # ---- the roles the port leaves out are the base's compiled code -------------------------------------------
 
 
 @pytest.mark.parametrize("split, owned_layers", [(1, 10), (2, 10 + 1)])
-def test_the_draft_capacity_is_the_bases_speculative_engine_on_the_ports_capacities(tmp_path, cache, split,
+def test_the_draft_capacity_is_the_bases_speculative_engine_on_the_ports_capacities(tmp_path, shared, cache, split,
                                                                                     owned_layers):
     """The fixture port has no speculative engine; its base's calculate_kv_cache (the fixture tree's formula:
     budget / (block x (the target's slot x full layers a split rank holds, its scratch included) + block x draft
     layers x the target's slot)) gives the block count, on the port's own capacities. At s 2 the base's
     split count uses the base's owner rule (layer id % s: split rank 1 holds all 10 odd full layers). Without
     the base's draft term the count would be the port's own (12 at s 1, 2 MiB)."""
-    impl = implementation(based(tmp_path), cache)
+    impl = implementation(shared, cache, base_source_dir=str(FIXTURE_TREE))
     assert impl.plays("speculative") == "base" and impl.plays("estimation") == "port"
     plan = impl.plan(run(split, draft=M.QWEN3_5_MTP))
     assert plan.n_blocks == (2 << 20) // (BLOCK_BYTES * owned_layers + BLOCK_BYTES), plan.n_blocks
@@ -121,9 +146,9 @@ def test_the_draft_capacity_is_the_bases_speculative_engine_on_the_ports_capacit
     assert plan.draft is not None and plan.draft.layer_bytes_per_block == (BLOCK_BYTES,)
 
 
-def test_a_base_whose_tree_is_not_given_leaves_its_roles_absent_naming_how_to_give_it(tmp_path, cache, monkeypatch):
+def test_a_base_whose_tree_is_not_given_leaves_its_roles_absent_naming_how_to_give_it(tmp_path, shared, cache, monkeypatch):
     monkeypatch.delenv("LWSPLIT_XLLM_BASE_SRC", raising=False)
-    impl = implementation(based(tmp_path, base_dir=None), cache)
+    impl = implementation(shared, cache)
     assert impl.base is None
     with pytest.raises(manifest.AbsentRoleError) as err:
         impl.plan(run(2, draft=M.QWEN3_5_MTP))
@@ -133,23 +158,22 @@ def test_a_base_whose_tree_is_not_given_leaves_its_roles_absent_naming_how_to_gi
     impl.plan(run(2))  # a case without a draft needs no base
 
 
-def test_a_base_that_does_not_compile_is_named_as_the_base_not_the_port(tmp_path, cache):
+def test_a_base_that_does_not_compile_is_named_as_the_base_not_the_port(tmp_path, shared, cache):
     tree = tmp_path / "base"
     shutil.copytree(FIXTURE_TREE, tree)
     source = tree / "xllm/core/framework/kv_cache/kv_cache_estimation.cpp"
     source.write_text(source.read_text() + "\nint broken = ;\n")
     with pytest.raises(UserError) as err:
-        implementation(based(tmp_path, base_dir=tree), cache)
+        implementation(shared, cache, base_source_dir=str(tree))
     text = str(err.value)
     assert "base=" in text and f"the base fixture_tree (tree {tree}) failed, not the port" in text, text
     assert "kv_cache_estimation.cpp" in text and "does not compile" in text, text
 
 
-def test_the_unsplit_allocation_left_to_a_base_without_one_is_absent_and_the_split_one_is_the_ports(tmp_path, cache):
+def test_the_unsplit_allocation_left_to_a_base_without_one_is_absent_and_the_split_one_is_the_ports(tmp_path, shared, cache):
     """``allocation.unsplit: base``: with the split off the worker's allocation is the base's; the fixture tree
     compiles none, so the worker role is absent there, naming why; with the split on, the port's own runs."""
-    path = based(tmp_path, old="  torch: true\n", new="  torch: true\n  unsplit: base\n")
-    impl = implementation(path, cache)
+    impl = implementation(shared, cache, base_source_dir=str(FIXTURE_TREE))
     off = run(1)
     plan = impl.plan(off)
     with pytest.raises(manifest.AbsentRoleError) as err:
@@ -157,9 +181,8 @@ def test_the_unsplit_allocation_left_to_a_base_without_one_is_absent_and_the_spl
     assert "the allocation with the split off is left to the base fixture_tree, whose manifest compiles no " \
            "allocation" in str(err.value), err.value
     on = run(2)
-    plan = impl.plan(on)
-    worker = impl.init_worker(plan, on, rank=1, role="target", device="cpu", expected_digest=plan.digest)
-    assert worker.layer(3).tensors  # the port's fx_allocate_kv_tensors
+    assert not impl.unsplit_by_base(impl.plan(on), "target", on)  # split on: the port's fx_allocate_kv_tensors
+    assert impl.unsplit_by_base(impl.plan(on), "draft", on)  # the draft is never split
 
 
 # ---- the BI-V100 port inside upstream 494f293b5 (their own CI step) ------------------------------------------
@@ -213,10 +236,11 @@ def test_a_worker_taking_another_split_rank_gives_other_groups(tmp_path, cache):
     assert plan.split_groups == ((0, 2), (1, 3)), plan.split_groups
 
 
-def test_a_port_without_a_worker_role_has_no_split_groups_and_says_so(tmp_path, cache):
-    path = write_manifest(tmp_path, "  worker: {file: core/runtime/worker_layerwise_init.cpp, function: fx_worker_mask}",
-                          '  worker: {absent: "no worker"}')
-    impl = implementation(path, cache)
+def test_a_port_without_a_worker_role_has_no_split_groups_and_says_so(impl_plain):
+    """The same tree with its manifest marking ``worker`` absent (no rebuild: the manifest's roles alone change)."""
+    impl = copy.copy(impl_plain)
+    impl.manifest = replace(impl_plain.manifest, roles={**impl_plain.manifest.roles,
+                                                        "worker": manifest.Role(name="worker", absent="no worker")})
     with pytest.raises(manifest.AbsentRoleError) as err:
         impl.plan(run(2))
     assert "manifest role `worker` is absent" in str(err.value)
