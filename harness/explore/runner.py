@@ -116,7 +116,8 @@ class InProcessRunner:
         except Exception as exc:  # noqa: BLE001 - any crash of the code under test is a finding, reported by type
             return Verdict(failures=(f"master crashed: {type(exc).__name__}: {exc}",), judged_by=("crash",),
                            refused=True)
-        if prediction("TC-06", self.judged_as, run) is not None and oracle.split_size(run) == 1:
+        if oracle.split_size(run) == 1 < run.layerwise.split_size and prediction("TC-06", self.judged_as, run) is not None:
+            # (the flag off at s > 1: a TC-06 prediction at s 1 is another one, a compiled worker's stop)
             return self._flag_ignored(impl, published, run, engines, allocate=allocate)
         refusal = self._refusal(run, published)
         if refusal is not None:

@@ -314,3 +314,20 @@ def test_the_explorer_drives_the_ports_compiled_roles_and_shrinks_a_departure(ca
     report = finding.report()
     assert f"implementation.source_dir={FIXTURE}" in report, report
     assert finding.run.model.num_hidden_layers <= 4, finding.run.model
+
+
+@pytest.mark.real_tree
+@real_tree(UPSTREAM)
+def test_the_explorer_passes_upstreams_compiled_planning_on_its_predictions(cache, monkeypatch):
+    """Upstream's tree judged by upstream's predictions, as its TC cases are: no unexplained departure in 300
+    plan-level draws (was: 7 draws at s 1 with an int8 cache taken for the flag-off prediction, its worker's stop)."""
+    from harness.explore.runner import runner_for
+    from harness.explore.search import explore
+    from harness.suites.matrix import load_matrix
+
+    monkeypatch.setenv(build.ENV_CACHE, str(cache))
+    runner = runner_for(load_matrix("ci", ["implementation=xllm_native", f"implementation.source_dir={UPSTREAM}"]),
+                        "xllm_native")
+    assert runner.judged_as == "xllm_native"
+    finding = explore(runner, examples=300, allocate=False)
+    assert finding is None, finding.report()
