@@ -74,6 +74,11 @@ class DraftPlan:
         return sum(self.layer_bytes_per_block)
 
 
+TREE_GROUPS_NOTE = "split groups from the tree's workers"
+"""How a plan's note begins when its split groups were read off a compiled tree's worker role (TC-03 quotes it
+with a grouping problem: what the tree's groups come from, and that no role of it reads the topology)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class KVPlan:
     """Layout + estimate for one configuration (FEATURE sections 4 to 6)."""

@@ -45,6 +45,8 @@ from harness.suites.expectations import (
     PREDICTIONS,
     card_overflow,
     judge,
+    native_upstream_prediction,
+    predicted_name,
     prediction,
     upstream_prediction,
 )
@@ -85,6 +87,9 @@ class InProcessRunner:
 
     def __init__(self, implementation: str, impl_cfg: dict, overrides: tuple[str, ...] = ()):
         self.implementation = implementation
+        self.judged_as = predicted_name(implementation, impl_cfg)
+        """The name predictions key on, as for a TC case (``xllm_native`` on upstream's tree: upstream's; on a tree
+        another manifest builds, ``xllm_native[<manifest>]``: the spec alone)."""
         self.impl_cfg = impl_cfg
         self.overrides = tuple(overrides) or (f"implementation={implementation}",)
         """The overrides that chose it (``implementation=<name>``, ``implementation._target_=...``)."""
@@ -111,17 +116,18 @@ class InProcessRunner:
         except Exception as exc:  # noqa: BLE001 - any crash of the code under test is a finding, reported by type
             return Verdict(failures=(f"master crashed: {type(exc).__name__}: {exc}",), judged_by=("crash",),
                            refused=True)
-        if prediction("TC-06", self.implementation, run) is not None and oracle.split_size(run) == 1:
+        if oracle.split_size(run) == 1 < run.layerwise.split_size and prediction("TC-06", self.judged_as, run) is not None:
+            # (the flag off at s > 1: a TC-06 prediction at s 1 is another one, a compiled worker's stop)
             return self._flag_ignored(impl, published, run, engines, allocate=allocate)
         refusal = self._refusal(run, published)
         if refusal is not None:
             return refusal
         plan = published.plan
         checks = {}
-        if owner_rule(self.implementation) == SPEC_OWNER_RULE or not oracle.spec_refuses_cards(run):
+        if owner_rule(self.judged_as) == SPEC_OWNER_RULE or not oracle.spec_refuses_cards(run):
             # (TC-03's card bound is the spec's round-robin; a variant whose own owner rule fits is not judged by it)
             checks["TC-03"] = tc03.check(topology_facts(plan, run), run)
-        failures = [f"ownership: {p}" for p in ownership_problems(plan, run, self.implementation)]
+        failures = [f"ownership: {p}" for p in ownership_problems(plan, run, self.judged_as)]
         if allocate:
             facts, crashed = self._allocate(impl, plan, run, engines, published.digests)
             if crashed:
@@ -137,7 +143,7 @@ class InProcessRunner:
                 + draft_plan_problems(plan, run)
             failures += [f"TC-02: {p}" for p in self._unexplained("TC-02", run, problems)]
         for tc, problems in checks.items():
-            failures += [f"{tc}: {p}" for p in judge(tc, self.implementation, run, problems)]
+            failures += [f"{tc}: {p}" for p in judge(tc, self.judged_as, run, problems)]
         return Verdict(failures=tuple(failures), judged_by=("ownership", *(["TC-02 plan"] if not allocate else []),
                                                             *checks), refused=False)
 
@@ -153,7 +159,7 @@ class InProcessRunner:
             return Verdict(failures=failures, judged_by=("flag",), refused=True)
         if allocate and tc06.missing_baseline(run) is None:
             facts, crashed = self._allocate(impl, plan, run, engines, published.digests)
-            failures = crashed or [f"TC-06: {p}" for p in judge("TC-06", self.implementation, run,
+            failures = crashed or [f"TC-06: {p}" for p in judge("TC-06", self.judged_as, run,
                                                                  tc06.check(facts, run))]
             return Verdict(failures=tuple(failures), judged_by=("TC-06",), refused=False)
         failures = () if plan.active else (f"flag: the spec predicts {self.implementation} splits with the enable flag "
@@ -168,7 +174,7 @@ class InProcessRunner:
         facts = [RankFacts(rank=0, error=error, plan=published.plan, run=run)]
         if oracle.expected_rejection(run) is not None:  # a startup rule (FEATURE 3): TC-01 names its field
             return self._judged(run, facts, ("TC-01", "TC-03"), refused=True)
-        rule = owner_rule(self.implementation)
+        rule = owner_rule(self.judged_as)
         if oracle.spec_refuses_cards(run) and (rule == SPEC_OWNER_RULE or oracle.expected_split_groups(run) is None):
             return self._judged(run, topology_facts(published.plan, run) if error is None else facts, ("TC-03",),
                                 refused=True)
@@ -189,12 +195,12 @@ class InProcessRunner:
 
     def _judged(self, run, facts, tcs, *, refused: bool) -> Verdict:
         checks = {"TC-01": tc01.check, "TC-03": tc03.check}
-        failures = [f"{tc}: {p}" for tc in tcs for p in judge(tc, self.implementation, run, checks[tc](facts, run))]
+        failures = [f"{tc}: {p}" for tc in tcs for p in judge(tc, self.judged_as, run, checks[tc](facts, run))]
         return Verdict(failures=tuple(failures), judged_by=tuple(tcs), refused=refused)
 
     def _unexplained(self, tc: str, run, problems: list) -> list[str]:
         """Problems no prediction of ``tc`` explains (a prediction's own problems are not required here)."""
-        pred = prediction(tc, self.implementation, run)
+        pred = prediction(tc, self.judged_as, run)
         if pred is None:
             return list(problems)
         return [p for p in problems if not any(want.matches(p) for want in pred.required)
@@ -204,7 +210,7 @@ class InProcessRunner:
         """``problems``; for a variant predicted to keep upstream's consecutive groups where the spec regroups,
         without the facts that follow from its groups (split groups, split ranks, owned layers, estimates per
         rank): TC-03 judges its groups, as predicted."""
-        if PREDICTIONS.get(self.implementation) is not upstream_prediction or not problems:
+        if PREDICTIONS.get(self.judged_as) not in (upstream_prediction, native_upstream_prediction) or not problems:
             return problems
         if oracle.expected_split_groups(run) == oracle.expected_split_groups(run, rule=UPSTREAM_GROUPS):
             return problems

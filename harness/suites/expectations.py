@@ -347,6 +347,7 @@ def _suite(tc: str):
 
     return load_suite(tc)
 
+
 def predicted_as(case) -> str:
     """The name whose predictions hold for ``case``: ``xllm_native`` on a tree built by an upstream-cut manifest
     that compiles upstream's allocation for the backends of ``NATIVE_UPSTREAM_BACKENDS``; ``NATIVE_PLANNING_ONLY`` on one that
@@ -354,9 +355,14 @@ def predicted_as(case) -> str:
     both cases only where every file the build compiles is upstream 494f293b5's by sha256
     (``harness.baselines.upstream_sources``: predictions belong to upstream's own code); ``xllm_native[<manifest>]``
     (no predictions: the spec judges it alone) on any other tree, or one that does not resolve."""
-    if case.implementation != "xllm_native":
-        return case.implementation
-    cfg = case.resolved.impl_cfg
+    return predicted_name(case.implementation, case.resolved.impl_cfg)
+
+
+def predicted_name(implementation: str, cfg) -> str:
+    """``predicted_as`` of the matrix option ``implementation`` composed as ``cfg`` (the explorer's runner asks
+    this too, so a drawn configuration is judged as a TC case on the same tree is)."""
+    if implementation != "xllm_native":
+        return implementation
     return _native_label(cfg.get("source_dir"), json.dumps(cfg.get("files") or {}, sort_keys=True),
                          cfg.get("manifest"), os.environ.get("LWSPLIT_XLLM_SRC", ""))
 

@@ -22,6 +22,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Optional
 
+from contract.plan_types import TREE_GROUPS_NOTE
 from harness import oracle
 from harness.suites import Suite, never
 from harness.suites.case import Case
@@ -338,7 +339,21 @@ def _check_groups(plan, run) -> list[str]:
             problems.append(f"harness: on {topo} consecutive groups should not be optimal (even/odd switches)")
         if run.placement is None and 1 < s and topo in EXPECT_CONSECUTIVE and not keeps:
             problems.append(f"harness: on {topo} consecutive groups should be optimal")
+    if problems:
+        problems[0] = _with_tree_groups(problems[0], plan)
     return problems
+
+
+def _with_tree_groups(problem: str, plan) -> str:
+    """The first grouping problem of a plan whose groups a compiled tree's workers made, with what they come from
+    and that the tree has no topology-aware grouping (the plan's ``TREE_GROUPS_NOTE``), so the verdict names it."""
+    note = next((n for n in plan.notes if n.startswith(TREE_GROUPS_NOTE)), None)
+    if note is None:
+        return problem
+    if not isinstance(problem, Problem):
+        return f"{problem}; {note}"
+    return Problem(f"{problem}; {note}", rule=problem.rule, rank=problem.rank, amount=problem.amount,
+                   field=problem.field)
 
 
 def grouping_key(run, groups) -> tuple:

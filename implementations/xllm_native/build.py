@@ -759,14 +759,17 @@ def _port_compile_error(tree: TreeMap, log: str) -> UserError:
                          f"duplicate symbol {symbol} at link: defined in {_object_source(tree, first)} "
                          f"and in {_object_source(tree, second)}")
     first = first_error(log)
-    where = f"the tree {tree.root}"
+    where = f"the port {tree.root}"
+    base = m.base_root()
     if str(m.glue_path) in first:
         role = _glue_role(m.glue_path, first)
         where = f"the glue {m.glue_path}" + (f" (role {role})" if role else "")
+    elif base is not None and str(base) + os.sep in first and str(tree.root) + os.sep not in first:
+        where = f"the base tree {base} (base_sources, base_include_dirs: compiled with the port's flags, no shims)"
     else:
         for name, role in m.roles.items():
             if role.present and str(tree.root / role.file) in first:
-                where = f"the {name} role ({tree.root / role.file})"
+                where = f"the port's {name} role ({tree.root / role.file})"
                 break
     hint = ""
     if "glog/logging.h" in first or "gflags" in first or "-lglog" in log or "-lgflags" in log:

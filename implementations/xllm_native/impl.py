@@ -28,15 +28,19 @@ case needs it: never a model of the role.
 
 from __future__ import annotations
 
+import json
+import os
+from dataclasses import replace
 from typing import Mapping, Optional
 
 from contract.errors import ConfigError, ImplementationFailure, PlanError, UserError
 from contract.interface import ROLES, LayerCache, WorkerKVCache
-from contract.plan_types import DraftPlan, KVPlan
+from contract.plan_types import TREE_GROUPS_NOTE, DraftPlan, KVPlan
 from contract.specs import ModelSpec, RunSpec
-from implementations.reference import estimation, kv_bytes, validation
+from implementations.reference import estimation, kv_bytes, layout, validation
+from implementations.xllm_native import build, tensor_lib
 from implementations.xllm_native import native as native_mod
-from implementations.xllm_native import tensor_lib
+from implementations.xllm_native.manifest import AbsentRoleError
 from implementations.xllm_upstream.impl import XllmUpstreamImplementation
 
 TORCH_SCALAR_TYPES = {"int8": 1, "float16": 5, "float32": 6, "bfloat16": 15, "fp8_e5m2": 23, "fp8_e4m3": 24}
@@ -106,42 +110,85 @@ def tree_allocation(message: KVPlan, *, rank: int, role: str, mask: tuple, devic
                          kv_layout=message.kv_layout, device=device, layers=layers, scratch={})
 
 
+_OPENED: dict = {}
+"""(the implementation's options, the settings they fall back on, the process) -> (its ``Native``, its base's
+implementation): a process builds one per configuration it explores (as each rank builds its own) and resolves
+and checks the tree once (``native.load`` keeps the library and its host for the process's life already)."""
+
+
 class XllmNativeImplementation(XllmUpstreamImplementation):
     name = "xllm_native"
+    manifest = None
+    port = False
+    base = None
 
     def __init__(self, source_dir: Optional[str] = None, files: Optional[Mapping[str, str]] = None,
-                 manifest: Optional[str] = None, timeout_s: Optional[float] = None) -> None:
-        self.native = native_mod.load(source_dir, dict(files or {}), manifest=manifest)
+                 manifest: Optional[str] = None, timeout_s: Optional[float] = None,
+                 base_source_dir: Optional[str] = None) -> None:
+        memo = (source_dir, json.dumps(dict(files or {}), sort_keys=True), manifest, base_source_dir, timeout_s,
+                os.environ.get(build.ENV_SOURCE, ""), os.environ.get(native_mod.ENV_BASE_SOURCE, ""),
+                os.environ.get(build.ENV_CACHE, ""), os.getpid())
+        known = _OPENED.get(memo)
+        if known is None:
+            native = native_mod.load(source_dir, dict(files or {}), manifest=manifest)
+            base = native_mod.load_base(native.manifest, base_source_dir, cache=native.cache)
+            known = _OPENED[memo] = (native, base and XllmNativeImplementation(
+                source_dir=str(base.tree.root), manifest=str(base.manifest.path), timeout_s=timeout_s))
+        self.native = known[0]
         self.manifest = self.native.manifest
         self.port = self.native.tree.port
         self.timeout_s = timeout_s
         """Each call's limit (``runner.timeout_s``; ``native.DEFAULT_TIMEOUT_S`` when None)."""
+        self.base: Optional[XllmNativeImplementation] = known[1]
+        """The engine around the port (the manifest's ``base`` manifest, built as that manifest builds it): it
+        plays every role the port leaves to it. None: no base manifest, or its tree not given."""
 
     @staticmethod
     def check_inputs(source_dir: Optional[str] = None, files: Optional[Mapping[str, str]] = None,
-                     manifest: Optional[str] = None, **_options: object) -> None:
+                     manifest: Optional[str] = None, base_source_dir: Optional[str] = None, **_options: object) -> None:
         """The tree is given (``source_dir``, else ``$LWSPLIT_XLLM_SRC``), exists and holds the files its manifest
-        names; ``UserError`` naming the key otherwise. Nothing is built: a harness asks this once before its cases
-        run. The other options (``timeout_s``) are the calls' settings, not inputs."""
-        native_mod.resolve(source_dir, dict(files or {}), manifest)
+        names, and so does its base manifest's tree where one is given; ``UserError`` naming the key otherwise.
+        Nothing is built: a harness asks this once before its cases run. The other options (``timeout_s``) are the
+        calls' settings, not inputs."""
+        _tree, m, _why = native_mod.resolve(source_dir, dict(files or {}), manifest)
+        native_mod.resolve_base(m, base_source_dir)
 
     @staticmethod
     def prepare(source_dir: Optional[str] = None, files: Optional[Mapping[str, str]] = None,
-                manifest: Optional[str] = None, **_options: object) -> None:
+                manifest: Optional[str] = None, base_source_dir: Optional[str] = None, **_options: object) -> None:
         """Build the tree's libraries (planning, and the allocation's torch library when the manifest has one)
         before any case runs: compiling runs the compiler, never the tree's code, so the controller may do it,
         and no rank spends its case's time limit on a cold build. A tree that does not compile is one
         ``UserError`` naming the role and the compiler's first error."""
-        from implementations.xllm_native import build
-
         tree, m, _why = native_mod.resolve(source_dir, dict(files or {}), manifest)
         build.build(tree)
         if m.tensors is not None:
             build.build(tree, tensors=True)
+        native_mod.build_base(m, base_source_dir)
 
     def require(self, role: str) -> None:
-        """``AbsentRoleError`` when the tree's manifest marks ``role`` absent."""
+        """``AbsentRoleError`` when neither the tree nor its base plays ``role``."""
         self.manifest.require(role)
+        if self.manifest.from_base(role):
+            self.base_for(role)
+
+    def base_for(self, role: str) -> XllmNativeImplementation:
+        """The base that plays ``role`` (the manifest leaves it to the base); ``AbsentRoleError`` naming the role
+        when the base's tree is not given or the base's manifest marks the role absent too."""
+        m = self.manifest
+        if self.base is None:
+            raise AbsentRoleError(m.name, role, f"{m.roles[role].base}, and {native_mod.base_missing_reason(m)}")
+        if not self.base.manifest.present(role):
+            raise AbsentRoleError(m.name, role, f"{m.roles[role].base}, whose manifest marks it absent too: "
+                                                f"{self.base.manifest.roles[role].absent}")
+        return self.base
+
+    def plays(self, role: str) -> str:
+        """Who plays ``role``: ``port`` (a tree built from its own sources), ``base`` (the engine around it) or
+        ``tree`` (upstream's cut-out build)."""
+        if self.manifest is not None and self.manifest.from_base(role):
+            return "base"
+        return "port" if self.port else "tree"
 
     def source_note(self) -> str:
         return f"tree {self.native.tree.root}: manifest {self.manifest.name} ({self.native.why})"
@@ -242,6 +289,8 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"parallel.{name}", value, "a whole number >= 1")
         self.require("validation")
+        if self.plays("validation") == "base":
+            return self.base.validate(run)
         self.call(run, "validate", {
             "layerwise_split_size": s, "attn_tp_size": self.port_tp(run),
             "model_type": engine_model_type(run.model.model_type)})
@@ -251,10 +300,16 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         return max(1, run.parallel.world_size // (run.parallel.dp_size * run.parallel.cp_size))
 
     def native_estimate(self, run: RunSpec, split_size: int) -> dict:
-        """The target's capacity from the tree's code, and with a draft its capacity and the common block count."""
+        """The target's capacity from the tree's code, and with a draft its capacity and the common block count.
+        A role left to the base is the base's: its estimation, or (the port estimating) the base's speculative
+        engine on the two capacities the port's estimation computed (``speculative_caps``)."""
         self.require("estimation")
         if run.draft is not None:
             self.require("speculative")
+        if self.plays("estimation") == "base" and (run.draft is None or self.plays("speculative") == "base"):
+            return self.base.native_estimate(run, split_size)
+        if run.draft is not None and self.plays("speculative") == "base":
+            return self.base_speculative(run, split_size)
         tp = self.port_tp(run) if self.port else self.attn_tp_size(run.parallel)
         target = {**self.model_args(run.model), **self.estimate_options(run, run.model, tp, split_size=split_size)}
         if run.draft is None:
@@ -268,6 +323,31 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         values = {**{f"t.{k}": v for k, v in target.items()}, **{f"d.{k}": v for k, v in draft.items()},
                   "draft_body_tp1": run.draft.body_tp1, **self._parallel(run)}
         return self._checked_estimate("speculative", run, self.call(run, "speculative", values))
+
+    def base_speculative(self, run: RunSpec, split_size: int) -> dict:
+        """The draft's capacity as the engine around the port computes it: the port's estimation (or the base's,
+        where the port leaves it) for the target and for the draft engine, then the base's
+        ``SpeculativeEngine::calculate_kv_cache`` on the two capacities."""
+        est = self.base if self.plays("estimation") == "base" else self
+        target_run = replace(run, draft=None)
+        target = est.native_estimate(target_run, split_size)
+        tp = self.port_tp(run) if self.port else self.attn_tp_size(run.parallel)
+        draft_values = {**self.model_args(run.draft, draft=True),
+                        **self.estimate_options(run, run.draft, tp, split_size=1, draft=True)}
+        reply = est.call(run, "estimate", {**draft_values, **self._parallel(run)})
+        draft_cap = reply.get("shape_capacity") or reply.get("capacity")
+        target_cap = target.get("target_shape_capacity") or target.get("target")
+        if not isinstance(draft_cap, dict) or not isinstance(target_cap, dict):
+            raise self._malformed("estimate", "no capacity for the base's speculative engine")
+        target_values = {**self.model_args(run.model),
+                         **self.estimate_options(run, run.model, tp, split_size=split_size)}
+        combined = self.base.call(run, "speculative_caps", {
+            **{f"t.{k}": v for k, v in target_values.items()}, **{f"t.cap.{k}": v for k, v in target_cap.items()},
+            **{f"d.cap.{k}": v for k, v in draft_cap.items()}, "draft_body_tp1": run.draft.body_tp1,
+            **self._parallel(run)})
+        est_out = {**target, "draft": reply.get("capacity"), "draft_shape_capacity": reply.get("shape_capacity"),
+                   "n_blocks": combined.get("n_blocks")}
+        return self._checked_estimate("speculative_caps", run, est_out)
 
     def _malformed(self, op: str, what: str) -> ImplementationFailure:
         return ImplementationFailure(self.native.who, f"the compiled {op} answered {what}")
@@ -292,7 +372,10 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         return est
 
     def owned_masks(self, run: RunSpec, split_size: int) -> list:
-        """Each split rank's owned-layer mask from the tree's layout: ``split_size`` masks of one flag per layer."""
+        """Each split rank's owned-layer mask from the tree's layout: ``split_size`` masks of one flag per layer
+        (the base's, where the port leaves ``ownership`` to it)."""
+        if self.plays("ownership") == "base":
+            return self.base_for("ownership").owned_masks(run, split_size)
         masks = self.call(run, "layout", {**self.model_args(run.model), "layerwise_split_size": split_size}).get("owned")
         n = run.model.num_hidden_layers
         if not isinstance(masks, list) or len(masks) != split_size:
@@ -345,10 +428,12 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
                 notes += [describe_layout(name, layers) for name, layers in published]
         else:
             layer_owner = ()
-        if self.port:
-            notes.insert(0, self.source_note())
         placement = self.place_ranks(run)
         groups = self.split_groups(run, placement)
+        if self.port and active:
+            notes.append(self.tree_groups_note())
+        if self.port:
+            notes.insert(0, self.source_note())
         ranks = self._rank_plans(run, tp, placement, groups, full, layer_owner, layer_bytes, split_size=s,
                                  n_blocks=n_blocks, scratch=scratch, linear=linear,
                                  draft_bytes_per_block=additional)
@@ -381,34 +466,96 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
 
     def published_layouts(self, run: RunSpec, full: tuple, tp: int, s: int, n_blocks: int, cap: dict) -> tuple:
         """The master's layout (role ``layout``) and what the engine passes on (role ``engine``), as the
-        tree computes them: per full layer, the TP ranks holding it and their KV heads."""
+        tree computes them: per full layer, the TP ranks holding it and their KV heads. A role left to an
+        upstream-cut base publishes nothing (upstream's layout is its owner rule: the masks)."""
         model = run.model
         kv_heads = model.num_key_value_heads if model.attention == "gqa" else 1
+        requests = (
+            ("layout", "master layout", "master_layout", {
+                "layer_types": self.model_args(model)["layer_types"], "kv_heads": kv_heads, "world_size": tp,
+                "n_blocks": n_blocks, "block_size": cap["block_size"], "head_dim": model.head_dim,
+                "max_tokens": 0, "dtype_code": TORCH_SCALAR_TYPES[model.dtype], "layerwise_split_size": s,
+                "enable": run.layerwise.enable}),
+            ("engine", "engine layout", "engine", {
+                "per_layer_kv_heads": [kv_heads] * len(full), "world_size": tp, "layerwise_split_size": s,
+                "enable": run.layerwise.enable}))
         out = []
-        self.require("layout")
-        master = self.call(run, "master_layout", {
-            "layer_types": self.model_args(model)["layer_types"], "kv_heads": kv_heads, "world_size": tp,
-            "n_blocks": n_blocks, "block_size": cap["block_size"], "head_dim": model.head_dim,
-            "max_tokens": 0, "dtype_code": TORCH_SCALAR_TYPES[model.dtype], "layerwise_split_size": s,
-            "enable": run.layerwise.enable})
-        out.append(("master layout (" + self.manifest.role("layout").function + ")", master["layout"]))
-        self.require("engine")
-        engine = self.call(run, "engine", {"per_layer_kv_heads": [kv_heads] * len(full), "world_size": tp,
-                                           "layerwise_split_size": s, "enable": run.layerwise.enable})
-        out.append(("engine layout (" + self.manifest.role("engine").function + ")", engine["layout"]))
+        for role, name, op, values in requests:
+            self.require(role)
+            player = self.base_for(role) if self.plays(role) == "base" else self
+            if not player.port:
+                continue
+            whose = "the base's " if player is not self else ""
+            out.append((f"{name} ({whose}{player.manifest.role(role).function})",
+                        player.call(run, op, values)["layout"]))
         return tuple((name, layout_facts(layout, full)) for name, layout in out)
 
     def ownership_mask(self, message: KVPlan, rank: int) -> tuple[bool, ...]:
         """A port: the mask the tree's worker function builds for this rank (role ``worker``)."""
         if not self.port:
             return super().ownership_mask(message, rank)
-        self.require("worker")
         self.worker_split_rank(message, rank)  # the rank must be in the plan
-        model = self._worker_model
-        reply = self.native.call("worker", {"layer_types": self.model_args(model)["layer_types"],
-                                            "layerwise_split_size": message.split_size if message.active else 1,
-                                            "rank": rank, "n_layers": message.num_layers})
-        return tuple(bool(v) for v in reply["owned"])
+        return self.tree_worker_mask(self._worker_model, rank, message.split_size if message.active else 1)
+
+    def tree_worker_mask(self, model: ModelSpec, rank: int, split_size: int,
+                         run: Optional[RunSpec] = None) -> tuple[bool, ...]:
+        """The mask the tree's worker builds for global ``rank`` at ``split_size`` (role ``worker``); the base's
+        where the port leaves it (upstream's ``WorkerImpl``: its layout over split rank ``rank % s``,
+        ``build_layer_cache_owned``)."""
+        self.require("worker")
+        if self.plays("worker") == "base":
+            base = self.base_for("worker")
+            reply = base.native.call("layout", {**base.model_args(model), "layerwise_split_size": split_size},
+                                     timeout_s=self.timeout_s)
+            masks = reply.get("owned")
+            if not isinstance(masks, list) or len(masks) != split_size:
+                raise self._malformed("layout", f"owned {masks!r} from the base for layerwise.split_size {split_size}")
+            return tuple(bool(v) for v in masks[rank % split_size])
+        values = {"layer_types": self.model_args(model)["layer_types"], "layerwise_split_size": split_size,
+                  "rank": rank, "n_layers": model.num_hidden_layers}
+        reply = self.call(run, "worker", values) if run is not None else \
+            self.native.call("worker", values, timeout_s=self.timeout_s)
+        owned = reply.get("owned")
+        if not isinstance(owned, list) or len(owned) != model.num_hidden_layers:
+            raise self._malformed("worker", f"owned {owned!r} for a model of {model.num_hidden_layers} layers")
+        return tuple(bool(v) for v in owned)
+
+    def split_groups(self, run: RunSpec, placement=None) -> tuple[tuple[int, ...], ...]:
+        """A port: the split groups its workers make, read off the tree's worker role. The worker function is
+        asked for every rank's mask; inside each attention TP group, ranks holding the same mask took the same
+        split rank, and the j-th rank of each such class (in rank order) form the j-th split group. A tree whose
+        split rank depends on nothing but the rank (the BI-V100 port: ``rank % s``) has no topology-aware
+        grouping, and ``TREE_GROUPS_NOTE`` says so in the plan. Upstream's tree: its modelled groups."""
+        if not self.port or not self.is_active(run.layerwise):
+            return super().split_groups(run, placement)
+        s = run.layerwise.split_size
+        groups: list = []
+        self._untold = []
+        for tp_group in layout.tp_groups(run.parallel, self.port_tp(run)):
+            classes: dict = {}
+            for rank in tp_group:
+                classes.setdefault(self.tree_worker_mask(run.model, rank, s, run), []).append(rank)
+            columns = list(classes.values())
+            if len(columns) != s:
+                self._untold.append(f"TP group {list(tp_group)}: {len(columns)} distinct masks at s={s}, ranks "
+                                    f"{[c for c in columns if len(c) > len(tp_group) // s]} not told apart")
+            groups += [tuple(c[j] for c in columns if j < len(c)) for j in range(max(len(c) for c in columns))]
+        return tuple(groups)
+
+    def tree_groups_note(self) -> str:
+        """``TREE_GROUPS_NOTE``: where a port's split groups come from, and what its masks could not tell apart."""
+        role = self.base_for("worker").manifest.role("worker") if self.plays("worker") == "base" \
+            else self.manifest.role("worker")
+        untold = getattr(self, "_untold", [])
+        return (f"{TREE_GROUPS_NOTE}: read off each rank's mask from the worker role ({role.function}); no role of "
+                f"the tree reads the topology, so it has no topology-aware grouping"
+                + (f"; {'; '.join(untold)}" if untold else ""))
+
+    def check_cards(self, split_groups: tuple, placement, per_rank_bytes: dict, run: RunSpec) -> None:
+        """A port: none. No role of the tree checks a card's memory or the cards of a split group, so the
+        harness credits it with no such refusal (upstream's tree: its modelled master check)."""
+        if not self.port:
+            super().check_cards(split_groups, placement, per_rank_bytes, run)
 
     def init_worker(self, message: KVPlan, run: RunSpec, *, rank: int, role: str, device: str,
                     expected_digest: str) -> WorkerKVCache:
@@ -416,6 +563,16 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         allocation returns (compiled against torch and run in this rank: ``tensor_worker``); with none, the
         harness allocates the tree's mask."""
         self._worker_model = run.model if role == "target" else run.draft
+        if self.unsplit_by_base(message, role, run):
+            base = self.base
+            if base is None:
+                raise AbsentRoleError(self.manifest.name, "worker", "the allocation with the split off is left to "
+                                      f"the base: {native_mod.base_missing_reason(self.manifest)}")
+            if base.manifest.tensors is None:
+                raise AbsentRoleError(self.manifest.name, "worker", "the allocation with the split off is left to "
+                                      f"the base {base.manifest.name}, whose manifest compiles no allocation")
+            return self.tensor_worker(message, run, rank=rank, role=role, device=device,
+                                      expected_digest=expected_digest, library=base.native)
         if self.manifest.tensors is not None:
             return self.tensor_worker(message, run, rank=rank, role=role, device=device,
                                       expected_digest=expected_digest)
@@ -437,8 +594,23 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
 
     # ---- the tree's allocation, compiled against torch, in this rank ----------------------------------
 
+    def unsplit_by_base(self, message: KVPlan, role: str, run: RunSpec) -> bool:
+        """The worker's allocation is the base's: the manifest's ``allocation.unsplit: base`` and the split off
+        for this worker: s 1, every draft worker (the draft is never split), or the port's engine role passing
+        no layout on (the BI-V100 port's ``maybe_compute_layerwise_layout`` with the flag off: "fallback to
+        uniform allocation")."""
+        if self.manifest.unsplit_allocation != "base":
+            return False
+        if role == "draft" or not message.active:
+            return True
+        if self.plays("engine") != "port":
+            return False
+        reply = self.call(run, "engine", {"per_layer_kv_heads": [1], "world_size": message.attn_tp_size,
+                                          "layerwise_split_size": message.split_size, "enable": run.layerwise.enable})
+        return reply.get("layout") is None
+
     def tensor_worker(self, message: KVPlan, run: RunSpec, *, rank: int, role: str, device: str,
-                      expected_digest: str) -> WorkerKVCache:
+                      expected_digest: str, library: Optional[native_mod.Native] = None) -> WorkerKVCache:
         """The worker's caches as the tree's own allocation made them in this process.
 
         The engine's capacity comes from the tree's estimation (as the engine hands the workers the shape
@@ -452,7 +624,8 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         model = run.model if role == "target" else run.draft
         if model is None:
             raise ConfigError("draft", None, "a draft model is needed for role 'draft'")
-        s = message.split_size if message.active and role == "target" else 1
+        split = message.active and role == "target" and library is None  # the base's allocation: the split off
+        s = message.split_size if split else 1
         tp = message.attn_tp_size
         est = self.native_estimate(run, message.split_size if message.active else 1)
         shape_model = model
@@ -472,18 +645,19 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
                   "device": device}
         if shape_model is not model:
             values.update({f"shape.{k}": v for k, v in self.model_args(shape_model).items()})
-        if self.port and s > 1:
+        if self.port and s > 1 and library is None:
             values["owned"] = [int(m) for m in self.ownership_mask(message, rank)]
-        library = self.native.tensor_library(message.kv_layout)
-        reply, tensors = library.allocate(tensor_lib.request(values))
+        owner = library or self.native
+        reply, tensors = owner.tensor_library(message.kv_layout).allocate(tensor_lib.request(values))
         if "check" in reply:
             c = reply["check"]
-            raise self.native.refusal(native_mod.Check(file=c["file"], line=c["line"], message=c["message"].strip(),
+            raise owner.refusal(native_mod.Check(file=c["file"], line=c["line"], message=c["message"].strip(),
                                                        condition=native_mod.check_condition(c["file"], c["line"])))
-        return self.worker_cache(message, reply, tensors, rank=rank, role=role, model=model, device=device)
+        return self.worker_cache(message, reply, tensors, rank=rank, role=role, model=model, device=device,
+                                 split=split or (message.active and library is None))
 
     def worker_cache(self, message: KVPlan, reply: dict, tensors: list, *, rank: int, role: str,
-                     model: ModelSpec, device: str) -> WorkerKVCache:
+                     model: ModelSpec, device: str, split: bool = True) -> WorkerKVCache:
         """The glue's reply as the rank's caches: each layer's tensors under the harness's names."""
         layers_reply = reply.get("layers")
         if not isinstance(layers_reply, list) or len(layers_reply) != message.num_layers:
@@ -509,7 +683,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
             layers.append(LayerCache(layer_id=layer_id, kind="full" if layer_id in full else "linear",
                                      owned=owned, tensors=held))
         rank_plan = next(r for r in message.ranks if r.rank == rank)
-        if message.active:
+        if message.active and split:
             split_size, split_rank = message.split_size, rank_plan.split_rank
             split_group = tuple(message.split_groups[rank_plan.split_group])
         else:

@@ -23,6 +23,15 @@ implementation raises ``AbsentRoleError`` where a test case needs it (``absent_e
 upstream's big files (``build.generate``); its ``files`` map names each cut role's file.
 ``compile: sources`` (the default) compiles ``sources`` and the glue file, one object each.
 
+``base`` names the engine the port is added to: another manifest (a shipped manifest's name such as
+``upstream_494f293b5``, or a path to a ``.yaml``), whose tree is ``base_source_dir`` (relative to the
+manifest), else ``implementation.base_source_dir``, else ``$LWSPLIT_XLLM_BASE_SRC``. Every role the port's
+manifest leaves out (or marks ``{base: <why>}``) is then played by the base's compiled code, built as the
+base's manifest builds it, in a library of its own (``native.load_base``); ``allocation.unsplit: base``
+gives the worker the base's allocation while the split is off (flag off or s 1). A ``base`` that is a
+folder keeps its older meaning: a base tree whose ``base_include_dirs`` and ``base_sources`` the port's
+build adds.
+
 A mistake gives one ``UserError`` naming the manifest, the key (``roles.ownership.function``)
 and what is allowed. ``detect`` chooses the shipped manifest for a tree given alone (``for_tree``).
 """
@@ -58,7 +67,7 @@ COMPILE_KINDS = ("sources", "upstream-cut")
 TOP_KEYS = {
     "name": str, "description": str, "detect": dict, "compile": str, "include_dirs": list, "defines": list,
     "sources": list, "glue": str, "files": dict, "roles": dict, "base": str, "base_include_dirs": list,
-    "base_sources": list, "tests": str, "allocation": dict,
+    "base_sources": list, "tests": str, "allocation": dict, "base_source_dir": str,
 }
 REQUIRED = ("name", "roles")
 _DEFINE = re.compile(r"^[A-Za-z_]\w*(=[^\s]*)?$")
@@ -83,10 +92,14 @@ class Role:
     file: str = ""
     function: str = ""
     absent: str = ""
+    base: str = ""
+    """Why the base manifest's code plays this role (``{base: <why>}``, or the role left out of a manifest
+    with a base manifest); empty: the port plays it or it is absent."""
 
     @property
     def present(self) -> bool:
-        return not self.absent
+        """The port's own function plays the role."""
+        return not self.absent and not self.base
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -141,6 +154,13 @@ class Manifest:
     base_include_dirs: tuple[str, ...] = ()
     base_sources: tuple[str, ...] = ()
     tests: str = ""
+    base_manifest: Optional[Manifest] = None
+    """``base`` naming a manifest: that manifest, whose compiled code plays every role marked ``base``."""
+    base_source_dir: str = ""
+    """The base manifest's tree as the manifest names it (``base_source_dir``; relative to the manifest)."""
+    unsplit_allocation: str = "port"
+    """``allocation.unsplit``: who allocates while the split is off (flag off or s 1): ``port`` (the
+    manifest's ``allocation``) or ``base`` (the base manifest's allocation, as the engine runs it)."""
     allocation: Optional[Role] = None
     """The tree's own allocation (glue op ``allocate``): the worker holds the tensors it returns. None:
     the harness allocates the tree's mask (the worker role still decides the mask)."""
@@ -155,12 +175,17 @@ class Manifest:
     def present(self, name: str) -> bool:
         return self.roles[name].present
 
+    def from_base(self, name: str) -> bool:
+        """The base manifest's compiled code plays role ``name``."""
+        return bool(self.roles[name].base)
+
     def absent_error(self, name: str) -> AbsentRoleError:
         return AbsentRoleError(self.name, name, self.roles[name].absent)
 
     def require(self, name: str) -> None:
-        """Raise ``AbsentRoleError`` when the tree does not play role ``name``."""
-        if not self.present(name):
+        """Raise ``AbsentRoleError`` when neither the tree nor its base plays role ``name`` (a base role is
+        checked against the base's manifest where it is called: ``native.Native.for_role``)."""
+        if not self.present(name) and not self.from_base(name):
             raise self.absent_error(name)
 
     @property
@@ -172,7 +197,8 @@ class Manifest:
         return (self.path.parent / rel).resolve()
 
     def base_root(self) -> Optional[Path]:
-        if not self.base:
+        """The base tree folder of the older ``base`` (headers and ``base_sources``); None with a base manifest."""
+        if not self.base or self.base_manifest is not None:
             return None
         p = Path(self.base).expanduser()
         return (p if p.is_absolute() else self.path.parent / p).resolve()
@@ -224,25 +250,35 @@ def load(path: object) -> Manifest:
             raise _err(p, "defines", d, "NAME or NAME=VALUE (a C++ macro)")
     roles = {}
     given = data["roles"]
+    base_manifest = _base_manifest(p, data)
     for name in given:
         if name not in ROLES:
             raise _err(p, f"roles.{name}", given[name], f"a role of {', '.join(ROLES)}")
     for name in ROLES:
+        if name not in given and base_manifest is not None:
+            roles[name] = Role(name=name, base=f"left to the base {base_manifest.name}")
+            continue
         if name not in given:
             raise _err(p, f"roles.{name}", None, "{file: ..., function: ...} or {absent: <why>}",
-                       "every role is either played or marked absent")
+                       "every role is either played or marked absent (or, with a base manifest, left to it)")
         spec = given[name]
         if not isinstance(spec, dict) or not spec:
             raise _err(p, f"roles.{name}", spec, "{file: ..., function: ...} or {absent: <why>}")
         for key in spec:
-            if key not in ("file", "function", "absent"):
-                raise _err(p, f"roles.{name}.{key}", spec[key], "file, function or absent")
-        if "absent" in spec:
+            if key not in ("file", "function", "absent", "base"):
+                raise _err(p, f"roles.{name}.{key}", spec[key], "file, function, absent or base")
+        for marker in ("absent", "base"):
+            if marker not in spec:
+                continue
             if len(spec) > 1:
-                raise _err(p, f"roles.{name}", spec, "either absent or file + function, not both")
-            if not isinstance(spec["absent"], str) or not spec["absent"].strip():
-                raise _err(p, f"roles.{name}.absent", spec["absent"], "a reason (text)")
-            roles[name] = Role(name=name, absent=spec["absent"].strip())
+                raise _err(p, f"roles.{name}", spec, f"either {marker} or file + function, not both")
+            if not isinstance(spec[marker], str) or not spec[marker].strip():
+                raise _err(p, f"roles.{name}.{marker}", spec[marker], "a reason (text)")
+            if marker == "base" and base_manifest is None:
+                raise _err(p, f"roles.{name}.base", spec[marker], "a manifest whose base names a manifest "
+                           "(base: upstream_494f293b5, or a path to a .yaml)")
+            roles[name] = Role(name=name, **{marker: spec[marker].strip()})
+        if name in roles:
             continue
         for key in ("file", "function"):
             if not isinstance(spec.get(key), str) or not spec[key].strip():
@@ -253,6 +289,19 @@ def load(path: object) -> Manifest:
     if kind == "sources" and not data.get("sources"):
         raise _err(p, "sources", None, "a list of the tree's .cpp files to compile")
     allocation, tensors = _allocation(p, data)
+    unsplit = (data.get("allocation") or {}).get("unsplit", "port")
+    if unsplit not in ("port", "base") or (unsplit == "base" and base_manifest is None):
+        raise _err(p, "allocation.unsplit", unsplit, "port, or base with a base manifest (base: upstream_494f293b5)",
+                   "who allocates the worker's caches while the split is off (flag off or s 1)")
+    if base_manifest is None:
+        for key in ("base_source_dir",):
+            if key in data:
+                raise _err(p, key, data[key], "only with a base manifest (base: upstream_494f293b5, or a .yaml path)")
+    else:
+        for key in ("base_sources", "base_include_dirs"):
+            if key in data:
+                raise _err(p, key, data[key], "only with a base tree folder (base: <folder>)",
+                           f"the base manifest {base_manifest.name} builds its own sources")
     files = data.get("files", {})
     if not all(isinstance(v, str) for v in files.values()):
         raise _err(p, "files", files, "a mapping of role to path")
@@ -265,12 +314,44 @@ def load(path: object) -> Manifest:
         files=dict(files), roles=roles, base=data.get("base", ""),
         base_include_dirs=_strings(p, "base_include_dirs", data.get("base_include_dirs", [])),
         base_sources=_strings(p, "base_sources", data.get("base_sources", [])), tests=data.get("tests", ""),
-        allocation=allocation, tensors=tensors,
+        allocation=allocation, tensors=tensors, base_manifest=base_manifest,
+        base_source_dir=data.get("base_source_dir", "").strip(), unsplit_allocation=unsplit,
     )
 
 
+def _base_manifest(p: Path, data: dict) -> Optional[Manifest]:
+    """The manifest ``base`` names (a shipped manifest's name, or a ``.yaml`` path relative to ``p``), else None
+    (no base, or a base tree folder)."""
+    base = data.get("base", "").strip()
+    if not base:
+        return None
+    shipped_path = SHIPPED_DIR / f"{base}.yaml"
+    if "/" not in base and not base.endswith((".yaml", ".yml")):
+        if shipped_path.is_file():
+            target = shipped_path
+        elif (p.parent / base).is_dir():
+            return None
+        else:
+            raise _err(p, "base", base, f"a shipped manifest ({', '.join(sorted(q.stem for q in SHIPPED_DIR.glob('*.yaml')))}), "
+                       "a path to a manifest (.yaml) or a base tree folder")
+    else:
+        target = (p.parent / Path(base).expanduser()).resolve()
+        if target.is_dir():
+            return None
+        if not target.is_file():
+            raise _err(p, "base", base, "a shipped manifest, a manifest file (.yaml) or a base tree folder",
+                       f"{target} is missing")
+    if target.resolve() == p:
+        raise _err(p, "base", base, "another manifest", "a manifest cannot be its own base")
+    m = load(target)
+    if m.base_manifest is not None:
+        raise _err(p, "base", base, "a manifest without a base manifest of its own",
+                   f"{m.name} names {m.base_manifest.name} as its base: one level of base only")
+    return m
+
+
 ALLOCATION_KEYS = ("file", "function", "torch", "sources", "base_sources", "glue", "shims", "include_dirs", "defines",
-                   "unity", "layout_defines")
+                   "unity", "layout_defines", "unsplit")
 KV_LAYOUTS = ("heads_major", "tokens_major")
 """The KV layouts a hardware profile names (``hardware.kv_layout``), the keys of ``allocation.layout_defines``."""
 
@@ -337,7 +418,7 @@ def check_tree(m: Manifest, root: Path) -> None:
     from implementations.xllm_native.build import defines
 
     base = m.base_root()
-    if m.base and (base is None or not base.is_dir()):
+    if m.base and m.base_manifest is None and (base is None or not base.is_dir()):
         raise _err(m.path, "base", m.base, "an existing folder (the base tree, relative to the manifest)")
     for key, items, under in (("sources", m.sources, root), ("include_dirs", m.include_dirs, root),
                               ("base_sources", m.base_sources, base), ("base_include_dirs", m.base_include_dirs, base)):

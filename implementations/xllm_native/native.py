@@ -475,3 +475,81 @@ def load(source_dir: Optional[str] = None, files: Optional[Mapping[str, str]] = 
             native.manifest, native.why, native.cache = m, why, cache
             _LOADED[memo] = native
         return _LOADED[memo]
+
+
+ENV_BASE_SOURCE = "LWSPLIT_XLLM_BASE_SRC"
+"""The base manifest's tree when neither the manifest (``base_source_dir``) nor ``implementation.base_source_dir``
+names it."""
+BASE_FIELD = "implementation.base_source_dir"
+
+
+def base_tree_dir(m: manifest_mod.Manifest, base_source_dir: Optional[str] = None) -> tuple[Optional[Path], str]:
+    """The base manifest's tree (None when nothing names it) and what named it: the manifest's
+    ``base_source_dir``, else ``implementation.base_source_dir``, else ``$LWSPLIT_XLLM_BASE_SRC``."""
+    for given, why in ((m.base_source_dir and str(m.beside(m.base_source_dir)), f"{m.path}: base_source_dir"),
+                       (base_source_dir, BASE_FIELD), (os.environ.get(ENV_BASE_SOURCE), f"${ENV_BASE_SOURCE}")):
+        if given:
+            root = Path(str(given)).expanduser()
+            if not root.is_dir():
+                raise UserError(BASE_FIELD if why != f"{m.path}: base_source_dir" else f"{manifest_mod.FIELD}={m.path}: "
+                                "base_source_dir", str(given),
+                                f"an existing folder holding the tree of base manifest {m.base_manifest.name}")
+            return root.resolve(), why
+    return None, ""
+
+
+def base_missing_reason(m: manifest_mod.Manifest) -> str:
+    return (f"the tree of its base {m.base_manifest.name} is not given (the manifest's base_source_dir, "
+            f"{BASE_FIELD}=<path> or ${ENV_BASE_SOURCE})")
+
+
+def _base_error(m: manifest_mod.Manifest, root: Path, exc: UserError) -> UserError:
+    """A base that does not resolve or compile: named as the base's, never as the port's."""
+    return UserError(f"{manifest_mod.FIELD}={m.path}: base", m.base,
+                     f"a base tree that builds as its manifest {m.base_manifest.name} builds it",
+                     f"the base {m.base_manifest.name} (tree {root}) failed, not the port: "
+                     f"{exc.detail or exc}" + (f" [{exc.field}]" if exc.detail else ""))
+
+
+def resolve_base(m: manifest_mod.Manifest, base_source_dir: Optional[str] = None
+                 ) -> Optional[tuple[build.TreeMap, manifest_mod.Manifest]]:
+    """The base manifest's tree and manifest, checked (None: no base manifest, or its tree not given)."""
+    if m.base_manifest is None:
+        return None
+    root, _why = base_tree_dir(m, base_source_dir)
+    if root is None:
+        return None
+    try:
+        tree, bm, _ = resolve(str(root), None, str(m.base_manifest.path))
+    except UserError as exc:
+        raise _base_error(m, root, exc) from None
+    return tree, bm
+
+
+def build_base(m: manifest_mod.Manifest, base_source_dir: Optional[str] = None, *, cache: Optional[Path] = None) -> None:
+    """Build the base's libraries (planning, and its allocation's when it has one) as its manifest builds them;
+    a failure names the base."""
+    found = resolve_base(m, base_source_dir)
+    if found is None:
+        return
+    tree, bm = found
+    try:
+        build.build(tree, root=cache)
+        if bm.tensors is not None:
+            build.build(tree, root=cache, tensors=True)
+    except UserError as exc:
+        raise _base_error(m, tree.root, exc) from None
+
+
+def load_base(m: manifest_mod.Manifest, base_source_dir: Optional[str] = None, *,
+              cache: Optional[Path] = None) -> Optional[Native]:
+    """The base manifest's library (its own host), built as the base's manifest builds it; None when the
+    manifest has no base manifest or its tree is not given (``base_missing_reason``)."""
+    found = resolve_base(m, base_source_dir)
+    if found is None:
+        return None
+    tree, bm = found
+    try:
+        return load(str(tree.root), None, cache=cache, manifest=str(bm.path))
+    except UserError as exc:
+        raise _base_error(m, tree.root, exc) from None

@@ -71,25 +71,6 @@ Json& layer_facts(Json& j, const xllm::ModelArgs& args, int64_t n_layers) {
       .raw("indexer_layers", array(std::vector<int>(indexer.begin(), indexer.end())));
 }
 
-// Every KVCacheCapacity property, as the engine hands it to KVCacheShape (the tensor library's
-// allocate takes them back as cap.<name>).
-std::string shape_capacity(const xllm::KVCacheCapacity& c) {
-  Json j;
-  j.num("n_blocks", c.n_blocks()).num("cache_size_in_bytes", c.cache_size_in_bytes())
-      .num("block_size", c.block_size()).num("slot_size", c.slot_size())
-      .num("index_slot_size", c.index_slot_size()).num("num_indexer_layers", c.num_indexer_layers())
-      .num("enable_indexer_cache_quant", c.enable_indexer_cache_quant() ? 1 : 0)
-      .num("scale_slot_size", c.scale_slot_size()).num("linear_slot_size", c.linear_slot_size())
-      .num("linear_cache_size_in_bytes", c.linear_cache_size_in_bytes())
-      .num("linear_conv_state_len", c.linear_conv_state_len())
-      .num("linear_ssm_checkpoint_stride", c.linear_ssm_checkpoint_stride())
-      .num("n_layers", c.n_layers()).num("num_linear_state_blocks", c.num_linear_state_blocks())
-      .num("num_full_attention_layers", c.num_full_attention_layers())
-      .num("num_linear_attention_layers", c.num_linear_attention_layers())
-      .num("swa_count", c.swa_count()).num("c4_count", c.c4_count()).num("c128_count", c.c128_count());
-  return j.str();
-}
-
 // Role: master startup validation (validate_layerwise_split_size_startup_config).
 std::string op_validate(const Request& req) {
   set_parallel(req, "");
@@ -149,6 +130,37 @@ std::string op_speculative(const Request& req) {
   return layer_facts(j, engine.model_args_, target.n_layers()).str();
 }
 
+// A KVCacheCapacity handed in (``<p>cap.<name>``: every property shape_capacity answers), as another
+// library's estimation computed it.
+xllm::KVCacheCapacity capacity_of(const Request& req, const std::string& p) {
+  xllm::KVCacheCapacity c;
+  c.n_blocks(req.i64(p + "n_blocks")).cache_size_in_bytes(req.i64(p + "cache_size_in_bytes"));
+  c.block_size(req.i64(p + "block_size")).slot_size(req.i64(p + "slot_size"));
+  c.index_slot_size(req.i64(p + "index_slot_size")).num_indexer_layers(req.i64(p + "num_indexer_layers"));
+  c.enable_indexer_cache_quant(req.flag(p + "enable_indexer_cache_quant"));
+  c.scale_slot_size(req.i64(p + "scale_slot_size")).linear_slot_size(req.i64(p + "linear_slot_size"));
+  c.linear_cache_size_in_bytes(req.i64(p + "linear_cache_size_in_bytes"));
+  c.linear_conv_state_len(req.i64(p + "linear_conv_state_len"));
+  c.linear_ssm_checkpoint_stride(req.i64(p + "linear_ssm_checkpoint_stride", 1));
+  c.n_layers(req.i64(p + "n_layers")).num_linear_state_blocks(req.i64(p + "num_linear_state_blocks"));
+  c.num_full_attention_layers(req.i64(p + "num_full_attention_layers"));
+  c.num_linear_attention_layers(req.i64(p + "num_linear_attention_layers"));
+  c.swa_count(req.i64(p + "swa_count")).c4_count(req.i64(p + "c4_count")).c128_count(req.i64(p + "c128_count"));
+  return c;
+}
+
+// Role: speculative, as the engine around a port runs it (SpeculativeEngine::calculate_kv_cache) on the
+// two capacities the port's estimation computed (t.cap.*, d.cap.*), the target's ModelArgs (t.*).
+std::string op_speculative_caps(const Request& req) {
+  set_parallel(req, "t.");
+  xllm::SpeculativeEngine engine;
+  engine.model_args_ = model_args(req, "t.");
+  engine.options_.enable_mtp_draft_body_tp1_ = req.flag("draft_body_tp1");
+  engine.options_.is_draft_engine_ = false;
+  const int64_t n_blocks = engine.calculate_kv_cache(capacity_of(req, "t.cap."), capacity_of(req, "d.cap."));
+  return Json().num("n_blocks", n_blocks).str();
+}
+
 }  // namespace
 
 std::string dispatch(const Request& req) {
@@ -157,6 +169,7 @@ std::string dispatch(const Request& req) {
   if (op == "estimate") return op_estimate(req);
   if (op == "layout") return op_layout(req);
   if (op == "speculative") return op_speculative(req);
+  if (op == "speculative_caps") return op_speculative_caps(req);
   throw std::invalid_argument("unknown op " + op);
 }
 

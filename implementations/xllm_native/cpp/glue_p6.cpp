@@ -90,7 +90,8 @@ std::string op_estimate(const Request& req) {
     full.push_back(xllm::is_full_attention_layer(args, layer) ? 1 : 0);
   }
   const std::vector<bool> indexer = xllm::resolve_indexer_cache_enabled_layers(args, cap.n_layers());
-  return Json().raw("capacity", capacity(cap)).raw("full_attention", array(full))
+  return Json().raw("capacity", capacity(cap)).raw("shape_capacity", shape_capacity(cap))
+      .raw("full_attention", array(full))
       .raw("indexer_layers", array(ints(indexer))).str();
 }
 #endif

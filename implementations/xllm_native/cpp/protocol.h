@@ -246,6 +246,26 @@ std::string capacity(const Capacity& c) {
   return j.str();
 }
 
+// Every KVCacheCapacity property, as the engine hands it to KVCacheShape (the tensor library's allocate
+// takes them back as cap.<name>; a base library's speculative_caps as t.cap.<name> / d.cap.<name>).
+template <typename Capacity>
+std::string shape_capacity(const Capacity& c) {
+  Json j;
+  j.num("n_blocks", c.n_blocks()).num("cache_size_in_bytes", c.cache_size_in_bytes())
+      .num("block_size", c.block_size()).num("slot_size", c.slot_size())
+      .num("index_slot_size", c.index_slot_size()).num("num_indexer_layers", c.num_indexer_layers())
+      .num("enable_indexer_cache_quant", c.enable_indexer_cache_quant() ? 1 : 0)
+      .num("scale_slot_size", c.scale_slot_size()).num("linear_slot_size", c.linear_slot_size())
+      .num("linear_cache_size_in_bytes", c.linear_cache_size_in_bytes())
+      .num("linear_conv_state_len", c.linear_conv_state_len())
+      .num("linear_ssm_checkpoint_stride", c.linear_ssm_checkpoint_stride())
+      .num("n_layers", c.n_layers()).num("num_linear_state_blocks", c.num_linear_state_blocks())
+      .num("num_full_attention_layers", c.num_full_attention_layers())
+      .num("num_linear_attention_layers", c.num_linear_attention_layers())
+      .num("swa_count", c.swa_count()).num("c4_count", c.c4_count()).num("c128_count", c.c128_count());
+  return j.str();
+}
+
 }  // namespace
 
 // Defined by the glue file: answers one request (op=...).
