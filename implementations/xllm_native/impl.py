@@ -241,6 +241,8 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
             value = getattr(run.parallel, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"parallel.{name}", value, "a whole number >= 1")
+        if self.manifest.role("validation").none:
+            return  # the engine's start-up path calls no validation: the tree accepts every configuration
         self.require("validation")
         self.call(run, "validate", {
             "layerwise_split_size": s, "attn_tp_size": self.port_tp(run),

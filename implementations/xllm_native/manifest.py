@@ -60,14 +60,19 @@ TOP_KEYS = {
     "base_sources": list, "tests": str, "allocation": dict,
 }
 REQUIRED = ("name", "roles")
+ROLE_FORMS = "{file: ..., function: ...}, {absent: <why>} or {none: <why>}"
+"""A role's three forms: played by a function, absent from the tree, or never called by the engine."""
 _DEFINE = re.compile(r"^[A-Za-z_]\w*(=[^\s]*)?$")
 
 
 class AbsentRoleError(PlanError):
     """A test case needs a role the tree's manifest marks absent: a failed case, never a model of it."""
 
-    def __init__(self, manifest: str, role: str, reason: str = "") -> None:
-        detail = f"the tree implements no {ROLES[role]}: manifest role `{role}` is absent"
+    def __init__(self, manifest: str, role: str, reason: str = "", *, uncalled: bool = False) -> None:
+        if uncalled:
+            detail = (f"the engine's start-up path calls no {ROLES[role]}: manifest role `{role}` is none")
+        else:
+            detail = f"the tree implements no {ROLES[role]}: manifest role `{role}` is absent"
         if reason:
             detail += f"; {reason}"
         super().__init__("implementation", manifest, f"a tree implementing manifest role `{role}`", detail)
@@ -76,16 +81,24 @@ class AbsentRoleError(PlanError):
 
 @dataclass(frozen=True, kw_only=True)
 class Role:
-    """One role: the tree's file and function playing it, or why it is absent."""
+    """One role: the tree's file and function playing it, why it is absent, or why the engine calls nothing
+    for it (``none``: for validation, the tree accepts every configuration)."""
 
     name: str
     file: str = ""
     function: str = ""
     absent: str = ""
+    none: str = ""
+    """Why the engine's start-up path calls no function for this role (the tree may still define one)."""
 
     @property
     def present(self) -> bool:
-        return not self.absent
+        return not self.absent and not self.none
+
+    @property
+    def state(self) -> str:
+        """``played``, ``absent`` or ``none``."""
+        return "absent" if self.absent else "none" if self.none else "played"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,7 +168,8 @@ class Manifest:
         return self.roles[name].present
 
     def absent_error(self, name: str) -> AbsentRoleError:
-        return AbsentRoleError(self.name, name, self.roles[name].absent)
+        role = self.roles[name]
+        return AbsentRoleError(self.name, name, role.absent or role.none, uncalled=bool(role.none))
 
     def require(self, name: str) -> None:
         """Raise ``AbsentRoleError`` when the tree does not play role ``name``."""
@@ -228,20 +242,21 @@ def load(path: object) -> Manifest:
             raise _err(p, f"roles.{name}", given[name], f"a role of {', '.join(ROLES)}")
     for name in ROLES:
         if name not in given:
-            raise _err(p, f"roles.{name}", None, "{file: ..., function: ...} or {absent: <why>}",
-                       "every role is either played or marked absent")
+            raise _err(p, f"roles.{name}", None, ROLE_FORMS, "every role is either played or marked absent")
         spec = given[name]
         if not isinstance(spec, dict) or not spec:
-            raise _err(p, f"roles.{name}", spec, "{file: ..., function: ...} or {absent: <why>}")
+            raise _err(p, f"roles.{name}", spec, ROLE_FORMS)
         for key in spec:
-            if key not in ("file", "function", "absent"):
-                raise _err(p, f"roles.{name}.{key}", spec[key], "file, function or absent")
-        if "absent" in spec:
+            if key not in ("file", "function", "absent", "none"):
+                raise _err(p, f"roles.{name}.{key}", spec[key], "file, function, absent or none")
+        unplayed = [key for key in ("absent", "none") if key in spec]
+        if unplayed:
+            key = unplayed[0]
             if len(spec) > 1:
-                raise _err(p, f"roles.{name}", spec, "either absent or file + function, not both")
-            if not isinstance(spec["absent"], str) or not spec["absent"].strip():
-                raise _err(p, f"roles.{name}.absent", spec["absent"], "a reason (text)")
-            roles[name] = Role(name=name, absent=spec["absent"].strip())
+                raise _err(p, f"roles.{name}", spec, f"either {key} or file + function, not both")
+            if not isinstance(spec[key], str) or not spec[key].strip():
+                raise _err(p, f"roles.{name}.{key}", spec[key], "a reason (text)")
+            roles[name] = Role(name=name, **{key: spec[key].strip()})
             continue
         for key in ("file", "function"):
             if not isinstance(spec.get(key), str) or not spec[key].strip():

@@ -70,7 +70,7 @@ def write_manifest(tmp_path: Path, old: str = "", new: str = "", *, text: str = 
 @pytest.mark.parametrize("old, new, words", [
     ("name: fixture_port\n", "name: fixture_port\ncolour: red\n", ["colour='red'", "a key of name, description"]),
     ("  speculative: {absent: \"the fixture has no speculative engine\"}\n", "",
-     ["roles.speculative=None", "or {absent: <why>}", "every role is either played or marked absent"]),
+     ["roles.speculative=None", "{absent: <why>} or {none: <why>}", "every role is either played or marked absent"]),
     ("  worker:", "  workers:", ["roles.workers=", "a role of validation, ownership"]),
     ("defines: [FXPORT_BUILD=1]", "defines: [\"-O3 x\"]", ["defines='-O3 x'", "NAME or NAME=VALUE"]),
     ("function: fx_master_layout}", "function: fx_master_layout, absent: x}", ["roles.layout", "not both"]),
