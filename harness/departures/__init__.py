@@ -31,6 +31,9 @@ class Finding:
     tcs: tuple[str, ...] = ()
     function: str = ""
     file: str = ""
+    detail: str = ""
+    """This case's own figures where they differ from case to case (a block count): shown beside the case,
+    not part of what makes two findings one departure."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,7 +81,7 @@ def group(findings: Iterable[Finding]) -> tuple[Departure, ...]:
         order.setdefault((f.role, f.rule, f.tree, f.spec), []).append(f)
     out = []
     for (role, rule, tree, spec), found in order.items():
-        cases = tuple(dict.fromkeys(f.case for f in found))
+        cases = tuple(dict.fromkeys(f"{f.case} ({f.detail})" if f.detail else f.case for f in found))
         tcs = tuple(sorted({tc for f in found for tc in f.tcs}))
         out.append(Departure(role=role, rule=rule, tree=tree, spec=spec, function=found[0].function,
                              file=found[0].file, cases=cases, tcs=tcs))

@@ -47,6 +47,8 @@ class JudgedCase:
     run: object
     tcs: tuple[str, ...] = ALL_TCS
     refusal: bool = False
+    only: str = ""
+    """One role judged on this case alone (``speculative`` for a case with a draft); empty: every role."""
 
 
 def case_tcs(split_active: bool, draft: bool = False) -> tuple[str, ...]:
@@ -79,11 +81,12 @@ class Judge:
 
     # ---- bookkeeping ---------------------------------------------------------------------------------
 
-    def add(self, role: str, rule: str, tree: str, spec: str, case: JudgedCase, tcs: Optional[tuple] = None) -> None:
+    def add(self, role: str, rule: str, tree: str, spec: str, case: JudgedCase, tcs: Optional[tuple] = None, *,
+            detail: str = "") -> None:
         _, _, function, file = self.states[role]
         wanted = ROLE_TCS[role] if tcs is None else tcs
         self.findings.append(Finding(role=role, rule=rule, tree=tree, spec=spec, case=case.id, function=function,
-                                     file=file, tcs=tuple(tc for tc in wanted if tc in case.tcs)))
+                                     file=file, tcs=tuple(tc for tc in wanted if tc in case.tcs), detail=detail))
 
     def guarded(self, role: str, case: JudgedCase, call: Callable):
         """``call()``'s answer, or None after recording its refusal or crash as ``role``'s departure."""
@@ -122,9 +125,10 @@ class Judge:
         state, why, _, _ = self.states["validation"]
         if state == "absent":
             for case in self.cases:
-                self.played("validation", case)
+                if not case.only:
+                    self.played("validation", case)
             return
-        refused = [(c, oracle.expected_rejection(c.run)) for c in self.cases]
+        refused = [(c, oracle.expected_rejection(c.run)) for c in self.cases if not c.only]
         if state == "none":  # the engine validates nothing: every configuration is accepted, one root cause
             spec = "refuses " + ", ".join(sorted({r.field for c, r in refused if r is not None}))
             for case, rejection in refused:
@@ -157,6 +161,10 @@ class Judge:
 
     def judge_case(self, case: JudgedCase) -> None:
         run = case.run
+        if case.only == "speculative":
+            if self.played("speculative", case):
+                self.judge_speculative(case, oracle.split_size(run))
+            return
         s = oracle.split_size(run)
         expected = oracle.expected_capacity(replace(run, draft=None))
         full = tuple(oracle.expected_full_layers(run.model))
@@ -185,8 +193,6 @@ class Judge:
                     break
                 answers.append((rank, mask, oracle.expected_rank_owned_layers(run, rank)))
             self.judge_masks("worker", case, "the worker of rank", answers)
-        if getattr(run, "draft", None) is not None and self.played("speculative", case):
-            self.judge_speculative(case, s)
         state = self.states["allocation"][0]
         if state == "absent" or state == "played":
             self.judge_allocation(case, s, expected)
@@ -200,9 +206,13 @@ class Judge:
         if tree_full != full:
             self.add("estimation", "full-attention layers (FEATURE 4)", _layers(tree_full), _layers(full), case)
         for key, field, rule in ESTIMATE_FIGURES:
-            if key in cap and cap[key] != getattr(expected, field):
-                at = f" at s {s}" if key == "n_blocks" else ""
-                self.add("estimation", rule + at, str(cap[key]), str(getattr(expected, field)), case)
+            if key not in cap or cap[key] == getattr(expected, field):
+                continue
+            if key == "n_blocks":  # a consequence of every figure above: one line, each case's counts beside it
+                self.add("estimation", rule, "another block count", "the spec's", case,
+                         detail=f"tree {cap[key]}, spec {expected.n_blocks} at s {s}")
+            else:
+                self.add("estimation", rule, str(cap[key]), str(getattr(expected, field)), case)
 
     def judge_masks(self, role: str, case: JudgedCase, who: str, answers: Sequence[tuple]) -> None:
         """Each (rank, mask, the spec's owned full layers) of one case: one departure for the full layers of every
@@ -218,8 +228,9 @@ class Judge:
             least = min(least, sum(1 for layer in linear if layer < len(mask) and mask[layer]))
         if wrong:
             self.add(role, "the k-th full layer is owned by split position k % s (FEATURE 4)",
-                     "; ".join(f"{who} {r} owns {_layers(h)}" for r, h, _ in wrong),
-                     "; ".join(f"{who} {r} owns {_layers(w)}" for r, _, w in wrong), case)
+                     f"{'split ranks' if who == 'split rank' else 'workers'} own other full layers",
+                     "each its position's", case,
+                     detail="; ".join(f"{who} {r} owns {_layers(h)}, spec {_layers(w)}" for r, h, w in wrong))
         if least < len(linear):
             what = "no linear-attention layer" if least == 0 else f"{least} of {len(linear)} linear-attention layers"
             self.add(role, "every rank owns every linear-attention layer (FEATURE 4, 7)", f"a rank owns {what}",
@@ -247,8 +258,9 @@ class Judge:
             if all(len(ranks) == tp for _, ranks, _ in layout):
                 tree, spec = "every full layer on every TP rank", "each full layer on its owner's rank of each split group"
             else:
-                tree, spec = f"TP rank {r} holds {_layers(held)} ({len(wrong)} of {tp} ranks wrong)", _layers(want)
-            self.add(role, f"{name} places each full layer at its owner (FEATURE 4, 8)", tree, spec, case)
+                tree, spec = "full layers on other TP ranks", "each full layer on its owner's rank of each split group"
+            self.add(role, f"{name} places each full layer at its owner (FEATURE 4, 8)", tree, spec, case,
+                     detail=f"TP rank {r} holds {_layers(held)}, spec {_layers(want)} ({len(wrong)} of {tp} ranks wrong)")
 
     def judge_speculative(self, case: JudgedCase, s: int) -> None:
         est = self.guarded("speculative", case, lambda: native_roles.speculative(self.impl, case.run, s))
