@@ -140,8 +140,7 @@ def tree_departures(tree: Path, models, layerwise, manifest: Optional[str] = Non
     from harness.departures import cases, judge
     from implementations.xllm_native import XllmNativeImplementation
 
-    impl = XllmNativeImplementation(source_dir=str(tree), manifest=manifest)
-    XllmNativeImplementation.prepare(source_dir=str(tree), manifest=manifest)
+    impl = XllmNativeImplementation(source_dir=str(tree), manifest=manifest)  # builds its planning library
     found = judge.judge(impl, cases.standard_cases(models, layerwise) + cases.refusal_cases())
     return replace(found, tree=tree.name)
 

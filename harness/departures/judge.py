@@ -255,12 +255,12 @@ class Judge:
                 wrong.append((r, held, want))
         if wrong:
             r, held, want = wrong[0]
-            if all(len(ranks) == tp for _, ranks, _ in layout):
-                tree, spec = "every full layer on every TP rank", "each full layer on its owner's rank of each split group"
-            else:
-                tree, spec = "full layers on other TP ranks", "each full layer on its owner's rank of each split group"
-            self.add(role, f"{name} places each full layer at its owner (FEATURE 4, 8)", tree, spec, case,
-                     detail=f"TP rank {r} holds {_layers(held)}, spec {_layers(want)} ({len(wrong)} of {tp} ranks wrong)")
+            every = all(len(ranks) == tp for _, ranks, _ in layout)
+            self.add(role, f"{name} places each full layer at its owner (FEATURE 4, 8)",
+                     "every full layer on every TP rank" if every else "full layers on other TP ranks",
+                     "each full layer on its owner's rank of each split group", case,
+                     detail="" if every else f"TP rank {r} holds {_layers(held)}, spec {_layers(want)} "
+                                             f"({len(wrong)} of {tp} ranks wrong)")
 
     def judge_speculative(self, case: JudgedCase, s: int) -> None:
         est = self.guarded("speculative", case, lambda: native_roles.speculative(self.impl, case.run, s))

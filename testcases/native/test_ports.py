@@ -133,7 +133,7 @@ def test_a_tree_given_alone_gets_the_shipped_manifest_that_fits_and_says_why():
     m, why = manifest.for_tree(FIXTURE)
     assert m.name == "p6_v2_1ac802"
     assert "core/runtime/worker_layerwise_init.cpp" in why and "no core/framework/kv_cache/kv_cache_estimation.cpp" in why
-    with pytest.raises(UserError, match="validate_layerwise_split_enablement not found"):
+    with pytest.raises(UserError, match="build_layer_cache_owned not found"):
         manifest.check_tree(m, FIXTURE)
     with pytest.raises(UserError, match="a tree one shipped manifest fits"):
         manifest.for_tree(FIXTURE / "core")

@@ -1,0 +1,176 @@
+"""Role-by-role departures (``harness.departures``): each role a tree plays judged on its own, so that a
+departure an end-to-end run hides behind an earlier one still reads, once.
+
+The fixture port built by ``fixture_port/manifest_planted.yaml`` has a master that CHECKs at s 4, a slot counted
+twice, workers that own no linear layer, and a validator nothing in its start-up path calls
+(``validation: {none: ...}``). End to end, its s 4 plan stops on the master's CHECK; role by role, each
+planted defect is one line of its list, and none of them is on the plain fixture's list. The real trees
+(``real_tree``: both BI-V100 snapshots under ``../shared``) are judged the same way in their own CI step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from contract.errors import UserError
+from contract.specs import CacheSpec
+from harness import departures, native_verdicts
+from harness.departures.judge import JudgedCase, case_tcs, judge
+from implementations.xllm_native import build
+from testcases.native.test_ports import PORTS, real_tree
+from testcases.unit import _models as M
+
+pytestmark = pytest.mark.slow  # builds C++: scheduled first
+
+FIXTURE = Path(__file__).resolve().parent / "fixture_port"
+QWEN = replace(M.QWEN3_5_MOE, layer_types=tuple("full_attention" if (layer + 1) % 4 == 0 else "linear_attention"
+                                                 for layer in range(40)))
+
+
+def run(split: int, **kw):
+    return M.run_spec(QWEN, split=split, world=4, budget_bytes=1 << 30, cache=CacheSpec(block_size=16), **kw)
+
+
+CASES = (JudgedCase(id="qwen-s2", run=run(2), tcs=case_tcs(True)),
+         JudgedCase(id="qwen-s4", run=run(4), tcs=case_tcs(True)),
+         JudgedCase(id="s-not-dividing-tp", run=run(3), tcs=("TC-01",), refusal=True),
+         JudgedCase(id="cp2", run=run(2, cp=2), tcs=("TC-01",), refusal=True))
+
+
+def impl_of(cache, manifest: str):
+    os.environ[build.ENV_CACHE] = str(cache)
+    from implementations.xllm_native import XllmNativeImplementation
+
+    return XllmNativeImplementation(source_dir=str(FIXTURE), manifest=str(FIXTURE / manifest))
+
+
+@pytest.fixture(scope="module")
+def lists(cache):
+    """The departure lists of the planted and the plain fixture port on ``CASES``, and the planted tree."""
+    try:
+        planted = impl_of(cache, "manifest_planted.yaml")
+        plain = impl_of(cache, "manifest.yaml")
+        yield judge(planted, CASES), judge(plain, CASES), planted
+    finally:
+        os.environ.pop(build.ENV_CACHE, None)
+
+
+PLANTED = {
+    "master CHECK at s 4": lambda d: d.role == "layout" and "CHECK_LE(split_size, 2)" in d.tree,
+    "slot counted twice": lambda d: d.role == "estimation" and d.rule.startswith("KV slot bytes")
+    and (d.tree, d.spec) == ("2048", "1024"),
+    "linear layers not owned": lambda d: d.role == "worker" and "linear-attention" in d.rule
+    and d.tree == "a rank owns no linear-attention layer",
+    "validator nothing calls": lambda d: d.role == "validation" and d.tree.startswith("accepts every configuration")
+    and "nothing in the start-up path calls check_split_config" in d.tree,
+}
+
+
+@pytest.mark.parametrize("defect", list(PLANTED))
+def test_each_planted_defect_is_one_line_of_the_planted_list_and_none_of_the_plain(lists, defect):
+    planted, plain, _ = lists
+    found = [d for d in planted.departures if PLANTED[defect](d)]
+    assert len(found) == 1, departures.markdown([planted])
+    assert not [d for d in plain.departures if PLANTED[defect](d)], departures.markdown([plain])
+
+
+def test_the_master_check_hides_the_rest_end_to_end_but_not_role_by_role(lists):
+    planted, _, impl = lists
+    with pytest.raises(UserError, match=r"CHECK_LE\(split_size, 2\)"):
+        impl.plan(run(4))
+    (check,) = [d for d in planted.departures if PLANTED["master CHECK at s 4"](d)]
+    assert check.cases == ("qwen-s4",) and "TC-01" in check.tcs, check
+    for name in ("slot counted twice", "linear layers not owned"):
+        (d,) = [d for d in planted.departures if PLANTED[name](d)]
+        assert "qwen-s4" in d.cases, d
+    (refusals,) = [d for d in planted.departures if PLANTED["validator nothing calls"](d)]
+    assert refusals.cases == ("s-not-dividing-tp", "cp2") and refusals.tcs == ("TC-01",), refusals
+    assert "layerwise.split_size" in refusals.spec and "parallel.cp_size" in refusals.spec
+
+
+def test_the_plain_fixtures_own_defects_read_once_with_their_function(lists):
+    _, plain, _ = lists
+    (never_split,) = [d for d in plain.departures if d.role == "layout"]
+    assert never_split.tree == "every full layer on every TP rank" and never_split.cases == ("qwen-s2", "qwen-s4")
+    assert never_split.function == "fx_master_layout" and never_split.file.endswith("layerwise_split_master.cpp")
+    (tp_rule,) = [d for d in plain.departures if d.role == "validation" and "layerwise.split_size" in d.rule]
+    assert tp_rule.tree == "accepts" and tp_rule.cases == ("s-not-dividing-tp",), tp_rule
+    (absent,) = [d for d in plain.departures if d.role == "speculative"] or [None]
+    assert absent is None  # no case here has a draft: an absent role is listed only where a case needs it
+
+
+def test_the_command_writes_the_list_and_diffs_two_snapshots(lists, tmp_path, cache, capsys, monkeypatch):
+    planted, plain, _ = lists
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / departures.DEPARTURES_FILE).write_text(json.dumps(departures.to_json([planted])))
+    monkeypatch.setenv(build.ENV_CACHE, str(cache))
+    out = tmp_path / "out"
+    code = native_verdicts.main(["--tree", str(FIXTURE), "--manifest", str(FIXTURE / "manifest.yaml"), "--roles-only",
+                                 "--models", "qwen3_5_moe", "--layerwise", "s2,s4", "--out", str(out),
+                                 "--against", str(old)])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert printed.index("### Departures of fixture_port") < printed.index("### Since ")
+    written = departures.load(out)
+    assert [t.manifest for t in written] == ["fixture_port"] and written[0].roles["validation"] == "played"
+    gone = printed[printed.index("### Since"):]
+    assert "- gone: **worker**: every rank owns every linear-attention layer" in gone, gone
+    assert "- gone: **validation**: start-up refuses what FEATURE 3 refuses" in gone, gone
+    assert (out / "departures.md").read_text().startswith("### Departures of fixture_port")
+    assert sorted(p.name for p in out.iterdir()) == ["departures.json", "departures.md"]
+
+
+def test_a_bad_against_or_out_is_one_error_line_and_exit_2(tmp_path, capsys):
+    assert native_verdicts.main(["--tree", str(FIXTURE), "--roles-only", "--against", str(tmp_path / "nope")]) == 2
+    assert native_verdicts.main(["--tree", str(FIXTURE), "--roles-only", "--out", str(FIXTURE / "glue.cpp")]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert [line.split("=")[0] for line in lines] == ["error: --against", "error: --out"], lines
+
+
+def test_grouping_and_diff_on_plain_records():
+    """One root cause over several cases reads once; a diff keys on role, rule and figures, not on cases."""
+    f = dict(role="estimation", rule="r", tree="0", spec="256")
+    found = departures.group([departures.Finding(case="a", tcs=("TC-02",), **f),
+                              departures.Finding(case="b", tcs=("TC-01",), **f),
+                              departures.Finding(case="a", tcs=(), **{**f, "tree": "1"})])
+    assert [(d.tree, d.cases, d.tcs) for d in found] == [("0", ("a", "b"), ("TC-01", "TC-02")), ("1", ("a",), ())]
+    moved = replace(found[0], cases=("c",))
+    d = departures.diff(found, [moved])
+    assert (d.new, d.gone, d.remaining) == ((), (found[1],), (moved,))
+
+
+# ---- the real trees, in their own CI step ----------------------------------------------------------------
+
+
+def _real(name: str):
+    return native_verdicts.tree_departures(PORTS[name], ("qwen3_5_moe", "deepseek_v32", "glm_moe_dsa"),
+                                           ("off", "s2", "s4"))
+
+
+@pytest.mark.real_tree
+@real_tree(*PORTS.values())
+def test_the_two_snapshots_get_different_lists_and_v3_shows_what_its_master_check_hides(cache, monkeypatch):
+    monkeypatch.setenv(build.ENV_CACHE, str(cache))
+    v2, v3 = _real("p6_v2_1ac802"), _real("p6_v3_latest")
+    assert {d.key for d in v2.departures} != {d.key for d in v3.departures}
+    linear = [d for d in v3.departures if d.role == "worker" and "linear-attention" in d.rule]
+    assert len(linear) == 1 and "qwen3_5_moe-s2" in linear[0].cases, departures.markdown([v3])
+    assert not [d for d in v2.departures if d.role == "worker" and "linear-attention" in d.rule]
+    dsa = [f"{m}-{s}" for m in ("deepseek_v32", "glm_moe_dsa") for s in ("s2", "s4")]
+    check = [d for d in v3.departures if d.role == "layout" and "CHECK_GT(full_attn_count, 0)" in d.tree]
+    assert len(check) == 1 and set(dsa) <= set(check[0].cases), departures.markdown([v3])
+    index = [d for d in v3.departures if d.role == "estimation" and d.rule.startswith("DSA index slot")]
+    assert len(index) == 1 and set(dsa) <= set(index[0].cases) and index[0].tree == "0", departures.markdown([v3])
+    blocks = [d for d in v3.departures if d.role == "estimation" and d.rule.startswith("block count")]
+    assert len(blocks) == 1 and all(any(c.startswith(x + " (tree ") for c in blocks[0].cases) for x in dsa)
+    # its worker is judged on them too (fed the spec's split size, not stopped by the master): on models whose
+    # every layer is full attention, owner by layer id is the spec's rule, so it owns what the spec says
+    assert not [c for d in v3.departures if d.role == "worker" for c in d.cases if c.split(" ")[0] in dsa]
+    uncalled = [d for d in v3.departures if d.role == "validation" and d.tree.startswith("accepts every configuration")]
+    assert len(uncalled) == 1 and "TC-01" in uncalled[0].tcs, departures.markdown([v3])
