@@ -281,8 +281,8 @@ class Judge:
                                                                                n_blocks=expected.n_blocks))
         if reply is not None and not reply.get("tensors"):
             self.add("allocation", "each rank allocates its owned full layers' tensors and its linear state "
-                     "(FEATURE 7)", "creates no tensor", f"{len(oracle.expected_rank_owned_layers(run, 0))} owned "
-                     "full layers' tensors on rank 0", case)
+                     "(FEATURE 7)", "creates no tensor", "its owned full layers' tensors", case,
+                     detail=f"rank 0 owns {len(oracle.expected_rank_owned_layers(run, 0))} full layers")
 
 
 def _layers(layers: Sequence[int]) -> str:
