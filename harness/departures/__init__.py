@@ -8,7 +8,7 @@ configurations, or an estimate dropping the same slot at s 2 and s 4, is one lin
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -104,6 +104,25 @@ def to_json(trees: Sequence[TreeDepartures]) -> dict:
                        "departures": [asdict(d) for d in t.departures]} for t in trees]}
 
 
+def merge(trees: Sequence[TreeDepartures]) -> list[TreeDepartures]:
+    """Lists of the same tree and manifest (a sweep's jobs, each judged on its own case) as one list per tree:
+    departures of the same role, rule and figures read once, their cases and TCs gathered."""
+    by_tree: dict[tuple[str, str], list[TreeDepartures]] = {}
+    for t in trees:
+        by_tree.setdefault((t.tree, t.manifest), []).append(t)
+    out = []
+    for (tree, manifest), parts in by_tree.items():
+        merged: dict[tuple, Departure] = {}
+        for d in (d for t in parts for d in t.departures):
+            old = merged.get(d.key)
+            merged[d.key] = d if old is None else replace(
+                old, cases=tuple(dict.fromkeys(old.cases + d.cases)), tcs=tuple(sorted(set(old.tcs) | set(d.tcs))))
+        out.append(TreeDepartures(tree=tree, manifest=manifest, departures=tuple(merged.values()),
+                                  roles=dict(parts[0].roles),
+                                  cases=tuple(dict.fromkeys(c for t in parts for c in t.cases))))
+    return out
+
+
 def from_json(data: dict) -> list[TreeDepartures]:
     out = []
     for t in data["trees"]:
@@ -119,7 +138,10 @@ def load(path: Path) -> list[TreeDepartures]:
     if p.is_dir():
         p = p / DEPARTURES_FILE
     try:
-        return from_json(json.loads(p.read_text(encoding="utf-8")))
+        data = json.loads(p.read_text(encoding="utf-8"))
+        if "departures" in data and "trees" not in data:  # a sweep job's result.json
+            data = {"trees": [data["departures"]]}
+        return from_json(data)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{p}: not a departures file written by harness.native_verdicts ({exc})") from None
 

@@ -130,11 +130,12 @@ class Judge:
             return
         refused = [(c, oracle.expected_rejection(c.run)) for c in self.cases if not c.only]
         if state == "none":  # the engine validates nothing: every configuration is accepted, one root cause
-            spec = "refuses " + ", ".join(sorted({r.field for c, r in refused if r is not None}))
             for case, rejection in refused:
                 if rejection is not None:
                     self.add("validation", "start-up refuses what FEATURE 3 refuses",
-                             f"accepts every configuration (the engine calls no validation: {why})", spec, case)
+                             f"accepts every configuration (the engine calls no validation: {why})",
+                             "refuses each configuration breaking a startup rule", case,
+                             detail=f"spec refuses naming {rejection.field}")
             return
         for case, rejection in refused:
             try:
@@ -193,6 +194,8 @@ class Judge:
                     break
                 answers.append((rank, mask, oracle.expected_rank_owned_layers(run, rank)))
             self.judge_masks("worker", case, "the worker of rank", answers)
+        if getattr(run, "draft", None) is not None and self.played("speculative", case):
+            self.judge_speculative(case, s)
         state = self.states["allocation"][0]
         if state == "absent" or state == "played":
             self.judge_allocation(case, s, expected)

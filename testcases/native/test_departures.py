@@ -89,8 +89,8 @@ def test_the_master_check_hides_the_rest_end_to_end_but_not_role_by_role(lists):
         (d,) = [d for d in planted.departures if PLANTED[name](d)]
         assert "qwen-s4" in d.cases, d
     (refusals,) = [d for d in planted.departures if PLANTED["validator nothing calls"](d)]
-    assert refusals.cases == ("s-not-dividing-tp", "cp2") and refusals.tcs == ("TC-01",), refusals
-    assert "layerwise.split_size" in refusals.spec and "parallel.cp_size" in refusals.spec
+    assert refusals.cases == ("s-not-dividing-tp (spec refuses naming layerwise.split_size)",
+                              "cp2 (spec refuses naming parallel.cp_size)") and refusals.tcs == ("TC-01",), refusals
 
 
 def test_the_plain_fixtures_own_defects_read_once_with_their_function(lists):
@@ -143,6 +143,31 @@ def test_grouping_and_diff_on_plain_records():
     moved = replace(found[0], cases=("c",))
     d = departures.diff(found, [moved])
     assert (d.new, d.gone, d.remaining) == ((), (found[1],), (moved,))
+
+
+def test_a_sweep_job_records_the_list_and_results_md_shows_it_with_the_diff(lists, tmp_path):
+    """A suite job on a C++ tree records its list (its own case and TC-01's refusal cases), Allure gets it as a
+    test of its own, and results.md lists it per tree before the TC table, with what changed since the list
+    ``suite.departures_against`` names."""
+    from harness.app import aggregate, tree_departures
+
+    planted, _, impl = lists
+    found = tree_departures.departures_of(impl, run(4))
+    assert found["tree"] == "fixture_port" and found["manifest"] == "fixture_port_planted"
+    (tree,) = departures.from_json({"trees": [found]})
+    assert any(PLANTED["master CHECK at s 4"](d) for d in tree.departures)
+    assert any(PLANTED["validator nothing calls"](d) for d in tree.departures)
+    (tmp_path / "allure").mkdir()
+    written = json.loads(tree_departures.write_allure(found, tmp_path / "allure").read_text())
+    assert written["status"] == "failed" and "CHECK_LE(split_size, 2)" in written["description"]
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(departures.to_json([replace(planted, departures=planted.departures[:1])])))
+    results = [{"tcs": {"TC-01": {"status": "failed"}}, "departures": found, "departures_against": str(old),
+                "config": {"model": "qwen3_5_moe", "implementation": "xllm_native", "split_size": 4}}]
+    text = "\n".join(aggregate.verdict_lines(results))
+    assert text.index("## Departures per tree") < text.index("### Since") < text.index("## Verdicts per job and TC")
+    since = text[text.index("### Since"):text.index("## Verdicts")]
+    assert "- remaining: **validation**" in since and "- new: **layout**" in since, since
 
 
 # ---- the real trees, in their own CI step ----------------------------------------------------------------
