@@ -22,7 +22,7 @@ from contract.specs import CacheSpec
 from harness import departures, native_verdicts
 from harness.departures.judge import JudgedCase, case_tcs, judge
 from implementations.xllm_native import build
-from testcases.native.test_ports import PORTS, real_tree
+from testcases.native.test_ports import PORTS, UPSTREAM, real_tree
 from testcases.unit import _models as M
 
 pytestmark = pytest.mark.slow  # builds C++: scheduled first
@@ -206,3 +206,23 @@ def test_the_two_snapshots_get_different_lists_and_v3_shows_what_its_master_chec
     for tree in (v2, v3):
         (uncalled,) = [d for d in tree.departures if d.role == "validation"]
         assert uncalled.tree.startswith("accepts every configuration") and uncalled.tcs == ("TC-01",), text
+
+
+@pytest.mark.real_tree
+@real_tree(UPSTREAM)
+def test_upstream_lists_only_its_known_departures(cache, monkeypatch):
+    """Upstream 494f293b5's list holds only what docs/upstream.md gives as its departures from the spec: it
+    supports no Qwen3.5 split (its model types), and its owner rule ``layer_id % s`` is wrong on hybrid models
+    (owners, workers, and the block counts of target and draft that follow); nothing on DeepSeek-V3.2 or GLM-5."""
+    monkeypatch.setenv(build.ENV_CACHE, str(cache))
+    found = native_verdicts.tree_departures(UPSTREAM, ("qwen3_5_moe", "deepseek_v32", "glm_moe_dsa"),
+                                            ("off", "s2", "s4"))
+    text = departures.markdown([found])
+    qwen_split = ("qwen3_5_moe-s2", "qwen3_5_moe-s4")
+    for d in found.departures:
+        if d.role == "validation":
+            assert d.tree.startswith("refuses naming model.model_type") and "is_layerwise_split_supported_model" in d.tree, text
+        else:
+            assert d.role in ("estimation", "ownership", "worker", "speculative"), text
+            assert all(c.startswith(qwen_split) for c in d.cases), text
+    assert {d.role for d in found.departures} == {"validation", "estimation", "ownership", "worker", "speculative"}, text
