@@ -197,7 +197,7 @@ class Judge:
         if getattr(run, "draft", None) is not None and self.played("speculative", case):
             self.judge_speculative(case, s)
         state = self.states["allocation"][0]
-        if state == "absent" or state == "played":
+        if state != "torch":
             self.judge_allocation(case, s, expected)
 
     def judge_estimate(self, case: JudgedCase, s: int, expected, full: tuple) -> None:
@@ -276,6 +276,12 @@ class Judge:
 
     def judge_allocation(self, case: JudgedCase, s: int, expected) -> None:
         if not self.played("allocation", case):
+            return
+        alloc = self.impl.manifest.allocation
+        if alloc.split_only and s == 1:
+            self.add("allocation", "the flag off or s 1 allocates every layer as without the split (FEATURE 7, TC-06)",
+                     f"absent: {alloc.function} runs only with the split active and the tree has no ordinary "
+                     "allocation", "every layer's tensors", case)
             return
         run = case.run
         owned = [1 if layer not in set(oracle.expected_full_layers(run.model)) or

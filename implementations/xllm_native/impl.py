@@ -35,6 +35,7 @@ from contract.interface import ROLES, LayerCache, WorkerKVCache
 from contract.plan_types import DraftPlan, KVPlan
 from contract.specs import ModelSpec, RunSpec
 from implementations.reference import estimation, kv_bytes, validation
+from implementations.xllm_native import manifest as manifest_mod
 from implementations.xllm_native import native as native_mod
 from implementations.xllm_native import tensor_lib
 from implementations.xllm_upstream.impl import XllmUpstreamImplementation
@@ -142,6 +143,20 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
     def require(self, role: str) -> None:
         """``AbsentRoleError`` when the tree's manifest marks ``role`` absent."""
         self.manifest.require(role)
+
+    def require_allocation(self, split_active: bool) -> None:
+        """``AbsentRoleError`` where the engine's start-up path calls no allocation of the tree's: the manifest's
+        ``allocation: {none: ...}``, or (``split_only``) the flag off or s 1, where the engine runs its ordinary
+        allocation, which a port leaves to the engine around it."""
+        alloc = self.manifest.allocation
+        if alloc is None:
+            return
+        if alloc.none:
+            raise manifest_mod.AbsentRoleError(self.manifest.name, "allocation", alloc.none, uncalled=True)
+        if alloc.split_only and not split_active:
+            raise manifest_mod.AbsentRoleError(
+                self.manifest.name, "allocation", f"{alloc.function} runs only with the split active; with the flag "
+                "off or s 1 the engine runs its ordinary allocation, which this tree does not have")
 
     def source_note(self) -> str:
         return f"tree {self.native.tree.root}: manifest {self.manifest.name} ({self.native.why})"
@@ -418,6 +433,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         allocation returns (compiled against torch and run in this rank: ``tensor_worker``); with none, the
         harness allocates the tree's mask."""
         self._worker_model = run.model if role == "target" else run.draft
+        self.require_allocation(message.active and bool(run.layerwise.enable) and role == "target")
         if self.manifest.tensors is not None:
             return self.tensor_worker(message, run, rank=rank, role=role, device=device,
                                       expected_digest=expected_digest)

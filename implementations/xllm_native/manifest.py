@@ -69,10 +69,11 @@ class AbsentRoleError(PlanError):
     """A test case needs a role the tree's manifest marks absent: a failed case, never a model of it."""
 
     def __init__(self, manifest: str, role: str, reason: str = "", *, uncalled: bool = False) -> None:
+        what = ROLES.get(role, "KV-cache allocation")
         if uncalled:
-            detail = (f"the engine's start-up path calls no {ROLES[role]}: manifest role `{role}` is none")
+            detail = f"the engine's start-up path calls no {what}: manifest role `{role}` is none"
         else:
-            detail = f"the tree implements no {ROLES[role]}: manifest role `{role}` is absent"
+            detail = f"the tree implements no {what}: manifest role `{role}` is absent"
         if reason:
             detail += f"; {reason}"
         super().__init__("implementation", manifest, f"a tree implementing manifest role `{role}`", detail)
@@ -90,6 +91,9 @@ class Role:
     absent: str = ""
     none: str = ""
     """Why the engine's start-up path calls no function for this role (the tree may still define one)."""
+    split_only: bool = False
+    """``allocation`` only: the engine calls the function only with the split active (s > 1); with the flag
+    off or s 1 it runs its ordinary allocation, which the port leaves to the engine around it."""
 
     @property
     def present(self) -> bool:
@@ -284,7 +288,7 @@ def load(path: object) -> Manifest:
 
 
 ALLOCATION_KEYS = ("file", "function", "torch", "sources", "base_sources", "glue", "shims", "include_dirs", "defines",
-                   "unity", "layout_defines")
+                   "unity", "layout_defines", "split_only", "none")
 KV_LAYOUTS = ("heads_major", "tokens_major")
 """The KV layouts a hardware profile names (``hardware.kv_layout``), the keys of ``allocation.layout_defines``."""
 
@@ -297,10 +301,17 @@ def _allocation(p: Path, data: dict) -> tuple[Optional[Role], Optional[TensorBui
     for key in spec:
         if key not in ALLOCATION_KEYS:
             raise _err(p, f"allocation.{key}", spec[key], f"a key of {', '.join(ALLOCATION_KEYS)}")
+    if "none" in spec:  # the engine's start-up path calls no allocation of the tree's
+        if len(spec) > 1 or not isinstance(spec["none"], str) or not spec["none"].strip():
+            raise _err(p, "allocation", spec, "{none: <why>} alone, or {file: ..., function: ...}")
+        return Role(name="allocation", none=spec["none"].strip()), None
     for key in ("file", "function"):
         if not isinstance(spec.get(key), str) or not spec[key].strip():
             raise _err(p, f"allocation.{key}", spec.get(key), "a non-empty string")
-    role = Role(name="allocation", file=spec["file"].strip(), function=spec["function"].strip())
+    split_only = spec.get("split_only", False)
+    if not isinstance(split_only, bool):
+        raise _err(p, "allocation.split_only", split_only, "true or false")
+    role = Role(name="allocation", file=spec["file"].strip(), function=spec["function"].strip(), split_only=split_only)
     torch_ = spec.get("torch", False)
     if not isinstance(torch_, bool):
         raise _err(p, "allocation.torch", torch_, "true or false")
@@ -364,7 +375,7 @@ def check_tree(m: Manifest, root: Path) -> None:
     if m.compile == "sources" and not m.glue_path.is_file():
         raise _err(m.path, "glue", m.glue, "a C++ file relative to the manifest", f"{m.glue_path} is missing")
     named = [(f"roles.{name}", role) for name, role in m.roles.items() if role.present]
-    if m.allocation is not None:
+    if m.allocation is not None and m.allocation.present:
         named.append(("allocation", m.allocation))
     for key, role in named:
         path = root / role.file

@@ -24,6 +24,8 @@ def state(impl: XllmNativeImplementation, role: str) -> tuple[str, str, str, str
     if role == "allocation":
         if m.allocation is None:
             return "absent", "the manifest names no allocation", "", ""
+        if m.allocation.none:
+            return "none", m.allocation.none, "", ""
         kind = "torch" if m.tensors is not None else "played"
         return kind, "", m.allocation.function, m.allocation.file
     r = m.role(role)

@@ -170,6 +170,35 @@ def test_a_sweep_job_records_the_list_and_results_md_shows_it_with_the_diff(list
     assert "- remaining: **validation**" in since and "- new: **layout**" in since, since
 
 
+@pytest.mark.parametrize("allocation, flag_off, split", [
+    ("{file: core/framework/kv_cache/kv_cache_layerwise.cpp, function: fx_allocated_layers, split_only: true}",
+     "runs only with the split active", None),
+    ("{none: \"nothing in the start-up path calls fx_allocated_layers\"}",
+     "the engine's start-up path calls no KV-cache allocation", "the engine's start-up path calls no KV-cache"),
+])
+def test_an_allocation_the_engine_calls_only_with_the_split_or_never_is_not_credited(tmp_path, cache, monkeypatch,
+                                                                                      allocation, flag_off, split):
+    """``split_only``: with the flag off or s 1 the engine runs its ordinary allocation, which the port does not
+    have: the worker refuses naming that, and the list has one line for the flag-off cases. ``none``: no worker
+    allocates at all."""
+    from testcases.native.test_ports import FIXTURE_MANIFEST, write_manifest
+
+    text = FIXTURE_MANIFEST.read_text()
+    path = write_manifest(tmp_path, text[text.index("allocation:\n"):text.index("roles:")], f"allocation: {allocation}\n")
+    impl = impl_of(cache, str(path))
+    monkeypatch.delenv(build.ENV_CACHE)
+    for r, expected in ((run(2, enable=False), flag_off), (run(2), split)):
+        plan = impl.plan(r)
+        if expected is None:
+            impl.init_worker(plan, r, rank=0, role="target", device="cpu", expected_digest=plan.digest)
+            continue
+        with pytest.raises(UserError, match=expected):
+            impl.init_worker(plan, r, rank=0, role="target", device="cpu", expected_digest=plan.digest)
+    found = judge(impl, [JudgedCase(id="off", run=run(2, enable=False), tcs=case_tcs(False)), *CASES[:2]])
+    (line,) = [d for d in found.departures if d.role == "allocation" and d.tree != "creates no tensor"]
+    assert line.cases == (("off",) if split is None else ("off", "qwen-s2", "qwen-s4")), departures.markdown([found])
+
+
 # ---- the real trees, in their own CI step ----------------------------------------------------------------
 
 
@@ -192,6 +221,10 @@ def test_the_two_snapshots_get_different_lists_and_v3_shows_what_its_master_chec
     (owner,) = [d for d in v3.departures if d.role == "worker" and "full layer" in d.rule]
     assert [c.split(" ")[0] for c in owner.cases] == ["qwen3_5_moe-s2", "qwen3_5_moe-s4"], text
     assert not [d for d in v2.departures if d.role == "worker"], text
+    for tree in (v2, v3):  # heads spread over TP ranks, one owner per split group nowhere
+        (master,) = [d for d in tree.departures if d.role == "layout" and d.tree == "full layers on other TP ranks"]
+        assert master.cases[0] == ("qwen3_5_moe-s2 (TP rank 1 holds [3, 11, 19, 27, 35], spec [7, 15, 23, 31, 39] "
+                                   "(2 of 4 ranks wrong))"), text
     assert not [d for t in (v2, v3) for d in t.departures if "linear-attention" in d.rule], text
     dsa = [f"{m}-{s}" for m in ("deepseek_v32", "glm_moe_dsa") for s in ("s2", "s4")]
     for tree in (v2, v3):
@@ -206,6 +239,12 @@ def test_the_two_snapshots_get_different_lists_and_v3_shows_what_its_master_chec
     for tree in (v2, v3):
         (uncalled,) = [d for d in tree.departures if d.role == "validation"]
         assert uncalled.tree.startswith("accepts every configuration") and uncalled.tcs == ("TC-01",), text
+    # v2 allocates (nothing) only with the split active; v3's start-up path never calls its allocation
+    (flag_off,) = [d for d in v2.departures if d.role == "allocation" and "flag off" in d.rule]
+    assert flag_off.cases == ("qwen3_5_moe-off", "deepseek_v32-off", "glm_moe_dsa-off"), text
+    (never,) = [d for d in v3.departures if d.role == "allocation"]
+    assert never.tree.startswith("the engine calls nothing for it: nothing in the start-up path calls "
+                                 "allocate_kv_caches_layerwise"), text
 
 
 @pytest.mark.real_tree
