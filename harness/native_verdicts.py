@@ -231,7 +231,8 @@ def main(argv=None) -> int:
     if args.docs:
         from harness.usage import docs_writer
         docs_blocks = docs_writer()
-        command = "python -m harness.native_verdicts " + " ".join(f"--tree {t}" for t in args.tree) + " --docs"
+        command = "python -m harness.native_verdicts " + " ".join(f"--tree {t}" for t in args.tree) + \
+            (" --roles-only" if args.roles_only else "") + " --docs"
         provenance = ("each TC's standard case (world 4; TC-03 on the BI-V100 topology, TC-07 with the model's draft) "
                       "of each model and split size, judged by the spec; trees: " + ", ".join(map(str, trees)))
         if rows:
