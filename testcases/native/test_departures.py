@@ -171,22 +171,22 @@ def test_a_sweep_job_records_the_list_and_results_md_shows_it_with_the_diff(list
 
 
 @pytest.mark.parametrize("allocation, flag_off, split", [
-    ("{file: core/framework/kv_cache/kv_cache_layerwise.cpp, function: fx_allocated_layers, split_only: true}",
+    (dict(file="core/framework/kv_cache/kv_cache_layerwise.cpp", function="fx_allocated_layers", split_only=True),
      "runs only with the split active", None),
-    ("{none: \"nothing in the start-up path calls fx_allocated_layers\"}",
+    (dict(none="nothing in the start-up path calls fx_allocated_layers"),
      "the engine's start-up path calls no KV-cache allocation", "the engine's start-up path calls no KV-cache"),
 ])
-def test_an_allocation_the_engine_calls_only_with_the_split_or_never_is_not_credited(tmp_path, cache, monkeypatch,
-                                                                                      allocation, flag_off, split):
+def test_an_allocation_the_engine_calls_only_with_the_split_or_never_is_not_credited(lists, allocation, flag_off,
+                                                                                      split):
     """``split_only``: with the flag off or s 1 the engine runs its ordinary allocation, which the port does not
     have: the worker refuses naming that, and the list has one line for the flag-off cases. ``none``: no worker
-    allocates at all."""
-    from testcases.native.test_ports import FIXTURE_MANIFEST, write_manifest
+    allocates at all. (The plain fixture's library, its manifest's allocation replaced: ``manifest.load`` of
+    such a manifest is held by ``test_ports``.)"""
+    from implementations.xllm_native import XllmNativeImplementation
+    from implementations.xllm_native.manifest import Role
 
-    text = FIXTURE_MANIFEST.read_text()
-    path = write_manifest(tmp_path, text[text.index("allocation:\n"):text.index("roles:")], f"allocation: {allocation}\n")
-    impl = impl_of(cache, str(path))
-    monkeypatch.delenv(build.ENV_CACHE)
+    impl = XllmNativeImplementation(source_dir=str(FIXTURE), manifest=str(FIXTURE / "manifest.yaml"))
+    impl.manifest = replace(impl.manifest, allocation=Role(name="allocation", **allocation), tensors=None)
     for r, expected in ((run(2, enable=False), flag_off), (run(2), split)):
         plan = impl.plan(r)
         if expected is None:
@@ -197,6 +197,51 @@ def test_an_allocation_the_engine_calls_only_with_the_split_or_never_is_not_cred
     found = judge(impl, [JudgedCase(id="off", run=run(2, enable=False), tcs=case_tcs(False)), *CASES[:2]])
     (line,) = [d for d in found.departures if d.role == "allocation" and d.tree != "creates no tensor"]
     assert line.cases == (("off",) if split is None else ("off", "qwen-s2", "qwen-s4")), departures.markdown([found])
+    nothing = [d.cases for d in found.departures if d.tree == "creates no tensor"]  # fx_allocated_layers counts only
+    assert nothing == ([("qwen-s2 (rank 0 owns 5 full layers)", "qwen-s4 (rank 0 owns 3 full layers)")]
+                       if split is None else []), departures.markdown([found])
+
+
+@pytest.mark.parametrize("role, wrong", [
+    ("ownership", lambda masks: masks[::-1]),
+    ("engine_layout", lambda layout: tuple((layer, (0, 1, 2, 3), heads) for layer, _, heads in layout)),
+    ("worker", lambda mask: [False] * len(mask)),
+])
+def test_a_wrong_answer_of_a_role_the_fixture_gets_right_is_found(lists, monkeypatch, role, wrong):
+    """Mutants of answers the plain fixture gets right (its ownership, its engine layout, its workers' linear
+    layers): the same judge finds each as a departure the plain list does not have."""
+    from implementations.xllm_native import roles as native_roles
+
+    _, plain, _ = lists
+    judged = {"ownership": "ownership", "engine_layout": "engine", "worker": "worker"}[role]
+    cases = [*CASES[:2], JudgedCase(id="qwen-off", run=run(2, enable=False), tcs=case_tcs(False))]
+    real = getattr(native_roles, role)
+    monkeypatch.setattr(native_roles, role, lambda *a, **kw: wrong(real(*a, **kw)))
+    from implementations.xllm_native import XllmNativeImplementation  # the plain fixture, already built
+
+    plain_impl = XllmNativeImplementation(source_dir=str(FIXTURE), manifest=str(FIXTURE / "manifest.yaml"))
+    mutated = judge(plain_impl, cases)
+    before = {d.key for d in plain.departures if d.role == judged}
+    new = [d for d in mutated.departures if d.role == judged and d.key not in before]
+    assert new, departures.markdown([mutated])
+
+
+def test_the_speculative_block_count_is_judged_where_the_tree_has_one(lists, monkeypatch):
+    """The fixture has no speculative engine; with the role said played and answering the spec's common block
+    count there is no departure, and one block more is one."""
+    from harness import oracle
+    from implementations.xllm_native import roles as native_roles
+
+    _, _, impl = lists
+    draft_case = JudgedCase(id="qwen-s2-mtp", run=run(2, draft=M.QWEN3_5_MTP), tcs=("TC-07",), only="speculative")
+    spec = oracle.expected_capacities(draft_case.run)[0].n_blocks
+    real_state = native_roles.state
+    monkeypatch.setattr(native_roles, "state", lambda i, r: ("played", "", "calc", "spec.cpp") if r == "speculative"
+                        else real_state(i, r))
+    for extra, found in ((0, False), (1, True)):
+        monkeypatch.setattr(native_roles, "speculative", lambda *a, extra=extra, **kw: {"n_blocks": spec + extra})
+        lines = [d for d in judge(impl, [draft_case]).departures if d.role == "speculative"]
+        assert bool(lines) is found and (not found or (lines[0].tree, lines[0].spec) == (str(spec + 1), str(spec)))
 
 
 # ---- the real trees, in their own CI step ----------------------------------------------------------------
