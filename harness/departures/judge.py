@@ -150,15 +150,18 @@ class Judge:
             self.judge_refusal(case, rejection, answer)
 
     def judge_refusal(self, case: JudgedCase, rejection, answer: Optional[UserError]) -> None:
+        """A refusal the spec does not make is grouped by the tree's refusal (one CHECK, one line, each case with
+        the spec's answer beside it); a rule the tree never checks is one line per rule."""
+        wrong = "start-up refuses only what FEATURE 3 refuses, naming the broken rule's field"
         if rejection is None and answer is not None:
-            self.add("validation", "start-up accepts what FEATURE 3 accepts", refusal_text(answer), "accepts", case,
-                     case.tcs)
+            self.add("validation", wrong, refusal_text(answer), "accepts, or names another field", case, case.tcs,
+                     detail="spec accepts")
         elif rejection is not None and answer is None:
             self.add("validation", f"start-up refuses a configuration breaking `{rejection.field}` (FEATURE 3)",
                      "accepts", f"refuses naming {rejection.field}", case)
         elif rejection is not None and answer.field not in rejection.fields:
-            self.add("validation", f"start-up refuses a configuration breaking `{rejection.field}` (FEATURE 3)",
-                     refusal_text(answer), f"refuses naming {' or '.join(rejection.fields)}", case)
+            self.add("validation", wrong, refusal_text(answer), "accepts, or names another field", case,
+                     detail=f"spec refuses naming {' or '.join(rejection.fields)}")
 
     def judge_case(self, case: JudgedCase) -> None:
         run = case.run
