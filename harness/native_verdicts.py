@@ -235,18 +235,19 @@ def main(argv=None) -> int:
             (" --roles-only" if args.roles_only else "") + " --docs"
         provenance = ("each TC's standard case (world 4; TC-03 on the BI-V100 topology, TC-07 with the model's draft) "
                       "of each model and split size, judged by the spec; trees: " + ", ".join(map(str, trees)))
+        records = []  # both measured before either is written: each names the commit it was measured at
         if rows:
-            record = docs_blocks.measured("native_verdicts", command=command, columns=COLUMNS, rows=rows,
-                                          notes=[f"- {n}" for n in notes], provenance=provenance)
-            print(f"wrote {docs_blocks.publish(record)} and {docs_blocks.record_path('native_verdicts')}")
-        record = docs_blocks.measured(
+            records.append(docs_blocks.measured("native_verdicts", command=command, columns=COLUMNS, rows=rows,
+                                                notes=[f"- {n}" for n in notes], provenance=provenance))
+        records.append(docs_blocks.measured(
             "native_departures", command=command, columns=DEPARTURE_COLUMNS,
             rows=[(t.tree, d.role, d.rule, d.tree, d.spec, d.function, ", ".join(d.cases), ", ".join(d.tcs))
                   for t in found for d in t.departures],
             provenance="each role of each tree judged on its own against the oracle (harness.departures) on the "
                        "standard case of each model and split size, the model with its draft and TC-01's refusal "
-                       "cases; trees: " + ", ".join(map(str, trees)))
-        print(f"wrote {docs_blocks.publish(record)} and {docs_blocks.record_path('native_departures')}")
+                       "cases; trees: " + ", ".join(map(str, trees))))
+        for record in records:
+            print(f"wrote {docs_blocks.publish(record)} and {docs_blocks.record_path(record.name)}")
     return 0
 
 

@@ -39,6 +39,7 @@ PER_CASE_FIGURES = ("num_indexer_layers", "num_linear_state_blocks", "linear_cac
 """Figures that follow the model and the budget: one departure reads them case by case (a dropped indexer is
 one line on DeepSeek-V3.2's 61 layers and GLM-5's 78)."""
 _CHECK = re.compile(r"CHECK at (\S+:\d+) `([^`]*)`")
+_WHO = re.compile(r"^xllm_native tree .*?: (?=the compiled )")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,7 +71,7 @@ def refusal_text(exc: BaseException) -> str:
             return f"absent ({exc.detail})"
         return f"refuses naming {exc.field}{where}"
     text = (str(exc).splitlines() or [type(exc).__name__])[0].split("; its last output")[0]
-    return "crashes: " + text[:200]
+    return "crashes: " + _WHO.sub("", text)[:200]  # the tree's folder named once, in the list's heading
 
 
 class Judge:
