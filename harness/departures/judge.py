@@ -279,8 +279,8 @@ class Judge:
             return
         target, _ = oracle.expected_capacities(case.run)
         if est.get("n_blocks") != target.n_blocks:
-            self.add("speculative", "the common block count of target and draft (FEATURE 6)", str(est.get("n_blocks")),
-                     str(target.n_blocks), case)
+            self.add("speculative", "the common block count of target and draft (FEATURE 6)", "another figure",
+                     "the spec's", case, detail=f"tree {est.get('n_blocks')}, spec {target.n_blocks} at s {s}")
 
     def judge_allocation(self, case: JudgedCase, s: int, expected) -> None:
         if not self.played("allocation", case):
