@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 ALL_TCS = ("TC-01", "TC-02", "TC-03", "TC-04", "TC-05", "TC-06", "TC-07")
+ROLE_ORDER = ("validation", "estimation", "ownership", "layout", "engine", "worker", "speculative", "allocation")
+"""The roles judged one by one (a manifest's seven and the tree's own allocation), in the order a list reads:
+start-up, the master's figures, the engines, the workers."""
 DEPARTURES_FILE = "departures.json"
 
 
@@ -117,7 +120,8 @@ def merge(trees: Sequence[TreeDepartures]) -> list[TreeDepartures]:
             old = merged.get(d.key)
             merged[d.key] = d if old is None else replace(
                 old, cases=tuple(dict.fromkeys(old.cases + d.cases)), tcs=tuple(sorted(set(old.tcs) | set(d.tcs))))
-        out.append(TreeDepartures(tree=tree, manifest=manifest, departures=tuple(merged.values()),
+        ordered = sorted(merged.values(), key=lambda d: ROLE_ORDER.index(d.role) if d.role in ROLE_ORDER else 99)
+        out.append(TreeDepartures(tree=tree, manifest=manifest, departures=tuple(ordered),
                                   roles=dict(parts[0].roles),
                                   cases=tuple(dict.fromkeys(c for t in parts for c in t.cases))))
     return out

@@ -13,7 +13,7 @@ from typing import Callable, Optional, Sequence
 
 from contract.errors import ImplementationFailure, UserError
 from harness import oracle
-from harness.departures import ALL_TCS, Finding, TreeDepartures, group
+from harness.departures import ALL_TCS, ROLE_ORDER, Finding, TreeDepartures, group
 from implementations.xllm_native import roles as native_roles
 
 ROLE_TCS = {
@@ -81,7 +81,7 @@ class Judge:
         self.impl = impl
         self.cases = list(cases)
         self.findings: list[Finding] = []
-        self.states = {role: native_roles.state(impl, role) for role in native_roles.JUDGED_ROLES}
+        self.states = {role: native_roles.state(impl, role) for role in ROLE_ORDER}
 
     # ---- bookkeeping ---------------------------------------------------------------------------------
 
@@ -120,8 +120,7 @@ class Judge:
             if not case.refusal:
                 self.judge_case(case)
         m = self.impl.manifest
-        order = native_roles.JUDGED_ROLES
-        found = sorted(self.findings, key=lambda f: order.index(f.role))
+        found = sorted(self.findings, key=lambda f: ROLE_ORDER.index(f.role))
         return TreeDepartures(tree=str(self.impl.native.tree.root), manifest=m.name, departures=group(found),
                               roles={r: s[0] for r, s in self.states.items()}, cases=tuple(c.id for c in self.cases))
 

@@ -12,12 +12,10 @@ from typing import Optional
 from contract.specs import RunSpec
 from implementations.xllm_native.impl import TORCH_SCALAR_TYPES, XllmNativeImplementation, layout_facts
 
-JUDGED_ROLES = ("validation", "estimation", "ownership", "layout", "engine", "worker", "speculative", "allocation")
-"""The roles judged one by one: the manifest's seven and the tree's own allocation."""
-
 
 def state(impl: XllmNativeImplementation, role: str) -> tuple[str, str, str, str]:
-    """(``played``/``absent``/``none``, the reason when not played, the function, its file) of ``role``;
+    """(``played``/``absent``/``none``, the reason when not played, the function, its file) of ``role`` (one of
+    the manifest's seven, or ``allocation``);
     ``allocation`` is ``absent`` when the manifest names none and ``torch`` when it is compiled against torch
     (run in a rank, judged end to end by TC-01 and TC-05)."""
     m = impl.manifest
