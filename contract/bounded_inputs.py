@@ -114,9 +114,11 @@ def loads_json(text: str, field: str, source: str = "JSON") -> Any:
         raise ConfigError(field, "deeply nested JSON", f"JSON nested at most {MAX_NESTING} deep") from None
 
 
-def loads_yaml(text: str, field: str, source: str = "YAML") -> Any:
+def loads_yaml(text: str, field: str, source: str = "YAML", *, unique_keys: bool = False) -> Any:
     """``yaml.safe_load`` (data only) with bounded nesting and size, both counted after aliases are expanded:
-    at most ``MAX_NESTING`` deep and ``MAX_YAML_NODES`` nodes; an alias inside its own anchor is refused."""
+    at most ``MAX_NESTING`` deep and ``MAX_YAML_NODES`` nodes; an alias inside its own anchor is refused.
+    ``unique_keys``: a key given twice in one mapping is refused naming its path and lines (YAML keeps the
+    last silently)."""
     import yaml
 
     depth = nesting_depth(text)
@@ -128,6 +130,8 @@ def loads_yaml(text: str, field: str, source: str = "YAML") -> Any:
         if node is None:
             return None
         _check_yaml_graph(node, field)
+        if unique_keys:
+            _check_unique_keys(node, field, source)
         return loader.construct_document(node)
     except RecursionError:
         raise ConfigError(field, "deeply nested YAML", f"YAML nested at most {MAX_NESTING} deep") from None
@@ -137,6 +141,32 @@ def loads_yaml(text: str, field: str, source: str = "YAML") -> Any:
         raise ConfigError(field, where, "valid YAML", str(getattr(exc, "problem", "") or exc).strip()) from None
     finally:
         loader.dispose()
+
+
+def _check_unique_keys(root: Any, field: str, source: str) -> None:
+    """``ConfigError`` for the first mapping key given twice (each node visited once: the graph is bounded)."""
+    import yaml
+
+    todo, seen_nodes = [(root, "")], set()
+    while todo:
+        node, path = todo.pop()
+        if id(node) in seen_nodes:
+            continue
+        seen_nodes.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            lines: dict = {}
+            for key, value in node.value:
+                name = str(key.value) if isinstance(key, yaml.ScalarNode) else f"<{key.tag}>"
+                inner = f"{path}.{name}" if path else name
+                if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                    if name in lines:
+                        raise ConfigError(field, f"{inner} given twice (lines {lines[name]} and "
+                                          f"{key.start_mark.line + 1} of {source})", "each key once in its mapping",
+                                          "YAML would keep the last value silently")
+                    lines[name] = key.start_mark.line + 1
+                todo.append((value, inner))
+        elif isinstance(node, yaml.SequenceNode):
+            todo += [(item, f"{path}[{i}]") for i, item in enumerate(node.value)]
 
 
 def _check_yaml_graph(root: Any, field: str) -> None:

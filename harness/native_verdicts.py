@@ -9,16 +9,23 @@ pass or fail and the first reason, measured by running the suites: one pytest pe
     python -m harness.native_verdicts ... --roles-only            # the departures alone (no TC run)
     python -m harness.native_verdicts ... --docs      # also write docs/data/native_verdicts.json and its block
 
+
 Each tree runs in its own pytest process (``LWSPLIT_XLLM_SRC=<tree>``, its shipped manifest, or
 ``--manifest``), on each TC's standard case of the model and split size (``<model>-<s>-w4-xllm_native``;
 TC-03 on the BI-V100 topology, TC-07 with the model's draft). ``OLD`` is a tree (judged the same way) or a
 ``departures.json`` (or a folder holding one) an earlier ``--out`` wrote.
+
+Nothing is given as a verdict that was not measured: an unknown ``--models`` or ``--layerwise`` is one
+``error:`` line before anything runs, and a tree whose cases do not collect (it does not compile) or whose
+pytest writes no report is one ``error:`` line naming the tree and the first reason, with no rows and nothing
+written. ``--docs`` checks its page's markers and the record's folder first, and writes the record (its
+command with every option given) and the page's block together.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -27,8 +34,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
-from contract.errors import ConfigError
-from harness.paths import REPO_ROOT
+from contract.errors import ConfigError, ImplementationFailure, UserError
+from harness.config.schema import group_options
+from harness.paths import CONF_DIR, DOCS_DIR, REPO_ROOT
+from harness.usage import Parser, command, docs_writer, fail, signals_deferred
+
+COMMAND = "python -m harness.native_verdicts"
 
 TC_FILES = ("test_tc01_allocation.py", "test_tc02_estimation.py", "test_tc03_topology.py",
             "test_tc04_propagation.py", "test_tc05_shard_application.py", "test_tc06_fallback.py",
@@ -47,8 +58,22 @@ def _env(tree: Path, manifest: Optional[str]) -> dict:
 
 
 def _pytest(args: list, env: dict, timeout: int) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:randomly", "-n", "0", "-q", *args],
-                          capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=timeout)
+    """One pytest over a tree's cases; its output decoded with undecodable bytes replaced. A pytest past
+    ``timeout`` s is an ``ImplementationFailure`` (the tree's cases hung)."""
+    try:
+        return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:randomly", "-n", "0", "-q", *args],
+                              capture_output=True, text=True, encoding="utf-8", errors="replace", cwd=REPO_ROOT,
+                              env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise ImplementationFailure(f"xllm_native tree {env.get('LWSPLIT_XLLM_SRC')}",
+                                    f"its cases still ran after {timeout} s and were stopped") from None
+
+
+def _why(proc: subprocess.CompletedProcess) -> str:
+    """The first ``error:`` line of a pytest's output (a tree that does not compile says so), else its last line."""
+    lines = [line.strip() for line in (proc.stderr + "\n" + proc.stdout).splitlines() if line.strip()]
+    found = next((line for line in lines if "error:" in line.lower()), None)
+    return (found or (lines[-1] if lines else f"pytest exited {proc.returncode} with no output"))[:400]
 
 
 def _overrides(model: str, manifest: Optional[str]) -> list:
@@ -62,6 +87,9 @@ def standard_ids(tree: Path, model: str, layerwise, manifest: Optional[str], tim
     """The node ids of each TC's standard case of ``model`` at each split size."""
     files = [f"testcases/tc/{f}" for f in TC_FILES]
     proc = _pytest(["--collect-only", *files, *_overrides(model, manifest)], _env(tree, manifest), timeout)
+    if proc.returncode != 0:
+        raise UserError("--tree", str(tree), f"a tree whose cases of {model} collect (it builds with its manifest)",
+                        _why(proc))
     out = []
     for line in proc.stdout.splitlines():
         inside = line.strip().partition("[")[2].rstrip("]")
@@ -113,23 +141,25 @@ def run_tree(tree: Path, models, layerwise, manifest: Optional[str] = None, time
     for model in models:
         ids = standard_ids(tree, model, layerwise, manifest, timeout)
         if not ids:
-            continue
+            raise UserError("--tree", str(tree), f"a tree with a standard case of {model} at "
+                                                 f"{', '.join(layerwise)}", "none was collected")
         with tempfile.TemporaryDirectory() as tmp:
             junit = Path(tmp) / "junit.xml"
-            _pytest([*ids, *_overrides(model, manifest), f"--junitxml={junit}"], _env(tree, manifest), timeout)
-            if junit.is_file():
-                rows += verdicts(junit.read_text(encoding="utf-8"), tree.name, m.name, model)
+            proc = _pytest([*ids, *_overrides(model, manifest), f"--junitxml={junit}"], _env(tree, manifest), timeout)
+            if not junit.is_file():
+                raise ImplementationFailure(f"xllm_native tree {tree}", f"the pytest of its {model} cases wrote no "
+                                                                        f"report: {_why(proc)}")
+            rows += verdicts(junit.read_text(encoding="utf-8", errors="replace"), tree.name, m.name, model)
     return sorted(rows, key=lambda r: (r[2], r[3], r[4]))
 
 
 def own_tests_note(tree: Path, manifest: Optional[str]) -> str:
     """The tree's own GoogleTest file's result, beside the spec's verdicts (its manifest's ``tests``)."""
-    from contract.errors import UserError
     from implementations.xllm_native import own_tests
 
     try:
         result = own_tests.run(str(tree), manifest)
-    except UserError as exc:
+    except (UserError, ImplementationFailure) as exc:
         return f"{tree.name}: its own tests could not be run: {exc}"
     return f"{tree.name}: " + (result.summary() if result is not None else "its manifest names no test file")
 
@@ -157,7 +187,10 @@ def _against(spec: str, models, layerwise, manifest: Optional[str]) -> list:
 
     path = Path(spec).expanduser()
     if path.is_file() or (path / departures.DEPARTURES_FILE).is_file():
-        return departures.load(path)
+        try:
+            return departures.load(path)
+        except ValueError as exc:
+            raise ConfigError("--against", spec, "a departures.json written by --out", str(exc)) from None
     if path.is_dir():
         return [tree_departures(path.resolve(), models, layerwise, manifest)]
     raise ConfigError("--against", spec, "a C++ tree, or a departures.json (or a folder holding one) written by --out")
@@ -177,8 +210,40 @@ def write_out(out: Path, found: list, rows: list, notes: list, diffs: str) -> li
     return written
 
 
+def _choices(key: str, text: str, allowed: list) -> list:
+    """``text`` (comma-separated) as a list of options of ``allowed``; one ``error:`` line naming ``key`` else."""
+    chosen = [c.strip() for c in text.split(",") if c.strip()]
+    unknown = [c for c in chosen if c not in allowed]
+    if unknown or not chosen:
+        fail(f"{key}={text}: a comma-separated list of {', '.join(allowed)}")
+    return chosen
+
+
+def command_line(args) -> str:
+    """The command that measures what ``args`` asked for, every option given (the record's ``command``)."""
+    words = [w for t in args.tree for w in ("--tree", t)]
+    words += ["--manifest", args.manifest] if args.manifest else []
+    words += ["--models", args.models] if args.models != ",".join(MODELS) else []
+    words += ["--layerwise", args.layerwise] if args.layerwise != ",".join(LAYERWISE) else []
+    words += ["--roles-only"] if args.roles_only else []
+    return f"{COMMAND} {shlex.join(words)} --docs"
+
+
+def check_docs(docs_blocks, names=("native_verdicts", "native_departures")) -> None:
+    """Before anything runs: the page holds each block's markers and the records' folder can be written."""
+    from harness.files import check_output_file
+
+    for name in names:
+        page = DOCS_DIR / docs_blocks.PAGES[name]
+        why = docs_blocks.missing_markers(page, [name])
+        if why is not None:
+            fail(f"--docs: {page} {why}; nothing was run or written")
+        check_output_file(docs_blocks.record_path(name), "--docs")
+
+
+@command
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.native_verdicts", description=__doc__.splitlines()[0])
+    parser = Parser(prog=COMMAND, description=__doc__.splitlines()[0])
     parser.add_argument("--tree", action="append", required=True, help="a C++ tree (repeatable)")
     parser.add_argument("--manifest", default=None, help="a manifest for every tree (default: the shipped one that fits)")
     parser.add_argument("--models", default=",".join(MODELS))
@@ -187,32 +252,30 @@ def main(argv=None) -> int:
     parser.add_argument("--against", default=None,
                         help="an earlier tree or departures.json: say which departures are new, gone and remaining")
     parser.add_argument("--roles-only", action="store_true", help="the departures alone: run no TC")
-    parser.add_argument("--docs", action="store_true", help="write docs/data/native_verdicts.json and its block")
+    parser.add_argument("--docs", action="store_true",
+                        help="write docs/data/native_verdicts.json, native_departures.json and their blocks")
     args = parser.parse_args(argv)
-    from contract.errors import UserError
-    from harness import departures
-
+    models = _choices("--models", args.models, group_options(CONF_DIR, "model"))
+    layerwise = _choices("--layerwise", args.layerwise, group_options(CONF_DIR, "layerwise"))
     trees = [Path(t).expanduser().resolve() for t in args.tree]
     for t in trees:
         if not t.is_dir():
-            print(f"error: --tree={t}: an existing folder holding a C++ tree", file=sys.stderr)
-            return 2
-    models, layerwise = args.models.split(","), args.layerwise.split(",")
-    rows, notes, found = [], [], []
-    try:
-        if args.out:
-            from harness.files import check_output_file
+            fail(f"--tree={t}: an existing folder holding a C++ tree")
+    from harness import departures
+    from harness.files import check_output_file
 
-            check_output_file(Path(args.out) / departures.DEPARTURES_FILE, "--out")
-        before = _against(args.against, models, layerwise, args.manifest) if args.against else None
-        for t in trees:
-            found.append(tree_departures(t, models, layerwise, args.manifest))
-            if not args.roles_only:
-                rows += run_tree(t, models, layerwise, args.manifest)
-                notes.append(own_tests_note(t, args.manifest))
-    except (UserError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    docs_blocks = docs_writer() if args.docs else None
+    if docs_blocks is not None:
+        check_docs(docs_blocks, ("native_departures",) if args.roles_only else ("native_verdicts", "native_departures"))
+    if args.out:
+        check_output_file(Path(args.out) / departures.DEPARTURES_FILE, "--out")
+    before = _against(args.against, models, layerwise, args.manifest) if args.against else None
+    rows, notes, found = [], [], []
+    for t in trees:
+        found.append(tree_departures(t, models, layerwise, args.manifest))
+        if not args.roles_only:
+            rows += run_tree(t, models, layerwise, args.manifest)
+            notes.append(own_tests_note(t, args.manifest))
     diffs = ""
     if before is not None:
         old = [d for t in before for d in t.departures]
@@ -228,26 +291,25 @@ def main(argv=None) -> int:
     if args.out:
         for path in write_out(Path(args.out), found, rows, notes, diffs):
             print(f"wrote {path}")
-    if args.docs:
-        from harness.usage import docs_writer
-        docs_blocks = docs_writer()
-        command = "python -m harness.native_verdicts " + " ".join(f"--tree {t}" for t in args.tree) + \
-            (" --roles-only" if args.roles_only else "") + " --docs"
-        provenance = ("each TC's standard case (world 4; TC-03 on the BI-V100 topology, TC-07 with the model's draft) "
-                      "of each model and split size, judged by the spec; trees: " + ", ".join(map(str, trees)))
+    if docs_blocks is not None:
         records = []  # both measured before either is written: each names the commit it was measured at
         if rows:
-            records.append(docs_blocks.measured("native_verdicts", command=command, columns=COLUMNS, rows=rows,
-                                                notes=[f"- {n}" for n in notes], provenance=provenance))
+            records.append(docs_blocks.measured(
+                "native_verdicts", command=command_line(args), columns=COLUMNS, rows=rows,
+                notes=[f"- {n}" for n in notes],
+                provenance="each TC's standard case (world 4; TC-03 on the BI-V100 topology, TC-07 with the model's "
+                           "draft) of each model and split size, judged by the spec; trees: " + ", ".join(map(str, trees))))
         records.append(docs_blocks.measured(
-            "native_departures", command=command, columns=DEPARTURE_COLUMNS,
+            "native_departures", command=command_line(args), columns=DEPARTURE_COLUMNS,
             rows=[(t.tree, d.role, d.rule, d.tree, d.spec, d.function, ", ".join(d.cases), ", ".join(d.tcs))
                   for t in found for d in t.departures],
             provenance="each role of each tree judged on its own against the oracle (harness.departures) on the "
                        "standard case of each model and split size, the model with its draft and TC-01's refusal "
                        "cases; trees: " + ", ".join(map(str, trees))))
-        for record in records:
-            print(f"wrote {docs_blocks.publish(record)} and {docs_blocks.record_path(record.name)}")
+        with signals_deferred():  # the records and the page's blocks: all or none
+            pages = [docs_blocks.publish(record) for record in records]
+        for page, record in zip(pages, records):
+            print(f"wrote {page} and {docs_blocks.record_path(record.name)}")
     return 0
 
 

@@ -94,6 +94,20 @@ def children(pid: Pid = "self") -> list[int]:
     return out
 
 
+def descendants(pid: Pid = "self") -> list[int]:
+    """Every live (not zombie) descendant of a process, children first (``children`` walked down)."""
+    found, todo, seen = [], list(children(pid)), set()
+    while todo:
+        kid = todo.pop(0)
+        if kid in seen:
+            continue
+        seen.add(kid)
+        todo += children(kid)
+        if alive(kid):
+            found.append(kid)
+    return found
+
+
 def thread_count(pid: Pid = "self") -> Optional[int]:
     """The process's threads (``/proc/<pid>/task``), native ones included; None if unreadable."""
     try:

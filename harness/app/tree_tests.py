@@ -20,7 +20,7 @@ _RUN: dict = {}
 
 
 def own_tests_of(impl) -> Optional[dict]:
-    """``{"file", "total", "passed", "failed", "summary"}`` of ``impl``'s tree's own tests (``summary`` says
+    """``{"file", "total", "passed", "failed", "exit_problem", "summary"}`` of ``impl``'s tree's own tests (``summary`` says
     why when they could not be run); None when ``impl`` is no C++ tree or its manifest names no test file."""
     manifest = getattr(impl, "manifest", None)
     native = getattr(impl, "native", None)
@@ -35,25 +35,27 @@ def own_tests_of(impl) -> Optional[dict]:
 def run_own_tests(root: str, manifest: str, *, file: str) -> dict:
     """Build and run the tree's own tests (``own_tests.run``); a tree whose tests cannot be built or run
     is a result saying why, not an error of the job."""
-    from contract.errors import UserError
+    from contract.errors import ImplementationFailure, UserError
     from implementations.xllm_native import own_tests
 
     try:
         found = own_tests.run(root, manifest)
-    except UserError as exc:
+    except (UserError, ImplementationFailure) as exc:
         return {"file": file, "total": None, "passed": None, "failed": [],
                 "summary": f"its own tests ({file}) could not be run: {exc}"}
     if found is None:
         return {"file": file, "total": None, "passed": None, "failed": [], "summary": "its manifest names no test file"}
     return {"file": found.file, "total": found.total, "passed": found.passed, "failed": list(found.failed),
-            "summary": found.summary()}
+            "exit_problem": found.exit_problem, "summary": found.summary()}
 
 
 def verdict(own: dict) -> str:
-    """``pass`` when every test ran and passed, ``fail`` when one failed, ``not run`` otherwise."""
+    """``pass`` when every test ran and passed and the binary ended well, ``fail`` when one failed or it
+    ended badly (a signal, an abort at exit: ``exit_problem``), ``not run`` otherwise."""
     if own.get("total") is None:
         return "not run"
-    return "pass" if not own.get("failed") and own.get("passed") == own.get("total") else "fail"
+    ok = not own.get("failed") and own.get("passed") == own.get("total") and not own.get("exit_problem")
+    return "pass" if ok else "fail"
 
 
 def write_allure(own: dict, alluredir: Path, *, tree: str) -> Optional[Path]:

@@ -11,7 +11,11 @@ temporary name and renamed into place, so an interrupted run leaves the old one.
 this command): any other file is refused unless ``--force``, so a file the command did not write is never
 overwritten. Everything that can be checked is checked before the build and the run: ``--out`` (not a
 folder, in a folder that can be written), the tree (``--source`` holds the files it compiles) and its
-commit (``git``, else ``--commit``, else the tree's ``version.txt``, which must be UTF-8 text).
+commit (``git``, else ``--commit``, else the tree's ``version.txt``, which must be UTF-8 text), and that the
+tree is upstream's: every file its build compiles (by the shipped manifest that fits) has the name and sha256
+``harness.baselines.upstream_sources`` recorded for upstream 494f293b5 (``upstream_sources.difference``).
+Any other tree (a port, a fork, a copy with one line changed) is refused naming the first file that differs: the
+recording is what upstream's own code answers, and says so.
 """
 
 from __future__ import annotations
@@ -26,13 +30,17 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from contract.errors import ConfigError
-from harness.baselines import native_grid
-from harness.paths import BASELINE_DIR
+from harness.baselines import native_grid, upstream_sources
+from harness.paths import BASELINE_DIR, PACKAGE_DIR
 from harness.usage import Parser, command, fail
 
 NATIVE_BASELINE_PATH = BASELINE_DIR / "native_planning.json"
 COMMAND = "python -m harness.baselines.record_native"
 """How every recording's provenance names this command (``provenance.command`` starts with it)."""
+SOURCE_FILES = (f"upstream 494f293b5's, by sha256: every file the build compiles has the name and digest "
+                f"{upstream_sources.RECORD_PATH.relative_to(PACKAGE_DIR.parent).as_posix()} records "
+                f"({upstream_sources.COMMAND}), checked before the run")
+"""The provenance's ``source_files``: where the tree's files are identified as upstream's (by ``check_upstream``)."""
 MAX_RECORDING_BYTES = 64 * 1024 * 1024
 """The largest existing ``--out`` read to tell whether this command wrote it (the recording is ~0.4 MB)."""
 
@@ -82,10 +90,30 @@ def check_out(out: Path, force: bool) -> None:
                           "it holds something else; it is left as it is")
 
 
-def record(source: str, out: Path, commit: Optional[str] = None) -> dict:
+def check_upstream(source: str) -> None:
+    """Nothing when every file the build of ``source`` compiles is upstream 494f293b5's (name and sha256, as
+    ``upstream_sources`` recorded them); else ``ConfigError`` naming ``--source`` and the first file that differs,
+    or the port's manifest when it is built as a port."""
+    from implementations.xllm_native.native import resolve
+
+    tree, m, _ = resolve(source)
+    if tree.port:
+        raise ConfigError("--source", source, "upstream 494f293b5's tree",
+                          f"it is built as a port by the manifest {m.name}: its planning code is not upstream's")
+    why = upstream_sources.difference(tree, m)
+    if why is not None:
+        raise ConfigError("--source", source, "upstream 494f293b5's tree (every file its build compiles, by sha256, "
+                          f"as {upstream_sources.RECORD_PATH.name} records them)", why)
+
+
+def record(source: str, out: Path, commit: Optional[str] = None, checked: bool = False) -> dict:
+    """Plan the grid with ``source``'s compiled code and write the recording; ``checked``: ``check_upstream``
+    already passed for ``source``."""
     from implementations.xllm_native import XllmNativeImplementation
 
     commit = commit or _commit(Path(source))  # before the run: a version.txt it cannot read is said now
+    if not checked:
+        check_upstream(source)
     impl = XllmNativeImplementation(source_dir=source)
     models = native_grid.load_models()
     cfgs = native_grid.grid()
@@ -104,6 +132,7 @@ def record(source: str, out: Path, commit: Optional[str] = None) -> dict:
             "python": platform.python_version(),
             "command": f"{COMMAND} --source /path/to/xllm [--commit <sha> when the tree is not a git checkout]",
             "seconds": round(time.monotonic() - started, 1),
+            "source_files": SOURCE_FILES,
         },
         "models": {name: native_grid.model_to_json(m) for name, m in sorted(models.items())},
         "configs": cfgs,
@@ -118,7 +147,7 @@ def record(source: str, out: Path, commit: Optional[str] = None) -> dict:
 @command
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = Parser(prog=COMMAND, description=__doc__.splitlines()[0])
-    parser.add_argument("--source", required=True, help="an xLLM source tree (upstream 494f293b5)")
+    parser.add_argument("--source", required=True, help="upstream xLLM 494f293b5's source tree (checked by content)")
     parser.add_argument("--out", default=str(NATIVE_BASELINE_PATH),
                         help="where to write: a new file or an earlier recording (default: %(default)s)")
     parser.add_argument("--force", action="store_true", help="overwrite an --out file this command did not write")
@@ -132,7 +161,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     check_out(out, args.force)
     XllmNativeImplementation.check_inputs(source_dir=args.source)
     commit = args.commit or _commit(Path(args.source))
-    doc = record(args.source, out, commit)
+    check_upstream(args.source)
+    doc = record(args.source, out, commit, checked=True)
     refused = sum(1 for r in doc["results"] if "refused" in r)
     print(f"{len(doc['configs'])} configurations ({refused} refused) -> {out}")
     return 0

@@ -252,6 +252,7 @@ def engine_flags(
     parallel_config: Optional[Union[str, Path]] = None,
     semantics: str = "adaptation",
     overrides: Sequence[str] = (),
+    log_flags: Optional[str] = None,
 ) -> EngineFlags:
     """The config overrides the engine's own flags amount to.
 
@@ -275,6 +276,8 @@ def engine_flags(
         routes.append(("--parallel-config", parallel_config_settings(text, semantics)))
     if gflags is not None:
         routes.append(("--gflags", gflag_settings(gflags, semantics)))
+    if log_flags:  # the layerwise flags an engine log echoes (harness.conformance): a third route, as the others
+        routes.append(("the log's command line", gflag_settings(log_flags, semantics)))
     if not routes:
         return EngineFlags(overrides=[], read=[], memory={}, unread=[])
     merged = merge_settings(routes)

@@ -6,8 +6,12 @@
     python -m harness.conformance --semantics upstream xllm.INFO --gflags "--layerwise_split_size=2" model=glm_moe_dsa
     python -m harness.conformance node0.INFO node1.INFO --json model=deepseek_v32 parallel=dp2_tp4 layerwise=s2
 
-An argument with ``=`` is an override (unless it names an existing file), any other is a log
-(several: one per node or process).
+An argument ``key=value`` whose key is a config key (``model=``, ``cache.block_size=``, ``+x.y=``) is an
+override, even where a file of that name exists (the output says so: ``./model=x`` reads that file);
+another argument with ``=`` is a log when such a file exists (``run=1/xllm.INFO``), else an override; any
+other is a log (several: one per node or process; a process's rotated glog files are joined). The
+layerwise flags an echoed command line in the log prints (``--layerwise_split_size=N``,
+``--enable_layerwise_split``) are read as a third route beside ``--gflags`` / ``--parallel-config``.
 ``--gflags`` / ``--parallel-config`` take the engine's own flags (``--flagfile=PATH`` is read)
 and apply them after the overrides: the layerwise flags and every other flag that changes the
 KV plan (``contract.flags_and_topology.GFLAG_CONFIG_KEYS``: ``--block_size``, ``--kv_cache_dtype``,
@@ -20,7 +24,9 @@ read). ``--semantics`` picks FEATURE section 2's rule
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+import re
 import sys
 from typing import Optional, Sequence
 
@@ -28,6 +34,34 @@ from contract.flags_and_topology import DEFAULT_SEMANTICS, SEMANTICS
 from harness.usage import Parser, command, fail, join_flag_values
 
 DISAGREE_EXIT_CODE = 1
+OVERRIDE_KEY = re.compile(r"^(?:\+\+|\+|~)?([A-Za-z_][\w-]*)(?:[./][\w-]+)*(?:@[\w.-]+)?=")
+"""An override's ``key=`` (Hydra's grammar: ``+`` / ``++`` / ``~``, a dotted key, an ``@package``): group 1 is
+its first part."""
+
+
+def split_arguments(arguments: Sequence[str]) -> tuple:
+    """(logs, overrides, notes): ``key=value`` with a config key (a field of the schema's ``Config`` or a
+    folder of ``conf/``) is an override even where a file of that name exists (a note says so); another
+    ``key=value`` is a log when it names an existing file, else an override; any other argument is a log."""
+    from harness.config.schema import Config
+    from harness.paths import CONF_DIR
+
+    keys = {f.name for f in dataclasses.fields(Config)} | {p.name for p in CONF_DIR.iterdir() if p.is_dir()}
+    logs, overrides, notes = [], [], []
+    for arg in arguments:
+        m = OVERRIDE_KEY.match(arg)
+        if m is None:
+            logs.append(arg)
+        elif m.group(1) in keys:
+            overrides.append(arg)
+            if os.path.isfile(arg):
+                notes.append(f"{arg} is read as an override (a file of that name exists here: ./{arg} reads it as a "
+                             "log)")
+        elif os.path.isfile(arg):
+            logs.append(arg)
+        else:
+            overrides.append(arg)
+    return logs, overrides, notes
 
 
 def parser() -> argparse.ArgumentParser:
@@ -102,27 +136,33 @@ def check_schema(run) -> None:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from harness.config.build import apply_semantics, build_run_spec, engine_flags
     from harness.config.compose import compose_config
-    from harness.conformance.check import check, flag_notes, render, render_json
+    from harness.conformance.check import check, flag_notes, log_flag_notes, render, render_json
     from harness.conformance.log import LogError, read_logs
     args = parser().parse_intermixed_args(join_flag_values(sys.argv[1:] if argv is None else list(argv)))
-    # an existing file is a log even with '=' in its path (run=1/xllm.INFO)
-    logs = [a for a in args.args if "=" not in a or os.path.isfile(a)]
-    overrides = [a for a in args.args if a not in logs]
+    logs, overrides, arg_notes = split_arguments(args.args)
     if not logs:
-        fail("no log given: LOG is a file path (an argument with '=' is an override) "
+        fail("no log given: LOG is a file path (an argument key=value with a config key is an override) "
              "(see python -m harness.conformance --help)")
-    flags = engine_flags(args.gflags, args.parallel_config, args.semantics, overrides)
+    try:
+        log = read_logs(logs)
+    except LogError as exc:
+        fail(exc)
+    enable = next((where for name, _, where in log.flags if name == "enable_layerwise_split"), None)
+    if enable is not None and args.semantics == "upstream":
+        fail(f"--enable_layerwise_split: the log's command line has it ({enable}), and an upstream 494f293b5 "
+             "binary has no such flag (it stops on an unknown flag): the log is of an adaptation build "
+             "(--semantics adaptation)")
+    flags = engine_flags(args.gflags, args.parallel_config, args.semantics, overrides, log_flags=log.flag_text)
     overrides += flags.overrides
     cfg = compose_config(overrides)
     why = apply_semantics(cfg, args.semantics)
     run = build_run_spec(cfg)
     check_schema(run)
     try:
-        log = read_logs(logs)
         figures = check(run, log, args.semantics, flags.memory)
     except LogError as exc:
         fail(exc)
-    extra = flag_notes(flags)
+    extra = [*arg_notes, *log_flag_notes(log), *flag_notes(flags)]
     if args.json:
         _emit(render_json(figures, log, overrides, args.semantics, why, extra))
     else:

@@ -19,12 +19,12 @@ pieces of constant slots (binary search) and the block count is monotone inside 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+import os
+from dataclasses import asdict, dataclass, replace
 from typing import Callable, Optional
 
 from harness import oracle
 from harness.conformance.log import (
-    CAPACITY_FORMATS,
     MAX_KEPT_LINES,
     SHAPE_FORMATS,
     CapacityLine,
@@ -32,6 +32,8 @@ from harness.conformance.log import (
     FatalLine,
     LogError,
     Size,
+    capacity_format_keys,
+    comparable,
     readable_size,
     worker_budget_interval,
 )
@@ -152,7 +154,7 @@ def check_engine(run, line: CapacityLine, budget: tuple, role: str, semantics: s
 
     at_lo = capacity(lo)
     f = line.figures
-    figures = [Figure(role, "format", line.format, ", ".join(CAPACITY_FORMATS[line.format]), None)]
+    figures = [Figure(role, "format", line.format, ", ".join(capacity_format_keys(line.format, line)), None)]
     if line.lacks:
         figures.append(Figure(role, "not in this line", ", ".join(line.lacks), "-", None))
 
@@ -285,9 +287,10 @@ def check_workers(run, log: EngineLog, engines: int) -> list:
                    agree)]
 
 
-def budget_interval(run, log: EngineLog) -> tuple:
-    """(lo, hi, figures): the per-rank budget C to judge with, and the cache_size figures."""
-    target = log.capacities[0]
+def budget_interval(run, log: EngineLog, target: Optional[CapacityLine] = None) -> tuple:
+    """(lo, hi, figures): the per-rank budget C to judge with (``target``'s, by default the first capacity
+    line's), and the cache_size figures."""
+    target = target or log.capacities[0]
     figures = []
     override = int(getattr(run.cache, "kv_budget_bytes", 0) or 0)
     if override > 0:
@@ -348,7 +351,8 @@ def _refusal_text(fatal: FatalLine) -> str:
 
 def _cut_text(log: EngineLog) -> str:
     """`` mid-line, inside a <kind> line at <where> (a cut log),`` when a log ends mid-line, else ''."""
-    return "".join(f" mid-line, inside a {c.kind} line at {c.where} (a cut log)," for c in log.cuts[:1])
+    return "".join(f" mid-line, inside a {c.kind} line at {c.where} ({c.detail or 'a cut log'}),"
+                   for c in log.cuts[:1])
 
 
 def check_memory_flags(memory: dict, log: EngineLog) -> list:
@@ -370,6 +374,14 @@ def check_memory_flags(memory: dict, log: EngineLog) -> list:
             agree = all(w.max_cache_size.contains(value) for w in log.workers)
         figures.append(Figure("workers", name, logged, want, agree))
     return figures
+
+
+def log_flag_notes(log: EngineLog) -> list:
+    """The layerwise flags read from an echoed command line in the log, and where."""
+    if not log.flags:
+        return []
+    return ["layerwise flags read from the log's command line: "
+            + " ".join(f"--{name}={value} ({where})" for name, value, where in log.flags)]
 
 
 def flag_notes(flags) -> list:
@@ -414,14 +426,49 @@ def check(run, log: EngineLog, semantics: str = "adaptation", memory: Optional[d
                        f"refusal, the config has {engines} engines (target + draft): the log ends{_cut_text(log)} "
                        "before the draft's line")
     figures = [Figure("engine", "startup", "started", "starts", True)]
-    lo, hi, budget_figures = budget_interval(run, log)
-    figures += budget_figures
+    figures += started_figures(run, log, engines, semantics, memory)
+    for other in log.others:  # another process's own engine: its lines judged as its own start
+        if len(other.capacities) < engines:
+            raise LogError(f"{other.path}: {len(other.capacities)} `kv cache capacity:` line(s) and the config has "
+                           f"{engines} engines (target + draft): the log ends{_cut_text(other)} before the draft's line")
+        name = os.path.basename(other.path)
+        figures += [replace(f, engine=f"{name}:{f.engine}") for f in started_figures(run, other, engines, semantics,
+                                                                                     memory)]
+    figures += check_loose_shapes(run, log, engines, semantics)
+    return figures
+
+
+def check_loose_shapes(run, log: EngineLog, engines: int, semantics: str) -> list:
+    """Shape lines a log prints before any capacity line of its own (a worker process's ``print_shapes``: at
+    494f293b5 the MTP worker prints its draft's) against the engine's capacity line: the draft's when the
+    config has one, else the target's; named by their log."""
+    role = "draft" if engines == 2 else "target"
+    line = log.capacities[engines - 1]
+    at_lo = oracle.expected_capacities(run, _engine_budget(run, log)[0], owner_rule=owner_rule(semantics))[engines - 1]
+    figures = []
+    for path, shapes in log.loose_shapes:
+        judged = check_shapes(run, replace(line, shapes=shapes, shapes_end=None), role,
+                              at_lo if "linear_blocks" not in line.figures else None)
+        figures += [replace(f, engine=f"{os.path.basename(path)}:{f.engine}") for f in judged]
+    return figures
+
+
+def started_figures(run, log: EngineLog, engines: int, semantics: str, memory: Optional[dict]) -> list:
+    """Every figure of one engine's started log: budget, workers, memory flags, Block info, then each
+    capacity line and its shapes. Capacity lines past the ``engines`` one start prints (a second target
+    line) are judged too, each at its own budget, as ``target#2`` (``draft#2``) and so on."""
+    lo, hi, figures = budget_interval(run, log)
     figures += check_workers(run, log, engines)
     figures += check_memory_flags(memory or {}, log)
     figures += check_block_info(run, log, engines)
-    figures += check_engine(run, log.capacities[0], (lo, hi), "target", semantics)
-    if engines == 2:
-        figures += check_engine(run, log.capacities[1], (lo, hi), "draft", semantics)
+    for index, line in enumerate(log.capacities):
+        role = "target" if index % engines == 0 else "draft"
+        group = index // engines
+        if group and role == "target":
+            lo, hi, budget_figures = budget_interval(run, log, line)
+            figures += [replace(f, engine=f"{f.engine}#{group + 1}") for f in budget_figures if f.engine == "target"]
+        judged = check_engine(run, line, (lo, hi), role, semantics)
+        figures += [replace(f, engine=f"{f.engine}#{group + 1}") for f in judged] if group else judged
     if engines == 1:
         figures.append(Figure("target", "Successfully initialized kv cache", "seen" if log.succeeded else "not seen",
                               "llm_engine.cpp:202 (the VLM engine does not print it)", None))
@@ -440,24 +487,38 @@ def notes(log: EngineLog, semantics_line: str) -> list:
     for path, count, first in log.restarted:
         out.append(f"{path} holds {count} starts (a restart appended); judging the last, from line {first}")
     for cut in log.cuts:
-        out.append(f"{cut.where}: the file ends inside this {cut.kind} line (cut log): the line is not read")
+        how = f" ({cut.detail})" if cut.detail else ""
+        out.append(f"{cut.where}: the file ends inside this {cut.kind} line{how} (cut log): the line is not read")
     for line in log.capacities:
         if line.shapes_end is not None and line.shapes:
             out.append(f"the log ends at {line.shapes_end} while the shapes after {line.where} were printed: "
                        "shapes after the last one printed are not judged")
-    if len(log.capacities) > 2:
-        out.append(f"{len(log.capacities)} capacity lines; the first is the target, the second the draft")
-    if log.extra_capacities:
-        out.append(f"{len(log.extra_capacities)} capacity line(s) in another log ({log.extra_capacities[0].where}) "
-                   "are not judged: the first log with capacity lines is")
+    for engine_log in (log, *log.others):
+        if len(engine_log.capacities) > 2:
+            out.append(f"{len(engine_log.capacities)} capacity lines in one start of {engine_log.judged_from}: the "
+                       "first is the target's, with a draft the second the draft's; each further one is judged too "
+                       "(target#2, draft#2, ...)")
+    for other in log.others:
+        out.append(f"{other.path} has capacity lines of its own (another process's engine): judged too, its "
+                   f"figures named {os.path.basename(other.path)}:...")
+    if log.runtime_fatal_count:
+        first = log.runtime_fatals[0]
+        out.append(f"{log.runtime_fatal_count} fatal line(s) after the start completed (`Successfully initialized kv "
+                   f"cache`): a failure of the running engine, not a start-up refusal; not judged (first: "
+                   f"{first.where}: {first.message[:100]})")
     if log.skipped:
         out.append(f"{log.skipped_count} line(s) without a glog prefix look like engine lines but do not read as one "
                    f"(first: {log.skipped[0]}); not read")
-    if log.fatals and log.first_stamp:
+    if log.fatals and log.first_time is not None and log.fatals[0].time is not None:
         judged = log.fatals[0]
-        if len(judged.stamp) == len(log.first_stamp) and judged.stamp < log.first_stamp:
+        key = comparable([judged.time, log.first_time])
+        if key(judged.time) < key(log.first_time):
             out.append(f"the refusal judged ({judged.where}, {judged.stamp}) is older than the judged start of "
                        f"{log.judged_from} ({log.first_stamp}): a line of an earlier run? (judged as this run's)")
+    untimed = [f for f in log.fatals if f.time is None]
+    if untimed and len(untimed) < len(log.fatals):
+        out.append(f"{len(untimed)} refusal line(s) without a glog time before them in their file (first: "
+                   f"{untimed[0].where}) are ordered after the timed ones")
     if log.fatal_count > 1:
         kept = "" if log.fatal_count == len(log.fatals) else f" (of the first {MAX_KEPT_LINES} of each log)"
         out.append(f"{log.fatal_count} refusal lines; the earliest{kept} is judged")

@@ -22,7 +22,7 @@ RULES: dict[str, str] = {
     # 3. startup validation
     "F3.s-positive": "s >= 1, even when disabled",
     "F3.world-divides": "world_size % (dp * cp) == 0",
-    "F3.tp-divides-s": "attention tp % s == 0 (and s <= attention tp)",
+    "F3.tp-divides-s": "attention tp % s == 0 (and s <= attention tp), attention tp = world / (dp * cp), not the world",
     "F3.supported-model": "active: model_type one the feature supports",
     "F3.no-host-cache": "active: no host cache (host_blocks_factor > 1), refused naming its field",
     "F3.no-cp": "active: no context parallel",
@@ -31,6 +31,8 @@ RULES: dict[str, str] = {
     "F3.no-xtensor": "active: no xtensor",
     "F3.linear-indexer": "always: no model with both linear-attention layers and a DSA indexer",
     "F3.quantized-support": "always: quantized KV / int8 indexer only where the hardware profile supports them",
+    "F3.draft-indexer": "the int8 indexer refusal holds wherever an indexed cache is allocated: the draft's as well as "
+                        "the target's",
     "F3.order": "a config breaking several rules is refused for the first in upstream's order",
     # 4. split groups and ownership
     "F4.consecutive-groups": "split groups are consecutive runs of s inside each attention TP group",
@@ -41,17 +43,21 @@ RULES: dict[str, str] = {
     "F4.round-robin": "the k-th full layer is owned by split rank k % s",
     "F4.topology-groups": "groups maximise the worst link (key 1); equal groupings keep upstream's consecutive "
                           "order if among the best, else the lexicographically first (key 3)",
+    "F4.rank-order-ties": "among equal groupings the first by ranks (each group sorted, listed by its smallest "
+                          "rank), whatever order the ranks' cards take",
     "F4.group-links": "groupings tied on the worst link compare every group's worst link, worst to best (key 2)",
     "F4.cards": "no card holds two ranks of a split group, and no card exceeds its HBM",
     "F4.node-links": "ranks on different nodes are joined by the network, never by a cell of the card matrix",
     "F4.replica-groups": "each attention TP group (dp replica) is cut on its own cards' links",
     "F4.card-reserve": "every rank on a card keeps its own reserve: ranks x (KV + reserved) within the HBM",
+    "F4.card-draft": "a card's planned memory counts each rank's draft KV as well as its target KV",
     # 5. bytes per layer
     "F5.mla-slot": "MLA slot = d_kv * (kv_lora_rank + qk_rope_head_dim)",
     "F5.gqa-slot": "GQA slot = 2 * d_kv * head_dim * max(1, kv heads / attn_tp)",
     "F5.scale-slot": "quantized KV adds float32 scales (MLA 4 B, GQA 2 * 4 * local heads)",
     "F5.index-slot": "DSA indexer slot d * index_head_dim on indexer layers",
     "F5.int8-index": "int8 indexer slot = index_head_dim + 4",
+    "F5.draft-index": "a draft's index slot follows the draft's own indexer, not the target's",
     "F5.n-spec": "a Qwen3.5 target's conv and recurrent state grow with num_speculative_tokens",
     "F5.ssm-dtype": "recurrent state in mamba_ssm_dtype (default the model dtype)",
     "F5.slots-padding": "linear-state slots without prefix cache: max_seqs_per_batch + 2 (0 is valid)",
@@ -89,6 +95,7 @@ MUTANTS: dict[str, tuple[str, ...]] = {
     "F2.active-iff": ("disabled_still_splits",),
     "F3.s-positive": ("split_size_below_one_accepted",),
     "F3.world-divides": ("world_remainder_dropped",),
+    "F3.tp-divides-s": ("split_size_against_world",),
     "F3.order": ("tp_mod_s_before_model_type",),
     "F3.supported-model": ("no_validation_unsupported",),
     "F3.no-host-cache": ("host_cache_wrong_field",),
@@ -98,6 +105,7 @@ MUTANTS: dict[str, tuple[str, ...]] = {
     "F3.no-xtensor": ("xtensor_accepted",),
     "F3.linear-indexer": ("linear_with_indexer_accepted",),
     "F3.quantized-support": ("quantized_cache_accepted", "quantized_refused_by_worker"),
+    "F3.draft-indexer": ("int8_indexer_target_only",),
     "F4.consecutive-groups": ("strided_groups",),
     "F4.split-rank-position": ("split_rank_mod_s",),
     "F4.only-full-split": ("linear_split",),
@@ -105,11 +113,13 @@ MUTANTS: dict[str, tuple[str, ...]] = {
     "F4.layer-types": ("attention_spelling_linear",),
     "F4.round-robin": ("owner_off_by_one",),
     "F4.topology-groups": ("tie_groups_reshuffled",),
+    "F4.rank-order-ties": ("group_search_in_card_order",),
     "F4.group-links": ("tie_keeps_consecutive",),
     "F4.cards": ("card_check_skipped",),
     "F4.node-links": ("cross_node_links_from_card_matrix",),
     "F4.replica-groups": ("first_replica_grouping_reused",),
     "F4.card-reserve": ("reserve_once_per_card",),
+    "F4.card-draft": ("card_check_without_draft",),
     "F5.mla-slot": ("mla_rope_dropped",),
     "F5.gqa-slot": ("gqa_heads_not_divided",),
     "F5.scale-slot": ("scale_bytes_missing",),
@@ -120,6 +130,7 @@ MUTANTS: dict[str, tuple[str, ...]] = {
     "F5.slots-fixed": ("fixed_slots_unpadded",),
     "F5.slots-prefix": ("prefix_cache_ignored",),
     "F5.int8-index": ("int8_index_scale_missing",),
+    "F5.draft-index": ("draft_index_from_target",),
     "F5.slots-cap": ("slot_cap_unchecked",),
     "F6.scratch-cost": ("no_scratch_in_estimate",),
     "F6.min-blocks": ("max_block_count",),
@@ -150,10 +161,7 @@ HARNESS: dict[str, str] = {
     "F2.semantics": "the harness applies the semantics it names (harness.conformance; testcases/unit/test_conformance.py)",
 }
 
-GAPS: dict[str, str] = {
-    "F3.tp-divides-s": "not observable alone: with the check skipped, forming the split groups refuses the same "
-                       "field (layerwise.split_size), so a mutant of the check alone is equivalent",
-}
+GAPS: dict[str, str] = {}
 
 
 def rule_of(mutant: str) -> Optional[str]:

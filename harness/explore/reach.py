@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from contract.units import MIB
 from harness import oracle
 
 REACHES = (
@@ -24,6 +25,10 @@ REACHES = (
     "a rule before the quantized cache refused",
     "draft",
     "two ranks on one card",
+    "s divides the world, not tp, before a later rule",
+    "draft indexed unlike its target",
+    "card order unlike rank order",
+    "reserve within a MiB of a card's fit",
 )
 
 
@@ -65,6 +70,14 @@ def reached(run) -> tuple[str, ...]:
         out.append("draft")
     if run.placement is not None and _shares_a_card(run):
         out.append("two ranks on one card")
+    if run.draft is not None and oracle.expected_indexer(run.draft) != oracle.expected_indexer(run.model):
+        out.append("draft indexed unlike its target")
+    if run.placement is not None and _cards_out_of_rank_order(run):
+        out.append("card order unlike rank order")
+    if rejection is not None and _split_fits_world_not_tp(run, rejection):
+        out.append("s divides the world, not tp, before a later rule")
+    if verdict.startswith("accepted") and _reserve_near_fit(run):
+        out.append("reserve within a MiB of a card's fit")
     if rejection is None:
         p, cards = run.parallel, run.hardware.num_cards
         tp = oracle.attn_tp_size(run)
@@ -96,3 +109,38 @@ def _without_startup_breaks(run, field: str):
              "parallel.kv_split_size": lambda r: replace(r, parallel=replace(r.parallel, kv_split_size=1)),
              "cache.host_blocks_factor": lambda r: replace(r, cache=replace(r.cache, host_blocks_factor=0.0))}
     return fixes.get(field, lambda r: r)(run)
+
+
+def _cards_out_of_rank_order(run) -> bool:
+    """Some attention TP group whose cards do not rise with its ranks on a node."""
+    tp, cards = oracle.attn_tp_size(run), run.hardware.num_cards
+    for first in range(0, run.parallel.world_size, max(1, tp)):
+        on_node: dict = {}
+        for rank in range(first, first + tp):
+            on_node.setdefault(rank // cards, []).append(run.placement[rank])
+        if any(row != sorted(row) for row in on_node.values()):
+            return True
+    return False
+
+
+def _split_fits_world_not_tp(run, rejection) -> bool:
+    """Refused for an s that divides the world but not the attention TP size, with a later master rule broken
+    too (what a port that checks s against the world would name instead)."""
+    s, p = run.layerwise.split_size, run.parallel
+    if rejection.field != "layerwise.split_size" or s < 2 or p.world_size % s or oracle.attn_tp_size(run) % s == 0:
+        return False
+    later = replace(run, layerwise=replace(run.layerwise, split_size=2 if oracle.attn_tp_size(run) % 2 == 0 else 1))
+    found = oracle.expected_rejection(later)
+    return found is not None and found.field in ("cache.host_blocks_factor", "parallel.cp_size",
+                                                 "parallel.kv_split_size")
+
+
+def _reserve_near_fit(run) -> bool:
+    """Some card's plan (target + draft + a reserve per rank) within one MiB of its HBM, either side."""
+    hw = run.hardware
+    ranks_on: dict = {}
+    for rank in range(run.parallel.world_size):
+        card = oracle.expected_rank_location(run, rank)
+        ranks_on[card] = ranks_on.get(card, 0) + 1
+    return any(abs(planned + ranks_on[card] * hw.reserved_bytes_per_card - hw.hbm_bytes_per_card) <= ranks_on[card] * MIB
+               for card, planned in oracle.expected_card_bytes(run).items())

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from contract.specs import RunSpec, Topology
+from contract.units import MIB
 from harness.explore.strategies import RANDOM_TOPOLOGY_PREFIX
 
 TOPOLOGY_FOLDER = "lwsplit-explore"
@@ -119,7 +120,8 @@ def overrides(run: RunSpec, implementation: Sequence[str], *, folder: Optional[P
     out += [f"parallel={BASE_OPTIONS['parallel']}", *_fields("parallel", run.parallel),
             f"layerwise={BASE_OPTIONS['layerwise']}", *_fields("layerwise", run.layerwise),
             *_fields("cache", run.cache),
-            f"hardware={hw.name}", f"hardware.num_cards={hw.num_cards}", f"hardware.topology={topology}"]
+            f"hardware={hw.name}", f"hardware.num_cards={hw.num_cards}", f"hardware.topology={topology}",
+            f"hardware.reserved_mib_per_card={hw.reserved_bytes_per_card // MIB}"]
     if run.placement is not None:
         out.append(f"placement={value_text(run.placement)}")
     return out + list(implementation)

@@ -268,18 +268,17 @@ def topology_facts(plan, run) -> list:
                 for r in range(world)]
     by_rank = {rp.rank: rp for rp in plan.ranks}
     slots = tc03.card_slots(plan, run.hardware.num_cards)
-    group_of = {r: g for g in plan.split_groups for r in g}
-    out = []
-    for r in range(world):
+    live_of = {}
+    for group in plan.split_groups:  # every member of a group reports the same group: built once per group
         members = tuple(tc03.Member(rank=m, node=by_rank[m].node, card=by_rank[m].card,
-                                    owned=tuple(by_rank[m].owned_full_layers)) for m in group_of[r])
+                                    owned=tuple(by_rank[m].owned_full_layers)) for m in group)
         counts: dict[str, int] = {}
         for m in members:
             key = str((m.node, m.card)) if (m.node, m.card) in slots else "invalid"
             counts[key] = counts.get(key, 0) + 1
-        out.append(tc03.TopologyFacts(rank=r, plan=plan if r == 0 else None, group=tc03.LiveGroup(
-            members=members, card_counts=counts), **base))
-    return out
+        live = tc03.LiveGroup(members=members, card_counts=counts)
+        live_of.update((r, live) for r in group)
+    return [tc03.TopologyFacts(rank=r, plan=plan if r == 0 else None, group=live_of[r], **base) for r in range(world)]
 
 
 def implementation_overrides(matrix, implementation: str) -> tuple[str, ...]:

@@ -2,14 +2,16 @@
 
 ``explore(runner, examples=N, allocate=..., seed=S)`` returns None when every drawn
 configuration passed, else the ``Finding`` of the minimal failing one: its configuration, the
-failing checks' messages and a ready ``python -m harness.plan`` command. Hypothesis runs
-from a fixed seed with no example database, so a run is repeatable and writes nothing.
+failing checks' messages and a ready ``python -m harness.plan`` command. Hypothesis draws
+several configurations per example (``batch_size``) from a fixed seed with no example
+database, so a run is repeatable and writes nothing; the failing configuration's own bytes are
+then shrunk towards 0 (``shrunk``), not the batch it came in.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as fixed_seed
@@ -17,11 +19,18 @@ from hypothesis import seed as fixed_seed
 from contract.specs import RunSpec
 from harness.explore import reproduce
 from harness.explore.runner import InProcessRunner
-from harness.explore.strategies import explorable
+from harness.explore.strategies import batch_bytes, bytes_read, decode, slices
 
 DEFAULT_SEED = 20261201
-CI_EXAMPLES = {False: 150, True: 40}
+CI_EXAMPLES = {False: 1000, True: 40}
 """Configurations CI draws per implementation: plan level (False) and with allocation (True)."""
+BATCHES = (8, 4, 2, 1)
+"""Configurations per Hypothesis example, the largest that divides the count: Hypothesis's own cost per
+example (about 0.5 ms, as much as judging a plan) is paid once per batch."""
+
+
+def batch_size(examples: int) -> int:
+    return next(b for b in BATCHES if examples % b == 0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,6 +53,8 @@ class Finding:
 
 
 class _Failed(AssertionError):
+    """The first failing configuration of a drawn batch (its bytes are kept beside it)."""
+
     def __init__(self, failures: tuple[str, ...]):
         super().__init__("\n".join(failures))
         self.failures = failures
@@ -64,15 +75,11 @@ def explore(runner: InProcessRunner, *, examples: int, allocate: bool, seed: int
             shrink: bool = True, count: Optional[Count] = None) -> Optional[Finding]:
     """Judge ``examples`` drawn configurations; the minimal failing one, or None."""
     count = count if count is not None else Count()
-    last: dict = {}
+    failed: dict = {}
+    per_example = batch_size(examples)
 
-    @settings(max_examples=examples, deadline=None, database=None, derandomize=False, print_blob=False,
-              phases=(Phase.generate, Phase.shrink) if shrink else (Phase.generate,),
-              suppress_health_check=list(HealthCheck))
-    @fixed_seed(seed)
-    @given(explorable())
-    def judged(run):
-        verdict = runner.verdict(run, allocate=allocate)
+    def failures_of(data: bytes) -> tuple[str, ...]:
+        verdict = runner.verdict(decode(data), allocate=allocate)
         count.judged += 1
         count.refused += verdict.refused
         for name in verdict.judged_by:
@@ -80,13 +87,49 @@ def explore(runner: InProcessRunner, *, examples: int, allocate: bool, seed: int
         if verdict.open_question:
             kind = verdict.open_question.split(":", 1)[0]
             count.open_questions[kind] = count.open_questions.get(kind, 0) + 1
-        elif verdict.failures:
-            last["run"] = run
-            raise _Failed(verdict.failures)
+            return ()
+        return verdict.failures
+
+    @settings(max_examples=examples // per_example, deadline=None, database=None, derandomize=False,
+              print_blob=False, phases=(Phase.generate,), suppress_health_check=list(HealthCheck))
+    @fixed_seed(seed)
+    @given(batch_bytes(per_example))
+    def judged(data):
+        for one in slices(data):
+            failures = failures_of(one)
+            if failures:
+                failed["data"] = one
+                raise _Failed(failures)
 
     try:
         judged()
-    except _Failed as exc:  # Hypothesis re-raises the minimal example's failure last
-        return Finding(implementation=runner.implementation, run=last["run"], failures=exc.failures,
+    except _Failed as exc:
+        data, failures = failed["data"], exc.failures
+        if shrink:
+            data, failures = shrunk(data, failures, failures_of)
+        return Finding(implementation=runner.implementation, run=decode(data), failures=failures,
                        impl_overrides=runner.overrides, checked=count.judged)
     return None
+
+
+SHRINK_PASSES = 4
+
+
+def shrunk(data: bytes, failures: tuple[str, ...], failures_of: Callable[[bytes], tuple]) -> tuple[bytes, tuple]:
+    """The failing configuration's bytes moved towards 0 one at a time (each byte is one decision, 0 its simplest
+    option) while it still fails, until a pass changes nothing (at most ``SHRINK_PASSES``); the bytes decoding
+    does not read are set to 0 first. Shrinks one configuration, not the batch Hypothesis drew it in."""
+    read = bytes_read(data)
+    best = bytearray(data[:read]) + bytearray(len(data) - read)  # the same configuration
+    for _ in range(SHRINK_PASSES):
+        progress = False
+        for at in range(bytes_read(bytes(best))):
+            for value in sorted(v for v in {0, 1, 2, 3, best[at] // 2, best[at] - 1} if 0 <= v < best[at]):
+                trial = bytes(best[:at]) + bytes((value,)) + bytes(best[at + 1:])
+                found = failures_of(trial)
+                if found:
+                    best[at], failures, progress = value, found, True
+                    break
+        if not progress:
+            break
+    return bytes(best), failures

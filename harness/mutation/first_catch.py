@@ -72,6 +72,11 @@ FIRST_CATCH: dict[str, dict[str, str]] = {
     "capacity_gain_infinite": {"TC-02": "deepseek_v32-s4-w4-no-uniform-block"},
     "raises_peak_unnoted": {"TC-02": "deepseek_v3-s2-w4-one-full-layer"},
     "quantized_refused_by_worker": {"TC-01": "deepseek_v32-s2-w4-int8", "TC-02": "deepseek_v32-s2-w4-int8", "TC-05": "deepseek_v32-s2-w4-int8"},
+    "split_size_against_world": {"TC-01": "deepseek_v32-s8-w8dp2-s-world-not-tp-hostcache"},
+    "int8_indexer_target_only": {"TC-01": "deepseek_v3-s2-w4-draft-only-indexed-int8"},
+    "group_search_in_card_order": {"TC-03": "deepseek_v32-s2-w8-pcie_2switch_8_interleaved-permuted"},
+    "card_check_without_draft": {"TC-03": "deepseek_v32-s2-w4-draft-card-over"},
+    "draft_index_from_target": {"TC-07": "deepseek_v3-s2-w4-indexed_draft"},
 }
 """Mutant short name -> {TC: case key}."""
 

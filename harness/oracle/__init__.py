@@ -21,6 +21,7 @@ One module per FEATURE section, each the oracle of that section; every name is r
 - ``tensors``: the tensors a layer must expose (section 7);
 - ``startup``: the startup rules (``Rejection``) and configs that cannot be planned (sections 3, 5-6);
 - ``readers``: the oracle's own readers of outside formats (sections 2, 4).
+- ``memo``: the answers about one configuration computed once while the checks ask again (``per_run``).
 
 Inputs newer than some RunSpecs are read with their documented defaults when absent:
 ``cache.max_seqs_per_batch`` (200), ``cache.max_linear_state_cache_slots`` (0),

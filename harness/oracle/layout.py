@@ -20,6 +20,7 @@ from harness.oracle.inputs import (
     upstream_split_size,
 )
 from harness.oracle.layers import expected_full_layers
+from harness.oracle.memo import per_run
 
 # ---- section 4: split groups and ownership -----------------------------------------------------
 
@@ -92,6 +93,7 @@ def link_score(link: str) -> int:
     return order[link]
 
 
+@per_run
 def oracle_topology(run) -> readers.OracleTopology:
     """Section 4: the run's link matrix as the oracle reads it: the fixture named by
     ``hardware.topology.name`` in conf/topology (its own parser), else the RunSpec's matrix
@@ -129,6 +131,7 @@ def _location(rank: int, num_cards: int, placement: Optional[tuple]) -> tuple:
     return rank // num_cards, placement[rank] if placement is not None else rank % num_cards
 
 
+@per_run
 def rank_link(run, a: int, b: int, links=None) -> str:
     """Section 4: the link between two ranks' cards (``NET`` across nodes, ``X`` same card)."""
     links = oracle_topology(run).links if links is None else links
@@ -202,15 +205,21 @@ def expected_split_groups(run, *, rule: str = SPEC_GROUP_RULE) -> Optional[list]
     group: ``topology`` (the adaptation: ``best_partition``'s key per TP group) or
     ``consecutive`` (upstream). s = 1: one group per rank. None when no grouping keeps
     the ranks of each group on distinct cards."""
+    groups = _split_groups(run, rule)
+    return None if groups is None else [list(g) for g in groups]
+
+
+@per_run
+def _split_groups(run, rule: str) -> Optional[tuple]:
+    """``expected_split_groups`` as tuples, once per configuration (every check asks again)."""
     p = run.parallel
     s = split_size(run) if rule == SPEC_GROUP_RULE else upstream_split_size(run)
     if rule == UPSTREAM_GROUP_RULE:
-        return expected_split_groups_consecutive(p.world_size, p.dp_size, p.cp_size, s)
+        return tuple(tuple(g) for g in expected_split_groups_consecutive(p.world_size, p.dp_size, p.cp_size, s))
     if rule != SPEC_GROUP_RULE:
         raise ValueError(f"rule {rule!r}; allowed: {', '.join(GROUP_RULES)}")
-    groups = _topology_groups(p.world_size, p.dp_size, p.cp_size, s, oracle_topology(run).links,
-                              run.hardware.num_cards, _placement(run))
-    return None if groups is None else [list(g) for g in groups]
+    return _topology_groups(p.world_size, p.dp_size, p.cp_size, s, oracle_topology(run).links,
+                            run.hardware.num_cards, _placement(run))
 
 
 @cache
@@ -225,6 +234,7 @@ def _topology_groups(world: int, dp: int, cp: int, s: int, links, num_cards: int
     return tuple(groups)
 
 
+@per_run
 def expected_split_position(run, rank: int, *, rule: str = SPEC_GROUP_RULE) -> tuple:
     """Section 4: (index of the rank's split group, its split rank = position in that group)."""
     groups = expected_split_groups(run, rule=rule)
@@ -246,6 +256,7 @@ def expected_owned_full_layers(run, split_rank: int, *, owner_rule: str = SPEC_O
     return tuple(layer for layer in full if owner[layer] == split_rank)
 
 
+@per_run
 def expected_rank_owned_layers(run, rank: int, *, owner_rule: str = SPEC_OWNER_RULE, rule: str = SPEC_GROUP_RULE) -> tuple:
     """Sections 4 and 7: the full layers a global rank must allocate (from its position)."""
     if split_size(run) == 1:

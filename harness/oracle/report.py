@@ -15,6 +15,7 @@ from harness.oracle.layout import (
     expected_rank_owned_layers,
     expected_split_groups,
 )
+from harness.oracle.memo import per_run
 from harness.oracle.slots import (
     expected_full_bytes_per_block,
     expected_layer_bytes_per_block,
@@ -51,7 +52,12 @@ class Report:
 def expected_report(run, budget_bytes: Optional[int] = None, *, owner_rule: str = SPEC_OWNER_RULE,
                     rule: str = "topology") -> Report:
     """Section 6: per-rank estimates, peak, mean, uniform peak, savings and capacity gain."""
-    budget = run_budget_bytes(run) if budget_bytes is None else budget_bytes
+    return _report(run, run_budget_bytes(run) if budget_bytes is None else budget_bytes, owner_rule, rule)
+
+
+@per_run
+def _report(run, budget: int, owner_rule: str, rule: str) -> Report:
+    """``expected_report`` with every argument given (one answer per configuration however it is asked)."""
     tp = attn_tp_size(run)
     n_blocks, uniform = expected_block_counts(run, budget, owner_rule=owner_rule)
     linear = expected_linear_state_bytes(run.model, run.cache, tp, budget)
@@ -127,6 +133,7 @@ def expected_card_bytes(run, budget_bytes: Optional[int] = None, *, owner_rule: 
     return out
 
 
+@per_run
 def spec_refuses_cards(run) -> Optional[str]:
     """Section 4: why the spec forbids this placement outright, from its own numbers; None if it does not.
 

@@ -77,6 +77,53 @@ def preload(*modules: str) -> None:
         _MP.set_forkserver_preload(list(_PRELOAD))
 _live_pools: weakref.WeakSet[RankPool] = weakref.WeakSet()
 
+OUTPUT_TAIL_BYTES = 1 << 20
+"""The most of one rank's standard output and error kept per call (its last bytes): a rank's output goes to
+a pipe of the pool's, and at the end of each call the pool writes what it kept to its own standard error,
+saying how much was cut before it."""
+_READ_BYTES = 1 << 16
+
+
+class _Output:
+    """The read end of one rank's output pipe: the tail of what it wrote since the last report, and how much."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.chunks: list[bytes] = []
+        self.kept = 0
+        self.total = 0
+        self.eof = False
+
+    def drain(self) -> None:
+        """Read what the pipe holds now (never waits), keeping the last ``OUTPUT_TAIL_BYTES``."""
+        while not self.eof and mp_connection.wait([self.conn], timeout=0):
+            try:
+                chunk = os.read(self.conn.fileno(), _READ_BYTES)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self.eof = True
+                break
+            self.total += len(chunk)
+            self.chunks.append(chunk)
+            self.kept += len(chunk)
+            while self.chunks and self.kept - len(self.chunks[0]) >= OUTPUT_TAIL_BYTES:
+                self.kept -= len(self.chunks.pop(0))
+
+    def report(self, rank: int) -> None:
+        """Write the kept tail to this process's standard error (cut to ``OUTPUT_TAIL_BYTES``, saying so)."""
+        if not self.total:
+            return
+        data = b"".join(self.chunks)[-OUTPUT_TAIL_BYTES:]
+        text = data.decode(errors="replace")
+        if self.total > len(data):
+            text = (f"[rank {rank} wrote {self.total} bytes to its standard output and error; the first "
+                    f"{self.total - len(data)} were cut, the last {len(data)} follow]\n") + text
+        self.chunks, self.kept, self.total = [], 0, 0
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(text)
+            sys.stderr.flush()
+
 
 class RankPool:
     """``world_size`` rank processes forming one torch.distributed group, reused by every ``run``.
@@ -116,6 +163,8 @@ class RankPool:
         self._owner_pid = os.getpid()
         self._procs: list[Any] = []
         self._conns: list[Any] = []
+        self._outputs: list[_Output] = []
+        """Per rank, its output pipe's read end (``OUTPUT_TAIL_BYTES``)."""
         self._tmp_dir: Optional[str] = None
         self._stack_offsets: dict[int, int] = {}
         self._native_offsets: dict[int, int] = {}
@@ -184,6 +233,7 @@ class RankPool:
                 self._kill()
                 raise
             finally:
+                self._report_output()
                 self.idle_since = time.monotonic()
 
     def close(self) -> None:
@@ -214,6 +264,7 @@ class RankPool:
         context = _FORK if self.start_method == "fork" else _MP
         for rank in range(self.world_size):
             parent_end, child_end = context.Pipe(duplex=True)
+            out_read, out_write = context.Pipe(duplex=False)
             proc = context.Process(
                 target=rank_main.main,
                 name=f"lwsplit-w{self.world_size}-rank{rank}",
@@ -227,11 +278,13 @@ class RankPool:
                     conn=child_end,
                     parent_pid=os.getpid(),
                     pg_timeout_s=max(300.0, 10 * self.timeout_s),
+                    output=out_write,
                 ),
             )
             self._procs.append(proc)
             self._conns.append(parent_end)
-            child_ends.append(child_end)
+            self._outputs.append(_Output(out_read))
+            child_ends += [child_end, out_write]
         try:
             start_processes(self._procs)
         except BaseException:
@@ -240,7 +293,10 @@ class RankPool:
         finally:
             for end in child_ends:  # so a dead rank reads as EOF here
                 end.close()
-        self._collect("start-up", 0, self.start_timeout_s, expect="ready")
+        try:
+            self._collect("start-up", 0, self.start_timeout_s, expect="ready")
+        finally:
+            self._report_output()
 
     # -- collect ----------------------------------------------------------------------------
     def _collect(self, what: str, call_id: int, limit_s: float, expect: str = "ok") -> list[Any]:
@@ -257,6 +313,7 @@ class RankPool:
         last_event = 0.0
         cpu_seen: dict[int, int] = {}
         by_conn = {id(c): r for r, c in enumerate(self._conns)}
+        by_output = {id(o.conn): o for o in self._outputs}
         by_sentinel = {p.sentinel: r for r, p in enumerate(self._procs)}
         while pending:
             until = deadline if first_bad is None else min(deadline, last_event + self.grace_s)
@@ -268,10 +325,14 @@ class RankPool:
                 break
             left = until - now
             waitables = [self._conns[r] for r in pending] + [self._procs[r].sentinel for r in pending]
+            waitables += [o.conn for o in self._outputs if not o.eof]
             ready = mp_connection.wait(waitables, timeout=left)
             # Messages before exits: a rank may have reported and then died.
             ready.sort(key=lambda o: isinstance(o, int))
             for obj in ready:
+                if id(obj) in by_output:  # its output: read now, so a rank that prints never blocks on the pipe
+                    by_output[id(obj)].drain()
+                    continue
                 r = by_sentinel[obj] if isinstance(obj, int) else by_conn[id(obj)]
                 if r not in pending:
                     continue
@@ -461,14 +522,38 @@ class RankPool:
         if not self._procs or os.getpid() != self._owner_pid:
             return
         if polite:
+            self._kill_descendants()
             for conn in self._conns:
                 with contextlib.suppress(OSError):
                     conn.send(Close())
             _wait_exit(self._procs, self.close_timeout_s)
         self._kill()
 
+    def _kill_descendants(self) -> None:
+        """SIGKILL everything the live ranks started (each rank is a child subreaper, so a ``setsid()``
+        grandchild whose parent exited is still its descendant), walking again until none is left."""
+        from harness import procfs
+
+        ranks = [p.pid for p in self._procs if p.pid is not None and p.exitcode is None]
+        for _ in range(100):
+            found = [kid for pid in ranks for kid in procfs.descendants(pid)]
+            if not found:
+                return
+            for kid in found:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(kid, signal.SIGKILL)
+            time.sleep(0.001)
+
+    def _report_output(self) -> None:
+        """Each rank's output since the last report (its tail), on this process's standard error."""
+        for rank, out in enumerate(self._outputs):
+            out.drain()
+            out.report(rank)
+
     def _kill(self) -> None:
-        """SIGTERM, a short grace, SIGKILL; then drop pipes and the temp dir."""
+        """Everything the ranks started, then the ranks: SIGTERM, a short grace, SIGKILL; then drop pipes and
+        the temp dir."""
+        self._kill_descendants()
         alive = [p for p in self._procs if p.pid is not None and p.exitcode is None]
         for p in alive:
             with contextlib.suppress(OSError):
@@ -483,9 +568,12 @@ class RankPool:
                 p.join(timeout=5.0)
         for conn in self._conns:
             conn.close()
+        self._report_output()
+        for out in self._outputs:
+            out.conn.close()
         if self._tmp_dir:
             shutil.rmtree(self._tmp_dir, ignore_errors=True)
-        self._procs, self._conns, self._tmp_dir = [], [], None
+        self._procs, self._conns, self._outputs, self._tmp_dir = [], [], [], None
 
 
 def function_ref(fn: Callable[..., Any] | str) -> str:

@@ -18,6 +18,7 @@ import importlib
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -29,7 +30,14 @@ from contract.interface import NATIVE_LOG_ENV
 from .messages import Call, Close, Closed, Done, Failed, Ready, State, StateQuery
 
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+"""prctl(2): orphaned descendants of the rank (a ``setsid()`` grandchild) are reparented to it, so the pool
+finds and ends them before the rank (``RankPool._kill_descendants``)."""
 STACK_FILE = "faulthandler-rank{rank}.txt"
+TEMP_DIR = "tmp-rank{rank}"
+"""The rank's temporary folder (``TMPDIR``, ``tempfile.tempdir``) inside the pool's private one: what the rank and
+its processes leave there (a native host's working folder when the pool killed the host) goes when the pool
+removes its folder."""
 NATIVE_LOG_FILE = "native-log-rank{rank}.txt"
 """The rank's native log (``contract.interface.NATIVE_LOG_ENV`` names it in the rank's environment): where
 compiled code loaded into the rank appends its log lines. The pool shows a failed or hung rank's last ones."""
@@ -119,13 +127,31 @@ def main(
     conn: Any,
     parent_pid: int,
     pg_timeout_s: float,
+    output: Any = None,
 ) -> None:
     die_with_parent(parent_pid)
+    if output is not None:  # standard output and error: the pool's pipe, which keeps their tail (pool.OUTPUT_TAIL_BYTES)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(output.fileno(), 1)
+        os.dup2(output.fileno(), 2)
+        output.close()
+        # a forked rank's sys.stdout may be its owner's (pytest's capture file): Python's writes go to the pipe too
+        sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)
+        sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it kills us
     for sig in (signal.SIGTERM, signal.SIGHUP):  # a rank forked from the owner has the owner's handlers
         signal.signal(sig, signal.SIG_DFL)
     stack_file = open(os.path.join(tmp_dir, STACK_FILE.format(rank=rank)), "w")
     os.environ[NATIVE_LOG_ENV] = os.path.join(tmp_dir, NATIVE_LOG_FILE.format(rank=rank))
+    temp = os.path.join(tmp_dir, TEMP_DIR.format(rank=rank))  # the rank's temporary files go with the pool's folder
+    os.makedirs(temp, mode=0o700, exist_ok=True)
+    os.environ["TMPDIR"] = temp
+    tempfile.tempdir = temp
     faulthandler.enable(file=stack_file, all_threads=True)  # crashes (SIGSEGV, ...)
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)  # parent asks on timeout
     try:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -202,3 +204,43 @@ def raise_out_of_step_on_rank(ctx: RankContext, k: int) -> None:
         raise RuntimeError(f"rank {k} left before the broadcast")
     src = 1 if k == 0 else 0
     dist.broadcast(torch.zeros(1, device=ctx.device), src=src, async_op=True)
+
+
+def write_output(ctx: RankContext, n_bytes: int) -> None:
+    """Each rank writes about ``n_bytes``: half through ``print``, half straight to file descriptor 1, then one
+    line naming it on file descriptor 2."""
+    line = "x" * 1023
+    for _ in range(n_bytes // 2048):
+        print(line)
+    sys.stdout.flush()
+    block = b"y" * 1023 + b"\n"
+    for _ in range(n_bytes // 2048):
+        os.write(1, block)
+    os.write(2, f"the end of rank {ctx.rank}\n".encode())
+
+
+ORPHAN_SLEEP = "654322"
+"""The argument of the ``sleep`` that ``start_orphan`` leaves running."""
+
+
+def start_orphan(ctx: RankContext, mark: str) -> None:
+    """Rank 0 forks a child that calls ``setsid()``, starts ``sleep ORPHAN_SLEEP`` (``LWSPLIT_TEST_MARK=mark`` in
+    its environment) and exits: the sleeper's parent is gone, and it is in a session of its own."""
+    if ctx.rank != 0:
+        return
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child leaves by _exit
+        try:
+            os.setsid()
+            subprocess.Popen(["sleep", ORPHAN_SLEEP], env={**os.environ, "LWSPLIT_TEST_MARK": mark},
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def temp_dirs(ctx: RankContext) -> tuple:
+    """The rank's temporary folder as Python's ``tempfile`` and its child processes (``TMPDIR``) see it."""
+    import tempfile
+
+    return tempfile.gettempdir(), os.environ.get("TMPDIR")

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from harness import oracle
+from harness.baselines import upstream_sources
 from harness.oracle import (
     SPEC_GROUP_RULE,
     SPEC_OWNER_RULE,
@@ -349,8 +350,10 @@ def _suite(tc: str):
 def predicted_as(case) -> str:
     """The name whose predictions hold for ``case``: ``xllm_native`` on a tree built by an upstream-cut manifest
     that compiles upstream's allocation for the backends of ``NATIVE_UPSTREAM_BACKENDS``; ``NATIVE_PLANNING_ONLY`` on one that
-    compiles its planning code alone (its workers are upstream's Python model, as ``xllm_upstream``'s);
-    ``xllm_native[<manifest>]`` (no predictions: the spec judges it alone) on a tree another manifest builds."""
+    compiles its planning code alone (its workers are upstream's Python model, as ``xllm_upstream``'s), in
+    both cases only where every file the build compiles is upstream 494f293b5's by sha256
+    (``harness.baselines.upstream_sources``: predictions belong to upstream's own code); ``xllm_native[<manifest>]``
+    (no predictions: the spec judges it alone) on any other tree, or one that does not resolve."""
     if case.implementation != "xllm_native":
         return case.implementation
     cfg = case.resolved.impl_cfg
@@ -364,11 +367,11 @@ def _native_label(source_dir, files: str, manifest, _env: str) -> str:
     from implementations.xllm_native.native import resolve
 
     try:
-        _, m, _ = resolve(source_dir, json.loads(files), manifest)
+        tree, m, _ = resolve(source_dir, json.loads(files), manifest)
     except UserError:
-        return "xllm_native"  # the case itself reports the error
-    if m.compile != "upstream-cut":
-        return f"xllm_native[{m.name}]"
+        return "xllm_native[unresolved]"  # no predictions: the case itself reports the error
+    if m.compile != "upstream-cut" or upstream_sources.difference(tree, m) is not None:
+        return f"xllm_native[{m.name}]"  # not upstream's own code: the spec judges it alone
     t = m.tensors
     compiled_for = t is not None and all(_backend(t.defines_for(layout)) == backend
                                          for layout, backend in NATIVE_UPSTREAM_BACKENDS.items())

@@ -1,7 +1,9 @@
 """Measured bytes, independent of the implementation under test.
 
-CPU: the distinct storages behind a worker's tensors (a view of the scratch counts
-once). Card: the device allocator's own counter around the allocation.
+CPU: the distinct bytes behind a worker's tensors, by address: the union of the byte ranges of
+their storages, per device, so a view of the scratch counts once and so do tensors carved out of one
+pool at overlapping offsets (``at::from_blob``: each its own storage object over shared bytes). Card:
+the device allocator's own counter around the allocation.
 """
 
 from __future__ import annotations
@@ -16,11 +18,27 @@ def storage_key(tensor, storage=None) -> tuple[str, int]:
 
 
 def distinct_storage_bytes(tensors: Iterable) -> int:
-    seen: dict[tuple[str, int], int] = {}
+    """Bytes of the union of ``[data_ptr, data_ptr + nbytes)`` over the storages behind ``tensors``, per device:
+    memory two storages share is counted once."""
+    ranges: dict[str, set] = {}
     for t in tensors:
         storage = t.untyped_storage()
-        seen[storage_key(t, storage)] = storage.nbytes()
-    return sum(seen.values())
+        if storage.nbytes():
+            ranges.setdefault(str(t.device), set()).add((storage.data_ptr(), storage.data_ptr() + storage.nbytes()))
+    return sum(union_bytes(spans) for spans in ranges.values())
+
+
+def union_bytes(spans: Iterable[tuple[int, int]]) -> int:
+    """The length of the union of half-open ``[start, end)`` ranges."""
+    total, reach = 0, None
+    for start, end in sorted(spans):
+        if reach is None or start >= reach:
+            total += end - start
+            reach = end
+        elif end > reach:
+            total += end - reach
+            reach = end
+    return total
 
 
 def tensor_bytes(tensor) -> int:

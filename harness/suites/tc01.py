@@ -75,6 +75,12 @@ REJECTIONS = (
     # two rules at once: the refusal names the first in upstream's order (FEATURE 3)
     ("model-before-tp-mod-s", "llama3_8b", "s2", "tp4", "cpu", ("layerwise.split_size=3",)),
     ("cp-before-quantized", "deepseek_v32", "s2", "tp4", "bi_v100", ("parallel.cp_size=2", "cache.kv_cache_dtype=int8")),
+    # at dp 2, an s that divides the world but not the attention TP group, with a later master rule: the
+    # refusal names s (attention tp = world / (dp * cp)), never the later rule (a port that checks s against
+    # the world names the later field; alone, forming the split groups would name s all the same)
+    ("s-world-not-tp-hostcache", "deepseek_v32", "s2", "dp2_tp4", "cpu",
+     ("layerwise.split_size=8", "cache.host_blocks_factor=2.0")),
+    ("s-world-not-tp-cp2", "deepseek_v32", "s2", "dp2_tp4", "cpu", ("layerwise.split_size=4", "parallel.cp_size=2")),
 )
 # Refusals that involve the draft: (variant, model, draft, layerwise option, key overrides).
 DRAFT_REJECTIONS = (
@@ -83,6 +89,10 @@ DRAFT_REJECTIONS = (
      ("draft.full_attention_interval=4", "draft.index_n_heads=64", "draft.index_head_dim=128")),
     # a draft slot larger than the target's, its body not at TP 1: FEATURE 6
     ("draft-slot-larger", "qwen3_5_moe", "qwen3_5_mtp", "s2", ("draft.num_key_value_heads=16",)),
+    # an indexed draft (DeepSeek-V3.2's MTP, its body at TP 1) with an unindexed target, the int8 indexer cache
+    # on cards without one: FEATURE 3 refuses it wherever an indexed cache is allocated, the draft's included
+    ("draft-only-indexed-int8", "deepseek_v3", "deepseek_v32_mtp", "s2",
+     ("cache.indexer_cache_dtype=int8", "hardware.int8_indexer_cache=false", "draft.body_tp1=true")),
 )
 ATTENTION_SPELLING = ("qwen3_5_moe", "s2", "model.layer_types=[" + ",".join(
     "attention" if (layer + 1) % 4 == 0 else "linear_attention" for layer in range(40)) + "]")

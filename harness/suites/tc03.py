@@ -26,7 +26,7 @@ from harness import oracle
 from harness.suites import Suite, never
 from harness.suites.case import Case
 from harness.suites.checks import startup_problems
-from harness.suites.expectations import Predicted, Prediction, Problem, expected_rejection
+from harness.suites.expectations import Predicted, Prediction, Problem, card_overflow, expected_rejection
 from harness.suites.facts import RankFacts, master_error, master_error_of, plan_of
 from harness.suites.ownership import bottleneck as _bottleneck
 from harness.suites.ownership import (
@@ -106,7 +106,29 @@ def cases(matrix) -> list[Case]:
         out.append(Case(tc=TC, model=models[0], layerwise="s2", parallel="tp4", implementation=impl,
                         hardware="cpu", variant="oversubscribed",
                         extra=(OVERSUBSCRIBED, *RESERVE_PER_RANK, *matrix.extra)))
-    return out
+    return out + permuted_cases(matrix) + draft_card_cases(matrix)
+
+
+def permuted_cases(matrix) -> list[Case]:
+    """Ranks placed out of card order on the interleaved switches (``PERMUTED``), at tp 8, s = 2."""
+    if REGROUPED_4[0] not in matrix.topologies or not matrix.offers("layerwise", "s2") or \
+            MODELS[0] not in matrix.models:
+        return []
+    return [Case(tc=TC, model=MODELS[0], layerwise="s2", parallel="tp8", implementation=impl, hardware="cpu",
+                 variant=f"{REGROUPED_4[0]}-permuted",
+                 extra=(f"hardware.topology={REGROUPED_4[0]}", PERMUTED, *matrix.extra_for("s2")))
+            for impl in matrix.implementations]
+
+
+def draft_card_cases(matrix) -> list[Case]:
+    """Target and draft KV on shared cards (``DRAFT_BUDGET``): a reserve that fits both, and one that fits the
+    target's KV alone."""
+    if MODELS[0] not in matrix.models:
+        return []
+    return [Case(tc=TC, model=MODELS[0], draft=DRAFT, layerwise="s2", parallel="tp4", implementation=impl,
+                 hardware="cpu", variant=variant, extra=(OVERSUBSCRIBED, DRAFT_BUDGET, reserve, *matrix.extra))
+            for variant, reserve in (("draft-card-fits", DRAFT_FITS), ("draft-card-over", DRAFT_OVER))
+            for impl in matrix.implementations]
 
 
 OVERSUBSCRIBED = "placement=[0,0,1,1]"
@@ -128,6 +150,21 @@ puts one replica on each, so each TP group is grouped on its own links."""
 REPLICAS_SWAPPED = "placement=[4,5,6,7,0,1,2,3]"
 """The same sockets the other way round: the first replica's cards keep upstream's groups, the second's must
 regroup (a grouping, or the decision to regroup, taken from the first replica is wrong either way)."""
+PERMUTED = "placement=[4,1,2,7,0,3,6,5]"
+"""tp 8 on the interleaved switches with ranks out of card order: switch A (even cards) holds ranks 0, 2, 4, 6
+(cards 4, 2, 0, 6), switch B ranks 1, 3, 5, 7 (cards 1, 7, 3, 5). Every pairing inside a switch ties (PIX) and
+consecutive pairs cross the switches, so key 3 decides: the first grouping by ranks, [0,2] [1,3] [4,6] [5,7];
+a search that walks the cards in matrix order takes [2,4] [1,5] [0,6] [3,7] instead."""
+DRAFT = "deepseek_v32_mtp"
+DRAFT_BUDGET = "cache.kv_budget_bytes=104857600"
+"""DeepSeek-V3.2 + its MTP draft at 100 MiB of KV per rank on ``OVERSUBSCRIBED`` (two ranks per card): 17 blocks;
+card 0 plans 2 x (98,041,856 B target + 3,063,808 B draft) = 202,211,328 B of KV, 6,127,616 B of it the draft's
+(``testcases/unit/test_oracle.py::test_a_card_check_counts_each_ranks_draft_kv``)."""
+DRAFT_FITS = "hardware.reserved_mib_per_card=159"
+"""202,211,328 + 2 x 159 MiB = 535,658,496 B <= 512 MiB (536,870,912 B): accepted (160 MiB would not be)."""
+DRAFT_OVER = "hardware.reserved_mib_per_card=162"
+"""202,211,328 + 2 x 162 MiB = 541,949,952 B > 536,870,912 B: refused, although the target's KV alone with the
+reserves (535,822,336 B) would fit."""
 MESH = "nvlink_mesh_8"
 """NVLink hybrid cube mesh: not a tree, so split groups come from the exhaustive search (FEATURE 4)."""
 UNEVEN = "pcie_uneven_switches_8"
@@ -227,7 +264,7 @@ def card_slots(plan, num_cards: int) -> dict:
 def check(facts: list, run) -> list[str]:
     """Problems found (empty: pass). ``run`` is the composed RunSpec of the case."""
     if expected_rejection(run) is None:
-        refusal = oracle.spec_refuses_cards(run)
+        refusal = spec_refuses_placement(run)
         if refusal:
             err = master_error(facts)
             if err is None:
@@ -246,6 +283,13 @@ def check(facts: list, run) -> list[str]:
     problems += _check_cards(plan, run)
     problems += _check_live(facts, plan, run)
     return problems
+
+
+def spec_refuses_placement(run) -> Optional[str]:
+    """Why the spec refuses the placement (FEATURE 4), or None: no grouping on distinct cards, or a card over its
+    HBM by the oracle's lower bound (``spec_refuses_cards``) or by its exact bytes per card, every rank's target
+    and draft KV plus its reserve (``expectations.card_overflow``, FEATURE 4 and 6)."""
+    return oracle.spec_refuses_cards(run) or card_overflow(run)
 
 
 def _check_groups(plan, run) -> list[str]:
@@ -387,7 +431,7 @@ def summarize(facts: list) -> dict:
 
 def passes_any_refusal(run) -> bool:
     """A placement the spec refuses passes any UserError (``check``): nothing to predict."""
-    return bool(oracle.spec_refuses_cards(run))
+    return bool(spec_refuses_placement(run))
 
 
 def predict_upstream_layout(run) -> Optional[Prediction]:

@@ -2,9 +2,14 @@
 
 On a live group with the split active, after a normal bring-up:
 
+0. marks: every block of every tensor of each layer it owns gets a mark of its own (8 bytes
+   at its start naming layer, tensor and block), all written before any is read back: an
+   owned block that shares memory with another (layers carved out of one pool at
+   overlapping offsets, even through two mappings of one page) reads the other's mark;
 1. guards: the first and last bytes of sampled unused blocks of every tensor region
    (each distinct tensor extent; the scratch and its views are one region) get a
-   sentinel, and no two regions may overlap in one storage;
+   sentinel, and no two regions may overlap in memory (addresses on one device, whichever
+   storage objects hold them);
 2. every worker writes a deterministic byte pattern p(layer, tensor, block), the same
    on every rank, into blocks 0, 1 and the last block of every tensor of each layer it
    owns (full and linear; a linear tensor's "blocks" are its sequence slots);
@@ -61,6 +66,8 @@ GUARD_BYTES = 64
 GUARD_BLOCKS = 6
 """Unused blocks sampled per region: both neighbours of the written blocks and a few between."""
 MAX_LISTED = 40
+MARK_BYTES = 8
+"""The mark at the start of each owned block: an int64 (layer + 1) << 40 | tensor << 32 | block."""
 
 
 # ---- cases ------------------------------------------------------------------------------
@@ -131,7 +138,7 @@ def _exchange(ctx, run, plan, cache) -> tuple[list[str], dict]:
     mine = {l for l in full if l in layers and layers[l].kind == "full" and layers[l].owned}
     protocol = {l: [(name, *_block_geometry(t)) for name, t in sorted(layers[l].tensors.items())] for l in mine}
     gathered = ctx.all_gather_object({"owned": sorted(mine), "protocol": protocol})
-    stats = {"written_layers": 0, "sent_layers": 0, "received_layers": 0, "guard_windows": 0}
+    stats = {"written_layers": 0, "sent_layers": 0, "received_layers": 0, "guard_windows": 0, "marked_blocks": 0}
     try:
         group = ctx.split_groups(plan.split_groups)
     except ValueError as exc:  # same plan everywhere: every rank lands here, no collective left waiting
@@ -141,6 +148,8 @@ def _exchange(ctx, run, plan, cache) -> tuple[list[str], dict]:
     pattern = Patterns(ctx.device)
     regions = _regions(cache)
     problems += _overlaps(r, regions)
+    found, stats["marked_blocks"] = _marked_blocks(r, cache)
+    problems += found
     guards = _fill_guards(regions)
     stats["guard_windows"] = sum(len(picked) for _, windows in guards for _, picked in windows)
 
@@ -303,6 +312,54 @@ def _read_back(r: int, pattern: Patterns, layer: int, name: str, t) -> list[str]
     return out
 
 
+# ---- marks ------------------------------------------------------------------------------
+
+
+def _marked_blocks(r: int, cache) -> tuple[list[str], int]:
+    """Step 0 of the module docstring: (problems, blocks marked). One vectorised write and one compare per
+    tensor: the mark's bytes in the first ``MARK_BYTES`` of each block, read back once all are written."""
+    written = []
+    for layer in cache.layers:
+        if not layer.owned:
+            continue
+        for index, (name, t) in enumerate(sorted(layer.tensors.items())):
+            n0, nbytes = _block_geometry(t)
+            flat = _as_bytes(t)
+            if flat is None or n0 == 0 or nbytes == 0:  # not contiguous: _write reports it
+                continue
+            width = min(MARK_BYTES, nbytes)
+            marks = _marks(layer.layer_id, index, n0, t.device)[:, :width]
+            cols = flat.view(n0, nbytes)[:, :width]
+            cols.copy_(marks)
+            written.append((layer.layer_id, name, cols, marks))
+    problems = []
+    for layer_id, name, cols, marks in written:
+        bad = (cols != marks).any(dim=1).nonzero()
+        if bad.numel():
+            b = int(bad[0])
+            problems.append(f"rank {r} layer {layer_id} tensor {name}: block {b} holds {_mark_owner(cols[b])} once "
+                            f"every owned block was marked ({bad.numel()} of its {cols.shape[0]} blocks changed): "
+                            f"owned blocks share memory")
+    return problems, sum(int(cols.shape[0]) for _, _, cols, _ in written)
+
+
+def _marks(layer: int, tensor: int, n0: int, device) -> torch.Tensor:
+    """[n0, MARK_BYTES] bytes: each block's mark, (layer + 1) << 40 | tensor << 32 | block (little-endian)."""
+    values = torch.arange(n0, dtype=torch.int64, device=device) + ((layer + 1) << 40 | tensor << 32)
+    return values.view(torch.uint8).view(n0, MARK_BYTES)
+
+
+def _mark_owner(found) -> str:
+    """Whose mark ``found`` (a block's first bytes) is, in words."""
+    if found.numel() < MARK_BYTES:
+        return f"bytes {found.tolist()}"
+    value = int(found[:MARK_BYTES].clone().view(torch.int64))
+    layer, tensor, block = (value >> 40) - 1, (value >> 32) & 0xFF, value & 0xFFFFFFFF
+    if layer < 0 or value >> 48:
+        return f"bytes {found.tolist()} (no block's mark)"
+    return f"the mark of layer {layer} tensor #{tensor} block {block}"
+
+
 # ---- guards -----------------------------------------------------------------------------
 
 
@@ -325,23 +382,25 @@ def _label(labels: list) -> str:
 def _overlaps(r: int, regions: dict) -> list[str]:
     """Shared bytes between two layers' tensors: a write to one lands in the other.
 
-    Only the scratch and the non-owned layers' views of it may share an extent.
+    Only the scratch and the non-owned layers' views of it may share an extent. Extents are compared by
+    address on each device, not per storage object: tensors carved out of one buffer (``at::from_blob``, a
+    DLPack hand-over) are storages of their own over the same bytes.
     """
     out = []
-    by_storage: dict = {}
-    for key, (labels, t) in regions.items():
+    by_device: dict = {}
+    for labels, t in regions.values():
         owners = [lab for lab in labels if lab[0] != "scratch" and lab[1]]
         if len(labels) > 1 and owners:
             out.append(f"rank {r}: owned {_label(owners)} shares its bytes with "
                        f"{', '.join(_label([lab]) for lab in labels if lab is not owners[0])}")
-        start = t.storage_offset() * t.element_size()
-        by_storage.setdefault(key[0], []).append((start, start + t.numel() * t.element_size(), _label(labels)))
-    for extents in by_storage.values():
+        start = t.data_ptr()
+        by_device.setdefault(str(t.device), []).append((start, start + t.numel() * t.element_size(), _label(labels)))
+    for extents in by_device.values():
         extents.sort()
         reach, reach_label = extents[0][1], extents[0][2]
         for start, end, label in extents[1:]:
             if start < reach:
-                out.append(f"rank {r}: {reach_label} and {label} overlap in one storage")
+                out.append(f"rank {r}: {reach_label} and {label} overlap in memory")
             if end > reach:
                 reach, reach_label = end, label
     return out
@@ -409,6 +468,8 @@ def check(facts: list, run) -> list[str]:
         st = f.stats
         if st.get("written_layers", 0) != len(_owned(f)) or not _owned(f):
             problems.append(f"rank {f.rank}: wrote {st.get('written_layers', 0)} layers, owns {len(_owned(f))}")
+        if st.get("marked_blocks", 0) == 0:
+            problems.append(f"rank {f.rank}: no owned block was marked (nothing could show two sharing memory)")
         if st.get("guard_windows", 0) == 0:
             problems.append(f"rank {f.rank}: no guard window was placed (nothing could show a stray write)")
     if len(problems) > MAX_LISTED:

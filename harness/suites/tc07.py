@@ -39,9 +39,12 @@ DRAFT_VARIANTS = (
     ("deepseek_v32", "deepseek_v32_mtp", "mtp2", ("draft.num_hidden_layers=2",)),
     ("qwen3_5_moe", "qwen3_5_mtp", "body_tp1", ("draft.body_tp1=true",)),
     ("deepseek_v32", "deepseek_v32_mtp", "small_slot", ("draft.kv_lora_rank=256",)),
+    ("deepseek_v3", "deepseek_v32_mtp", "indexed_draft", ("draft.body_tp1=true", "cache.indexer_cache_dtype=int8")),
 )
-"""A draft of two layers, a draft whose body runs at TP 1 (its own cache shape), and a draft with a smaller
-slot than the target's (its KV still takes the target's shape) (FEATURE 6)."""
+"""A draft of two layers, a draft whose body runs at TP 1 (its own cache shape), a draft with a smaller
+slot than the target's (its KV still takes the target's shape) (FEATURE 6), and a draft unlike its target:
+DeepSeek-V3.2's indexed MTP draft at TP 1 beside the unindexed DeepSeek-V3, its int8 index slot its own
+(index_head_dim + 4 on the draft's layer, none on the target's; FEATURE 5-6)."""
 
 
 def cases(matrix) -> list[Case]:

@@ -25,6 +25,7 @@ from implementations.mutants.estimation import (
     CapacityGainInverted,
     DraftAdditionalIgnored,
     DraftBodyTp1Ignored,
+    DraftIndexFromTarget,
     DraftOwnShape,
     FixedSlotsUnpadded,
     GqaHeadsNotDivided,
@@ -51,8 +52,10 @@ from implementations.mutants.flags import DisabledStillSplits
 from implementations.mutants.layout import AttentionSpellingLinear, IntervalOffByOne, LinearSplit, OwnerOffByOne
 from implementations.mutants.topology import (
     CardCheckSkipped,
+    CardCheckWithoutDraft,
     CrossNodeLinksFromCardMatrix,
     FirstReplicaGroupingReused,
+    GroupSearchInCardOrder,
     ReserveOncePerCard,
     StridedGroups,
     TieGroupsReshuffled,
@@ -61,11 +64,13 @@ from implementations.mutants.topology import (
 from implementations.mutants.validation import (
     CpSplitAccepted,
     HostCacheWrongField,
+    Int8IndexerTargetOnly,
     KvSplitAccepted,
     LinearWithIndexerAccepted,
     NoValidationUnsupported,
     QuantizedCacheAccepted,
     SleepModeAccepted,
+    SplitSizeAgainstWorld,
     SplitSizeBelowOneAccepted,
     TpModSBeforeModelType,
     WorldRemainderDropped,
@@ -132,6 +137,11 @@ _CLASSES: tuple[type[Mutant], ...] = (
     ConvValueChannelsValueDim,
     DraftMessageSplitFields,
     QuantizedRefusedByWorker,
+    SplitSizeAgainstWorld,
+    Int8IndexerTargetOnly,
+    GroupSearchInCardOrder,
+    CardCheckWithoutDraft,
+    DraftIndexFromTarget,
 )
 
 MUTANTS: dict[str, type[Mutant]] = {cls.name.removeprefix("mutant_"): cls for cls in _CLASSES}

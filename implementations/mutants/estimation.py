@@ -362,3 +362,17 @@ class DraftOwnShape(Mutant):
 
     def draft_layer_bytes_per_block(self, target, draft, *, draft_body_tp1):
         return super().draft_layer_bytes_per_block(target, draft, draft_body_tp1=True)
+
+
+class DraftIndexFromTarget(Mutant):
+    """A draft's index slot is counted only where the target carries an indexer: an indexed draft at TP 1 beside an unindexed target costs no index slot (FEATURE 5-6: the index slot is added on the layers that carry an indexer, the draft's own included)."""
+
+    name = "mutant_draft_index_from_target"
+    component = "estimation"
+    expected_catchers = ("TC-07",)
+
+    def draft_capacity(self, run, attn_tp_size):
+        capacity = super().draft_capacity(run, attn_tp_size)
+        if layers.has_indexer(run.model):
+            return capacity
+        return replace(capacity, index_slot_size=0, num_indexer_layers=0)  # the mutation: the target decides

@@ -147,3 +147,38 @@ class ReserveOncePerCard(Mutant):
                 raise PlanError("hardware.reserved_bytes_per_card", hw.reserved_bytes_per_card,
                                 f"each card's planned memory must fit hardware.hbm_bytes_per_card={hw.hbm_bytes_per_card}",
                                 f"node {node} card {card}: KV {planned} B + reserved {hw.reserved_bytes_per_card} B")
+
+
+class GroupSearchInCardOrder(Mutant):
+    """The split-group search walks each TP group's ranks in card order (the matrix's), not rank order, so among equally good groupings it takes the first by cards, not by ranks (FEATURE 4, key 3: groups listed by their smallest rank)."""
+
+    name = "mutant_group_search_in_card_order"
+    component = "topology"
+    expected_catchers = ("TC-03",)
+
+    def split_groups(self, run, placement=None):
+        if placement is None:
+            placement = self.place_ranks(run)
+        s = run.layerwise.split_size if self.is_active(run.layerwise) else 1
+        out = []
+        for tp_group in layout.tp_groups(run.parallel, self.attn_tp_size(run.parallel)):
+            ranks = sorted(tp_group)
+            by_card = sorted(tp_group, key=lambda r: (placement[r], r))  # the mutation: the i-th card, not rank
+            renamed = list(placement)
+            for rank, on_card in zip(ranks, by_card):
+                renamed[rank] = placement[on_card]
+            back = dict(zip(ranks, by_card))
+            found = topology_rules.form_split_groups(tuple(tp_group), s, renamed, run.hardware.topology)
+            out.extend(sorted(tuple(sorted(back[r] for r in g)) for g in found))
+        return tuple(out)
+
+
+class CardCheckWithoutDraft(Mutant):
+    """A card's planned memory leaves out the draft engine's KV: target KV and reserves alone are held against the HBM (FEATURE 4 and 6: every engine's KV on the card counts)."""
+
+    name = "mutant_card_check_without_draft"
+    component = "topology"
+    expected_catchers = ("TC-03",)
+
+    def card_bytes(self, rank_plan):
+        return rank_plan.estimated_bytes  # the mutation: the draft's KV left out

@@ -149,3 +149,28 @@ class LinearWithIndexerAccepted(Mutant):
         if layers.linear_layers(run.model) and run.model.index_n_heads > 0:  # validated without the indexer
             run = replace(run, model=replace(run.model, index_n_heads=0))
         super().validate(run)
+
+
+class SplitSizeAgainstWorld(Mutant):
+    """s is checked against the world size, not the attention TP size (world / (dp * cp)), so at dp 2 an s that divides the world but not the TP group passes to the later rules (FEATURE 3, attention tp % s)."""
+
+    name = "mutant_split_size_against_world"
+    component = "validation"
+    expected_catchers = ("TC-01",)
+
+    def check_split_size(self, run):
+        validation.check_split_size(run.layerwise, run.parallel.world_size)  # the mutation: the world, not tp
+
+
+class Int8IndexerTargetOnly(Mutant):
+    """The int8 indexer cache is refused only where the target carries an indexer, not where the draft alone does (FEATURE 3: the rule holds wherever an indexed cache is allocated, target or draft)."""
+
+    name = "mutant_int8_indexer_target_only"
+    component = "validation"
+    expected_catchers = ("TC-01",)
+
+    def validate(self, run):
+        if run.model.index_n_heads == 0 and run.cache.indexer_cache_dtype == "int8":
+            # the mutation: the rule asks the target alone; with no indexer there, int8 passes as auto would
+            run = replace(run, cache=replace(run.cache, indexer_cache_dtype="auto"))
+        super().validate(run)

@@ -44,7 +44,7 @@ class ReferenceImplementation:
         active = self.is_active(run.layerwise)
         if active:  # upstream's master: the model type before attention tp % s
             self.check_supported_model(run)
-        validation.check_split_size(run.layerwise, self.attn_tp_size(run.parallel))
+        self.check_split_size(run)
         if active:
             self.check_active_master(run)
         # the worker-side rules, after the master's
@@ -56,6 +56,10 @@ class ReferenceImplementation:
             self.check_active_worker(run)
         if run.draft is not None:
             validation.check_draft(run.draft)
+
+    def check_split_size(self, run: RunSpec) -> None:
+        """s <= attention tp and divides it (attention tp = world / (dp * cp), not the world size)."""
+        validation.check_split_size(run.layerwise, self.attn_tp_size(run.parallel))
 
     def check_active_master(self, run: RunSpec) -> None:
         """Active split, the master's rules: no host cache, cp or KV split."""
@@ -157,6 +161,10 @@ class ReferenceImplementation:
     def block_count(self, available_bytes: int, costs_per_block: Iterable[int]) -> int:
         """Min over ranks of available // cost."""
         return estimation.block_count(available_bytes, costs_per_block)
+
+    def card_bytes(self, rank_plan: RankPlan) -> int:
+        """What one rank plans on its card: its target KV and its draft engine's KV (FEATURE 4 and 6)."""
+        return rank_plan.estimated_bytes + rank_plan.draft_estimated_bytes
 
     def check_cards(self, split_groups: tuple[tuple[int, ...], ...], placement: Placement,
                     per_rank_bytes: dict[int, int], run: RunSpec) -> None:
@@ -306,8 +314,7 @@ class ReferenceImplementation:
         if peak > uniform_peak:
             notes.append(f"{estimation.RAISES_PEAK_NOTE}: split peak {peak} B > uniform peak {uniform_peak} B at the "
                          f"same n_blocks (the busiest owner's layers plus the scratch outweigh all full layers)")
-        self.check_cards(groups, placement,
-                         {r.rank: r.estimated_bytes + r.draft_estimated_bytes for r in ranks}, run)
+        self.check_cards(groups, placement, {r.rank: self.card_bytes(r) for r in ranks}, run)
         return KVPlan(
             implementation=self.name,
             model=model.name,

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Optional
 
 from contract.errors import UserError
-from implementations.xllm_native import cachefs
+from implementations.xllm_native import cachefs, conditionals
 
 ABI = "lwsplit-native-1"
 """Bumped when the binding's protocol changes: part of every cache key."""
@@ -182,10 +182,12 @@ def _declaration_start(masked: str, pos: int) -> int:
     return start
 
 
-def extract(text: str, name: str) -> Optional[tuple[int, str]]:
-    """The definition of ``name`` in ``text`` (a function with its body, or a constant up to its ``;``):
-    (its first line number, its text), or None when ``text`` defines no such name."""
-    masked = _masked(text)
+def extract(text: str, name: str, macros: tuple[str, ...] = ()) -> Optional[tuple[int, str]]:
+    """The definition of ``name`` in ``text`` (a function with its body, or a constant up to its ``;``) that
+    the preprocessor keeps under the defines ``macros`` (``conditionals.live``: a version in a dropped
+    ``#if`` group is never the one cut): (its first line number, its text), or None when ``text`` defines no
+    such name there. ``conditionals.Unevaluable`` for a condition the cut cannot decide."""
+    masked = conditionals.live(_masked(text), macros)
     for m in re.finditer(r"(?<![\w:])" + re.escape(name) + r"\s*([(=])", masked):
         if m.group(1) == "(":
             close = _match(masked, m.end(1) - 1, "(", ")")
@@ -204,12 +206,28 @@ def extract(text: str, name: str) -> Optional[tuple[int, str]]:
     return None
 
 
+_CONSTANT_BEFORE = re.compile(r"\b(?:constexpr|const)\b[^;{}()=]*$")
+
+
 def defines(text: str, name: str) -> bool:
-    """``text`` declares or defines ``name`` (a function, class or constant)."""
+    """``text`` defines ``name``: a class or struct with its body or base list, a function with its parameter
+    list and body (``extract``'s rule: a call, ``v.push_back(x);``, or a declaration is not one), or a
+    ``const``/``constexpr`` constant with its initializer."""
     masked = _masked(text)
     short = name.split("::")[-1]
-    return re.search(r"(?<![\w])(?:class|struct)\s+" + re.escape(short) + r"\b", masked) is not None or \
-        re.search(r"(?<![\w:])" + re.escape(name) + r"\s*[(=]", masked) is not None
+    if re.search(r"(?<![\w])(?:class|struct)\s+(?:\w+\s+)*?" + re.escape(short) + r"\s*(?:final\s*)?[{:]",
+                 masked) is not None:
+        return True
+    for m in re.finditer(r"(?<![\w:.>])" + re.escape(name) + r"\s*([(=])", masked):
+        if m.group(1) == "=":
+            line_start = masked.rfind("\n", 0, m.start()) + 1
+            if _CONSTANT_BEFORE.search(masked, line_start, m.start()) and masked[m.end():m.end() + 1] != "=":
+                return True
+            continue
+        close = _match(masked, m.end(1) - 1, "(", ")")
+        if close >= 0 and _AFTER_PARAMS.match(masked, close + 1) is not None:
+            return True
+    return False
 
 
 # ---- the generated build folder ------------------------------------------------------------------
@@ -223,10 +241,16 @@ def _cut(tree: TreeMap, role: str, names: tuple[str, ...], optional: tuple[str, 
     """The definitions of ``names`` (each required) and of ``optional`` (when present), in file order."""
     path = tree.path(role)
     text = _read(path)
+    macros = _cut_defines(tree)
     out = []
     for name in names + optional:
         required = name in names
-        found = extract(text, name)
+        try:
+            found = extract(text, name, macros)
+        except conditionals.Unevaluable as exc:
+            raise UserError(f"implementation.files.{role}", tree.files[role], "#if conditions of defined(X), !, "
+                            "&&, ||, comparisons and integers over the manifest's defines",
+                            f"{path}:{exc.line}: {exc.directive}") from None
         if found is None:
             if required:
                 raise UserError(f"implementation.files.{role}", tree.files[role],
@@ -317,10 +341,15 @@ def torch_paths() -> tuple[list[str], str]:
     return [str(base / "include"), str(base / "include/torch/csrc/api/include")], str(base / "lib")
 
 
+def _cut_defines(tree: TreeMap) -> tuple[str, ...]:
+    """The defines of an upstream-cut build: its manifest's (the cut is what the preprocessor keeps under them)."""
+    return tree.manifest.defines if tree.manifest is not None else ()
+
+
 def compile_command(tree: TreeMap, gen: Path, unity: Path, out: Path) -> list[str]:
     includes, lib = torch_paths()
     dirs = [str(gen)] + [str(tree.root / d.strip()) for d in tree.files["include_dirs"].split(",") if d.strip()]
-    cmd = [compiler(), *CXX_FLAGS, "-MD", "-MF", str(gen / "deps.d")]
+    cmd = [compiler(), *CXX_FLAGS, *(f"-D{d}" for d in _cut_defines(tree)), "-MD", "-MF", str(gen / "deps.d")]
     cmd += [f"-I{d}" for d in dirs] + [f"-isystem{d}" for d in includes]
     cmd += [str(unity), "-o", str(out), "-Wl,--no-undefined"]
     if lib:
@@ -356,7 +385,7 @@ def port_commands(tree: TreeMap, gen: Path, out: Path) -> list[list[str]]:
     return cmds
 
 
-TENSOR_ABI = "lwsplit-tensors-1"
+TENSOR_ABI = "lwsplit-tensors-2"
 """Bumped when ``cpp/alloc_protocol.h``'s protocol changes: part of every tensor library's key."""
 TENSOR_FLAGS = ("-O1", "-fPIC", "-w", "-DNDEBUG")
 
@@ -525,6 +554,8 @@ def source_key(tree: TreeMap) -> str:
     parts += [(CPP_DIR / s).read_bytes() for s in PROJECT_SOURCES]
     cxx = compiler()
     parts += [cxx.encode(), _compiler_id(cxx), " ".join(CXX_FLAGS).encode(), json.dumps(torch_paths()).encode()]
+    if _cut_defines(tree):  # none (upstream's manifest): the key as before
+        parts.append(" ".join(_cut_defines(tree)).encode())
     return _sha(*parts)[:20]
 
 
@@ -636,15 +667,22 @@ def _find(root: Path, key: str) -> Optional[Built]:
     return None
 
 
-def _parse_deps(text: str, tree_root: Path, cwd: Path) -> dict:
-    """{header: sha256} of what the compiler read (its ``-MD`` file, ``cachefs.parse_depfile``) inside the
-    tree: each by the name the compiler used, and, for a symbolic link, its target too (wherever it is)."""
-    root = str(tree_root)
+def _watched_roots(tree: TreeMap) -> list[str]:
+    """The folders whose files the compiler read are recorded: the tree's, and a port manifest's ``base``."""
+    base = tree.manifest.base_root() if tree.manifest is not None and tree.manifest.base else None
+    return [str(tree.root)] + ([str(base)] if base is not None else [])
+
+
+def _parse_deps(text: str, roots: list, cwd: Path) -> dict:
+    """{header: sha256} of what the compiler read (its ``-MD`` rules, ``cachefs.parse_depfile``: every rule's
+    prerequisites) inside ``roots`` (the tree, a manifest's base): each by the name the compiler used, and,
+    for a symbolic link, its target too (wherever it is)."""
+    root = roots[0]
     deps = {}
     for raw in cachefs.parse_depfile(text):
         path = os.path.normpath(os.path.join(str(cwd), raw))
         real = os.path.realpath(path)
-        if not (cachefs._inside(path, root) or cachefs._inside(real, root)):
+        if not any(cachefs._inside(path, r) or cachefs._inside(real, r) for r in roots):
             continue
         for p in {path, real}:
             try:
@@ -678,14 +716,14 @@ def _search_path(cmd: list, cwd: Path) -> list:
     return given + [d for d in cachefs.search_dirs(out) if d not in given]
 
 
-def _shadow_watch(depfile: str, cmd: list, gen: Path, tree_root: Path) -> dict:
-    """``cachefs.shadow_watch`` over every header the compiler read, kept for the tree's folders: a header
-    added to the tree is what can go unseen (system folders change with the compiler, which is in the key;
-    the build folder is the harness's own and goes with the entry)."""
+def _shadow_watch(depfile: str, cmd: list, gen: Path, roots: list) -> dict:
+    """``cachefs.shadow_watch`` over every header the compiler read, kept for the folders of ``roots`` (the
+    tree, a manifest's base): a header added there is what can go unseen (system folders change with the
+    compiler, which is in the key; the build folder is the harness's own and goes with the entry)."""
     deps = [os.path.normpath(os.path.join(str(gen), d)) for d in cachefs.parse_depfile(depfile)]
-    includers = {os.path.dirname(d) for d in deps if cachefs._inside(d, str(tree_root))}
+    includers = {os.path.dirname(d) for d in deps if any(cachefs._inside(d, r) for r in roots)}
     watch = cachefs.shadow_watch(deps, _search_path(cmd, gen), includers)
-    return {d: names for d, names in watch.items() if cachefs._inside(d, str(tree_root))}
+    return {d: names for d, names in watch.items() if any(cachefs._inside(d, r) for r in roots)}
 
 
 def first_error(log: str) -> str:
@@ -850,12 +888,11 @@ def _build_locked(tree: TreeMap, root: Path, key: str, tensors: bool = False, kv
                 raise _tensor_compile_error(tree, log) if tensors else _compile_error(tree, log)
         if not library.is_file():
             raise _compile_error(tree, "(the compiler wrote no library)")
-        if tree.port or tensors:  # one dependency list per object, joined into one rule as make would read them
-            lists = [d.read_text(errors="surrogateescape").replace("\\\n", " ").split(":", 1)[-1]
-                     for d in sorted((gen / "obj").glob("*.d"))]
-            (gen / "deps.d").write_text("objects: " + " ".join(lists) + "\n", errors="surrogateescape")
+        if tree.port or tensors:  # one dependency file per object, each a rule of its own, as make reads them
+            rules = [d.read_text(errors="surrogateescape") for d in sorted((gen / "obj").glob("*.d"))]
+            (gen / "deps.d").write_text("\n".join(rules) + "\n", errors="surrogateescape")
         depfile = (gen / "deps.d").read_text(errors="surrogateescape")
-        deps = _parse_deps(depfile, tree.root, gen)
+        deps = _parse_deps(depfile, _watched_roots(tree), gen)
         if not any(cachefs._inside(p, str(tree.root)) for p in deps):
             raise UserError(FIELD, str(tree.root), "a compiler that writes its dependency list (-MD)",
                             f"{gen / 'deps.d'} names no file of the tree")
@@ -869,7 +906,7 @@ def _build_locked(tree: TreeMap, root: Path, key: str, tensors: bool = False, kv
             "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": platform.machine(),
             "library": library.name, "library_sha256": cachefs.private_sha(library),
             "deps": deps, "deps_digest": _deps_digest(deps),
-            "shadow_watch": _shadow_watch(depfile, commands[0], gen, tree.root),
+            "shadow_watch": _shadow_watch(depfile, commands[0], gen, _watched_roots(tree)),
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
         cachefs.make_private(tmp / "manifest.json")

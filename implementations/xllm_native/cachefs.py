@@ -100,13 +100,74 @@ def private_folder(path: Path) -> Path:
     why = why_not_private(st)
     if why:
         raise NotPrivate(f"it is {why}")
-    for above in Path(os.path.realpath(path)).parents:
-        st = os.stat(above)
-        if st.st_uid not in (0, os.getuid()):
-            raise NotPrivate(f"{above} above it is owned by uid {st.st_uid}, who could replace it")
-        if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
-            raise NotPrivate(f"{above} above it is writable by everyone without the sticky bit")
+    trusted_path(path)
     return path
+
+
+MAX_LINKS = 40
+"""Symbolic links followed in one path before ``trusted_path`` gives up (the kernel's own limit)."""
+
+
+def _group_is_private(gid: int) -> bool:
+    """Whether no user but this one is in group ``gid`` (a user private group: ``umask 002`` makes the user's
+    folders group-writable, to that group only)."""
+    import grp
+    import pwd
+
+    try:
+        me = pwd.getpwuid(os.getuid()).pw_name
+        if set(grp.getgrgid(gid).gr_mem) - {me}:
+            return False
+        return all(user.pw_uid == os.getuid() for user in pwd.getpwall() if user.pw_gid == gid)
+    except (KeyError, OSError):
+        return False
+
+
+def _why_not_trusted_folder(st: os.stat_result) -> Optional[str]:
+    """Why another user could rename or replace an entry of a folder with this status, or None."""
+    if st.st_uid not in (0, os.getuid()):
+        return f"owned by uid {st.st_uid}, who could replace what is in it"
+    if st.st_mode & stat.S_ISVTX:
+        return None
+    if st.st_mode & stat.S_IWOTH or (st.st_mode & stat.S_IWGRP and not _group_is_private(st.st_gid)):
+        return (f"writable by group or others without the sticky bit (mode {stat.S_IMODE(st.st_mode):04o}), "
+                "so anyone could replace what is in it")
+    return None
+
+
+def trusted_path(path: Path) -> Path:
+    """The real path of ``path``, resolved one component at a time as the kernel does, checking every folder a
+    name is looked up in, the ones holding a symbolic link and those on its target's way included: each
+    must be the user's or root's and not writable by group or others unless sticky (then no one else can
+    rename an entry in it); group-writable is fine where the group is the user's alone (``_group_is_private``).
+    Raises ``NotPrivate`` naming the folder, ``OSError`` for a missing component."""
+    todo = list(Path(os.path.abspath(path)).parts[1:])
+    todo.reverse()
+    here, links = "/", 0
+    while todo:
+        name = todo.pop()
+        if name in ("", "."):
+            continue
+        if name == "..":
+            here = os.path.dirname(here)
+            continue
+        why = _why_not_trusted_folder(os.stat(here))
+        if why:
+            shown = os.path.join(here, name)
+            raise NotPrivate(f"{here}, the folder holding {shown}{'' if shown == str(path) else ' on its way'}, "
+                             f"is {why}")
+        nxt = os.path.join(here, name)
+        if stat.S_ISLNK(os.lstat(nxt).st_mode):
+            links += 1
+            if links > MAX_LINKS:
+                raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(path))
+            target = os.readlink(nxt)
+            if os.path.isabs(target):
+                here = "/"
+            todo += reversed(Path(target).parts[1:] if os.path.isabs(target) else Path(target).parts)
+            continue
+        here = nxt
+    return Path(here)
 
 
 def open_private(path: Path, flags: int = os.O_RDONLY) -> int:
@@ -397,3 +458,23 @@ def terminate_as_exception() -> Iterator[None]:
     finally:
         for sig, previous in installed.items():
             signal.signal(sig, previous)
+
+
+# ---- opening a cached library ------------------------------------------------------------------------
+
+
+def open_library(path: Path, sha256: object) -> int:
+    """A descriptor of the cached library ``path`` to load by (``/proc/self/fd/<n>``): its folders checked
+    as ``trusted_path`` does, the file opened without following a link, the user's regular file that group
+    and others cannot write, whose sha256 is ``sha256`` (the manifest's). Raises ``NotPrivate`` saying why,
+    ``OSError``; the descriptor is close-on-exec (``pass_fds`` hands it on)."""
+    folder = trusted_path(Path(os.path.abspath(path)).parent)
+    fd = open_private(folder / Path(path).name)
+    try:
+        if not isinstance(sha256, str) or sha_of_fd(fd, str(path), 1 << 30) != sha256:
+            raise NotPrivate(f"{path} is not the library that was built (its sha256 is not the manifest's)")
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from contract.bounded_inputs import loads_yaml, read_input_file
 from contract.errors import PlanError, UserError
 
 log = logging.getLogger("lwsplit.native")
@@ -205,18 +206,18 @@ def _strings(path: Path, key: str, value: object) -> tuple[str, ...]:
     return tuple(v.strip() for v in value)
 
 
+MAX_MANIFEST_BYTES = 1 << 20
+"""The largest manifest read (the shipped ones are about 3 KiB): a larger file is refused unread."""
+
+
 def load(path: object) -> Manifest:
     """The manifest at ``path``, checked against the schema (not yet against a tree: ``check_tree``)."""
-    import yaml
-
     p = Path(str(path)).expanduser()
     if not p.is_file():
         raise UserError(FIELD, str(path), "a YAML manifest file (docs/native.md: writing a manifest)")
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UserError(FIELD, str(p), "a YAML mapping", f"not YAML: {first}") from None
+    p = p.resolve()
+    where = f"{FIELD}={p}"  # bounded: a file over the limit unread, nesting and aliases counted, each key once
+    data = loads_yaml(read_input_file(p, FIELD, max_bytes=MAX_MANIFEST_BYTES), where, p.name, unique_keys=True)
     if not isinstance(data, dict):
         raise _err(p, "(top level)", type(data).__name__, f"a mapping with keys {', '.join(TOP_KEYS)}")
     p = p.resolve()
@@ -358,7 +359,7 @@ def _allocation(p: Path, data: dict) -> tuple[Optional[Role], Optional[TensorBui
 
 def check_tree(m: Manifest, root: Path) -> None:
     """``UserError`` for the first thing the manifest names that the tree lacks: a source, an include
-    folder, a role's file, a role's function (declared or defined in its file), the glue file."""
+    folder, a role's file, a role's function (defined in its file: a call or a declaration is not one), the glue file."""
     from implementations.xllm_native.build import defines
 
     base = m.base_root()
@@ -419,21 +420,91 @@ TREE_MANIFEST = "lwsplit-manifest.yaml"
 """A manifest a tree carries at its root: used for the tree given alone, before the shipped ones."""
 
 
-def for_tree(root: Path) -> tuple[Manifest, str]:
-    """The manifest the tree carries (``TREE_MANIFEST`` at its root), else the shipped manifest that fits
-    ``root`` and why (its ``detect`` files present, others absent)."""
+PORT_SEARCH_DEPTH = 2
+"""How many folders below a tree given alone a port's files are looked for (an xLLM fork carries a port's
+``core/`` under ``xllm/``)."""
+MAX_SEARCHED_FOLDERS = 4096
+
+
+def _folders(root: Path) -> list[Path]:
+    """``root``, then its folders ``PORT_SEARCH_DEPTH`` deep (breadth first, by name; links and hidden ones not
+    followed), at most ``MAX_SEARCHED_FOLDERS``."""
+    found, level = [root], [root]
+    for _ in range(PORT_SEARCH_DEPTH):
+        below = []
+        for folder in level:
+            try:
+                below += sorted(p for p in folder.iterdir()
+                                if not p.name.startswith(".") and p.is_dir() and not p.is_symlink())
+            except OSError:
+                continue
+        found += below[:MAX_SEARCHED_FOLDERS - len(found)]
+        level = below
+    return found
+
+
+def _not_that_tree(m: Manifest, root: Path) -> str:
+    """Why ``root``, which has ``m``'s detect files, is still not the tree ``m`` describes (a source missing, a
+    role's function not defined in its file); "" when it is."""
+    from implementations.xllm_native.build import defines
+
+    for rel in m.sources:
+        if not (root / rel).is_file():
+            return f"it has no {rel} (sources)"
+    for name, role in m.roles.items():
+        if not (role.present and role.file):
+            continue
+        path = root / role.file
+        if not path.is_file():
+            return f"it has no {role.file} (roles.{name})"
+        if not defines(path.read_text(encoding="utf-8", errors="replace"), role.function):
+            return f"{role.file} does not define {role.function} (roles.{name})"
+    return ""
+
+
+def _has_files(m: Manifest, root: Path) -> bool:
+    return bool(m.detect_present) and all((root / p).exists() for p in m.detect_present)
+
+
+def for_tree(root: Path) -> tuple[Manifest, str, Path]:
+    """The manifest for a tree given alone, why, and the tree's root: the manifest the tree carries
+    (``TREE_MANIFEST`` at its root); else a shipped port manifest (``compile: sources``) whose ``detect`` files
+    are present (others absent) at ``root`` or a folder up to ``PORT_SEARCH_DEPTH`` below it, and whose sources
+    and role functions the tree has (most specific first): a tree holding a port's files is that port wherever
+    they sit, even beside upstream's files; else an upstream-cut manifest fitting ``root`` likewise. A tree
+    with a port's files that no port manifest fits is refused, saying why each did not."""
     own = root / TREE_MANIFEST
     if own.is_file():
-        return load(own), f"the tree carries {TREE_MANIFEST}"
-    tried = []
-    for m in shipped():
-        missing = [p for p in m.detect_present if not (root / p).exists()]
-        extra = [p for p in m.detect_absent if (root / p).exists()]
-        if m.detect_present and not missing and not extra:
-            why = f"it has {', '.join(m.detect_present)}"
-            if m.detect_absent:
-                why += f" and no {', '.join(m.detect_absent)}"
-            return m, why
-        tried.append(f"{m.name} (needs {', '.join(missing or extra)}{' absent' if extra and not missing else ''})")
+        return load(own), f"the tree carries {TREE_MANIFEST}", root
+    manifests = shipped()
+    tried, port_files = [], []
+    ports = [m for m in manifests if m.compile == "sources"]
+    for where in _folders(root):
+        for m in ports:
+            if not _has_files(m, where):
+                continue
+            at = "" if where == root else f" at {where.relative_to(root)}/"
+            port_files.append(f"{', '.join(m.detect_present)}{at}")
+            extra = [p for p in m.detect_absent if (where / p).exists()]
+            why_not = f"it has {', '.join(extra)}" if extra else _not_that_tree(m, where)
+            if not why_not:
+                why = f"it has {', '.join(m.detect_present)}{at}" + (
+                    f" and no {', '.join(m.detect_absent)}" if m.detect_absent else "")
+                why += ", and the manifest's sources and role functions"
+                return m, why, where
+            tried.append(f"{m.name}{at}: its detect files are there, but {why_not}")
+    if not port_files:
+        for m in manifests:
+            if m.compile == "sources":
+                continue
+            missing = [p for p in m.detect_present if not (root / p).exists()]
+            extra = [p for p in m.detect_absent if (root / p).exists()]
+            why_not = f"needs {', '.join(missing)}" if missing else f"it has {', '.join(extra)}" if extra \
+                else _not_that_tree(m, root)
+            if m.detect_present and not why_not:
+                return m, f"it has {', '.join(m.detect_present)}, and the manifest's role functions", root
+            tried.append(f"{m.name}: {why_not or 'it names no detect files'}")
+    else:
+        tried.insert(0, f"a port's files are there ({'; '.join(port_files)}), so no upstream-cut manifest applies")
     raise UserError("implementation.source_dir", str(root), "a tree one shipped manifest fits, or "
                     "implementation.manifest=PATH (docs/native.md: writing a manifest)", "; ".join(tried))

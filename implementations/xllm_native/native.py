@@ -16,6 +16,7 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import struct
 import subprocess
@@ -30,7 +31,7 @@ from typing import Mapping, NoReturn, Optional
 
 from contract.errors import ConfigError, ImplementationFailure, PlanError, UserError, clip
 from contract.interface import NATIVE_LOG_ENV
-from implementations.xllm_native import build, host
+from implementations.xllm_native import build, cachefs, host
 from implementations.xllm_native import manifest as manifest_mod
 
 HOST = Path(host.__file__).resolve()
@@ -39,6 +40,8 @@ DEFAULT_TIMEOUT_S = 60.0
 """A call's limit when the caller gives none (``runner.timeout_s``'s default)."""
 LOAD_TIMEOUT_S = 60.0
 """The limit on starting the host and opening the library (its static constructors run then)."""
+MAX_PARKED_THREADS = 64
+"""CHECKs one host answers before it is replaced: each leaves the thread it fired on parked (``cpp/protocol.h``)."""
 
 CHECK_RULES: tuple[tuple[str, str, str], ...] = (
     (r"layerwise_split_size\s*,\s*1\b", "layerwise.split_size", "a whole number >= 1"),
@@ -156,7 +159,7 @@ class Native:
         opened = self._tensors[1]
         if kv_layout not in opened:
             built = build.build(self.tree, root=self.cache, tensors=True, kv_layout=kv_layout)
-            opened[kv_layout] = tensor_lib.open_library(built.library, self.who)
+            opened[kv_layout] = tensor_lib.open_library(built.library, built.manifest.get("library_sha256"), self.who)
         return opened[kv_layout]
 
     @property
@@ -170,8 +173,13 @@ class Native:
         limit = DEFAULT_TIMEOUT_S if timeout_s is None else float(timeout_s)
         with self._lock:
             if self._host is None or not self._host.usable():
-                self._host = _Host(self.built.library, self.who)
+                self._host = _Host(self.built, self.who)
             raw = self._host.call(op, "\n".join(lines).encode(), limit)
+            if raw.startswith(b'{"check":'):  # the call's thread is parked in the host for good (cpp/protocol.h)
+                self._host.parked += 1
+                if self._host.parked >= MAX_PARKED_THREADS:
+                    self._host.close()
+                    self._host = None
         text = raw.decode("utf-8", errors="replace")  # a tree's message may be GBK or any bytes
         try:
             reply = json.loads(text)
@@ -188,6 +196,12 @@ class Native:
             raise PlanError("implementation", self.tree.root.name, "planning code that returns",
                             f"the compiled {op} threw: {reply['exception']}")
         return reply
+
+    @property
+    def host_pid(self) -> Optional[int]:
+        """The process id of this process's live host (its keeper: the process it started), or None."""
+        with self._lock:
+            return self._host.proc.pid if self._host is not None and self._host.usable() else None
 
     def close(self) -> None:
         """End the host (if this process started one)."""
@@ -222,27 +236,36 @@ TAIL_LINES = 4
 class _Host:
     """One child process holding the library open; used by the process that started it only."""
 
-    def __init__(self, library: Path, who: str) -> None:
+    def __init__(self, built: build.Built, who: str) -> None:
+        library = built.library
         self.who = who
         self.pid = os.getpid()
+        try:  # checked again now, by descriptor: the host never opens a path someone could have swapped since
+            lib_fd = cachefs.open_library(library, built.manifest.get("library_sha256"))
+        except (cachefs.NotPrivate, cachefs.TooLarge, OSError) as exc:
+            raise build._cache_error(library.parent.parent, f"the library {exc}") from None
         self._out = tempfile.TemporaryFile(prefix="lwsplit-host-out-")  # unnamed: nothing to plant or leave
         self._err = tempfile.TemporaryFile(prefix="lwsplit-host-err-")
         self._out_seen = 0
+        self.parked = 0
+        """CHECKs this host answered (threads parked in it)."""
+        self.folder = tempfile.mkdtemp(prefix="lwsplit-host-")  # 0700: the host's working folder
         req_r, self._req = os.pipe()
         self._rep, rep_w = os.pipe()
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", str(HOST), str(library), str(req_r), str(rep_w), str(os.getpid())],
-                stdin=subprocess.DEVNULL, stdout=self._out, stderr=self._err, pass_fds=(req_r, rep_w),
+                [sys.executable, "-I", "-S", str(HOST), str(lib_fd), str(req_r), str(rep_w), str(os.getpid()), "1"],
+                stdin=subprocess.DEVNULL, stdout=self._out, stderr=self._err, pass_fds=(lib_fd, req_r, rep_w),
                 env={**os.environ, NATIVE_LOG_ENV: "/dev/fd/2"},  # the tree's log lines: the host's last output
-                start_new_session=True)  # Ctrl-C at a terminal is the parent's to handle; killpg takes it all
+                cwd=self.folder, start_new_session=True)  # Ctrl-C at a terminal is the parent's; killpg takes it all
         except BaseException:
             for fd in (self._req, self._rep):
                 os.close(fd)
+            shutil.rmtree(self.folder, ignore_errors=True)
             raise
         finally:
-            os.close(req_r)
-            os.close(rep_w)
+            for fd in (lib_fd, req_r, rep_w):
+                os.close(fd)
         _HOSTS.add(self)
         kind = self._read(1, time.monotonic() + LOAD_TIMEOUT_S, "opening the library", LOAD_TIMEOUT_S)
         if kind != b"L":
@@ -343,11 +366,14 @@ class _Host:
         return " | ".join(lines[-TAIL_LINES:])
 
     def close(self) -> None:
-        """Kill the host's process group and reap it (only from the process that started it)."""
+        """Kill everything the host's tree started (a subreaper: its descendants, in sessions of their own
+        included), then the host's process group; reap it and remove its working folder (only from the
+        process that started it)."""
         _HOSTS.discard(self)
         if self.pid != os.getpid():
             return
         if self.proc.poll() is None:
+            host.kill_descendants(self.proc.pid)
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -364,6 +390,7 @@ class _Host:
         self._req = self._rep = -1
         for f in (self._out, self._err):
             f.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def _lines(raw: bytes) -> list:
@@ -419,7 +446,8 @@ def resolve(source_dir: Optional[str] = None, files: Optional[Mapping[str, str]]
         root = Path(str(given)).expanduser()
         if not root.is_dir():
             raise UserError(build.FIELD, str(given), "an existing folder holding an xLLM source tree")
-        m, why = manifest_mod.for_tree(root.resolve())
+        m, why, found = manifest_mod.for_tree(root.resolve())
+        given = str(found)  # a port's files may sit below the folder given (an xLLM fork's xllm/)
     if m.compile == "upstream-cut":
         tree = build.tree_map(source_dir, {**m.files, **dict(files or {})})
         if manifest:

@@ -1,101 +1,157 @@
 """A tree's own GoogleTest file (the manifest's ``tests``), built with the manifest's sources and run.
 
-    python -m implementations.xllm_native.own_tests --source ../shared/ports/p6_v3_latest
-
-Shown beside the harness's verdicts (``harness.native_verdicts``): the tree's tests check what its
-authors chose; the TCs check the spec. Needs GoogleTest (Debian: ``libgtest-dev``). The binary runs
-in a child process with a time limit.
+Shown beside the harness's verdicts (``harness.native_verdicts``; the command ``python -m harness.own_tests``):
+the tree's tests check what its authors chose; the TCs check the spec. Needs GoogleTest (Debian:
+``libgtest-dev``). Each compile has the native build's time limit; the binary runs with its own limit, in a
+private 0700 folder (removed after), in a session of its own under a subreaper (``reaper``), so whatever it
+starts is killed when it ends. What passed is read from GoogleTest's XML report (``--gtest_output=xml``) and
+the binary's exit status, never from the summary it prints: a binary that ends without writing the report
+was not run; one that ends by a signal, or with a status its report does not explain, has failed.
 """
 
 from __future__ import annotations
 
-import argparse
-import re
-import subprocess
+import os
 import sys
-import tempfile
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 from contract.errors import UserError
-from implementations.xllm_native import build
+from implementations.xllm_native import build, cachefs, reaper
 from implementations.xllm_native.native import resolve
+
+TIMEOUT_S = 300.0
+"""How long the test binary may run (a port's own tests take well under a second)."""
+MAX_REPORT_BYTES = 16 << 20
+"""The largest XML report read (a port's twelve tests write about 2 kB)."""
+FOLDER_PREFIX = "lwsplit-own-tests-"
 
 
 @dataclass(frozen=True, kw_only=True)
 class OwnTests:
-    """What the tree's own test binary reported."""
+    """What the tree's own test binary reported (its XML report) and how it ended."""
 
     file: str
     total: int
     passed: int
     failed: tuple[str, ...]
+    ended: str = "exit 0"
+    """How the binary ended: ``exit N`` or ``signal NAME``."""
+
+    @property
+    def exit_problem(self) -> str:
+        """Why the exit status contradicts the report ('' when it does not): GoogleTest exits 0 when every
+        test passed and 1 when one failed; anything else (a signal, an abort at exit) is a failure."""
+        if self.ended == ("exit 1" if self.failed else "exit 0"):
+            return ""
+        return f"the binary ended with {self.ended} (its report lists {len(self.failed)} failed)"
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and self.passed == self.total and not self.exit_problem
 
     def summary(self) -> str:
         text = f"its own tests ({self.file}): {self.passed} of {self.total} pass"
-        return text + (f"; failed: {', '.join(self.failed)}" if self.failed else "")
+        text += f"; failed: {', '.join(self.failed)}" if self.failed else ""
+        return text + (f"; {self.exit_problem}" if self.exit_problem else "")
 
 
-def parse(output: str, file: str) -> OwnTests:
-    """The counts of a GoogleTest run's output."""
-    total = re.search(r"\[=+\] (\d+) tests? from \d+ test suites? ran", output)
-    passed = re.search(r"\[  PASSED  \] (\d+) tests?", output)
-    failed = re.findall(r"^\[  FAILED  \] (\S+\.\S+?)(?:,| \(|$)", output, re.M)
-    if total is None:
-        raise UserError("implementation.manifest", file, "a GoogleTest file whose binary runs to its summary",
-                        (output.strip().splitlines() or ["(no output)"])[-1])
-    return OwnTests(file=file, total=int(total.group(1)), passed=int(passed.group(1)) if passed else 0,
-                    failed=tuple(dict.fromkeys(failed)))
+def parse_report(xml: bytes, file: str, ended: str = "exit 0") -> OwnTests:
+    """The counts of a GoogleTest XML report (``<testsuites>``): every test that ran, the failed ones by
+    ``Suite.Name``; a skipped test is neither passed nor failed. ``ValueError`` for anything else."""
+    try:
+        root = ET.fromstring(xml)
+    except ET.ParseError as exc:
+        raise ValueError(f"not XML: {exc}") from None
+    if root.tag != "testsuites":
+        raise ValueError(f"its root is <{root.tag}>, not GoogleTest's <testsuites>")
+    total, skipped, failed = 0, 0, []
+    for case in root.iter("testcase"):
+        if case.get("status", "run") != "run":  # a disabled test: not run
+            continue
+        total += 1
+        if case.find("failure") is not None:
+            failed.append(f"{case.get('classname', '?')}.{case.get('name', '?')}")
+        elif case.get("result") == "skipped" or case.find("skipped") is not None:
+            skipped += 1
+    return OwnTests(file=file, total=total, passed=total - len(failed) - skipped, failed=tuple(dict.fromkeys(failed)),
+                    ended=ended)
 
 
-def run(source_dir: str, manifest: Optional[str] = None, *, timeout: int = 300) -> Optional[OwnTests]:
-    """Build and run the tree's own tests; None when its manifest names none."""
+def run(source_dir: str, manifest: Optional[str] = None, *, timeout: float = TIMEOUT_S) -> Optional[OwnTests]:
+    """Build and run the tree's own tests; None when its manifest names none. ``UserError`` naming the
+    manifest's ``tests`` when they cannot be built or run (the reason said)."""
     tree, m, _ = resolve(source_dir, None, manifest)
     if not m.tests or not tree.port:
         return None
+    field = f"implementation.manifest={m.path}: tests"
     test = tree.root / m.tests
     if not test.is_file():
-        raise UserError(f"implementation.manifest={m.path}: tests", m.tests, f"a file of {tree.root}",
-                        f"{test} is missing")
-    with tempfile.TemporaryDirectory(prefix="lwsplit-own-tests-") as tmp:
-        gen = Path(tmp)
-        binary = gen / "own_tests"
-        steps = build.port_commands(tree, gen, binary)[:-2]  # the tree's sources: no glue, no library link
-        objs = [cmd[cmd.index("-o") + 1] for cmd in steps]
-        flags = steps[0][1:steps[0].index("-MD")]
-        test_obj = str(gen / "obj" / "own_tests.o")
-        steps.append([build.compiler(), *flags, "-c", str(test), "-o", test_obj])
-        steps.append([build.compiler(), *objs, test_obj, "-o", str(binary), "-lgtest", "-lgtest_main", "-lglog",
-                      "-lgflags", "-pthread"])
-        for cmd in steps:
-            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-            if proc.returncode != 0:
-                raise UserError(f"implementation.manifest={m.path}: tests", m.tests,
-                                "a test file that builds with the manifest's sources (and libgtest-dev)",
-                                build.first_error(proc.stdout + proc.stderr))
-        try:
-            proc = subprocess.run([str(binary)], capture_output=True, text=True, timeout=timeout, cwd=tmp)
-        except subprocess.TimeoutExpired:
-            raise UserError(f"implementation.manifest={m.path}: tests", m.tests, f"tests that finish in {timeout} s",
-                            "the test binary was stopped") from None
-    return parse(proc.stdout + proc.stderr, m.tests)
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m implementations.xllm_native.own_tests",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--source", required=True)
-    parser.add_argument("--manifest", default=None)
-    args = parser.parse_args(argv)
+        raise UserError(field, m.tests, f"a file of {tree.root}", f"{test} is missing")
+    scratch = reaper.private_folder(FOLDER_PREFIX)
     try:
-        result = run(args.source, args.manifest)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(result.summary() if result is not None else "the tree's manifest names no test file")
-    return 0 if result is None or not result.failed else 1
+        binary = _compile(tree, test, scratch, field, m.tests)
+        return run_binary([str(binary)], file=m.tests, field=field, scratch=scratch, timeout=timeout)
+    finally:
+        left = reaper.remove_folder(scratch)
+        if left is not None:
+            print(f"warning: the own tests' folder {scratch} could not be removed: {left}", file=sys.stderr)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def _compile(tree, test: Path, scratch: Path, field: str, file: str) -> Path:
+    """The test binary: the tree's sources as the manifest compiles them, the test file, GoogleTest; each
+    compile bounded by the native build's limit."""
+    gen = scratch / "gen"
+    gen.mkdir(mode=0o700)
+    binary = gen / "own_tests"
+    steps = build.port_commands(tree, gen, binary)[:-2]  # the tree's sources: no glue, no library link
+    objs = [cmd[cmd.index("-o") + 1] for cmd in steps]
+    flags = steps[0][1:steps[0].index("-MD")]
+    test_obj = str(gen / "obj" / "own_tests.o")
+    steps.append([build.compiler(), *flags, "-c", str(test), "-o", test_obj])
+    steps.append([build.compiler(), *objs, test_obj, "-o", str(binary), "-lgtest", "-lgtest_main", "-lglog",
+                  "-lgflags", "-pthread"])
+    limit = build.build_timeout()
+    for cmd in steps:
+        try:
+            rc, log = cachefs.run_bounded(cmd, timeout=limit, cwd=str(gen))
+        except cachefs.Timeout:
+            raise UserError(field, file, f"a test file that compiles in {limit:g} s "
+                                         f"(${build.ENV_BUILD_TIMEOUT})", "the compiler was stopped") from None
+        if rc != 0:
+            raise UserError(field, file, "a test file that builds with the manifest's sources (and libgtest-dev)",
+                            build.first_error(log))
+    return binary
+
+
+def run_binary(cmd: Sequence[str], *, file: str, field: str, scratch: Path, timeout: float = TIMEOUT_S) -> OwnTests:
+    """Run a GoogleTest binary (``cmd``) with ``--gtest_output=xml:<a file of scratch>``, in a private working
+    folder under ``scratch``, every process it starts killed when it ends; its report and exit status read."""
+    work = scratch / "cwd"
+    work.mkdir(mode=0o700)
+    report = scratch / "report.xml"
+    try:
+        ended, output = reaper.run_reaped([*cmd, f"--gtest_output=xml:{report}"], timeout=timeout, cwd=str(work),
+                                          scratch=scratch)
+    except reaper.Timeout:
+        raise UserError(field, file, f"tests that finish in {timeout:g} s",
+                        "the test binary and everything it started were stopped") from None
+    last = (output.strip().splitlines() or ["(no output)"])[-1][-200:]
+    wanted = "a GoogleTest binary that runs to its XML report (--gtest_output=xml)"
+    try:
+        fd = os.open(report, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        raise UserError(field, file, wanted, f"it wrote no report and ended with {ended}; "
+                                             f"its last output line: {last}") from None
+    with os.fdopen(fd, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > MAX_REPORT_BYTES:
+            raise UserError(field, file, wanted, f"its report is {size} B, above {MAX_REPORT_BYTES} B")
+        data = f.read(MAX_REPORT_BYTES)
+    try:
+        return parse_report(data, file, ended)
+    except ValueError as exc:
+        raise UserError(field, file, wanted, f"its report is unreadable ({exc}); it ended with {ended}; "
+                                             f"its last output line: {last}") from None

@@ -5,7 +5,8 @@ manifest whose ``allocation`` says ``torch: true`` gets a second library (``buil
 tensors=True)``: the tree's allocation sources, the project's glue and shims, linked with the torch
 this process runs) that the rank opens itself. Its failure is still a verdict: it runs in a rank,
 under the rank's time limit, and a CHECK that fires comes back as the CHECK's place and text
-(``cpp/protocol.h``). The reply names each layer's tensors by index; ``lwsplit_take_tensor`` hands
+(``cpp/protocol.h``), and a tensor it cannot hand over (a C++ exception caught at the library's C boundary, e.g.
+one on the meta device) is an ``ImplementationFailure`` of the tree naming it. The reply names each layer's tensors by index; ``lwsplit_take_tensor`` hands
 each over through DLPack, so the rank's torch tensors share the tree's storage (two layers that are
 views of one scratch stay one storage).
 """
@@ -20,8 +21,9 @@ from pathlib import Path
 from typing import Mapping
 
 from contract.errors import ImplementationFailure, PlanError, clip
+from implementations.xllm_native import build, cachefs
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 """``lwsplit_tensor_abi_version()`` of ``cpp/alloc_protocol.h`` this loader speaks."""
 
 _OPEN: dict = {}
@@ -31,13 +33,19 @@ _LOCK = threading.Lock()
 class TensorLibrary:
     """One opened tensor library (one per library file and process)."""
 
-    def __init__(self, library: Path, who: str) -> None:
+    def __init__(self, library: Path, sha256: object, who: str) -> None:
         self.who = who
         self.library = library
+        try:  # checked again now and opened by that descriptor (``cachefs.open_library``), as the host does
+            fd = cachefs.open_library(library, sha256)
+        except (cachefs.NotPrivate, cachefs.TooLarge, OSError) as exc:
+            raise build._cache_error(library.parent.parent, f"the tensor library {exc}") from None
         try:
-            self._lib = ctypes.CDLL(str(library), mode=os.RTLD_NOW | os.RTLD_LOCAL)
+            self._lib = ctypes.CDLL(f"/proc/self/fd/{fd}", mode=os.RTLD_NOW | os.RTLD_LOCAL)
         except OSError as exc:
             raise ImplementationFailure(who, f"the tensor library {library} could not be opened: {exc}") from None
+        finally:
+            os.close(fd)
         lib = self._lib
         try:
             version = lib.lwsplit_tensor_abi_version
@@ -50,6 +58,7 @@ class TensorLibrary:
         lib.lwsplit_call.argtypes = [ctypes.c_char_p]
         lib.lwsplit_take_tensor.restype = ctypes.c_void_p
         lib.lwsplit_take_tensor.argtypes = [ctypes.c_int64]
+        lib.lwsplit_tensor_error.restype = ctypes.c_char_p
         lib.lwsplit_tensor_count.restype = ctypes.c_int64
         lib.lwsplit_clear_tensors.restype = None
         self._capsule = ctypes.pythonapi.PyCapsule_New
@@ -78,7 +87,10 @@ class TensorLibrary:
             for i in range(self._lib.lwsplit_tensor_count()):
                 ptr = self._lib.lwsplit_take_tensor(i)
                 if not ptr:
-                    break
+                    why = (self._lib.lwsplit_tensor_error() or b"").decode("utf-8", errors="replace")
+                    self._lib.lwsplit_clear_tensors()
+                    raise ImplementationFailure(self.who, f"the compiled allocate's tensor {i} cannot be handed to "
+                                                          f"the rank (DLPack): {clip(first_line(why), 300)}")
                 tensors.append(from_dlpack(self._capsule(ptr, b"dltensor", None)))
             self._lib.lwsplit_clear_tensors()
         if "exception" in reply:
@@ -87,12 +99,18 @@ class TensorLibrary:
         return reply, tensors
 
 
-def open_library(library: Path, who: str) -> TensorLibrary:
-    """The tensor library at ``library``, opened once in this process."""
+def first_line(text: str) -> str:
+    """A C++ exception's first line (c10's messages go on with a backtrace)."""
+    return (text.strip().splitlines() or ["(no message)"])[0]
+
+
+def open_library(library: Path, sha256: object, who: str) -> TensorLibrary:
+    """The tensor library at ``library`` (a cache entry's, whose manifest records ``sha256``), opened once in
+    this process."""
     with _LOCK:
         key = (str(library), os.getpid())
         if key not in _OPEN:
-            _OPEN[key] = TensorLibrary(library, who)
+            _OPEN[key] = TensorLibrary(library, sha256, who)
         return _OPEN[key]
 
 

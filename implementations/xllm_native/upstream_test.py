@@ -7,8 +7,9 @@ functions, the project's shims and binding) together with the tree's
 ``tests/core/framework/kv_cache/kv_cache_estimation_test.cpp`` and GoogleTest, runs it and prints
 its summary: evidence that the shims leave the planning math as the tree's own test expects it.
 Needs GoogleTest (Debian: ``libgtest-dev``). Nothing is cached; the build folder is removed. The
-binary runs in its own process group, killed whole after ``--timeout-s``; its output is read as
-UTF-8 with undecodable bytes (a GBK message) replaced.
+compiler runs in its own process group within ``LWSPLIT_NATIVE_BUILD_TIMEOUT_S``, the binary likewise,
+killed whole after ``--timeout-s``; the output of both is read as UTF-8 with undecodable bytes (a GBK
+message or comment) replaced.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 import argparse
 import math
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -83,9 +83,12 @@ def compile_test(tree: build.TreeMap, test: Path, tmp: Path) -> Path:
     cmd = [c for c in build.compile_command(tree, gen, source, binary) if c != "-shared"]
     cmd.insert(-1, f"-I{tree.path('estimation').parent}")  # the test includes its header by bare name
     cmd += ["-lgtest", "-lgtest_main", "-pthread"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        fail(f"{test} does not compile against the adapter's sources: {build.first_error(proc.stderr)}")
+    try:  # bounded, in its own process group; its output (a GBK comment quoted on an error line) read with replacement
+        rc, log = cachefs.run_bounded(cmd, timeout=build.build_timeout(), cwd=str(gen))
+    except cachefs.Timeout:
+        fail(f"{test} still compiled after {build.build_timeout():g} s ({build.ENV_BUILD_TIMEOUT}); the compiler was stopped")
+    if rc != 0:
+        fail(f"{test} does not compile against the adapter's sources: {build.first_error(log)}")
     return binary
 
 if __name__ == "__main__":

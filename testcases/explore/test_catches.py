@@ -14,7 +14,7 @@ from harness import oracle
 from harness.explore import known, reproduce
 from harness.explore.properties import ownership_problems
 from harness.explore.runner import InProcessRunner, runner_for
-from harness.explore.search import explore
+from harness.explore.search import CI_EXAMPLES, explore
 from harness.explore.strategies import base_hardware
 from harness.suites.case import resolve
 from harness.suites.matrix import load_matrix
@@ -39,6 +39,17 @@ CATCHES = [
      ("TC-02", "TC-03")),
     (("implementation=mutant_first_replica_grouping_reused",), False, 60,
      ("TC-02", "TC-03")),
+    # the last corners, each at CI's plan-level budget: s checked against the world at dp 2 with a later rule,
+    # a rule of both engines applied to the target alone, a group search in card order under a permuted
+    # placement, a card check without the draft's KV
+    (("implementation=reference", f"implementation._target_={LOCAL}.SplitCheckedAgainstWorld"), False,
+     CI_EXAMPLES[False], ("TC-01",)),
+    (("implementation=reference", f"implementation._target_={LOCAL}.IndexerRuleOnTargetOnly"), False,
+     CI_EXAMPLES[False], ("TC-01",)),
+    (("implementation=reference", f"implementation._target_={LOCAL}.GroupsSearchedInCardOrder"), False,
+     CI_EXAMPLES[False], ("TC-02", "TC-03", "ownership")),
+    (("implementation=reference", f"implementation._target_={LOCAL}.CardCheckWithoutDraft"), False,
+     CI_EXAMPLES[False], ("estimation", "TC-03")),
 ]
 
 

@@ -1,5 +1,5 @@
 """An installed harness (a built wheel, not an editable checkout) finds its configs, topology
-fixtures and baseline without a checkout, from any directory.
+fixtures, baseline, shipped manifests and C++ shims without a checkout, from any directory.
 
 Builds the wheel once per test run from a copy of the sources (the checkout stays untouched), installs it
 into a folder with ``pip --target`` and runs the two plan commands from an empty directory
@@ -22,6 +22,9 @@ from harness.paths import REPO_ROOT
 pytestmark = pytest.mark.meta
 
 SOURCES = ("pyproject.toml", "setup.py", "README.md", "harness", "contract", "implementations", "conf")
+PACKAGES = ("harness", "contract", "implementations")
+NOT_SHIPPED = {"harness/rankpool/README.md"}
+"""Files of the package folders a wheel leaves out on purpose (documentation no code reads)."""
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +78,41 @@ def test_installed_plan_commands_run_from_any_directory(installed, tmp_path):
     proc = _run(["-m", "harness", "mode=plan", f"hydra.run.dir={run_dir}"], installed, tmp_path)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-2000:]
     assert json.loads((run_dir / "result.json").read_text())["status"] == "planned"
+
+
+def test_the_wheel_ships_every_file_of_the_package_folders(installed):
+    """Whatever the runtime reads beside its modules (``xllm_native/manifests/*.yaml``, ``cpp/shims/**``, the
+    baselines) is in the wheel: every file of the package folders in the checkout is installed."""
+    files = {p.relative_to(REPO_ROOT).as_posix() for name in PACKAGES for p in (REPO_ROOT / name).rglob("*")
+             if p.is_file() and "__pycache__" not in p.parts and not p.name.endswith(".pyc")}
+    missing = sorted(f for f in files - NOT_SHIPPED if not (installed / f).is_file())
+    assert not missing, f"{len(missing)} file(s) of the package folders are not in the wheel: {missing[:10]}"
+
+
+def test_installed_native_adapter_plans_a_tree_from_another_folder(installed, tmp_path):
+    """``implementation=xllm_native`` from the wheel: the fixture tree (its own manifest) is built and planned
+    from an empty folder (its library in the user's build cache, keyed by the tree's path among the rest: a few
+    seconds the first time, then cached)."""
+    tree = REPO_ROOT / "testcases" / "native" / "fixture_tree"
+    cwd = tmp_path / "elsewhere"
+    cwd.mkdir()
+    proc = _run(["-m", "harness.plan", "implementation=xllm_native", f"implementation.source_dir={tree}",
+                 "model=deepseek_v32", "layerwise=s1"], installed, cwd)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["implementation"] == "xllm_native"
+
+
+@pytest.mark.real_tree
+def test_installed_native_adapter_plans_upstreams_tree(installed, tmp_path):
+    """Upstream 494f293b5's tree (``../shared``) is found by the manifest the wheel ships and planned with the
+    split on (its own CI step: the first build of upstream's sources takes about 20 s)."""
+    from testcases.native.test_ports import UPSTREAM, _real_tree_reason
+
+    reason = _real_tree_reason(UPSTREAM)
+    if reason:
+        pytest.skip(reason)
+    proc = _run(["-m", "harness.plan", "implementation=xllm_native", f"implementation.source_dir={UPSTREAM}",
+                 "model=deepseek_v32", "layerwise=s2"], installed, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    plan = json.loads(proc.stdout)
+    assert plan["implementation"] == "xllm_native" and plan["split_size"] == 2 and plan["active"] is True

@@ -127,10 +127,14 @@ def test_the_command_writes_the_list_and_diffs_two_snapshots(lists, tmp_path, ca
 
 
 def test_a_bad_against_or_out_is_one_error_line_and_exit_2(tmp_path, capsys):
-    assert native_verdicts.main(["--tree", str(FIXTURE), "--roles-only", "--against", str(tmp_path / "nope")]) == 2
-    assert native_verdicts.main(["--tree", str(FIXTURE), "--roles-only", "--out", str(FIXTURE / "glue.cpp")]) == 2
+    (tmp_path / "bad.json").write_text("[1]")
+    for bad in (["--against", str(tmp_path / "nope")], ["--against", str(tmp_path / "bad.json")],
+                ["--out", str(FIXTURE / "glue.cpp")]):
+        with pytest.raises(SystemExit) as stop:
+            native_verdicts.main(["--tree", str(FIXTURE), "--roles-only", *bad])
+        assert stop.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
-    assert [line.split("=")[0] for line in lines] == ["error: --against", "error: --out"], lines
+    assert [line.split("=")[0] for line in lines] == ["error: --against", "error: --against", "error: --out"], lines
 
 
 def test_grouping_and_diff_on_plain_records():

@@ -28,6 +28,7 @@ FIXTURE = Path(__file__).resolve().parent / "fixture_tree"
 LAYOUT = "xllm/core/framework/kv_cache/layerwise_split_layout.h"
 ESTIMATION = "xllm/core/framework/kv_cache/kv_cache_estimation.cpp"
 SPECULATIVE = "xllm/core/distributed_runtime/speculative_engine.cpp"
+MASTER = "xllm/core/distributed_runtime/master.cpp"
 # An MLA model of 6 full layers: slot = 2 B * (24 + 8) = 64 B, one layer of a 16-token block = 1 KiB.
 MODEL = ModelSpec(name="fixture", model_type="fixture_split", num_hidden_layers=6, attention="mla",
                   kv_lora_rank=24, qk_rope_head_dim=8)
@@ -123,7 +124,7 @@ def test_a_check_failure_is_the_refusal_naming_its_field(impl, spec, field):
 
 
 def test_an_estimation_check_is_a_plan_error_and_the_process_keeps_working(impl):
-    for _ in range(30):  # glog's failure path is left by a jump each time; the library stays usable
+    for _ in range(30):  # each CHECK parks the thread it fired on; the library stays usable
         with pytest.raises(PlanError) as err:
             impl.plan(run(2, budget=3 * LAYER))
         assert err.value.field == "hardware.reserved_bytes_per_card"
@@ -168,15 +169,30 @@ def test_upstreams_manifest_builds_its_allocation_for_the_backends_the_predictio
     assert t.defines_for(None) == ("USE_ILU",)  # the default build: the first layout
 
 
-def test_the_predictions_follow_what_the_manifest_compiles():
-    """Upstream's compiled worker stops are predicted only where upstream's allocation is compiled (its shipped
-    manifest); a planning-only upstream-cut manifest (the fixture tree's) has upstream's modelled workers."""
-    from harness.suites.expectations import NATIVE_PLANNING_ONLY, _native_label
+def test_the_predictions_follow_what_the_manifest_compiles(tmp_path, monkeypatch):
+    """Upstream's predictions belong to upstream's own files, by sha256 (harness/baselines/upstream_sources.json):
+    the fixture tree is built as upstream is (upstream-cut) but is not upstream's code, so none apply (was: all of
+    them: a fixture that refused qwen3_5_moe read 17 xfailed); a tree that does not resolve gets none either. Were
+    the recording the fixture's, its planning-only manifest would get upstream's modelled workers, until one
+    header changes."""
+    from harness.baselines import upstream_sources
+    from harness.suites.expectations import NATIVE_PLANNING_ONLY, PREDICTIONS, _native_label
     from implementations.xllm_native import manifest
 
     upstream = str(manifest.SHIPPED_DIR / "upstream_494f293b5.yaml")
-    assert _native_label(str(FIXTURE), "{}", None, "") == NATIVE_PLANNING_ONLY
-    assert _native_label(str(FIXTURE), "{}", upstream, "") == "xllm_native"
+    assert _native_label(str(FIXTURE), "{}", None, "") == "xllm_native[fixture_tree]" not in PREDICTIONS
+    assert _native_label(str(FIXTURE), "{}", upstream, "") == "xllm_native[unresolved]" not in PREDICTIONS
+    tree = copy_tree(tmp_path)
+    t, m, _ = native.resolve(str(tree))
+    as_if = {g: {rel: upstream_sources.sha256(tree / rel) for rel in rels}
+             for g, rels in upstream_sources.compiled_files(t, m).items()}
+    monkeypatch.setattr(upstream_sources, "recorded", lambda: as_if)
+    assert _native_label(str(tree), "{}", None, "x") == NATIVE_PLANNING_ONLY
+    header = tree / "xllm/core/framework/kv_cache/kv_cache_estimation.h"
+    header.write_text(header.read_text() + "// changed\n")
+    assert upstream_sources.difference(t, m) == \
+        "xllm/core/framework/kv_cache/kv_cache_estimation.h is not upstream 494f293b5's (sha256 differs)"
+    assert _native_label(str(tree), "{}", None, "y") == "xllm_native[fixture_tree]"
 
 
 # ---- cache -------------------------------------------------------------------------------------------------
@@ -306,3 +322,51 @@ def test_extract_takes_the_definition_not_a_call():
     assert snippet.endswith("// }\n}")
     assert build.extract(text, "k") == (8, "constexpr int k = f(4);")
     assert build.extract(text, "h") is None
+
+
+NPU_FIRST = """#if defined(USE_NPU)
+void validate(int s) {}  // accepts everything
+#elif !defined(USE_ILU) && LWSPLIT_LEVEL >= 2
+void validate(int s) { CHECK(s < 9); }
+#else
+void validate(int s) {
+#ifdef USE_NPU
+  {
+#endif
+  CHECK(s != 3);
+}
+#endif
+"""
+
+
+@pytest.mark.parametrize("defines, line, body", [
+    ((), 6, "CHECK(s != 3);"),
+    (("USE_NPU",), 2, "{}"),
+    (("LWSPLIT_LEVEL=2",), 4, "CHECK(s < 9);"),
+    (("LWSPLIT_LEVEL=2", "USE_ILU"), 6, "CHECK(s != 3);"),
+])
+def test_extract_cuts_the_version_the_preprocessor_keeps(defines, line, body):
+    """upstream's master.cpp pattern: an accept-everything version under #if defined(USE_NPU), the real one
+    after #else; the cut is the live one under the manifest's defines, at its own line (an unbalanced brace in
+    a dropped group inside it does not end it early)."""
+    found, snippet = build.extract(NPU_FIRST, "validate", defines)
+    assert found == line and body in snippet, (found, snippet)
+
+
+def test_the_cut_of_a_tree_with_a_dead_version_first_is_the_real_one(tmp_path):
+    """Generated sources only (no compile): the master's cut is the #else version, at the tree's line; a
+    condition the cut cannot evaluate is one error naming the file and line."""
+    name = "void validate_layerwise_split_size_startup_config("
+    tree = copy_tree(tmp_path, MASTER, name, "#if defined(USE_NPU)\n" + name + "const Options&, const std::string&, "
+                     "int32_t) {}\n#else\n" + name)
+    path = tree / MASTER
+    path.write_text(path.read_text().replace("\n}  // namespace\n", "\n#endif\n}  // namespace\n"))
+    gen = tmp_path / "gen"
+    build.generate(build.tree_map(str(tree)), gen)
+    cut = (gen / "lwsplit_master.inc").read_text()
+    assert f'#line 16 "{path}"' in cut and "validate_layerwise_split_enablement(" in cut, cut
+    assert "int32_t) {}" not in cut
+    path.write_text(path.read_text().replace("#if defined(USE_NPU)", "#if __has_include(<npu.h>)"))
+    with pytest.raises(UserError) as err:
+        build.generate(build.tree_map(str(tree)), tmp_path / "gen2")
+    assert "implementation.files.master=" in str(err.value) and f"{path}:13: #if __has_include" in str(err.value)

@@ -160,6 +160,88 @@ def test_a_cache_folder_that_is_not_the_users_own_is_refused_in_one_line(tmp_pat
         assert cache.read_text() == "not a folder\n"
 
 
+@pytest.mark.skipif(not ROOT_USER, reason="a folder of another user needs root to make")
+@pytest.mark.parametrize("where", ["last", "middle", "target"])
+def test_a_cache_reached_through_a_folder_another_user_owns_is_refused(tmp_path, fake_cxx, where):
+    """``$TMPDIR/team/cache -> ~/.cache/...`` in another user's 0755 ``team``: its owner could rename a new link
+    over ``cache`` at any time. Every folder a name is looked up in counts, the link's own and those on the
+    way to its target."""
+    tree = build.tree_map(str(copy_tree(tmp_path / "tree")))
+    mine = tmp_path / "home" / "cache"
+    mine.mkdir(parents=True, mode=0o700)
+    team = tmp_path / "team"
+    team.mkdir(mode=0o755)
+    if where == "last":
+        (team / "cache").symlink_to(mine)
+        cache = team / "cache"
+    elif where == "middle":
+        (team / "link").symlink_to(tmp_path / "home")
+        cache = team / "link" / "cache"
+    else:  # a link of mine whose target is in the other user's folder
+        (team / "real").mkdir(mode=0o700)
+        (tmp_path / "home" / "via").symlink_to(team / "real")
+        cache = tmp_path / "home" / "via"
+    os.chown(team, OTHER, OTHER)
+    with pytest.raises(UserError) as err:
+        build.build(tree, root=cache)
+    assert err.value.value == str(cache) and f"{team}, the folder holding" in str(err.value), str(err.value)
+    assert f"owned by uid {OTHER}" in str(err.value) and "\n" not in str(err.value)
+    assert compiles(fake_cxx) == 0
+
+
+@pytest.mark.skipif(not ROOT_USER, reason="giving a folder to another group needs root")
+@pytest.mark.parametrize("group, refused", [(OTHER, True), (0, False)])
+def test_a_group_writable_folder_on_the_way_is_refused_unless_the_group_is_the_users_alone(tmp_path, fake_cxx, group,
+                                                                                            refused):
+    """``umask 002`` makes ``~/.cache`` group-writable to the user's private group: fine; a group others are in
+    (here one the system does not know, so it cannot be shown to be the user's alone) could swap the cache."""
+    on_the_way = tmp_path / "home"
+    (on_the_way / "cache").mkdir(parents=True, mode=0o700)
+    os.chown(on_the_way, 0, group)
+    on_the_way.chmod(0o775)
+    tree = build.tree_map(str(copy_tree(tmp_path / "tree")))
+    if refused:
+        with pytest.raises(UserError) as err:
+            build.build(tree, root=on_the_way / "cache")
+        assert f"{on_the_way}, the folder holding" in str(err.value) and "mode 0775" in str(err.value)
+    else:
+        assert build.build(tree, root=on_the_way / "cache").library.is_file()
+
+
+def test_a_link_to_the_cache_in_a_folder_only_the_user_writes_is_fine(tmp_path, fake_cxx):
+    mine = tmp_path / "home" / "cache"
+    mine.mkdir(parents=True, mode=0o700)
+    (tmp_path / "link").symlink_to(mine)
+    built = build.build(build.tree_map(str(copy_tree(tmp_path / "tree"))), root=tmp_path / "link")
+    assert built.library.is_file()
+
+
+@pytest.mark.parametrize("how", ["replaced", "a-link", "renamed-over"])
+def test_the_library_is_checked_again_when_a_host_opens_it(tmp_path, fake_cxx, how):
+    """Between the build's check and a host's start (after any failed call) the entry's library may change: the
+    host is handed a descriptor checked then (owner, mode, sha256 against the manifest), never a path."""
+    from implementations.xllm_native import native
+
+    tree = build.tree_map(str(copy_tree(tmp_path / "tree")))
+    built = build.build(tree, root=tmp_path / "cache")
+    fd = cachefs.open_library(built.library, built.manifest["library_sha256"])
+    os.close(fd)
+    planted = tmp_path / "planted.so"
+    planted.write_bytes(b"\x7fELF someone else's code")
+    if how == "replaced":
+        built.library.write_bytes(planted.read_bytes())
+    elif how == "a-link":
+        built.library.unlink()
+        built.library.symlink_to(planted)
+    else:
+        os.rename(planted, built.library)
+    with pytest.raises((cachefs.NotPrivate, OSError)):
+        os.close(cachefs.open_library(built.library, built.manifest["library_sha256"]))
+    with pytest.raises(UserError) as err:
+        native.Native(tree, built).call("validate", {})
+    assert err.value.field == build.ENV_CACHE and str(built.library) in str(err.value), str(err.value)
+
+
 def test_without_a_home_folder_the_cache_is_never_relative(tmp_path, monkeypatch):
     monkeypatch.delenv(build.ENV_CACHE, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # the XDG spec: a relative value is ignored

@@ -20,19 +20,28 @@ import pytest
 from contract.errors import ImplementationFailure, PlanError, UserError
 from contract.specs import CacheSpec
 from harness import procfs
-from implementations.xllm_native import build, host, native
+from implementations.xllm_native import build, cachefs, host, native
 from testcases import ROOT
 from testcases.native.test_native_adapter import BUDGET, ESTIMATION, FIXTURE, LAYER, MODEL
 from testcases.unit import _models as M
 
 pytestmark = pytest.mark.slow  # builds C++ and starts harness commands
 
-FAULTS = {"exit": 901, "abort": 902, "segv": 903, "loop": 904, "printf": 905, "gbk": 906, "layers": 907}
+FAULTS = {"exit": 901, "abort": 902, "segv": 903, "loop": 904, "printf": 905, "gbk": 906, "layers": 907,
+          "xfsz": 908, "notes": 909, "setsid": 910, "check-in-catch": 911, "stale-exception": 912,
+          "setsid-abort": 913}
 """The block size that makes the faulty tree's estimate do each fault."""
 GBK_MESSAGE = "预算不足"
+SLEEPER = "sleep 654321"
+"""What the setsid fault leaves running (a grandchild in a session of its own)."""
 INJECTED = """
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <stdexcept>
 namespace xllm {
 namespace {
 void lwsplit_fault(int64_t block_size) {  // the test's faults, picked by the block size asked about
@@ -43,6 +52,19 @@ void lwsplit_fault(int64_t block_size) {  // the test's faults, picked by the bl
     case 904: { volatile bool spin = true; while (spin) { } break; }
     case 905: std::printf("tree says hello\\n"); break;
     case 906: { const int64_t cache_size_in_bytes = 0; CHECK_GT(cache_size_in_bytes, 0) << "GBK_MESSAGE"; break; }
+    case 908: { static char chunk[1 << 20]; std::memset(chunk, 'x', sizeof(chunk));
+                for (int i = 0; i < 20; ++i) std::fwrite(chunk, 1, sizeof(chunk), stderr); break; }
+    case 909: { FILE* f = std::fopen("notes.txt", "w"); if (f) { std::fputs("the tree's notes\\n", f); std::fclose(f); } break; }
+    case 913:
+    case 910: { const pid_t first = fork();
+                if (first == 0) { setsid(); if (fork() == 0) execl("/bin/sleep", "sleep", "654321", (char*)nullptr); _exit(0); }
+                if (first > 0) waitpid(first, nullptr, 0);
+                if (block_size == 913) { usleep(100000); std::abort(); }
+                break; }
+    case 911: try { throw std::runtime_error("being handled"); } catch (...) { CHECK(false) << "a CHECK inside a catch block"; }
+              break;
+    case 912: if (std::current_exception()) { std::fprintf(stderr, "an exception of an earlier call is still being handled\\n"); std::abort(); }
+              break;
     default: break;
   }
 }
@@ -103,8 +125,14 @@ def run(fault: str = ""):
 
 
 def host_pids(parent: int) -> list[int]:
-    """The host processes ``parent`` started (its children running host.py)."""
+    """The host processes ``parent`` started (its children running host.py: each the keeper of one host)."""
     return [pid for pid in procfs.children(parent) if str(native.HOST) in (procfs.cmdline(pid) or "")]
+
+
+def library_host(keeper: int) -> int:
+    """The process that has the library open: the keeper's child running host.py."""
+    (pid,) = host_pids(keeper)
+    return pid
 
 
 # ---- in process: the controller lives on and the next call works --------------------------------------------
@@ -139,6 +167,126 @@ def test_a_gbk_check_message_is_still_the_refusal_naming_its_field(impl):
         impl.plan(run("gbk"))
     assert err.value.field == "cache.kv_budget_bytes"
     assert "CHECK at kv_cache_estimation.cpp:" in err.value.detail and "cache_size_in_bytes, 0" in err.value.detail
+
+
+def test_a_tree_that_writes_past_the_output_limit_is_ended_by_sigxfsz(impl, tree):
+    """Python ignores SIGXFSZ; the host puts its default back, so a tree that writes more than 16 MiB ends there."""
+    with pytest.raises(ImplementationFailure) as err:
+        impl.plan(run("xfsz"))
+    assert str(err.value).startswith(f"xllm_native tree {tree}: the compiled estimate crashed: killed by SIGXFSZ "
+                                      f"(wrote more than {host.MAX_OUTPUT_BYTES >> 20} MiB of output)"), str(err.value)[:300]
+
+
+def test_the_host_works_in_a_private_folder_of_its_own(impl, tmp_path, monkeypatch):
+    """A tree that writes ``notes.txt`` by a relative name writes it in the host's folder (0700, removed with the
+    host), never in the caller's working folder."""
+    impl.native.close()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("the user's notes\n")
+    impl.plan(run("notes"))
+    assert (tmp_path / "notes.txt").read_text() == "the user's notes\n"
+    pid = impl.native.host_pid
+    folder = Path(os.readlink(f"/proc/{pid}/cwd"))
+    assert folder != tmp_path and folder.stat().st_mode & 0o777 == 0o700
+    assert (folder / "notes.txt").read_text() == "the tree's notes\n"
+    impl.native.close()
+    assert not folder.exists()
+
+
+def test_the_library_is_opened_by_a_descriptor_not_by_a_path_on_the_command_line(impl):
+    impl.plan(run())
+    keeper = impl.native.host_pid
+    pid = library_host(keeper)
+    assert str(impl.native.built.library) not in procfs.cmdline(pid) + procfs.cmdline(keeper)
+    with open(f"/proc/{pid}/maps") as maps:
+        assert str(impl.native.built.library) in maps.read()  # the very file that was checked
+
+
+def _sleepers(mark: str) -> list[int]:
+    return [pid for pid in procfs.pids() if procfs.cmdline(pid) == SLEEPER and procfs.alive(pid)
+            and f"LWSPLIT_TEST_MARK={mark}".encode() in (procfs.environ(pid) or [])]
+
+
+def test_a_setsid_grandchild_of_the_tree_ends_with_its_host(impl, monkeypatch):
+    """The tree forks, its child calls setsid() and forks a sleeper, then exits: the sleeper (another session,
+    its parent gone) stays the host's descendant and ends when the host does."""
+    mark = f"{os.getpid()}-{time.monotonic_ns()}"
+    impl.native.close()
+    monkeypatch.setenv("LWSPLIT_TEST_MARK", mark)  # the new host and the sleeper inherit it
+    try:
+        impl.plan(run("setsid"))
+        deadline = time.monotonic() + 10
+        while not _sleepers(mark) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        sleepers = _sleepers(mark)  # one per estimate call of the plan
+        pid = impl.native.host_pid
+        assert sleepers and set(sleepers) <= set(host.descendants(pid))  # the host is a subreaper
+        impl.native.close()
+        deadline = time.monotonic() + 10
+        while _sleepers(mark) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not _sleepers(mark)
+    finally:
+        for _ in range(10):  # one still between fork and exec shows up a moment later
+            for pid in _sleepers(mark):
+                os.kill(pid, signal.SIGKILL)
+            time.sleep(0.05)
+
+
+def test_a_check_leaves_nothing_of_its_call_behind(impl, tree):
+    """A CHECK inside a catch block, then a call that asks whether an exception is being handled: the CHECK's
+    thread is parked, not jumped out of (a jump skips the end of the catch, so the next call on that thread still
+    "handles" the old exception and this tree aborts)."""
+    for _ in range(3):
+        with pytest.raises(UserError) as err:
+            impl.plan(run("check-in-catch"))
+        assert "a CHECK inside a catch block" in str(err.value), str(err.value)
+        impl.plan(run("stale-exception"))
+
+
+def test_a_check_parks_its_thread_and_the_host_is_replaced_after_many(impl, monkeypatch):
+    impl.native.close()
+    monkeypatch.setattr(native, "MAX_PARKED_THREADS", 3)
+    impl.plan(run())
+    first = impl.native.host_pid
+    threads = procfs.thread_count(library_host(first))
+    with pytest.raises(UserError):
+        impl.plan(run("check-in-catch"))
+    assert procfs.thread_count(library_host(first)) == threads + 1  # the CHECK's thread, parked
+    for _ in range(2):
+        with pytest.raises(UserError):
+            impl.plan(run("check-in-catch"))
+    assert impl.native.host_pid is None and not procfs.alive(first)
+    impl.plan(run())
+    assert impl.native.host_pid not in (None, first)
+
+
+def test_the_library_never_jumps_out_of_glog(impl):
+    """No setjmp/longjmp in the library: a CHECK is answered without leaving glog's failure path by a jump."""
+    symbols = subprocess.run(["nm", "-D", "--undefined-only", str(impl.native.built.library)], capture_output=True,
+                             text=True, check=True).stdout
+    assert not re.search(r"\b_*(sig)?(set|long)jmp", symbols), [s for s in symbols.splitlines() if "jmp" in s]
+
+
+def test_a_setsid_grandchild_of_a_tree_that_crashes_its_host_ends_too(impl, tree, monkeypatch):
+    """The host's keeper (the process its caller started) is a subreaper too: the orphans of a host the tree
+    crashed come to it, and it kills them before it ends as the host did."""
+    mark = f"{os.getpid()}-{time.monotonic_ns()}"
+    impl.native.close()
+    monkeypatch.setenv("LWSPLIT_TEST_MARK", mark)
+    try:
+        with pytest.raises(ImplementationFailure) as err:
+            impl.plan(run("setsid-abort"))
+        assert str(err.value).startswith(f"xllm_native tree {tree}: the compiled estimate crashed: killed by SIGABRT")
+        deadline = time.monotonic() + 10
+        while _sleepers(mark) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not _sleepers(mark)
+    finally:
+        for _ in range(10):
+            for pid in _sleepers(mark):
+                os.kill(pid, signal.SIGKILL)
+            time.sleep(0.05)
 
 
 class _Answers:
@@ -204,7 +352,7 @@ def test_a_library_that_cannot_be_opened_is_one_failure(tmp_path):
     bad = tmp_path / "liblwsplit_native.so"
     bad.write_bytes(b"not an ELF file")
     tree_map = build.tree_map(str(FIXTURE))
-    lib = native.Native(tree_map, build.Built(library=bad, manifest={}))
+    lib = native.Native(tree_map, build.Built(library=bad, manifest={"library_sha256": cachefs.private_sha(bad)}))
     with pytest.raises(ImplementationFailure) as err:
         lib.call("validate", {})
     assert f"the library {bad} could not be opened" in str(err.value)
@@ -219,9 +367,11 @@ def test_the_host_ends_when_its_parent_is_killed(tree, cache):
     proc = subprocess.Popen([sys.executable, "-c", script, str(tree)], env=env, cwd=ROOT)
     try:
         hosts = wait_for_host(proc)
+        folders = {os.readlink(f"/proc/{pid}/cwd") for pid in hosts}
         proc.kill()
         proc.wait(timeout=30)
         assert hosts_end(hosts)
+        assert folders and not any(map(os.path.exists, folders))  # the host's working folder went with it
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -244,7 +394,7 @@ def wait_for_host(proc: subprocess.Popen, seconds: float = 60) -> list[int]:
         hosts = host_pids(proc.pid)
         if hosts:
             time.sleep(0.5)  # the host opens the library and takes the request
-            return hosts
+            return hosts + [pid for keeper in hosts for pid in host.descendants(keeper)]
         time.sleep(0.05)
     raise AssertionError("no host started")
 

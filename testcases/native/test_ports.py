@@ -11,6 +11,7 @@ under ``../shared``) are built and judged by ``real_tree`` tests: their own CI s
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -90,6 +91,9 @@ def write_manifest(tmp_path: Path, old: str = "", new: str = "", *, text: str = 
      ["allocation.layout_defines.heads_major='-O2'", "NAME or NAME=VALUE"]),
     ("  torch: true\n", "  torch: true\n  layout_defines: [USE_ILU]\n",
      ["allocation.layout_defines=['USE_ILU']", "a mapping of heads_major and/or tokens_major"]),
+    ("  worker:", "  worker: {absent: first}\n  worker:",
+     ["roles.worker given twice (lines 29 and 30 of", "each key once in its mapping"]),
+    ("name: fixture_port\n", "name: fixture_port\nname: other\n", ["'name given twice (lines 2 and 3 of"]),
 ])
 def test_a_manifest_mistake_names_its_key(tmp_path, old, new, words):
     with pytest.raises(UserError) as err:
@@ -111,11 +115,40 @@ def test_a_manifest_mistake_names_its_key(tmp_path, old, new, words):
     ("glue: alloc_glue.cpp", "glue: alloc_missing.cpp", ["allocation.glue=", "alloc_missing.cpp is missing"]),
     ("sources: [core/framework/kv_cache/kv_cache_tensors.cpp]", "sources: [core/framework/kv_cache/nope.cpp]",
      ["allocation.sources='core/framework/kv_cache/nope.cpp'", "is missing"]),
+    ("function: fx_worker_mask", "function: push_back",  # the file calls it (mask.push_back(...);), defines it not
+     ["roles.worker.function='push_back'", "push_back not found in"]),
+    ("file: core/distributed_runtime/layerwise_split_engine_ext.cpp", "file: core/distributed_runtime/layerwise_split_engine_ext.h",
+     ["roles.engine.function='fx_engine_layout'", "fx_engine_layout not found in"]),  # the header declares it only
 ])
 def test_a_manifest_naming_what_the_tree_lacks_names_it(tmp_path, old, new, words):
     m = manifest.load(write_manifest(tmp_path, old, new))
     with pytest.raises(UserError) as err:
         manifest.check_tree(m, FIXTURE)
+    for word in words:
+        assert word in str(err.value), (word, str(err.value))
+
+
+def test_a_role_is_a_definition_not_a_call_or_a_declaration():
+    text = ("struct Fwd;\nclass Layout final : public Base {};\nint declared(int a);\nvoid user() { v.push_back(1); "
+            "p->go(2); if (check(3)) {} }\nint Engine::calc(int a) const noexcept {\n  return a;\n}\n"
+            "constexpr int kLimit = 4;\nvoid f() { limit = 5; }\n")
+    assert [n for n in ("Fwd", "Layout", "declared", "push_back", "go", "check", "Engine::calc", "kLimit", "limit")
+            if build.defines(text, n)] == ["Layout", "Engine::calc", "kLimit"]
+
+
+@pytest.mark.parametrize("text, words", [
+    ("# pad\n" * 200_000, ["a readable regular file of at most 1048576 bytes", "it has 1200000 bytes"]),
+    ("name: x\nroles: " + "[" * 5000 + "]" * 5000 + "\n", ["'YAML nested 5000 deep'", "YAML nested at most 64 deep"]),
+    ("name: x\nroles:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 400)), ["YAML nested at most 64 deep"]),
+])
+def test_a_huge_or_deep_manifest_is_one_error_naming_it(tmp_path, text, words):
+    """Refused before the YAML is built: a file over 1 MiB unread (was: 106 s for 60 MB), nesting past 64 (was:
+    RecursionError)."""
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    with pytest.raises(UserError) as err:
+        manifest.load(path)
+    assert str(err.value).startswith((f"implementation.manifest={path}=", f"implementation.manifest='{path}'")), err.value
     for word in words:
         assert word in str(err.value), (word, str(err.value))
 
@@ -132,24 +165,56 @@ def test_a_bad_manifest_is_one_error_line_and_exit_2(tmp_path):
     assert "roles.estimation.function='fx_estimat'" in lines[0]
 
 
-def test_a_tree_given_alone_gets_the_shipped_manifest_that_fits_and_says_why():
-    """The fixture has the seed's file names and no kv_cache_estimation.cpp: the port layout's first snapshot
-    fits by its files; its function names are not the fixture's, which the check then names."""
-    m, why = manifest.for_tree(FIXTURE)
-    assert m.name == "p6_v2_1ac802"
-    assert "core/runtime/worker_layerwise_init.cpp" in why and "no core/framework/kv_cache/kv_cache_estimation.cpp" in why
-    with pytest.raises(UserError, match="build_layer_cache_owned not found"):
-        manifest.check_tree(m, FIXTURE)
+def test_a_port_with_a_shipped_ports_file_names_but_not_its_functions_is_not_that_port(tmp_path):
+    """The fixture has the seed's file names and no kv_cache_estimation.cpp, as p6_v2_1ac802 detects it, but
+    not its functions: no shipped manifest is picked (was: p6_v2_1ac802), and the error says why each did not fit;
+    no upstream-cut manifest applies to a tree holding a port's files."""
+    tree = tmp_path / "port"
+    shutil.copytree(FIXTURE, tree)
+    with pytest.raises(UserError, match="a tree one shipped manifest fits") as err:
+        manifest.for_tree(tree)
+    text = str(err.value)
+    assert "p6_v2_1ac802: its detect files are there, but core/framework/kv_cache/layerwise_split_layout.h does not " \
+           "define build_layer_cache_owned (roles.ownership)" in text, text  # its validation is none: not looked for
+    assert "so no upstream-cut manifest applies" in text
     with pytest.raises(UserError, match="a tree one shipped manifest fits"):
         manifest.for_tree(FIXTURE / "core")
+
+
+def _shipped_with_the_fixture_port(tmp_path: Path, monkeypatch) -> None:
+    """Shipped manifests: upstream's and the fixture port's, detected by two of its files."""
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    shutil.copy(manifest.SHIPPED_DIR / "upstream_494f293b5.yaml", shipped)
+    (shipped / "fixture_port.yaml").write_text(write_manifest(tmp_path).read_text() + "detect: {present: ["
+                                               "core/runtime/worker_layerwise_init.cpp, core/framework/kv_cache/kv_cache_tensors.cpp]}\n")
+    monkeypatch.setattr(manifest, "SHIPPED_DIR", shipped)
+
+
+def test_a_fork_with_a_ports_files_overlaid_is_the_port_and_says_where(tmp_path, monkeypatch):
+    """An upstream-shaped tree (the fixture tree) with the fixture port's core/ overlaid under xllm/, given at its
+    root: the port's manifest at xllm/ (was: upstream's manifest, the port never compiled); the plain copy of the
+    port is the port at its root, and the upstream-shaped tree alone upstream's."""
+    _shipped_with_the_fixture_port(tmp_path, monkeypatch)
+    fork = tmp_path / "fork"
+    shutil.copytree(ROOT / "testcases/native/fixture_tree", fork)
+    (fork / manifest.TREE_MANIFEST).unlink()
+    assert manifest.for_tree(fork)[0].name == "upstream_494f293b5"
+    shutil.copytree(FIXTURE / "core", fork / "xllm/core", dirs_exist_ok=True)
+    m, why, root = manifest.for_tree(fork)
+    assert (m.name, root) == ("fixture_port", fork / "xllm"), (m.name, root)
+    assert "core/runtime/worker_layerwise_init.cpp, core/framework/kv_cache/kv_cache_tensors.cpp at xllm/" in why, why
+    tree, resolved, _ = native.resolve(str(fork))
+    assert tree.port and tree.root == fork / "xllm" and resolved.name == "fixture_port"
+    assert manifest.for_tree(FIXTURE)[1:] == (why.replace(" at xllm/", ""), FIXTURE)
 
 
 def test_a_tree_carrying_its_own_manifest_uses_it_and_says_so(tmp_path):
     tree = tmp_path / "port"
     shutil.copytree(FIXTURE, tree)
     (tree / manifest.TREE_MANIFEST).write_text(write_manifest(tmp_path).read_text())
-    m, why = manifest.for_tree(tree)
-    assert m.name == "fixture_port" and why == f"the tree carries {manifest.TREE_MANIFEST}"
+    m, why, root = manifest.for_tree(tree)
+    assert m.name == "fixture_port" and why == f"the tree carries {manifest.TREE_MANIFEST}" and root == tree
     assert native.resolve(str(tree))[1].path == (tree / manifest.TREE_MANIFEST).resolve()
 
 
@@ -323,6 +388,33 @@ def test_glue_that_does_not_compile_names_the_role_and_the_first_error(tmp_path)
     assert f"the glue {glue} (role estimation) does not compile: {glue}:" in text and "fx_estimat" in text, text
 
 
+def test_every_objects_headers_and_the_bases_are_watched(tmp_path):
+    """Each object's -MD rule counts, not only the first source's; the base tree's headers too: editing a
+    header only the second source includes, or one of the base's, makes the entry stale (undoing it: current)."""
+    tree, base = tmp_path / "port", tmp_path / "base"
+    shutil.copytree(FIXTURE / "core", tree / "core")
+    base.mkdir()
+    (base / "base_extra.h").write_text("inline int lwsplit_base_extra() { return 1; }\n")
+    (base / "base_extra.cpp").write_text('#include "base_extra.h"\nint lwsplit_base_call() { return lwsplit_base_extra(); }\n')
+    glue = tmp_path / "glue.cpp"
+    glue.write_text(TINY_GLUE)
+    path = small_manifest(tmp_path, ["core/framework/kv_cache/kv_cache_layerwise.cpp",
+                                     "core/framework/parallel_state/mapping_ilu.cpp"], glue)
+    path.write_text(path.read_text() + f"base: {base}\nbase_include_dirs: [.]\nbase_sources: [base_extra.cpp]\n")
+    t = build.port_tree(manifest.load(path), tree)
+    cache = tmp_path / "cache"
+    built = build.build(t, root=cache)
+    later, based = tree / "core/framework/parallel_state/mapping_ilu.h", base / "base_extra.h"
+    assert {str(later), str(based)} <= set(built.manifest["deps"]), sorted(built.manifest["deps"])
+    key = build.source_key(t)
+    for header in (later, based):
+        text = header.read_text()
+        header.write_text(text + "// edited\n")
+        assert build._find(cache, key) is None, header
+        header.write_text(text)
+        assert build._find(cache, key) == built
+
+
 # ---- the real trees (their own CI step) -------------------------------------------------------------------
 
 SHARED = Path(os.environ.get("LWSPLIT_SHARED") or ROOT.parent / "shared")
@@ -344,7 +436,7 @@ def real_tree(*trees: Path):
 
 
 def tc(tree: Path, tc_file: str, *select: str, cache: Path, manifest: Optional[Path] = None,
-       model: str = "qwen3_5_moe", extra: tuple = ()) -> subprocess.CompletedProcess:
+       model: str = "qwen3_5_moe", extra: tuple = (), also: tuple = ()) -> subprocess.CompletedProcess:
     """Run a few cases of one TC on ``tree`` in a separate pytest (one tree's flags per process), its libraries
     built here first (a cold build inside the ranks would run into their time limit)."""
     tree_map = native.resolve(str(tree), None, str(manifest) if manifest else None)[0]
@@ -353,7 +445,8 @@ def tc(tree: Path, tc_file: str, *select: str, cache: Path, manifest: Optional[P
         build.build(tree_map, root=cache, tensors=True)
     env = {**os.environ, build.ENV_SOURCE: str(tree), build.ENV_CACHE: str(cache), "PYTHONPATH": str(ROOT)}
     env.pop("LW_ALLUREDIR", None)
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:randomly", "-n", "0", "-q", f"testcases/tc/{tc_file}",
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:randomly", "-n", "0", "-q",
+           *(f"testcases/tc/{f}" for f in (tc_file, *also)),
            "--lw-override", "implementation=xllm_native", "--lw-override", f"model={model}", "-k", " or ".join(select)]
     if manifest is not None:
         cmd += ["--lw-override", f"implementation.manifest={manifest}"]
@@ -414,6 +507,41 @@ def test_upstream_is_built_by_its_manifest_and_judged_as_before(cache):
 
 @pytest.mark.real_tree
 @real_tree(UPSTREAM)
+def test_upstreams_predictions_hold_for_its_own_files_only(tmp_path):
+    """The recorded sha256 of every file upstream's build compiles (harness/baselines/upstream_sources.json) are
+    upstream's tree's today; a copy of those files is upstream's too, and with one line changed it is not."""
+    from harness.baselines import upstream_sources
+    from harness.suites.expectations import _native_label
+
+    assert _native_label(str(UPSTREAM), "{}", None, "") == "xllm_native"
+    t, m, _ = native.resolve(str(UPSTREAM))
+    copy = tmp_path / "upstream"
+    for rel in sorted({r for rels in upstream_sources.compiled_files(t, m).values() for r in rels}):
+        (copy / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(UPSTREAM / rel, copy / rel)
+    assert _native_label(str(copy), "{}", None, "") == "xllm_native"
+    master = copy / "xllm/core/distributed_runtime/master.cpp"
+    master.write_text(master.read_text() + "// a fork's line\n")
+    assert _native_label(str(copy), "{}", None, "changed") == "xllm_native[upstream_494f293b5]"
+
+
+@pytest.mark.real_tree
+@real_tree(UPSTREAM, PORTS["p6_v3_latest"])
+def test_an_xllm_fork_with_the_newest_snapshot_overlaid_is_the_port(tmp_path):
+    """upstream's planning files with the p6_v3_latest snapshot's core/ overlaid under xllm/ (its files replace
+    upstream's where both have one), given at the fork's root: the port at xllm/, not upstream's manifest."""
+    fork = tmp_path / "fork"
+    for rel in manifest.load(manifest.SHIPPED_DIR / "upstream_494f293b5.yaml").detect_present:
+        (fork / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(UPSTREAM / rel, fork / rel)
+    shutil.copytree(PORTS["p6_v3_latest"] / "core", fork / "xllm/core", dirs_exist_ok=True)
+    m, why, root = manifest.for_tree(fork)
+    assert (m.name, root) == ("p6_v3_latest", fork / "xllm"), (m.name, why)
+    assert native.resolve(str(fork))[0].root == fork / "xllm"
+
+
+@pytest.mark.real_tree
+@real_tree(UPSTREAM)
 def test_upstreams_own_allocation_fills_the_ranks_and_tc01_tc05_pass_on_its_tensors(cache):
     """The workers hold what upstream's allocate_kv_caches made in each rank (its KVCacheShape, its scratch
     views); TC-01 and TC-05 judge those tensors: the split and unsplit cases of a model upstream splits."""
@@ -444,6 +572,24 @@ def test_an_upstream_allocation_that_ignores_the_mask_is_found_by_tc01(tmp_path,
 
 
 @pytest.mark.real_tree
+@real_tree(UPSTREAM)
+def test_record_native_takes_upstreams_tree_and_refuses_a_copy_with_one_line_changed(tmp_path):
+    """What upstream's compiled code answers is recorded from upstream's files only, identified by content
+    (the sha256 digests harness/baselines/upstream_sources.json records), wherever the tree sits."""
+    from contract.errors import ConfigError
+    from harness.baselines.record_native import check_upstream
+
+    check_upstream(str(UPSTREAM))  # upstream's own tree passes
+    tree = tmp_path / "xllm-fork"
+    shutil.copytree(UPSTREAM / "xllm", tree / "xllm")
+    check_upstream(str(tree))  # so does a copy of it elsewhere
+    master = tree / "xllm/core/distributed_runtime/master.cpp"
+    master.write_text(master.read_text() + "\n// a fork\n")
+    with pytest.raises(ConfigError, match="master.cpp is not upstream 494f293b5's"):
+        check_upstream(str(tree))
+
+
+@pytest.mark.real_tree
 @real_tree(*PORTS.values())
 @pytest.mark.parametrize("name", sorted(PORTS))
 def test_each_snapshots_own_tests_run_beside_the_spec(name):
@@ -455,6 +601,73 @@ def test_each_snapshots_own_tests_run_beside_the_spec(name):
 
 
 # ---- the tensor library: its errors ------------------------------------------------------------------------
+
+
+def test_a_tensor_the_library_cannot_hand_over_is_an_error_of_the_tree_and_the_rank_goes_on(impl):
+    """fx_allocate_kv_tensors on the meta device: DLPack cannot carry such a tensor (c10 throws inside
+    lwsplit_take_tensor); the throw stops at the library's C boundary and comes back as the tree's failure,
+    in this process, and the next allocation works."""
+    from contract.errors import ImplementationFailure
+
+    r = run(2)
+    plan = impl.plan(r)
+    with pytest.raises(ImplementationFailure) as err:
+        impl.init_worker(plan, r, rank=1, role="target", device="meta", expected_digest=plan.digest)
+    assert "the compiled allocate's tensor 0 cannot be handed to the rank (DLPack): " in str(err.value), err.value
+    again = impl.init_worker(plan, r, rank=1, role="target", device="cpu", expected_digest=plan.digest)
+    assert again.layer(3).tensors["k"].device.type == "cpu"
+
+
+ALIASED_BLOCK_SIZE = 48
+"""The block size on which the fixture carves its owned layers out of one pool (README: planted)."""
+
+
+def _owned_bytes_seen(impl, block_size: int, rank: int = 1):
+    """(bytes measured by address, bytes of the distinct storage objects, TC-05's mark problems, TC-05's overlap
+    problems) of one worker, and its k tensor."""
+    from harness.suites import tc05
+    from harness.suites.measure import distinct_storage_bytes
+
+    r = M.run_spec(QWEN, split=2, world=4, budget_bytes=1 << 20, cache=CacheSpec(block_size=block_size))
+    plan = impl.plan(r)
+    worker = impl.init_worker(plan, r, rank=rank, role="target", device="cpu", expected_digest=plan.digest)
+    tensors = worker.all_tensors()
+    objects = sum(s.nbytes() for s in {t.untyped_storage().data_ptr(): t.untyped_storage() for t in tensors}.values())
+    return (distinct_storage_bytes(tensors), objects, tc05._marked_blocks(rank, worker)[0],
+            tc05._overlaps(rank, tc05._regions(worker)), worker.layer(3).tensors["k"])
+
+
+def test_the_fixtures_own_layers_hold_distinct_memory_by_address_and_by_mark(impl):
+    measured, objects, marks, overlaps, _ = _owned_bytes_seen(impl, 16)
+    assert measured == objects and marks == [] and overlaps == []
+
+
+def test_owned_layers_carved_out_of_one_pool_are_measured_by_address_and_read_each_others_marks(impl):
+    """The planted aliasing (block size 48): each layer's storage object says a whole layer, the addresses say
+    two pools; the marks show which layer's block landed where."""
+    measured, objects, marks, overlaps, k = _owned_bytes_seen(impl, ALIASED_BLOCK_SIZE)
+    n, block = k.shape[0], k[0].numel() * k.element_size()
+    stride = (n + 2) // 3
+    assert objects == 10 * 2 * n * block, objects  # rank 1 owns all ten full layers (the planted mask): k and v
+    assert measured == 2 * (9 * stride + n) * block, (measured, n, block)  # two pools: nine strides and a layer
+    assert marks and marks[0].startswith(f"rank 1 layer 3 tensor k: block {stride} holds the mark of layer 7 "
+                                         "tensor #0 block 0"), marks
+    assert any("layer 3/k and layer 7/k overlap in memory" in o for o in overlaps), overlaps
+
+
+def test_tc01_and_tc05_find_owned_layers_that_share_memory(cache):
+    """End to end: on the aliased allocation TC-01 reports the bytes it measured by address, TC-05 the marks
+    another layer overwrote and the overlapping extents (on top of the fixture's other planted defects)."""
+    proc = tc(FIXTURE, "test_tc01_allocation.py", "test_tc01[qwen3_5_moe-s2-w4-xllm_native]", "test_tc05[qwen3_5_moe-s2-w4-xllm_native]",
+              cache=cache, manifest=FIXTURE_MANIFEST, extra=(f"cache.block_size={ALIASED_BLOCK_SIZE}",),
+              also=("test_tc05_shard_application.py",))
+    out = proc.stdout[-30000:]
+    assert proc.returncode == 1 and "2 failed" in out, out
+    allocated = re.search(r"rank 1: allocated (\d+) B, spec sum of its owned layers", out)
+    owned = re.search(r"rank 1 layer 3: owns (\d+) B", out)
+    assert allocated and owned and int(allocated.group(1)) < 10 * int(owned.group(1)), out  # less than its layers
+    assert "rank 1 layer 3 tensor k: block " in out and " holds the mark of layer 7 tensor #0 block 0" in out, out
+    assert "layer 3/k and layer 7/k overlap in memory" in out, out
 
 
 def test_a_check_inside_the_trees_allocation_is_a_refusal_and_the_rank_goes_on(impl):

@@ -92,8 +92,11 @@ HARNESS_REACHES_IMPLEMENTATIONS = {
                                    "``harness.baselines.record_native`` and ``harness.native_verdicts`` drive",
     "implementations.xllm_native.native": "``resolve``: which manifest a source tree is built with, the "
                                           "label a native case's expected failures are filed under",
+    "implementations.xllm_native.manifest": "``SHIPPED_DIR``: where the shipped manifests are, so that "
+                                            "``harness.baselines.upstream_sources`` records only a tree upstream's "
+                                            "own manifest builds",
     "implementations.xllm_native.own_tests": "a source tree's own GoogleTest file, run beside the spec's "
-                                             "verdicts (``harness.native_verdicts``)",
+                                             "verdicts (``harness.native_verdicts``, ``harness.own_tests``)",
     "implementations.xllm_native.roles": "each role of a compiled tree called on its own with given inputs, "
                                          "what ``harness.departures`` judges against the oracle",
 }

@@ -85,8 +85,9 @@ def test_case_counts_of_the_default_matrix():
     # + allocation on the bi_v100 (heads-major) and cuda_generic (tokens-major) profiles
     assert len(tc05.cases(matrix)) == 5 * 2 * impls + 2 * 2 * impls + impls + 2 * impls + 2 * impls
     assert len(tc06.cases(matrix)) == 6 * 2 * 2 * impls + 2 * impls  # models x off,s1 x tp4,dp2 x impls + off-s2
-    # pairs x off,s2,s4 x impls + regrouped at w4, w8 + a two-layer draft, a TP-1 draft body, a smaller draft slot
-    assert len(tc07.cases(matrix)) == 3 * 3 * impls + 2 * impls + 3 * impls
+    # pairs x off,s2,s4 x impls + regrouped at w4, w8 + a two-layer draft, a TP-1 draft body, a smaller draft slot,
+    # an indexed draft beside an unindexed target
+    assert len(tc07.cases(matrix)) == 3 * 3 * impls + 2 * impls + 4 * impls
     assert all(c.draft != "none" for c in tc07.cases(matrix))
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -61,7 +62,7 @@ def capacity_line(size="128.00 MB", blocks=23, slot_size=1152, index_slot_size=2
 
 def released_line(blocks=23, dtype: bool = True) -> str:
     """Released v0.9.x builds print llm_engine.cpp:554's line with only these keys (the older ones
-    without kv_cache_dtype); the 12-key line came with the July 2026 change."""
+    without kv_cache_dtype); the 12-key line came after v0.10.1 (whose line has 10 keys)."""
     return glog("llm_engine.cpp:554", f"kv cache capacity: 128.00 MB, blocks: {blocks}, slot_size: 1152, n_layers: 61"
                 + (", kv_cache_dtype: auto" if dtype else ""))
 
@@ -894,3 +895,148 @@ def test_more_engine_lines_than_one_start_prints_is_refused(tmp_path, capsys, mo
     monkeypatch.setattr(log_module, "MAX_ENGINE_LINES", 8)
     code, out, err = run_main([write_log(tmp_path, *WORKERS4, *WORKERS4, WORKERS4[0], capacity_line()), *DSV32], capsys)
     one_error(code, out, err, "xllm.INFO:10", "more than 8 worker, capacity")
+
+
+# ---- every process, every capacity line, times, encodings and wrappers as real runs leave them -----------
+
+
+def test_every_processs_own_capacity_and_shape_lines_are_judged(tmp_path, capsys):
+    """Every process that starts an engine prints its own capacity and shape lines: node 1's are judged too,
+    named by its log (a wrong block count or shape there disagrees)."""
+    node0 = write_log(tmp_path, *WORKERS4, capacity_line(), *DSV32_SHAPES, SUCCESS, name="node0.INFO")
+    node1 = write_log(tmp_path, *WORKERS4, capacity_line(), *DSV32_SHAPES, SUCCESS, name="node1.INFO")
+    code, out, err = run_main([node0, node1, *DSV32], capsys)
+    assert code == 0 and "node1.INFO:target" in out and "judged too" in out, out + err
+    bad = write_log(tmp_path, *WORKERS4, capacity_line(blocks=24), shape("k", (24, 1, 128, 512), 184), SUCCESS,
+                    name="node2.INFO")
+    code, out, _ = run_main([node0, bad, *DSV32], capsys)
+    assert code == 1 and "node2.INFO:target.blocks" in out, out
+
+
+def test_a_second_capacity_line_in_one_start_is_judged(tmp_path, capsys):
+    code, out, err = run_main([write_log(tmp_path, *WORKERS4, capacity_line(), capacity_line(blocks=24)), *DSV32],
+                              capsys)
+    assert code == 1 and "result: DISAGREE on target#2.blocks" in out, out + err
+    code, out, err = run_main([write_log(tmp_path, *WORKERS4, *[capacity_line()] * 3, name="three.INFO"), *DSV32],
+                              capsys)
+    assert code == 0 and "3 capacity lines in one start" in out and "target#3" in out, out + err
+
+
+def test_refusals_are_ordered_by_their_time_not_their_text(tmp_path, capsys):
+    """``F20261129`` (with the year) is earlier than ``F1130`` of a file created in 2026; a bare ``Check failed:``
+    line is as late as the stamped line before it in its file (it sorted before every stamped one)."""
+    dated = glog("kv_cache.cpp:389", XTENSOR, "F", year=True).replace("F20261130", "F20261129")
+    undated = glog("layerwise_split_layout.h:45", SPLIT_TP, "F")
+    argv = [write_log(tmp_path, undated, name="a.INFO"), write_log(tmp_path, dated, name="b.INFO"), *DSV32,
+            "cache.enable_xtensor=true"]
+    code, out, err = run_main(argv, capsys)
+    assert code == 0 and "b.INFO:2" in out, out + err
+    late = glog("master.cpp:420", "Master init").replace("19:00:00.000001", "19:00:05.000000")
+    bare = write_log(tmp_path, late, SPLIT_TP, name="c.INFO")
+    early = write_log(tmp_path, glog("kv_cache.cpp:389", XTENSOR, "F"), name="d.INFO")
+    code, out, err = run_main([bare, early, *DSV32, "cache.enable_xtensor=true"], capsys)
+    assert code == 0 and "d.INFO:2" in out, out + err
+
+
+@pytest.mark.parametrize("first, second", [("utf-16", "utf-8"), ("utf-8", "utf-16")])
+def test_a_restart_appended_in_another_encoding_judges_the_latest_start(tmp_path, capsys, first, second):
+    stale = "\n".join([*WORKERS4, capacity_line(blocks=24), ""])
+    latest = "\n".join(["Log file created at: 2026/11/30 20:00:00", *WORKERS4, capacity_line(), SUCCESS, ""])
+    path = tmp_path / "mixed.INFO"
+    path.write_bytes(stale.encode(first) + latest.encode(second))
+    code, out, err = run_main([str(path), *DSV32], capsys)
+    assert code == 0 and "holds 2 starts" in out and "DISAGREE" not in out, out + err
+
+
+def test_an_override_is_not_swallowed_by_a_file_of_its_name(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "layerwise=s2").write_text("not a log\n")
+    log = write_log(tmp_path, *WORKERS4, capacity_line(), *DSV32_SHAPES)
+    code, out, err = run_main([log, "model=deepseek_v32", "parallel=tp4", "layerwise=s2"], capsys)
+    assert code == 0 and "split on" in out and "./layerwise=s2 reads it as a log" in out, out + err
+    code, out, err = run_main([log, "./layerwise=s2", *DSV32], capsys)
+    assert code == 0 and "./layerwise=s2 has no engine line" in out, out + err
+
+
+CRI = "2026-11-30T19:00:00.123456789Z stdout {tag} {text}"
+
+
+def test_cri_partial_records_are_joined_and_a_log_ending_in_one_is_cut(tmp_path, capsys):
+    line = capacity_line()
+    head, tail = line[:len(line) - 30], line[len(line) - 30:]
+    records = [*(CRI.format(tag="F", text=w) for w in WORKERS4), CRI.format(tag="P", text=head),
+               CRI.format(tag="F", text=tail), *(CRI.format(tag="F", text=s) for s in DSV32_SHAPES)]
+    code, out, err = run_main([write_log(tmp_path, *records), *DSV32], capsys)
+    assert code == 0 and "k cache shape" in out and "DISAGREE" not in out, out + err
+    # the engine killed after the first record of the released 4-key line: "n_layers: 6" of "n_layers: 61"
+    released = released_line(dtype=False)
+    cut = [*(CRI.format(tag="F", text=w) for w in WORKERS4), CRI.format(tag="P", text=released[:-1])]
+    one_error(*run_main([write_log(tmp_path, *cut, name="cut.INFO"), *DSV32], capsys), "cut.INFO:6",
+              "kv cache capacity", "a CRI partial (P) record that no final (F) record ends")
+
+
+def test_a_fatal_line_after_the_start_completed_is_no_start_up_refusal(tmp_path, capsys):
+    crash = glog("llm_engine.cpp:689", "Failed to execute model, result has no value", "F").replace(
+        "19:00:00.000001", "23:10:00.000000")
+    log = write_log(tmp_path, *WORKERS4, capacity_line(), *DSV32_SHAPES, SUCCESS, crash)
+    code, out, err = run_main([log, *DSV32], capsys)
+    assert code == 0 and "after the start completed" in out and "startup refusal" not in out, out + err
+    # on a worker process's log, later than the engine's success line
+    engine = write_log(tmp_path, *WORKERS4, capacity_line(), *DSV32_SHAPES, SUCCESS, name="engine.INFO")
+    worker = write_log(tmp_path, crash.replace("llm_engine.cpp:689", "worker_impl.cpp:300"), name="worker.INFO")
+    code, out, err = run_main([engine, worker, *DSV32], capsys)
+    assert code == 0 and "after the start completed" in out, out + err
+
+
+def test_rotated_glog_files_of_one_process_are_one_log(tmp_path, capsys):
+    name = "xllm.node0.root.log.INFO.{}.4242"
+    first = write_log(tmp_path, *WORKERS4, capacity_line(), name=name.format("20261130-190000"))
+    second = write_log(tmp_path, *DSV32_SHAPES, SUCCESS, name=name.format("20261130-200000"))
+    code, out, err = run_main([second, first, *DSV32], capsys)
+    assert code == 0 and "(+1 rotated)" in out and "k cache shape" in out, out + err
+    assert "has no engine line" not in out and "holds 2 starts" not in out
+
+
+@pytest.mark.parametrize("lacking", [("linear_state_slots", "max_linear_state_cache_slots"),
+                                     ("scale_slot_size", "reserved_linear_bytes")])
+def test_the_released_ten_key_capacity_line(tmp_path, capsys, lacking):
+    line = capacity_line()
+    for key in lacking:
+        line = re.sub(rf", {key}: [^,]*", "", line)
+    code, out, err = run_main([write_log(tmp_path, *WORKERS4, line), *DSV32], capsys)
+    assert code == 0 and "released 10-key (v0.10.0, v0.10.1)" in out, out + err
+    assert re.search(r"not in this line +" + re.escape(", ".join(lacking)), out), out
+
+
+def test_layerwise_flags_echoed_in_the_log_are_read(tmp_path, capsys):
+    launcher = "+ /usr/local/bin/xllm --model=/models/dsv32 --enable_layerwise_split --layerwise_split_size 2 --port=9000"
+    dump = glog("xllm.cpp:80", "--layerwise_split_size=2")
+    log = write_log(tmp_path, launcher, dump, *WORKERS4, capacity_line(), *DSV32_SHAPES)
+    code, out, err = run_main([log, "model=deepseek_v32", "parallel=tp4"], capsys)
+    assert code == 0 and "split on" in out and "layerwise flags read from the log" in out, out + err
+    one_error(*run_main([log, "--gflags", "--layerwise_split_size=4", "model=deepseek_v32"], capsys),
+              "layerwise_split_size", "the log's command line")
+    one_error(*run_main([log, "--semantics", "upstream", "model=deepseek_v32"], capsys),
+              "--enable_layerwise_split", "xllm.INFO:2", "adaptation build")
+
+
+@pytest.mark.parametrize("prefix", ["[pod/xllm-0/engine] ", "[pod/xllm-0/engine] 2026-11-30T19:00:00.1Z ",
+                                    "Nov 30 19:00:00 node0 xllm[4242]: ",
+                                    "2026-11-30T19:00:00.123456+08:00 node0 xllm[4242]: ", "\x1b]0;xllm\x07"],
+                         ids=["kubectl-prefix", "kubectl-prefix-timestamps", "syslog", "rsyslog", "osc-title"])
+def test_lines_behind_kubectl_syslog_and_terminal_title_prefixes(tmp_path, capsys, prefix):
+    log = write_log(tmp_path, *(prefix + line for line in [*WORKERS4, capacity_line(), *DSV32_SHAPES, SUCCESS]))
+    code, out, err = run_main([log, *DSV32], capsys)
+    assert code == 0 and "worker ids" in out and "k cache shape" in out, out + err
+
+
+def test_a_worker_processs_own_shape_lines_are_judged(tmp_path, capsys):
+    """A process that prints shapes but no capacity line of its own (a worker's ``print_shapes``): its shapes
+    are judged against the engine's capacity line, named by its log."""
+    engine = write_log(tmp_path, *WORKERS4, capacity_line(), *DSV32_SHAPES, SUCCESS, name="node0.INFO")
+    worker = write_log(tmp_path, *DSV32_SHAPES, name="node1.INFO")
+    code, out, err = run_main([engine, worker, *DSV32], capsys)
+    assert code == 0 and "node1.INFO:target" in out, out + err
+    wrong = write_log(tmp_path, shape("k", (24, 1, 128, 512), 184), name="node2.INFO")
+    code, out, _ = run_main([engine, wrong, *DSV32], capsys)
+    assert code == 1 and "node2.INFO:target.k cache shape" in out, out

@@ -45,6 +45,9 @@ WANT_FIELD = {
     "slots-over-cap": "cache.max_linear_state_cache_slots",
     "model-before-tp-mod-s": "model.model_type",  # two rules broken: upstream's order names the first
     "cp-before-quantized": "parallel.cp_size",
+    # dp 2: s divides the world (8) but not attention tp (4, or 2 with cp 2); the later rule is not named
+    "s-world-not-tp-hostcache": "layerwise.split_size",
+    "s-world-not-tp-cp2": "layerwise.split_size",
 }
 
 
@@ -133,6 +136,35 @@ def test_each_rejection_case_breaks_the_rule_it_names(rule):
 
 def test_every_startup_rule_has_a_case():
     assert {r[0] for r in REJECTIONS} == set(WANT_FIELD)
+
+
+def test_an_indexed_draft_alone_breaks_the_int8_indexer_rule():
+    from harness.suites.tc01 import DRAFT_REJECTIONS
+
+    _, model, draft, lw, extra = next(r for r in DRAFT_REJECTIONS if r[0] == "draft-only-indexed-int8")
+    run = Case(tc="TC-01", model=model, draft=draft, layerwise=lw, parallel="tp4", implementation="reference",
+               extra=extra).resolved.run
+    assert run.model.index_n_heads == 0 < run.draft.index_n_heads
+    assert expected_rejection(run).field == "cache.indexer_cache_dtype"
+    assert expected_rejection(dataclasses.replace(run, draft=None)) is None  # the target alone breaks nothing
+
+
+@pytest.mark.parametrize(("reserve", "over"), [("DRAFT_FITS", None), ("DRAFT_OVER", 541_949_952)])
+def test_the_drafts_kv_decides_a_shared_card(reserve, over):
+    """TC-03's draft-card cases, worked by hand in ``test_oracle.test_a_card_check_counts_each_ranks_draft_kv``:
+    card 0 plans 202,211,328 B of KV (6,127,616 B of it the draft's); with 2 x 159 MiB reserved it fits
+    512 MiB (536,870,912 B), with 2 x 162 MiB it does not, though without the draft it would (535,822,336 B)."""
+    from harness.suites import tc03
+    from harness.suites.expectations import card_overflow
+
+    run = Case(tc="TC-03", model="deepseek_v32", draft=tc03.DRAFT, layerwise="s2", parallel="tp4",
+               implementation="reference",
+               extra=(tc03.OVERSUBSCRIBED, tc03.DRAFT_BUDGET, getattr(tc03, reserve))).resolved.run
+    refusal = card_overflow(run)
+    assert (refusal is None) == (over is None) and tc03.passes_any_refusal(run) == (over is not None)
+    if over is not None:
+        assert f"node 0 card 0: 202211328 B of KV planned + 2 x {162 * 2**20} B reserved" in refusal
+        assert 202_211_328 + 2 * 162 * 2**20 == over > 536_870_912 >= 202_211_328 - 6_127_616 + 2 * 162 * 2**20
 
 
 def test_a_valid_config_expects_no_rejection():

@@ -254,6 +254,52 @@ def _reserve_once_per_card(m):
     assert m.plan(run).ranks[1].card == 0
 
 
+def _split_size_against_world(m):
+    # world 8 = dp 2 x tp 4, s 8: divides the world, not the TP group; with the host cache on
+    run = run_spec(DEEPSEEK_V32, world=8, dp=2, split=8, cache=CacheSpec(host_blocks_factor=2.0))
+    with pytest.raises(ConfigError) as ref:
+        REF.plan(run)
+    with pytest.raises(ConfigError) as mut:
+        m.plan(run)
+    assert (ref.value.field, mut.value.field) == ("layerwise.split_size", "cache.host_blocks_factor")
+
+
+def _int8_indexer_target_only(m):
+    # an unindexed target (DeepSeek-V3) with an indexed draft (its body at TP 1), no int8 indexer on the cards
+    draft = replace(DEEPSEEK_V32, name="deepseek_v32_mtp", num_hidden_layers=1, body_tp1=True)
+    base = run_spec(DEEPSEEK_V3, split=2, draft=draft, cache=CacheSpec(indexer_cache_dtype="int8"))
+    run = replace(base, hardware=replace(base.hardware, int8_indexer_cache=False))
+    with pytest.raises(ConfigError, match="cache.indexer_cache_dtype"):
+        REF.plan(run)
+    assert m.plan(run).draft.body_tp1
+
+
+def _group_search_in_card_order(m):
+    run = _case_run(("hardware.topology=pcie_2switch_8_interleaved", "placement=[4,1,2,7,0,3,6,5]"))
+    assert REF.plan(run).split_groups == ((0, 2), (1, 3), (4, 6), (5, 7))  # the first by ranks
+    assert m.plan(run).split_groups == ((0, 6), (1, 5), (2, 4), (3, 7))  # the first by cards
+    identity = _case_run(("hardware.topology=pcie_2switch_8_interleaved",))
+    assert m.plan(identity).split_groups == REF.plan(identity).split_groups  # cards in rank order: alike
+
+
+def _card_check_without_draft(m):
+    # two ranks per card, DeepSeek-V3.2 + its MTP draft: the draft's 6,127,616 B on card 0 decide it
+    run = replace(_case_run(("placement=[0,0,1,1]", "hardware.reserved_mib_per_card=162",
+                             "cache.kv_budget_bytes=104857600"), parallel="tp4"),
+                  draft=replace(DEEPSEEK_V32, name="deepseek_v32_mtp", num_hidden_layers=1))
+    with pytest.raises(PlanError, match="reserved"):
+        REF.plan(run)
+    assert m.plan(run).ranks[1].card == 0
+
+
+def _draft_index_from_target(m):
+    # DeepSeek-V3 (no indexer) with DeepSeek-V3.2's indexed MTP draft at TP 1, int8 indexer: 128 * (1152 + 132)
+    draft = replace(DEEPSEEK_V32, name="deepseek_v32_mtp", num_hidden_layers=1, body_tp1=True)
+    run = run_spec(DEEPSEEK_V3, split=2, draft=draft, cache=CacheSpec(indexer_cache_dtype="int8"))
+    assert REF.plan(run).draft.layer_bytes_per_block == (164_352,)
+    assert m.plan(run).draft.layer_bytes_per_block == (147_456,)  # 128 * 1152: the index slot dropped
+
+
 def _nonowner_real_storage(m):
     run = run_spec(DEEPSEEK_V3, split=2, budget_bytes=SMALL)
     plan = REF.plan(run)
@@ -609,6 +655,11 @@ DIFFERS: dict[str, Callable] = {
     "conv_value_channels_value_dim": _conv_value_channels_value_dim,
     "draft_message_split_fields": _draft_message_split_fields,
     "quantized_refused_by_worker": _quantized_refused_by_worker,
+    "split_size_against_world": _split_size_against_world,
+    "int8_indexer_target_only": _int8_indexer_target_only,
+    "group_search_in_card_order": _group_search_in_card_order,
+    "card_check_without_draft": _card_check_without_draft,
+    "draft_index_from_target": _draft_index_from_target,
 }
 
 

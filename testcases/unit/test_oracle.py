@@ -461,6 +461,17 @@ def test_draft_body_tp1_costs_its_own_shape():
     assert set(oracle.expected_draft_layer_tensors(run, 5)) == {"latent", "rope"}
 
 
+def test_an_indexed_draft_at_tp1_beside_an_unindexed_target_costs_its_own_index_slot():
+    # DeepSeek-V3 target (slot 1152 B, no indexer) + DeepSeek-V3.2's MTP draft (one MLA layer with the indexer,
+    # 64 heads x 128) at TP 1, int8 indexer cache: D = 128 * (1152 + 128 + 4) = 164,352 B per block;
+    # the target's layers carry no index slot (61 x 128 x 1152 = 8,994,816 B per block uniform)
+    draft = replace(DEEPSEEK_V32, name="deepseek_v32_mtp", num_hidden_layers=1, body_tp1=True)
+    run = run_spec(DEEPSEEK_V3, split=2, draft=draft, cache=CacheSpec(indexer_cache_dtype="int8"))
+    assert oracle.expected_draft_bytes_per_block(run) == 164_352
+    assert oracle.expected_full_bytes_per_block(DEEPSEEK_V3, run.cache, 4) == 8_994_816
+    assert set(oracle.expected_draft_layer_tensors(run, 5)) == {"latent", "rope", "index", "index_scale"}
+
+
 def test_draft_slot_larger_than_target_is_refused():
     # Llama-3-8B target at tp 4 (1024 B/token) with a tp-4 Qwen3.5 MTP draft (1024 B): equal, fine;
     # a Llama target at tp 8 (512 B) is smaller than that draft (1024 B): refused
@@ -720,3 +731,19 @@ def test_rank_coordinates_invert_the_global_rank():
     assert [oracle.global_rank(*c, cp=2, tp=4) for c in coords] == list(range(16))
     assert oracle.expected_split_groups_consecutive(16, 2, 2, 4) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11],
                                                                       [12, 13, 14, 15]]
+
+
+def test_a_card_check_counts_each_ranks_draft_kv():
+    # DeepSeek-V3.2 + its one-layer indexed MTP draft, tp 4, s 2, two ranks per card (placement 0,0,1,1),
+    # 100 MiB = 104,857,600 B of KV per rank, 512 MiB = 536,870,912 B HBM per card.
+    # one layer = 128 * (1152 + 256) = 180,224 B/block; D = 180,224 (the target's shape, one layer);
+    # split rank 0 costs 31 owned + scratch + D = 33 x 180,224 = 5,947,392: n_blocks = 104,857,600 // that = 17.
+    # groups [0,2],[1,3] (ranks 0 and 1 share card 0): ranks 0, 1 split rank 0 = 17 x 32 x 180,224 = 98,041,856;
+    # ranks 2, 3 split rank 1 = 17 x 31 x 180,224 = 94,978,048; draft 17 x 180,224 = 3,063,808 on every rank.
+    # card 0: 2 x (98,041,856 + 3,063,808) = 202,211,328; card 1: 2 x (94,978,048 + 3,063,808) = 196,083,712.
+    draft = replace(DEEPSEEK_V32, name="deepseek_v32_mtp", num_hidden_layers=1)
+    base = run_spec(DEEPSEEK_V32, split=2, draft=draft, cache=CacheSpec(kv_budget_bytes=100 * MiB))
+    assert oracle.expected_block_counts(base, 100 * MiB)[0] == 17
+    assert oracle.expected_draft_rank_bytes(base, 17) == 3_063_808
+    assert oracle.expected_card_bytes(replace(base, placement=(0, 0, 1, 1))) == {
+        (0, 0): 202_211_328, (0, 1): 196_083_712}

@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -262,6 +264,60 @@ def test_close_leaves_no_rank_process_and_no_temp_dir():
     assert not pids & {p.pid for p in multiprocessing.active_children()}
     assert not any(os.path.exists(f"/proc/{pid}") for pid in pids)  # exited and reaped
     assert not os.path.exists(tmp_dir)
+
+
+def test_a_ranks_output_is_cut_to_its_tail_saying_how_much(pool2, capfd):
+    """A rank writing megabytes (through print and straight to its descriptors) costs the report at most
+    OUTPUT_TAIL_BYTES per rank per call: the last bytes, and a line saying how many were cut before them."""
+    from harness.rankpool.pool import OUTPUT_TAIL_BYTES
+
+    capfd.readouterr()
+    pool2.run(bodies.write_output, 4 * OUTPUT_TAIL_BYTES)
+    out, err = capfd.readouterr()
+    assert "x" * 100 not in out and "y" * 100 not in out
+    assert len(err) < 2 * (OUTPUT_TAIL_BYTES + 200), len(err)
+    for rank in (0, 1):
+        assert re.search(rf"\[rank {rank} wrote \d+ bytes to its standard output and error; the first \d+ were cut, "
+                         rf"the last {OUTPUT_TAIL_BYTES} follow\]", err), err[:300]
+        assert f"the end of rank {rank}\n" in err  # the tail is kept
+    pool2.run(bodies.echo, 1)  # a quiet call reports nothing
+    assert capfd.readouterr() == ("", "")
+
+
+def test_a_ranks_temporary_files_go_with_the_pools_folder(pool2):
+    """What a rank or its processes leave in the temporary folder (a native host's working folder, when the pool
+    killed the host before it could remove it) is removed with the pool's private folder."""
+    for rank, (python_sees, children_see) in enumerate(pool2.run(bodies.temp_dirs)):
+        assert python_sees == children_see == os.path.join(pool2.tmp_dir, f"tmp-rank{rank}")
+
+
+def _orphans(mark: str) -> list[int]:
+    return [pid for pid in procfs.pids() if procfs.cmdline(pid) == f"sleep {bodies.ORPHAN_SLEEP}" and procfs.alive(pid)
+            and f"LWSPLIT_TEST_MARK={mark}".encode() in (procfs.environ(pid) or [])]
+
+
+@unit
+def test_a_setsid_grandchild_of_a_rank_ends_with_the_pool():
+    mark = f"{os.getpid()}-{time.monotonic_ns()}"
+    pool = RankPool(1, backend="gloo")
+    try:
+        pool.run(bodies.start_orphan, mark)
+        deadline = time.monotonic() + 10
+        while not _orphans(mark) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        (orphan,) = _orphans(mark)
+        assert orphan in procfs.descendants(pool.pids[0])  # the rank is a subreaper
+        pool.close()
+        deadline = time.monotonic() + 10
+        while _orphans(mark) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not _orphans(mark)
+    finally:
+        pool.close()
+        for _ in range(10):
+            for pid in _orphans(mark):
+                os.kill(pid, signal.SIGKILL)
+            time.sleep(0.05)
 
 
 def running(pid: int) -> bool:

@@ -61,3 +61,26 @@ def test_a_time_limit_that_is_not_a_positive_number_is_one_usage_error(tree, cap
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "Traceback" not in err, err
         assert err.startswith("error: --timeout-s=") and "a number of seconds above 0" in err, err
+
+
+def test_a_compile_error_quoting_a_gbk_comment_is_one_error_line(tmp_path, monkeypatch, capsys):
+    """The compiler quotes the error's line, a GBK comment in it (not UTF-8): one `error:` line, the bytes
+    replaced (was: UnicodeDecodeError). A script stands in for the compiler."""
+    cxx = tmp_path / "cxx"
+    quoted = "t.cpp:3:14: error: expected primary-expression // 预算不足\n".encode("gbk")
+    cxx.write_bytes(b"#!/bin/sh\nprintf '" + b"".join(b"\\%03o" % byte for byte in quoted) + b"' >&2\nexit 1\n")
+    cxx.chmod(0o755)
+
+    def generate(_tree, gen: Path) -> Path:
+        (gen / "unity.cpp").write_text("")
+        return gen / "unity.cpp"
+
+    monkeypatch.setattr(upstream_test.build, "generate", generate)
+    monkeypatch.setattr(upstream_test.build, "compile_command", lambda *args: [str(cxx), "-shared", "-o", "x"])
+    (tmp_path / "build").mkdir()
+    tree = SimpleNamespace(root=tmp_path, path=lambda role: tmp_path / "est.cpp")
+    with pytest.raises(SystemExit) as exited:
+        upstream_test.compile_test(tree, tmp_path / "t.cpp", tmp_path / "build")
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "t.cpp:3:14: error: expected primary-expression //" in err, err

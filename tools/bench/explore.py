@@ -3,6 +3,7 @@
     python -m tools.bench.explore                 # measure and print
     python -m tools.bench.explore --against REV   # ... and the same at commit REV, side by side
     python -m tools.bench.explore --against REV --docs   # ... and record both in docs/explore.md
+    python -m tools.bench.explore --against REV --step   # ... and CI's exploration step there and here
 
 The explorer (``harness.explore``) runs the reference on configurations drawn from the
 fixed seed, once judging plans only and once also allocating every rank in-process; a
@@ -16,6 +17,9 @@ what the plan-level draws reach (``harness.explore.reach``: verdicts, placements
 ``--against REV`` runs this same command on a copy of commit REV (a shared clone, in a temporary
 folder, as ``tools.bench.suite_cost --against`` makes it) before measuring here, and prints
 both, each in its own process: a change to the explorer side by side with what it replaced.
+``--step`` also runs CI's exploration step (``pytest -n 0 testcases/explore``, the test command's
+explorer tests at ``search.CI_EXAMPLES``) there and here, and gives the CPU of each and the
+plan-level draws each makes.
 """
 
 from __future__ import annotations
@@ -38,20 +42,23 @@ DOCS = "docs/explore.md"
 
 
 def drawn(examples: int, seed: int) -> list:
-    """The configurations the explorer draws from ``seed`` (Hypothesis's generate phase, nothing judged)."""
+    """The configurations the explorer draws from ``seed`` (Hypothesis's generate phase, nothing judged), in
+    its batches (``search.batch_size``)."""
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as fixed_seed
 
-    from harness.explore.strategies import explorable
+    from harness.explore.search import batch_size
+    from harness.explore.strategies import batch_bytes, decode, slices
 
     out = []
+    per_example = batch_size(examples)
 
-    @settings(max_examples=examples, deadline=None, database=None, phases=(Phase.generate,),
+    @settings(max_examples=examples // per_example, deadline=None, database=None, phases=(Phase.generate,),
               suppress_health_check=list(HealthCheck))
     @fixed_seed(seed)
-    @given(explorable())
-    def collect(run):
-        out.append(run)
+    @given(batch_bytes(per_example))
+    def collect(data):
+        out.extend(decode(one) for one in slices(data))
 
     collect()
     return out
@@ -110,9 +117,39 @@ def reach_note(counts: Counter, examples: int) -> str:
             + ", ".join(f"{what} {counts.get(what, 0)}" for what in REACHES))
 
 
-def run_against(commit: str, examples: dict, seed: int) -> list[tuple]:
+STEP_ARGS = ("-n", "0", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", "testcases/explore")
+"""CI's exploration step: the test command's ``testcases/explore`` run, alone."""
+
+
+def step_cost(tree: Path) -> tuple[float, int, int]:
+    """(CPU seconds, exit code, plan-level draws per implementation) of CI's exploration step run in ``tree``
+    (a checkout): the CPU of the pytest process and all it waited for; the draws are that tree's
+    ``search.CI_EXAMPLES``."""
+    from tools.bench.suite_cost import timed_run
+
+    with tempfile.TemporaryDirectory(prefix="lwsplit-step-") as tmp:
+        timed = timed_run([sys.executable, "-m", "pytest", *STEP_ARGS], Path(tmp), tree)
+    draws = subprocess.run([sys.executable, "-c", "from harness.explore.search import CI_EXAMPLES; "
+                            "print(CI_EXAMPLES[False])"], cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
+                           capture_output=True, text=True)
+    return timed["tree_cpu_s"], timed["proc"].returncode, int(draws.stdout.strip() or 0)
+
+
+def step_note(before: Optional[tuple], now: tuple, commit: str) -> str:
+    def one(cost: tuple) -> str:
+        failed = "" if cost[1] == 0 else f", exit {cost[1]}"
+        return f"{cost[0]:.1f} CPU s at {cost[2]} plan-level draws per implementation{failed}"
+
+    text = f"CI's exploration step (pytest {' '.join(STEP_ARGS)}): "
+    if before is None:
+        return text + one(now)
+    return (text + f"before ({commit[:12]}) {one(before)}, now {one(now)}: now/before = {now[0] / before[0]:.2f} "
+            f"in CPU, {now[2] / max(1, before[2]):.1f}x the draws")
+
+
+def run_against(commit: str, examples: dict, seed: int, *, step: bool = False) -> tuple[list[tuple], Optional[tuple]]:
     """This command's rows at ``commit``, measured there in its own process (``--plan-examples`` and
-    ``--allocation-examples`` as here)."""
+    ``--allocation-examples`` as here), and (``step``) CI's exploration step there."""
     from tools.bench.suite_cost import export_commit
 
     with tempfile.TemporaryDirectory(prefix="lwsplit-against-") as tmp:
@@ -121,6 +158,7 @@ def run_against(commit: str, examples: dict, seed: int) -> list[tuple]:
         done = subprocess.run([sys.executable, "-m", "tools.bench.explore", "--plan-examples", str(examples[False]),
                                "--allocation-examples", str(examples[True]), "--seed", str(seed)],
                               cwd=tree, env=env, capture_output=True, text=True, timeout=1800)
+        cost = step_cost(tree) if step else None
     if done.returncode != 0:
         fail(f"--against {commit[:12]}: the bench there exited {done.returncode}: "
              f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}")
@@ -128,7 +166,7 @@ def run_against(commit: str, examples: dict, seed: int) -> list[tuple]:
              if line.startswith(("plan |", "with allocation |"))]
     if len(found) != 2:
         fail(f"--against {commit[:12]}: no plan and allocation rows in its output")
-    return found
+    return found, cost
 
 
 COLUMNS = ("level", "configs", "CPU s", "configs / CPU s", "refused", "judging alone / CPU s", "goal (explored)")
@@ -165,22 +203,29 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--seed", type=int, default=20261201)
     p.add_argument("--against", metavar="REV", help="also measure commit REV, side by side")
     p.add_argument("--docs", action="store_true", help=f"also record the figures into {DOCS}")
+    p.add_argument("--step", action="store_true",
+                   help="also measure CI's exploration step (pytest -n 0 testcases/explore), at REV too")
     args = p.parse_args(sys.argv[1:] if argv is None else list(argv))
     for name in ("plan_examples", "allocation_examples"):
         if getattr(args, name) < 1:
             fail(f"--{name.replace('_', '-')}: {getattr(args, name)}; allowed: a whole number >= 1")
     examples = {False: args.plan_examples, True: args.allocation_examples}
-    before = []
+    before, commit, step_before = [], "", None
     if args.against is not None:
         from tools.bench.suite_cost import resolve_commit
 
         commit = resolve_commit(args.against)
-        before = [(f"{row[0]}, before ({commit[:12]})", *row[1:]) for row in run_against(commit, examples, args.seed)]
+        found, step_before = run_against(commit, examples, args.seed, step=args.step)
+        before = [(f"{row[0]}, before ({commit[:12]})", *row[1:]) for row in found]
     results = measure(examples, args.seed)
     now = rows(results)
     table_rows = [(f"{row[0]}, now" if before else row[0], *row[1:]) for row in now]
     table_rows = [r for pair in zip(before, table_rows) for r in pair] if before else table_rows
     notes = [ratio_note(results), reach_note(reach_counts(args.plan_examples, args.seed), args.plan_examples)]
+    if args.step:
+        from harness.paths import REPO_ROOT
+
+        notes.append(step_note(step_before, step_cost(REPO_ROOT), commit))
     print(" | ".join(COLUMNS))
     for row in table_rows:
         print(" | ".join(str(c) for c in row))
@@ -189,7 +234,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.docs:
         from tools import docs_blocks
 
-        command_line = "python -m tools.bench.explore" + (f" --against {args.against}" if before else "") + " --docs"
+        command_line = ("python -m tools.bench.explore" + (f" --against {args.against}" if before else "")
+                        + (" --step" if args.step else "") + " --docs")
         page = docs_blocks.publish(docs_blocks.measured(
             "bench_explore", command=command_line, columns=COLUMNS, rows=table_rows, align="lrrrrrl", notes=notes))
         print(f"wrote {page}")

@@ -2,10 +2,15 @@
 //
 // One C entry point, lwsplit_call(request) -> response: the request is
 // "key=value" lines, the response one JSON object. A glog CHECK failure inside
-// the planning code does not abort the process: the failure function installed
-// here jumps back to lwsplit_call, which answers {"check": {file, line,
-// message}} naming the CHECK that fired. Not thread-safe (one global
-// ParallelConfig, one jump buffer): the Python side holds a lock. glog writes nothing to stderr; with
+// the planning code does not abort the process, and nothing is unwound or jumped
+// over: lwsplit_call runs each request on a thread of its own and waits for it;
+// the failure function installed here, called on that thread from inside glog's
+// LogMessageFatal destructor (noexcept: an exception may not leave it), tells the
+// waiting caller and parks the thread for good (it never returns, so no destructor
+// is skipped: they never run, and what the thread's frames hold stays allocated).
+// lwsplit_call then answers {"check": {file, line, message}} naming the CHECK that
+// fired; lwsplit_parked_threads() says how many threads are parked. Not thread-safe
+// (one global ParallelConfig, one call at a time): the Python side holds a lock. glog writes nothing to stderr; with
 // LWSPLIT_NATIVE_LOG set (contract/interface.py NATIVE_LOG_ENV: a harness rank sets it; the host points it
 // at its own stderr) every message is appended to that file at once, so a crash or a hang leaves the
 // tree's last lines.
@@ -14,15 +19,21 @@
 #include <glog/logging.h>
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
-#include <csetjmp>
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <exception>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -31,8 +42,16 @@
 namespace lwsplit {
 namespace {
 
-sigjmp_buf g_jump;
-volatile bool g_armed = false;
+std::atomic<bool> g_armed{false};  // a call is running (its thread may log and may fire a CHECK)
+thread_local bool t_call_thread = false;  // this is the thread lwsplit_call started for the call
+enum class CallState { running, answered, checked };
+// Never destroyed: a tree calling exit() on the call's thread runs the static destructors while the caller
+// still waits on them (destroying a condition variable with a waiter blocks for good).
+std::mutex& g_call_mutex = *new std::mutex;
+std::condition_variable& g_call_done = *new std::condition_variable;
+CallState g_call_state = CallState::answered;
+std::string g_answer;
+std::atomic<int64_t> g_parked{0};
 std::string g_fatal_file;
 int g_fatal_line = 0;
 std::string g_fatal_message;
@@ -64,7 +83,7 @@ class Sink : public google::LogSink {
   void send(google::LogSeverity severity, const char* full_filename,
             const char* base_filename, int line, const std::tm* /*t*/,
             const char* message, size_t message_len) override {
-    if (g_log_fd >= 0 && g_log_left > 0 && g_armed) {  // during this library's own call (several may be open)
+    if (g_log_fd >= 0 && g_log_left > 0 && g_armed.load()) {  // during this library's own call (several may be open)
       std::string text = std::string(1, "IWEF"[severity < 0 || severity > 3 ? 0 : severity]) + " " +
                          (base_filename ? base_filename : "?") + ":" + std::to_string(line) + "] " +
                          std::string(message, message_len) + "\n";
@@ -75,18 +94,30 @@ class Sink : public google::LogSink {
     g_fatal_file = full_filename ? full_filename : "";
     g_fatal_line = line;
     g_fatal_message.assign(message, message_len);
-    if (g_armed) silence_stderr();
+    if (g_armed.load() && t_call_thread) silence_stderr();
   }
 };
 
-void on_failure() {
+// glog's failure function (it must not return). On the call's own thread: tell lwsplit_call, then park this
+// thread for good; anywhere else (a thread the tree started, no call running): abort, as glog would.
+[[noreturn]] void on_failure() {
   restore_stderr();
-  if (g_armed) {
-    g_armed = false;
-    siglongjmp(g_jump, 1);
+  if (t_call_thread && g_armed.exchange(false)) {
+    {
+      std::lock_guard<std::mutex> lock(g_call_mutex);
+      g_call_state = CallState::checked;
+    }
+    g_call_done.notify_all();
+    for (;;) ::pause();  // every asynchronous signal is blocked on this thread (call_thread): it sleeps for good
   }
   std::abort();
 }
+
+// Set by a tensor library (alloc_protocol.h): what the calling thread's state the call's thread takes on
+// (torch's thread-local state, the current device).
+void* (*g_capture_context)() = nullptr;
+void (*g_enter_context)(void*) = nullptr;
+void (*g_drop_context)(void*) = nullptr;
 
 void init_logging() {
   static bool done = false;
@@ -223,6 +254,42 @@ std::string dispatch(const Request& req);
 namespace {
 std::string g_out;
 
+struct CallArgs {
+  std::string request;
+  void* context;
+};
+
+// The call's thread: asynchronous signals stay with the caller's threads (a Python process handles them on
+// its main thread; faulthandler's SIGUSR1 dump is asked of the process); a fault of the tree's code (SIGSEGV,
+// SIGXFSZ) still reaches this thread and ends the process.
+void* call_thread(void* raw) {
+  std::unique_ptr<CallArgs> args(static_cast<CallArgs*>(raw));
+  sigset_t async;
+  sigemptyset(&async);
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGALRM, SIGUSR1, SIGUSR2, SIGWINCH,
+                        SIGPROF, SIGVTALRM, SIGCONT, SIGTSTP, SIGTTIN, SIGTTOU, SIGURG, SIGIO}) {
+    sigaddset(&async, sig);
+  }
+  pthread_sigmask(SIG_BLOCK, &async, nullptr);
+  t_call_thread = true;
+  if (args->context != nullptr && g_enter_context != nullptr) g_enter_context(args->context);
+  std::string answer;
+  try {
+    answer = dispatch(Request(args->request.c_str()));
+  } catch (const std::exception& exc) {
+    answer = Json().raw("exception", quote(exc.what())).str();
+  } catch (...) {
+    answer = Json().raw("exception", quote("a C++ exception that is not a std::exception")).str();
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_call_mutex);
+    g_answer = std::move(answer);
+    g_call_state = CallState::answered;
+  }
+  g_call_done.notify_all();
+  return nullptr;
+}
+
 }  // namespace
 }  // namespace lwsplit
 
@@ -235,7 +302,33 @@ extern "C" const char* lwsplit_call(const char* request) {
   g_fatal_file.clear();
   g_fatal_line = 0;
   g_fatal_message.clear();
-  if (sigsetjmp(g_jump, 0) != 0) {
+  void* context = g_capture_context != nullptr ? g_capture_context() : nullptr;
+  auto* args = new CallArgs{request ? request : "", context};
+  {
+    std::lock_guard<std::mutex> lock(g_call_mutex);
+    g_call_state = CallState::running;
+  }
+  g_armed = true;
+  pthread_t thread;
+  const int started = pthread_create(&thread, nullptr, &call_thread, args);
+  if (started != 0) {
+    g_armed = false;
+    delete args;
+    if (context != nullptr && g_drop_context != nullptr) g_drop_context(context);
+    g_out = Json().raw("exception", quote(std::string("could not start the call's thread: ") +
+                                          std::strerror(started))).str();
+    return g_out.c_str();
+  }
+  CallState state;
+  {
+    std::unique_lock<std::mutex> lock(g_call_mutex);
+    g_call_done.wait(lock, [] { return g_call_state != CallState::running; });
+    state = g_call_state;
+  }
+  g_armed = false;
+  if (state == CallState::checked) {  // the thread is parked inside glog for good: never joined
+    pthread_detach(thread);
+    ++g_parked;
     g_out = Json()
                 .raw("check", Json()
                                   .raw("file", quote(g_fatal_file))
@@ -243,16 +336,14 @@ extern "C" const char* lwsplit_call(const char* request) {
                                   .raw("message", quote(g_fatal_message))
                                   .str())
                 .str();
-    return g_out.c_str();
+  } else {
+    pthread_join(thread, nullptr);
+    g_out = g_answer;
   }
-  g_armed = true;
-  try {
-    g_out = dispatch(Request(request));
-  } catch (const std::exception& exc) {
-    g_out = Json().raw("exception", quote(exc.what())).str();
-  }
-  g_armed = false;
+  if (context != nullptr && g_drop_context != nullptr) g_drop_context(context);
   return g_out.c_str();
 }
 
 extern "C" int lwsplit_abi_version() { return 1; }
+
+extern "C" int64_t lwsplit_parked_threads() { return lwsplit::g_parked.load(); }

@@ -28,7 +28,8 @@ std::string dispatch(const Request& req) {
   for (size_t i = 0; i < given.size() && i < owned.size(); ++i) owned[i] = given[i] == "1";
   const auto layers = fxport::fx_allocate_kv_tensors(
       full, owned, req.i64("cap.n_blocks"), req.i64("block_size"), req.i64("n_kv_heads"),
-      req.i64("world_size", 1), req.i64("head_dim"), static_cast<at::ScalarType>(req.i64("dtype_code")));
+      req.i64("world_size", 1), req.i64("head_dim"), static_cast<at::ScalarType>(req.i64("dtype_code")),
+      req.str("device", "cpu"));
   std::string out = "[";
   for (size_t i = 0; i < layers.size(); ++i) {
     Json tensors;

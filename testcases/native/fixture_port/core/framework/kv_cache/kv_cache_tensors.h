@@ -2,6 +2,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace fxport {
@@ -13,9 +14,10 @@ struct FxLayerTensors {
 };
 
 // The fixture's allocation: per layer of `full_attention`, k and v of [n_blocks, heads, block_size,
-// head_dim]; a linear layer gets nothing (the fixture has no linear state).
+// head_dim] on `device`; a linear layer gets nothing (the fixture has no linear state).
 std::vector<FxLayerTensors> fx_allocate_kv_tensors(const std::vector<bool>& full_attention,
                                                    const std::vector<bool>& owned, int64_t n_blocks,
                                                    int64_t block_size, int64_t kv_heads, int64_t tp,
-                                                   int64_t head_dim, at::ScalarType dtype);
+                                                   int64_t head_dim, at::ScalarType dtype,
+                                                   const std::string& device = "cpu");
 }  // namespace fxport
