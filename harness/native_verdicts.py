@@ -1,12 +1,19 @@
-"""The TC suites' verdicts on C++ trees built by their manifests: per tree, model, split size and TC,
-pass or fail and the first reason, measured by running the suites (one pytest per tree and model).
+"""The verdicts on C++ trees built by their manifests: per tree, first the **list of departures** (each role the
+tree plays judged on its own against the oracle, ``harness.departures``: one line per distinct departure, with
+the cases and TCs it affects and the tree's function and file), then the TC table (per model, split size and TC,
+pass or fail and the first reason, measured by running the suites: one pytest per tree and model).
 
     python -m harness.native_verdicts --tree ../shared/ports/p6_v3_latest --tree ../shared/ports/p6_v2_1ac802
+    python -m harness.native_verdicts --tree T --out DIR          # also write DIR/departures.{json,md}, verdicts.md
+    python -m harness.native_verdicts --tree T --against OLD      # new / gone / remaining departures since OLD
+    python -m harness.native_verdicts ... --roles-only            # the departures alone (no TC run)
     python -m harness.native_verdicts ... --docs      # also write docs/data/native_verdicts.json and its block
+
 
 Each tree runs in its own pytest process (``LWSPLIT_XLLM_SRC=<tree>``, its shipped manifest, or
 ``--manifest``), on each TC's standard case of the model and split size (``<model>-<s>-w4-xllm_native``;
-TC-03 on the BI-V100 topology, TC-07 with the model's draft).
+TC-03 on the BI-V100 topology, TC-07 with the model's draft). ``OLD`` is a tree (judged the same way) or a
+``departures.json`` (or a folder holding one) an earlier ``--out`` wrote.
 
 Nothing is given as a verdict that was not measured: an unknown ``--models`` or ``--layerwise`` is one
 ``error:`` line before anything runs, and a tree whose cases do not collect (it does not compile) or whose
@@ -23,10 +30,11 @@ import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
-from contract.errors import ImplementationFailure, UserError
+from contract.errors import ConfigError, ImplementationFailure, UserError
 from harness.config.schema import group_options
 from harness.paths import CONF_DIR, DOCS_DIR, REPO_ROOT
 from harness.usage import Parser, command, docs_writer, fail, signals_deferred
@@ -39,6 +47,8 @@ TC_FILES = ("test_tc01_allocation.py", "test_tc02_estimation.py", "test_tc03_top
 MODELS = ("qwen3_5_moe", "deepseek_v32", "glm_moe_dsa")
 LAYERWISE = ("off", "s2", "s4")
 COLUMNS = ("tree", "manifest", "model", "s", "TC", "verdict", "first reason")
+DEPARTURE_COLUMNS = ("tree", "role", "rule of the spec", "the tree's figure", "the spec's figure", "function",
+                     "cases", "TCs")
 
 
 def _env(tree: Path, manifest: Optional[str]) -> dict:
@@ -154,6 +164,52 @@ def own_tests_note(tree: Path, manifest: Optional[str]) -> str:
     return f"{tree.name}: " + (result.summary() if result is not None else "its manifest names no test file")
 
 
+def tree_departures(tree: Path, models, layerwise, manifest: Optional[str] = None):
+    """``harness.departures.TreeDepartures`` of one tree: its roles judged on the standard cases of ``models`` x
+    ``layerwise`` and TC-01's refusal cases. The tree's code runs in its host process, never here."""
+    from harness.departures import cases, judge
+    from implementations.xllm_native import XllmNativeImplementation
+
+    impl = XllmNativeImplementation(source_dir=str(tree), manifest=manifest)  # builds its planning library
+    found = judge.judge(impl, cases.standard_cases(models, layerwise) + cases.refusal_cases())
+    return replace(found, tree=tree.name)
+
+
+def table_markdown(rows: list) -> str:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _against(spec: str, models, layerwise, manifest: Optional[str]) -> list:
+    """The departures an earlier snapshot had: a tree judged now, or a recorded ``departures.json``."""
+    from harness import departures
+
+    path = Path(spec).expanduser()
+    if path.is_file() or (path / departures.DEPARTURES_FILE).is_file():
+        try:
+            return departures.load(path)
+        except ValueError as exc:
+            raise ConfigError("--against", spec, "a departures.json written by --out", str(exc)) from None
+    if path.is_dir():
+        return [tree_departures(path.resolve(), models, layerwise, manifest)]
+    raise ConfigError("--against", spec, "a C++ tree, or a departures.json (or a folder holding one) written by --out")
+
+
+def write_out(out: Path, found: list, rows: list, notes: list, diffs: str) -> list:
+    """``departures.json``, ``departures.md`` and (with TCs run) ``verdicts.md`` in ``out``, each written
+    atomically; the paths written."""
+    from harness import departures
+    from harness.files import write_atomic, write_json_atomic
+
+    text = departures.markdown(found) + (("\n" + diffs) if diffs else "")
+    written = [write_atomic(out / "departures.md", text)]
+    if rows:
+        written.append(write_atomic(out / "verdicts.md", table_markdown(rows) + "".join(f"\n- {n}" for n in notes)))
+    written.append(write_json_atomic(out / departures.DEPARTURES_FILE, departures.to_json(found)))
+    return written
+
+
 def _choices(key: str, text: str, allowed: list) -> list:
     """``text`` (comma-separated) as a list of options of ``allowed``; one ``error:`` line naming ``key`` else."""
     chosen = [c.strip() for c in text.split(",") if c.strip()]
@@ -169,18 +225,20 @@ def command_line(args) -> str:
     words += ["--manifest", args.manifest] if args.manifest else []
     words += ["--models", args.models] if args.models != ",".join(MODELS) else []
     words += ["--layerwise", args.layerwise] if args.layerwise != ",".join(LAYERWISE) else []
+    words += ["--roles-only"] if args.roles_only else []
     return f"{COMMAND} {shlex.join(words)} --docs"
 
 
-def check_docs(docs_blocks) -> None:
-    """Before anything runs: the page holds the block's markers and the record's folder can be written."""
+def check_docs(docs_blocks, names=("native_verdicts", "native_departures")) -> None:
+    """Before anything runs: the page holds each block's markers and the records' folder can be written."""
     from harness.files import check_output_file
 
-    page = DOCS_DIR / docs_blocks.PAGES["native_verdicts"]
-    why = docs_blocks.missing_markers(page, ["native_verdicts"])
-    if why is not None:
-        fail(f"--docs: {page} {why}; nothing was run or written")
-    check_output_file(docs_blocks.record_path("native_verdicts"), "--docs")
+    for name in names:
+        page = DOCS_DIR / docs_blocks.PAGES[name]
+        why = docs_blocks.missing_markers(page, [name])
+        if why is not None:
+            fail(f"--docs: {page} {why}; nothing was run or written")
+        check_output_file(docs_blocks.record_path(name), "--docs")
 
 
 @command
@@ -190,7 +248,12 @@ def main(argv=None) -> int:
     parser.add_argument("--manifest", default=None, help="a manifest for every tree (default: the shipped one that fits)")
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--layerwise", default=",".join(LAYERWISE))
-    parser.add_argument("--docs", action="store_true", help="write docs/data/native_verdicts.json and its block")
+    parser.add_argument("--out", default=None, help="a folder to write departures.json, departures.md and verdicts.md in")
+    parser.add_argument("--against", default=None,
+                        help="an earlier tree or departures.json: say which departures are new, gone and remaining")
+    parser.add_argument("--roles-only", action="store_true", help="the departures alone: run no TC")
+    parser.add_argument("--docs", action="store_true",
+                        help="write docs/data/native_verdicts.json, native_departures.json and their blocks")
     args = parser.parse_args(argv)
     models = _choices("--models", args.models, group_options(CONF_DIR, "model"))
     layerwise = _choices("--layerwise", args.layerwise, group_options(CONF_DIR, "layerwise"))
@@ -198,26 +261,55 @@ def main(argv=None) -> int:
     for t in trees:
         if not t.is_dir():
             fail(f"--tree={t}: an existing folder holding a C++ tree")
+    from harness import departures
+    from harness.files import check_output_file
+
     docs_blocks = docs_writer() if args.docs else None
     if docs_blocks is not None:
-        check_docs(docs_blocks)
-    rows, notes = [], []
+        check_docs(docs_blocks, ("native_departures",) if args.roles_only else ("native_verdicts", "native_departures"))
+    if args.out:
+        check_output_file(Path(args.out) / departures.DEPARTURES_FILE, "--out")
+    before = _against(args.against, models, layerwise, args.manifest) if args.against else None
+    rows, notes, found = [], [], []
     for t in trees:
-        rows += run_tree(t, models, layerwise, args.manifest)
-        notes.append(own_tests_note(t, args.manifest))
+        found.append(tree_departures(t, models, layerwise, args.manifest))
+        if not args.roles_only:
+            rows += run_tree(t, models, layerwise, args.manifest)
+            notes.append(own_tests_note(t, args.manifest))
+    diffs = ""
+    if before is not None:
+        old = [d for t in before for d in t.departures]
+        names = ", ".join(t.tree for t in before)
+        diffs = "".join(departures.diff_markdown(names, t.tree, departures.diff(old, t.departures)) for t in found)
+    print(departures.markdown(found))
+    if diffs:
+        print(diffs)
     for row in rows:
         print(" | ".join(row))
     for note in notes:
         print(note)
+    if args.out:
+        for path in write_out(Path(args.out), found, rows, notes, diffs):
+            print(f"wrote {path}")
     if docs_blocks is not None:
-        record = docs_blocks.measured("native_verdicts", command=command_line(args), columns=COLUMNS, rows=rows,
-                                      notes=[f"- {n}" for n in notes],
-                                      provenance="each TC's standard case (world 4; TC-03 on the BI-V100 topology, TC-07 with "
-                                                 "the model's draft) of each model and split size, "
-                                                 "judged by the spec; trees: " + ", ".join(map(str, trees)))
-        with signals_deferred():  # the record and the page's block: both or neither
-            page = docs_blocks.publish(record)
-        print(f"wrote {page} and {docs_blocks.record_path('native_verdicts')}")
+        records = []  # both measured before either is written: each names the commit it was measured at
+        if rows:
+            records.append(docs_blocks.measured(
+                "native_verdicts", command=command_line(args), columns=COLUMNS, rows=rows,
+                notes=[f"- {n}" for n in notes],
+                provenance="each TC's standard case (world 4; TC-03 on the BI-V100 topology, TC-07 with the model's "
+                           "draft) of each model and split size, judged by the spec; trees: " + ", ".join(map(str, trees))))
+        records.append(docs_blocks.measured(
+            "native_departures", command=command_line(args), columns=DEPARTURE_COLUMNS,
+            rows=[(t.tree, d.role, d.rule, d.tree, d.spec, d.function, ", ".join(d.cases), ", ".join(d.tcs))
+                  for t in found for d in t.departures],
+            provenance="each role of each tree judged on its own against the oracle (harness.departures) on the "
+                       "standard case of each model and split size, the model with its draft and TC-01's refusal "
+                       "cases; trees: " + ", ".join(map(str, trees))))
+        with signals_deferred():  # the records and the page's blocks: all or none
+            pages = [docs_blocks.publish(record) for record in records]
+        for page, record in zip(pages, records):
+            print(f"wrote {page} and {docs_blocks.record_path(record.name)}")
     return 0
 
 

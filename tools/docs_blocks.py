@@ -43,6 +43,7 @@ PAGES = {
     "faults": "faults.md",
     "bench_explore": "explore.md",
     "native_verdicts": "native.md",
+    "native_departures": "native.md",
 }
 """Each generated block of measured figures and the page (under ``docs/``) that shows it."""
 

@@ -249,9 +249,9 @@ def verdict_lines(results: Sequence[Mapping[str, Any]]) -> list[str]:
     jobs = [r for r in results if r.get("tcs")]
     if not jobs:
         return []
-    from harness.app import tree_tests
+    from harness.app import tree_departures, tree_tests
 
-    lines = ["", "## Verdicts per job and TC", "",
+    lines = [*tree_departures.lines(jobs), "", "## Verdicts per job and TC", "",
              "| job | model | implementation | s | TC | verdict | first broken rule and its figures |",
              "|---:|---|---|---:|---|---|---|"]
     for result in sorted(jobs, key=lambda r: (r.get("job") or {}).get("num", -1)):

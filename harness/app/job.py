@@ -96,6 +96,13 @@ def run_job(
             if own is not None:
                 result["own_tests"] = own
                 tree_tests.write_allure(own, job_dir / "allure-results", tree=impl.native.tree.root.name)
+            from harness.app import tree_departures
+
+            found = tree_departures.departures_of(impl, run)  # each role of a C++ tree judged on its own
+            if found is not None:
+                result["departures"] = found
+                result["departures_against"] = str(cfg.suite.departures_against or "")
+                tree_departures.write_allure(found, job_dir / "allure-results")
     except (UserError, ImplementationFailure) as exc:  # the input, or the code under test failing: one line
         result.update(status=st.ERROR, message=str(exc))
     except Exception as exc:  # a bug: one line here, the traceback beside the result

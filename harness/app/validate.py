@@ -227,7 +227,7 @@ def _check_app_group(text: str) -> None:
 
 
 def check_app_config(cfg) -> None:
-    """Keys only this app reads: ``suite.mode``, ``suite.tcs``, ``suite.matrix``."""
+    """Keys only this app reads: ``suite.mode``, ``suite.tcs``, ``suite.matrix``, ``suite.departures_against``."""
     from harness.config.schema import TC_IDS
     from harness.suites.matrix import available
 
@@ -241,6 +241,15 @@ def check_app_config(cfg) -> None:
             raise ConfigError("suite.tcs", tc, f"allowed: {', '.join(TC_IDS)}")
     if cfg.suite.matrix not in available("matrix"):
         raise ConfigError("suite.matrix", cfg.suite.matrix, f"allowed: {', '.join(available('matrix'))}")
+    against = cfg.suite.get("departures_against") or ""
+    if against:
+        from harness import departures
+
+        try:
+            departures.load(Path(against))
+        except ValueError as exc:
+            raise ConfigError("suite.departures_against", against, "a departures.json (or a folder holding one, or a "
+                              "job's result.json) from an earlier run", str(exc)) from None
 
 
 # ---- results directory ---------------------------------------------------------------------

@@ -145,6 +145,9 @@ class SuiteConfig:
     """``conf/matrix/<name>.yaml`` the TC suites draw their cases from (narrowed to this configuration)."""
     mode: str = "suite"
     """``suite``: run the TCs on rank processes; ``plan``: only plan (no process group). Group ``mode`` sets it."""
+    departures_against: str = ""
+    """A C++ tree's earlier departure list (a ``departures.json`` ``harness.native_verdicts --out`` wrote, or a job's
+    ``result.json``): results.md says which departures are new, gone and remaining."""
 
 
 @dataclass

@@ -39,6 +39,7 @@ from contract.plan_types import TREE_GROUPS_NOTE, DraftPlan, KVPlan
 from contract.specs import ModelSpec, RunSpec
 from implementations.reference import estimation, kv_bytes, layout, validation
 from implementations.xllm_native import build, tensor_lib
+from implementations.xllm_native import manifest as manifest_mod
 from implementations.xllm_native import native as native_mod
 from implementations.xllm_native.manifest import AbsentRoleError
 from implementations.xllm_upstream.impl import XllmUpstreamImplementation
@@ -190,6 +191,20 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
             return "base"
         return "port" if self.port else "tree"
 
+    def require_allocation(self, split_active: bool) -> None:
+        """``AbsentRoleError`` where the engine's start-up path calls no allocation of the tree's: the manifest's
+        ``allocation: {none: ...}``, or (``split_only``) the flag off or s 1, where the engine runs its ordinary
+        allocation, which a port leaves to the engine around it."""
+        alloc = self.manifest.allocation
+        if alloc is None:
+            return
+        if alloc.none:
+            raise manifest_mod.AbsentRoleError(self.manifest.name, "allocation", alloc.none, uncalled=True)
+        if alloc.split_only and not split_active:
+            raise manifest_mod.AbsentRoleError(
+                self.manifest.name, "allocation", f"{alloc.function} runs only with the split active; with the flag "
+                "off or s 1 the engine runs its ordinary allocation, which this tree does not have")
+
     def source_note(self) -> str:
         return f"tree {self.native.tree.root}: manifest {self.manifest.name} ({self.native.why})"
 
@@ -288,6 +303,8 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
             value = getattr(run.parallel, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"parallel.{name}", value, "a whole number >= 1")
+        if self.manifest.role("validation").none:
+            return  # the engine's start-up path calls no validation: the tree accepts every configuration
         self.require("validation")
         if self.plays("validation") == "base":
             return self.base.validate(run)
@@ -573,6 +590,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
                                       f"the base {base.manifest.name}, whose manifest compiles no allocation")
             return self.tensor_worker(message, run, rank=rank, role=role, device=device,
                                       expected_digest=expected_digest, library=base.native)
+        self.require_allocation(message.active and bool(run.layerwise.enable) and role == "target")
         if self.manifest.tensors is not None:
             return self.tensor_worker(message, run, rank=rank, role=role, device=device,
                                       expected_digest=expected_digest)

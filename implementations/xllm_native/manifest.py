@@ -70,14 +70,20 @@ TOP_KEYS = {
     "base_sources": list, "tests": str, "allocation": dict, "base_source_dir": str,
 }
 REQUIRED = ("name", "roles")
+ROLE_FORMS = "{file: ..., function: ...}, {absent: <why>} or {none: <why>} (or, with a base manifest, {base: <why>})"
+"""A role's forms: played by a function, absent from the tree, never called by the engine, or the base's."""
 _DEFINE = re.compile(r"^[A-Za-z_]\w*(=[^\s]*)?$")
 
 
 class AbsentRoleError(PlanError):
     """A test case needs a role the tree's manifest marks absent: a failed case, never a model of it."""
 
-    def __init__(self, manifest: str, role: str, reason: str = "") -> None:
-        detail = f"the tree implements no {ROLES[role]}: manifest role `{role}` is absent"
+    def __init__(self, manifest: str, role: str, reason: str = "", *, uncalled: bool = False) -> None:
+        what = ROLES.get(role, "KV-cache allocation")
+        if uncalled:
+            detail = f"the engine's start-up path calls no {what}: manifest role `{role}` is none"
+        else:
+            detail = f"the tree implements no {what}: manifest role `{role}` is absent"
         if reason:
             detail += f"; {reason}"
         super().__init__("implementation", manifest, f"a tree implementing manifest role `{role}`", detail)
@@ -86,7 +92,8 @@ class AbsentRoleError(PlanError):
 
 @dataclass(frozen=True, kw_only=True)
 class Role:
-    """One role: the tree's file and function playing it, or why it is absent."""
+    """One role: the tree's file and function playing it, why it is absent, or why the engine calls nothing
+    for it (``none``: for validation, the tree accepts every configuration)."""
 
     name: str
     file: str = ""
@@ -94,12 +101,22 @@ class Role:
     absent: str = ""
     base: str = ""
     """Why the base manifest's code plays this role (``{base: <why>}``, or the role left out of a manifest
-    with a base manifest); empty: the port plays it or it is absent."""
+    with a base manifest); empty: the port plays it, or it is absent or never called."""
+    none: str = ""
+    """Why the engine's start-up path calls no function for this role (the tree may still define one)."""
+    split_only: bool = False
+    """``allocation`` only: the engine calls the function only with the split active (s > 1); with the flag
+    off or s 1 it runs its ordinary allocation, which the port leaves to the engine around it."""
 
     @property
     def present(self) -> bool:
         """The port's own function plays the role."""
-        return not self.absent and not self.base
+        return not self.absent and not self.none and not self.base
+
+    @property
+    def state(self) -> str:
+        """``played``, ``absent``, ``none`` (never called) or ``base`` (the base manifest's code plays it)."""
+        return "absent" if self.absent else "none" if self.none else "base" if self.base else "played"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -180,7 +197,8 @@ class Manifest:
         return bool(self.roles[name].base)
 
     def absent_error(self, name: str) -> AbsentRoleError:
-        return AbsentRoleError(self.name, name, self.roles[name].absent)
+        role = self.roles[name]
+        return AbsentRoleError(self.name, name, role.absent or role.none, uncalled=bool(role.none))
 
     def require(self, name: str) -> None:
         """Raise ``AbsentRoleError`` when neither the tree nor its base plays role ``name`` (a base role is
@@ -259,26 +277,25 @@ def load(path: object) -> Manifest:
             roles[name] = Role(name=name, base=f"left to the base {base_manifest.name}")
             continue
         if name not in given:
-            raise _err(p, f"roles.{name}", None, "{file: ..., function: ...} or {absent: <why>}",
+            raise _err(p, f"roles.{name}", None, ROLE_FORMS,
                        "every role is either played or marked absent (or, with a base manifest, left to it)")
         spec = given[name]
         if not isinstance(spec, dict) or not spec:
-            raise _err(p, f"roles.{name}", spec, "{file: ..., function: ...} or {absent: <why>}")
+            raise _err(p, f"roles.{name}", spec, ROLE_FORMS)
         for key in spec:
-            if key not in ("file", "function", "absent", "base"):
-                raise _err(p, f"roles.{name}.{key}", spec[key], "file, function, absent or base")
-        for marker in ("absent", "base"):
-            if marker not in spec:
-                continue
+            if key not in ("file", "function", "absent", "none", "base"):
+                raise _err(p, f"roles.{name}.{key}", spec[key], "file, function, absent, none or base")
+        unplayed = [key for key in ("absent", "none", "base") if key in spec]
+        if unplayed:
+            key = unplayed[0]
             if len(spec) > 1:
-                raise _err(p, f"roles.{name}", spec, f"either {marker} or file + function, not both")
-            if not isinstance(spec[marker], str) or not spec[marker].strip():
-                raise _err(p, f"roles.{name}.{marker}", spec[marker], "a reason (text)")
-            if marker == "base" and base_manifest is None:
-                raise _err(p, f"roles.{name}.base", spec[marker], "a manifest whose base names a manifest "
+                raise _err(p, f"roles.{name}", spec, f"either {key} or file + function, not both")
+            if not isinstance(spec[key], str) or not spec[key].strip():
+                raise _err(p, f"roles.{name}.{key}", spec[key], "a reason (text)")
+            if key == "base" and base_manifest is None:
+                raise _err(p, f"roles.{name}.base", spec[key], "a manifest whose base names a manifest "
                            "(base: upstream_494f293b5, or a path to a .yaml)")
-            roles[name] = Role(name=name, **{marker: spec[marker].strip()})
-        if name in roles:
+            roles[name] = Role(name=name, **{key: spec[key].strip()})
             continue
         for key in ("file", "function"):
             if not isinstance(spec.get(key), str) or not spec[key].strip():
@@ -351,7 +368,7 @@ def _base_manifest(p: Path, data: dict) -> Optional[Manifest]:
 
 
 ALLOCATION_KEYS = ("file", "function", "torch", "sources", "base_sources", "glue", "shims", "include_dirs", "defines",
-                   "unity", "layout_defines", "unsplit")
+                   "unity", "layout_defines", "split_only", "none", "unsplit")
 KV_LAYOUTS = ("heads_major", "tokens_major")
 """The KV layouts a hardware profile names (``hardware.kv_layout``), the keys of ``allocation.layout_defines``."""
 
@@ -364,10 +381,17 @@ def _allocation(p: Path, data: dict) -> tuple[Optional[Role], Optional[TensorBui
     for key in spec:
         if key not in ALLOCATION_KEYS:
             raise _err(p, f"allocation.{key}", spec[key], f"a key of {', '.join(ALLOCATION_KEYS)}")
+    if "none" in spec:  # the engine's start-up path calls no allocation of the tree's (with the split on)
+        if set(spec) - {"none", "unsplit"} or not isinstance(spec["none"], str) or not spec["none"].strip():
+            raise _err(p, "allocation", spec, "{none: <why>} (with unsplit: base at most), or {file: ..., function: ...}")
+        return Role(name="allocation", none=spec["none"].strip()), None
     for key in ("file", "function"):
         if not isinstance(spec.get(key), str) or not spec[key].strip():
             raise _err(p, f"allocation.{key}", spec.get(key), "a non-empty string")
-    role = Role(name="allocation", file=spec["file"].strip(), function=spec["function"].strip())
+    split_only = spec.get("split_only", False)
+    if not isinstance(split_only, bool):
+        raise _err(p, "allocation.split_only", split_only, "true or false")
+    role = Role(name="allocation", file=spec["file"].strip(), function=spec["function"].strip(), split_only=split_only)
     torch_ = spec.get("torch", False)
     if not isinstance(torch_, bool):
         raise _err(p, "allocation.torch", torch_, "true or false")
@@ -431,7 +455,7 @@ def check_tree(m: Manifest, root: Path) -> None:
     if m.compile == "sources" and not m.glue_path.is_file():
         raise _err(m.path, "glue", m.glue, "a C++ file relative to the manifest", f"{m.glue_path} is missing")
     named = [(f"roles.{name}", role) for name, role in m.roles.items() if role.present]
-    if m.allocation is not None:
+    if m.allocation is not None and m.allocation.present:
         named.append(("allocation", m.allocation))
     for key, role in named:
         path = root / role.file

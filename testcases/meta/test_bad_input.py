@@ -108,6 +108,8 @@ ROWS = (
         harness=("model=deepseek_v3,qwen3_5_moe",)),
     Bad("unknown-tc", "tc", "TC-01", pytest=("--lw-override", "tc=TC-09")),
     Bad("unknown-suite-tc", "suite.tcs", "TC-01", harness=("suite.tcs=[TC-09]",)),
+    Bad("departures-against-missing", "suite.departures_against", "a departures.json",
+        harness=("suite.departures_against=/nonexistent/departures.json",)),
     Bad("unknown-mode", "mode", "plan", harness=("mode=dry",)),
     # command-line options
     Bad("bad-lw-matrix", "matrix", "ci", pytest=("--lw-matrix", "nightly")),

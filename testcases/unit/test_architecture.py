@@ -97,6 +97,8 @@ HARNESS_REACHES_IMPLEMENTATIONS = {
                                             "own manifest builds",
     "implementations.xllm_native.own_tests": "a source tree's own GoogleTest file, run beside the spec's "
                                              "verdicts (``harness.native_verdicts``, ``harness.own_tests``)",
+    "implementations.xllm_native.roles": "each role of a compiled tree called on its own with given inputs, "
+                                         "what ``harness.departures`` judges against the oracle",
 }
 """Every module of ``implementations/`` a harness module may import, and why: registries and loaders by
 name, never an implementation's rules. Everything else the harness shares with the implementations is

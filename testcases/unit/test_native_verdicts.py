@@ -94,9 +94,11 @@ def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys):
 
 
 def test_the_record_names_every_option_it_was_measured_with():
-    args = SimpleNamespace(tree=["/a b", "/c"], manifest="/m.yaml", models="qwen3_5_moe", layerwise="s2")
+    args = SimpleNamespace(tree=["/a b", "/c"], manifest="/m.yaml", models="qwen3_5_moe", layerwise="s2",
+                           roles_only=True)
     assert native_verdicts.command_line(args) == ("python -m harness.native_verdicts --tree '/a b' --tree /c "
-                                                  "--manifest /m.yaml --models qwen3_5_moe --layerwise s2 --docs")
+                                                  "--manifest /m.yaml --models qwen3_5_moe --layerwise s2 --roles-only "
+                                                  "--docs")
     default = SimpleNamespace(tree=["/c"], manifest=None, models=",".join(native_verdicts.MODELS),
-                              layerwise=",".join(native_verdicts.LAYERWISE))
+                              layerwise=",".join(native_verdicts.LAYERWISE), roles_only=False)
     assert native_verdicts.command_line(default) == "python -m harness.native_verdicts --tree /c --docs"

@@ -12,7 +12,11 @@ std::vector<bool> fx_worker_mask(const std::vector<std::string>& layer_types, in
   CHECK_GT(n_layers, 0) << "n_layers";
   std::vector<bool> mask;
   for (int64_t l = 0; l < n_layers; ++l) {
+#ifdef FXPORT_PLANT_LINEAR_UNOWNED  // planted (manifest_planted.yaml): linear layers owned by no rank
+    mask.push_back(is_full(layer_types, l) && full_layer_owner(static_cast<int>(l), split_size) == rank % split_size);
+#else
     mask.push_back(!is_full(layer_types, l) || full_layer_owner(static_cast<int>(l), split_size) == rank % split_size);
+#endif
   }
   return mask;
 }

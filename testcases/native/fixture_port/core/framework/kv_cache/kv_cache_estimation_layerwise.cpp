@@ -15,6 +15,9 @@ FxCapacity fx_estimate(const std::vector<std::string>& layer_types, int64_t n_la
   cap.block_size = block_size;
   cap.n_layers = n_layers;
   cap.slot_size = 2 * kv_heads_local * head_dim * 2;
+#ifdef FXPORT_PLANT_SLOT  // planted (manifest_planted.yaml): K and V counted twice
+  cap.slot_size *= 2;
+#endif
   int64_t n_full = 0;
   for (int64_t l = 0; l < n_layers; ++l) {
     cap.full.push_back(is_full(layer_types, l));

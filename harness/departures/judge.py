@@ -1,0 +1,317 @@
+"""Each role a compiled tree plays, judged on its own against the oracle: fed the spec's figures for whatever
+the other roles would have computed (the oracle's block count for the master's layout, its full layers and
+split size for the worker), so that no other role's CHECK, crash or absence hides it. A CHECK or crash in a
+role is that role's departure only; a role the manifest marks absent is one departure (never modelled), a
+role the engine never calls (``none``) is judged as what the engine then does (no validation: every
+configuration accepted). Expected figures come from ``harness.oracle`` alone."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Callable, Optional, Sequence
+
+from contract.errors import ImplementationFailure, UserError
+from harness import oracle
+from harness.departures import ALL_TCS, ROLE_ORDER, Finding, TreeDepartures, group
+from implementations.xllm_native import roles as native_roles
+
+ROLE_TCS = {
+    "validation": ("TC-01",), "estimation": ("TC-01", "TC-02", "TC-06"), "ownership": ("TC-01", "TC-02"),
+    "layout": ("TC-04",), "engine": ("TC-04",), "worker": ("TC-01", "TC-05"), "speculative": ("TC-07",),
+    "allocation": ("TC-01", "TC-05", "TC-06"),
+}
+"""The TCs whose checks read a role's answer (besides every TC of a case a planning role stops)."""
+PLAN_ROLES = ("validation", "estimation", "ownership", "layout", "engine", "speculative")
+"""Roles every plan calls: a refusal or crash in one stops every TC of its case."""
+ESTIMATE_FIGURES = (
+    ("slot_size", "slot_size", "KV slot bytes per token (FEATURE 5)"),
+    ("index_slot_size", "index_slot_size", "DSA index slot bytes per token (FEATURE 5)"),
+    ("scale_slot_size", "scale_slot_size", "scale slot bytes per token (FEATURE 5)"),
+    ("num_indexer_layers", "num_indexer_layers", "layers carrying an indexer (FEATURE 4-5)"),
+    ("linear_slot_size", "linear_slot_size", "linear-state bytes per slot (FEATURE 5)"),
+    ("num_linear_state_blocks", "num_linear_state_blocks", "linear-state slots (FEATURE 5)"),
+    ("linear_cache_size_in_bytes", "linear_cache_bytes", "linear-state reservation in bytes (FEATURE 5)"),
+    ("n_blocks", "n_blocks", "block count (FEATURE 6)"),
+)
+"""(the tree's capacity key, the oracle's ``Capacity`` field, the rule)."""
+PER_CASE_FIGURES = ("num_indexer_layers", "num_linear_state_blocks", "linear_cache_size_in_bytes", "n_blocks")
+"""Figures that follow the model and the budget: one departure reads them case by case (a dropped indexer is
+one line on DeepSeek-V3.2's 61 layers and GLM-5's 78)."""
+_CHECK = re.compile(r"CHECK at (\S+:\d+) `([^`]*)`")
+_WHO = re.compile(r"^xllm_native tree .*?: (?=the compiled )")
+
+
+@dataclass(frozen=True, kw_only=True)
+class JudgedCase:
+    """One configuration the roles are judged on: its id, its RunSpec, the TCs that run it, and whether it is
+    one of TC-01's refusal cases (the spec refuses it)."""
+
+    id: str
+    run: object
+    tcs: tuple[str, ...] = ALL_TCS
+    refusal: bool = False
+    only: str = ""
+    """One role judged on this case alone (``speculative`` for a case with a draft); empty: every role."""
+
+
+def case_tcs(split_active: bool, draft: bool = False) -> tuple[str, ...]:
+    """The TCs a standard case runs: TC-03 and TC-05 with the split on, TC-06 with it off, TC-07 with a draft."""
+    tcs = ("TC-01", "TC-02") + (("TC-03",) if split_active else ()) + ("TC-04",) + \
+        (("TC-05",) if split_active else ("TC-06",))
+    return tcs + (("TC-07",) if draft else ())
+
+
+def refusal_text(exc: BaseException) -> str:
+    """A role's refusal or crash in words that are the same for every case it happens on."""
+    if isinstance(exc, UserError):
+        m = _CHECK.search(str(exc))
+        where = f" (CHECK at {m.group(1)} `{m.group(2)}`)" if m else ""
+        if getattr(exc, "role", None):
+            return f"absent ({exc.detail})"
+        return f"refuses naming {exc.field}{where}"
+    text = (str(exc).splitlines() or [type(exc).__name__])[0].split("; its last output")[0]
+    return "crashes: " + _WHO.sub("", text)[:200]  # the tree's folder named once, in the list's heading
+
+
+class Judge:
+    """The findings of one tree on a list of cases."""
+
+    def __init__(self, impl, cases: Sequence[JudgedCase]) -> None:
+        self.impl = impl
+        self.cases = list(cases)
+        self.findings: list[Finding] = []
+        self.states = {role: native_roles.state(impl, role) for role in ROLE_ORDER}
+
+    # ---- bookkeeping ---------------------------------------------------------------------------------
+
+    def add(self, role: str, rule: str, tree: str, spec: str, case: JudgedCase, tcs: Optional[tuple] = None, *,
+            detail: str = "") -> None:
+        _, _, function, file = self.states[role]
+        wanted = ROLE_TCS[role] if tcs is None else tcs
+        self.findings.append(Finding(role=role, rule=rule, tree=tree, spec=spec, case=case.id, function=function,
+                                     file=file, tcs=tuple(tc for tc in wanted if tc in case.tcs), detail=detail))
+
+    def guarded(self, role: str, case: JudgedCase, call: Callable):
+        """``call()``'s answer, or None after recording its refusal or crash as ``role``'s departure."""
+        try:
+            return call()
+        except (UserError, ImplementationFailure) as exc:
+            tcs = case.tcs if role in PLAN_ROLES else ROLE_TCS[role]
+            self.add(role, "answers every configuration the spec accepts (FEATURE 3-8)", refusal_text(exc),
+                     "an answer", case, tcs)
+            return None
+
+    def played(self, role: str, case: JudgedCase) -> bool:
+        """Whether the role is judged on ``case``; an absent or uncalled role is recorded as such."""
+        state, why, _, _ = self.states[role]
+        if state in ("played", "torch", "base"):  # the base's code is the engine's, not a departure of the port
+            return state == "played"
+        what = "absent" if state == "absent" else "the engine calls nothing for it"
+        tcs = case.tcs if role in PLAN_ROLES else ROLE_TCS[role]
+        self.add(role, f"the tree plays role `{role}`", f"{what}: {why}", "the role's figures", case, tcs)
+        return False
+
+    # ---- the roles -----------------------------------------------------------------------------------
+
+    def run(self) -> TreeDepartures:
+        self.judge_validation()
+        for case in self.cases:
+            if not case.refusal:
+                self.judge_case(case)
+        m = self.impl.manifest
+        found = sorted(self.findings, key=lambda f: ROLE_ORDER.index(f.role))
+        return TreeDepartures(tree=str(self.impl.native.tree.root), manifest=m.name, departures=group(found),
+                              roles={r: s[0] for r, s in self.states.items()}, cases=tuple(c.id for c in self.cases))
+
+    def judge_validation(self) -> None:
+        state, why, _, _ = self.states["validation"]
+        if state == "base":  # the engine around the port validates: its refusals are not the port's
+            return
+        if state == "absent":
+            for case in self.cases:
+                if not case.only:
+                    self.played("validation", case)
+            return
+        refused = [(c, oracle.expected_rejection(c.run)) for c in self.cases if not c.only]
+        if state == "none":  # the engine validates nothing: every configuration is accepted, one root cause
+            for case, rejection in refused:
+                if rejection is not None:
+                    self.add("validation", "start-up refuses what FEATURE 3 refuses",
+                             f"accepts every configuration (the engine calls no validation: {why})",
+                             "refuses each configuration breaking a startup rule", case,
+                             detail=f"spec refuses naming {rejection.field}")
+            return
+        for case, rejection in refused:
+            try:
+                native_roles.validation(self.impl, case.run)
+                answer = None
+            except UserError as exc:
+                answer = exc
+            except ImplementationFailure as exc:
+                self.add("validation", "start-up answers every configuration (FEATURE 3)", refusal_text(exc),
+                         "an answer", case, case.tcs)
+                continue
+            self.judge_refusal(case, rejection, answer)
+
+    def judge_refusal(self, case: JudgedCase, rejection, answer: Optional[UserError]) -> None:
+        """A refusal the spec does not make is grouped by the tree's refusal (one CHECK, one line, each case with
+        the spec's answer beside it); a rule the tree never checks is one line per rule."""
+        wrong = "start-up refuses only what FEATURE 3 refuses, naming the broken rule's field"
+        if rejection is None and answer is not None:
+            self.add("validation", wrong, refusal_text(answer), "accepts, or names another field", case, case.tcs,
+                     detail="spec accepts")
+        elif rejection is not None and answer is None:
+            self.add("validation", f"start-up refuses a configuration breaking `{rejection.field}` (FEATURE 3)",
+                     "accepts", f"refuses naming {rejection.field}", case)
+        elif rejection is not None and answer.field not in rejection.fields:
+            self.add("validation", wrong, refusal_text(answer), "accepts, or names another field", case,
+                     detail=f"spec refuses naming {' or '.join(rejection.fields)}")
+
+    def judge_case(self, case: JudgedCase) -> None:
+        run = case.run
+        if case.only == "speculative":
+            if self.played("speculative", case):
+                self.judge_speculative(case, oracle.split_size(run))
+            return
+        s = oracle.split_size(run)
+        expected = oracle.expected_capacity(replace(run, draft=None))
+        full = tuple(oracle.expected_full_layers(run.model))
+        if self.played("estimation", case):
+            self.judge_estimate(case, s, expected, full)
+        if s > 1 and self.played("ownership", case):
+            masks = self.guarded("ownership", case, lambda: native_roles.ownership(self.impl, run, s))
+            if masks is not None:
+                self.judge_masks("ownership", case, "split rank",
+                                 [(r, masks[r], oracle.expected_owned_full_layers(run, r)) for r in range(s)])
+        if s > 1 and self.impl.port:
+            for role, call in (("layout", lambda: native_roles.master_layout(self.impl, run, full=full, split_size=s,
+                                                                              n_blocks=expected.n_blocks)),
+                               ("engine", lambda: native_roles.engine_layout(self.impl, run, full=full,
+                                                                              split_size=s))):
+                if self.played(role, case):
+                    layout = self.guarded(role, case, call)
+                    if layout is not None:
+                        self.judge_layout(role, case, layout, full)
+        if self.played("worker", case):
+            answers = []
+            for rank in range(oracle.attn_tp_size(run)):
+                mask = self.guarded("worker", case, lambda r=rank: native_roles.worker(self.impl, run, rank=r,
+                                                                                      split_size=s))
+                if mask is None:
+                    break
+                answers.append((rank, mask, oracle.expected_rank_owned_layers(run, rank)))
+            self.judge_masks("worker", case, "the worker of rank", answers)
+        if getattr(run, "draft", None) is not None and self.played("speculative", case):
+            self.judge_speculative(case, s)
+        state = self.states["allocation"][0]
+        if state != "torch":
+            self.judge_allocation(case, s, expected)
+
+    def judge_estimate(self, case: JudgedCase, s: int, expected, full: tuple) -> None:
+        est = self.guarded("estimation", case, lambda: native_roles.estimation(self.impl, case.run, s))
+        if est is None:
+            return
+        cap = est["target"]
+        tree_full = tuple(layer for layer, f in enumerate(est["full_attention"]) if f)
+        if tree_full != full:
+            self.add("estimation", "full-attention layers (FEATURE 4)", _layers(tree_full), _layers(full), case)
+        for key, field, rule in ESTIMATE_FIGURES:
+            if key not in cap or cap[key] == getattr(expected, field):
+                continue
+            if key in PER_CASE_FIGURES:  # figures that follow the model and budget: each case's beside it
+                self.add("estimation", rule, "0" if cap[key] == 0 else "another figure", "the spec's", case,
+                         detail=f"tree {cap[key]}, spec {getattr(expected, field)}" + (f" at s {s}" if key == "n_blocks"
+                                                                                          else ""))
+            else:
+                self.add("estimation", rule, str(cap[key]), str(getattr(expected, field)), case)
+
+    def judge_masks(self, role: str, case: JudgedCase, who: str, answers: Sequence[tuple]) -> None:
+        """Each (rank, mask, the spec's owned full layers) of one case: one departure for the full layers of every
+        rank that departs, one for linear layers left unowned."""
+        model = case.run.model
+        full = oracle.expected_full_layers(model)
+        linear = oracle.expected_linear_layers(model)
+        wrong, least = [], len(linear)
+        for rank, mask, want in answers:
+            held = [layer for layer in full if layer < len(mask) and mask[layer]]
+            if held != list(want):
+                wrong.append((rank, held, list(want)))
+            least = min(least, sum(1 for layer in linear if layer < len(mask) and mask[layer]))
+        if wrong:
+            self.add(role, "the k-th full layer is owned by split position k % s (FEATURE 4)",
+                     f"{'split ranks' if who == 'split rank' else 'workers'} own other full layers",
+                     "each its position's", case,
+                     detail="; ".join(f"{who} {r} owns {_layers(h)}, spec {_layers(w)}" for r, h, w in wrong))
+        if least < len(linear):
+            what = "no linear-attention layer" if least == 0 else f"{least} of {len(linear)} linear-attention layers"
+            self.add(role, "every rank owns every linear-attention layer (FEATURE 4, 7)", f"a rank owns {what}",
+                     f"every rank owns all {len(linear)}", case)
+
+    def judge_layout(self, role: str, case: JudgedCase, layout: tuple, full: tuple) -> None:
+        run = case.run
+        name = "the master's layout" if role == "layout" else "the engine's layout"
+        if not layout:
+            self.add(role, f"{name} places each full layer at its owner (FEATURE 4, 8)", "publishes no layout",
+                     "a layout of every full layer", case)
+            return
+        listed = sorted(layer for layer, _, _ in layout)
+        if listed != sorted(full):
+            self.add(role, f"{name} lists every full layer once (FEATURE 8)", _layers(listed), _layers(full), case)
+        tp = oracle.attn_tp_size(run)
+        wrong = []
+        for r in range(tp):
+            held = sorted(layer for layer, ranks, _ in layout if r in ranks)
+            want = list(oracle.expected_rank_owned_layers(run, r))
+            if held != want:
+                wrong.append((r, held, want))
+        if wrong:
+            r, held, want = wrong[0]
+            every = all(len(ranks) == tp for _, ranks, _ in layout)
+            self.add(role, f"{name} places each full layer at its owner (FEATURE 4, 8)",
+                     "every full layer on every TP rank" if every else "full layers on other TP ranks",
+                     "each full layer on its owner's rank of each split group", case,
+                     detail="" if every else f"TP rank {r} holds {_layers(held)}, spec {_layers(want)} "
+                                             f"({len(wrong)} of {tp} ranks wrong)")
+
+    def judge_speculative(self, case: JudgedCase, s: int) -> None:
+        est = self.guarded("speculative", case, lambda: native_roles.speculative(self.impl, case.run, s))
+        if est is None:
+            return
+        target, _ = oracle.expected_capacities(case.run)
+        if est.get("n_blocks") != target.n_blocks:
+            self.add("speculative", "the common block count of target and draft (FEATURE 6)", "another figure",
+                     "the spec's", case, detail=f"tree {est.get('n_blocks')}, spec {target.n_blocks} at s {s}")
+
+    def judge_allocation(self, case: JudgedCase, s: int, expected) -> None:
+        if s == 1 and self.impl.manifest.unsplit_allocation == "base":
+            return  # with the split off the engine around the port allocates (``allocation.unsplit: base``)
+        if not self.played("allocation", case):
+            return
+        alloc = self.impl.manifest.allocation
+        if alloc.split_only and s == 1:
+            self.add("allocation", "the flag off or s 1 allocates every layer as without the split (FEATURE 7, TC-06)",
+                     f"absent: {alloc.function} runs only with the split active and the tree has no ordinary "
+                     "allocation", "every layer's tensors", case)
+            return
+        run = case.run
+        owned = [1 if layer not in set(oracle.expected_full_layers(run.model)) or
+                 layer in oracle.expected_rank_owned_layers(run, 0) else 0 for layer in range(run.model.num_hidden_layers)]
+        reply = self.guarded("allocation", case, lambda: native_roles.allocation(self.impl, run, owned=owned, rank=0,
+                                                                               n_blocks=expected.n_blocks))
+        if reply is not None and not reply.get("tensors"):
+            self.add("allocation", "each rank allocates its owned full layers' tensors and its linear state "
+                     "(FEATURE 7)", "creates no tensor", "its owned full layers' tensors", case,
+                     detail=f"rank 0 owns {len(oracle.expected_rank_owned_layers(run, 0))} full layers")
+
+
+def _layers(layers: Sequence[int]) -> str:
+    layers = list(layers)
+    if len(layers) > 12:
+        return f"[{', '.join(map(str, layers[:6]))}, ... {layers[-1]}] ({len(layers)} layers)"
+    return str(layers)
+
+
+def judge(impl, cases: Sequence[JudgedCase]) -> TreeDepartures:
+    """``impl``'s departures on ``cases``: every role it plays judged on its own, grouped."""
+    return Judge(impl, cases).run()

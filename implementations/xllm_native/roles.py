@@ -1,0 +1,97 @@
+"""Each role of a compiled tree called on its own, fed the inputs its caller gives (the spec's figures for
+what the other roles would have computed), so that no other role's failure hides it: what
+``harness.departures`` judges role by role. Every answer is the tree's code (or, for upstream's manifest,
+the same calls its plan makes); a CHECK comes back as the ``UserError`` naming its field, a crash as
+``ImplementationFailure``, a role the manifest marks absent or uncalled as ``AbsentRoleError``."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Optional
+
+from contract.specs import RunSpec
+from implementations.xllm_native.impl import TORCH_SCALAR_TYPES, XllmNativeImplementation, layout_facts
+
+
+def state(impl: XllmNativeImplementation, role: str) -> tuple[str, str, str, str]:
+    """(``played``/``absent``/``none``/``base``, the reason when not played, the function, its file) of ``role``
+    (one of the manifest's seven, or ``allocation``);
+    ``allocation`` is ``absent`` when the manifest names none and ``torch`` when it is compiled against torch
+    (run in a rank, judged end to end by TC-01 and TC-05)."""
+    m = impl.manifest
+    if role == "allocation":
+        if m.allocation is None:
+            return "absent", "the manifest names no allocation", "", ""
+        if m.allocation.none:
+            return "none", m.allocation.none, "", ""
+        kind = "torch" if m.tensors is not None else "played"
+        return kind, "", m.allocation.function, m.allocation.file
+    r = m.role(role)
+    return r.state, r.absent or r.none or r.base, r.function, r.file
+
+
+def validation(impl: XllmNativeImplementation, run: RunSpec) -> None:
+    """The tree's start-up validation of ``run``: returns when it accepts, raises its refusal."""
+    impl.validate(run)
+
+
+def estimation(impl: XllmNativeImplementation, run: RunSpec, split_size: int) -> dict:
+    """The target's capacity alone (no draft), at ``split_size`` (1: the uniform count)."""
+    return impl.native_estimate(replace(run, draft=None), split_size)
+
+
+def speculative(impl: XllmNativeImplementation, run: RunSpec, split_size: int) -> dict:
+    """The target and draft capacities and their common block count (``run`` has a draft)."""
+    return impl.native_estimate(run, split_size)
+
+
+def ownership(impl: XllmNativeImplementation, run: RunSpec, split_size: int) -> list:
+    """Each split rank's mask from the tree's ownership role."""
+    impl.require("ownership")
+    return impl.owned_masks(run, split_size)
+
+
+def worker(impl: XllmNativeImplementation, run: RunSpec, *, rank: int, split_size: int) -> list:
+    """The mask the worker of global ``rank`` builds (a port: its worker role; upstream: its
+    ``build_layer_cache_owned`` at ``rank % s``, as its worker calls it)."""
+    impl.require("worker")
+    if not impl.port:
+        return [bool(v) for v in impl.owned_masks(run, split_size)[rank % split_size]]
+    reply = impl.call(run, "worker", {"layer_types": impl.model_args(run.model)["layer_types"],
+                                      "layerwise_split_size": split_size, "rank": rank,
+                                      "n_layers": run.model.num_hidden_layers})
+    return [bool(v) for v in reply["owned"]]
+
+
+def master_layout(impl: XllmNativeImplementation, run: RunSpec, *, full: tuple, split_size: int, n_blocks: int) -> tuple:
+    """The master's layout (a port's ``layout`` role) given the spec's block count: ((layer, ranks, heads), ...)."""
+    impl.require("layout")
+    model = run.model
+    reply = impl.call(run, "master_layout", {
+        "layer_types": impl.model_args(model)["layer_types"], "kv_heads": _kv_heads(run),
+        "world_size": impl.port_tp(run), "n_blocks": n_blocks, "block_size": run.cache.block_size,
+        "head_dim": model.head_dim, "max_tokens": 0, "dtype_code": TORCH_SCALAR_TYPES[model.dtype],
+        "layerwise_split_size": split_size, "enable": run.layerwise.enable})
+    return layout_facts(reply.get("layout"), full)
+
+
+def engine_layout(impl: XllmNativeImplementation, run: RunSpec, *, full: tuple, split_size: int) -> tuple:
+    """What an engine passes on (a port's ``engine`` role), given the spec's full layers."""
+    impl.require("engine")
+    reply = impl.call(run, "engine", {"per_layer_kv_heads": [_kv_heads(run)] * len(full),
+                                      "world_size": impl.port_tp(run), "layerwise_split_size": split_size,
+                                      "enable": run.layerwise.enable})
+    return layout_facts(reply.get("layout"), full)
+
+
+def allocation(impl: XllmNativeImplementation, run: RunSpec, *, owned: list, rank: int, n_blocks: int) -> Optional[dict]:
+    """What the tree's allocation (run in the host: a manifest ``allocation`` without ``torch``) answers for the
+    spec's mask and block count; None when it is compiled against torch (it runs in a rank)."""
+    if impl.manifest.tensors is not None or impl.manifest.allocation is None:
+        return None
+    return impl.call(run, "allocate", {"owned": [int(m) for m in owned], "n_layers": run.model.num_hidden_layers,
+                                       "rank": rank, "n_blocks": n_blocks, "block_size": run.cache.block_size})
+
+
+def _kv_heads(run: RunSpec) -> int:
+    return run.model.num_key_value_heads if run.model.attention == "gqa" else 1
