@@ -78,7 +78,7 @@ def write_manifest(tmp_path: Path, old: str = "", new: str = "", *, text: str = 
     ("function: fx_worker_mask", "", ["roles.worker.function=None", "a non-empty string"]),
     ("  torch: true\n", "  torch: maybe\n", ["allocation.torch='maybe'", "true or false"]),
     ("  torch: true\n", "  torch: true\n  split_only: maybe\n", ["allocation.split_only='maybe'", "true or false"]),
-    ("  torch: true\n", "  torch: true\n  none: nobody calls it\n", ["allocation=", "{none: <why>} alone"]),
+    ("  torch: true\n", "  torch: true\n  none: nobody calls it\n", ["allocation=", "{none: <why>} (with unsplit: base at most)"]),
     ("function: check_split_config}", "function: check_split_config, none: x}", ["roles.validation", "not both"]),
     ("{file: core/framework/kv_cache/layerwise_split_layout.h, function: check_split_config}", "{none: \" \"}",
      ["roles.validation.none=' '", "a reason (text)"]),
