@@ -79,22 +79,6 @@ def parse_bool(field: str, value: object) -> bool:
     raise ConfigError(field, value, BOOL_ALLOWED)
 
 
-def parse_int(field: str, value: object) -> int:
-    """An int, or its decimal spelling (a bool or a fraction is not a size)."""
-    if isinstance(value, bool):
-        raise ConfigError(field, value, INT_ALLOWED)
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):  # ASCII digits only: int() would also read "0_2" and "２" as 2
-        if re.fullmatch(r"[+-]?[0-9]+", value.strip()) and len(value.strip().lstrip("+-")) <= bounded_inputs.MAX_INT_DIGITS:
-            return int(value.strip())
-        raise ConfigError(field, value, INT_ALLOWED, "ASCII digits only, at most "
-                          f"{bounded_inputs.MAX_INT_DIGITS} of them (no '_', no other scripts)")
-    raise ConfigError(field, value, INT_ALLOWED)
-
-
 def check_semantics(value: object) -> str:
     if value not in SEMANTICS:
         raise ConfigError("--semantics", value, " or ".join(SEMANTICS))
@@ -105,7 +89,7 @@ def flags_from_values(enable: object = False, split_size: object = 1) -> Layerwi
     """From plain values (``layerwise.enable``, ``layerwise.split_size``)."""
     return LayerwiseFlags(
         enable=parse_bool("layerwise.enable", enable),
-        split_size=parse_int("layerwise.split_size", split_size),
+        split_size=bounded_inputs.parse_int("layerwise.split_size", split_size, INT_ALLOWED),
     )
 
 
@@ -213,7 +197,7 @@ def _gflag_value(flag: str, kind: str, value: str) -> object:
     if kind == "bool":
         return _gflag_bool(field, value)
     if kind == "int":
-        return parse_int(field, value)
+        return bounded_inputs.parse_int(field, value, INT_ALLOWED)
     if kind == "float":
         if len(value) > 64 or not _FLOAT_RE.fullmatch(value.strip()) or not math.isfinite(float(value)):
             raise ConfigError(field, value, _ALLOWED[kind], "a finite number")
@@ -273,7 +257,7 @@ def gflag_settings(args: Union[str, Sequence[str]], semantics: str = DEFAULT_SEM
                 raise ConfigError(f"--no{ENABLE_FLAG}", value, "no value (it means false)")
             out["enable"] = False
         elif name == SIZE_FLAG:
-            out["split_size"] = parse_int(f"--{SIZE_FLAG}", value)
+            out["split_size"] = bounded_inputs.parse_int(f"--{SIZE_FLAG}", value, INT_ALLOWED)
         elif name in GFLAG_CONFIG_KEYS or (name.startswith("no") and name[2:] in _BOOL_FLAGS):
             flag = name if name in GFLAG_CONFIG_KEYS else name[2:]
             if flag != name and value is not None:

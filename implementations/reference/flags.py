@@ -18,5 +18,4 @@ from contract.flags_and_topology import (  # noqa: F401  (the reference's names 
     flags_from_parallel_config_json,
     flags_from_values,
     parse_bool,
-    parse_int,
 )

@@ -177,7 +177,8 @@ def test_plain_values(enable, size, expected):
 @pytest.mark.parametrize(
     "enable, size, field",
     [("on", 2, "layerwise.enable"), (2, 2, "layerwise.enable"), (True, "2x", "layerwise.split_size"),
-     (True, True, "layerwise.split_size"), (True, None, "layerwise.split_size")],
+     (True, True, "layerwise.split_size"), (True, None, "layerwise.split_size"),
+     (True, 2.0, "layerwise.split_size"), (True, 10 ** 30, "layerwise.split_size")],
 )
 def test_plain_values_bad(enable, size, field):
     with pytest.raises(ConfigError) as err:
