@@ -12,12 +12,12 @@ import errno
 import functools
 import importlib
 import os
-import signal
 import sys
 from contextlib import contextmanager
 from typing import Callable, Iterator, NoReturn, Optional, Sequence, TypeVar
 
 from contract.errors import ImplementationFailure, UserError
+from harness.signals import signals_deferred  # noqa: F401  (its owner; kept importable from here)
 
 USAGE_EXIT_CODE = 2
 """The exit status for a user error (argparse uses 2 for usage errors too)."""
@@ -186,29 +186,6 @@ def _stdout_to_devnull(stream) -> None:
         pass
     finally:
         os.close(devnull)
-
-
-@contextmanager
-def signals_deferred(signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
-    """Hold Ctrl-C and SIGTERM while the block writes files that belong together (a record and the page
-    showing it): a signal that came meanwhile is acted on when the block ends, so it never stops the
-    command between the two. In a thread other than the main one signals cannot be held: the block runs."""
-    received: list[int] = []
-    old = {}
-    try:
-        for sig in signals:
-            if signal.getsignal(sig) == signal.SIG_IGN:  # ignored (nohup): stays so
-                continue
-            old[sig] = signal.signal(sig, lambda signum, _frame: received.append(signum))
-    except ValueError:  # not the main thread
-        pass
-    try:
-        yield
-    finally:
-        for sig, previous in old.items():
-            signal.signal(sig, previous)
-        if received:
-            signal.raise_signal(received[0])
 
 
 def join_flag_values(argv: Sequence[str], flag: str = "--gflags") -> list[str]:
