@@ -51,7 +51,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     from harness.coverage import fields, render
 
     if args.what == "tables" or args.record:  # before any run: a fields run takes minutes
-        from harness.usage import docs_writer
+        from harness.usage.docs_tooling import docs_writer
         docs_blocks = docs_writer()
         names = render.BLOCKS.values() if args.what == "tables" else [render.BLOCKS["fields"]]
         why = docs_blocks.missing_markers(Path(args.out), list(names))
@@ -60,7 +60,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                   f"(default docs/coverage.md)", file=sys.stderr)
             return 2
     if args.what == "tables":
-        from harness.usage import signals_deferred
+        from harness.signals import signals_deferred
 
         with signals_deferred():
             render.write_section(Path(args.out), "fields")
@@ -95,7 +95,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(table)
     print(f"wall time {time.perf_counter() - start:.1f} s", file=sys.stderr)
     if args.record:
-        from harness.usage import signals_deferred
+        from harness.signals import signals_deferred
 
         with signals_deferred():  # the record and the page it is shown on: both or neither
             render.write_record(fields.RECORD, found)

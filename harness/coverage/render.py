@@ -53,7 +53,7 @@ def rules_block() -> str:
 
 def write_section(page: Path, name: str) -> None:
     """Rewrite the table ``name`` (``fields`` or ``rules``) of ``page`` from the records."""
-    from harness.usage import docs_writer
+    from harness.usage.docs_tooling import docs_writer
     docs_blocks = docs_writer()
     block = BLOCKS[name]
     docs_blocks.write_block(page, block, docs_blocks.render_derived(block))

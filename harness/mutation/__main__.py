@@ -98,7 +98,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         rows, matrix=killmatrix.MATRIX, stop_at_first=args.first, wall_s=round(elapsed, 2)))
     print(f"wrote {out / 'kill_matrix.md'} and {out / 'kill_matrix.json'}", file=sys.stderr)
     if args.docs:
-        from harness.usage import docs_writer
+        from harness.usage.docs_tooling import docs_writer
         docs_blocks = docs_writer()
         columns, cells, align = render.docs_table(rows)
         page = docs_blocks.publish(docs_blocks.measured(

@@ -139,7 +139,7 @@ def test_the_contract_imports_neither_the_harness_nor_the_implementations():
 def test_the_product_imports_nothing_of_the_tooling():
     """``tools/`` (benchmarks, the docs' generated blocks, the report's browser check) is the project's own
     and not in the wheel: nothing in it is imported by what ships. A command's ``--docs`` reaches the docs
-    writer through ``harness.usage.docs_writer``, which says in one line when there is no checkout."""
+    writer through ``harness.usage.docs_tooling.docs_writer``, which says in one line when there is no checkout."""
     found = [f"{rel} imports {name}" for package in ("contract", "harness", "implementations")
              for rel, tree in _parsed(package)
              for name in sorted(imported_modules(rel, tree)) if name.split(".")[0] == "tools"]
@@ -170,7 +170,8 @@ def test_docs_without_the_tooling_is_one_error_line(monkeypatch, capsys):
 
     import pytest
 
-    from harness.usage import USAGE_EXIT_CODE, docs_writer
+    from harness.usage import USAGE_EXIT_CODE
+    from harness.usage.docs_tooling import docs_writer
 
     assert docs_writer().__name__ == "tools.docs_blocks"
     monkeypatch.setitem(sys.modules, "tools.docs_blocks", None)  # as in an installed wheel: no tools/
