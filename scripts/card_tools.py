@@ -31,9 +31,9 @@ def card_count() -> int:
 
 
 def parse_topology(text: str, name: str):
-    """The harness's parser of ``topo -m`` text (one owner; moved to contract.flags_and_topology upstream)."""
+    """The harness's parser of ``topo -m`` text (one owner; contract.topology_text)."""
     try:
-        from contract.flags_and_topology import parse_topo_text
+        from contract.topology_text import parse_topo_text
     except ImportError:
         from implementations.reference.topology import parse_topo_text
     return parse_topo_text(text, name=name)

@@ -123,7 +123,7 @@ def test_upstream_semantics_have_no_enable_flag(args):
 
 
 def test_parallel_config_layout_keys_are_read():
-    from contract.flags_and_topology import parallel_config_settings
+    from contract.server_flags import parallel_config_settings
 
     assert parallel_config_settings({"world_size": 8, "dp_size": 2, "tp_size": 4})["parallel"] == {
         "world_size": 8, "dp_size": 2, "cp_size": 1}
