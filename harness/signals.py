@@ -41,7 +41,8 @@ def exit_code(signal_name: str) -> int:
     return 128 + int(getattr(signal, signal_name, signal.SIGINT))
 
 
-def _handler(signum, _frame) -> None:
+def request_stop(signum, _frame) -> None:
+    """The handler ``stop_on_signals`` installs: records the first signal's name and raises ``StopRequested``."""
     global _stop
     name = signal.Signals(signum).name
     if _stop is None:
@@ -74,7 +75,7 @@ def stop_on_signals() -> Iterator[None]:
     """Install the stop handlers for the block (main thread only); restore the old ones after."""
     global _stop
     _stop = None
-    with handlers(HANDLED, _handler):
+    with handlers(HANDLED, request_stop):
         yield
 
 

@@ -403,8 +403,9 @@ def test_a_pool_started_from_a_short_lived_thread_outlives_that_thread():
     from harness.rankpool import spawn
 
     # the spawner thread that forked it lives on, idle: later pools of this process may fork again
-    assert spawn._spawn_thread is not None and spawn._spawn_thread.is_alive()
-    assert spawn._spawn_thread not in spawn.other_threads()
+    spawner = spawn.spawner_thread()
+    assert spawner is not None and spawner.is_alive(), f"the spawner thread is gone: {spawner}"
+    assert spawner not in spawn.other_threads(), "the idle spawner counts as another thread of the owner"
 
 
 @dist
