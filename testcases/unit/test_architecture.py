@@ -275,6 +275,23 @@ def test_docs_without_the_tooling_is_one_error_line(monkeypatch, capsys):
     assert err.startswith("error: --docs writes the docs of a checkout") and err.count("\n") == 1
 
 
+def tc_imports_of_other_tcs() -> list[str]:
+    """``harness/suites/tcNN.py`` importing another TC's module (its cases, its data)."""
+    import re
+
+    return [f"{rel} imports {name}" for rel, tree in _parsed("harness")
+            if re.fullmatch(r"harness/suites/tc\d\d\.py", rel)
+            for name in sorted(imported_modules(rel, tree))
+            if re.fullmatch(r"harness\.suites\.tc\d\d", name) and name != _module_name(rel)]
+
+
+def test_no_tc_imports_another_tcs_case_data():
+    """Case data more than one TC runs (cache variants, target/draft pairs) lives in ``harness.suites.standard``:
+    a TC changed for its own sake cannot change another TC's cases."""
+    found = tc_imports_of_other_tcs()
+    assert found == [], "a TC imports another TC: " + "; ".join(found)
+
+
 # -- one owner per spec constant -------------------------------------------------------------------
 
 ONE_OWNER_LITERALS = {
