@@ -85,9 +85,9 @@ def nccl(world: int) -> int:
     expected_sum = float(world * (world + 1) // 2)
     try:
         with RankPool(world, backend="nccl", timeout_s=120) as pool:
-            infos = pool.run("harness.rankpool.selftest_bodies:rank_info")
+            infos = pool.run("testcases.rank_bodies:rank_info")
             pairs = tuple(tuple(range(i, min(i + 2, world))) for i in range(0, world, 2))
-            split = pool.run("harness.rankpool.selftest_bodies:split_all_reduce", pairs)
+            split = pool.run("testcases.rank_bodies:split_all_reduce", pairs)
     except (PoolUnavailable, RankFailure, RankTimeout) as exc:
         print(f"error: nccl: world {world}: {exc}", file=sys.stderr)
         return 1
