@@ -9,8 +9,8 @@ and keeps its traceback.
 * ``working_directory``: a deleted working directory said plainly;
 * ``stdout_guard``: standard output that cannot be written (``> /dev/full``, a closed pipe);
 * ``command_wrapper``: ``command``, the decorator every ``main`` wears, which puts the above together;
-* ``docs_tooling``: ``docs_writer``, a command's way to the docs' writer in a checkout (not imported here: it reaches
-  ``tools/``, and nothing a command imports at start may);
+* ``docs_tooling``: ``docs_writer``, the way to the docs' writer in a checkout for the one command that still
+  records its own block (``harness.native_verdicts --docs``; not imported here: it reaches ``tools/``);
 * holding signals while files that belong together are written: ``harness.signals.signals_deferred``.
 """
 

@@ -150,8 +150,8 @@ def test_the_contract_imports_neither_the_harness_nor_the_implementations():
 
 
 PRODUCT_REACHES_TOOLING = {
-    "harness/usage/docs_tooling.py": "``docs_writer``: the commands that still write docs blocks themselves (the "
-                                     "coverage tables, the native verdicts) reach ``tools.docs_blocks`` by name, in "
+    "harness/usage/docs_tooling.py": "``docs_writer``: the one command that still writes its docs block itself "
+                                     "(``harness.native_verdicts --docs``) reaches ``tools.docs_blocks`` by name, in "
                                      "a checkout only; in a wheel it is one ``error:`` line",
 }
 """The one module of what ships that may reach ``tools/``, and why (by ``importlib``, which this file reads too)."""
