@@ -21,15 +21,20 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import importlib
 import json
 import os
 import platform
 import re
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from harness import procfs
+from harness.files import write_atomic, write_json_atomic
 from harness.paths import DOCS_DATA_DIR, DOCS_DIR, REPO_ROOT
+from harness.reporting.allure_meta import git_commit
 
 PAGES = {
     "figures": "figures.md",
@@ -108,8 +113,6 @@ def load(name: str, data_dir: Path = DOCS_DATA_DIR) -> Record:
 
 def machine() -> str:
     """This machine in one line: cores, CPU model, Python and torch versions."""
-    from harness import procfs
-
     cpu = procfs.cpu_model() or platform.processor() or platform.machine()
     try:
         from importlib.metadata import version
@@ -127,9 +130,7 @@ DIRTY = " with uncommitted changes"
 def checkout_commit(repo_dir: Path = REPO_ROOT) -> str:
     """The checkout's commit (12 hex digits, ``unknown`` without git), plus ``DIRTY`` when a tracked
     file differs from it."""
-    import subprocess
 
-    from harness.reporting.allure_meta import git_commit
 
     commit = git_commit(repo_dir)[:12]
     if commit == "unknown":
@@ -192,7 +193,6 @@ def missing_markers(page: Path, names: Sequence[str]) -> Optional[str]:
 
 def write_block(page: Path, name: str, body: str) -> None:
     """Replace the block ``name`` in ``page`` by ``body``, atomically; ``ValueError`` without its markers."""
-    from harness.files import write_atomic
 
     text = page.read_text(encoding="utf-8")
     if block_text(text, name) is None:
@@ -204,7 +204,6 @@ def write_block(page: Path, name: str, body: str) -> None:
 
 def publish(record: Record, *, docs_dir: Path = DOCS_DIR) -> Path:
     """Write ``record`` (``docs/data/<name>.json``), then its block into its page; the page's path."""
-    from harness.files import write_json_atomic
 
     write_json_atomic(record_path(record.name, docs_dir / "data"), record.to_json())
     page = docs_dir / PAGES[record.name]
@@ -214,7 +213,6 @@ def publish(record: Record, *, docs_dir: Path = DOCS_DIR) -> Path:
 
 def render_derived(name: str) -> str:
     """The Markdown of a ``DERIVED`` block, from its renderer."""
-    import importlib
 
     module, _, function = DERIVED[name][1].partition(":")
     return getattr(importlib.import_module(module), function)()
