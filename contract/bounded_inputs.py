@@ -212,21 +212,24 @@ def _check_yaml_graph(root: Any, field: str) -> None:
 
 
 def parse_int(field: str, value: object, allowed: str = "a whole number") -> int:
-    """A strict integer: an ``int`` (not bool), or ASCII digits with an optional sign.
+    """A strict integer: an ``int`` (not bool) or ASCII digits with an optional sign, of at most
+    ``MAX_INT_DIGITS`` digits; ``allowed`` says what the caller's field takes.
 
     Python's ``int()`` also reads ``0_2`` and full-width or other Unicode digits
-    (``２``) as 2; a flag value typed by a user must not change meaning that way.
+    (``２``) as 2; a flag value typed by a user must not change meaning that way. A float,
+    even ``2.0``, is not a whole number as a user would spell one (gflags refuses it too).
     """
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise ConfigError(field, value, allowed)
     if isinstance(value, int):
-        text = str(value)
-    else:
-        text = str(value).strip()
-        if not _ASCII_INT.fullmatch(text):
-            raise ConfigError(field, value, allowed, "ASCII digits only, no '_' or other characters")
-    if len(text.lstrip("+-")) > MAX_INT_DIGITS:
-        raise ConfigError(field, f"{text[:12]}... ({len(text)} digits)", f"{allowed} of at most {MAX_INT_DIGITS} digits")
+        if len(str(abs(value))) > MAX_INT_DIGITS:
+            text = str(value)
+            raise ConfigError(field, f"{text[:12]}... ({len(text)} digits)", f"{allowed} of at most {MAX_INT_DIGITS} digits")
+        return value
+    text = value.strip()
+    if not _ASCII_INT.fullmatch(text) or len(text.lstrip("+-")) > MAX_INT_DIGITS:
+        raise ConfigError(field, value, allowed,
+                          f"ASCII digits only, at most {MAX_INT_DIGITS} of them (no '_', no other scripts)")
     return int(text)
 
 

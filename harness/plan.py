@@ -12,7 +12,7 @@ the ``KVPlan`` as JSON (or a table). No process group, no allocation, no torch.
 ``--gflags`` / ``--parallel-config`` are the engine's own flags, applied after the
 overrides (they win; a value both set differently is refused): the layerwise flags and
 every other flag that changes the KV plan (``--block_size``, ``--kv_cache_dtype``,
-``--nnodes``, ... : ``contract.flags_and_topology.GFLAG_CONFIG_KEYS``); the budget flags
+``--nnodes``, ... : ``contract.server_flags.GFLAG_CONFIG_KEYS``); the budget flags
 (``--max_memory_utilization``, ``--max_cache_size``) are refused by name (the budget is
 ``hardware=`` or ``cache.kv_budget_bytes=``), and so is ``--model`` without ``model=`` /
 ``model_path=``. ``--semantics`` picks
@@ -30,7 +30,7 @@ import json
 import sys
 from typing import Optional, Sequence
 
-from contract.flags_and_topology import DEFAULT_SEMANTICS, SEMANTICS
+from contract.server_flags import DEFAULT_SEMANTICS, SEMANTICS
 from contract.units import MIB
 from harness.usage import Parser, command, join_flag_values
 

@@ -31,9 +31,9 @@ def card_count() -> int:
 
 
 def parse_topology(text: str, name: str):
-    """The harness's parser of ``topo -m`` text (one owner; moved to contract.flags_and_topology upstream)."""
+    """The harness's parser of ``topo -m`` text (one owner; contract.topology_text)."""
     try:
-        from contract.flags_and_topology import parse_topo_text
+        from contract.topology_text import parse_topo_text
     except ImportError:
         from implementations.reference.topology import parse_topo_text
     return parse_topo_text(text, name=name)
@@ -85,9 +85,9 @@ def nccl(world: int) -> int:
     expected_sum = float(world * (world + 1) // 2)
     try:
         with RankPool(world, backend="nccl", timeout_s=120) as pool:
-            infos = pool.run("harness.rankpool.selftest_bodies:rank_info")
+            infos = pool.run("testcases.rank_bodies:rank_info")
             pairs = tuple(tuple(range(i, min(i + 2, world))) for i in range(0, world, 2))
-            split = pool.run("harness.rankpool.selftest_bodies:split_all_reduce", pairs)
+            split = pool.run("testcases.rank_bodies:split_all_reduce", pairs)
     except (PoolUnavailable, RankFailure, RankTimeout) as exc:
         print(f"error: nccl: world {world}: {exc}", file=sys.stderr)
         return 1

@@ -57,7 +57,7 @@ def standalone_torchrun_rank_info(once_per_run) -> subprocess.CompletedProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LWSPLIT_"))}
         env.update(GLOO_SOCKET_IFNAME=BOGUS_GLOO_IFNAME, OMP_NUM_THREADS="1")
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-               "-m", "harness.rankpool.launcher", "harness.rankpool.selftest_bodies:rank_info"]
+               "-m", "harness.rankpool.launcher", "testcases.rank_bodies:rank_info"]
         done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
         (folder / "run.json").write_text(json.dumps(
             {"args": cmd, "returncode": done.returncode, "stdout": done.stdout, "stderr": done.stderr}))

@@ -11,7 +11,9 @@ makes of its record.
 
     python -m tools.docs_blocks                 # re-render every block from its record (or source)
     python -m tools.docs_blocks --check         # list stale blocks; exit 1 if any
-    python -m tools.docs_blocks figures DIR     # record a finished sweep's results.csv
+
+A finished sweep's figures are recorded by ``python -m tools.record_figures DIR`` (it reads the app's
+tables; this writer reads nothing of the app, so that a command's ``--docs`` can reach it without a circle).
 """
 
 from __future__ import annotations
@@ -19,16 +21,20 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import importlib
 import json
 import os
 import platform
 import re
-import sys
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from harness import procfs
+from harness.files import write_atomic, write_json_atomic
 from harness.paths import DOCS_DATA_DIR, DOCS_DIR, REPO_ROOT
+from harness.reporting.allure_meta import git_commit
 
 PAGES = {
     "figures": "figures.md",
@@ -109,8 +115,6 @@ def load(name: str, data_dir: Path = DOCS_DATA_DIR) -> Record:
 
 def machine() -> str:
     """This machine in one line: cores, CPU model, Python and torch versions."""
-    from harness import procfs
-
     cpu = procfs.cpu_model() or platform.processor() or platform.machine()
     try:
         from importlib.metadata import version
@@ -128,9 +132,7 @@ DIRTY = " with uncommitted changes"
 def checkout_commit(repo_dir: Path = REPO_ROOT) -> str:
     """The checkout's commit (12 hex digits, ``unknown`` without git), plus ``DIRTY`` when a tracked
     file differs from it."""
-    import subprocess
 
-    from harness.reporting.allure_meta import git_commit
 
     commit = git_commit(repo_dir)[:12]
     if commit == "unknown":
@@ -193,7 +195,6 @@ def missing_markers(page: Path, names: Sequence[str]) -> Optional[str]:
 
 def write_block(page: Path, name: str, body: str) -> None:
     """Replace the block ``name`` in ``page`` by ``body``, atomically; ``ValueError`` without its markers."""
-    from harness.files import write_atomic
 
     text = page.read_text(encoding="utf-8")
     if block_text(text, name) is None:
@@ -205,7 +206,6 @@ def write_block(page: Path, name: str, body: str) -> None:
 
 def publish(record: Record, *, docs_dir: Path = DOCS_DIR) -> Path:
     """Write ``record`` (``docs/data/<name>.json``), then its block into its page; the page's path."""
-    from harness.files import write_json_atomic
 
     write_json_atomic(record_path(record.name, docs_dir / "data"), record.to_json())
     page = docs_dir / PAGES[record.name]
@@ -215,7 +215,6 @@ def publish(record: Record, *, docs_dir: Path = DOCS_DIR) -> Path:
 
 def render_derived(name: str) -> str:
     """The Markdown of a ``DERIVED`` block, from its renderer."""
-    import importlib
 
     module, _, function = DERIVED[name][1].partition(":")
     return getattr(importlib.import_module(module), function)()
@@ -246,56 +245,10 @@ def stale(docs_dir: Path = DOCS_DIR) -> list[str]:
     return problems
 
 
-def _sweep_record(sweep_dir: Path) -> Record:
-    """The figures table of a finished sweep, from its ``results.csv`` (``harness.app.aggregate``)."""
-    import csv
-
-    from harness.app.aggregate import figures_table
-    from harness.plan import GAIN_UNDEFINED
-
-    csv_path = sweep_dir / "results.csv"
-    if not csv_path.is_file():
-        raise ValueError(f"{sweep_dir}: no results.csv (a finished sweep's folder, e.g. multirun/<date>/<time>)")
-    with open(csv_path, newline="", encoding="utf-8") as fh:
-        rows = [{k: None if k == "capacity_gain" and v == GAIN_UNDEFINED else _typed(v) for k, v in r.items()}
-                for r in csv.DictReader(fh)]  # an undefined gain (FEATURE 6) is written n/a: read back as null
-    md = sweep_dir / "results.md"
-    command = next((line.strip("`") for line in md.read_text(encoding="utf-8").splitlines()
-                    if line.startswith("`")), "") if md.is_file() else ""
-    columns, cells, align = figures_table(rows)
-    return measured("figures", command=f"{command or 'python -m harness -m ...'} "
-                                       f"&& python -m tools.docs_blocks figures <sweep dir>",
-                    columns=columns, rows=cells, align=align)
-
-
-def _typed(text: str) -> Any:
-    if text == "":
-        return None
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.docs_blocks", description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="list stale blocks; exit 1 if any")
-    parser.add_argument("what", nargs="?", choices=["figures"], help="record a finished sweep's figures")
-    parser.add_argument("sweep_dir", nargs="?", type=Path, help="the sweep's folder (holds results.csv)")
     args = parser.parse_args(argv)
-    if args.what == "figures":
-        if args.sweep_dir is None:
-            print("error: sweep_dir: missing; give a finished sweep's folder (holds results.csv)", file=sys.stderr)
-            return 2
-        try:
-            record = _sweep_record(args.sweep_dir)
-        except ValueError as exc:
-            print(f"error: sweep_dir: {exc}", file=sys.stderr)
-            return 2
-        print(f"wrote {publish(record)} and {record_path('figures')}")
-        return 0
     if args.check:
         problems = stale()
         for line in problems:

@@ -290,7 +290,7 @@ def figures_table(rows_: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, ...], 
 # ---- chart ------------------------------------------------------------------------------------
 
 
-def _series(rows_: Sequence[Mapping[str, Any]]) -> OrderedDict[tuple, list[dict]]:
+def chart_series(rows_: Sequence[Mapping[str, Any]]) -> OrderedDict[tuple, list[dict]]:
     """Rows with numbers (failed ones too) grouped into lines: (model, implementation, hardware, parallel)
     -> rows by split size."""
     plotted = [r for r in rows_ if r["same_capacity_peak_bytes"] is not None and r["split_size"] is not None]
@@ -302,7 +302,7 @@ def _series(rows_: Sequence[Mapping[str, Any]]) -> OrderedDict[tuple, list[dict]
     return series
 
 
-def _at_uniform_blocks(r: Mapping[str, Any], layers: float) -> Optional[float]:
+def mib_at_uniform_blocks(r: Mapping[str, Any], layers: float) -> Optional[float]:
     """MiB a rank holds with ``layers`` full layers at the uniform (s = 1) block count."""
     if r.get("layer_bytes_per_block") is None or r.get("uniform_n_blocks") is None:
         return None
@@ -327,7 +327,7 @@ def to_svg(rows_: Sequence[Mapping[str, Any]], title: str = "Per-rank KV cache a
     axis when it has no numbers). An SVG document (``harness.reporting.svg``: no plotting library)."""
     from harness.reporting import svg
 
-    series = _series(rows_)
+    series = chart_series(rows_)
     keys = list(series)
     models = list(dict.fromkeys(k[0] for k in keys))
     impls = list(dict.fromkeys(k[1] for k in keys))
@@ -340,11 +340,11 @@ def to_svg(rows_: Sequence[Mapping[str, Any]], title: str = "Per-rank KV cache a
 
     def uniform_of(points):
         first = points[0]
-        return _at_uniform_blocks(first, first["full_layers"]) if first["full_layers"] else None
+        return mib_at_uniform_blocks(first, first["full_layers"]) if first["full_layers"] else None
 
     def limit_of(points):
         return [(r["split_size"], v) for r in points if r["limit_layers"] is not None
-                and (v := _at_uniform_blocks(r, r["limit_layers"])) is not None]
+                and (v := mib_at_uniform_blocks(r, r["limit_layers"])) is not None]
 
     peaks = [r["same_capacity_peak_bytes"] / MIB for points in series.values() for r in points]
     peaks += [r["measured_same_capacity_peak_bytes"] / MIB for points in series.values() for r in points

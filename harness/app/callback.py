@@ -224,7 +224,7 @@ def write_summary(sweep_dir: Path, results: list[dict], command: str = "",
                   allure_report: str = "") -> tuple[Path, Path, Path]:
     """results.csv, results.md and results.svg in ``sweep_dir``, each written atomically; a signal while they
     are written waits for all three (``signals_deferred``), so a sweep never has one without the others."""
-    from harness.usage import signals_deferred
+    from harness.signals import signals_deferred
 
     rows = aggregate.rows(results)
     texts = (aggregate.to_csv(rows), aggregate.to_markdown(rows, results, command=command,

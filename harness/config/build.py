@@ -63,7 +63,7 @@ def model_spec(node: Any) -> ModelSpec:
 
 def hardware_profile(node: Any) -> HardwareProfile:
     """A ``HardwareConfig`` node -> ``HardwareProfile``: MiB -> bytes, topology loaded."""
-    from contract.flags_and_topology import load_topology
+    from contract.topology_text import load_topology
     from harness.paths import TOPOLOGY_DIR
 
     hw = _plain(node)
@@ -261,11 +261,11 @@ def engine_flags(
     differently is refused naming both. The layerwise flags take the binary's defaults when absent
     (under the adaptation the enable flag is emitted, absent: false; under upstream semantics it does not
     exist, ``apply_semantics`` decides); every other flag that changes the KV plan
-    (``contract.flags_and_topology.GFLAG_CONFIG_KEYS``) sets its config key when given. ``--model`` /
+    (``contract.server_flags.GFLAG_CONFIG_KEYS``) sets its config key when given. ``--model`` /
     ``--draft_model`` (checkpoint paths) are refused unless ``overrides`` name the model (``model=`` or
     ``model_path=``; ``draft=`` or ``draft_path=``).
     """
-    from contract.flags_and_topology import GFLAG_NAMED_FLAGS, gflag_settings, merge_settings, parallel_config_settings
+    from contract.server_flags import GFLAG_NAMED_FLAGS, gflag_settings, merge_settings, parallel_config_settings
 
     routes = []
     if parallel_config is not None:
@@ -320,7 +320,7 @@ def apply_semantics(cfg: DictConfig, semantics: str = "adaptation") -> str:
     """Apply FEATURE section 2's rule of ``semantics`` to a composed config (``layerwise.enable`` under
     upstream semantics is ``split_size > 1``: upstream has no enable flag); returns why the split is
     on or off, for the command to print."""
-    from contract.flags_and_topology import layerwise_state
+    from contract.server_flags import layerwise_state
 
     node = cfg.layerwise
     enable = None if semantics == "upstream" else bool(node.enable)

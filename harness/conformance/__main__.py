@@ -14,7 +14,7 @@ layerwise flags an echoed command line in the log prints (``--layerwise_split_si
 ``--enable_layerwise_split``) are read as a third route beside ``--gflags`` / ``--parallel-config``.
 ``--gflags`` / ``--parallel-config`` take the engine's own flags (``--flagfile=PATH`` is read)
 and apply them after the overrides: the layerwise flags and every other flag that changes the
-KV plan (``contract.flags_and_topology.GFLAG_CONFIG_KEYS``: ``--block_size``, ``--kv_cache_dtype``,
+KV plan (``contract.server_flags.GFLAG_CONFIG_KEYS``: ``--block_size``, ``--kv_cache_dtype``,
 ``--nnodes``, ...); ``--max_memory_utilization`` / ``--max_cache_size`` are judged against the
 worker lines; the output names the flags read and those that do not change the plan (not
 read). ``--semantics`` picks FEATURE section 2's rule
@@ -30,7 +30,7 @@ import re
 import sys
 from typing import Optional, Sequence
 
-from contract.flags_and_topology import DEFAULT_SEMANTICS, SEMANTICS
+from contract.server_flags import DEFAULT_SEMANTICS, SEMANTICS
 from harness.usage import Parser, command, fail, join_flag_values
 
 DISAGREE_EXIT_CODE = 1

@@ -1,15 +1,14 @@
-"""``python -m harness.coverage fields [--record] [--field ID ...] [--out docs/coverage.md]``
+"""``python -m harness.coverage fields [--record] [--check] [--field ID ...]``
 ``python -m harness.coverage mutant-configs``
-``python -m harness.coverage tables``
 
 Runs one field mutant per field (``implementations.mutants.fields``) against the TC cases of the default
 matrix (``conf/matrix/ci.yaml``) until a case catches it, prints the table, and with ``--record`` writes
-the first catches to ``harness/coverage/field_catches.json`` (what CI re-runs) and the table into
-``docs/coverage.md``. Exit status 1 when a field is caught by no case. ``mutant-configs`` writes
+the first catches to ``harness/coverage/field_catches.json`` (what CI re-runs; ``python -m tools.docs_blocks``
+then shows it in ``docs/coverage.md``: the command prints, a tool records). Exit status 1 when a field is
+caught by no case. ``mutant-configs`` writes
 ``conf/implementation/mutant_*.yaml`` from the mutant registry (``harness.coverage.mutant_configs``;
 a ``mutant_*.yaml`` it did not write is left alone, with a note). A mistake on the command line is one
-``error:`` line (exit 2); Ctrl-C one line (exit 130), which waits for a record and the page showing it
-to be written both.
+``error:`` line (exit 2); Ctrl-C one line (exit 130), and no half-written record (written atomically).
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 from typing import Optional
 
 from harness.usage import Parser, command
@@ -25,13 +23,12 @@ from harness.usage import Parser, command
 
 def _parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m harness.coverage", description=__doc__.split("\n\n")[1])
-    p.add_argument("what", choices=["fields", "mutant-configs", "tables"],
-                   help="what to measure or write (tables: rewrite the docs tables from the records, no run)")
-    p.add_argument("--record", action="store_true", help="write field_catches.json and the docs table")
+    p.add_argument("what", choices=["fields", "mutant-configs"], help="what to measure or write")
+    p.add_argument("--record", action="store_true",
+                   help="write harness/coverage/field_catches.json (python -m tools.docs_blocks then shows it)")
     p.add_argument("--check", action="store_true",
                    help="do not search: run each field's recorded case, which must still catch it (CI)")
     p.add_argument("--field", action="append", default=[], metavar="ID", help="only these fields (repeatable)")
-    p.add_argument("--out", default="docs/coverage.md", help="the page whose field table --record rewrites")
     return p
 
 
@@ -50,23 +47,6 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 0
     from harness.coverage import fields, render
 
-    if args.what == "tables" or args.record:  # before any run: a fields run takes minutes
-        from harness.usage import docs_writer
-        docs_blocks = docs_writer()
-        names = render.BLOCKS.values() if args.what == "tables" else [render.BLOCKS["fields"]]
-        why = docs_blocks.missing_markers(Path(args.out), list(names))
-        if why:
-            print(f"error: --out {args.out!r}: {why}; give a page that holds the coverage tables' blocks "
-                  f"(default docs/coverage.md)", file=sys.stderr)
-            return 2
-    if args.what == "tables":
-        from harness.usage import signals_deferred
-
-        with signals_deferred():
-            render.write_section(Path(args.out), "fields")
-            render.write_section(Path(args.out), "rules")
-        print(f"wrote {args.out}", file=sys.stderr)
-        return 0
     unknown = [f for f in args.field if f not in fields.record_keys()]
     if unknown:
         print(f"error: --field {unknown[0]!r}: allowed: {', '.join(fields.record_keys())}", file=sys.stderr)
@@ -95,11 +75,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(table)
     print(f"wall time {time.perf_counter() - start:.1f} s", file=sys.stderr)
     if args.record:
-        from harness.usage import signals_deferred
-
-        with signals_deferred():  # the record and the page it is shown on: both or neither
-            render.write_record(fields.RECORD, found)
-            render.write_section(Path(args.out), "fields")
+        render.write_record(fields.RECORD, found)
+        print(f"wrote {fields.RECORD}; python -m tools.docs_blocks shows it in docs/coverage.md", file=sys.stderr)
     return 0 if all(found.get(f) for f in fields.record_keys()) else 1
 
 

@@ -1,7 +1,8 @@
 """``python -m harness.mutation [--out reports/mutation] [--first] [--mutant NAME ...] [--rows DIR]``
 
 Runs every TC suite against the reference and each mutant on ``conf/matrix/ci.yaml``,
-prints the kill matrix, and writes ``kill_matrix.md`` and ``kill_matrix.json`` under ``--out``.
+prints the kill matrix, and writes ``kill_matrix.md`` and ``kill_matrix.json`` under ``--out``
+(``python -m tools.record_kill_matrix OUT`` records a run of every mutant into the docs).
 Exit status 0 when the reference passes every case and every mutant is caught, else 1.
 """
 
@@ -26,8 +27,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rows", default=None, metavar="DIR",
                    help="do not run: assemble the table from per-mutant row files (*.json) that "
                         "testcases/meta wrote with LW_MUTATION_ROWS=DIR")
-    p.add_argument("--docs", action="store_true",
-                   help="also record the matrix into docs/mutation.md (runs of every mutant only: not with --mutant)")
     return p
 
 
@@ -75,8 +74,6 @@ def main(argv: Optional[list[str]] = None) -> int:
     unknown = [m for m in args.mutant if m not in MUTANTS]
     if unknown:
         fail(f"--mutant {unknown[0]!r}: allowed: {', '.join(MUTANTS)}")
-    if args.docs and args.mutant:
-        fail("--docs: records runs of every mutant only; allowed without --mutant")
     if args.rows:
         rows = _in_table_order(rows)
         if not rows:
@@ -97,15 +94,6 @@ def main(argv: Optional[list[str]] = None) -> int:
     render.write_json(out / "kill_matrix.json", render.to_json(
         rows, matrix=killmatrix.MATRIX, stop_at_first=args.first, wall_s=round(elapsed, 2)))
     print(f"wrote {out / 'kill_matrix.md'} and {out / 'kill_matrix.json'}", file=sys.stderr)
-    if args.docs:
-        from harness.usage import docs_writer
-        docs_blocks = docs_writer()
-        columns, cells, align = render.docs_table(rows)
-        page = docs_blocks.publish(docs_blocks.measured(
-            "kill_matrix", command="python -m harness.mutation --docs" + (" --first" if args.first else ""),
-            columns=columns, rows=cells, align=align,
-            notes=[f"Wall time: {elapsed:.0f} s ({'each cell stops at its first catching case' if args.first else 'every case'})."]))
-        print(f"wrote {page}", file=sys.stderr)
     reference_ok = all(o.verdict == "pass" for r in rows if r.implementation == killmatrix.REFERENCE
                        for c in r.cells.values() for o in c.outcomes)
     all_caught = all(r.caught_by for r in rows if r.implementation != killmatrix.REFERENCE)

@@ -1,6 +1,6 @@
 """The oracle's own readers of the two outside formats FEATURE.md names (sections 2 and 4).
 
-Kept apart from ``contract/flags_and_topology.py`` on purpose: the expected values must not depend
+Kept apart from ``contract/server_flags.py`` on purpose: the expected values must not depend
 on the parsers of the code under test. Two small readers:
 
 - a link matrix as ``nvidia-smi topo -m`` / ``ixsmi topo -m`` print it (tab separated,

@@ -1,6 +1,6 @@
 """External-launcher mode: run a pool body under torchrun (env:// rendezvous), e.g. for 2 nodes x 4 cards.
 
-    torchrun --standalone --nproc-per-node 4 -m harness.rankpool.launcher harness.rankpool.selftest_bodies:rank_info
+    torchrun --standalone --nproc-per-node 4 -m harness.rankpool.launcher testcases.rank_bodies:rank_info
     torchrun --nnodes 2 --nproc-per-node 4 --rdzv-backend c10d --rdzv-endpoint HOST:29400 \\
         -m harness.rankpool.launcher --multi-node package.module:body '[1, "two"]'
 

@@ -23,6 +23,11 @@ _spawner_busy = False
 """True while the spawner thread handles a job (only it writes this)."""
 
 
+def spawner_thread() -> Optional[threading.Thread]:
+    """The long-lived thread that starts ranks for pools started off the main thread (None until the first)."""
+    return _spawn_thread
+
+
 def start_processes(procs: list[Any]) -> None:
     """``p.start()`` for each process, on the main thread or the long-lived spawner thread."""
     global _spawn_thread

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 from functools import cache
-from typing import Optional
+from typing import Iterable, Mapping, Optional
 
 from harness import oracle
 
@@ -93,3 +93,17 @@ def groups_to_judge(run, plan_groups=()) -> tuple[Optional[tuple[tuple[int, ...]
         return expected, ""
     return None, (f"no split grouping keeps each group's ranks on distinct cards "
                   f"(plan split groups {[list(g) for g in plan_groups]})")
+
+
+def layer_owners(full_layers: Iterable[int], owned_by_rank: Mapping[int, Optional[Iterable[int]]]) -> dict[int, list[int]]:
+    """Each full layer -> the ranks of one split group that really own it (in ``owned_by_rank``'s order; a
+    rank with None owns nothing). What TC-04 gathers over a real split subgroup and the unit tests'
+    in-process engine both judge with ``not_owned_once``."""
+    owned = {rank: tuple(layers or ()) for rank, layers in owned_by_rank.items()}
+    return {layer: [rank for rank, layers in owned.items() if layer in layers] for layer in full_layers}
+
+
+def not_owned_once(owners: Mapping[int, list[int]]) -> dict[int, list[int]]:
+    """The layers of ``layer_owners`` owned by no rank or by several (FEATURE 4: in each split group every
+    full layer is owned exactly once)."""
+    return {layer: ranks for layer, ranks in owners.items() if len(ranks) != 1}

@@ -26,28 +26,19 @@ from harness.suites.checks import (
 )
 from harness.suites.expectations import Problem, owners_differ, upstream_worker_owners
 from harness.suites.facts import plan_of, run_of
-from harness.suites.standard import REGROUPED, profile_cases, regrouped_cases, standard_body, standard_cases
+from harness.suites.standard import (
+    REGROUPED,
+    profile_cases,
+    regrouped_cases,
+    spelling_cases,
+    standard_body,
+    standard_cases,
+    value_dim_cases,
+    variant_cases,
+)
 
 TC = "TC-01"
 
-
-# Exact byte math of quantized caches (FEATURE section 5) on the CPU profile, which supports them:
-# (variant, layerwise option, parallel option, key overrides).
-VARIANTS = (
-    ("int8", "s2", "tp4", ("cache.kv_cache_dtype=int8", "cache.indexer_cache_dtype=int8")),
-    ("fp8", "s4", "tp4", ("cache.kv_cache_dtype=fp8_e4m3",)),
-    # the int8 KV cache without the int8 indexer, and fp8_e5m2 with it: the two dtypes read apart
-    ("int8kv", "s2", "tp4", ("cache.kv_cache_dtype=int8",)),
-    ("e5m2", "s4", "tp4", ("cache.kv_cache_dtype=fp8_e5m2", "cache.indexer_cache_dtype=int8")),
-    # boundaries that must be accepted: block size 64, host cache factor 1.0 (off), KV split 0 (follows cp 1)
-    ("bounds", "s2", "tp4", ("cache.block_size=64", "cache.host_blocks_factor=1.0", "parallel.kv_split_size=0")),
-    # FEATURE 5's speculative conv/SSM growth of a Qwen3.5 target and a float32 SSM state
-    ("nspec", "s2", "tp4", ("cache.num_speculative_tokens=2", "model.mamba_ssm_dtype=float32")),
-    # linear-state slots without prefix cache at max_seqs_per_batch 0 (2 padding slots), and fixed slots
-    ("slots0", "s2", "tp4", ("cache.enable_prefix_cache=false", "cache.max_seqs_per_batch=0")),
-    ("slots8", "s4", "tp4", ("cache.max_linear_state_cache_slots=8",)),
-)
-VARIANT_MODELS = ("deepseek_v32", "qwen3_5_moe")
 
 # One case per startup rule of FEATURE section 3, each breaking exactly that rule:
 # (variant, model, layerwise option, parallel option, hardware, key overrides). The implementation
@@ -94,37 +85,11 @@ DRAFT_REJECTIONS = (
     ("draft-only-indexed-int8", "deepseek_v3", "deepseek_v32_mtp", "s2",
      ("cache.indexer_cache_dtype=int8", "hardware.int8_indexer_cache=false", "draft.body_tp1=true")),
 )
-ATTENTION_SPELLING = ("qwen3_5_moe", "s2", "model.layer_types=[" + ",".join(
-    "attention" if (layer + 1) % 4 == 0 else "linear_attention" for layer in range(40)) + "]")
-"""Qwen3.5 with its full layers spelled ``attention`` (FEATURE 4: full as well as ``full_attention``)."""
-
-
-VALUE_HEAD_DIM = ("qwen3_next", "s2", "model.linear_value_head_dim=256")
-"""Qwen3-Next with its GDN value head dim (256) apart from its key head dim (128), as in upstream's tiny
-test fixtures: the conv state counts its value channels with the key head dim (FEATURE 7), the estimate
-with the value head dim (FEATURE 5)."""
-
-
 def cases(matrix):
     return (standard_cases(TC, matrix) + variant_cases(TC, matrix) + rejection_cases(TC, matrix)
             + regrouped_cases(TC, matrix, ("qwen3_5_moe", "deepseek_v32"), layerwise=("s2", "s4"))
             + profile_cases(TC, matrix) + draft_rejection_cases(TC, matrix) + spelling_cases(TC, matrix)
             + tp8_cases(TC, matrix) + value_dim_cases(TC, matrix))
-
-
-def value_dim_cases(tc: str, matrix) -> list:
-    """A hybrid model whose linear value head dim differs from its key head dim (``VALUE_HEAD_DIM``)."""
-    return _one_override_cases(tc, matrix, "value-dim", VALUE_HEAD_DIM)
-
-
-def _one_override_cases(tc: str, matrix, variant: str, spec: tuple) -> list:
-    """``spec`` = (model, layerwise option, one key override) at tp 4 on the CPU profile, per implementation."""
-    model, lw, override = spec
-    if model not in matrix.models or not matrix.offers("layerwise", lw):
-        return []
-    return [Case(tc=tc, model=model, layerwise=lw, parallel="tp4", implementation=impl, hardware="cpu",
-                 variant=variant, extra=(*matrix.extra_for(lw), override))
-            for impl in matrix.implementations]
 
 
 def tp8_cases(tc: str, matrix) -> list:
@@ -146,24 +111,6 @@ def draft_rejection_cases(tc: str, matrix) -> list:
             if model in matrix.models and matrix.offers("layerwise", lw)
             and not _breaks_a_rule(model, lw, "tp4", "cpu", matrix.config_keys(), draft)
             for impl in matrix.implementations]
-
-
-def spelling_cases(tc: str, matrix) -> list:
-    return _one_override_cases(tc, matrix, "attention-spelling", ATTENTION_SPELLING)
-
-
-def variant_cases(tc: str, matrix, names=None) -> list:
-    out = []
-    for variant, lw, par, extra in VARIANTS:
-        if names is not None and variant not in names:
-            continue
-        if not matrix.offers("layerwise", lw):
-            continue  # a narrowed matrix (one job's split size) keeps only its own variants
-        for model in (m for m in VARIANT_MODELS if m in matrix.models):
-            for impl in matrix.implementations:
-                out.append(Case(tc=tc, model=model, layerwise=lw, parallel=par, implementation=impl,
-                                hardware=matrix.hardware[0], variant=variant, extra=tuple(matrix.extra) + extra))
-    return out
 
 
 def rejection_cases(tc: str, matrix) -> list:

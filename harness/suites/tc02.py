@@ -22,7 +22,15 @@ from harness.suites.case import Case
 from harness.suites.checks import draft_plan_problems, leak_problems, plan_layout_problems, startup_problems
 from harness.suites.expectations import OwnerRuleEffect, Predicted, Prediction, Problem
 from harness.suites.facts import plan_of, run_of
-from harness.suites.standard import standard_body, standard_cases
+from harness.suites.standard import (
+    PAIRS,
+    VARIANTS,
+    spelling_cases,
+    standard_body,
+    standard_cases,
+    value_dim_cases,
+    variant_cases,
+)
 
 TC = "TC-02"
 TOLERANCE = 0.05
@@ -44,9 +52,6 @@ def cases(matrix):
     each target with its draft at s = 2 (the draft's D shares the budget: block counts, capacity gain),
     FEATURE 6's edges (``EDGES``), a mean across ranks that is not a whole byte (``UNEVEN_MEAN``) and a
     model whose linear value head dim differs from its key head dim."""
-    from harness.suites.tc01 import VARIANTS, spelling_cases, value_dim_cases, variant_cases
-    from harness.suites.tc07 import PAIRS
-
     out = standard_cases(TC, matrix) + variant_cases(TC, matrix, tuple(v[0] for v in VARIANTS))
     out += spelling_cases(TC, matrix) + value_dim_cases(TC, matrix)
     model, lw, extra = UNEVEN_MEAN

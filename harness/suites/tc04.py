@@ -42,6 +42,7 @@ from harness.suites.checks import (
 )
 from harness.suites.expectations import upstream_worker_owners
 from harness.suites.facts import MasterError, RankFacts, master_error, owned_full, plan_of, worker_facts
+from harness.suites.ownership import layer_owners, not_owned_once
 from harness.suites.standard import preferred, regrouped_cases
 
 TC = "TC-04"
@@ -183,8 +184,7 @@ def _live_coverage(ctx, session, target) -> Coverage:
         if m.owned is None or m.full != full:
             problems.append(f"rank {m.rank} in this split group holds full layers {m.full}, rank "
                             f"{ctx.rank} holds {full}")
-    owners = {l: [m.rank for m in members if m.owned and l in m.owned] for l in full}
-    wrong = [f"{l}: {rs}" for l, rs in owners.items() if len(rs) != 1]
+    wrong = [f"{l}: {rs}" for l, rs in not_owned_once(layer_owners(full, {m.rank: m.owned for m in members})).items()]
     if wrong:
         problems.append(f"split group {[m.rank for m in members]}: full layers not owned by exactly one "
                         f"rank (layer: owners) {', '.join(wrong[:6])}{' ...' if len(wrong) > 6 else ''}")

@@ -29,12 +29,10 @@ from harness.suites.checks import (
 )
 from harness.suites.expectations import Problem, owners_differ, upstream_worker_owners
 from harness.suites.facts import plan_of, run_of
-from harness.suites.standard import regrouped_cases, standard_body
+from harness.suites.standard import PAIRS, regrouped_cases, standard_body
 
 TC = "TC-07"
 
-PAIRS = (("deepseek_v3", "deepseek_mtp"), ("deepseek_v32", "deepseek_v32_mtp"), ("qwen3_5_moe", "qwen3_5_mtp"))
-"""Each target with its own MTP draft (conf/draft)."""
 DRAFT_VARIANTS = (
     ("deepseek_v32", "deepseek_v32_mtp", "mtp2", ("draft.num_hidden_layers=2",)),
     ("qwen3_5_moe", "qwen3_5_mtp", "body_tp1", ("draft.body_tp1=true",)),

@@ -54,7 +54,7 @@ def run_matrix(ctx, matrix_name: str = "smoke", overrides: Optional[list[str]] =
                 entry.update(verdict=SKIPPED, detail=f"needs {needed} processes, the launched world is {ctx.world_size}")
                 continue
             runs.append((entry, suite, case))
-    _compose_on_rank_0(ctx, [case for _, _, case in runs])
+    compose_on_rank_0(ctx, [case for _, _, case in runs])
 
     for entry, suite, case in runs:
         resolved = case.resolved
@@ -79,7 +79,7 @@ def run_matrix(ctx, matrix_name: str = "smoke", overrides: Optional[list[str]] =
     return {"cases": out}
 
 
-def _compose_on_rank_0(ctx, cases: list) -> None:
+def compose_on_rank_0(ctx, cases: list) -> None:
     """Rank 0 composes ``cases``; every other rank adopts its results. A configuration rank 0
     cannot compose ends the run on every rank with rank 0's message."""
     from harness.suites.case import adopt, resolve

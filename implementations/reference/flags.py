@@ -1,13 +1,13 @@
 """``enable_layerwise_split`` / ``layerwise_split_size`` from the three places they come from.
 
-The parsing lives in the neutral ``contract.flags_and_topology`` (the harness reads the
+The parsing lives in the neutral ``contract.server_flags`` (the harness reads the
 same spellings); this module keeps the reference's names for it. Parsing only checks
 spelling; the rules on the values are in ``validation``.
 """
 
 from __future__ import annotations
 
-from contract.flags_and_topology import (  # noqa: F401  (the reference's names for the shared parsing)
+from contract.server_flags import (  # noqa: F401  (the reference's names for the shared parsing)
     BOOL_ALLOWED,
     ENABLE_FLAG,
     FALSE_WORDS,
@@ -18,5 +18,4 @@ from contract.flags_and_topology import (  # noqa: F401  (the reference's names 
     flags_from_parallel_config_json,
     flags_from_values,
     parse_bool,
-    parse_int,
 )

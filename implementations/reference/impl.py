@@ -74,7 +74,9 @@ class ReferenceImplementation:
         validation.check_supported_model(run.model, self.supported_model_types, run.layerwise.split_size)
 
     def attn_tp_size(self, parallel: ParallelSpec) -> int:
-        return validation.attn_tp_size(parallel)
+        """Attention TP size = world_size / (dp_size * cp_size) (the one place it is computed; a subclass or a
+        mutant changes it here); ``validation.check_parallel`` first."""
+        return parallel.world_size // (parallel.dp_size * parallel.cp_size)
 
     def full_layers(self, model: ModelSpec) -> tuple[int, ...]:
         return layers.full_layers(model)

@@ -1,6 +1,6 @@
 """ILU topology mapping: link matrices, rank placement, topology-aware split groups.
 
-Link matrices are parsed by the neutral ``contract.flags_and_topology`` (``nvidia-smi
+Link matrices are parsed by the neutral ``contract.topology_text`` (``nvidia-smi
 topo -m`` / ``ixsmi topo -m`` text or YAML, into a ``specs.Topology``). This module
 places ranks on (node, card), and cuts each attention TP group into split groups by
 FEATURE section 4's one key: the worst link inside any group, then every group's worst
@@ -16,7 +16,8 @@ from functools import lru_cache
 from typing import Optional, Sequence
 
 from contract.errors import ConfigError, PlanError, TopologyError
-from contract.flags_and_topology import (  # noqa: F401  (the shared topology text parsing)
+from contract.specs import RunSpec, Topology
+from contract.topology_text import (  # noqa: F401  (the shared topology text parsing)
     _NV_BASE_SCORE,
     _NV_RE,
     _PCIE_SCORES,
@@ -31,7 +32,6 @@ from contract.flags_and_topology import (  # noqa: F401  (the shared topology te
     load_topology,
     parse_topo_text,
 )
-from contract.specs import RunSpec, Topology
 
 
 def link_score(code: str) -> int:

@@ -139,11 +139,6 @@ def effective_kv_split_size(parallel: ParallelSpec) -> int:
     return parallel.cp_size if parallel.kv_split_size == 0 else parallel.kv_split_size
 
 
-def attn_tp_size(parallel: ParallelSpec) -> int:
-    """Attention TP size = world_size / (dp_size * cp_size); ``check_parallel`` first."""
-    return parallel.world_size // (parallel.dp_size * parallel.cp_size)
-
-
 def check_split_size_positive(flags: LayerwiseFlags) -> None:
     """s >= 1 even when disabled."""
     if not isinstance(flags.enable, bool):

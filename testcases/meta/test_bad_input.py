@@ -697,7 +697,7 @@ def test_a_signal_waits_for_files_that_belong_together():
     """``signals_deferred``: Ctrl-C during the block is acted on when it ends, never between its writes."""
     import signal
 
-    from harness.usage import signals_deferred
+    from harness.signals import signals_deferred
 
     done = []
     with pytest.raises(KeyboardInterrupt):

@@ -83,20 +83,14 @@ def test_every_mutant_has_a_recorded_first_catch_on_the_default_matrix():
     assert not {n: tcs for n, tcs in missing.items() if tcs}, missing
 
 
-@pytest.mark.parametrize("argv, page_text, why", [
-    (["tables"], None, "cannot be read (No such file or directory)"),
-    (["tables"], "# a page\n", "has no <!-- generated:coverage_fields --> ... <!-- /generated:coverage_fields --> markers"),
-    (["fields", "--record"], "<!-- generated:coverage_rules -->\nx\n<!-- /generated:coverage_rules -->\n",
-     "has no <!-- generated:coverage_fields --> ... <!-- /generated:coverage_fields --> markers"),
-], ids=["no-page", "no-markers", "record-without-fields-block"])
-def test_an_out_page_without_the_tables_blocks_is_one_error_line_before_any_run(tmp_path, capsys, argv, page_text, why):
+@pytest.mark.parametrize("argv, gone", [(["tables"], "invalid choice: 'tables'"), (["fields", "--out", "x.md"],
+                                                                                     "unrecognized arguments: --out")])
+def test_the_command_writes_no_docs_page(capsys, argv, gone):
+    """The command prints and records ``field_catches.json``; ``python -m tools.docs_blocks`` writes the page."""
     from harness.coverage.__main__ import main
 
-    page = tmp_path / "page.md"
-    if page_text is not None:
-        page.write_text(page_text, encoding="utf-8")
-    assert main([*argv, "--out", str(page)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"error: --out {str(page)!r}: {why}; give a page that holds the coverage tables' blocks "
-                   "(default docs/coverage.md)"]
-    assert (page.read_text(encoding="utf-8") if page.exists() else None) == page_text
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2, "a docs option of old is a usage error now"
+    err = capsys.readouterr().err
+    assert gone in err and err.count("\n") == 1, err

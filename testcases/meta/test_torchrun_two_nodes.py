@@ -151,7 +151,7 @@ def test_two_agents_without_multi_node_stop_at_once():
     procs = []
     for n in (0, 1):
         cmd = [c for c in agent_command(n, port, "[]") if c != "--multi-node"]
-        cmd[cmd.index(BODY)] = "harness.rankpool.selftest_bodies:rank_info"
+        cmd[cmd.index(BODY)] = "testcases.rank_bodies:rank_info"
         procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, start_new_session=True))
     try:
@@ -176,7 +176,7 @@ def test_pool_ranks_use_loopback_whatever_gloo_socket_ifname_was_inherited():
         "import json\n"
         "from harness.rankpool import RankPool\n"
         "with RankPool(2, backend='gloo', device_type='cpu', timeout_s=60) as pool:\n"
-        "    infos = pool.run('harness.rankpool.selftest_bodies:rank_info')\n"
+        "    infos = pool.run('testcases.rank_bodies:rank_info')\n"
         "    ifnames = pool.run('testcases.meta.test_torchrun_two_nodes:gloo_ifname')\n"
         "print(json.dumps([i['world_sum'] for i in infos]))\n"
         "print(json.dumps(ifnames))\n"
@@ -197,7 +197,7 @@ def gloo_ifname(ctx) -> Optional[str]:
 
 def test_single_node_torchrun_uses_loopback_whatever_gloo_socket_ifname_was_inherited(standalone_torchrun_rank_info):
     done = standalone_torchrun_rank_info  # torchrun --standalone, GLOO_SOCKET_IFNAME inherited (testcases/conftest.py)
-    assert done.args[-1] == "harness.rankpool.selftest_bodies:rank_info"
+    assert done.args[-1] == "testcases.rank_bodies:rank_info"
     assert done.returncode == 0, done.stderr[-4000:]
     report = json.loads([line for line in done.stdout.splitlines() if line.startswith("{")][0])
     assert [r["gloo_socket_ifname"] for r in report["results"]] == ["lo", "lo"]

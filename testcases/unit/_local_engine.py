@@ -8,8 +8,9 @@ through the interface without starting ranks.
 
 This is test support, not the harness's model of the protocol: the TCs run
 ``harness.suites.bring_up``, where every message crosses a real collective and TC-04
-judges coverage over the real split subgroups (``tc04._check_coverage``). The pure
-checks at the bottom (digests, coverage of full layers) serve the unit tests only.
+judges coverage over the real split subgroups. The pure checks at the bottom (digests,
+coverage of full layers) serve the unit tests only; coverage judges by TC-04's rule
+(``harness.suites.ownership.not_owned_once``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Iterable, Mapping, Optional
 from contract.interface import ROLES, KVShardingImplementation, WorkerKVCache
 from contract.plan_types import KVPlan
 from contract.specs import RunSpec
+from harness.suites.ownership import layer_owners, not_owned_once
 
 
 def _check_role(role: str, run: RunSpec) -> None:
@@ -154,7 +156,8 @@ def digest_errors(digests: Mapping[int, str], expected: Optional[str] = None) ->
 
 def coverage_errors(full_layers: Iterable[int], split_groups: Iterable[Iterable[int]],
                     owned_by_rank: Mapping[int, Iterable[int]]) -> list[str]:
-    """Problems if, in some split group, a full layer is owned by no rank or by several.
+    """Problems if, in some split group, a full layer is owned by no rank or by several (TC-04's rule,
+    ``harness.suites.ownership.not_owned_once``), a rank reported nothing or owns a layer that is not full.
 
     ``owned_by_rank`` maps each rank to the full layers it really owns.
     """
@@ -162,21 +165,17 @@ def coverage_errors(full_layers: Iterable[int], split_groups: Iterable[Iterable[
     problems = []
     for group in split_groups:
         group = tuple(group)
-        owners: dict[int, list[int]] = {layer: [] for layer in full}
+        reported = {}
         for rank in group:
             if rank not in owned_by_rank:
                 problems.append(f"split group {group}: rank {rank} reported nothing")
                 continue
-            for layer in owned_by_rank[rank]:
-                if layer not in owners:
-                    problems.append(f"split group {group}: rank {rank} owns {layer}, "
-                                    f"not a full-attention layer")
-                else:
-                    owners[layer].append(rank)
-        for layer, ranks in owners.items():
-            if len(ranks) != 1:
-                problems.append(f"split group {group}: full layer {layer} owned by "
-                                f"{len(ranks)} ranks {ranks}, expected exactly 1")
+            reported[rank] = tuple(owned_by_rank[rank])
+            problems += [f"split group {group}: rank {rank} owns {layer}, not a full-attention layer"
+                         for layer in reported[rank] if layer not in full]
+        for layer, ranks in not_owned_once(layer_owners(full, reported)).items():
+            problems.append(f"split group {group}: full layer {layer} owned by "
+                            f"{len(ranks)} ranks {ranks}, expected exactly 1")
     return problems
 
 

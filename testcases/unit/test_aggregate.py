@@ -154,12 +154,14 @@ def test_chart_draws_each_series_on_both_panels_with_or_without_numbers():
 def test_chart_keeps_failed_jobs_and_names_hardware_and_budget():
     failing = dict(planned(3, 2, 2978, 31, impl="mutant_owner_off_by_one"), mode="suite", status="failed")
     rows = aggregate.rows(SAMPLES + [failing, failed_suite_job(5)])
-    series = aggregate._series(rows)
-    assert [r["job"] for r in series[("deepseek_v32", "mutant_owner_off_by_one", "bi_v100", "tp4")]] == [4]
+    series = aggregate.chart_series(rows)
+    line = series[("deepseek_v32", "mutant_owner_off_by_one", "bi_v100", "tp4")]
+    assert [r["job"] for r in line] == [4], f"the failed job is its own line: {dict(series)}"
     assert aggregate.chart_title(rows, "KV") == (
         "KV: Iluvatar BI-V100, 16,384 MiB of KV per rank; CPU simulation, 128 MiB of KV per rank")
     s2 = next(r for r in rows if r["job"] == 2)
-    assert aggregate._at_uniform_blocks(s2, s2["limit_layers"]) == pytest.approx(32 * LAYER * 1562 / MIB)
+    assert aggregate.mib_at_uniform_blocks(s2, s2["limit_layers"]) == pytest.approx(32 * LAYER * 1562 / MIB), \
+        "32 full layers at the uniform (s = 1) block count, 1562 blocks"
     chart = _svg(aggregate.to_svg(rows))
     assert sorted({m.get("data-job") for m in chart.findall(f"{_SVG}path[@class='failed']")}) == ["4", "6"]
     labels = {line.get("data-label") for line in chart.findall(f"{_SVG}polyline[@class='series']")}

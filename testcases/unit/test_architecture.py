@@ -13,8 +13,8 @@ PACKAGES = ("contract", "harness", "implementations", "tools")
 
 APP_ENTRY_POINTS = {
     "harness/__main__.py": "``python -m harness`` starts the app",
-    "tools/docs_blocks.py": "its ``figures`` command records a finished sweep's results.csv with the app's "
-                              "own table builder (a reader of the app's output, run after it)",
+    "tools/record_figures.py": "records a finished sweep's results.csv with the app's own table builder (a "
+                               "reader of the app's output, run after it)",
 }
 """Modules outside ``harness/app`` that may import it: what starts the app or reads what it wrote."""
 
@@ -51,7 +51,18 @@ def imported_modules(rel: str, tree: ast.Module) -> set[str]:
             module = ".".join(base + ([node.module] if node.module else []))
             found.add(module)
             found.update(f"{module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Call) and _imports_by_name(node):
+            found.add(node.args[0].value)
     return found
+
+
+def _imports_by_name(call: ast.Call) -> bool:
+    """``importlib.import_module("a.b")`` (or ``import_module`` / ``__import__`` alone) with the module's
+    absolute name spelled in the call: an import the ``import`` statements do not show."""
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return (name in ("import_module", "__import__") and bool(call.args) and isinstance(call.args[0], ast.Constant)
+            and isinstance(call.args[0].value, str) and not call.args[0].value.startswith("."))
 
 
 def app_imports_from_below() -> list[str]:
@@ -72,6 +83,8 @@ def test_the_import_reader_sees_every_spelling(tmp_path):
         "from harness.app.validate import check_invocation": {"harness.app.validate"},
         "from harness import app": {"harness.app"},
         "def f():\n    from ..app import signals": {"harness.app", "harness.app.signals"},
+        "import importlib\ndef f():\n    return importlib.import_module('harness.app.job')": {"harness.app.job"},
+        "from importlib import import_module\nimport_module('harness.app.aggregate')": {"harness.app.aggregate"},
     }
     for code, expected in cases.items():
         assert expected <= imported_modules("harness/reporting/x.py", ast.parse(code)), code
@@ -141,14 +154,94 @@ def test_the_contract_imports_neither_the_harness_nor_the_implementations():
     assert found == []
 
 
+PRODUCT_REACHES_TOOLING = {
+    "harness/usage/docs_tooling.py": "``docs_writer``: the one command that still writes its docs block itself "
+                                     "(``harness.native_verdicts --docs``) reaches ``tools.docs_blocks`` by name, in "
+                                     "a checkout only; in a wheel it is one ``error:`` line",
+}
+"""The one module of what ships that may reach ``tools/``, and why (by ``importlib``, which this file reads too)."""
+
+
 def test_the_product_imports_nothing_of_the_tooling():
     """``tools/`` (benchmarks, the docs' generated blocks, the report's browser check) is the project's own
-    and not in the wheel: nothing in it is imported by what ships. A command's ``--docs`` reaches the docs
-    writer through ``harness.usage.docs_writer``, which says in one line when there is no checkout."""
+    and not in the wheel: nothing in it is imported by what ships, also not by ``importlib`` with the name
+    spelled out, but for ``PRODUCT_REACHES_TOOLING``, which says in one line when there is no checkout."""
     found = [f"{rel} imports {name}" for package in ("contract", "harness", "implementations")
-             for rel, tree in _parsed(package)
+             for rel, tree in _parsed(package) if rel not in PRODUCT_REACHES_TOOLING
              for name in sorted(imported_modules(rel, tree)) if name.split(".")[0] == "tools"]
-    assert found == []
+    assert found == [], "what ships reaches tools/ (not in the wheel): " + "; ".join(found)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the modules of ``PACKAGES`` it imports (statements at any depth and ``importlib`` by name);
+    a module importing its own package's ``__init__`` is not an edge (Python runs it first anyway)."""
+    known = {_module_name(rel): rel for rel, _ in _sources()}
+    graph: dict[str, set[str]] = {}
+    for rel, tree in _sources():
+        module = _module_name(rel)
+        edges = set()
+        for name in imported_modules(rel, tree):
+            while name and name not in known:
+                name = name.rpartition(".")[0]
+            if name and name != module and not module.startswith(name + "."):
+                edges.add(name)
+        graph[module] = edges
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    cycles.append(sorted(component))
+    return cycles
+
+
+def test_no_import_cycle_also_through_importlib():
+    """``contract``, ``harness``, ``implementations`` and ``tools`` import each other without a circle, counting
+    ``importlib.import_module("...")`` (a circle once closed that way: ``harness.usage`` -> ``tools.docs_blocks``
+    -> ``harness.app.aggregate`` -> ``harness.plan`` -> ``harness.usage``)."""
+    cycles = import_cycles(import_graph())
+    assert cycles == [], "import cycles: " + " | ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_cycle_finder_sees_a_circle():
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert import_cycles({"a": {"b"}, "b": set()}) == []
 
 
 def test_the_wheel_leaves_the_tooling_out():
@@ -175,7 +268,8 @@ def test_docs_without_the_tooling_is_one_error_line(monkeypatch, capsys):
 
     import pytest
 
-    from harness.usage import USAGE_EXIT_CODE, docs_writer
+    from harness.usage import USAGE_EXIT_CODE
+    from harness.usage.docs_tooling import docs_writer
 
     assert docs_writer().__name__ == "tools.docs_blocks"
     monkeypatch.setitem(sys.modules, "tools.docs_blocks", None)  # as in an installed wheel: no tools/
@@ -184,6 +278,23 @@ def test_docs_without_the_tooling_is_one_error_line(monkeypatch, capsys):
     assert exited.value.code == USAGE_EXIT_CODE
     err = capsys.readouterr().err
     assert err.startswith("error: --docs writes the docs of a checkout") and err.count("\n") == 1
+
+
+def tc_imports_of_other_tcs() -> list[str]:
+    """``harness/suites/tcNN.py`` importing another TC's module (its cases, its data)."""
+    import re
+
+    return [f"{rel} imports {name}" for rel, tree in _parsed("harness")
+            if re.fullmatch(r"harness/suites/tc\d\d\.py", rel)
+            for name in sorted(imported_modules(rel, tree))
+            if re.fullmatch(r"harness\.suites\.tc\d\d", name) and name != _module_name(rel)]
+
+
+def test_no_tc_imports_another_tcs_case_data():
+    """Case data more than one TC runs (cache variants, target/draft pairs) lives in ``harness.suites.standard``:
+    a TC changed for its own sake cannot change another TC's cases."""
+    found = tc_imports_of_other_tcs()
+    assert found == [], "a TC imports another TC: " + "; ".join(found)
 
 
 # -- one owner per spec constant -------------------------------------------------------------------

@@ -194,7 +194,7 @@ def test_the_probe_writes_each_process_closing_line(pytester, monkeypatch):
     monkeypatch.setenv(cpu_probe.DIR_ENV, str(folder))
     pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider", "-p", "no:randomly",
                                  "-p", cpu_probe.__name__).assert_outcomes(passed=1)
-    [entries] = cpu_probe._lines(folder).values()
+    [entries] = cpu_probe.probe_lines(folder).values()
     assert [sorted(e) for e in entries] == [["children_s", "nodeid", "self_s"], ["children_s", "process", "self_s"]]
     assert entries[1]["self_s"] >= entries[0]["self_s"]  # the whole process's CPU, its test's with it
     parts = cpu_probe.breakdown(folder)
@@ -218,7 +218,7 @@ def test_the_recorded_breakdown_sets_the_run_without_the_tc_matrix_beside_the_ta
     published = []
 
     def _publish_breakdown(*args):
-        published.append(suite_cost._breakdown_record(*args))
+        published.append(suite_cost.breakdown_record(*args))
 
     monkeypatch.setattr(suite_cost.os, "cpu_count", lambda: 2)
     parts = {"in_tests": 90.0, "between_tests": 25.0, "started_by_tests": 140.0, "pools": 55.0, "controller": 5.0,

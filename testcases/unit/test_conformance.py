@@ -421,10 +421,10 @@ def test_lines_ending_in_a_lone_carriage_return(tmp_path, capsys):
                                    "--enable_layerwise_split=false --layerwise_split_size=2",
                                    "--enable_layerwise_split=y --layerwise_split_size=2"])
 def test_the_flag_reader_agrees_with_the_oracle(semantics, flags):
-    """The harness's gflag reader (``contract.flags_and_topology``) and the oracle's own reader give the
+    """The harness's gflag reader (``contract.server_flags``) and the oracle's own reader give the
     same answer under each semantics (FEATURE section 2), or both refuse an enable flag under upstream."""
     from contract.errors import ConfigError
-    from contract.flags_and_topology import flags_from_gflags
+    from contract.server_flags import flags_from_gflags
     from harness import oracle
 
     try:

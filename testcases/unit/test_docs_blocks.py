@@ -71,6 +71,7 @@ def test_a_page_without_the_markers_is_refused(tmp_path):
 
 def test_a_sweeps_results_become_the_figures_record(tmp_path):
     from harness.app import aggregate
+    from tools import record_figures
 
     row = {c: None for c in aggregate.COLUMNS}
     row.update(job=1, status="planned", model="deepseek_v32", implementation="reference", split_size=2,
@@ -81,13 +82,14 @@ def test_a_sweeps_results_become_the_figures_record(tmp_path):
     no_uniform = dict(row, job=3, split_size=4, n_blocks=2, uniform_n_blocks=0, capacity_gain=None)  # FEATURE 6: null
     (tmp_path / "results.csv").write_text(aggregate.to_csv([row, rejected, no_uniform]), encoding="utf-8")
     (tmp_path / "results.md").write_text("# Sweep results\n\n`python -m harness -m model=deepseek_v32`\n")
-    record = docs_blocks._sweep_record(tmp_path)
+    record = record_figures.sweep_record(tmp_path)
     assert record.columns == aggregate.FIGURES_COLUMNS
     assert record.rows[0] == ("deepseek_v32", "reference", "2", "16,379.0", "31,222.0", "2978", "1562", "1.91x",
                               "32", "32", "")
     assert record.rows[1][-1] == "model.model_type: not upstream's" and record.rows[1][3] == ""
     assert record.rows[2][5:8] == ("2", "0", "n/a")  # the CSV's n/a reads back as an undefined gain
-    assert record.command.startswith("python -m harness -m model=deepseek_v32 && python -m tools.docs_blocks")
+    assert record.command.startswith("python -m harness -m model=deepseek_v32 && python -m tools.record_figures"), \
+        record.command
 
 
 def test_a_record_says_when_the_checkout_had_uncommitted_changes(tmp_path):

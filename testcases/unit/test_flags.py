@@ -123,7 +123,7 @@ def test_upstream_semantics_have_no_enable_flag(args):
 
 
 def test_parallel_config_layout_keys_are_read():
-    from contract.flags_and_topology import parallel_config_settings
+    from contract.server_flags import parallel_config_settings
 
     assert parallel_config_settings({"world_size": 8, "dp_size": 2, "tp_size": 4})["parallel"] == {
         "world_size": 8, "dp_size": 2, "cp_size": 1}
@@ -177,7 +177,8 @@ def test_plain_values(enable, size, expected):
 @pytest.mark.parametrize(
     "enable, size, field",
     [("on", 2, "layerwise.enable"), (2, 2, "layerwise.enable"), (True, "2x", "layerwise.split_size"),
-     (True, True, "layerwise.split_size"), (True, None, "layerwise.split_size")],
+     (True, True, "layerwise.split_size"), (True, None, "layerwise.split_size"),
+     (True, 2.0, "layerwise.split_size"), (True, 10 ** 30, "layerwise.split_size")],
 )
 def test_plain_values_bad(enable, size, field):
     with pytest.raises(ConfigError) as err:

@@ -198,3 +198,28 @@ def test_evaluate_tries_the_known_case_first_and_falls_back_to_case_order(monkey
     order.clear()
     killmatrix.evaluate("mutant_x", "TC-02", first="qwen3_5_moe-s4-w4", stop_at_first=False)
     assert order == ["qwen3_5_moe-off-w4", "qwen3_5_moe-s2-w4", "qwen3_5_moe-s4-w4"]  # every case, in order
+
+
+def test_a_finished_run_becomes_the_docs_record_and_only_a_whole_one(tmp_path):
+    """``python -m harness.mutation`` prints and writes its folder; ``tools.record_kill_matrix`` records it."""
+    from contract.errors import ConfigError
+    from implementations.mutants import MUTANTS
+    from tools import record_kill_matrix
+
+    names = [killmatrix.REFERENCE, *(cls.name for cls in MUTANTS.values())]
+    rows = [_row({"TC-01": ["pass"] * 3}, expected=(), name=killmatrix.REFERENCE)]
+    rows += [_row({"TC-01": ["pass", "problems"]}, name=name) for name in names[1:]]
+    render.write_json(tmp_path / "kill_matrix.json", render.to_json(rows, matrix="ci", stop_at_first=True, wall_s=61.4))
+    record = record_kill_matrix.kill_matrix_record(tmp_path)
+    columns, cells, _ = render.docs_table(rows)
+    assert (record.columns, record.rows) == (columns, tuple(tuple(c) for c in cells)), "not the run's own table"
+    assert record.command == f"python -m harness.mutation --first --out {tmp_path} && " \
+                             f"python -m tools.record_kill_matrix {tmp_path}", record.command
+    assert record.notes == ("Wall time: 61 s (each cell stops at its first catching case).",), record.notes
+    render.write_json(tmp_path / "kill_matrix.json", render.to_json(rows[:-1], matrix="ci", stop_at_first=True,
+                                                                    wall_s=1.0))
+    with pytest.raises(ConfigError, match=f"left out {names[-1]}"):
+        record_kill_matrix.kill_matrix_record(tmp_path)  # a --mutant run: not what the docs show
+    (tmp_path / "kill_matrix.json").write_text('{"rows": [{"implementation": "reference"}]}', encoding="utf-8")
+    with pytest.raises(ConfigError, match="KeyError"):
+        record_kill_matrix.kill_matrix_record(tmp_path)

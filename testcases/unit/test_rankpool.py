@@ -22,9 +22,11 @@ import pytest
 
 from contract.errors import ConfigError
 from harness import procfs
-from harness.rankpool import PoolUnavailable, RankFailure, RankPool, RankSkip, RankTimeout, get_pool, registry
-from harness.rankpool import selftest_bodies as bodies
+from harness.rankpool import PoolUnavailable, RankFailure, RankPool, RankSkip, RankTimeout, get_pool, preload, registry
 from harness.rankpool.backend import resolve_backend
+from testcases import rank_bodies as bodies
+
+preload(bodies.__name__)  # the pools' forkserver loads the test bodies once, as it loads the TCs'
 
 dist = pytest.mark.dist
 unit = pytest.mark.unit
@@ -105,7 +107,7 @@ def test_object_collectives_and_tmp_dir(pool4):
     assert pool4.run(bodies.broadcast_from, 2) == ["from rank 2"] * 4
     assert pool4.run(bodies.write_then_read) == ["written by rank 0"] * 4
     payload = {"nested": [1, 2.5, "x"], "t": (3, None)}
-    assert pool4.run("harness.rankpool.selftest_bodies:echo", payload) == [payload] * 4
+    assert pool4.run("testcases.rank_bodies:echo", payload) == [payload] * 4
 
 
 @dist
@@ -164,7 +166,7 @@ def test_raising_rank_fails_with_its_traceback_and_the_pool_recovers(pool4):
     assert set(err.rank_errors) == {0, 1, 2, 3} and err.pool_rebuilt
     # where it comes from, from rank 2's exception object (the report's category reads this)
     assert err.root == "rank 2 raised" and err.origin.cause == "ValueError: boom on rank 2"
-    assert err.origin.where.startswith("harness/rankpool/selftest_bodies.py:") and not err.origin.in_implementation
+    assert err.origin.where.startswith("testcases/rank_bodies.py:") and not err.origin.in_implementation
     infos = pool4.run(bodies.rank_info)
     assert [i["world_sum"] for i in infos] == [10.0] * 4
     assert set(pool4.pids).isdisjoint(before)
@@ -333,7 +335,8 @@ def running(pid: int) -> bool:
 ORPHAN_SCRIPT = """
 import json, os, signal, threading, time
 signal.signal(signal.SIGTERM, lambda *_: None)
-from harness.rankpool import RankPool, selftest_bodies
+from harness.rankpool import RankPool
+from testcases import rank_bodies as selftest_bodies
 pool = RankPool(2, backend="gloo", device_type="cpu")
 pool.start()
 print(json.dumps({"method": pool.start_method, "ranks": pool.run(selftest_bodies.rank_info)}), flush=True)
@@ -375,7 +378,7 @@ env = dict(os.environ, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZ
            MASTER_PORT="0", TMPDIR=tmp)  # port 0: the one rank hosts the store itself, on a port of its choice
 with open(err, "w") as stderr:
     rank = subprocess.Popen([sys.executable, "-m", "harness.rankpool.launcher", "--timeout-s", "600",
-                             "harness.rankpool.selftest_bodies:hang_on_rank_after_saying_so", "[0]"],
+                             "testcases.rank_bodies:hang_on_rank_after_saying_so", "[0]"],
                             env=env, stdout=subprocess.DEVNULL, stderr=stderr)
 print(rank.pid, flush=True)
 rank.wait()
@@ -459,8 +462,9 @@ def test_a_pool_started_from_a_short_lived_thread_outlives_that_thread():
     from harness.rankpool import spawn
 
     # the spawner thread that forked it lives on, idle: later pools of this process may fork again
-    assert spawn._spawn_thread is not None and spawn._spawn_thread.is_alive()
-    assert spawn._spawn_thread not in spawn.other_threads()
+    spawner = spawn.spawner_thread()
+    assert spawner is not None and spawner.is_alive(), f"the spawner thread is gone: {spawner}"
+    assert spawner not in spawn.other_threads(), "the idle spawner counts as another thread of the owner"
 
 
 @dist
@@ -515,7 +519,7 @@ def test_torchrun_launcher_prints_every_ranks_result(standalone_torchrun_rank_in
 @pytest.mark.slow
 @dist
 def test_torchrun_launcher_exits_non_zero_when_a_rank_fails():
-    done = torchrun("harness.rankpool.selftest_bodies:raise_on_rank", "[1]")
+    done = torchrun("testcases.rank_bodies:raise_on_rank", "[1]")
     assert done.returncode != 0
     assert "rank 1 failed" in done.stderr
     assert "ValueError: injected failure on rank 1" in done.stderr
@@ -600,9 +604,9 @@ def test_bodies_must_be_module_level_functions():
     with pytest.raises(TypeError, match="module-level"):
         pool.run(lambda ctx: None)
     with pytest.raises(ValueError, match="package.module:function"):
-        pool.run("harness.rankpool.selftest_bodies.echo")
+        pool.run("testcases.rank_bodies.echo")
     with pytest.raises(AttributeError):
-        pool.run("harness.rankpool.selftest_bodies:no_such_body")
+        pool.run("testcases.rank_bodies:no_such_body")
     assert not pool.started  # nothing was spawned for a bad call
 
 
@@ -685,7 +689,7 @@ P1, P2, P3, P4 = ((0, 1), (2, 3)), ((0, 2), (1, 3)), ((0, 3), (1, 2)), ((0,), (1
 
 
 def _split_sums(partition) -> list[float]:
-    """Rank r's all-reduce of r + 1 over its part (what selftest_bodies.split_all_reduce computes)."""
+    """Rank r's all-reduce of r + 1 over its part (what rank_bodies.split_all_reduce computes)."""
     part_of = {r: part for part in partition for r in part}
     return [float(sum(q + 1 for q in part_of[r])) for r in range(4)]
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contract import flags_and_topology
+from contract import topology_text
 from contract.errors import ConfigError, PlanError, TopologyError
 from contract.specs import HardwareProfile, ModelSpec, ParallelSpec, RunSpec, Topology
 from harness.paths import TOPOLOGY_DIR
@@ -28,7 +28,7 @@ CONF_TOPOLOGY = TOPOLOGY_DIR
 
 def load_fixture(path_or_name: str) -> Topology:
     """A topology by path, or by name from ``conf/topology`` (the harness's fixtures folder)."""
-    return flags_and_topology.load_topology(path_or_name, CONF_TOPOLOGY)
+    return topology_text.load_topology(path_or_name, CONF_TOPOLOGY)
 
 # This file's own ranking (FEATURE section 4 / nvidia-smi legend), worst first.
 PCIE_WORST_FIRST = ["NET", "SYS", "NODE", "PHB", "PXB", "PIX"]

@@ -6,7 +6,7 @@ import pytest
 
 from harness.suites import case as case_module
 from harness.suites.case import Case
-from harness.suites.torchrun_matrix import _compose_on_rank_0
+from harness.suites.torchrun_matrix import compose_on_rank_0
 
 CASE = Case(tc="TC-01", model="deepseek_v32", layerwise="s2", parallel="tp4", implementation="reference")
 
@@ -27,13 +27,13 @@ def test_other_ranks_adopt_rank_0s_cases_without_composing(monkeypatch):
     key = tuple(CASE.overrides())
     monkeypatch.setattr(case_module, "_RESOLVED", {})
     sent: dict = {}
-    _compose_on_rank_0(_Ctx(0, sent), [CASE, CASE])
+    compose_on_rank_0(_Ctx(0, sent), [CASE, CASE])
     composed = case_module._RESOLVED[key]
     assert list(sent["payload"]["resolved"]) == [key]  # each distinct case once
 
     monkeypatch.setattr(case_module, "_RESOLVED", {})  # rank 1: a process that composed nothing
     monkeypatch.setattr(case_module, "_compose_case", lambda overrides: pytest.fail("rank 1 composed"))
-    _compose_on_rank_0(_Ctx(1, sent), [CASE])
+    compose_on_rank_0(_Ctx(1, sent), [CASE])
     assert CASE.resolved is composed
     assert CASE.resolved.run.layerwise.split_size == 2
 
@@ -45,4 +45,4 @@ def test_a_case_rank_0_cannot_compose_stops_every_rank_with_its_message(monkeypa
     sent: dict = {}
     for rank in (0, 1):
         with pytest.raises(RuntimeError, match="rank 0 could not compose.*cache.block_size"):
-            _compose_on_rank_0(_Ctx(rank, sent), [bad])
+            compose_on_rank_0(_Ctx(rank, sent), [bad])

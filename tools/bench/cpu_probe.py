@@ -80,7 +80,7 @@ def pytest_unconfigure(config):
         out.write(json.dumps(line) + "\n")
 
 
-def _lines(folder: Path) -> dict[str, list[dict]]:
+def probe_lines(folder: Path) -> dict[str, list[dict]]:
     """Each process's lines (its file's stem, the pid) in the order written."""
     out: dict[str, list[dict]] = {}
     for path in sorted(Path(folder).glob("*.jsonl")):
@@ -91,7 +91,7 @@ def _lines(folder: Path) -> dict[str, list[dict]]:
 def read(folder: Path) -> dict[tuple[str, str], float]:
     """(file as the JUnit report names it, test name) -> CPU seconds, from every process's lines."""
     out: dict[tuple[str, str], float] = {}
-    for entries in _lines(folder).values():
+    for entries in probe_lines(folder).values():
         for entry in entries:
             if "nodeid" not in entry:
                 continue
@@ -126,7 +126,7 @@ def breakdown(folder: Path, tree_cpu_s: Optional[float] = None) -> dict:
     only their tests' own figures count)."""
     parts = {key: 0.0 for key, _ in BREAKDOWN}
     incomplete, tc_cases = 0, 0.0
-    for entries in _lines(folder).values():
+    for entries in probe_lines(folder).values():
         tests = [e for e in entries if "nodeid" in e]
         tc_cases += sum(e["self_s"] + e["children_s"] for e in tests if e["nodeid"].startswith(TC_DIR))
         closing = next((e for e in reversed(entries) if "process" in e), None)

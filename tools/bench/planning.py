@@ -19,8 +19,8 @@ import time
 from dataclasses import replace
 from typing import Optional
 
-from contract.flags_and_topology import load_topology
 from contract.specs import CacheSpec, HardwareProfile, LayerwiseFlags, ModelSpec, ParallelSpec, RunSpec
+from contract.topology_text import load_topology
 from contract.units import GIB as GiB
 from harness.paths import TOPOLOGY_DIR
 from harness.usage import Parser, command, fail

@@ -255,7 +255,7 @@ def main(argv=None) -> int:
         print("\n" + "\n".join(cpu_probe.render_breakdown(median_breakdown(result["runs"]["now"]))))
         if args.docs:
             _publish(_comparison_record(result, pytest_args, target),
-                     _breakdown_record(result["runs"]["now"], pytest_args,
+                     breakdown_record(result["runs"]["now"], pytest_args,
                                        f"python -m tools.bench.suite_cost --against {commit[:12]} "
                                        f"--repeat {args.repeat} --docs"))
         return 0
@@ -278,7 +278,7 @@ def main(argv=None) -> int:
             columns=("what", "command", "result", "target"), align="llll",
             rows=[(outcome_counts(cases), f"`pytest {' '.join(pytest_args)}`",
                    f"{wall_s:.1f} s (exit {exit_code}){cpu}", target)]),
-            _breakdown_record([run], pytest_args, "python -m tools.bench.suite_cost --docs"))
+            breakdown_record([run], pytest_args, "python -m tools.bench.suite_cost --docs"))
     return 0
 
 
@@ -306,7 +306,7 @@ TARGET_WALL_S = 120
 """The test command's wall-time target (``pytest -n 4`` on the 2-core CI machine)."""
 
 
-def _breakdown_record(runs: list[dict], pytest_args: list[str], command: str):
+def breakdown_record(runs: list[dict], pytest_args: list[str], command: str):
     """The ``bench_test_cpu`` record: where the CPU of ``runs`` (this checkout's) went, medians."""
     from tools import docs_blocks
 

@@ -1,4 +1,6 @@
-"""Module-level rank bodies for the runner's own tests, its benchmark and fault injection.
+"""Module-level rank bodies for the runner's own tests, the card check and fault injection: test support, not in
+the wheel. The pools load them by name (``"testcases.rank_bodies:echo"``); a test that starts pools adds this
+module to the forkserver's preloads (``harness.rankpool.preload``, the registry of what ranks import).
 
 Each takes the RankContext first. Fault hooks (``raise_on_rank``, ``exit_on_rank``,
 ``hang_on_rank``, ``hang_on_rank_after_saying_so``, ``crash_on_rank``, ``differ_on_rank``)
@@ -20,9 +22,8 @@ import torch
 import torch.distributed as dist
 
 from harness import procfs
-
-from .context import RankContext
-from .errors import RankSkip
+from harness.rankpool.context import RankContext
+from harness.rankpool.errors import RankSkip
 
 
 def rank_info(ctx: RankContext) -> dict[str, Any]:
