@@ -12,7 +12,7 @@ Any other override (``cache.block_size=64``) is passed to every case's compositi
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 from contract.errors import ConfigError
 from contract.specs import LayerwiseFlags, ParallelSpec
@@ -104,6 +104,34 @@ def available(group: str) -> list[str]:
 
 def load_matrix(name: str, overrides: list[str] = ()) -> Matrix:
     """Load ``conf/matrix/<name>.yaml`` and apply ``overrides``; ConfigError on any mistake."""
+    matrix = _load(name)
+    for item in overrides:
+        _apply(matrix, item)
+    return _checked(matrix)
+
+
+def job_matrix(name: str, axes: Mapping[str, str], tcs: Sequence[str], keys: Sequence[str] = ()) -> Matrix:
+    """The matrix of one configuration (``python -m harness``'s job): ``conf/matrix/<name>.yaml`` with
+    each axis of ``axes`` (``{"model": "qwen3_5_moe", ...}``) set to that one option, ``tcs`` as its TCs,
+    and the configuration's key overrides ``keys`` placed as ``load_matrix`` places them. ConfigError on
+    any mistake, as ``load_matrix``'s."""
+    matrix = _load(name)
+    for group, option in axes.items():
+        setattr(matrix, AXIS_KEYS[group], [option])
+    matrix.tcs = list(tcs)
+    for item in keys:
+        _apply(matrix, item)
+    return _checked(matrix)
+
+
+def _checked(matrix: Matrix) -> Matrix:
+    _check(matrix)
+    for group in VALUE_GROUPS:
+        _drop_equal_options(matrix, group)
+    return matrix
+
+
+def _load(name: str) -> Matrix:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
@@ -116,13 +144,7 @@ def load_matrix(name: str, overrides: list[str] = ()) -> Matrix:
         key = getattr(exc, "full_key", "") or "?"
         allowed = ", ".join(f.name for f in fields(Matrix))
         raise ConfigError(f"matrix {name}: {key}", "", f"allowed keys: {allowed}") from None
-    matrix = Matrix(**OmegaConf.to_container(loaded))
-    for item in overrides:
-        _apply(matrix, item)
-    _check(matrix)
-    for group in VALUE_GROUPS:
-        _drop_equal_options(matrix, group)
-    return matrix
+    return Matrix(**OmegaConf.to_container(loaded))
 
 
 def _drop_equal_options(matrix: Matrix, group: str) -> None:
