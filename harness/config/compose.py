@@ -29,7 +29,6 @@ from contract.errors import ConfigError
 from harness.config import errors
 from harness.config.schema import APP_GROUPS, GROUPS, Config, ModelConfig, group_options
 from harness.paths import CONF_DIR, CONFIG_NAME
-from harness.private_apis import omegaconf_node
 
 
 def compose_config(overrides: Sequence[str] = (), config_dir: Optional[Union[str, Path]] = None) -> DictConfig:
@@ -73,7 +72,8 @@ def _hydra_compose(conf_dir: Path, overrides: Sequence[str]) -> DictConfig:
 # ``hydra.*``, ``suite``/``mode``/``launcher`` choices, any error) is composed by Hydra
 # whole, and its errors are Hydra's. testcases/unit/test_config.py proves the two equal
 # for every shipped option and the CI matrix. ``option_node`` gives the same nodes to
-# readers that need one group only (a case's layerwise and parallel options).
+# readers that need one group only (a case's layerwise and parallel options). A group
+# whose value is null (``draft: null``) has no node to share: its "node" is None.
 
 
 class _Composition:
@@ -110,7 +110,7 @@ class _Composition:
         base, alone = self.default(), self._hydra_or_none((f"{group}={option}",))
         if base is None or alone is None:
             return None
-        return config_node(alone, group), _without(alone, group) == _without(base, group)
+        return alone[group], _without(alone, group) == _without(base, group)
 
     def read_alone(self, group: str, option: str):
         """The option's node as Hydra's composition makes it, read from its file alone (Hydra's compose
@@ -132,7 +132,7 @@ class _Composition:
             loaded = OmegaConf.load(path)
             if not isinstance(loaded, DictConfig) or "defaults" in loaded:
                 return None
-            return config_node(OmegaConf.merge(self.schema, {group: loaded}), group)
+            return OmegaConf.merge(self.schema, {group: loaded})[group]
         except Exception:  # Hydra composes it and reports the problem in its words
             return None
 
@@ -159,12 +159,13 @@ def _composition(conf_dir: Path) -> _Composition:
 
 
 def option_node(group: str, option: str, conf_dir: Optional[Path] = None):
-    """Group ``group``'s node (typed by the schema) when ``option`` is chosen, as Hydra composes it;
-    shared, never to be modified. ``ConfigError`` where composing the option fails."""
+    """Group ``group``'s node (typed by the schema) when ``option`` is chosen, as Hydra composes it (None
+    where the option sets the group to null, ``draft=none``); shared, never to be modified. ``ConfigError``
+    where composing the option fails."""
     conf_dir = conf_dir if conf_dir is not None else CONF_DIR
     found = _composition(conf_dir).option(group, option)
     if found is None:
-        return config_node(compose_config([f"{group}={option}"], conf_dir), group)  # raises the error, or is Hydra's
+        return compose_config([f"{group}={option}"], conf_dir)[group]  # raises the error, or is Hydra's
     return found[0]
 
 
@@ -206,23 +207,24 @@ def _assemble(conf_dir: Path, parsed: Sequence) -> Optional[DictConfig]:
     # One copy of the default config in which each chosen group's node is a fresh copy of the
     # option's node (copy.deepcopy's memo substitutes it; the copy re-parents it). Assigning the
     # nodes after copying would copy each group twice and validate nodes Hydra already typed.
-    memo = {id(config_node(base, group)): copy.deepcopy(node) for group, node in nodes.items()}
+    # ``base[group]`` is the group's node itself where its value is a config; a null group
+    # (``draft: null``) has none to substitute: a chosen option that differs is assigned after.
+    memo, assigned = {}, {}
+    for group, node in nodes.items():
+        default = base[group]
+        if default is not None and node is not None:
+            memo[id(default)] = copy.deepcopy(node)
+        elif default is not node:  # null in the default, or the option sets it to null
+            assigned[group] = node
     cfg = copy.deepcopy(base, memo)
     try:
+        for group, node in assigned.items():
+            cfg[group] = node
         for change in changes:  # what Hydra does with a plain key=value override (no +, ~ or @package)
             OmegaConf.update(cfg, change.key_or_group, change.value(), merge=True)
     except Exception:  # composed whole by the caller, whose error names the override
         return None
     return cfg
-
-
-def config_node(cfg: DictConfig, key: str):
-    """The node object holding ``cfg[key]``, also where its value is None (``draft: null``).
-
-    OmegaConf's ``cfg[key]`` gives the value (None for a null node), and composition swaps
-    nodes by identity: OmegaConf's private ``_get_node`` (``harness.private_apis.omegaconf_node``).
-    """
-    return omegaconf_node(cfg, key)
 
 
 def finish(cfg: DictConfig, parsed: Sequence, conf_dir: Path = CONF_DIR) -> DictConfig:

@@ -524,3 +524,19 @@ def test_assembly_errors_are_hydras_errors(overrides, field):
     with pytest.raises(ConfigError) as info:
         compose_config(overrides)
     assert info.value.field == field
+
+
+@pytest.mark.parametrize("group, option, key", [("draft", "deepseek_mtp", "num_hidden_layers"),
+                                                ("model", "qwen3_5_moe", "num_hidden_layers")],
+                         ids=["null-by-default", "set-by-default"])
+def test_a_key_change_on_an_assembled_option_changes_that_config_only(group, option, key):
+    """Each group option's node is composed once and shared: a case's key change lands on its own copy,
+    whether the default config sets the group to null (``draft``) or to a node of its own (``model``)."""
+    from harness.config.compose import option_node
+
+    shipped = getattr(option_node(group, option), key)
+    changed = compose_config([f"{group}={option}", f"{group}.{key}={shipped + 6}"])
+    assert getattr(changed[group], key) == shipped + 6
+    again = compose_config([f"{group}={option}"])
+    assert (getattr(again[group], key), getattr(option_node(group, option), key)) == (shipped, shipped), \
+        f"{group}={option}: the shared node took another case's {group}.{key}={shipped + 6}"
