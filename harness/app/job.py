@@ -271,7 +271,7 @@ def run_suite(cfg, choices, extra: Sequence[str], job_dir: Path, *, quiet: bool)
     out["allure_results"] = str(alluredir)
     if quiet:
         out["log"] = str(log_path)
-    out["measured"] = measured_of(lines, job_case_id(choices, extra))
+    out["measured"] = measured_of(lines, given.matrix.first_case().id)
     return out
 
 
@@ -290,14 +290,6 @@ def suite_summary(tcs: Sequence[str], by_tc: Mapping[str, Counter], lines: list[
         reasons = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected"}
         status, message = st.ERROR, f"pytest exit code {exit_code} ({reasons.get(exit_code, 'unknown')})"
     return {"status": status, "message": message, "exit_code": exit_code, "counts": dict(total), "tcs": per_tc}
-
-
-def job_case_id(choices: Mapping[str, Optional[str]], extra: Sequence[str]) -> str:
-    """The case id the TC suites give this job's own configuration."""
-    from harness.suites.case import Case
-
-    return Case(tc="", model=choices["model"], layerwise=choices["layerwise"], parallel=choices["parallel"],
-                implementation=choices["implementation"], hardware=choices["hardware"], extra=tuple(extra)).id
 
 
 def measured_of(lines: list[dict], case_id: str) -> Optional[dict]:

@@ -137,12 +137,8 @@ def _check_extra_overrides(matrix) -> None:
         return
     from contract.errors import ConfigError
     from harness.rankpool.backend import BACKENDS, check_seconds
-    from harness.suites.case import Case
 
-    lw, par = matrix.layerwise[0], matrix.parallel[0]
-    case = Case(tc="", model=matrix.models[0], layerwise=lw, parallel=par, hardware=matrix.hardware[0],
-                implementation=matrix.implementations[0], extra=matrix.extra_for(lw, par))
-    resolved = case.resolved  # composes: unknown keys, wrong types, malformed overrides
+    resolved = matrix.first_case().resolved  # composes: unknown keys, wrong types, malformed overrides
     if resolved.backend not in BACKENDS:
         raise ConfigError("runner.backend", resolved.backend, f"one of {', '.join(BACKENDS)}")
     check_seconds("runner.timeout_s", resolved.timeout_s)
@@ -157,13 +153,10 @@ def _check_implementation_inputs(matrix) -> None:
     and its time limit (``prepare_implementation``: the compiler runs, never the tree's code)."""
     from harness.config.build import check_implementation_inputs, implementation_needs_inputs, prepare_implementation
     from harness.config.compose import option_node
-    from harness.suites.case import Case
 
-    lw, par = matrix.layerwise[0], matrix.parallel[0]
     for impl in matrix.implementations:
         if not implementation_needs_inputs(str(option_node("implementation", impl).get("_target_"))):
             continue
-        case = Case(tc="", model=matrix.models[0], layerwise=lw, parallel=par, hardware=matrix.hardware[0],
-                    implementation=impl, extra=matrix.extra_for(lw, par))
-        check_implementation_inputs(case.resolved.impl_cfg)
-        prepare_implementation(case.resolved.impl_cfg)
+        impl_cfg = matrix.first_case(impl).resolved.impl_cfg
+        check_implementation_inputs(impl_cfg)
+        prepare_implementation(impl_cfg)

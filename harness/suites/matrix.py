@@ -18,7 +18,7 @@ from contract.errors import ConfigError
 from contract.specs import LayerwiseFlags, ParallelSpec
 from harness.config.schema import TC_IDS
 from harness.paths import CONF_DIR
-from harness.suites.case import option_spec
+from harness.suites.case import Case, option_spec
 
 # override key -> matrix axis it narrows
 AXIS_KEYS = {
@@ -66,6 +66,15 @@ class Matrix:
     def config_keys(self) -> tuple[str, ...]:
         """The key overrides (``extra``) that change a case's configuration: all but those under ``NEUTRAL_ROOTS``."""
         return tuple(k for k in self.extra if k.lstrip("+~").split(".", 1)[0].split("=", 1)[0] not in NEUTRAL_ROOTS)
+
+    def first_case(self, implementation: Optional[str] = None) -> Case:
+        """The configuration of the first option on every axis (``implementation`` instead of the first
+        implementation, where given), with the key overrides its options take, as a case of no TC: one
+        configuration of the matrix for the checks made once per session; for a job's matrix (one option
+        per axis, ``job_matrix``) the job's own configuration, whose id its TCs' result lines carry."""
+        lw, par = self.layerwise[0], self.parallel[0]
+        return Case(tc="", model=self.models[0], layerwise=lw, parallel=par, hardware=self.hardware[0],
+                    implementation=implementation or self.implementations[0], extra=self.extra_for(lw, par))
 
     def layerwise_flags(self, option: str) -> LayerwiseFlags:
         """What an axis option means in this matrix: the shipped option with the group's keys on top."""

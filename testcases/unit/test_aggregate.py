@@ -351,6 +351,7 @@ def test_a_job_hands_pytest_its_cases_as_data_the_matrix_its_overrides_made():
     from types import SimpleNamespace
 
     from harness.app.job import MATRIX_GROUPS, pytest_args, suite_matrix
+    from harness.suites.case import Case
     from harness.suites.matrix import load_matrix
 
     choices = {"model": "deepseek_v32", "layerwise": "s4", "parallel": "tp4", "implementation": "reference",
@@ -361,5 +362,8 @@ def test_a_job_hands_pytest_its_cases_as_data_the_matrix_its_overrides_made():
     loaded = load_matrix("ci", [f"{g}={choices[g]}" for g in MATRIX_GROUPS] + ["tc=TC-01,TC-02", *keys])
     assert given == loaded, f"{given} != {loaded}"
     assert given.group_keys == {"layerwise": ["layerwise.split_size=2"], "parallel": ["parallel.dp_size=2"]}
+    own = Case(tc="", model="deepseek_v32", layerwise="s4", parallel="tp4", implementation="reference",
+               hardware="cpu", extra=tuple(keys))
+    assert given.first_case().id == own.id == "deepseek_v32-s2-w4dp2-reference"  # the job's own case
     args = pytest_args([], Path("allure"))
     assert not {"--lw-override", "--lw-matrix", "--lw-results"} & set(args), args
