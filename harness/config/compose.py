@@ -88,12 +88,39 @@ class _Composition:
         self.schema = OmegaConf.structured(Config)
         self._default: object = _UNSET
         self._options: dict = {}
+        self._bases: dict = {}
 
     def default(self) -> Optional[DictConfig]:
         """Hydra's composition of the default config; None where Hydra raised."""
         if self._default is _UNSET:
             self._default = self._hydra_or_none(())
         return self._default
+
+    def base(self, nodes: dict) -> Optional[tuple]:
+        """(a config to copy a case from, its group nodes by group) for a case taking the option nodes
+        ``nodes`` (group -> node, None for a null one); None where there is no default config.
+
+        The default config, where each group it sets to null (``draft: null``) and the case sets to a node
+        holds a node instead, so that the case's node substitutes it as any other group's: ``cfg[group]``
+        is a group's node itself only where its value is a config. Made once per such set of groups,
+        and never modified after."""
+        default = self.default()
+        if default is None:
+            return None
+        if not self._bases:
+            self._bases[frozenset()] = default, {g: default[g] for g in GROUPS}
+        plain = self._bases[frozenset()][1]
+        lifted = frozenset(g for g, node in nodes.items() if node is not None and plain[g] is None)
+        if lifted not in self._bases:
+            import copy
+
+            config = default
+            if lifted:
+                config = copy.deepcopy(default)
+                for group in sorted(lifted):
+                    config[group] = nodes[group]  # a stand-in: each case substitutes its own node for it
+            self._bases[lifted] = config, {g: config[g] for g in GROUPS}
+        return self._bases[lifted]
 
     def option(self, group: str, option: str) -> Optional[tuple]:
         """(the group's node when ``option`` is chosen, whether choosing it changes nothing else);
@@ -195,8 +222,7 @@ def _assemble(conf_dir: Path, parsed: Sequence) -> Optional[DictConfig]:
         else:  # a key: cache.block_size, layerwise.split_size, model_path
             changes.append(o)
     composition = _composition(conf_dir)
-    base = composition.default()
-    if base is None:
+    if composition.default() is None:
         return None
     nodes = {}
     for group, option in choices.items():
@@ -204,17 +230,22 @@ def _assemble(conf_dir: Path, parsed: Sequence) -> Optional[DictConfig]:
         if found is None or not found[1]:  # Hydra cannot compose it, or it changes more than its node
             return None
         nodes[group] = found[0]
+    try:
+        found = composition.base(nodes)
+    except Exception:  # a node the default's group cannot hold: composed whole by the caller
+        return None
+    if found is None:
+        return None
+    base, defaults = found
     # One copy of the default config in which each chosen group's node is a fresh copy of the
     # option's node (copy.deepcopy's memo substitutes it; the copy re-parents it). Assigning the
     # nodes after copying would copy each group twice and validate nodes Hydra already typed.
-    # ``base[group]`` is the group's node itself where its value is a config; a null group
-    # (``draft: null``) has none to substitute: a chosen option that differs is assigned after.
+    # An option that sets its group to null where the default holds a node is assigned after.
     memo, assigned = {}, {}
     for group, node in nodes.items():
-        default = base[group]
-        if default is not None and node is not None:
-            memo[id(default)] = copy.deepcopy(node)
-        elif default is not node:  # null in the default, or the option sets it to null
+        if node is not None:
+            memo[id(defaults[group])] = copy.deepcopy(node)
+        elif defaults[group] is not None:
             assigned[group] = node
     cfg = copy.deepcopy(base, memo)
     try:
