@@ -41,7 +41,7 @@ def compose_config(overrides: Sequence[str] = (), config_dir: Optional[Union[str
     overrides = list(overrides)
     parsed = parse_overrides(overrides)
     register()
-    cfg = _assemble(conf_dir, parsed)
+    cfg = assembled(parsed, conf_dir)
     if cfg is None:
         try:
             cfg = _hydra_compose(conf_dir, overrides)
@@ -202,8 +202,10 @@ def _without(cfg: DictConfig, group: str) -> dict:
     return data
 
 
-def _assemble(conf_dir: Path, parsed: Sequence) -> Optional[DictConfig]:
-    """The composed config for ``parsed`` from per-option nodes, or None: compose it with Hydra whole."""
+def assembled(parsed: Sequence, conf_dir: Path = CONF_DIR) -> Optional[DictConfig]:
+    """The config for ``parsed`` (``parse_overrides``) assembled from the once-composed option nodes, before
+    ``finish``; None where it is not assembled and Hydra composes it whole (``compose_config`` does both).
+    Public for the tests that prove an assembled config is Hydra's."""
     import copy
 
     choices: dict = {}
