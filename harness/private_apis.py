@@ -27,16 +27,6 @@ def hydra_args_parser():
     return get_args_parser()
 
 
-def omegaconf_node(cfg: Any, key: str):
-    """The node object holding ``cfg[key]``, also where its value is None (``draft: null``):
-    OmegaConf's ``DictConfig._get_node``.
-
-    ``cfg[key]`` (and ``OmegaConf.select``) give the value, None for a null node, and the config
-    cache swaps nodes by identity (``harness.config.compose``). No fallback: composition cannot swap
-    a node it cannot find, so an OmegaConf without it raises AttributeError at the first composition."""
-    return cfg._get_node(key)
-
-
 def unmark_for_assert_rewriting(pluginmanager: Any, names: tuple[str, ...]) -> bool:
     """Take ``names`` (top-level packages) off the set of modules pytest rewrites the asserts of
     (``rewrite_hook._must_rewrite``, and its ``_marked_for_rewrite_cache``); True if it was done.

@@ -45,6 +45,7 @@ PAGES = {
     "bench_test_cpu": "benchmarks.md",
     "bench_native": "benchmarks.md",
     "bench_explore_native": "benchmarks.md",
+    "bench_compose": "benchmarks.md",
     "kill_matrix": "mutation.md",
     "faults": "faults.md",
     "bench_explore": "explore.md",

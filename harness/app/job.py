@@ -1,8 +1,9 @@
 """One job of ``python -m harness``: one configuration, its TCs or its plan, and ``result.json``.
 
 ``mode=suite`` runs the selected TCs through the same pytest suites CI runs
-(``pytest.main`` in this process on ``testcases/tc``), narrowed to this job's
-configuration with ``--lw-override`` (its config-group choices and key overrides).
+(``pytest.main`` in this process on ``testcases/tc``). The job's case matrix (its option on
+each matrix axis, its TCs and key overrides: ``suite_matrix``) is handed to pytest as data, and
+each case's result line comes back as data (``harness.pytest_plugin.options.GivenCases``).
 Rank pools outlive the session (``--lw-keep-pools``), so the jobs of a local sweep
 share them; they close at interpreter exit. ``mode=plan`` only plans.
 
@@ -17,9 +18,7 @@ job's own configuration.
 from __future__ import annotations
 
 import contextlib
-import json
 import re
-import shutil
 import sys
 import time
 import traceback
@@ -197,20 +196,23 @@ def tc_files(tcs: Sequence[str]) -> tuple[list[Path], list[str]]:
     return files, missing
 
 
-def pytest_args(cfg, choices, extra: Sequence[str], files: Sequence[Path], alluredir: Path, results: Path) -> list[str]:
-    args = [str(f) for f in files]
-    args += ["-q", "-p", "no:cacheprovider", "-p", "no:xdist", "--rootdir", str(REPO_ROOT),
-             "-p", "no:hypothesispytest",  # the TCs use no Hypothesis; its plugin imports it at every summary
-             # hydra-core ships a pytest plugin, and this process imported hydra before pytest started
-             "-W", "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning",
-             "--lw-matrix", str(cfg.suite.matrix), "--lw-keep-pools",
-             "--alluredir", str(alluredir), "--lw-results", str(results)]
-    for group in MATRIX_GROUPS:
-        args += ["--lw-override", f"{group}={choices[group]}"]
-    args += ["--lw-override", "tc=" + ",".join(cfg.suite.tcs)]
-    for item in extra:
-        args += ["--lw-override", item]
-    return args
+def pytest_args(files: Sequence[Path], alluredir: Path) -> list[str]:
+    """pytest's command line for a job's TCs: the modules and the run's options; the cases are given as data."""
+    return [str(f) for f in files] + [
+        "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "--rootdir", str(REPO_ROOT),
+        "-p", "no:hypothesispytest",  # the TCs use no Hypothesis; its plugin imports it at every summary
+        # hydra-core ships a pytest plugin, and this process imported hydra before pytest started
+        "-W", "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning",
+        "--lw-keep-pools", "--alluredir", str(alluredir)]
+
+
+def suite_matrix(cfg, choices: Mapping[str, Optional[str]], extra: Sequence[str]):
+    """The job's case matrix: ``cfg.suite.matrix`` narrowed to the job's option on each matrix axis, its
+    TCs (``cfg.suite.tcs``) and its key overrides ``extra`` (``key_overrides``)."""
+    from harness.suites.matrix import job_matrix
+
+    return job_matrix(str(cfg.suite.matrix), {group: choices[group] for group in MATRIX_GROUPS},
+                      [str(tc) for tc in cfg.suite.tcs], extra)
 
 
 class Outcomes:
@@ -256,32 +258,27 @@ def run_suite(cfg, choices, extra: Sequence[str], job_dir: Path, *, quiet: bool)
     if missing:
         return {"status": st.ERROR, "message": f"suite.tcs: no test module for {', '.join(missing)} in {TC_DIR}"}
     from harness import signals
-    from harness.rankpool.rendezvous import make_owned_dir
+    from harness.pytest_plugin.options import GivenCases
 
-    work = Path(make_owned_dir("job"))
-    try:
-        results_path = work / "results.jsonl"
-        alluredir = job_dir / "allure-results"
-        args = pytest_args(cfg, choices, extra, files, alluredir, results_path)
-        outcomes = Outcomes()
-        log_path = job_dir / "pytest.log"
-        with contextlib.ExitStack() as stack:
-            if quiet:
-                log = stack.enter_context(open(log_path, "w", encoding="utf-8"))
-                stack.enter_context(contextlib.redirect_stdout(log))
-                stack.enter_context(contextlib.redirect_stderr(log))
-            exit_code = int(pytest.main(args, plugins=[outcomes]))
-        stopped = signals.stop_requested()
-        if stopped:  # pytest turned the signal into exit code 2; the sweep must stop, not go on
-            raise signals.StopRequested(stopped)
-        lines = _read_lines(results_path)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    given = GivenCases(suite_matrix(cfg, choices, extra))
+    alluredir = job_dir / "allure-results"
+    outcomes = Outcomes()
+    log_path = job_dir / "pytest.log"
+    with contextlib.ExitStack() as stack:
+        if quiet:
+            log = stack.enter_context(open(log_path, "w", encoding="utf-8"))
+            stack.enter_context(contextlib.redirect_stdout(log))
+            stack.enter_context(contextlib.redirect_stderr(log))
+        exit_code = int(pytest.main(pytest_args(files, alluredir), plugins=[outcomes, given]))
+    stopped = signals.stop_requested()
+    if stopped:  # pytest turned the signal into exit code 2; the sweep must stop, not go on
+        raise signals.StopRequested(stopped)
+    lines = given.results
     out = suite_summary(cfg.suite.tcs, outcomes.by_tc, lines, exit_code)
     out["allure_results"] = str(alluredir)
     if quiet:
         out["log"] = str(log_path)
-    out["measured"] = measured_of(lines, job_case_id(choices, extra))
+    out["measured"] = measured_of(lines, given.matrix.first_case().id)
     return out
 
 
@@ -302,14 +299,6 @@ def suite_summary(tcs: Sequence[str], by_tc: Mapping[str, Counter], lines: list[
     return {"status": status, "message": message, "exit_code": exit_code, "counts": dict(total), "tcs": per_tc}
 
 
-def job_case_id(choices: Mapping[str, Optional[str]], extra: Sequence[str]) -> str:
-    """The case id the TC suites give this job's own configuration."""
-    from harness.suites.case import Case
-
-    return Case(tc="", model=choices["model"], layerwise=choices["layerwise"], parallel=choices["parallel"],
-                implementation=choices["implementation"], hardware=choices["hardware"], extra=tuple(extra)).id
-
-
 def measured_of(lines: list[dict], case_id: str) -> Optional[dict]:
     """Per-rank estimated and measured bytes of the job's own case, from TC-02 (else TC-01)."""
     for tc in SUMMARY_TCS:
@@ -317,16 +306,6 @@ def measured_of(lines: list[dict], case_id: str) -> Optional[dict]:
             if line.get("tc") == tc and line.get("case") == case_id and line.get("ranks"):
                 return {"tc": tc, "case": case_id, "n_blocks": line.get("n_blocks"), "ranks": line["ranks"]}
     return None
-
-
-def _read_lines(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    out = []
-    for text in path.read_text(encoding="utf-8").splitlines():
-        if text.strip():
-            out.append(json.loads(text))
-    return out
 
 
 def _write_quietly(path: Path, text: str) -> None:

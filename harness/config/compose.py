@@ -29,7 +29,6 @@ from contract.errors import ConfigError
 from harness.config import errors
 from harness.config.schema import APP_GROUPS, GROUPS, Config, ModelConfig, group_options
 from harness.paths import CONF_DIR, CONFIG_NAME
-from harness.private_apis import omegaconf_node
 
 
 def compose_config(overrides: Sequence[str] = (), config_dir: Optional[Union[str, Path]] = None) -> DictConfig:
@@ -42,7 +41,7 @@ def compose_config(overrides: Sequence[str] = (), config_dir: Optional[Union[str
     overrides = list(overrides)
     parsed = parse_overrides(overrides)
     register()
-    cfg = _assemble(conf_dir, parsed)
+    cfg = assembled(parsed, conf_dir)
     if cfg is None:
         try:
             cfg = _hydra_compose(conf_dir, overrides)
@@ -73,7 +72,8 @@ def _hydra_compose(conf_dir: Path, overrides: Sequence[str]) -> DictConfig:
 # ``hydra.*``, ``suite``/``mode``/``launcher`` choices, any error) is composed by Hydra
 # whole, and its errors are Hydra's. testcases/unit/test_config.py proves the two equal
 # for every shipped option and the CI matrix. ``option_node`` gives the same nodes to
-# readers that need one group only (a case's layerwise and parallel options).
+# readers that need one group only (a case's layerwise and parallel options). A group
+# whose value is null (``draft: null``) has no node to share: its "node" is None.
 
 
 class _Composition:
@@ -88,12 +88,39 @@ class _Composition:
         self.schema = OmegaConf.structured(Config)
         self._default: object = _UNSET
         self._options: dict = {}
+        self._bases: dict = {}
 
     def default(self) -> Optional[DictConfig]:
         """Hydra's composition of the default config; None where Hydra raised."""
         if self._default is _UNSET:
             self._default = self._hydra_or_none(())
         return self._default
+
+    def base(self, nodes: dict) -> Optional[tuple]:
+        """(a config to copy a case from, its group nodes by group) for a case taking the option nodes
+        ``nodes`` (group -> node, None for a null one); None where there is no default config.
+
+        The default config, where each group it sets to null (``draft: null``) and the case sets to a node
+        holds a node instead, so that the case's node substitutes it as any other group's: ``cfg[group]``
+        is a group's node itself only where its value is a config. Made once per such set of groups,
+        and never modified after."""
+        default = self.default()
+        if default is None:
+            return None
+        if not self._bases:
+            self._bases[frozenset()] = default, {g: default[g] for g in GROUPS}
+        plain = self._bases[frozenset()][1]
+        lifted = frozenset(g for g, node in nodes.items() if node is not None and plain[g] is None)
+        if lifted not in self._bases:
+            import copy
+
+            config = default
+            if lifted:
+                config = copy.deepcopy(default)
+                for group in sorted(lifted):
+                    config[group] = nodes[group]  # a stand-in: each case substitutes its own node for it
+            self._bases[lifted] = config, {g: config[g] for g in GROUPS}
+        return self._bases[lifted]
 
     def option(self, group: str, option: str) -> Optional[tuple]:
         """(the group's node when ``option`` is chosen, whether choosing it changes nothing else);
@@ -110,7 +137,7 @@ class _Composition:
         base, alone = self.default(), self._hydra_or_none((f"{group}={option}",))
         if base is None or alone is None:
             return None
-        return config_node(alone, group), _without(alone, group) == _without(base, group)
+        return alone[group], _without(alone, group) == _without(base, group)
 
     def read_alone(self, group: str, option: str):
         """The option's node as Hydra's composition makes it, read from its file alone (Hydra's compose
@@ -132,7 +159,7 @@ class _Composition:
             loaded = OmegaConf.load(path)
             if not isinstance(loaded, DictConfig) or "defaults" in loaded:
                 return None
-            return config_node(OmegaConf.merge(self.schema, {group: loaded}), group)
+            return OmegaConf.merge(self.schema, {group: loaded})[group]
         except Exception:  # Hydra composes it and reports the problem in its words
             return None
 
@@ -159,12 +186,13 @@ def _composition(conf_dir: Path) -> _Composition:
 
 
 def option_node(group: str, option: str, conf_dir: Optional[Path] = None):
-    """Group ``group``'s node (typed by the schema) when ``option`` is chosen, as Hydra composes it;
-    shared, never to be modified. ``ConfigError`` where composing the option fails."""
+    """Group ``group``'s node (typed by the schema) when ``option`` is chosen, as Hydra composes it (None
+    where the option sets the group to null, ``draft=none``); shared, never to be modified. ``ConfigError``
+    where composing the option fails."""
     conf_dir = conf_dir if conf_dir is not None else CONF_DIR
     found = _composition(conf_dir).option(group, option)
     if found is None:
-        return config_node(compose_config([f"{group}={option}"], conf_dir), group)  # raises the error, or is Hydra's
+        return compose_config([f"{group}={option}"], conf_dir)[group]  # raises the error, or is Hydra's
     return found[0]
 
 
@@ -174,8 +202,10 @@ def _without(cfg: DictConfig, group: str) -> dict:
     return data
 
 
-def _assemble(conf_dir: Path, parsed: Sequence) -> Optional[DictConfig]:
-    """The composed config for ``parsed`` from per-option nodes, or None: compose it with Hydra whole."""
+def assembled(parsed: Sequence, conf_dir: Path = CONF_DIR) -> Optional[DictConfig]:
+    """The config for ``parsed`` (``parse_overrides``) assembled from the once-composed option nodes, before
+    ``finish``; None where it is not assembled and Hydra composes it whole (``compose_config`` does both).
+    Public for the tests that prove an assembled config is Hydra's."""
     import copy
 
     choices: dict = {}
@@ -194,8 +224,7 @@ def _assemble(conf_dir: Path, parsed: Sequence) -> Optional[DictConfig]:
         else:  # a key: cache.block_size, layerwise.split_size, model_path
             changes.append(o)
     composition = _composition(conf_dir)
-    base = composition.default()
-    if base is None:
+    if composition.default() is None:
         return None
     nodes = {}
     for group, option in choices.items():
@@ -203,26 +232,32 @@ def _assemble(conf_dir: Path, parsed: Sequence) -> Optional[DictConfig]:
         if found is None or not found[1]:  # Hydra cannot compose it, or it changes more than its node
             return None
         nodes[group] = found[0]
+    try:
+        found = composition.base(nodes)
+    except Exception:  # a node the default's group cannot hold: composed whole by the caller
+        return None
+    if found is None:
+        return None
+    base, defaults = found
     # One copy of the default config in which each chosen group's node is a fresh copy of the
     # option's node (copy.deepcopy's memo substitutes it; the copy re-parents it). Assigning the
     # nodes after copying would copy each group twice and validate nodes Hydra already typed.
-    memo = {id(config_node(base, group)): copy.deepcopy(node) for group, node in nodes.items()}
+    # An option that sets its group to null where the default holds a node is assigned after.
+    memo, assigned = {}, {}
+    for group, node in nodes.items():
+        if node is not None:
+            memo[id(defaults[group])] = copy.deepcopy(node)
+        elif defaults[group] is not None:
+            assigned[group] = node
     cfg = copy.deepcopy(base, memo)
     try:
+        for group, node in assigned.items():
+            cfg[group] = node
         for change in changes:  # what Hydra does with a plain key=value override (no +, ~ or @package)
             OmegaConf.update(cfg, change.key_or_group, change.value(), merge=True)
     except Exception:  # composed whole by the caller, whose error names the override
         return None
     return cfg
-
-
-def config_node(cfg: DictConfig, key: str):
-    """The node object holding ``cfg[key]``, also where its value is None (``draft: null``).
-
-    OmegaConf's ``cfg[key]`` gives the value (None for a null node), and composition swaps
-    nodes by identity: OmegaConf's private ``_get_node`` (``harness.private_apis.omegaconf_node``).
-    """
-    return omegaconf_node(cfg, key)
 
 
 def finish(cfg: DictConfig, parsed: Sequence, conf_dir: Path = CONF_DIR) -> DictConfig:

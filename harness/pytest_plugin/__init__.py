@@ -11,12 +11,12 @@ when this module is registered, so every hook is registered once, right after th
 | module | role |
 | --- | --- |
 | ``rewrite`` | keep the libraries out of assert rewriting (the first hook pytest calls) |
-| ``options`` | the ``--lw-*`` options, checked once; the session's case matrix |
+| ``options`` | the ``--lw-*`` options, checked once; the session's case matrix (or ``GivenCases``: given as data) |
 | ``parametrize`` | the matrix's cases as ``lw_case`` parameters, their markers, the session header |
 | ``schedule`` | the order and the chunks xdist hands tests out in |
 | ``gc_freeze`` | collection with the garbage collector paused, then frozen |
 | ``pools`` | ``lw_run`` on the per-worker rank pools; their shutdown |
-| ``results`` | a case's result: Allure labels and attachments, ``--lw-results`` lines, failed writes |
+| ``results`` | a case's result: Allure labels and attachments, its line (``--lw-results``, ``GivenCases``), failed writes |
 | ``allure_env`` | the run's Allure environment and categories, written once |
 
 ``keys`` holds the stash keys the roles share.

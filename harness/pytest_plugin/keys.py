@@ -6,6 +6,8 @@ import pytest
 
 MATRIX = pytest.StashKey["object"]()
 """config: the session's case matrix (``options``)."""
+GIVEN = pytest.StashKey["object"]()
+"""config: the session's ``options.GivenCases`` (None: its cases come from the command line)."""
 FACTS = pytest.StashKey["dict"]()
 """item: the facts the ranks returned for the case (``pools.lw_run``), taken by ``results``."""
 REPRESENTATIVE = pytest.StashKey["set"]()

@@ -45,13 +45,16 @@ def pytest_configure(config) -> None:
     from contract.errors import UserError
     from harness.suites.matrix import load_matrix
 
+    given = given_cases(config)
+    config.stash[keys.GIVEN] = given
     overrides = list(config.getoption("lw_override"))
     if config.getoption("lw_backend"):
         overrides.append(f"runner.backend={config.getoption('lw_backend')}")
     if config.getoption("lw_timeout") is not None:
         overrides.append(f"runner.timeout_s={config.getoption('lw_timeout')}")
     try:
-        config.stash[keys.MATRIX] = load_matrix(config.getoption("lw_matrix"), overrides)
+        config.stash[keys.MATRIX] = given.matrix if given is not None else load_matrix(
+            config.getoption("lw_matrix"), overrides)
         if not hasattr(config, "workerinput"):  # the controller checks once for every xdist worker
             _check_options(config)
             _check_extra_overrides(config.stash[keys.MATRIX])
@@ -66,6 +69,30 @@ def pytest_configure(config) -> None:
     from harness.reporting import write_guard
 
     write_guard.guard_allure_writes()
+
+
+class GivenCases:
+    """A session's cases handed to pytest as data, and their results handed back as data: for a caller
+    that runs pytest in its own process (``pytest.main(args, plugins=[GivenCases(matrix)])``, as
+    ``python -m harness`` runs a job's TCs), instead of ``--lw-matrix``/``--lw-override`` on the command
+    line and a ``--lw-results`` file to read back. Given, it is the session's matrix: ``--lw-matrix``,
+    ``--lw-override``, ``--lw-backend`` and ``--lw-timeout`` are not read.
+
+    ``matrix`` (``harness.suites.matrix.Matrix``) is the session's case matrix, checked as one loaded from
+    the command line is; ``results`` receives each case's result line (``harness.suites.case_result``) as
+    the case finishes, in the order they ran. Not for xdist: its workers are other processes."""
+
+    def __init__(self, matrix) -> None:
+        self.matrix = matrix
+        self.results: list[dict] = []
+
+
+def given_cases(config) -> GivenCases | None:
+    """The ``GivenCases`` registered with this session, or None (the cases come from the command line)."""
+    if keys.GIVEN in config.stash:
+        return config.stash[keys.GIVEN]
+    found = [p for p in config.pluginmanager.get_plugins() if isinstance(p, GivenCases)]
+    return found[0] if found else None
 
 
 def session_matrix(config):
@@ -110,12 +137,8 @@ def _check_extra_overrides(matrix) -> None:
         return
     from contract.errors import ConfigError
     from harness.rankpool.backend import BACKENDS, check_seconds
-    from harness.suites.case import Case
 
-    lw, par = matrix.layerwise[0], matrix.parallel[0]
-    case = Case(tc="", model=matrix.models[0], layerwise=lw, parallel=par, hardware=matrix.hardware[0],
-                implementation=matrix.implementations[0], extra=matrix.extra_for(lw, par))
-    resolved = case.resolved  # composes: unknown keys, wrong types, malformed overrides
+    resolved = matrix.first_case().resolved  # composes: unknown keys, wrong types, malformed overrides
     if resolved.backend not in BACKENDS:
         raise ConfigError("runner.backend", resolved.backend, f"one of {', '.join(BACKENDS)}")
     check_seconds("runner.timeout_s", resolved.timeout_s)
@@ -130,13 +153,10 @@ def _check_implementation_inputs(matrix) -> None:
     and its time limit (``prepare_implementation``: the compiler runs, never the tree's code)."""
     from harness.config.build import check_implementation_inputs, implementation_needs_inputs, prepare_implementation
     from harness.config.compose import option_node
-    from harness.suites.case import Case
 
-    lw, par = matrix.layerwise[0], matrix.parallel[0]
     for impl in matrix.implementations:
         if not implementation_needs_inputs(str(option_node("implementation", impl).get("_target_"))):
             continue
-        case = Case(tc="", model=matrix.models[0], layerwise=lw, parallel=par, hardware=matrix.hardware[0],
-                    implementation=impl, extra=matrix.extra_for(lw, par))
-        check_implementation_inputs(case.resolved.impl_cfg)
-        prepare_implementation(case.resolved.impl_cfg)
+        impl_cfg = matrix.first_case(impl).resolved.impl_cfg
+        check_implementation_inputs(impl_cfg)
+        prepare_implementation(impl_cfg)

@@ -1,4 +1,5 @@
-"""A case's result: its Allure labels, title and attachments, its ``--lw-results`` line, and the result
+"""A case's result: its Allure labels, title and attachments, its result line (``--lw-results``, or the
+``GivenCases`` that gave the session its cases), and the result
 writes that failed (one ``error:`` line and exit status 1 at the end, ``harness.reporting.write_guard``)."""
 
 from __future__ import annotations
@@ -56,22 +57,27 @@ def pytest_runtest_makereport(item, call):
             if report.failed and call.excinfo is None and "XPASS(strict)" in str(report.longrepr):
                 allure_labels.mark_xpass(str(report.longrepr).replace("[XPASS(strict)]", "").strip())
         path = item.config.getoption("lw_results")
+        given = item.config.stash.get(keys.GIVEN, None)
+        if path or given is not None:
+            from harness.suites.case_result import case_result
+
+            line = case_result(item.module.SUITE, case, report, stash.get("facts"))
+            if given is not None:
+                given.results.append(line)
         if path:
             try:
-                _append_result(path, item, case, report, stash.get("facts"))
+                _append_result(path, line)
             except OSError as exc:  # this case's line is lost: fail this case, not the session
                 report.outcome = "failed"
                 report.longrepr = f"could not append this case's result to --lw-results {path}: {exc.strerror or exc}"
     return report
 
 
-def _append_result(path: str, item, case, report, facts) -> None:
-    from harness.suites.case_result import case_result
-
-    line = json.dumps(case_result(item.module.SUITE, case, report, facts), default=str)
+def _append_result(path: str, line: dict) -> None:
+    text = json.dumps(line, default=str)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "a", encoding="utf-8") as fh:
-        fh.write(line + "\n")
+        fh.write(text + "\n")
 
 
 @pytest.hookimpl(optionalhook=True)

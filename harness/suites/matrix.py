@@ -12,13 +12,13 @@ Any other override (``cache.block_size=64``) is passed to every case's compositi
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 from contract.errors import ConfigError
 from contract.specs import LayerwiseFlags, ParallelSpec
 from harness.config.schema import TC_IDS
 from harness.paths import CONF_DIR
-from harness.suites.case import option_spec
+from harness.suites.case import Case, option_spec
 
 # override key -> matrix axis it narrows
 AXIS_KEYS = {
@@ -67,6 +67,15 @@ class Matrix:
         """The key overrides (``extra``) that change a case's configuration: all but those under ``NEUTRAL_ROOTS``."""
         return tuple(k for k in self.extra if k.lstrip("+~").split(".", 1)[0].split("=", 1)[0] not in NEUTRAL_ROOTS)
 
+    def first_case(self, implementation: Optional[str] = None) -> Case:
+        """The configuration of the first option on every axis (``implementation`` instead of the first
+        implementation, where given), with the key overrides its options take, as a case of no TC: one
+        configuration of the matrix for the checks made once per session; for a job's matrix (one option
+        per axis, ``job_matrix``) the job's own configuration, whose id its TCs' result lines carry."""
+        lw, par = self.layerwise[0], self.parallel[0]
+        return Case(tc="", model=self.models[0], layerwise=lw, parallel=par, hardware=self.hardware[0],
+                    implementation=implementation or self.implementations[0], extra=self.extra_for(lw, par))
+
     def layerwise_flags(self, option: str) -> LayerwiseFlags:
         """What an axis option means in this matrix: the shipped option with the group's keys on top."""
         return option_spec("layerwise", option, self.keys_for("layerwise", option))
@@ -104,6 +113,34 @@ def available(group: str) -> list[str]:
 
 def load_matrix(name: str, overrides: list[str] = ()) -> Matrix:
     """Load ``conf/matrix/<name>.yaml`` and apply ``overrides``; ConfigError on any mistake."""
+    matrix = _load(name)
+    for item in overrides:
+        _apply(matrix, item)
+    return _checked(matrix)
+
+
+def job_matrix(name: str, axes: Mapping[str, str], tcs: Sequence[str], keys: Sequence[str] = ()) -> Matrix:
+    """The matrix of one configuration (``python -m harness``'s job): ``conf/matrix/<name>.yaml`` with
+    each axis of ``axes`` (``{"model": "qwen3_5_moe", ...}``) set to that one option, ``tcs`` as its TCs,
+    and the configuration's key overrides ``keys`` placed as ``load_matrix`` places them. ConfigError on
+    any mistake, as ``load_matrix``'s."""
+    matrix = _load(name)
+    for group, option in axes.items():
+        setattr(matrix, AXIS_KEYS[group], [option])
+    matrix.tcs = list(tcs)
+    for item in keys:
+        _apply(matrix, item)
+    return _checked(matrix)
+
+
+def _checked(matrix: Matrix) -> Matrix:
+    _check(matrix)
+    for group in VALUE_GROUPS:
+        _drop_equal_options(matrix, group)
+    return matrix
+
+
+def _load(name: str) -> Matrix:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
@@ -116,13 +153,7 @@ def load_matrix(name: str, overrides: list[str] = ()) -> Matrix:
         key = getattr(exc, "full_key", "") or "?"
         allowed = ", ".join(f.name for f in fields(Matrix))
         raise ConfigError(f"matrix {name}: {key}", "", f"allowed keys: {allowed}") from None
-    matrix = Matrix(**OmegaConf.to_container(loaded))
-    for item in overrides:
-        _apply(matrix, item)
-    _check(matrix)
-    for group in VALUE_GROUPS:
-        _drop_equal_options(matrix, group)
-    return matrix
+    return Matrix(**OmegaConf.to_container(loaded))
 
 
 def _drop_equal_options(matrix: Matrix, group: str) -> None:

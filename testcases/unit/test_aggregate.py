@@ -11,6 +11,7 @@ import csv
 import io
 import itertools
 import json
+from pathlib import Path
 
 import pytest
 
@@ -344,3 +345,27 @@ def test_the_plan_table_writes_an_undefined_gain_as_n_a():
     text = table({**plan.to_json(), "hardware": "cpu"})
     assert "n_blocks 2 (uniform 0) | capacity gain n/a" in text
     assert "note: the uniform allocation fits no block" in text
+
+
+def test_a_job_hands_pytest_its_cases_as_data_the_matrix_its_overrides_made():
+    """The job's matrix (``suite_matrix``) is the one ``--lw-override`` of its choices, TCs and keys loaded
+    (so the same cases, with the same ids); and pytest's command line names no case."""
+    from types import SimpleNamespace
+
+    from harness.app.job import MATRIX_GROUPS, pytest_args, suite_matrix
+    from harness.suites.case import Case
+    from harness.suites.matrix import load_matrix
+
+    choices = {"model": "deepseek_v32", "layerwise": "s4", "parallel": "tp4", "implementation": "reference",
+               "hardware": "cpu", "suite": "quick"}
+    keys = ["layerwise.split_size=2", "cache.block_size=64", "parallel.dp_size=2"]
+    cfg = SimpleNamespace(suite=SimpleNamespace(matrix="ci", tcs=["TC-01", "TC-02"]))
+    given = suite_matrix(cfg, choices, keys)
+    loaded = load_matrix("ci", [f"{g}={choices[g]}" for g in MATRIX_GROUPS] + ["tc=TC-01,TC-02", *keys])
+    assert given == loaded, f"{given} != {loaded}"
+    assert given.group_keys == {"layerwise": ["layerwise.split_size=2"], "parallel": ["parallel.dp_size=2"]}
+    own = Case(tc="", model="deepseek_v32", layerwise="s4", parallel="tp4", implementation="reference",
+               hardware="cpu", extra=tuple(keys))
+    assert given.first_case().id == own.id == "deepseek_v32-s2-w4dp2-reference"  # the job's own case
+    args = pytest_args([], Path("allure"))
+    assert not {"--lw-override", "--lw-matrix", "--lw-results"} & set(args), args

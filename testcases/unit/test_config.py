@@ -373,7 +373,7 @@ def test_hardware_schema_and_profile_keep_in_step():
     assert profile.warp_size == 64 and profile.topology.name == "bi_v100_pix4"
 
 
-# -- composition once per group option (harness.config.compose._assemble) ----------------
+# -- composition once per group option (harness.config.compose.assembled) ----------------
 
 
 def _hydra_whole(overrides, conf_dir=CONF_DIR):
@@ -491,11 +491,11 @@ def test_an_option_that_writes_outside_its_group_is_composed_whole(tmp_path):
     (conf / "model" / "wide.yaml").write_text(f"# @package _global_\ncache:\n  block_size: 32\nmodel:\n{body}\n")
     overrides = ["model=wide", "layerwise=s2"]
     parsed = composition.parse_overrides(overrides)
-    assert composition._assemble(conf, parsed) is None  # not assembled
+    assert composition.assembled(parsed, conf) is None  # not assembled
     got = compose_config(overrides, config_dir=conf)
     assert got.cache.block_size == 32
     _same_config(got, _hydra_whole(overrides, conf))
-    assert composition._assemble(conf, composition.parse_overrides(["model=qwen3_5_moe", "layerwise=s2"])) is not None
+    assert composition.assembled(composition.parse_overrides(["model=qwen3_5_moe", "layerwise=s2"]), conf) is not None
 
 
 def test_assembling_without_the_locality_check_would_lose_the_outside_key(tmp_path, monkeypatch):
@@ -508,7 +508,7 @@ def test_assembling_without_the_locality_check_would_lose_the_outside_key(tmp_pa
         "# @package _global_\ncache:\n  block_size: 32\nlayerwise:\n  enable: true\n  split_size: 2\n")
     overrides = ["layerwise=wide"]
     monkeypatch.setattr(composition, "_without", lambda cfg, group: {})  # every option counts as local
-    assembled = composition._assemble(conf, composition.parse_overrides(overrides))
+    assembled = composition.assembled(composition.parse_overrides(overrides), conf)
     assert assembled is not None and assembled.cache.block_size != 32
     assert _hydra_whole(overrides, conf).cache.block_size == 32
 
@@ -524,3 +524,19 @@ def test_assembly_errors_are_hydras_errors(overrides, field):
     with pytest.raises(ConfigError) as info:
         compose_config(overrides)
     assert info.value.field == field
+
+
+@pytest.mark.parametrize("group, option, key", [("draft", "deepseek_mtp", "num_hidden_layers"),
+                                                ("model", "qwen3_5_moe", "num_hidden_layers")],
+                         ids=["null-by-default", "set-by-default"])
+def test_a_key_change_on_an_assembled_option_changes_that_config_only(group, option, key):
+    """Each group option's node is composed once and shared: a case's key change lands on its own copy,
+    whether the default config sets the group to null (``draft``) or to a node of its own (``model``)."""
+    from harness.config.compose import option_node
+
+    shipped = getattr(option_node(group, option), key)
+    changed = compose_config([f"{group}={option}", f"{group}.{key}={shipped + 6}"])
+    assert getattr(changed[group], key) == shipped + 6
+    again = compose_config([f"{group}={option}"])
+    assert (getattr(again[group], key), getattr(option_node(group, option), key)) == (shipped, shipped), \
+        f"{group}={option}: the shared node took another case's {group}.{key}={shipped + 6}"

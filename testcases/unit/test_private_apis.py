@@ -21,26 +21,6 @@ def test_hydras_parser_reads_every_option_the_app_checks():
         assert hasattr(args, name), name
 
 
-# -- OmegaConf -----------------------------------------------------------------------------------
-
-
-def test_omegaconfs_node_is_the_node_also_where_the_value_is_null():
-    from omegaconf import Node, OmegaConf
-
-    cfg = OmegaConf.create({"draft": None, "model": {"name": "m"}})
-    assert cfg.draft is None
-    null = private_apis.omegaconf_node(cfg, "draft")
-    assert isinstance(null, Node) and null._get_parent() is cfg and null._value() is None
-    assert private_apis.omegaconf_node(cfg, "model") is cfg.model
-
-
-def test_composition_swaps_nodes_through_the_wrapper():
-    from harness.config.compose import compose_config, config_node
-
-    cfg = compose_config(["draft=none"])
-    assert config_node(cfg, "model") is cfg.model and config_node(cfg, "draft")._value() is None
-
-
 # -- pytest --------------------------------------------------------------------------------------
 
 

@@ -24,7 +24,7 @@ TC01 = str(TC_DIR / "test_tc01_allocation.py")
 TREE_KEY = f"implementation.source_dir={FIXTURE}"
 JOB = ["implementation=xllm_native", TREE_KEY, "model=deepseek_v32", "layerwise=off", "parallel=tp4"]
 """What ``python -m harness implementation=xllm_native implementation.source_dir=... model=deepseek_v32
-layerwise=off`` hands the suites (``harness.app.job.pytest_args``)."""
+layerwise=off`` hands the suites (``harness.app.job.suite_matrix``)."""
 
 
 def test_every_tc_takes_the_tree_key_of_a_job():
