@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -87,7 +88,7 @@ class GivenCases:
         self.results: list[dict] = []
 
 
-def given_cases(config) -> GivenCases | None:
+def given_cases(config) -> Optional[GivenCases]:
     """The ``GivenCases`` registered with this session, or None (the cases come from the command line)."""
     if keys.GIVEN in config.stash:
         return config.stash[keys.GIVEN]
