@@ -226,7 +226,11 @@ def command_line(args) -> str:
     words += ["--models", args.models] if args.models != ",".join(MODELS) else []
     words += ["--layerwise", args.layerwise] if args.layerwise != ",".join(LAYERWISE) else []
     words += ["--roles-only"] if args.roles_only else []
-    return f"{COMMAND} {shlex.join(words)} --docs"
+    from implementations.xllm_native.native import ENV_BASE_SOURCE as BASE_SOURCE_ENV
+
+    base = os.environ.get(BASE_SOURCE_ENV)  # the engine around a port (a manifest's ``base``) is part of the run
+    prefix = f"{BASE_SOURCE_ENV}={shlex.quote(base)} " if base else ""
+    return f"{prefix}{COMMAND} {shlex.join(words)} --docs"
 
 
 def check_docs(docs_blocks, names=("native_verdicts", "native_departures")) -> None:

@@ -102,3 +102,14 @@ def test_the_record_names_every_option_it_was_measured_with():
     default = SimpleNamespace(tree=["/c"], manifest=None, models=",".join(native_verdicts.MODELS),
                               layerwise=",".join(native_verdicts.LAYERWISE), roles_only=False)
     assert native_verdicts.command_line(default) == "python -m harness.native_verdicts --tree /c --docs"
+
+
+def test_the_record_names_the_engine_around_a_port(monkeypatch):
+    """A port's base tree (``LWSPLIT_XLLM_BASE_SRC``) decides its verdicts, so the recorded command carries it."""
+    args = SimpleNamespace(tree=["/p"], manifest=None, models=",".join(native_verdicts.MODELS),
+                           layerwise=",".join(native_verdicts.LAYERWISE), roles_only=False)
+    monkeypatch.setenv("LWSPLIT_XLLM_BASE_SRC", "/src/up stream")
+    assert native_verdicts.command_line(args) == ("LWSPLIT_XLLM_BASE_SRC='/src/up stream' "
+                                                  "python -m harness.native_verdicts --tree /p --docs")
+    monkeypatch.delenv("LWSPLIT_XLLM_BASE_SRC")
+    assert native_verdicts.command_line(args) == "python -m harness.native_verdicts --tree /p --docs"
