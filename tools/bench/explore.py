@@ -92,6 +92,7 @@ def measure(examples: dict, seed: int) -> dict:
         seconds = time.process_time() - start
         if finding is not None:
             fail(f"the reference failed a drawn configuration; nothing measured:\n{finding.report()}")
+        decode.cache_clear()  # judged alone: configuration objects of their own, not the ones the oracle remembers
         runs = drawn(examples[allocate], seed)
         out[allocate] = (count.judged, seconds, count.refused, judging_only(runner, runs, allocate) / len(runs))
     return out
