@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from typing import Optional
 
@@ -169,5 +169,27 @@ class KVPlan:
         """Stable hash of the whole plan; workers compare it to detect a diverging layout.
 
         Computed once per plan object (a frozen dataclass: its fields cannot change after)."""
-        body = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        body = json.dumps(_plain(self), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+_SCALARS = (int, str, float, bool, type(None))
+_FIELD_NAMES: dict = {}
+"""Dataclass type -> its field names, in order."""
+
+
+def _plain(value):
+    """What ``json.dumps`` writes for ``asdict(value)``, built without copying: a dataclass as a dict of its
+    fields, a tuple or list as a list (JSON writes both alike), a dict as a dict, anything else as it is
+    (``digest``: the same text as ``asdict``, at a fraction of its cost)."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is tuple or kind is list:
+        return [v if type(v) in _SCALARS else _plain(v) for v in value]
+    names = _FIELD_NAMES.get(kind)
+    if names is None:
+        if not hasattr(kind, "__dataclass_fields__"):
+            return {k: _plain(v) for k, v in value.items()} if isinstance(value, dict) else value
+        names = _FIELD_NAMES[kind] = tuple(f.name for f in fields(kind))
+    return {name: _plain(getattr(value, name)) for name in names}

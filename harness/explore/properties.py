@@ -39,7 +39,11 @@ def expected_counts(run, implementation: str) -> dict[int, int]:
     """Split rank -> full layers it owns, by the oracle."""
     s = oracle.split_size(run)
     owner = oracle.owner_of_layers(oracle.expected_full_layers(run.model), s, owner_rule(implementation))
-    return {r: sum(1 for o in owner.values() if o == r) for r in range(s)}
+    counts = dict.fromkeys(range(s), 0)
+    for o in owner.values():
+        if o in counts:
+            counts[o] += 1
+    return counts
 
 
 def idle_in_notes(notes) -> list[list[int]]:
@@ -62,9 +66,10 @@ def ownership_problems(plan, run, implementation: str) -> list[str]:
         for rp in members:
             for layer in rp.owned_full_layers:
                 owners.setdefault(layer, []).append(rp.rank)
-        missing = sorted(full - set(owners))
-        twice = {l: rs for l, rs in sorted(owners.items()) if len(rs) > 1}
-        linear = sorted(set(owners) - full)
+        missing = sorted(full.difference(owners))  # (sorted and listed only where a layer is found wrong)
+        twice = {l: rs for l, rs in owners.items() if len(rs) > 1}
+        twice = dict(sorted(twice.items())) if twice else twice
+        linear = sorted(owners.keys() - full)
         if missing or twice or linear:
             problems.append(Problem(f"split group {list(group)}: full layers without an owner {missing}, owned more "
                                     f"than once {twice}, owned but not full attention {linear} (each full layer "

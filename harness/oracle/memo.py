@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from functools import wraps
 
-RUNS_REMEMBERED = 4
+RUNS_REMEMBERED = 4096
 """Configurations whose answers are kept (the most recent): a verdict asks about one at a time, a few checks
-about a variant of it (another budget, another reserve)."""
+about a variant of it (another budget, another reserve); the explorer's implementations judge the same 1000
+drawn configuration objects (``harness.explore.strategies.decode``), each after the other."""
 _answers: dict = {}
 """id(run) -> (run, {(function, arguments): answer}); the run is held so that its id is not reused."""
 

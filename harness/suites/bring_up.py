@@ -109,8 +109,9 @@ def _weak_refs(cache) -> list:
     for t in cache.all_tensors():
         out.append(weakref.ref(t))
         storage = t.untyped_storage()
-        if storage.data_ptr() not in seen:
-            seen.add(storage.data_ptr())
+        ptr = storage.data_ptr()
+        if ptr not in seen:
+            seen.add(ptr)
             out.append(StorageWeakRef(storage))
     return out
 

@@ -36,6 +36,7 @@ from harness.oracle import (
     UPSTREAM_GROUP_RULE,
     UPSTREAM_OWNER_RULE,
     Rejection,  # noqa: F401  (re-exported: the suites' one import)
+    memo,
 )
 
 # ---- rejections ---------------------------------------------------------------------------
@@ -208,7 +209,13 @@ def upstream_worker_owners(run) -> Optional[Prediction]:
 def card_overflow(run, owner_rule: str = SPEC_OWNER_RULE) -> Optional[str]:
     """Why the plan under ``owner_rule`` overfills a card (FEATURE 4: no card's planned memory may exceed its
     HBM), or None: the oracle's bytes per card (target + draft) plus each rank's reserve. Exact, where
-    the oracle's ``spec_refuses_cards`` is a lower bound. Only for a config the spec groups."""
+    the oracle's ``spec_refuses_cards`` is a lower bound. Only for a config the spec groups. Once per
+    configuration and owner rule (``memo.per_run``: TC-03 and the explorer's refusal both ask)."""
+    return _card_overflow(run, owner_rule)
+
+
+@memo.per_run
+def _card_overflow(run, owner_rule: str) -> Optional[str]:
     if oracle.expected_split_groups(run) is None:
         return None
     hw = run.hardware

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from harness.suites.measure import storage_key, tensor_bytes
+from harness.suites.measure import tensor_bytes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -167,7 +167,9 @@ def worker_facts(worker, device: str, *, leak: Optional[LeakFacts] = None) -> Wo
     geometry share one ``TensorFacts`` (frozen): the pickle that carries them to the parent
     holds each geometry once, a third of the bytes to write and read."""
     cache = worker.cache
-    scratch = {storage_key(t): t for t in cache.scratch.values()}
+    # storages by (device, address) as ``storage_key`` names them, with the device object (its name once per
+    # device, not once per tensor)
+    scratch = {(t.device, t.untyped_storage().data_ptr()): t for t in cache.scratch.values()}
     seen: set = set(scratch)
     geometries: dict = {}
     layers = []
@@ -177,7 +179,7 @@ def worker_facts(worker, device: str, *, leak: Optional[LeakFacts] = None) -> Wo
         all_scratch = bool(layer.tensors)
         for name, t in layer.tensors.items():
             storage = t.untyped_storage()
-            key = storage_key(t, storage)
+            key = (t.device, storage.data_ptr())
             shape = tuple(t.shape)
             found = geometries.get((shape, t.dtype))
             if found is None:

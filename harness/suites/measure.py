@@ -20,12 +20,21 @@ def storage_key(tensor, storage=None) -> tuple[str, int]:
 def distinct_storage_bytes(tensors: Iterable) -> int:
     """Bytes of the union of ``[data_ptr, data_ptr + nbytes)`` over the storages behind ``tensors``, per device:
     memory two storages share is counted once."""
-    ranges: dict[str, set] = {}
+    ranges: dict = {}  # device -> spans (by the device object: its name once per device, not per tensor)
     for t in tensors:
         storage = t.untyped_storage()
-        if storage.nbytes():
-            ranges.setdefault(str(t.device), set()).add((storage.data_ptr(), storage.data_ptr() + storage.nbytes()))
-    return sum(union_bytes(spans) for spans in ranges.values())
+        nbytes = storage.nbytes()
+        if nbytes:
+            start = storage.data_ptr()
+            device = t.device
+            spans = ranges.get(device)
+            if spans is None:
+                spans = ranges[device] = set()
+            spans.add((start, start + nbytes))
+    by_name: dict[str, set] = {}
+    for device, spans in ranges.items():
+        by_name.setdefault(str(device), set()).update(spans)
+    return sum(union_bytes(spans) for spans in by_name.values())
 
 
 def union_bytes(spans: Iterable[tuple[int, int]]) -> int:

@@ -399,29 +399,40 @@ def _check_live(facts, plan, run) -> list[str]:
     full = list(oracle.expected_full_layers(run.model))
     by_rank = {r: tuple(g) for g in plan.split_groups for r in g}
     problems = []
+    found: dict = {}  # (a reported group object, the plan's group) -> what is wrong with it, judged once
     for f in facts:
         r, live = f.rank, f.group
-        members = sorted(m.rank for m in live.members)
-        if members != sorted(by_rank[r]):
-            problems.append(f"rank {r}: its real split subgroup holds {members}, plan says {sorted(by_rank[r])}")
-        cards = [(m.node, m.card) for m in live.members]
-        if any(where[m.rank] != (m.node, m.card) for m in live.members):
-            problems.append(f"rank {r}: subgroup members report cards {cards}, placement says "
-                            f"{[where[m.rank] for m in live.members]}")
-        over = {card: n for card, n in live.card_counts.items() if n != 1}
-        if over or sum(live.card_counts.values()) != len(members):
-            problems.append(f"rank {r}: all-reduced card counts in its subgroup {live.card_counts} "
-                            f"(each card must appear once)")
-        owners = sorted(l for m in live.members for l in m.owned)
-        if owners != full:
-            missing = sorted(set(full) - set(owners))
-            twice = sorted({l for l in owners if owners.count(l) > 1})
-            problems.append(f"rank {r}: split group {members} owns full layers missing {missing}, "
-                            f"more than once {twice}, not full {sorted(set(owners) - set(full))}")
+        key = (id(live), by_rank[r])
+        if key not in found:
+            found[key] = _live_group_problems(live, by_rank[r], where, full)
+        problems += [f"rank {r}: {p}" for p in found[key]]
         device = f.device
         if device.startswith("cuda:") and len({x.device for x in facts}) == len(facts):
             if int(device.split(":")[1]) != where[r][1]:  # one rank per card: the plan's card is the real one
                 problems.append(f"rank {r} runs on {device} but is planned on card {where[r][1]}")
+    return problems
+
+
+def _live_group_problems(live, planned: tuple, where, full: list) -> list[str]:
+    """What is wrong with one reported split group (``LiveGroup``) whose rank the plan puts in ``planned``: the
+    same for every member that reports it (in-process, the members of a group share one object)."""
+    problems = []
+    members = sorted(m.rank for m in live.members)
+    if members != sorted(planned):
+        problems.append(f"its real split subgroup holds {members}, plan says {sorted(planned)}")
+    if any(where[m.rank] != (m.node, m.card) for m in live.members):
+        cards = [(m.node, m.card) for m in live.members]
+        problems.append(f"subgroup members report cards {cards}, placement says "
+                        f"{[where[m.rank] for m in live.members]}")
+    over = {card: n for card, n in live.card_counts.items() if n != 1}
+    if over or sum(live.card_counts.values()) != len(members):
+        problems.append(f"all-reduced card counts in its subgroup {live.card_counts} (each card must appear once)")
+    owners = sorted(l for m in live.members for l in m.owned)
+    if owners != full:
+        missing = sorted(set(full) - set(owners))
+        twice = sorted({l for l in owners if owners.count(l) > 1})
+        problems.append(f"split group {members} owns full layers missing {missing}, "
+                        f"more than once {twice}, not full {sorted(set(owners) - set(full))}")
     return problems
 
 

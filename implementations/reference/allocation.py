@@ -63,9 +63,14 @@ def _block_shape(layout: str, n_blocks: int, block_size: int, heads: int, dim: O
     return shape if dim is None else shape + (dim,)
 
 
-def _full_layer_tensors(model: ModelSpec, run: RunSpec, message: KVPlan, *,
-                        with_index: bool, device: str) -> dict[str, torch.Tensor]:
-    """Fresh tensors of one full-attention layer (one storage per tensor)."""
+def _fresh(shapes: dict[str, tuple[tuple, torch.dtype]], device: str) -> dict[str, torch.Tensor]:
+    """One fresh tensor per name of ``shapes`` (name -> (shape, dtype)), each with its own storage."""
+    return {name: torch.empty(shape, dtype=dtype, device=device) for name, (shape, dtype) in shapes.items()}
+
+
+def _full_layer_shapes(model: ModelSpec, run: RunSpec, message: KVPlan, *,
+                       with_index: bool) -> dict[str, tuple[tuple, torch.dtype]]:
+    """Name -> (shape, dtype) of each tensor of one full-attention layer (the same for every full layer)."""
     cache = run.cache
     kv_dtype = _resolve(cache.kv_cache_dtype, model, field="cache.kv_cache_dtype")
     quantized = cache.kv_cache_dtype in QUANTIZED_KV_CACHE_DTYPES
@@ -93,16 +98,14 @@ def _full_layer_tensors(model: ModelSpec, run: RunSpec, message: KVPlan, *,
         else:
             index_dtype = torch_dtype(model.dtype, field="model")
             specs["index"] = (1, model.index_head_dim, index_dtype)
-    return {
-        name: torch.empty(_block_shape(message.kv_layout, message.n_blocks, message.block_size, heads, dim),
-                          dtype=dtype, device=device)
-        for name, (heads, dim, dtype) in specs.items()
-    }
+    return {name: (_block_shape(message.kv_layout, message.n_blocks, message.block_size, heads, dim), dtype)
+            for name, (heads, dim, dtype) in specs.items()}
 
 
-def _linear_layer_tensors(model: ModelSpec, run: RunSpec, message: KVPlan, *, role: str,
-                          device: str) -> dict[str, torch.Tensor]:
-    """Conv + recurrent state of one linear-attention (GDN) layer, never split (upstream shapes)."""
+def _linear_layer_shapes(model: ModelSpec, run: RunSpec, message: KVPlan, *,
+                         role: str) -> dict[str, tuple[tuple, torch.dtype]]:
+    """Name -> (shape, dtype) of the conv and recurrent state of one linear-attention (GDN) layer, never split
+    (upstream shapes; the same for each linear layer)."""
     spec = kv_bytes.linear_spec(
         model, run.cache, message.attn_tp_size,
         speculative_tokens=kv_bytes.speculative_state_tokens(model, run.cache, is_draft=role == "draft"))
@@ -112,9 +115,9 @@ def _linear_layer_tensors(model: ModelSpec, run: RunSpec, message: KVPlan, *, ro
     conv_dtype = torch_dtype(model.dtype, field="model.dtype")
     ssm_dtype = torch_dtype(kv_bytes.ssm_dtype(model), field="model.mamba_ssm_dtype")
     return {
-        "conv": torch.empty((slots, spec.conv_state_len, conv_dim), dtype=conv_dtype, device=device),
-        "recurrent": torch.empty((slots * spec.ssm_checkpoint_stride, spec.n_local_v_heads, spec.key_head_dim,
-                                  spec.value_head_dim), dtype=ssm_dtype, device=device),
+        "conv": ((slots, spec.conv_state_len, conv_dim), conv_dtype),
+        "recurrent": ((slots * spec.ssm_checkpoint_stride, spec.n_local_v_heads, spec.key_head_dim,
+                       spec.value_head_dim), ssm_dtype),
     }
 
 
@@ -150,16 +153,21 @@ def allocate_worker_cache(message: KVPlan, run: RunSpec, *, rank: int, role: str
         raise ValueError("a full layer is marked not owned but the split is not active")
 
     with_index = model.index_n_heads > 0
-    scratch = (_full_layer_tensors(model, run, message, with_index=with_index, device=device)
-               if message.active else {})
+    # a kind's tensor shapes are the same for each of its layers: worked out once (at its first layer)
+    full_shapes = _full_layer_shapes(model, run, message, with_index=with_index) if message.active else None
+    linear_shapes = None
+    scratch = _fresh(full_shapes, device) if message.active else {}  # one storage per tensor, as an owned layer
     layers = []
     for layer_id in range(message.num_layers):
         if layer_id not in full:
-            tensors = _linear_layer_tensors(model, run, message, role=role, device=device)
-            layers.append(LayerCache(layer_id=layer_id, kind="linear", owned=True, tensors=tensors))
+            if linear_shapes is None:
+                linear_shapes = _linear_layer_shapes(model, run, message, role=role)
+            layers.append(LayerCache(layer_id=layer_id, kind="linear", owned=True,
+                                     tensors=_fresh(linear_shapes, device)))
         elif mask[layer_id]:
-            tensors = _full_layer_tensors(model, run, message, with_index=with_index, device=device)
-            layers.append(LayerCache(layer_id=layer_id, kind="full", owned=True, tensors=tensors))
+            if full_shapes is None:
+                full_shapes = _full_layer_shapes(model, run, message, with_index=with_index)
+            layers.append(LayerCache(layer_id=layer_id, kind="full", owned=True, tensors=_fresh(full_shapes, device)))
         else:
             views = {name: t.view(t.shape) for name, t in scratch.items()}
             layers.append(LayerCache(layer_id=layer_id, kind="full", owned=False, tensors=views))

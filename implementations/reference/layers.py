@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from contract.errors import ConfigError
 from contract.specs import FULL_ATTENTION_TYPES, ModelSpec
 
@@ -31,7 +33,15 @@ def check_layer_types(model: ModelSpec) -> None:
 
 
 def full_layers(model: ModelSpec) -> tuple[int, ...]:
-    """Ids of the full-attention layers, ascending."""
+    """Ids of the full-attention layers, ascending (computed once per distinct model: a plan asks often)."""
+    try:
+        return _full_layers(model)
+    except TypeError:  # a model that cannot be hashed (a list where a tuple belongs)
+        return _full_layers.__wrapped__(model)
+
+
+@lru_cache(maxsize=64)
+def _full_layers(model: ModelSpec) -> tuple[int, ...]:
     check_layer_types(model)
     return tuple(l for l in range(model.num_hidden_layers) if is_full_layer_kind(model, l))
 

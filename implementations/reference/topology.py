@@ -103,6 +103,21 @@ def form_split_groups(
     placement: Sequence[tuple[int, int]],
     topology: Topology,
 ) -> tuple[tuple[int, ...], ...]:
+    """Cut one attention TP group into groups of ``split_size`` by FEATURE 4's one key (``_form_split_groups``),
+    once per distinct TP group, split size, placement and topology: every plan of one layout asks again."""
+    try:
+        return _form_split_groups(tuple(tp_group), split_size, tuple(placement), topology)
+    except TypeError:  # arguments that cannot be hashed: worked out each time
+        return _form_split_groups.__wrapped__(tuple(tp_group), split_size, tuple(placement), topology)
+
+
+@lru_cache(maxsize=1024, typed=True)
+def _form_split_groups(
+    tp_group: tuple[int, ...],
+    split_size: int,
+    placement: tuple[tuple[int, int], ...],
+    topology: Topology,
+) -> tuple[tuple[int, ...], ...]:
     """Cut one attention TP group into groups of ``split_size`` by FEATURE 4's one key.
 
     Best first: (1) the worst link of any group; (2) then the groups' own worst links sorted

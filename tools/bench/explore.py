@@ -76,6 +76,7 @@ def measure(examples: dict, seed: int) -> dict:
     """(configurations, CPU seconds exploring, refused, CPU seconds judging alone) per level, on the reference."""
     from harness.explore.runner import runner_for
     from harness.explore.search import Count, explore
+    from harness.explore.strategies import decode
     from harness.suites.matrix import load_matrix
 
     runner = runner_for(load_matrix("ci", ["implementation=reference"]), "reference")
@@ -84,12 +85,14 @@ def measure(examples: dict, seed: int) -> dict:
         explore(runner, examples=5, allocate=allocate, seed=seed + 1, shrink=False)
     out = {}
     for allocate in (False, True):
+        decode.cache_clear()  # each level decodes its draws afresh (the levels draw the same first strings)
         count = Count()
         start = time.process_time()
         finding = explore(runner, examples=examples[allocate], allocate=allocate, seed=seed, shrink=False, count=count)
         seconds = time.process_time() - start
         if finding is not None:
             fail(f"the reference failed a drawn configuration; nothing measured:\n{finding.report()}")
+        decode.cache_clear()  # judged alone: configuration objects of their own, not the ones the oracle remembers
         runs = drawn(examples[allocate], seed)
         out[allocate] = (count.judged, seconds, count.refused, judging_only(runner, runs, allocate) / len(runs))
     return out
