@@ -51,10 +51,13 @@ def _build_and_install(root: Path) -> None:
     (wheel,) = wheels.glob("*.whl")
     subprocess.run([*pip, "install", "--no-deps", "--target", str(target), str(wheel)],
                    check=True, capture_output=True, text=True, timeout=300)
+    # the install folder sits in a project of its own (a venv inside a checkout): its ini is not the TCs'
+    (root / "pytest.ini").write_text("[pytest]\naddopts = --no-such-option-of-this-project\n")
 
 
 def _run(args, site: Path, cwd: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LWSPLIT_"))}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's shell writes bytecode: whatever it writes must be seen
     env["PYTHONPATH"] = str(site)
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
 
@@ -92,7 +95,8 @@ def _files_of(folder: Path) -> dict[str, tuple[int, int]]:
 def test_installed_harness_sweeps_the_tcs_from_an_empty_folder(installed, tmp_path):
     """``python -m harness -m ... suite=quick`` (the main job: the TCs under pytest, in-process) from the wheel:
     its TC modules are the copy the wheel carries (``harness/_tc``), the sweep's results land under the working
-    folder's ``reports/``, and the install folder is left as pip made it (no rewritten modules cached there)."""
+    folder's ``reports/``, and the install folder is left as pip made it (no rewritten modules cached there).
+    An ini file above the install folder (``_build_and_install``) is not the TCs': theirs is ``_tc/pytest.ini``."""
     before = _files_of(installed)
     proc = _run(["-m", "harness", "-m", "model=qwen3_5_moe", "layerwise=s2", "suite=quick"], installed, tmp_path)
     out = proc.stdout + proc.stderr
