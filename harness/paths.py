@@ -2,8 +2,10 @@
 
 In a checkout, ``conf/`` (Hydra config groups and topology fixtures) sits next to the
 ``harness`` package. An installed wheel carries a copy of it built from that same
-folder at build time (``harness/_conf``, see ``setup.py``), so ``python -m harness.plan``
-works from any directory without a checkout. The recorded pre-feature baseline is
+folder at build time (``harness/_conf``, see ``setup.py``), and of the TC modules
+(``harness/_tc``), so ``python -m harness`` and ``python -m harness.plan`` work from any
+directory without a checkout; an installed harness writes its reports under the working
+directory (``reports/``), never into the install folder. The recorded pre-feature baseline is
 package data (``harness/baselines``) in both cases.
 """
 
@@ -19,18 +21,21 @@ CONFIG_NAME = "config"
 """The primary config: ``<CONF_DIR>/config.yaml``."""
 _CHECKOUT_CONF = REPO_ROOT / "conf"
 _PACKAGED_CONF = PACKAGE_DIR / "_conf"
-CONF_DIR = _CHECKOUT_CONF if (_CHECKOUT_CONF / f"{CONFIG_NAME}.yaml").is_file() else _PACKAGED_CONF
+IN_CHECKOUT = (_CHECKOUT_CONF / f"{CONFIG_NAME}.yaml").is_file()
+"""Whether the package sits in a checkout (else: an installed wheel, its data copied in at build time)."""
+CONF_DIR = _CHECKOUT_CONF if IN_CHECKOUT else _PACKAGED_CONF
 """Hydra config groups: the checkout's ``conf/``, else the copy an installed wheel carries."""
 TOPOLOGY_DIR = CONF_DIR / "topology"
 """Named topology fixtures (``hardware.topology: bi_v100_pix4``)."""
 BASELINE_DIR = PACKAGE_DIR / "baselines"
 """Recorded pre-feature allocation and its provenance README."""
 BASELINE_PATH = BASELINE_DIR / "uniform_allocation.json"
-TC_DIR = REPO_ROOT / "testcases" / "tc"
-"""The TC test modules ``python -m harness mode=suite`` runs (a checkout only)."""
+TC_DIR = REPO_ROOT / "testcases" / "tc" if IN_CHECKOUT else PACKAGE_DIR / "_tc"
+"""The TC test modules ``python -m harness mode=suite`` runs: the checkout's, else the wheel's copy."""
 
-REPORTS_DIR = REPO_ROOT / "reports"
-"""Default home of what a run writes (results, the Allure report and its history)."""
+REPORTS_DIR = REPO_ROOT / "reports" if IN_CHECKOUT else Path("reports")
+"""Default home of what a run writes (results, the Allure report and its history): the checkout's
+``reports/``, else ``reports/`` of the working directory (relative: read where it is used)."""
 ALLURE_RESULTS_DIR = REPORTS_DIR / "allure-results"
 """``pytest --alluredir`` results the report is built from, by default."""
 ALLURE_REPORT_DIR = REPORTS_DIR / "allure-report"

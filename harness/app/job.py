@@ -1,8 +1,9 @@
 """One job of ``python -m harness``: one configuration, its TCs or its plan, and ``result.json``.
 
 ``mode=suite`` runs the selected TCs through the same pytest suites CI runs
-(``pytest.main`` in this process on ``testcases/tc``). The job's case matrix (its option on
-each matrix axis, its TCs and key overrides: ``suite_matrix``) is handed to pytest as data, and
+(``pytest.main`` in this process on ``testcases/tc``, or on an installed wheel's copy of it:
+``harness.paths.TC_DIR``). The job's case matrix (its option on each matrix axis, its TCs
+and key overrides: ``suite_matrix``) is handed to pytest as data, and
 each case's result line comes back as data (``harness.pytest_plugin.options.GivenCases``).
 Rank pools outlive the session (``--lw-keep-pools``), so the jobs of a local sweep
 share them; they close at interpreter exit. ``mode=plan`` only plans.
@@ -30,7 +31,7 @@ from contract.errors import ImplementationFailure, UserError
 from harness.app import status as st
 from harness.app.progress import say
 from harness.files import write_atomic, write_json_atomic
-from harness.paths import REPO_ROOT, TC_DIR
+from harness.paths import IN_CHECKOUT, REPO_ROOT, TC_DIR
 
 RESULT_FILE = "result.json"
 MATRIX_GROUPS = ("model", "layerwise", "parallel", "implementation", "hardware")
@@ -186,7 +187,7 @@ def key_overrides(task_overrides: Sequence[str], choices: Mapping[str, Optional[
 
 
 def tc_files(tcs: Sequence[str]) -> tuple[list[Path], list[str]]:
-    """(test modules of ``tcs`` under testcases/tc, TCs without one)."""
+    """(test modules of ``tcs`` under ``TC_DIR``, TCs without one)."""
     files, missing = [], []
     for tc in tcs:
         found = sorted(TC_DIR.glob(f"test_tc{tc.split('-')[-1]}_*.py"))
@@ -269,6 +270,9 @@ def run_suite(cfg, choices, extra: Sequence[str], job_dir: Path, *, quiet: bool)
             log = stack.enter_context(open(log_path, "w", encoding="utf-8"))
             stack.enter_context(contextlib.redirect_stdout(log))
             stack.enter_context(contextlib.redirect_stderr(log))
+        if not IN_CHECKOUT:  # pytest's rewritten TC modules are cached beside them: not in the install folder
+            stack.callback(setattr, sys, "dont_write_bytecode", sys.dont_write_bytecode)
+            sys.dont_write_bytecode = True
         exit_code = int(pytest.main(pytest_args(files, alluredir), plugins=[outcomes, given]))
     stopped = signals.stop_requested()
     if stopped:  # pytest turned the signal into exit code 2; the sweep must stop, not go on

@@ -2,8 +2,8 @@
 fixtures, baseline, shipped manifests and C++ shims without a checkout, from any directory.
 
 Builds the wheel once per test run from a copy of the sources (the checkout stays untouched), installs it
-into a folder with ``pip --target`` and runs the two plan commands from an empty directory
-with that folder first on ``PYTHONPATH`` (the dependencies come from this environment).
+into a folder with ``pip --target`` and runs the plan commands and a sweep of the TCs from an empty
+directory with that folder first on ``PYTHONPATH`` (the dependencies come from this environment).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from harness.paths import REPO_ROOT
 
 pytestmark = pytest.mark.meta
 
-SOURCES = ("pyproject.toml", "setup.py", "README.md", "harness", "contract", "implementations", "conf")
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "harness", "contract", "implementations", "conf", "testcases/tc")
 PACKAGES = ("harness", "contract", "implementations")
 NOT_SHIPPED = {"harness/rankpool/README.md"}
 """Files of the package folders a wheel leaves out on purpose (documentation no code reads)."""
@@ -36,11 +36,11 @@ def installed(once_per_run) -> Path:
 def _build_and_install(root: Path) -> None:
     src = root / "src"
     src.mkdir(parents=True)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "_conf")
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "_conf", "_tc")
     for name in SOURCES:
         path = REPO_ROOT / name
         if path.is_dir():
-            shutil.copytree(path, src / name, ignore=ignore)
+            shutil.copytree(path, src / name, ignore=ignore)  # testcases/tc: setup.py copies its TC modules
         else:
             shutil.copy2(path, src / name)
     wheels = root / "wheels"
@@ -51,21 +51,27 @@ def _build_and_install(root: Path) -> None:
     (wheel,) = wheels.glob("*.whl")
     subprocess.run([*pip, "install", "--no-deps", "--target", str(target), str(wheel)],
                    check=True, capture_output=True, text=True, timeout=300)
+    # the install folder sits in a project of its own (a venv inside a checkout): its ini is not the TCs'
+    (root / "pytest.ini").write_text("[pytest]\naddopts = --no-such-option-of-this-project\n")
 
 
 def _run(args, site: Path, cwd: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LWSPLIT_"))}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's shell writes bytecode: whatever it writes must be seen
     env["PYTHONPATH"] = str(site)
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
 
 
 @pytest.mark.slow
-def test_installed_package_carries_conf_and_baseline(installed, tmp_path):
-    proc = _run(["-c", "import harness.paths as p; print(p.__file__); print(p.CONF_DIR); print(p.BASELINE_PATH)"],
+def test_installed_package_carries_conf_tcs_and_baseline(installed, tmp_path):
+    proc = _run(["-c", "import harness.paths as p; print(p.__file__); print(p.CONF_DIR); print(p.BASELINE_PATH); "
+                 "print(p.TC_DIR); print(p.REPORTS_DIR.resolve()); print(p.ALLURE_REPORT_DIR.resolve())"],
                 installed, tmp_path)
     assert proc.returncode == 0, proc.stderr
-    module, conf, baseline = proc.stdout.split()
+    module, conf, baseline, tc, reports, allure_report = proc.stdout.split()
     assert module.startswith(str(installed)) and conf == str(installed / "harness" / "_conf")
+    assert tc == str(installed / "harness" / "_tc") and len(list(Path(tc).glob("test_tc0*.py"))) == 7
+    assert reports == str(tmp_path / "reports") and allure_report.startswith(reports)  # never the install folder
     assert (Path(conf) / "config.yaml").is_file() and (Path(conf) / "topology" / "bi_v100_pix4.txt").is_file()
     assert Path(baseline).is_file() and (Path(baseline).parent / "README.md").is_file()
 
@@ -78,6 +84,31 @@ def test_installed_plan_commands_run_from_any_directory(installed, tmp_path):
     proc = _run(["-m", "harness", "mode=plan", f"hydra.run.dir={run_dir}"], installed, tmp_path)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-2000:]
     assert json.loads((run_dir / "result.json").read_text())["status"] == "planned"
+
+
+def _files_of(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every file and folder under ``folder``: relative path -> (size, mtime in ns)."""
+    return {p.relative_to(folder).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*")}
+
+
+@pytest.mark.slow
+def test_installed_harness_sweeps_the_tcs_from_an_empty_folder(installed, tmp_path):
+    """``python -m harness -m ... suite=quick`` (the main job: the TCs under pytest, in-process) from the wheel:
+    its TC modules are the copy the wheel carries (``harness/_tc``), the sweep's results land under the working
+    folder's ``reports/``, and the install folder is left as pip made it (no rewritten modules cached there).
+    An ini file above the install folder (``_build_and_install``) is not the TCs': theirs is ``_tc/pytest.ini``."""
+    before = _files_of(installed)
+    proc = _run(["-m", "harness", "-m", "model=qwen3_5_moe", "layerwise=s2", "suite=quick"], installed, tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "sweep done:" in proc.stdout, out[-3000:]
+    (md,) = (tmp_path / "reports" / "sweeps").glob("*/*/results.md")
+    result = json.loads((md.parent / "0" / "result.json").read_text())
+    assert result["status"] == "passed", result.get("message")
+    for tc in ("TC-01", "TC-02"):
+        assert result["tcs"][tc]["counts"].get("passed", 0) > 0, (tc, result["tcs"][tc]["counts"])
+    written = sorted(set(_files_of(installed).items()) - set(before.items()))
+    assert not written, f"the run wrote into the install folder: {written[:10]}"
 
 
 def test_the_wheel_ships_every_file_of_the_package_folders(installed):
