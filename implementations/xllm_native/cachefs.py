@@ -3,7 +3,8 @@ with a size cap, make's dependency-file syntax, and compiler runs with a time li
 
 * ``private_folder`` makes the cache folder (0700 where it creates it) and refuses one that is not
   the user's own: owned by another uid, writable by group or others, a file, or under a folder
-  everyone may write without the sticky bit (another user could swap it).
+  everyone may write without the sticky bit (another user could swap it). ``trusted_path`` checks every
+  folder a path's names are looked up in; ``trusted_folder`` the folder too (one to make entries in).
 * ``open_private`` opens a file without following a symbolic link and accepts it only when it is a
   regular file owned by the user and not writable by group or others; ``lock_file`` opens the build
   lock the same way, creating it 0600 and never truncating it.
@@ -168,6 +169,19 @@ def trusted_path(path: Path) -> Path:
             continue
         here = nxt
     return Path(here)
+
+
+def trusted_folder(path: Path) -> Path:
+    """The real path of folder ``path`` (``trusted_path``), itself checked as the folders on its way are: a
+    folder to make entries in (a temporary folder: ``/tmp``, sticky, passes). Raises ``NotPrivate``, ``OSError``."""
+    real = trusted_path(path)
+    st = os.stat(real)
+    if not stat.S_ISDIR(st.st_mode):
+        raise NotPrivate(f"{path} is not a folder")
+    why = _why_not_trusted_folder(st)
+    if why:
+        raise NotPrivate(f"{real} is {why}")
+    return real
 
 
 def open_private(path: Path, flags: int = os.O_RDONLY) -> int:

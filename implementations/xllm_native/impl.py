@@ -668,9 +668,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         owner = library or self.native
         reply, tensors = owner.tensor_library(message.kv_layout).allocate(tensor_lib.request(values))
         if "check" in reply:
-            c = reply["check"]
-            raise owner.refusal(native_mod.Check(file=c["file"], line=c["line"], message=c["message"].strip(),
-                                                       condition=native_mod.check_condition(c["file"], c["line"])))
+            raise owner.refusal(owner.check_of(reply["check"]))
         return self.worker_cache(message, reply, tensors, rank=rank, role=role, model=model, device=device,
                                  split=split or (message.active and library is None))
 

@@ -18,6 +18,7 @@ import re
 import select
 import shutil
 import signal
+import stat
 import struct
 import subprocess
 import sys
@@ -27,7 +28,7 @@ import time
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, NoReturn, Optional
+from typing import Mapping, NoReturn, Optional, Sequence
 
 from contract.errors import ConfigError, ImplementationFailure, PlanError, UserError, clip
 from contract.interface import NATIVE_LOG_ENV
@@ -41,6 +42,11 @@ DEFAULT_TIMEOUT_S = 60.0
 LOAD_TIMEOUT_S = 60.0
 """The limit on starting the host and opening the library (its static constructors run then)."""
 MAX_PARKED_THREADS = 64
+MAX_REPLY_BYTES = 64 << 20
+"""The largest reply read from a host (64 MiB): the length comes from the host's process, which the tree's code
+can write to; a real reply is a few KiB."""
+CONTEXT_LINES = 8
+"""Lines after a CHECK's own line that ``check_condition`` reads for a condition spanning lines."""
 """CHECKs one host answers before it is replaced: each leaves the thread it fired on parked (``cpp/protocol.h``)."""
 
 CHECK_RULES: tuple[tuple[str, str, str], ...] = (
@@ -83,34 +89,63 @@ PORT_MASTER_ROLES = ("validation",)
 
 @dataclass(frozen=True, kw_only=True)
 class Check:
-    """A CHECK that fired in the tree's code: where, its condition as written, glog's message."""
+    """A CHECK that fired in the tree's code: where, its condition as written, glog's message; ``unquoted``
+    says why the condition could not be read (then it is empty)."""
 
     file: str
     line: int
     condition: str
     message: str
+    unquoted: str = ""
 
     @property
     def where(self) -> str:
         return f"{Path(self.file).name}:{self.line}"
 
 
-def check_condition(file: str, line: int) -> str:
-    """The CHECK statement's condition at ``file:line`` (the macro and its parenthesised arguments)."""
+def check_condition(file: str, line: int, roots: Sequence[object]) -> tuple[str, str]:
+    """(the CHECK statement's condition at ``file:line``: the macro and its parenthesised arguments, ""), or
+    ("", why it is not quoted). The file name is the tree's to report (glog's ``__FILE__``, ``#line``), so
+    only a regular file whose real path is inside ``roots`` (folders, or files: what the build compiled) is
+    read: opened without blocking and without following a last link (a FIFO or device is never read),
+    at most ``cachefs.MAX_SOURCE_BYTES``, and no further than the lines needed."""
+    if not os.path.isabs(file) or "\0" in file:
+        return "", f"{file!r} is not an absolute path"
+    real = os.path.realpath(file)
+    if not any(cachefs._inside(real, os.path.realpath(str(r))) for r in roots):
+        return "", f"{file} is outside the tree and the build folder"
     try:
-        lines = Path(file).read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return ""
-    text = "\n".join(lines[max(line - 1, 0):line + 8])
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        return "", f"{file}: {exc.strerror}"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "", f"{file} is not a regular file"
+        want, limit = max(line, 1) + CONTEXT_LINES, cachefs.MAX_SOURCE_BYTES
+        data, newlines = bytearray(), 0
+        while newlines < want and len(data) < limit:
+            chunk = os.read(fd, min(1 << 16, limit - len(data)))
+            if not chunk:
+                break
+            data += chunk
+            newlines += chunk.count(b"\n")
+    except OSError as exc:
+        return "", f"{file}: {exc.strerror}"
+    finally:
+        os.close(fd)
+    if newlines < line and len(data) >= limit:
+        return "", f"line {line} of {file} is not within its first {limit >> 20} MiB"
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    text = "\n".join(lines[max(line - 1, 0):line + CONTEXT_LINES])
     m = re.search(r"\b(?:P?CHECK\w*|LOG)\s*\(", text)
     if m is None:
-        return text.splitlines()[0].strip() if text else ""
+        return (text.splitlines()[0].strip() if text else ""), ""
     depth, i = 0, m.end() - 1
     for i in range(m.end() - 1, len(text)):
         depth += {"(": 1, ")": -1}.get(text[i], 0)
         if depth == 0:
             break
-    return " ".join(text[m.start():i + 1].split())
+    return " ".join(text[m.start():i + 1].split()), ""
 
 
 def rule_of(check: Check) -> tuple[str, str]:
@@ -180,22 +215,42 @@ class Native:
                 if self._host.parked >= MAX_PARKED_THREADS:
                     self._host.close()
                     self._host = None
-        text = raw.decode("utf-8", errors="replace")  # a tree's message may be GBK or any bytes
-        try:
-            reply = json.loads(text)
-        except ValueError:
-            reply = None
-        if not isinstance(reply, dict):
-            raise ImplementationFailure(self.who, f"the compiled {op} answered something that is not a JSON object: "
-                                                  f"{clip(text, 120)!r}")
+            try:
+                reply = reply_object(raw, self.who, op)
+            except ImplementationFailure:  # the host's protocol cannot be trusted after it
+                if self._host is not None:
+                    self._host.close()
+                    self._host = None
+                raise
         if "check" in reply:
-            c = reply["check"]
-            raise self.refusal(Check(file=c["file"], line=c["line"], message=c["message"].strip(),
-                                     condition=check_condition(c["file"], c["line"])))
+            raise self.refusal(self.check_of(reply["check"], op))
         if "exception" in reply:
             raise PlanError("implementation", self.tree.root.name, "planning code that returns",
                             f"the compiled {op} threw: {reply['exception']}")
         return reply
+
+    def check_of(self, c: object, op: str = "allocate") -> Check:
+        """The ``Check`` of a reply's ``check`` ({file, line, message}); its condition read only from what this
+        tree's build compiled (``source_roots``)."""
+        if not (isinstance(c, dict) and isinstance(c.get("file"), str) and isinstance(c.get("line"), int)
+                and isinstance(c.get("message"), str)):
+            raise ImplementationFailure(self.who, f"the compiled {op} answered a malformed check: {clip(repr(c), 120)}")
+        condition, unquoted = check_condition(c["file"], c["line"], self.source_roots())
+        return Check(file=c["file"], line=c["line"], message=c["message"].strip(), condition=condition,
+                     unquoted=unquoted)
+
+    def source_roots(self) -> list:
+        """What a CHECK's file may be read from: the tree, its manifest's base tree, its role files (``files`` may
+        point outside the tree), the glue files its manifest names, the project's C++ (``cpp/``) and the library's
+        build folder."""
+        roots = [*build._watched_roots(self.tree), build.CPP_DIR, self.built.library.parent]
+        roots += [p for role in self.tree.files for p in self.tree.paths(role)]
+        m = self.tree.manifest
+        if m is not None and m.compile == "sources":
+            roots.append(m.glue_path)
+        if m is not None and m.tensors is not None and m.tensors.glue:
+            roots.append(m.beside(m.tensors.glue))
+        return roots
 
     @property
     def host_pid(self) -> Optional[int]:
@@ -220,7 +275,8 @@ class Native:
         else:
             roles = [r for r in build.ROLES if str(self.tree.path(r)) == check.file]
             cls = ConfigError if roles and roles[0] in MASTER_ROLES else PlanError
-        detail = f"CHECK at {check.where} `{check.condition}`"
+        detail = (f"CHECK at {check.where} (its condition not quoted: {check.unquoted})" if check.unquoted
+                  else f"CHECK at {check.where} `{check.condition}`")
         if check.message:
             detail += f": {check.message.splitlines()[-1]}"
         return cls(name, check.where, allowed, detail)
@@ -233,6 +289,23 @@ TAIL_BYTES = 4096
 TAIL_LINES = 4
 
 
+def reply_object(raw: bytes, who: str, op: str) -> dict:
+    """The JSON object a compiled ``op`` answered; ``ImplementationFailure`` for anything else, a reply nested
+    deeper than Python's parser goes (``RecursionError``) included."""
+    text = raw.decode("utf-8", errors="replace")  # a tree's message may be GBK or any bytes
+    try:
+        reply = json.loads(text)
+    except ValueError:
+        reply = None
+    except RecursionError:
+        raise ImplementationFailure(who, f"the compiled {op} answered JSON nested deeper than the reader goes "
+                                         f"(Python's recursion limit, {sys.getrecursionlimit()})") from None
+    if not isinstance(reply, dict):
+        raise ImplementationFailure(who, f"the compiled {op} answered something that is not a JSON object: "
+                                         f"{clip(text, 120)!r}")
+    return reply
+
+
 class _Host:
     """One child process holding the library open; used by the process that started it only."""
 
@@ -240,16 +313,17 @@ class _Host:
         library = built.library
         self.who = who
         self.pid = os.getpid()
+        self.folder = private_temp_folder("lwsplit-host-")  # the host's working folder
         try:  # checked again now, by descriptor: the host never opens a path someone could have swapped since
             lib_fd = cachefs.open_library(library, built.manifest.get("library_sha256"))
         except (cachefs.NotPrivate, cachefs.TooLarge, OSError) as exc:
+            shutil.rmtree(self.folder, ignore_errors=True)
             raise build._cache_error(library.parent.parent, f"the library {exc}") from None
         self._out = tempfile.TemporaryFile(prefix="lwsplit-host-out-")  # unnamed: nothing to plant or leave
         self._err = tempfile.TemporaryFile(prefix="lwsplit-host-err-")
         self._out_seen = 0
         self.parked = 0
         """CHECKs this host answered (threads parked in it)."""
-        self.folder = tempfile.mkdtemp(prefix="lwsplit-host-")  # 0700: the host's working folder
         req_r, self._req = os.pipe()
         self._rep, rep_w = os.pipe()
         try:
@@ -291,6 +365,10 @@ class _Host:
             self.close()
             raise ImplementationFailure(self.who, f"the host answered {op} out of protocol ({kind!r})")
         size = struct.unpack(">I", self._read(4, deadline, what, timeout_s))[0]
+        if size > MAX_REPLY_BYTES:
+            self.close()
+            raise ImplementationFailure(self.who, f"{what} answered a reply of {size} bytes, more than the "
+                                                  f"{MAX_REPLY_BYTES >> 20} MiB a reply may hold; its process was killed")
         raw = self._read(size, deadline, what, timeout_s)
         self._check_stdout(what)
         return raw
@@ -391,6 +469,21 @@ class _Host:
         for f in (self._out, self._err):
             f.close()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def private_temp_folder(prefix: str) -> str:
+    """A new folder (``mkdtemp``: mode 0700, a name no one could guess) in the temporary folder, where every
+    folder on the way, the temporary folder itself included, is one no other user can rename or replace an
+    entry of (``cachefs.trusted_folder``); a ``UserError`` naming ``TMPDIR`` otherwise."""
+    parent = tempfile.gettempdir()
+    try:
+        trusted = cachefs.trusted_folder(Path(parent))
+    except cachefs.NotPrivate as exc:
+        raise UserError("TMPDIR", parent, "a temporary folder no other user can write to (or sticky, as /tmp)",
+                        str(exc)) from None
+    except OSError as exc:
+        raise UserError("TMPDIR", parent, "an existing temporary folder", exc.strerror or str(exc)) from None
+    return tempfile.mkdtemp(prefix=prefix, dir=str(trusted))
 
 
 def _lines(raw: bytes) -> list:

@@ -18,7 +18,7 @@ import pytest
 
 from contract.errors import ConfigError, PlanError, UserError
 from contract.specs import CacheSpec, ModelSpec
-from implementations.xllm_native import build, native
+from implementations.xllm_native import build, cachefs, native
 from testcases import ROOT
 from testcases.unit import _models as M
 
@@ -144,6 +144,25 @@ def test_an_unknown_check_names_the_implementation():
     assert native.field_of(check) is None
     assert native.field_of(replace(check, condition="CHECK_EQ(attn_tp_size % layerwise_split_size, 0)")) \
         == "layerwise.split_size"
+
+
+def test_a_checks_condition_is_read_only_from_a_file_inside_the_roots_and_its_first_16_mib(tmp_path):
+    """``check_condition`` quotes the CHECK at ``file:line`` from a regular file inside the roots it is given, reading
+    at most ``cachefs.MAX_SOURCE_BYTES``; otherwise it says why it quotes nothing."""
+    src = tmp_path / "a.cpp"
+    src.write_text('int f() {\n  CHECK_GT(cache_size_in_bytes,\n           0) << "none";\n}\n')
+    assert native.check_condition(str(src), 2, [tmp_path]) == ("CHECK_GT(cache_size_in_bytes, 0)", "")
+    assert native.check_condition(str(src), 2, [src]) == ("CHECK_GT(cache_size_in_bytes, 0)", "")
+    assert native.check_condition(str(src), 2, [tmp_path / "tree"]) == (
+        "", f"{src} is outside the tree and the build folder")
+    assert native.check_condition("a.cpp", 2, [tmp_path]) == ("", "'a.cpp' is not an absolute path")
+    big = tmp_path / "big.cpp"
+    with open(big, "wb") as f:
+        f.truncate(2 * cachefs.MAX_SOURCE_BYTES)  # sparse: 32 MiB without a newline
+    assert native.check_condition(str(big), 1, [tmp_path]) == (
+        "", f"line 1 of {big} is not within its first {cachefs.MAX_SOURCE_BYTES >> 20} MiB")
+    (tmp_path / "dir.cpp").mkdir()
+    assert native.check_condition(str(tmp_path / "dir.cpp"), 1, [tmp_path]) == ("", f"{tmp_path / 'dir.cpp'} is not a regular file")
 
 
 def test_a_fatal_log_of_a_quantized_cache_names_its_field_by_the_message():

@@ -7,11 +7,14 @@ from the block size it is asked about (``FAULTS``), so every fault shares one li
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -29,9 +32,11 @@ pytestmark = pytest.mark.slow  # builds C++ and starts harness commands
 
 FAULTS = {"exit": 901, "abort": 902, "segv": 903, "loop": 904, "printf": 905, "gbk": 906, "layers": 907,
           "xfsz": 908, "notes": 909, "setsid": 910, "check-in-catch": 911, "stale-exception": 912,
-          "setsid-abort": 913}
+          "setsid-abort": 913, "huge-reply": 914, "deep-reply": 915, "check-elsewhere": 916}
 """The block size that makes the faulty tree's estimate do each fault."""
 GBK_MESSAGE = "预算不足"
+CHECK_FILE_ENV = "LWSPLIT_TEST_CHECK_FILE"
+"""The file the check-elsewhere fault's CHECK names as its own (glog's file:line, as ``#line`` sets it)."""
 SLEEPER = "sleep 654321"
 """What the setsid fault leaves running (a grandchild in a session of its own)."""
 INJECTED = """
@@ -41,7 +46,11 @@ INJECTED = """
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <fstream>
+#include <iterator>
 #include <stdexcept>
+#include <string>
+#include <vector>
 namespace xllm {
 namespace {
 void lwsplit_fault(int64_t block_size) {  // the test's faults, picked by the block size asked about
@@ -65,6 +74,24 @@ void lwsplit_fault(int64_t block_size) {  // the test's faults, picked by the bl
               break;
     case 912: if (std::current_exception()) { std::fprintf(stderr, "an exception of an earlier call is still being handled\\n"); std::abort(); }
               break;
+    case 914:
+    case 915: {  // a frame of the host's protocol written by the tree itself, on the reply pipe (host.py's argv)
+      std::ifstream in("/proc/self/cmdline");
+      const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      std::vector<std::string> argv;
+      for (size_t start = 0, end; (end = all.find('\\0', start)) != std::string::npos; start = end + 1)
+        argv.push_back(all.substr(start, end - start));
+      size_t at = 0;
+      while (at < argv.size() && argv[at].find("host.py") == std::string::npos) ++at;
+      const int fd = std::atoi(argv.at(at + 3).c_str());
+      const std::string body = block_size == 914 ? std::string() : std::string(100000, '[') + std::string(100000, ']');
+      const uint32_t n = block_size == 914 ? 0xFFFFFF00u : static_cast<uint32_t>(body.size());
+      const unsigned char head[5] = {'R', static_cast<unsigned char>(n >> 24), static_cast<unsigned char>(n >> 16),
+                                     static_cast<unsigned char>(n >> 8), static_cast<unsigned char>(n)};
+      if (write(fd, head, 5) != 5) std::abort();
+      for (size_t done = 0; done < body.size();) { const ssize_t w = write(fd, body.data() + done, body.size() - done); if (w <= 0) std::abort(); done += w; }
+      break; }
+    case 916: google::LogMessageFatal(std::getenv("LWSPLIT_TEST_CHECK_FILE"), 1).stream() << "a CHECK in a file the test names"; break;
     default: break;
   }
 }
@@ -287,6 +314,107 @@ def test_a_setsid_grandchild_of_a_tree_that_crashes_its_host_ends_too(impl, tree
             for pid in _sleepers(mark):
                 os.kill(pid, signal.SIGKILL)
             time.sleep(0.05)
+
+
+def _feed_fifo(fifo: Path, text: bytes, stop: threading.Event) -> None:
+    """Write ``text`` to ``fifo`` once a reader opens it (a reader that blocked on it would otherwise wait for ever)."""
+    while not stop.wait(0.05):
+        try:
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # no reader yet
+                continue
+            return
+        try:
+            os.write(fd, text)
+        finally:
+            os.close(fd)
+        return
+
+
+@pytest.mark.parametrize("where, why", [
+    ("outside", "{named} is outside the tree and the build folder"),
+    ("link", "{named} is outside the tree and the build folder"),  # a link in the tree to a file outside it
+    ("dev-zero", "{named} is outside the tree and the build folder"),
+    ("fifo", "{named} is not a regular file"),
+], ids=["outside", "link", "dev-zero", "fifo"])
+def test_a_check_naming_a_file_it_may_not_read_quotes_nothing_from_it(impl, tree, tmp_path, monkeypatch, where, why):
+    """The CHECK's file is the tree's to report (glog's ``__FILE__``, set by ``#line``): the controller reads only a
+    regular file inside the tree or the build folder, without blocking, so a FIFO, ``/dev/zero`` or a user's file
+    can neither hang it nor be quoted."""
+    secret = tmp_path / "secret.cpp"
+    secret.write_text("CHECK(the_users_secret);\n")
+    named = {"outside": secret, "link": tree / "lwsplit-test-link.cpp", "dev-zero": Path("/dev/zero"),
+             "fifo": tree / "lwsplit-test-fifo.cpp"}[where]
+    if where == "link":
+        named.symlink_to(secret)
+    stop = threading.Event()
+    feeder = threading.Thread(target=_feed_fifo, args=(named, b"CHECK(read_from_a_fifo);\n", stop))
+    if where == "fifo":
+        os.mkfifo(named)
+        feeder.start()
+    impl.native.close()
+    monkeypatch.setenv(CHECK_FILE_ENV, str(named))  # the new host inherits it
+    try:
+        started = time.monotonic()
+        with pytest.raises(UserError) as err:
+            impl.plan(run("check-elsewhere"))
+        assert time.monotonic() - started < LIMIT_S
+    finally:
+        stop.set()
+        if feeder.is_alive():
+            feeder.join()
+        if named.parent == tree:
+            named.unlink()
+        impl.native.close()
+    assert err.value.field == "implementation"
+    assert err.value.detail.startswith(f"CHECK at {named.name}:1 (its condition not quoted: "
+                                       f"{why.format(named=named)}): "), err.value.detail
+    assert "the_users_secret" not in str(err.value) and "read_from_a_fifo" not in str(err.value)
+
+
+def test_a_reply_longer_than_the_cap_is_a_failure_naming_its_size(impl, tree):
+    """The tree writes a frame of the host's protocol announcing 4 GiB: the controller reads none of it."""
+    started = time.monotonic()
+    with pytest.raises(ImplementationFailure) as err:
+        impl.plan(run("huge-reply"))
+    assert time.monotonic() - started < LIMIT_S  # not the time limit
+    assert str(err.value) == (f"xllm_native tree {tree}: the compiled estimate answered a reply of {0xFFFFFF00} bytes, "
+                              f"more than the {native.MAX_REPLY_BYTES >> 20} MiB a reply may hold; its process was killed")
+    assert impl.plan(run()).n_blocks == BUDGET // (4 * LAYER)
+
+
+def test_a_reply_nested_past_the_json_reader_is_a_failure_not_a_recursion_error(impl, tree):
+    """A reply of 100,000 nested lists: one failure naming it, and a new host for the next call (the tree's own
+    frame left the old host's pipe out of step)."""
+    with pytest.raises(ImplementationFailure) as err:
+        impl.plan(run("deep-reply"))
+    assert str(err.value) == (f"xllm_native tree {tree}: the compiled estimate answered JSON nested deeper than the "
+                              f"reader goes (Python's recursion limit, {sys.getrecursionlimit()})")
+    assert impl.native.host_pid is None
+    assert impl.plan(run()).n_blocks == BUDGET // (4 * LAYER)
+
+
+def test_the_hosts_folder_is_refused_in_a_temporary_folder_others_can_write(impl, tmp_path, monkeypatch):
+    """``TMPDIR`` a folder anyone may write without the sticky bit: another user could rename the host's folder and
+    put their own in its place. One error naming TMPDIR; with the sticky bit the host's folder is made there."""
+    team = tmp_path / "team"
+    team.mkdir()
+    team.chmod(0o777)
+    impl.native.close()
+    monkeypatch.setenv("TMPDIR", str(team))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    with pytest.raises(UserError) as err:
+        impl.plan(run())
+    assert err.value.field == "TMPDIR" and err.value.value == str(team)
+    assert err.value.detail == (f"{team} is writable by group or others without the sticky bit (mode 0777), so anyone "
+                                "could replace what is in it")
+    assert not any(p.name.startswith("lwsplit-host-") for p in team.iterdir())
+    team.chmod(0o1777)
+    impl.plan(run())
+    folder = Path(os.readlink(f"/proc/{impl.native.host_pid}/cwd"))
+    assert folder.parent == team and folder.stat().st_mode & 0o777 == 0o700
+    impl.native.close()
 
 
 class _Answers:
