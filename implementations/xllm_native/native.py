@@ -34,6 +34,7 @@ from contract.errors import ConfigError, ImplementationFailure, PlanError, UserE
 from contract.interface import NATIVE_LOG_ENV
 from implementations.xllm_native import build, cachefs, host
 from implementations.xllm_native import manifest as manifest_mod
+from implementations.xllm_native.replies import reply_object
 
 HOST = Path(host.__file__).resolve()
 """The child program that opens the library (standard library only)."""
@@ -287,23 +288,6 @@ SIGNAL_WORDS = {"SIGSEGV": "segmentation fault", "SIGABRT": "abort", "SIGBUS": "
                 "SIGXFSZ": f"wrote more than {host.MAX_OUTPUT_BYTES >> 20} MiB of output"}
 TAIL_BYTES = 4096
 TAIL_LINES = 4
-
-
-def reply_object(raw: bytes, who: str, op: str) -> dict:
-    """The JSON object a compiled ``op`` answered; ``ImplementationFailure`` for anything else, a reply nested
-    deeper than Python's parser goes (``RecursionError``) included."""
-    text = raw.decode("utf-8", errors="replace")  # a tree's message may be GBK or any bytes
-    try:
-        reply = json.loads(text)
-    except ValueError:
-        reply = None
-    except RecursionError:
-        raise ImplementationFailure(who, f"the compiled {op} answered JSON nested deeper than the reader goes "
-                                         f"(Python's recursion limit, {sys.getrecursionlimit()})") from None
-    if not isinstance(reply, dict):
-        raise ImplementationFailure(who, f"the compiled {op} answered something that is not a JSON object: "
-                                         f"{clip(text, 120)!r}")
-    return reply
 
 
 class _Host:

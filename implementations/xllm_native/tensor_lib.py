@@ -14,7 +14,6 @@ views of one scratch stay one storage).
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import threading
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Mapping
 
 from contract.errors import ImplementationFailure, PlanError, clip
 from implementations.xllm_native import build, cachefs
+from implementations.xllm_native.replies import reply_object
 
 ABI_VERSION = 2
 """``lwsplit_tensor_abi_version()`` of ``cpp/alloc_protocol.h`` this loader speaks."""
@@ -74,15 +74,11 @@ class TensorLibrary:
 
         with self._call_lock:
             raw = self._lib.lwsplit_call(request.encode())
-            text = (raw or b"").decode("utf-8", errors="replace")
-            try:
-                reply = json.loads(text)
-            except ValueError:
-                reply = None
-            if not isinstance(reply, dict):
+            try:  # one reader of a compiled reply: a JSON object, else ImplementationFailure (deep nesting too)
+                reply = reply_object(raw or b"", self.who, "allocate")
+            except ImplementationFailure:
                 self._lib.lwsplit_clear_tensors()
-                raise ImplementationFailure(self.who, "the compiled allocate answered something that is not a JSON "
-                                                      f"object: {clip(text, 120)!r}")
+                raise
             tensors = []
             for i in range(self._lib.lwsplit_tensor_count()):
                 ptr = self._lib.lwsplit_take_tensor(i)

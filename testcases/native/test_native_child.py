@@ -604,3 +604,29 @@ def test_a_tc_case_whose_tree_aborts_fails_with_its_last_output_and_the_session_
     assert "1 failed, 9 passed" in out, out
     assert (f"ImplementationFailure: xllm_native tree {tree}: the compiled estimate crashed: killed by SIGABRT "
             "(abort); its last output: about to abort") in out, out
+
+
+class _NestedReplyLibrary:
+    """A tensor library stand-in whose allocate answers JSON nested past Python's parser, keeping no tensor."""
+
+    def __init__(self) -> None:
+        self.cleared = 0
+
+    def lwsplit_call(self, _request: bytes) -> bytes:
+        return b"[" * 100_000 + b"]" * 100_000
+
+    def lwsplit_clear_tensors(self) -> None:
+        self.cleared += 1
+
+
+def test_a_rank_reads_a_deeply_nested_allocate_reply_as_the_trees_failure():
+    """The rank's tensor library reads its reply as the host's replies are read: nesting past the parser is an
+    ``ImplementationFailure`` of the tree (not a ``RecursionError`` traceback), and the library's tensors are
+    dropped."""
+    from implementations.xllm_native import tensor_lib
+
+    lib = tensor_lib.TensorLibrary.__new__(tensor_lib.TensorLibrary)
+    lib.who, lib._lib, lib._call_lock = "fixture", _NestedReplyLibrary(), threading.Lock()
+    with pytest.raises(ImplementationFailure, match="nested deeper than the reader goes"):
+        lib.allocate("op=allocate")
+    assert lib._lib.cleared == 1, "the library's tensors were not dropped after a bad reply"
