@@ -14,7 +14,6 @@ message or comment) replaced.
 
 from __future__ import annotations
 
-import argparse
 import math
 import shutil
 import sys
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from contract.errors import ImplementationFailure, UserError
-from harness.usage import command, fail
+from harness.usage import Parser, command, fail
 from implementations.xllm_native import build, cachefs
 
 TEST = "tests/core/framework/kv_cache/kv_cache_estimation_test.cpp"
@@ -33,8 +32,7 @@ TIMEOUT_S = 300.0
 
 @command
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m implementations.xllm_native.upstream_test",
-                                     description=__doc__.splitlines()[0])
+    parser = Parser(prog="python -m implementations.xllm_native.upstream_test", description=__doc__.splitlines()[0])
     parser.add_argument("--source", required=True, help="an xLLM source tree")
     parser.add_argument("--test", default=TEST, help="the test file, relative to the tree (default: %(default)s)")
     parser.add_argument("--timeout-s", default=str(TIMEOUT_S),

@@ -508,6 +508,8 @@ ARG_ROWS = (
            ("--source", "{cli}/no-such-tree", "--out", "new.json"), "implementation.source_dir", guard="record"),
     BadArg("record-native-version-not-utf8", "harness.baselines.record_native",
            ("--source", "{cli}/tree_gbk", "--out", "new.json"), "version.txt", guard="record"),
+    BadArg("upstream-test-bad-option", "implementations.xllm_native.upstream_test",
+           ("--source", "{cli}/tree", "--bogus"), "--bogus", guard="compile_test"),
     BadArg("upstream-sources-bad-option", "harness.baselines.upstream_sources", ("--source", "{cli}/tree", "--bogus"),
            "--bogus", guard="record"),
     BadArg("upstream-sources-out-not-a-recording", "harness.baselines.upstream_sources",
