@@ -20,7 +20,7 @@ from harness.oracle.inputs import (
     upstream_split_size,
 )
 from harness.oracle.layers import expected_full_layers
-from harness.oracle.memo import per_run
+from harness.oracle.memo import per_run_any_reserve
 
 # ---- section 4: split groups and ownership -----------------------------------------------------
 
@@ -93,7 +93,7 @@ def link_score(link: str) -> int:
     return order[link]
 
 
-@per_run
+@per_run_any_reserve
 def oracle_topology(run) -> readers.OracleTopology:
     """Section 4: the run's link matrix as the oracle reads it: the fixture named by
     ``hardware.topology.name`` in conf/topology (its own parser), else the RunSpec's matrix
@@ -131,7 +131,7 @@ def _location(rank: int, num_cards: int, placement: Optional[tuple]) -> tuple:
     return rank // num_cards, placement[rank] if placement is not None else rank % num_cards
 
 
-@per_run
+@per_run_any_reserve
 def rank_link(run, a: int, b: int, links=None) -> str:
     """Section 4: the link between two ranks' cards (``NET`` across nodes, ``X`` same card)."""
     links = oracle_topology(run).links if links is None else links
@@ -209,7 +209,7 @@ def expected_split_groups(run, *, rule: str = SPEC_GROUP_RULE) -> Optional[list]
     return None if groups is None else [list(g) for g in groups]
 
 
-@per_run
+@per_run_any_reserve
 def _split_groups(run, rule: str) -> Optional[tuple]:
     """``expected_split_groups`` as tuples, once per configuration (every check asks again)."""
     p = run.parallel
@@ -234,7 +234,7 @@ def _topology_groups(world: int, dp: int, cp: int, s: int, links, num_cards: int
     return tuple(groups)
 
 
-@per_run
+@per_run_any_reserve
 def expected_split_position(run, rank: int, *, rule: str = SPEC_GROUP_RULE) -> tuple:
     """Section 4: (index of the rank's split group, its split rank = position in that group)."""
     groups = expected_split_groups(run, rule=rule)
@@ -256,7 +256,7 @@ def expected_owned_full_layers(run, split_rank: int, *, owner_rule: str = SPEC_O
     return tuple(layer for layer in full if owner[layer] == split_rank)
 
 
-@per_run
+@per_run_any_reserve
 def expected_rank_owned_layers(run, rank: int, *, owner_rule: str = SPEC_OWNER_RULE, rule: str = SPEC_GROUP_RULE) -> tuple:
     """Sections 4 and 7: the full layers a global rank must allocate (from its position)."""
     if split_size(run) == 1:
