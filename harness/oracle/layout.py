@@ -87,10 +87,13 @@ def link_score(link: str) -> int:
         return -1
     if link.startswith("NV") and link[2:].isdigit():
         return 100 + int(link[2:])
-    order = {"PIX": 6, "PXB": 5, "PHB": 4, "NODE": 3, "SYS": 2, "NET": 1}
-    if link not in order:
+    if link not in _LINK_ORDER:
         raise ValueError(f"unknown link {link!r}; allowed: X, PIX, PXB, PHB, NODE, SYS, NV#")
-    return order[link]
+    return _LINK_ORDER[link]
+
+
+_LINK_ORDER = {"PIX": 6, "PXB": 5, "PHB": 4, "NODE": 3, "SYS": 2, "NET": 1}
+"""``link_score`` of the links that are not NV# or X."""
 
 
 @per_run_any_reserve
@@ -225,9 +228,17 @@ def _split_groups(run, rule: str) -> Optional[tuple]:
 @cache
 def _topology_groups(world: int, dp: int, cp: int, s: int, links, num_cards: int, placement) -> Optional[tuple]:
     """``expected_split_groups``'s search, once per distinct layout (every check asks again)."""
+    scores: dict = {}
+
+    def score(a: int, b: int) -> int:  # each pair's link scored once per layout (the search asks again and again)
+        value = scores.get((a, b))
+        if value is None:
+            value = scores[a, b] = link_score(_link(a, b, links, num_cards, placement))
+        return value
+
     groups = []
     for tp_group in _tp_groups(world, dp, cp):
-        part = best_partition(tp_group, s, lambda a, b: link_score(_link(a, b, links, num_cards, placement)))
+        part = best_partition(tp_group, s, score)
         if part is None:
             return None
         groups.extend(tuple(g) for g in part)
