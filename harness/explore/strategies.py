@@ -446,7 +446,7 @@ def with_reserve(c: Choices, run: RunSpec, options: Sequence) -> RunSpec:
     fit = fitting_reserve_mib(run)
     if fit is None or fit + delta < 0:
         return run
-    return replace(run, hardware=replace(run.hardware, reserved_bytes_per_card=(fit + delta) * MIB))
+    return oracle.with_reserved_bytes_per_card(run, (fit + delta) * MIB)  # (the answers the reserve leaves alone kept)
 
 
 def with_draft_deciding(c: Choices, run: RunSpec) -> RunSpec:

@@ -21,7 +21,8 @@ One module per FEATURE section, each the oracle of that section; every name is r
 - ``tensors``: the tensors a layer must expose (section 7);
 - ``startup``: the startup rules (``Rejection``) and configs that cannot be planned (sections 3, 5-6);
 - ``readers``: the oracle's own readers of outside formats (sections 2, 4).
-- ``memo``: the answers about one configuration computed once while the checks ask again (``per_run``).
+- ``memo``: the answers about one configuration computed once while the checks ask again (``per_run``), and
+  shared with the same configuration at another reserve per card (``with_reserved_bytes_per_card``).
 
 Inputs newer than some RunSpecs are read with their documented defaults when absent:
 ``cache.max_seqs_per_batch`` (200), ``cache.max_linear_state_cache_slots`` (0),
@@ -120,6 +121,7 @@ from harness.oracle.layout import (
     owner_of_layers,
     rank_link,
 )
+from harness.oracle.memo import with_reserved_bytes_per_card
 from harness.oracle.readers import (
     TOPOLOGY_DIR,
     expected_split_active,
@@ -299,4 +301,5 @@ __all__ = [
     "ssm_dtype",
     "torch_dtype_name",
     "upstream_split_size",
+    "with_reserved_bytes_per_card",
 ]

@@ -19,7 +19,7 @@ from harness.oracle.inputs import (
 )
 from harness.oracle.layers import draft_num_layers, expected_full_layers, is_full_attention_layer
 from harness.oracle.layout import owner_of_layers
-from harness.oracle.memo import per_run
+from harness.oracle.memo import per_run_any_reserve
 from harness.oracle.slots import (
     _memoized,
     expected_block_cost_bytes,
@@ -182,7 +182,7 @@ def _draft_capacity_alone(run, budget_bytes: int) -> Capacity:
     return estimate_capacity(run.draft, run.cache, attn_tp=tp, budget_bytes=budget_bytes, is_draft=True)
 
 
-@per_run
+@per_run_any_reserve
 def expected_capacities(run, budget_bytes: Optional[int] = None, *, owner_rule: str = SPEC_OWNER_RULE,
                         s: Optional[int] = None, share_device: bool = True) -> tuple:
     """Sections 5-6: (target Capacity, draft Capacity or None) with the common n_blocks the
@@ -209,7 +209,7 @@ def expected_draft_capacity(run, budget_bytes: Optional[int] = None, *, owner_ru
     return expected_capacities(run, budget_bytes, owner_rule=owner_rule)[1]
 
 
-@per_run
+@per_run_any_reserve
 def expected_draft_bytes_per_block(run) -> int:
     """Section 6: D for the run's draft (0 without one)."""
     if getattr(run, "draft", None) is None:
@@ -220,7 +220,7 @@ def expected_draft_bytes_per_block(run) -> int:
     return expected_draft_cost_per_block(target, draft, draft_body_tp1=draft_body_tp1(run))
 
 
-@per_run
+@per_run_any_reserve
 def expected_block_counts(run, budget_bytes: int, additional_bytes_per_block: Optional[int] = None,
                           *, owner_rule: str = SPEC_OWNER_RULE) -> tuple:
     """Section 6: (split n_blocks, uniform n_blocks) at one per-rank budget C.
@@ -240,7 +240,7 @@ def expected_block_counts(run, budget_bytes: int, additional_bytes_per_block: Op
     return split_block_count(model, target, s, available, additional, owner_rule), uniform
 
 
-@per_run
+@per_run_any_reserve
 def expected_rank_bytes(run, n_blocks: int, owned_layers, *, include_linear_state: bool = True,
                         budget_bytes: Optional[int] = None) -> int:
     """Sections 6-7: target bytes one rank allocates: its owned full layers, one scratch

@@ -20,7 +20,7 @@ from harness.oracle.inputs import (
     upstream_split_size,
 )
 from harness.oracle.layers import expected_full_layers
-from harness.oracle.memo import per_run
+from harness.oracle.memo import per_run_any_reserve
 
 # ---- section 4: split groups and ownership -----------------------------------------------------
 
@@ -87,13 +87,16 @@ def link_score(link: str) -> int:
         return -1
     if link.startswith("NV") and link[2:].isdigit():
         return 100 + int(link[2:])
-    order = {"PIX": 6, "PXB": 5, "PHB": 4, "NODE": 3, "SYS": 2, "NET": 1}
-    if link not in order:
+    if link not in _LINK_ORDER:
         raise ValueError(f"unknown link {link!r}; allowed: X, PIX, PXB, PHB, NODE, SYS, NV#")
-    return order[link]
+    return _LINK_ORDER[link]
 
 
-@per_run
+_LINK_ORDER = {"PIX": 6, "PXB": 5, "PHB": 4, "NODE": 3, "SYS": 2, "NET": 1}
+"""``link_score`` of the links that are not NV# or X."""
+
+
+@per_run_any_reserve
 def oracle_topology(run) -> readers.OracleTopology:
     """Section 4: the run's link matrix as the oracle reads it: the fixture named by
     ``hardware.topology.name`` in conf/topology (its own parser), else the RunSpec's matrix
@@ -131,7 +134,7 @@ def _location(rank: int, num_cards: int, placement: Optional[tuple]) -> tuple:
     return rank // num_cards, placement[rank] if placement is not None else rank % num_cards
 
 
-@per_run
+@per_run_any_reserve
 def rank_link(run, a: int, b: int, links=None) -> str:
     """Section 4: the link between two ranks' cards (``NET`` across nodes, ``X`` same card)."""
     links = oracle_topology(run).links if links is None else links
@@ -209,7 +212,7 @@ def expected_split_groups(run, *, rule: str = SPEC_GROUP_RULE) -> Optional[list]
     return None if groups is None else [list(g) for g in groups]
 
 
-@per_run
+@per_run_any_reserve
 def _split_groups(run, rule: str) -> Optional[tuple]:
     """``expected_split_groups`` as tuples, once per configuration (every check asks again)."""
     p = run.parallel
@@ -225,16 +228,24 @@ def _split_groups(run, rule: str) -> Optional[tuple]:
 @cache
 def _topology_groups(world: int, dp: int, cp: int, s: int, links, num_cards: int, placement) -> Optional[tuple]:
     """``expected_split_groups``'s search, once per distinct layout (every check asks again)."""
+    scores: dict = {}
+
+    def score(a: int, b: int) -> int:  # each pair's link scored once per layout (the search asks again and again)
+        value = scores.get((a, b))
+        if value is None:
+            value = scores[a, b] = link_score(_link(a, b, links, num_cards, placement))
+        return value
+
     groups = []
     for tp_group in _tp_groups(world, dp, cp):
-        part = best_partition(tp_group, s, lambda a, b: link_score(_link(a, b, links, num_cards, placement)))
+        part = best_partition(tp_group, s, score)
         if part is None:
             return None
         groups.extend(tuple(g) for g in part)
     return tuple(groups)
 
 
-@per_run
+@per_run_any_reserve
 def expected_split_position(run, rank: int, *, rule: str = SPEC_GROUP_RULE) -> tuple:
     """Section 4: (index of the rank's split group, its split rank = position in that group)."""
     groups = expected_split_groups(run, rule=rule)
@@ -256,7 +267,7 @@ def expected_owned_full_layers(run, split_rank: int, *, owner_rule: str = SPEC_O
     return tuple(layer for layer in full if owner[layer] == split_rank)
 
 
-@per_run
+@per_run_any_reserve
 def expected_rank_owned_layers(run, rank: int, *, owner_rule: str = SPEC_OWNER_RULE, rule: str = SPEC_GROUP_RULE) -> tuple:
     """Sections 4 and 7: the full layers a global rank must allocate (from its position)."""
     if split_size(run) == 1:

@@ -15,7 +15,7 @@ from harness.oracle.layout import (
     expected_rank_owned_layers,
     expected_split_groups,
 )
-from harness.oracle.memo import per_run
+from harness.oracle.memo import per_run, per_run_any_reserve
 from harness.oracle.slots import (
     expected_full_bytes_per_block,
     expected_layer_bytes_per_block,
@@ -55,7 +55,7 @@ def expected_report(run, budget_bytes: Optional[int] = None, *, owner_rule: str 
     return _report(run, run_budget_bytes(run) if budget_bytes is None else budget_bytes, owner_rule, rule)
 
 
-@per_run
+@per_run_any_reserve
 def _report(run, budget: int, owner_rule: str, rule: str) -> Report:
     """``expected_report`` with every argument given (one answer per configuration however it is asked)."""
     tp = attn_tp_size(run)
