@@ -55,7 +55,7 @@ from implementations.xllm_native import cachefs, conditionals
 ABI = "lwsplit-native-1"
 """Bumped when the binding's protocol changes: part of every cache key."""
 CPP_DIR = Path(__file__).resolve().parent / "cpp"
-PROJECT_SOURCES = ("binding.cpp", "protocol.h", "engine_shim.h", "parallel_config.h")
+PROJECT_SOURCES = ("binding.cpp", "protocol.h", "request_args.h", "engine_shim.h", "parallel_config.h")
 CXX_FLAGS = ("-std=c++20", "-O1", "-fPIC", "-shared", "-w", "-DNDEBUG")
 ENV_SOURCE = "LWSPLIT_XLLM_SRC"
 ENV_CACHE = "LWSPLIT_NATIVE_CACHE"
@@ -539,7 +539,7 @@ def source_key(tree: TreeMap) -> str:
     if tree.port:
         m = tree.manifest
         parts = [ABI.encode(), m.path.read_bytes(), os.fsencode(str(tree.root)), os.fsencode(str(m.base_root()))]
-        for path in [*port_sources(tree), CPP_DIR / "protocol.h"]:
+        for path in [*port_sources(tree), CPP_DIR / "protocol.h", CPP_DIR / "request_args.h"]:
             parts.append(_hashed("implementation.manifest", str(m.path), path, tree.root))
         cxx = compiler()
         return _sha(*parts, cxx.encode(), _compiler_id(cxx), " ".join(PORT_FLAGS).encode())[:20]

@@ -16,35 +16,14 @@
 #include "framework/kv_cache/kv_cache_shape.h"
 #include "framework/kv_cache/layerwise_split_layout.h"
 #include "framework/model/model_args.h"
+#include "request_args.h"
 #include "util/tensor_helper.h"
 
 namespace lwsplit {
 namespace {
 
-// The planning glue's ModelArgs builder (binding.cpp), same request keys.
 xllm::ModelArgs model_args(const Request& req, const std::string& p) {
-  xllm::ModelArgs args;
-  args.model_type(req.str(p + "model_type"));
-  args.dtype(req.str(p + "dtype", "bfloat16"));
-  args.n_layers(req.i64(p + "n_layers"));
-  args.enable_mla(req.flag(p + "enable_mla"));
-  args.head_dim(req.i64(p + "head_dim"));
-  args.n_heads(req.i64(p + "n_heads"));
-  if (req.i64(p + "n_kv_heads") > 0) args.n_kv_heads(req.i64(p + "n_kv_heads"));
-  args.kv_lora_rank(static_cast<int32_t>(req.i64(p + "kv_lora_rank")));
-  args.qk_rope_head_dim(static_cast<int32_t>(req.i64(p + "qk_rope_head_dim")));
-  args.index_n_heads(static_cast<int32_t>(req.i64(p + "index_n_heads")));
-  args.index_head_dim(static_cast<int32_t>(req.i64(p + "index_head_dim")));
-  args.num_nextn_predict_layers(static_cast<int32_t>(req.i64(p + "num_nextn_predict_layers")));
-  args.full_attention_interval(static_cast<int32_t>(req.i64(p + "full_attention_interval")));
-  args.linear_conv_kernel_dim(static_cast<int32_t>(req.i64(p + "linear_conv_kernel_dim")));
-  args.linear_key_head_dim(static_cast<int32_t>(req.i64(p + "linear_key_head_dim")));
-  args.linear_value_head_dim(static_cast<int32_t>(req.i64(p + "linear_value_head_dim")));
-  args.linear_num_key_heads(req.i64(p + "linear_num_key_heads"));
-  args.linear_num_value_heads(static_cast<int32_t>(req.i64(p + "linear_num_value_heads")));
-  args.mamba_ssm_dtype(req.str(p + "mamba_ssm_dtype"));
-  args.layer_types(req.list(p + "layer_types"));
-  return args;
+  return model_args_of<xllm::ModelArgs>(req, p);
 }
 
 // Every KVCacheCapacity property, from cap.<property>.

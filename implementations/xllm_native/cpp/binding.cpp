@@ -2,6 +2,7 @@
 // functions answering the protocol's ops (protocol.h: one C entry point,
 // lwsplit_call, key=value request lines in, one JSON object out).
 #include "protocol.h"
+#include "request_args.h"
 
 namespace lwsplit {
 namespace {
@@ -14,49 +15,11 @@ void set_parallel(const Request& req, const std::string& p) {
 }
 
 xllm::ModelArgs model_args(const Request& req, const std::string& p) {
-  xllm::ModelArgs args;
-  args.model_type(req.str(p + "model_type"));
-  args.dtype(req.str(p + "dtype", "bfloat16"));
-  args.n_layers(req.i64(p + "n_layers"));
-  args.enable_mla(req.flag(p + "enable_mla"));
-  args.head_dim(req.i64(p + "head_dim"));
-  args.n_heads(req.i64(p + "n_heads"));
-  if (req.i64(p + "n_kv_heads") > 0) args.n_kv_heads(req.i64(p + "n_kv_heads"));
-  args.kv_lora_rank(static_cast<int32_t>(req.i64(p + "kv_lora_rank")));
-  args.qk_rope_head_dim(static_cast<int32_t>(req.i64(p + "qk_rope_head_dim")));
-  args.index_n_heads(static_cast<int32_t>(req.i64(p + "index_n_heads")));
-  args.index_head_dim(static_cast<int32_t>(req.i64(p + "index_head_dim")));
-  args.num_nextn_predict_layers(static_cast<int32_t>(req.i64(p + "num_nextn_predict_layers")));
-  args.full_attention_interval(static_cast<int32_t>(req.i64(p + "full_attention_interval")));
-  args.linear_conv_kernel_dim(static_cast<int32_t>(req.i64(p + "linear_conv_kernel_dim")));
-  args.linear_key_head_dim(static_cast<int32_t>(req.i64(p + "linear_key_head_dim")));
-  args.linear_value_head_dim(static_cast<int32_t>(req.i64(p + "linear_value_head_dim")));
-  args.linear_num_key_heads(req.i64(p + "linear_num_key_heads"));
-  args.linear_num_value_heads(static_cast<int32_t>(req.i64(p + "linear_num_value_heads")));
-  args.mamba_ssm_dtype(req.str(p + "mamba_ssm_dtype"));
-  args.layer_types(req.list(p + "layer_types"));
-  return args;
+  return model_args_of<xllm::ModelArgs>(req, p);
 }
 
 xllm::KVCacheEstimateOptions estimate_options(const Request& req, const std::string& p) {
-  xllm::KVCacheEstimateOptions o;
-  o.dtype = static_cast<decltype(o.dtype)>(req.i64(p + "dtype_code"));
-  o.kv_cache_dtype = req.str(p + "kv_cache_dtype", "auto");
-  o.indexer_cache_dtype = req.str(p + "indexer_cache_dtype", "auto");
-  o.cache_size_in_bytes = req.i64(p + "cache_size_in_bytes");
-  o.block_size = req.i64(p + "block_size");
-  o.world_size = req.i64(p + "world_size", 1);
-  o.n_local_kv_heads = req.i64(p + "n_local_kv_heads");
-  o.n_local_linear_k_heads = req.i64(p + "n_local_linear_k_heads");
-  o.n_local_linear_v_heads = req.i64(p + "n_local_linear_v_heads");
-  o.max_seqs_per_batch = req.i64(p + "max_seqs_per_batch");
-  o.num_speculative_tokens = req.i64(p + "num_speculative_tokens");
-  o.max_tokens_per_batch = req.i64(p + "max_tokens_per_batch");
-  o.max_linear_state_cache_slots = req.i64(p + "max_linear_state_cache_slots");
-  o.is_draft_engine = req.flag(p + "is_draft_engine");
-  o.enable_prefix_cache = req.flag(p + "enable_prefix_cache");
-  o.layerwise_split_size = static_cast<int32_t>(req.i64(p + "layerwise_split_size", 1));
-  return o;
+  return estimate_options_of<xllm::KVCacheEstimateOptions>(req, p);
 }
 
 // is_full_attention_layer and resolve_indexer_cache_enabled_layers per layer.

@@ -16,6 +16,7 @@
 #include "framework/kv_cache/kv_cache_layerwise.h"
 #include "framework/kv_cache/layerwise_split_layout.h"
 #include "protocol.h"
+#include "request_args.h"
 #include "runtime/worker_layerwise_init.h"
 #ifdef LWSPLIT_HAS_ESTIMATION
 #include "framework/kv_cache/kv_cache_estimation.h"
@@ -41,49 +42,12 @@ std::string layout_json(const std::optional<xllm::IluLayerwiseLayout>& layout) {
 }
 
 #ifdef LWSPLIT_HAS_ESTIMATION
-xllm::ModelArgs model_args(const Request& req) {
-  xllm::ModelArgs args;
-  args.model_type(req.str("model_type"));
-  args.n_layers(req.i64("n_layers"));
-  args.enable_mla(req.flag("enable_mla"));
-  args.head_dim(req.i64("head_dim"));
-  args.n_heads(req.i64("n_heads"));
-  if (req.i64("n_kv_heads") > 0) args.n_kv_heads(req.i64("n_kv_heads"));
-  args.kv_lora_rank(req.i64("kv_lora_rank"));
-  args.qk_rope_head_dim(req.i64("qk_rope_head_dim"));
-  args.index_n_heads(req.i64("index_n_heads"));
-  args.index_head_dim(req.i64("index_head_dim"));
-  args.num_nextn_predict_layers(req.i64("num_nextn_predict_layers"));
-  args.full_attention_interval(req.i64("full_attention_interval"));
-  args.linear_conv_kernel_dim(req.i64("linear_conv_kernel_dim"));
-  args.linear_key_head_dim(req.i64("linear_key_head_dim"));
-  args.linear_value_head_dim(req.i64("linear_value_head_dim"));
-  args.linear_num_value_heads(req.i64("linear_num_value_heads"));
-  args.mamba_ssm_dtype(req.str("mamba_ssm_dtype"));
-  args.layer_types(req.list("layer_types"));
-  return args;
-}
+xllm::ModelArgs model_args(const Request& req) { return model_args_of<xllm::ModelArgs>(req, ""); }
 
 // Role: estimation (estimate_kv_cache_capacity, split block count included).
 std::string op_estimate(const Request& req) {
   const xllm::ModelArgs args = model_args(req);
-  xllm::KVCacheEstimateOptions o;
-  o.dtype_enum = static_cast<int32_t>(req.i64("dtype_code"));
-  o.kv_cache_dtype = req.str("kv_cache_dtype", "auto");
-  o.indexer_cache_dtype = req.str("indexer_cache_dtype", "auto");
-  o.cache_size_in_bytes = req.i64("cache_size_in_bytes");
-  o.block_size = req.i64("block_size");
-  o.world_size = req.i64("world_size", 1);
-  o.n_local_kv_heads = req.i64("n_local_kv_heads");
-  o.n_local_linear_k_heads = req.i64("n_local_linear_k_heads");
-  o.n_local_linear_v_heads = req.i64("n_local_linear_v_heads");
-  o.max_seqs_per_batch = req.i64("max_seqs_per_batch");
-  o.num_speculative_tokens = req.i64("num_speculative_tokens");
-  o.max_tokens_per_batch = req.i64("max_tokens_per_batch");
-  o.max_linear_state_cache_slots = req.i64("max_linear_state_cache_slots");
-  o.is_draft_engine = req.flag("is_draft_engine");
-  o.enable_prefix_cache = req.flag("enable_prefix_cache");
-  o.layerwise_split_size = static_cast<int32_t>(req.i64("layerwise_split_size", 1));
+  const auto o = estimate_options_of<xllm::KVCacheEstimateOptions>(req, "");
   const xllm::KVCacheCapacity cap = xllm::estimate_kv_cache_capacity(args, o);
   std::vector<int> full;
   for (int64_t layer = 0; layer < cap.n_layers(); ++layer) {
