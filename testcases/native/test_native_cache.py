@@ -422,6 +422,12 @@ def test_a_second_user_is_refused_root_s_cache_and_told_when_its_own_is_read_onl
         monkeypatch.setenv("CXX", str(cxx))
         monkeypatch.delenv("FAKE_CXX_LOG")
         tree = copy_tree(base / "tree")
+        # the project's C++ where the other user can read it: a checkout may sit in a folder only root reads
+        cpp = base / "cpp"
+        shutil.copytree(build.CPP_DIR, cpp)
+        for path in [cpp, *cpp.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        monkeypatch.setattr(build, "CPP_DIR", cpp)
         roots = base / "roots-cache"
         roots.mkdir(mode=0o700)
         roots.chmod(0o755)
