@@ -17,6 +17,7 @@ import pytest
 
 from testcases import ROOT
 
+
 @pytest.fixture(autouse=True)
 def _no_log_handler_outlives_its_test():
     """A command run in-process (the sweep app: Hydra's job logging) leaves a root handler on the standard
