@@ -123,7 +123,7 @@ def test_the_command_writes_the_list_and_diffs_two_snapshots(lists, tmp_path, ca
     assert "- gone: **worker**: every rank owns every linear-attention layer" in gone, gone
     assert "- gone: **validation**: start-up refuses what FEATURE 3 refuses" in gone, gone
     assert (out / "departures.md").read_text().startswith("### Departures of fixture_port")
-    assert sorted(p.name for p in out.iterdir()) == ["departures.json", "departures.md"]
+    assert sorted(p.name for p in out.iterdir()) == ["departures.json", "departures.md", "verdicts.json"]
 
 
 def test_a_bad_against_or_out_is_one_error_line_and_exit_2(tmp_path, capsys):
