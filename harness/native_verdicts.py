@@ -61,7 +61,7 @@ def _env(tree: Path, manifest: Optional[str]) -> dict:
     return env
 
 
-def _pytest(args: list, env: dict, timeout: int) -> subprocess.CompletedProcess:
+def run_pytest(args: list, env: dict, timeout: int) -> subprocess.CompletedProcess:
     """One pytest over a tree's cases; its output decoded with undecodable bytes replaced. A pytest past
     ``timeout`` s is an ``ImplementationFailure`` (the tree's cases hung)."""
     try:
@@ -90,7 +90,7 @@ def _overrides(model: str, manifest: Optional[str]) -> list:
 def standard_ids(tree: Path, model: str, layerwise, manifest: Optional[str], timeout: int) -> list:
     """The node ids of each TC's standard case of ``model`` at each split size."""
     files = [f"testcases/tc/{f}" for f in TC_FILES]
-    proc = _pytest(["--collect-only", *files, *_overrides(model, manifest)], _env(tree, manifest), timeout)
+    proc = run_pytest(["--collect-only", *files, *_overrides(model, manifest)], _env(tree, manifest), timeout)
     if proc.returncode != 0:
         raise UserError("--tree", str(tree), f"a tree whose cases of {model} collect (it builds with its manifest)",
                         _why(proc))
@@ -149,7 +149,7 @@ def run_tree(tree: Path, models, layerwise, manifest: Optional[str] = None, time
                                                  f"{', '.join(layerwise)}", "none was collected")
         with tempfile.TemporaryDirectory() as tmp:
             junit = Path(tmp) / "junit.xml"
-            proc = _pytest([*ids, *_overrides(model, manifest), f"--junitxml={junit}"], _env(tree, manifest), timeout)
+            proc = run_pytest([*ids, *_overrides(model, manifest), f"--junitxml={junit}"], _env(tree, manifest), timeout)
             if not junit.is_file():
                 raise ImplementationFailure(f"xllm_native tree {tree}", f"the pytest of its {model} cases wrote no "
                                                                         f"report: {_why(proc)}")

@@ -277,7 +277,7 @@ def check(facts: list, run) -> list[str]:
     plan = plan_of(facts)
     if facts[0].unusable:
         return [f"plan cannot form subgroups: {facts[0].unusable}"]
-    problems = _check_groups(plan, run)
+    problems = check_groups(plan, run)
     if plan.kv_layout != run.hardware.kv_layout:  # the profile's layout reaches the plan the workers allocate by
         problems.append(Problem(f"plan kv_layout {plan.kv_layout!r}, hardware profile {run.hardware.name}: "
                                 f"{run.hardware.kv_layout!r}", rule="layout"))
@@ -293,7 +293,7 @@ def spec_refuses_placement(run) -> Optional[str]:
     return oracle.spec_refuses_cards(run) or card_overflow(run)
 
 
-def _check_groups(plan, run) -> list[str]:
+def check_groups(plan, run) -> list[str]:
     world, dp, cp = run.parallel.world_size, run.parallel.dp_size, run.parallel.cp_size
     tp, s = oracle.attn_tp_size(run), oracle.split_size(run)
     topo = run.hardware.topology.name

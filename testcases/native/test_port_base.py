@@ -276,9 +276,9 @@ def test_tc03_names_the_trees_groups_with_a_grouping_problem(impl_plain):
 
     plan = impl_plain.plan(run(2))
     wrong = replace(plan, split_groups=((0, 2), (1, 3)))
-    problems = tc03._check_groups(wrong, run(2))
+    problems = tc03.check_groups(wrong, run(2))
     assert problems and TREE_GROUPS_NOTE in problems[0], problems
-    reference_problems = tc03._check_groups(replace(wrong, notes=()), run(2))
+    reference_problems = tc03.check_groups(replace(wrong, notes=()), run(2))
     assert reference_problems and TREE_GROUPS_NOTE not in " ".join(reference_problems)
 
 

@@ -633,8 +633,8 @@ def _owned_bytes_seen(impl, block_size: int, rank: int = 1):
     worker = impl.init_worker(plan, r, rank=rank, role="target", device="cpu", expected_digest=plan.digest)
     tensors = worker.all_tensors()
     objects = sum(s.nbytes() for s in {t.untyped_storage().data_ptr(): t.untyped_storage() for t in tensors}.values())
-    return (distinct_storage_bytes(tensors), objects, tc05._marked_blocks(rank, worker)[0],
-            tc05._overlaps(rank, tc05._regions(worker)), worker.layer(3).tensors["k"])
+    return (distinct_storage_bytes(tensors), objects, tc05.marked_blocks(rank, worker)[0],
+            tc05.overlaps(rank, tc05.regions(worker)), worker.layer(3).tensors["k"])
 
 
 def test_the_fixtures_own_layers_hold_distinct_memory_by_address_and_by_mark(impl):

@@ -72,7 +72,7 @@ def test_a_tree_whose_cases_do_not_collect_is_one_error_line_with_no_rows(monkey
     """A tree that does not compile: its pytest collects nothing; said, never recorded as no verdicts."""
     broken = subprocess.CompletedProcess([], 2, stdout="1 error in 0.5s\n",
                                          stderr="error: implementation.source_dir=/t: does not compile: x.cpp:1: error: y\n")
-    monkeypatch.setattr(native_verdicts, "_pytest", lambda *a, **k: broken)
+    monkeypatch.setattr(native_verdicts, "run_pytest", lambda *a, **k: broken)
     line = one_error(capsys, ["--tree", str(FIXTURE_TREE), "--models", "qwen3_5_moe"])
     assert line.startswith(f"error: --tree='{FIXTURE_TREE}'") and "does not compile: x.cpp:1: error: y" in line, line
 
