@@ -15,15 +15,20 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import platform
 import sys
 import time
 from pathlib import Path
 from typing import Optional, Sequence
 
+from contract.bounded_inputs import loads_json, read_input_file
 from contract.errors import ConfigError
+from harness.files import check_output_file, write_atomic
 from harness.paths import BASELINE_DIR
 from harness.usage import Parser, command
+from implementations.xllm_native import manifest
+from implementations.xllm_native.native import resolve
 
 RECORD_PATH = BASELINE_DIR / "upstream_sources.json"
 COMMAND = "python -m harness.baselines.upstream_sources"
@@ -59,8 +64,6 @@ def sha256(path: Path) -> str:
 @functools.lru_cache(maxsize=1)
 def recorded(path: Path = RECORD_PATH) -> dict:
     """The recording's ``files``: {"planning": {file: sha256}, "allocation": {file: sha256}}."""
-    from contract.bounded_inputs import loads_json, read_input_file
-
     doc = loads_json(read_input_file(path, "the upstream sources recording"), "the upstream sources recording",
                      source=str(path))
     files = doc.get("files") if isinstance(doc, dict) else None
@@ -89,11 +92,6 @@ def difference(tree, m) -> Optional[str]:
 def check_out(out: Path) -> None:
     """``--out``: a file in a folder it can write, new or a recording this command wrote; ``ConfigError`` else
     (a file it did not write is never overwritten)."""
-    import os
-
-    from contract.bounded_inputs import loads_json, read_input_file
-    from harness.files import check_output_file
-
     check_output_file(out, "--out")
     if not os.path.lexists(out):
         return
@@ -110,9 +108,6 @@ def check_out(out: Path) -> None:
 def upstream_tree(source: str):
     """(tree, manifest) of ``source`` when upstream's shipped manifest builds it; ``ConfigError`` naming
     ``--source`` else (a port, or a tree carrying a manifest of its own, is not upstream's)."""
-    from implementations.xllm_native import manifest
-    from implementations.xllm_native.native import resolve
-
     tree, m, why = resolve(source)
     if m.path != (manifest.SHIPPED_DIR / "upstream_494f293b5.yaml").resolve():
         raise ConfigError("--source", source, "upstream xLLM's tree at 494f293b5 (built by the shipped manifest "
@@ -121,8 +116,6 @@ def upstream_tree(source: str):
 
 
 def record(tree, m, commit: str, out: Path = RECORD_PATH) -> dict:
-    from harness.files import write_atomic
-
     files = {group: {rel: sha256(tree.root / rel) for rel in rels} for group, rels in compiled_files(tree, m).items()}
     doc = {
         "provenance": {

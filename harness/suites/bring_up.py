@@ -11,12 +11,17 @@ from __future__ import annotations
 import dataclasses
 import gc
 import os
+import socket
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional
 
+import torch
 import torch.distributed as dist
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from contract.errors import UserError
+from harness.config.targets import build_implementation_node
 from harness.suites.facts import LeakFacts, MasterError, master_error_of
 from harness.suites.measure import allocator_bytes, distinct_storage_bytes
 
@@ -103,9 +108,6 @@ class RankSession:
 def weak_refs(cache) -> list:
     """Weak references to every tensor of ``cache`` and to each distinct storage under them: what the leak check
     counts after the cache is dropped (``alive_count``)."""
-    import weakref
-
-    from torch.multiprocessing.reductions import StorageWeakRef
 
     out, seen = [], set()
     for t in cache.all_tensors():
@@ -120,16 +122,12 @@ def weak_refs(cache) -> list:
 
 def alive_count(refs: list) -> int:
     """How many of ``refs`` (``weak_refs``) still point at a live tensor or storage."""
-    from torch.multiprocessing.reductions import StorageWeakRef
-
     return sum(1 for r in refs if ((not r.expired()) if isinstance(r, StorageWeakRef) else r() is not None))
 
 
 def instantiate(impl_cfg: dict) -> KVShardingImplementation:
     """The implementation under test, from its config node (``harness.config.targets``: checked,
     arguments bound, then built)."""
-    from harness.config.targets import build_implementation_node
-
     return build_implementation_node(impl_cfg)
 
 
@@ -261,7 +259,6 @@ def _fit_to_card(ctx, run):
     """
     if not ctx.device.startswith("cuda"):
         return run
-    import torch
 
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
     free_bytes, _ = torch.cuda.mem_get_info(ctx.device)
@@ -280,8 +277,6 @@ def _fit_to_card(ctx, run):
 # -- one card shared by several ranks (gloo with runner device cuda; scripts/check_cards.sh) --
 def ranks_on_my_card(ctx) -> int:
     """Ranks of this group on this rank's card (same host and device): 1 under NCCL, all of them on a 1-card box."""
-    import socket
-
     where = ctx.all_gather_object((socket.gethostname(), ctx.device))
     return where.count(where[ctx.rank])
 

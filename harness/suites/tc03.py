@@ -22,9 +22,14 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Optional
 
+import torch
+import torch.distributed as dist
+
+from contract.errors import UserError
 from contract.plan_types import TREE_GROUPS_NOTE
 from harness import oracle
 from harness.suites import Suite, never
+from harness.suites.bring_up import instantiate
 from harness.suites.case import Case
 from harness.suites.checks import startup_problems
 from harness.suites.expectations import Predicted, Prediction, Problem, card_overflow, expected_rejection
@@ -201,11 +206,6 @@ class TopologyFacts(RankFacts):
 
 def body(ctx, run, impl_cfg) -> TopologyFacts:
     """Master plans; every rank joins its real split subgroup and reports who is in it, on which card."""
-    import torch
-    import torch.distributed as dist
-
-    from contract.errors import UserError
-    from harness.suites.bring_up import instantiate
 
     published = None
     if ctx.rank == 0:
