@@ -84,7 +84,7 @@ def app_imports_from_below() -> list[str]:
 def test_nothing_below_the_app_imports_it():
     """``harness/app`` (the sweep app) is the top floor: the utilities it shares with the rest (the atomic
     writer and output checks in ``harness.files``, ``harness.signals``) live on the ground floor."""
-    assert app_imports_from_below() == []
+    assert app_imports_from_below() == [], "below the app (harness/app), a module imports it"
 
 
 def test_the_import_reader_sees_every_spelling(tmp_path):
@@ -155,13 +155,14 @@ def harness_imports_of_implementations() -> list[str]:
 def test_the_harness_imports_nothing_of_the_implementations_but_their_registries():
     """The harness is built on ``contract/``; of ``implementations/`` it reaches only what the allow-list
     names (``from implementations.mutants import MUTANTS`` counts as the package, a name it exports)."""
-    assert harness_imports_of_implementations() == []
+    assert harness_imports_of_implementations() == [], \
+        "the harness reaches into implementations/ past HARNESS_REACHES_IMPLEMENTATIONS"
 
 
 def test_the_contract_imports_neither_the_harness_nor_the_implementations():
     found = [f"{rel} imports {name}" for rel, tree in _parsed("contract")
              for name in sorted(imported_modules(rel, tree)) if name.split(".")[0] in ("harness", "implementations")]
-    assert found == []
+    assert found == [], "the contract imports the harness or the code under test"
 
 
 def test_the_product_imports_nothing_of_the_tooling():
@@ -305,7 +306,7 @@ def test_each_owner_rule_is_spelled_by_the_oracle_alone():
     ``UPSTREAM_OWNER_RULE``); the explorer, the suites and the oracle's other modules import them."""
     assert all((ROOT / owner).is_file() for owner in ONE_OWNER_LITERALS.values())
     found = [line for rel, tree in _parsed("harness") for line in literal_spellings(rel, tree)]
-    assert found == []
+    assert found == [], "an owner rule's name spelled outside harness/oracle/inputs.py (import its constant)"
 
 
 def test_the_literal_check_sees_a_copy_and_leaves_the_owner_and_prose_alone():

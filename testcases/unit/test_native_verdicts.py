@@ -149,7 +149,7 @@ def test_a_folder_without_a_run_is_one_error_line_and_nothing_written(tmp_path, 
         record_native_verdicts.main([str(tmp_path)])
     err = capsys.readouterr().err.splitlines()
     assert stop.value.code == 2 and len(err) == 1 and err[0].startswith("error: results_dir=") and "KeyError" in err[0], err
-    assert sorted(p.name for p in tmp_path.iterdir()) == [native_verdicts.RUN_FILE]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [native_verdicts.RUN_FILE], "a refused folder was written to"
 
 
 def test_a_page_without_a_blocks_markers_is_refused_before_either_record_is_written(tmp_path, capsys):
@@ -162,5 +162,5 @@ def test_a_page_without_a_blocks_markers_is_refused_before_either_record_is_writ
         docs_blocks.publish_all(records, docs_dir=tmp_path)
     err = capsys.readouterr().err
     assert stop.value.code == 2 and "has no <!-- generated:native_verdicts -->" in err and "nothing was written" in err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["native.md"]
-    assert (tmp_path / "native.md").read_text(encoding="utf-8") == page
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["native.md"], "a record was written before the check"
+    assert (tmp_path / "native.md").read_text(encoding="utf-8") == page, "the page was written before the check"
