@@ -52,12 +52,13 @@ class Case:
         Read without composing (Hydra composition costs ~0.1 s): ids and ordering are
         needed for every case at collection, composition only for the cases a worker runs.
         """
-        par = option_spec("parallel", self.parallel, self._keys("parallel"))
-        lw = option_spec("layerwise", self.layerwise, self._keys("layerwise"))
+        par = option_spec("parallel", self.parallel, self.key_overrides("parallel"))
+        lw = option_spec("layerwise", self.layerwise, self.key_overrides("layerwise"))
         return {"world_size": par.world_size, "dp_size": par.dp_size, "enable": lw.enable,
                 "split_size": lw.split_size}
 
-    def _keys(self, group: str) -> tuple[str, ...]:
+    def key_overrides(self, group: str) -> tuple[str, ...]:
+        """The case's key overrides of ``group`` (``layerwise.split_size=2``, ``~parallel.x``...), in order."""
         return tuple(o for o in self.extra if o.lstrip("+~").startswith(f"{group}."))
 
     @property
