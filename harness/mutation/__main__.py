@@ -16,7 +16,8 @@ from typing import Optional
 
 from contract import bounded_inputs
 from contract.errors import ConfigError
-from harness.files import check_writable
+from harness.files import check_writable, write_atomic
+from harness.mutation import killmatrix, render
 from harness.mutation.render import row_from_json
 from harness.usage import Parser, command, fail
 
@@ -62,11 +63,7 @@ def _in_table_order(rows):
 @command
 def main(argv: Optional[list[str]] = None) -> int:
     args = _parser().parse_args(argv)
-
     check_writable(Path(args.out), "--out")  # first (before torch is imported): a folder this process can write
-    from harness.files import write_atomic
-    from harness.mutation import killmatrix, render
-
     start = time.perf_counter()
     rows = _read_rows(Path(args.rows)) if args.rows else []  # the files first: a broken one costs no torch import
     # implementations.mutants imports torch (3.1 s, python -X importtime): bad options and files are one line before it

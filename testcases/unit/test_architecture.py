@@ -29,11 +29,19 @@ def _parsed(package: str) -> tuple[tuple[str, ast.Module], ...]:
 
 
 @functools.cache
-def _comment_lines(rel: str) -> frozenset[int]:
-    """The lines of ``rel`` that hold a comment."""
-    text = (ROOT / rel).read_text(encoding="utf-8")
-    return frozenset(tok.start[0] for tok in tokenize.generate_tokens(io.StringIO(text).readline)
-                     if tok.type == tokenize.COMMENT)
+def _comment_lines(rel: str) -> tuple[frozenset[int], frozenset[int]]:
+    """The lines of ``rel`` that hold a comment, and those that are a comment alone."""
+    return comment_lines((ROOT / rel).read_text(encoding="utf-8"))
+
+
+def comment_lines(text: str) -> tuple[frozenset[int], frozenset[int]]:
+    """The lines of ``text`` that hold a comment, and those that are a comment alone."""
+    tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    comments = [tok for tok in tokens if tok.type == tokenize.COMMENT]
+    code_lines = {tok.start[0] for tok in tokens if tok.type not in (
+        tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER)}
+    return (frozenset(tok.start[0] for tok in comments),
+            frozenset(tok.start[0] for tok in comments if tok.start[0] not in code_lines))
 
 
 def _sources() -> Iterator[tuple[str, ast.Module]]:
@@ -361,17 +369,19 @@ def _import_runs(tree: ast.Module) -> Iterator[tuple[list[ast.stmt], Optional[as
                     run = []
 
 
-def unexplained_function_imports(rel: str, tree: ast.Module, comments: frozenset[int]) -> list[str]:
-    """``rel:line`` of each import inside a function that no comment explains. A run of consecutive imports is
-    explained by a comment on one of its lines or on the line above it (above the ``try:`` it opens, for an
-    optional dependency): the start-up cost it saves (measured, ``python -X importtime``), a rank's start-up,
-    an optional dependency, a cycle."""
+def unexplained_function_imports(rel: str, tree: ast.Module, comments: tuple[frozenset[int], frozenset[int]]
+                                 ) -> list[str]:
+    """``rel:line`` of each import inside a function that no comment explains (``comments``: ``comment_lines``).
+    A run of consecutive imports is explained by a comment on one of its lines, or by a comment alone on the line
+    above it (above the ``try:`` it opens, for an optional dependency): the start-up cost it saves (measured,
+    ``python -X importtime``), a rank's start-up, an optional dependency, a cycle."""
+    anywhere, alone = comments
     found = []
     for run, opens in _import_runs(tree):
-        lines = set(range(run[0].lineno - 1, run[-1].end_lineno + 1))
+        explained = bool(set(range(run[0].lineno, run[-1].end_lineno + 1)) & anywhere) or run[0].lineno - 1 in alone
         if opens is not None:
-            lines |= {opens.lineno - 1, opens.lineno}
-        if not lines & comments:
+            explained = explained or opens.lineno in anywhere or opens.lineno - 1 in alone
+        if not explained:
             found += [f"{rel}:{stmt.lineno}" for stmt in run]
     return found
 
@@ -403,7 +413,7 @@ def test_the_import_check_sees_an_unexplained_import_and_takes_a_reason():
             "def c():\n    x = 1\n    import yaml  # cycle: yaml_loader imports this module\n"
             "def d():\n    # optional: without safetensors, one error line\n    try:\n        import safetensors\n"
             "    except ImportError:\n        pass\n"
-            "def e():\n    if True:\n        import hydra\n")
-    comments = frozenset(tok.start[0] for tok in tokenize.generate_tokens(io.StringIO(code).readline)
-                         if tok.type == tokenize.COMMENT)
-    assert unexplained_function_imports("m.py", ast.parse(code), comments) == ["m.py:2", "m.py:3", "m.py:19"]
+            "def e():\n    if True:\n        import hydra\n"
+            "def f():\n    check()  # a comment about the call, not the import\n    import numpy\n")
+    found = unexplained_function_imports("m.py", ast.parse(code), comment_lines(code))
+    assert found == ["m.py:2", "m.py:3", "m.py:19", "m.py:22"], found
