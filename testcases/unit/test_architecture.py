@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import ast
 import functools
-import io
-import tokenize
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Sequence
 
 from testcases import ROOT
 
@@ -29,19 +27,8 @@ def _parsed(package: str) -> tuple[tuple[str, ast.Module], ...]:
 
 
 @functools.cache
-def _comment_lines(rel: str) -> tuple[frozenset[int], frozenset[int]]:
-    """The lines of ``rel`` that hold a comment, and those that are a comment alone."""
-    return comment_lines((ROOT / rel).read_text(encoding="utf-8"))
-
-
-def comment_lines(text: str) -> tuple[frozenset[int], frozenset[int]]:
-    """The lines of ``text`` that hold a comment, and those that are a comment alone."""
-    tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
-    comments = [tok for tok in tokens if tok.type == tokenize.COMMENT]
-    code_lines = {tok.start[0] for tok in tokens if tok.type not in (
-        tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER)}
-    return (frozenset(tok.start[0] for tok in comments),
-            frozenset(tok.start[0] for tok in comments if tok.start[0] not in code_lines))
+def _lines(rel: str) -> tuple[str, ...]:
+    return tuple((ROOT / rel).read_text(encoding="utf-8").splitlines())
 
 
 def _sources() -> Iterator[tuple[str, ast.Module]]:
@@ -348,46 +335,50 @@ def _not_yet_swept(rel: str) -> bool:
 def _import_runs(tree: ast.Module) -> Iterator[tuple[list[ast.stmt], Optional[ast.stmt]]]:
     """Each run of consecutive import statements inside a function, and the block statement (``try``, ``if``,
     ``with``...) whose body it opens, if it does."""
-    seen: set[int] = set()
-    for func in ast.walk(tree):
-        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        for node in ast.walk(func):
-            for field in ("body", "orelse", "finalbody"):
-                statements = getattr(node, field, None)
-                if not isinstance(statements, list):
+    def visit(node: ast.AST, in_function: bool) -> Iterator[tuple[list[ast.stmt], Optional[ast.stmt]]]:
+        inside = in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for field in ("body", "orelse", "finalbody") if inside else ():
+            statements = getattr(node, field, None)
+            if not isinstance(statements, list):
+                continue
+            run: list[ast.stmt] = []
+            for stmt in [*statements, None]:
+                if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                    run.append(stmt)
                     continue
-                run: list[ast.stmt] = []
-                for stmt in [*statements, None]:
-                    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-                        run.append(stmt)
-                        continue
-                    if run and run[0].lineno not in seen:
-                        seen.add(run[0].lineno)
-                        opens = node if field == "body" and statements[0] is run[0] and node is not func else None
-                        yield run, opens
-                    run = []
+                if run:
+                    opens = in_function and field == "body" and statements[0] is run[0]
+                    yield run, node if opens else None
+                run = []
+        for child in ast.iter_child_nodes(node):
+            yield from visit(child, inside)
+
+    yield from visit(tree, False)
 
 
-def unexplained_function_imports(rel: str, tree: ast.Module, comments: tuple[frozenset[int], frozenset[int]]
-                                 ) -> list[str]:
-    """``rel:line`` of each import inside a function that no comment explains (``comments``: ``comment_lines``).
+def unexplained_function_imports(rel: str, tree: ast.Module, lines: Sequence[str]) -> list[str]:
+    """``rel:line`` of each import inside a function that no comment explains (``lines``: the module's text).
     A run of consecutive imports is explained by a comment on one of its lines, or by a comment alone on the line
     above it (above the ``try:`` it opens, for an optional dependency): the start-up cost it saves (measured,
     ``python -X importtime``), a rank's start-up, an optional dependency, a cycle."""
-    anywhere, alone = comments
+    def alone(line: int) -> bool:
+        return 1 <= line <= len(lines) and lines[line - 1].lstrip().startswith("#")
+
+    def trailing(first: int, last: int) -> bool:  # an import statement holds no "#" but its comment's
+        return any("#" in lines[line - 1] for line in range(first, last + 1))
+
     found = []
     for run, opens in _import_runs(tree):
-        explained = bool(set(range(run[0].lineno, run[-1].end_lineno + 1)) & anywhere) or run[0].lineno - 1 in alone
+        explained = trailing(run[0].lineno, run[-1].end_lineno) or alone(run[0].lineno - 1)
         if opens is not None:
-            explained = explained or opens.lineno in anywhere or opens.lineno - 1 in alone
+            explained = explained or trailing(opens.lineno, opens.lineno) or alone(opens.lineno - 1)
         if not explained:
             found += [f"{rel}:{stmt.lineno}" for stmt in run]
     return found
 
 
 def _unexplained(rel: str, tree: ast.Module) -> list[str]:
-    return unexplained_function_imports(rel, tree, _comment_lines(rel))
+    return unexplained_function_imports(rel, tree, _lines(rel))
 
 
 def test_an_import_inside_a_function_says_why():
@@ -415,5 +406,5 @@ def test_the_import_check_sees_an_unexplained_import_and_takes_a_reason():
             "    except ImportError:\n        pass\n"
             "def e():\n    if True:\n        import hydra\n"
             "def f():\n    check()  # a comment about the call, not the import\n    import numpy\n")
-    found = unexplained_function_imports("m.py", ast.parse(code), comment_lines(code))
+    found = unexplained_function_imports("m.py", ast.parse(code), code.splitlines())
     assert found == ["m.py:2", "m.py:3", "m.py:19", "m.py:22"], found
