@@ -38,10 +38,11 @@ from contract.interface import ROLES, LayerCache, WorkerKVCache
 from contract.plan_types import TREE_GROUPS_NOTE, DraftPlan, KVPlan
 from contract.specs import ModelSpec, RunSpec
 from implementations.reference import estimation, kv_bytes, layout, validation
-from implementations.xllm_native import build, tensor_lib
 from implementations.xllm_native import manifest as manifest_mod
-from implementations.xllm_native import native as native_mod
+from implementations.xllm_native.build import library as build
 from implementations.xllm_native.manifest import AbsentRoleError
+from implementations.xllm_native.runtime import native as native_mod
+from implementations.xllm_native.runtime import tensor_lib
 from implementations.xllm_upstream.impl import XllmUpstreamImplementation
 
 TORCH_SCALAR_TYPES = {"int8": 1, "float16": 5, "float32": 6, "bfloat16": 15, "fp8_e5m2": 23, "fp8_e4m3": 24}
