@@ -20,8 +20,10 @@ with a size cap, make's dependency-file syntax, and compiler runs with a time li
 from __future__ import annotations
 
 import errno
+import grp
 import hashlib
 import os
+import pwd
 import signal
 import stat
 import subprocess
@@ -112,9 +114,6 @@ MAX_LINKS = 40
 def _group_is_private(gid: int) -> bool:
     """Whether no user but this one is in group ``gid`` (a user private group: ``umask 002`` makes the user's
     folders group-writable, to that group only)."""
-    import grp
-    import pwd
-
     try:
         me = pwd.getpwuid(os.getuid()).pw_name
         if set(grp.getgrgid(gid).gr_mem) - {me}:

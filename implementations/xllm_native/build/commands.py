@@ -82,7 +82,7 @@ TENSOR_FLAGS = ("-O1", "-fPIC", "-w", "-DNDEBUG")
 def torch_build() -> dict:
     """How to compile against the torch this process runs: its headers, its libraries, its C++ ABI; C++20
     (xLLM's code needs it, e.g. ``std::source_location``; torch 2.1's headers compile under it too)."""
-    import torch
+    import torch  # here: about 2 s to import, needed only when a tensor library is keyed or built
 
     base = Path(torch.__file__).resolve().parent
     return {"version": torch.__version__, "include": [str(base / "include"), str(base / "include/torch/csrc/api/include")],

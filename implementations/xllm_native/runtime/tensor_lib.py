@@ -71,7 +71,8 @@ class TensorLibrary:
         """(reply, tensors): the glue's JSON reply to ``request`` and every tensor it kept, in index order.
         A CHECK that fired is the reply's ``check`` (the caller names the field); a thrown exception is a
         ``PlanError``; anything that is not a JSON object an ``ImplementationFailure``."""
-        from torch.utils.dlpack import from_dlpack
+        from torch.utils.dlpack import from_dlpack  # here: importing torch takes about 2 s, which a module
+        # that only names the library (the planning path, a controller) never needs
 
         with self._call_lock:
             raw = self._lib.lwsplit_call(request.encode())
