@@ -201,34 +201,37 @@ def test_the_predictions_follow_what_the_manifest_compiles(tmp_path, monkeypatch
     the recording the fixture's, its planning-only manifest would get upstream's modelled workers, until one
     header changes."""
     from harness.baselines import upstream_sources
-    from harness.suites.expectations import NATIVE_PLANNING_ONLY, PREDICTIONS, _native_label
+    from harness.suites.expectations import NATIVE_PLANNING_ONLY, PREDICTIONS, predicted_name
 
     upstream = str(manifest.SHIPPED_DIR / "upstream_494f293b5.yaml")
-    assert _native_label(str(FIXTURE), "{}", None, "") == "xllm_native[fixture_tree]" not in PREDICTIONS
-    assert _native_label(str(FIXTURE), "{}", upstream, "") == "xllm_native[unresolved]" not in PREDICTIONS
+
+    def label(source_dir, manifest=None, env=""):  # the environment's tree is part of the memo: a new one reads anew
+        monkeypatch.setenv(tree_files.ENV_SOURCE, env)
+        return predicted_name("xllm_native", {"source_dir": source_dir, "manifest": manifest})
+
+    assert label(str(FIXTURE), env="") == "xllm_native[fixture_tree]" not in PREDICTIONS
+    assert label(str(FIXTURE), upstream) == "xllm_native[unresolved]" not in PREDICTIONS
     tree = copy_tree(tmp_path)
     facts = tree_facts(str(tree))
     as_if = {g: {rel: upstream_sources.sha256(tree / rel) for rel in rels}
              for g, rels in upstream_sources.compiled_files(facts).items()}
     monkeypatch.setattr(upstream_sources, "recorded", lambda: as_if)
-    assert _native_label(str(tree), "{}", None, "x") == NATIVE_PLANNING_ONLY
+    assert label(str(tree), env="x") == NATIVE_PLANNING_ONLY
     header = tree / "xllm/core/framework/kv_cache/kv_cache_estimation.h"
     header.write_text(header.read_text() + "// changed\n")
     assert upstream_sources.difference(facts) == \
         "xllm/core/framework/kv_cache/kv_cache_estimation.h is not upstream 494f293b5's (sha256 differs)"
-    assert _native_label(str(tree), "{}", None, "y") == "xllm_native[fixture_tree]"
+    assert label(str(tree), env="y") == "xllm_native[fixture_tree]"
 
 
 # ---- cache -------------------------------------------------------------------------------------------------
 
 
-def test_a_warm_start_does_not_compile(impl, cache, monkeypatch):
-    def no_build(*args, **kwargs):
-        raise AssertionError("compiled again")
-
-    monkeypatch.setattr(library, "_build_locked", no_build)
+def test_a_warm_start_does_not_compile(impl, cache):
+    entries = sorted(cache.iterdir())
     again = library.build(tree_files.tree_map(str(FIXTURE)), root=cache)
-    assert again.library == impl.native.built.library
+    assert again.library == impl.native.built.library  # a build places a new entry (``-1``) beside the old one
+    assert sorted(cache.iterdir()) == entries, "a warm start left a new cache entry or build folder"
     manifest = again.manifest
     assert manifest["source"] == str(FIXTURE) and manifest["flags"] == list(commands.CXX_FLAGS)
     assert str(FIXTURE / "xllm/core/framework/kv_cache/kv_cache_capacity.h") in manifest["deps"]
