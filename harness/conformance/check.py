@@ -23,6 +23,7 @@ import os
 from dataclasses import asdict, dataclass, replace
 from typing import Callable, Optional
 
+from contract.upstream_tensors import PRINTED_CACHES, harness_names
 from harness import oracle
 from harness.conformance.log import (
     MAX_KEPT_LINES,
@@ -72,12 +73,13 @@ REFUSALS = (
 )
 """Upstream's refusal messages on this path and the harness field each one names."""
 
-SHAPE_TENSORS = {"k": ("k", "latent"), "v": ("v", "rope"), "indexer": ("index",),
-                 "indexer cache scale": ("index_scale",), "conv": ("conv",), "ssm": ("recurrent",)}
-"""A ``print_shapes`` line -> the oracle's tensor names it is (GQA or MLA)."""
+SHAPE_TENSORS = {cache: harness_names(getter) for cache, getter in PRINTED_CACHES.items()}
+"""A ``print_shapes`` line -> the oracle's tensor names it is (GQA or MLA), from upstream's names
+(``contract.upstream_tensors``)."""
 ORDER = list(SHAPE_FORMATS)
 """The order ``print_shapes`` prints its lines in."""
-PRINTED_TENSORS = ("k", "v", "latent", "rope", "index", "index_scale", "conv", "recurrent")
+PRINTED_TENSORS = tuple(name for names in SHAPE_TENSORS.values() for name in names)
+"""Every tensor ``print_shapes`` prints, by the oracle's name."""
 TORCH_PRINT_NAMES = {"BFloat16": "bfloat16", "Half": "float16", "Float": "float32", "Char": "int8",
                      "Float8_e4m3fn": "float8_e4m3fn", "Float8_e5m2": "float8_e5m2"}
 """How ``<< torch::ScalarType`` prints a dtype -> the torch name the oracle uses."""
