@@ -1,5 +1,5 @@
 """A glog CHECK that fired in a tree's code: its condition read from the tree's source, and the harness field
-it guards (``CHECK_RULES``: matched on the CHECK's own source text)."""
+it guards (``contract.upstream_checks``: matched on the CHECK's own source text)."""
 
 from __future__ import annotations
 
@@ -11,43 +11,12 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from contract.errors import ConfigError, PlanError, UserError
+from contract.upstream_checks import check_of_condition
 from implementations.xllm_native.build import cachefs
 from implementations.xllm_native.tree.files import ROLES, TreeMap
 
 CONTEXT_LINES = 8
 """Lines after a CHECK's own line that ``check_condition`` reads for a condition spanning lines."""
-CHECK_RULES: tuple[tuple[str, str, str], ...] = (
-    (r"layerwise_split_size\s*,\s*1\b", "layerwise.split_size", "a whole number >= 1"),
-    (r"group_size_\s*,\s*0|local_rank_\s*>=", "layerwise.split_size", "a whole number >= 1"),
-    (r"dp_size\(\)\s*,\s*1\b", "parallel.dp_size", "a whole number >= 1"),
-    (r"global_world_size\s*%\s*dp_cp_size", "parallel.world_size", "a multiple of dp_size * cp_size"),
-    (r"global_world_size\s*,\s*0\b", "parallel.world_size", "a whole number >= 1"),
-    (r"is_layerwise_split_supported_model", "model.model_type", "a model type the tree splits"),
-    (r"attn_tp_size\s*%\s*layerwise_split_size", "layerwise.split_size", "a divisor of the attention TP size"),
-    (r"host_blocks_factor", "cache.host_blocks_factor", "<= 1 (host cache off) with the split"),
-    (r"kv_split_size_effective", "parallel.kv_split_size", "1 (no KV split) with the split"),
-    (r"cp_size\(\)\s*,\s*1\b", "parallel.cp_size", "1 (no context parallel) with the split"),
-    (r"requested_blocks\s*,\s*max_blocks", "cache.max_linear_state_cache_slots",
-     "at most the linear-state slots the budget holds"),
-    (r"draft_full_attention_slot_size\s*,\s*target_full_attention_slot_size", "draft",
-     "a draft slot <= the target's, or draft.body_tp1=true"),
-    (r"block_size\(\)\s*,\s*draft_kv_cache_cap\.block_size", "cache.block_size", "the target's block size"),
-    (r"common_block_count\s*,\s*std::numeric_limits", "model", "a model with a full-attention layer to split"),
-    (r"linear_cache_size_in_bytes|available_full_cache_size_in_bytes", "cache.max_seqs_per_batch",
-     "fewer sequences: the linear state must leave room for full-attention KV"),
-    (r"common_block_count\s*,\s*0|n_blocks\(\)\s*,\s*0|n_blocks\s*,\s*0", "hardware.reserved_bytes_per_card",
-     "a budget holding one block"),
-    (r"cache_size_in_bytes(?:\(\))?\s*,\s*0\)", "cache.kv_budget_bytes", "a KV budget > 0"),
-)
-"""(pattern over the CHECK's condition, harness field it guards, what is allowed), first match wins."""
-MESSAGE_RULES: tuple[tuple[str, str, str], ...] = (
-    (r"(?i)\bKV Cache quantization\b.*\bonly supported\b|\bint8 KV cache\b.*\bnot supported\b",
-     "cache.kv_cache_dtype", "auto: the tree's build has no int8 KV cache (upstream: MLU only, FEATURE 3)"),
-    (r"(?i)\bIndexer cache INT8\b.*\bunsupported\b", "cache.indexer_cache_dtype",
-     "auto: the tree's build has no int8 indexer cache (upstream: NPU and MLU only, FEATURE 3)"),
-)
-"""The same over glog's message, for a CHECK whose condition names nothing (``LOG(FATAL)``, ``CHECK(false)``),
-tried after ``CHECK_RULES``."""
 MASTER_ROLES = ("master", "layout")
 """CHECKs in these roles' files are startup rules (``ConfigError``); the rest are planning (``PlanError``)."""
 PORT_MASTER_ROLES = ("validation",)
@@ -116,14 +85,12 @@ def check_condition(file: str, line: int, roots: Sequence[object]) -> tuple[str,
 
 
 def rule_of(check: Check) -> tuple[str, str]:
-    """(field, allowed) of the CHECK; ``implementation`` for a CHECK no rule names."""
-    for pattern, name, allowed in CHECK_RULES:
-        if re.search(pattern, check.condition):
-            return name, allowed
-    for pattern, name, allowed in MESSAGE_RULES:
-        if re.search(pattern, check.message):
-            return name, allowed
-    return "implementation", "a configuration the tree's CHECKs accept"
+    """(field, allowed) of the CHECK (``contract.upstream_checks``: by its condition, else glog's message);
+    ``implementation`` for a CHECK no row names."""
+    row = check_of_condition(check.condition, check.message)
+    if row is None:
+        return "implementation", "a configuration the tree's CHECKs accept"
+    return row.field, row.allowed
 
 
 def field_of(check: Check) -> Optional[str]:
