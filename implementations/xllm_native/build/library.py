@@ -27,6 +27,10 @@ Only the user's own cache counts (``cachefs``): the folder is 0700 and must be t
 used only when it is the user's and its library matches the sha256 its manifest records, and headers
 that are links or that a new file could shadow are watched; the compiler runs bounded, in its own
 process group.
+
+This module runs a build (``build``); each part of it is a module of its own: the generated sources
+(``generate``), the compiler runs (``commands``), the cache keys (``keys``), the cache folder and its entries
+(``cache``), the headers the compiler read (``deps``) and a failed compile said as one error (``diagnose``).
 """
 
 from __future__ import annotations

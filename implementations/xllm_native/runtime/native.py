@@ -6,7 +6,8 @@ open: the tree's code never runs in the process that asks, so a tree that exits,
 prints ends or stalls the host, and the caller gets an ``ImplementationFailure`` saying which, with
 the host's last output, within the call's time limit. A glog CHECK that fires inside the tree's
 code comes back as the CHECK's file and line, and ``refusal`` turns it into the ``UserError`` naming
-the harness field that CHECK guards (``CHECK_RULES``: matched on the CHECK's own source text).
+the harness field that CHECK guards (``checks``, over ``contract.upstream_checks``: matched on the CHECK's own
+source text).
 """
 
 from __future__ import annotations
@@ -46,14 +47,15 @@ class Native:
     process (exits, crashes, hangs past ``timeout_s``, writes to standard output) is an
     ``ImplementationFailure`` naming it, with the last lines the host's process wrote."""
 
-    def __init__(self, tree: TreeMap, built: Built) -> None:
+    def __init__(self, tree: TreeMap, built: Built, *, why: str = "", cache: Optional[Path] = None) -> None:
         self.tree = tree
         self.built = built
         self._host: Optional[Host] = None
         self._lock = threading.Lock()
         self.manifest: Optional[manifest_mod.Manifest] = tree.manifest
-        self.why = ""
-        self.cache: Optional[Path] = None
+        self.why = why
+        """Why the tree is built by its manifest (``resolve``)."""
+        self.cache = cache
         """The cache folder ``load`` was given (None: ``cache.cache_root()``)."""
         self._tensors = None
 
@@ -169,9 +171,7 @@ def load(source_dir: Optional[str] = None, files: Optional[Mapping[str, str]] = 
     with _LOAD_LOCK:
         if memo not in _LOADED:
             manifest_mod.log.info("xllm_native: %s: manifest %s (%s)", tree.root, m.name, why)
-            native = Native(tree, library.build(tree, root=cache))
-            native.manifest, native.why, native.cache = m, why, cache
-            _LOADED[memo] = native
+            _LOADED[memo] = Native(tree, library.build(tree, root=cache), why=why, cache=cache)
         return _LOADED[memo]
 
 
