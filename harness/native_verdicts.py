@@ -40,6 +40,9 @@ from harness.config.schema import group_options
 from harness.files import check_output_file, write_atomic, write_json_atomic
 from harness.paths import CONF_DIR, REPO_ROOT
 from harness.usage import Parser, command, fail
+from implementations.xllm_native.runtime.own_tests import run as run_own_tests
+from implementations.xllm_native.tree.facts import ENV_BASE_SOURCE as BASE_SOURCE_ENV
+from implementations.xllm_native.tree.facts import tree_facts
 
 COMMAND = "python -m harness.native_verdicts"
 RUN_FILE = "verdicts.json"
@@ -138,9 +141,7 @@ def verdicts(junit_xml: str, tree: str, manifest: str, model: str) -> list:
 
 def run_tree(tree: Path, models, layerwise, manifest: Optional[str] = None, timeout: int = 1800) -> list:
     """Rows of ``COLUMNS`` for one tree."""
-    from implementations.xllm_native.native import resolve
-
-    _, m, _ = resolve(str(tree), None, manifest)
+    name = tree_facts(str(tree), None, manifest).manifest_name
     rows = []
     for model in models:
         ids = standard_ids(tree, model, layerwise, manifest, timeout)
@@ -153,16 +154,14 @@ def run_tree(tree: Path, models, layerwise, manifest: Optional[str] = None, time
             if not junit.is_file():
                 raise ImplementationFailure(f"xllm_native tree {tree}", f"the pytest of its {model} cases wrote no "
                                                                         f"report: {_why(proc)}")
-            rows += verdicts(junit.read_text(encoding="utf-8", errors="replace"), tree.name, m.name, model)
+            rows += verdicts(junit.read_text(encoding="utf-8", errors="replace"), tree.name, name, model)
     return sorted(rows, key=lambda r: (r[2], r[3], r[4]))
 
 
 def own_tests_note(tree: Path, manifest: Optional[str]) -> str:
     """The tree's own GoogleTest file's result, beside the spec's verdicts (its manifest's ``tests``)."""
-    from implementations.xllm_native import own_tests
-
     try:
-        result = own_tests.run(str(tree), manifest)
+        result = run_own_tests(str(tree), manifest)
     except (UserError, ImplementationFailure) as exc:
         return f"{tree.name}: its own tests could not be run: {exc}"
     return f"{tree.name}: " + (result.summary() if result is not None else "its manifest names no test file")
@@ -227,8 +226,6 @@ def command_line(args) -> str:
     words += ["--layerwise", args.layerwise] if args.layerwise != ",".join(LAYERWISE) else []
     words += ["--roles-only"] if args.roles_only else []
     words += ["--out", args.out] if args.out else []
-    from implementations.xllm_native.native import ENV_BASE_SOURCE as BASE_SOURCE_ENV
-
     base = os.environ.get(BASE_SOURCE_ENV)  # the engine around a port (a manifest's ``base``) is part of the run
     prefix = f"{BASE_SOURCE_ENV}={shlex.quote(base)} " if base else ""
     return f"{prefix}{COMMAND} {shlex.join(words)}"

@@ -36,7 +36,7 @@ from harness.files import check_output_file, write_atomic
 from harness.paths import BASELINE_DIR, PACKAGE_DIR
 from harness.usage import Parser, command, fail
 from implementations.xllm_native import XllmNativeImplementation
-from implementations.xllm_native.native import resolve
+from implementations.xllm_native.tree.facts import tree_facts
 
 NATIVE_BASELINE_PATH = BASELINE_DIR / "native_planning.json"
 COMMAND = "python -m harness.baselines.record_native"
@@ -93,11 +93,12 @@ def check_upstream(source: str) -> None:
     """Nothing when every file the build of ``source`` compiles is upstream 494f293b5's (name and sha256, as
     ``upstream_sources`` recorded them); else ``ConfigError`` naming ``--source`` and the first file that differs,
     or the port's manifest when it is built as a port."""
-    tree, m, _ = resolve(source)
-    if tree.port:
+    facts = tree_facts(source)
+    if facts.port:
         raise ConfigError("--source", source, "upstream 494f293b5's tree",
-                          f"it is built as a port by the manifest {m.name}: its planning code is not upstream's")
-    why = upstream_sources.difference(tree, m)
+                          f"it is built as a port by the manifest {facts.manifest_name}: its planning code is not "
+                          "upstream's")
+    why = upstream_sources.difference(facts)
     if why is not None:
         raise ConfigError("--source", source, "upstream 494f293b5's tree (every file its build compiles, by sha256, "
                           f"as {upstream_sources.RECORD_PATH.name} records them)", why)

@@ -108,13 +108,11 @@ HARNESS_REACHES_IMPLEMENTATIONS = {
                                "(``field_ids``, ``LABELS``): what the mutation and coverage tools run, by name",
     "implementations.xllm_native": "the native adapter's class and its tree's own GoogleTest run: what "
                                    "``harness.baselines.record_native`` and ``harness.native_verdicts`` drive",
-    "implementations.xllm_native.native": "``resolve``: which manifest a source tree is built with, the "
-                                          "label a native case's expected failures are filed under",
-    "implementations.xllm_native.manifest": "``SHIPPED_DIR``: where the shipped manifests are, so that "
-                                            "``harness.baselines.upstream_sources`` records only a tree upstream's "
-                                            "own manifest builds",
-    "implementations.xllm_native.own_tests": "a source tree's own GoogleTest file, run beside the spec's "
-                                             "verdicts (``harness.native_verdicts``, ``harness.own_tests``)",
+    "implementations.xllm_native.tree.facts": "``tree_facts``: all the harness asks of a source tree (its manifest, "
+                                              "the files its build compiles, the backend of each allocation build, "
+                                              "its own tests), never the wing's defines or internals",
+    "implementations.xllm_native.runtime.own_tests": "a source tree's own GoogleTest file, run beside the spec's "
+                                                     "verdicts (``harness.native_verdicts``, ``harness.own_tests``)",
     "implementations.xllm_native.roles": "each role of a compiled tree called on its own with given inputs, "
                                          "what ``harness.departures`` judges against the oracle",
 }
@@ -257,8 +255,9 @@ def test_the_implementation_check_sees_a_reach_into_internals():
         "import implementations.reference.layout\n"
         "from implementations.mutants import MUTANTS\n"
         "def f():\n    from implementations.mutants import estimation, field_ids\n"
-        "    from implementations.xllm_native.native import resolve"))
-    assert reaching_in(names) == {"implementations.reference.layout", "implementations.mutants.estimation"}
+        "    from implementations.xllm_native.tree.resolve import resolve"))
+    assert reaching_in(names) == {"implementations.reference.layout", "implementations.mutants.estimation",
+                                  "implementations.xllm_native.tree.resolve", "implementations.xllm_native.tree.resolve.resolve"}
 
 
 def tc_imports_of_other_tcs() -> list[str]:
@@ -319,7 +318,6 @@ NOT_YET_SWEPT = frozenset({
     "harness/config/",
     "harness/explore/",
     "harness/pytest_plugin/",
-    "implementations/xllm_native/",
     "harness/native_verdicts.py",
     "harness/suites/expectations.py",
 })
