@@ -8,8 +8,9 @@ and judged by the reference and by ``implementation=xllm_native`` on each tree g
 after the other: the same configurations, side by side. A compiled tree's code runs in its host process
 (``implementations.xllm_native.host``), so its CPU time counts: this process's (``time.process_time``) plus
 every host's (``/proc/<pid>/stat``, read before and after; a host that a crash ended loses what it spent, and
-the row says how many ended). The draws' own CPU time is added to every row (the explorer pays it for each
-implementation alike). A configuration a tree fails is still counted: the rate is what exploring it costs.
+the row says how many ended). The draws' own CPU time, after the same warm-up as ``tools.bench.explore``'s
+(``warm_up_drawing``: imports, compositions, Hypothesis's one scan of the project), is added to every row (the
+explorer pays it for each implementation alike). A configuration a tree fails is still counted: the rate is what exploring it costs.
 Goal: 500 configurations per CPU second at plan level through the host (2 cores).
 """
 
@@ -102,8 +103,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for source in sources + ([args.base_source] if args.base_source else []):
         if not Path(source).is_dir():
             fail(f"--source: {source!r}; allowed: an existing folder holding an xLLM tree")
-    from tools.bench.explore import drawn
+    from tools.bench.explore import drawn, show, warm_up_drawing
 
+    warm_up_drawing(args.seed)  # what a process pays once (imports, compositions), as tools.bench.explore does
     start = time.process_time()
     runs = drawn(args.examples, args.seed)
     draw_s = time.process_time() - start
@@ -117,19 +119,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     table = rows(results, draw_s)
     notes = [f"the draws' own CPU ({draw_s:.2f} s for {len(runs)}) is in every row; seed {args.seed}; "
              f"load {os.getloadavg()[0]:.2f} when measured"]
-    print(" | ".join(COLUMNS))
-    for row in table:
-        print(" | ".join(str(c) for c in row))
-    for note in notes:
-        print(note)
-    if args.docs:
-        from tools import docs_blocks
-
-        command_line = "python -m tools.bench.explore_native " + " ".join(
-            f"--source {Path(s).name}" for s in sources) + (" --base-source ..." if args.base_source else "") + " --docs"
-        page = docs_blocks.publish(docs_blocks.measured(
-            "bench_explore_native", command=command_line, columns=COLUMNS, rows=table, align="llrrrrrrrl", notes=notes))
-        print(f"wrote {page}")
+    command_line = "python -m tools.bench.explore_native " + " ".join(
+        f"--source {Path(s).name}" for s in sources) + (" --base-source ..." if args.base_source else "") + " --docs"
+    show("bench_explore_native", COLUMNS, table, notes, align="llrrrrrrrl", docs=command_line if args.docs else None)
     return 0
 
 
