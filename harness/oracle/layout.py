@@ -276,6 +276,21 @@ def expected_rank_owned_layers(run, rank: int, *, owner_rule: str = SPEC_OWNER_R
     return expected_owned_full_layers(run, position, owner_rule=owner_rule)
 
 
+@per_run_any_reserve
+def expected_rank_rows(run) -> Optional[tuple]:
+    """Sections 3-4, every rank at once: per global rank ((node, card), (dp_rank, cp_rank, tp_rank), its split
+    group (a list of global ranks), its split rank, its owned full layers): what ``expected_rank_location``,
+    ``expected_rank_coordinates``, ``expected_split_position`` and ``expected_rank_owned_layers`` say of it, once
+    per configuration (a check comparing every rank of a plan asks for all of them). None when no grouping keeps
+    each group's ranks on distinct cards."""
+    groups = expected_split_groups(run)
+    if groups is None:
+        return None
+    return tuple((tuple(expected_rank_location(run, r)), expected_rank_coordinates(run, r),
+                  groups[expected_split_position(run, r)[0]], expected_split_position(run, r)[1],
+                  tuple(expected_rank_owned_layers(run, r))) for r in range(run.parallel.world_size))
+
+
 def expected_upstream_worker_split_rank(run, rank: int) -> int:
     """Section 4: what upstream's worker computes: global ``rank % s``."""
     return rank % upstream_split_size(run)

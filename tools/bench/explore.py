@@ -42,26 +42,12 @@ DOCS = "docs/explore.md"
 
 
 def drawn(examples: int, seed: int) -> list:
-    """The configurations the explorer draws from ``seed`` (Hypothesis's generate phase, nothing judged), in
-    its batches (``search.batch_size``)."""
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import seed as fixed_seed
+    """The configurations the explorer draws from ``seed`` (``search.drawn_batches``, nothing judged), in its
+    batches (``search.batch_size``)."""
+    from harness.explore.search import drawn_batches
+    from harness.explore.strategies import decode, slices
 
-    from harness.explore.search import batch_size
-    from harness.explore.strategies import batch_bytes, decode, slices
-
-    out = []
-    per_example = batch_size(examples)
-
-    @settings(max_examples=examples // per_example, deadline=None, database=None, phases=(Phase.generate,),
-              suppress_health_check=list(HealthCheck))
-    @fixed_seed(seed)
-    @given(batch_bytes(per_example))
-    def collect(data):
-        out.extend(decode(one) for one in slices(data))
-
-    collect()
-    return out
+    return [decode(one) for data in drawn_batches(seed, examples) for one in slices(data)]
 
 
 def judging_only(runner, runs: list, allocate: bool) -> float:
@@ -75,7 +61,7 @@ def judging_only(runner, runs: list, allocate: bool) -> float:
 def measure(examples: dict, seed: int) -> dict:
     """(configurations, CPU seconds exploring, refused, CPU seconds judging alone) per level, on the reference."""
     from harness.explore.runner import runner_for
-    from harness.explore.search import Count, explore
+    from harness.explore.search import Count, drawn_batches, explore
     from harness.explore.strategies import decode
     from harness.suites.matrix import load_matrix
 
@@ -85,7 +71,8 @@ def measure(examples: dict, seed: int) -> dict:
         explore(runner, examples=5, allocate=allocate, seed=seed + 1, shrink=False)
     out = {}
     for allocate in (False, True):
-        decode.cache_clear()  # each level decodes its draws afresh (the levels draw the same first strings)
+        decode.cache_clear()  # each level draws and decodes afresh (the levels draw the same first strings)
+        drawn_batches.cache_clear()
         count = Count()
         start = time.process_time()
         finding = explore(runner, examples=examples[allocate], allocate=allocate, seed=seed, shrink=False, count=count)
