@@ -42,7 +42,11 @@ DEFAULT_TIMEOUT_S = 60.0
 """A call's limit when the caller gives none (``runner.timeout_s``'s default)."""
 LOAD_TIMEOUT_S = 60.0
 """The limit on starting the host and opening the library (its static constructors run then)."""
-MAX_PARKED_THREADS = 64
+MAX_PARKED_THREADS = 256
+"""CHECKs a host answers before it is replaced: each parks its call's thread for good, about 30 KiB resident (the
+pages its stack touched, glog's message) and its stack's address space (8 MiB, not resident). Replacing a host
+costs a Python start and a ``dlopen`` (about 60 ms of CPU): exploring a tree that refuses one configuration in
+two paid that every 64 CHECKs, more than the tree's own code."""
 MAX_REPLY_BYTES = 64 << 20
 """The largest reply read from a host (64 MiB): the length comes from the host's process, which the tree's code
 can write to; a real reply is a few KiB."""
