@@ -147,7 +147,7 @@ def spec_refuses_cards(run) -> Optional[str]:
     n_blocks, _ = expected_block_counts(run, run_budget_bytes(run))
     full = expected_full_layers(run.model)
     owner = expected_owner(full, s)
-    least = min(expected_rank_bytes(run, n_blocks, [l for l in full if owner[l] == r]) for r in range(s))
+    least = min(expected_rank_bytes(run, n_blocks, tuple(l for l in full if owner[l] == r)) for r in range(s))
     ranks_on: dict = {}
     for rank in range(run.parallel.world_size):
         card = expected_rank_location(run, rank)
