@@ -93,11 +93,11 @@ def test_the_oracles_rank_rows_are_its_answers_per_rank():
     the oracle's per-rank functions say, on CI's drawn configurations the spec groups (permuted placements, dp,
     regrouped topologies among them; drawn and decoded once for the whole session)."""
     from harness import oracle
-    from harness.explore.search import DEFAULT_SEED
-    from tools.bench.explore import drawn
+    from harness.explore.search import DEFAULT_SEED, drawn_batches
+    from harness.explore.strategies import decode, slices
 
     checked = 0
-    for run in drawn(CI_EXAMPLES[False], DEFAULT_SEED)[:64]:
+    for run in [decode(one) for data in drawn_batches(DEFAULT_SEED, CI_EXAMPLES[False])[:8] for one in slices(data)]:
         if oracle.expected_rejection(run) is not None or oracle.expected_split_groups(run) is None:
             continue
         groups = oracle.expected_split_groups(run)
