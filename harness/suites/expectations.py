@@ -218,7 +218,7 @@ def card_overflow(run, owner_rule: str = SPEC_OWNER_RULE) -> Optional[str]:
 
 @memo.per_run
 def _card_overflow(run, owner_rule: str) -> Optional[str]:
-    if oracle.expected_split_groups(run) is None:
+    if oracle.expected_split_group_tuples(run) is None:
         return None
     hw = run.hardware
     ranks_on: dict = {}

@@ -35,7 +35,11 @@ from implementations.xllm_native.tree.resolve import base_missing_reason as base
 
 DEFAULT_TIMEOUT_S = 60.0
 """A call's limit when the caller gives none (``runner.timeout_s``'s default)."""
-MAX_PARKED_THREADS = 64
+MAX_PARKED_THREADS = 256
+"""CHECKs a host answers before it is replaced: each parks its call's thread for good, about 30 KiB resident (the
+pages its stack touched, glog's message) and its stack's address space (8 MiB, not resident). Replacing a host
+costs a Python start and a ``dlopen`` (about 60 ms of CPU): exploring a tree that refuses one configuration in
+two paid that every 64 CHECKs, more than the tree's own code."""
 """CHECKs one host answers before it is replaced: each leaves the thread it fired on parked (``cpp/protocol.h``)."""
 
 
