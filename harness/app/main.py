@@ -32,7 +32,7 @@ register()  # base_config must be in the ConfigStore before Hydra composes
 
 @hydra.main(config_path=str(CONF_DIR), config_name=CONFIG_NAME, version_base=None)
 def run(cfg: DictConfig) -> dict:
-    """One Hydra job: one configuration (``harness.app.job``), on the config Hydra composed for it."""
+    """One Hydra job: one configuration (``harness.app.job``), composed from the job's overrides."""
     from harness.app.job import run_job
 
     hc = HydraConfig.get()
@@ -40,7 +40,7 @@ def run(cfg: DictConfig) -> dict:
     num = OmegaConf.select(hc, "job.num", default=0) if multirun else 0
     with _working_dir(Path(hc.runtime.cwd)):  # hydra.job.chdir=true: relative paths still mean the user's folder
         result = run_job(
-            cfg, list(hc.overrides.task), dict(hc.runtime.choices), Path(hc.runtime.output_dir), int(num or 0),
+            list(hc.overrides.task), dict(hc.runtime.choices), Path(hc.runtime.output_dir), int(num or 0),
             quiet=multirun,
         )
     st.record(int(num or 0), result["status"])

@@ -257,21 +257,15 @@ def check_app_config(cfg) -> None:
 
 def results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, multirun: bool) -> tuple[str, str, Path]:
     """(the key naming it, the value given for that key, the directory) Hydra will write results to."""
-    from hydra import compose, initialize_config_dir
     from hydra.core.utils import setup_globals
     from omegaconf import OmegaConf
 
-    from harness.config.compose import _fresh_hydra
-    from harness.config.store import register
-    from harness.paths import CONF_DIR, CONFIG_NAME
+    from harness.config.compose import hydra_compose
 
     key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
-    register()
     setup_globals()  # the ${now:...} resolver
-    try:
-        with _fresh_hydra(), initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-            cfg = compose(config_name=CONFIG_NAME, overrides=list(job) + list(hydra_overrides),
-                          return_hydra_config=True)
+    try:  # the app's own node (hydra.*), which only Hydra composes
+        cfg = hydra_compose(list(job) + list(hydra_overrides), return_hydra_config=True)
         path = str(OmegaConf.select(cfg, key, throw_on_missing=True))
     except Exception as exc:  # a bad hydra.* override: Hydra's message, first line
         text = str(exc).strip().splitlines()
