@@ -61,8 +61,8 @@ class SweepCallback(Callback):
             say(progress.start_line(index, total, self._shown(config)))
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
-        result = result_of_return(job_return)
         index, total = self._position(config)
+        result = result_of_return(job_return, index - 1)
         self.returns[index - 1] = result
         st.record(index - 1, result.get("status", st.ERROR))
         say(progress.job_line(index, total, self._shown(config), result))
@@ -149,14 +149,14 @@ def varying_keys(jobs: list[list[str]]) -> set[str]:
     return {key for key, seen in values.items() if len(seen) > 1}
 
 
-def result_of_return(job_return: Any) -> dict:
-    """The job's result dict from Hydra's ``JobReturn`` (an exception becomes an ``error`` result)."""
+def result_of_return(job_return: Any, job: int) -> dict:
+    """Job ``job``'s result dict from Hydra's ``JobReturn``; an exception the job raised (``status.raised``:
+    ``JobReturn.return_value`` would raise it again) becomes an ``error`` result."""
     from hydra.core.utils import JobStatus
 
-    from harness.private_apis import hydra_job_outcome
-
-    value = hydra_job_outcome(job_return)
-    if getattr(job_return, "status", None) == JobStatus.COMPLETED and isinstance(value, dict):
+    completed = getattr(job_return, "status", None) == JobStatus.COMPLETED
+    value = job_return.return_value if completed else st.raised(job)
+    if completed and isinstance(value, dict):
         return value
     message = f"{type(value).__name__}: {value}" if isinstance(value, BaseException) else "the job returned no result"
     return {"status": st.ERROR, "message": message}

@@ -38,11 +38,15 @@ def run(cfg: DictConfig) -> dict:
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
     num = OmegaConf.select(hc, "job.num", default=0) if multirun else 0
-    with _working_dir(Path(hc.runtime.cwd)):  # hydra.job.chdir=true: relative paths still mean the user's folder
-        result = run_job(
-            list(hc.overrides.task), dict(hc.runtime.choices), Path(hc.runtime.output_dir), int(num or 0),
-            quiet=multirun,
-        )
+    try:
+        with _working_dir(Path(hc.runtime.cwd)):  # hydra.job.chdir=true: relative paths still mean the user's folder
+            result = run_job(
+                list(hc.overrides.task), dict(hc.runtime.choices), Path(hc.runtime.output_dir), int(num or 0),
+                quiet=multirun,
+            )
+    except Exception as exc:  # Hydra keeps it as the job's return; the sweep's summary reads it from here
+        st.record_raised(int(num or 0), exc)
+        raise
     st.record(int(num or 0), result["status"])
     return result
 

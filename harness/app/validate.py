@@ -49,13 +49,41 @@ class Invocation:
     """False for ``--help``/``--info``/``--cfg``-like calls and other config sources, which run nothing."""
 
 
+INFO_CHOICES = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
+"""``--info``'s topics, as ``@hydra.main`` takes them."""
+
+
+def command_line_parser() -> argparse.ArgumentParser:
+    """The options of a ``@hydra.main`` command line (Hydra 1.3's, which has no public reader of them), read
+    before Hydra starts: ``-m``, ``--cfg``, ``--info``, ``--config-name``... and the overrides."""
+    from hydra import __version__
+
+    parser = argparse.ArgumentParser(prog="python -m harness", add_help=False, description="Hydra")
+    add = parser.add_argument
+    add("--help", "-h", action="store_true", help="Application's help")
+    add("--hydra-help", action="store_true", help="Hydra's help")
+    add("--version", action="version", help="Show Hydra's version and exit", version=f"Hydra {__version__}")
+    add("overrides", nargs="*", help="Any key=value arguments to override config values (use dots for.nested=overrides)")
+    add("--cfg", "-c", choices=["job", "hydra", "all"], help="Show config instead of running [job|hydra|all]")
+    add("--resolve", action="store_true", help="Used in conjunction with --cfg, resolve config interpolations before printing.")
+    add("--package", "-p", help="Config package to show")
+    add("--run", "-r", action="store_true", help="Run a job")
+    add("--multirun", "-m", action="store_true", help="Run multiple jobs with the configured launcher and sweeper")
+    add("--shell-completion", "-sc", action="store_true", help="Install or Uninstall shell completion")
+    add("--config-path", "-cp", help="Overrides the config_path specified in hydra.main()")
+    add("--config-name", "-cn", help="Overrides the config_name specified in hydra.main()")
+    add("--config-dir", "-cd", help="Adds an additional config dir to the config search path")
+    add("--experimental-rerun", help="Rerun a job from a previous config pickle")
+    add("--info", "-i", const="all", nargs="?", action="store", choices=list(INFO_CHOICES),
+        help=f"Print Hydra information [{'|'.join(INFO_CHOICES)}]")
+    return parser
+
+
 def parse_argv(argv: Sequence[str]) -> Invocation:
-    """Hydra's own argument parser, with its usage errors as one line."""
-    from harness.private_apis import hydra_args_parser
+    """The command line read with ``@hydra.main``'s options, its usage errors as one line."""
     from harness.usage import fail
 
-    parser = hydra_args_parser()
-    parser.prog = "python -m harness"
+    parser = command_line_parser()
 
     def error(message: str):
         fail(f"{message} (see python -m harness --help)")
