@@ -9,7 +9,6 @@ can write (``hardware.topology=<path>``); shipped fixtures are named.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import shlex
@@ -22,6 +21,7 @@ from typing import Optional, Sequence
 from contract.specs import RunSpec, Topology
 from contract.units import MIB
 from harness.explore.strategies import RANDOM_TOPOLOGY_PREFIX
+from harness.files import write_atomic
 
 TOPOLOGY_FOLDER = "lwsplit-explore"
 """Prefix of the per-user folder under the temp folder that holds the random link matrices of printed
@@ -84,25 +84,16 @@ def _read_own(path: Path) -> Optional[str]:
 
 def topology_file(topology: Topology, folder: Optional[Path] = None) -> Path:
     """Write a drawn link matrix as a YAML topology (content-addressed: the same matrix, the same file), in
-    ``folder`` or this user's private folder: a temporary file created anew (``O_EXCL``, no link followed,
-    mode 0600), then renamed into place, so the file is never half-written and nothing else is written."""
+    ``folder`` or this user's private folder, atomically and readable by this user only
+    (``harness.files.write_atomic``: a temporary file created anew beside it, then renamed into place), so
+    the file is never half-written and no link is written through."""
     folder = Path(folder) if folder is not None else private_folder()
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{topology.name}.yaml"
     rows = "\n".join("  - [" + ", ".join(row) + "]" for row in topology.links)
     text = f"name: {topology.name}\ncards: [{', '.join(topology.cards)}]\nlinks:\n{rows}\n"
     if _read_own(path) == text:
         return path
-    fd, tmp = tempfile.mkstemp(prefix=f".{topology.name}.", suffix=".tmp", dir=folder)  # O_EXCL, mode 0600
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return path
+    return write_atomic(path, text, mode=0o600)
 
 
 def overrides(run: RunSpec, implementation: Sequence[str], *, folder: Optional[Path] = None) -> list[str]:
