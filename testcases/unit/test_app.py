@@ -212,6 +212,23 @@ def test_plan_run_writes_the_worked_example(tmp_path, capsys, monkeypatch):
     assert "2978" in out
 
 
+def test_the_app_leaves_the_root_logger_as_it_found_it(tmp_path, capsys, monkeypatch):
+    """Hydra's job logging adds root handlers on the streams of that moment (closed by a caller's capture
+    since) and sets the level: after an in-process run they are gone and the caller's are back."""
+    import logging
+
+    mine = logging.NullHandler()
+    logging.root.addHandler(mine)
+    try:
+        before = (list(logging.root.handlers), logging.root.level)
+        code, _, err = _harness_in_process(["mode=plan", "suite=quick", f"hydra.run.dir={tmp_path / 'run'}"],
+                                           capsys, monkeypatch, tmp_path)
+        assert code == 0, err[-2000:]
+        assert (list(logging.root.handlers), logging.root.level) == before, "a handler or level Hydra set outlived the run"
+    finally:
+        logging.root.removeHandler(mine)
+
+
 @pytest.mark.slow
 def test_plan_sweep_writes_csv_markdown_and_svg(tmp_path, capsys, monkeypatch):
     sweep_dir = tmp_path / "sweep"
