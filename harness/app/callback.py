@@ -128,12 +128,13 @@ def _jobs(n: int) -> str:
 
 
 def expected_jobs(config: DictConfig) -> list[list[str]]:
-    """The sweep's job overrides in job-number order (``hydra.sweeper.params`` first, as the basic sweeper)."""
-    from harness.app.validate import expand
+    """The sweep's job overrides in job-number order: the sweeper's own list (``validate.sweep_jobs``) of
+    ``hydra.sweeper.params`` and the task's overrides, as it runs them."""
+    from harness.app.validate import sweep_jobs
 
     params = OmegaConf.select(config, "hydra.sweeper.params") or {}
     overrides = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
-    return expand(overrides)
+    return sweep_jobs(overrides, str(config.hydra.sweeper._target_))
 
 
 def _key(override: str) -> str:
