@@ -106,7 +106,7 @@ class _Composition:
                 self._found[key] = None, exc
         value, error = self._found[key]
         if error is not None:
-            raise error
+            raise error.with_traceback(None)  # the same error again, not a traceback grown by each raise
         return value
 
     def default(self) -> DictConfig:
