@@ -236,11 +236,13 @@ def check_overrides(overrides: Sequence[str], *, multirun: bool, sweeper: Option
 
 
 def app_sweeper(hydra_overrides: Sequence[str]) -> str:
-    """``hydra.sweeper._target_`` of the app under ``hydra_overrides`` (``hydra/sweeper=...`` may choose another)."""
+    """``hydra.sweeper._target_`` of the app under those of ``hydra_overrides`` that choose or set the sweeper
+    (``hydra/sweeper=...``, ``hydra.sweeper.*``); the others are checked with the results folder, as before."""
     from harness.config.compose import hydra_compose
 
+    hydra_overrides = [o for o in hydra_overrides if o.lstrip("+~").startswith(("hydra/sweeper", "hydra.sweeper"))]
     try:
-        return str(hydra_compose(list(hydra_overrides), return_hydra_config=True).hydra.sweeper._target_)
+        return str(hydra_compose(hydra_overrides, return_hydra_config=True).hydra.sweeper._target_)
     except Exception as exc:  # a bad hydra.* override: Hydra's message, first line
         text = str(exc).strip().splitlines()
         raise ConfigError("hydra override", ", ".join(hydra_overrides), "Hydra rejects it",
