@@ -278,6 +278,19 @@ def test_job_list_is_the_sweepers_own():
     assert sweep_jobs(["layerwise=glob(s*)"], sweeper) == [["layerwise=s1"], ["layerwise=s2"], ["layerwise=s4"]]
 
 
+def test_a_sweeper_that_cannot_list_its_jobs_is_one_error_line(monkeypatch):
+    """A sweeper Hydra does not have, or one without a job list (an optimizing sweeper), is refused by name:
+    python -m harness checks every job before the first runs."""
+    from contract.errors import ConfigError
+    from harness.app import validate
+
+    with pytest.raises(ConfigError, match=r"hydra.sweeper._target_='no.such.Sweeper': a sweeper Hydra has: "):
+        validate.sweep_jobs(["model=deepseek_v3,qwen3_5_moe"], "no.such.Sweeper")
+    monkeypatch.setattr(validate, "sweeper_class", lambda target: object)
+    with pytest.raises(ConfigError, match=r"a sweeper that lists its jobs \(split_arguments"):
+        validate.sweep_jobs(["model=deepseek_v3,qwen3_5_moe"], "optimizing.Sweeper")
+
+
 def test_collect_reads_results_and_reports_missing_jobs(tmp_path):
     jobs = [list(j) for j in itertools.product(["model=a", "model=b"], ["layerwise=s2"])] + [["model=c"]]
     (tmp_path / "0").mkdir()
