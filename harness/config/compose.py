@@ -377,8 +377,8 @@ def _without(cfg: DictConfig, group: str) -> dict:
 def finish(cfg: DictConfig, parsed: Sequence, conf_dir: Path = CONF_DIR) -> DictConfig:
     """The checks Hydra's composition leaves out, and ``model_path``; on a composed ``cfg``.
 
-    ``parsed`` are the overrides it was composed with (``parse_overrides``). The app
-    calls this on the config Hydra composed for its job, so a job composes once.
+    ``parsed`` are the overrides it was composed with (``parse_overrides``). ``compose_config`` calls it on
+    every configuration it composes; the tests call it on Hydra's whole composition to compare the two.
     """
     try:
         if any(o.is_add() or o.is_force_add() for o in parsed):
