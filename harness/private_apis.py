@@ -16,19 +16,6 @@ from multiprocessing import forkserver, resource_tracker
 from typing import Any, Optional
 
 
-def hydra_args_parser():
-    """Hydra's own ``argparse`` parser of a ``@hydra.main`` command line (``hydra._internal.utils.get_args_parser``).
-
-    Hydra has no public reader of its command line, and ``python -m harness`` checks the command line
-    before Hydra starts (``harness.app.validate.parse_argv``) with exactly Hydra's options (``-m``, ``--cfg``,
-    ``--info``...). No fallback: without it ``python -m harness`` cannot read its command line, so the
-    ImportError is raised as it is."""
-    # Hydra (0.5 s, python -X importtime): only python -m harness reads its command line with it
-    from hydra._internal.utils import get_args_parser
-
-    return get_args_parser()
-
-
 def unmark_for_assert_rewriting(pluginmanager: Any, names: tuple[str, ...]) -> bool:
     """Take ``names`` (top-level packages) off the set of modules pytest rewrites the asserts of
     (``rewrite_hook._must_rewrite``, and its ``_marked_for_rewrite_cache``); True if it was done.
@@ -75,16 +62,6 @@ def c10d_sequence_number(group: Any, device: Any) -> Optional[int]:
     except Exception:  # noqa: BLE001 - a private API: any change means "unknown"
         return None
     return number if isinstance(number, int) else None
-
-
-def hydra_job_outcome(job_return: Any) -> Any:
-    """What a Hydra job returned, or the exception it raised, read without raising it
-    (``JobReturn._return_value``; None where the job has none).
-
-    Hydra's public ``JobReturn.return_value`` raises a failed job's exception, after writing a line of
-    its own to stderr; the sweep's summary needs the exception as a value, to write the job's
-    ``error`` row. Missing: None, and the row says "the job returned no result"."""
-    return getattr(job_return, "_return_value", None)
 
 
 def multiprocessing_helper_pids() -> set[int]:

@@ -45,7 +45,6 @@ _TC_RE = re.compile(r"test_tc0*(\d+)")
 
 
 def run_job(
-    cfg,
     task_overrides: Sequence[str],
     choices: Mapping[str, Optional[str]],
     job_dir: Path,
@@ -55,12 +54,13 @@ def run_job(
 ) -> dict:
     """Run one configuration; always returns (and writes) a result, whatever happened.
 
-    ``cfg`` is the config Hydra composed for this job from ``task_overrides``; it is
-    finished (``compose.finish``), not composed again.
+    The configuration is ``task_overrides`` composed by the harness's one composer
+    (``compose.compose_config``), as the command line's check and the job's cases compose theirs:
+    the config Hydra's launcher composed for the job serves Hydra's own node only.
     """
     from harness.app.validate import check_app_config
     from harness.config.build import build_implementation, build_run_spec
-    from harness.config.compose import finish, parse_overrides
+    from harness.config.compose import compose_config
 
     start = time.monotonic()
     job_dir = Path(job_dir)
@@ -72,7 +72,7 @@ def run_job(
         "message": "",
     }
     try:
-        cfg = finish(cfg, parse_overrides(list(task_overrides)))
+        cfg = compose_config(list(task_overrides))
         check_app_config(cfg)
         result["mode"] = mode = str(cfg.suite.mode)
         result["config"] = config_facts(cfg, choices)

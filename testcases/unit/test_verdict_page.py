@@ -124,17 +124,10 @@ def test_own_tests_become_one_allure_result_of_their_own(tmp_path):
 def test_a_suite_job_on_a_tree_with_own_tests_records_them_beside_its_tcs(tmp_path, monkeypatch):
     """``run_job`` (mode=suite) on a C++ tree whose manifest names its tests: the job's result holds them and
     its Allure results gain their result; the TCs' run is stubbed (what it returns is the job's as before)."""
-    from hydra import compose, initialize_config_dir
-
     from harness.app import job
     from harness.config import build as config_build
-    from harness.config.store import register
-    from harness.paths import CONF_DIR
 
-    register()
     overrides = ["model=qwen3_5_moe", "layerwise=s2"]
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-        cfg = compose(config_name="config", overrides=overrides)
     impl = _impl(tmp_path)
     monkeypatch.setattr(config_build, "build_implementation", lambda cfg: impl)
     monkeypatch.setattr(job, "_plan", lambda impl, run, strict: {"plan": None})
@@ -149,7 +142,7 @@ def test_a_suite_job_on_a_tree_with_own_tests_records_them_beside_its_tcs(tmp_pa
     monkeypatch.setattr(own_tests, "run_own_tests", lambda root, manifest, file: ran.append(root) or OWN)
     choices = {"model": "qwen3_5_moe", "layerwise": "s2", "parallel": "tp4", "implementation": "reference",
                "hardware": "cpu"}
-    result = job.run_job(cfg, overrides, choices, tmp_path / "job")
+    result = job.run_job(overrides, choices, tmp_path / "job")
     assert result["mode"] == "suite" and result["own_tests"] == OWN and ran == [str(tmp_path)], result
     written = json.loads((tmp_path / "job" / "result.json").read_text())
     assert written["own_tests"]["summary"] == OWN["summary"]
