@@ -125,15 +125,17 @@ def faulty_tree(base: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tree(tmp_path_factory, cache):
-    base = tmp_path_factory.mktemp("faulty")
-    path = faulty_tree(base)
-    os.environ[build_cache.ENV_CACHE] = str(cache)
-    try:
-        library.build(tree_files.tree_map(str(path)))
-    finally:
-        os.environ.pop(build_cache.ENV_CACHE, None)
-    return path
+def tree(once_per_run, cache):
+    """The faulty tree, copied and built once per test run (``once_per_run``): the cache's key holds the tree's
+    folder, so a copy per pytest-xdist worker would be compiled once per worker."""
+    def copy_and_build(folder: Path) -> None:
+        os.environ[build_cache.ENV_CACHE] = str(cache)
+        try:
+            library.build(tree_files.tree_map(str(faulty_tree(folder))))
+        finally:
+            os.environ.pop(build_cache.ENV_CACHE, None)
+
+    return once_per_run("native-faulty-tree", copy_and_build) / "tree"
 
 
 @pytest.fixture(scope="module")
