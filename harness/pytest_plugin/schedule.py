@@ -6,13 +6,19 @@ import pytest
 
 from harness.pytest_plugin.parametrize import case_of
 
-SCHEDULE_CHUNK = 2
+SCHEDULE_CHUNK = 1
 """Tests an xdist worker is handed at a time (``--maxschedchunk``) unless the command line says.
 
 xdist's ``load`` default hands each worker a quarter of its share up front, in collection
 order: whichever worker drew the subprocess-heavy self-tests ran them one after another
 while the other three went idle (measured: 213 s with one worker busy 80 s after the rest,
-185 s handing out 2 at a time with slow tests first, on 2 cores)."""
+185 s handing out 2 at a time with slow tests first, on 2 cores). Two at a time still let a
+queue grow: after each test shorter than 0.1 s the scheduler tops a worker up by the chunk,
+one more than it took, so a worker running the quick cases of a slow-marked module (the
+manifest checks of ``test_ports.py``) gathered about a hundred tests, the last slow ones among
+them, and ran those alone at the end (measured: one worker 29 s after the other three, the
+unit tests' sweeps and torchrun runs in its queue). One at a time, a worker holds the test it
+runs and the next one, never more."""
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -48,6 +48,48 @@ def test_workers_take_a_few_tests_at_a_time_unless_told(pytester, argv, want):
     result.assert_outcomes(passed=1)
 
 
+class _Worker:
+    """What xdist's scheduler asks of a worker: its id, the tests it is sent, whether it is shutting down."""
+
+    def __init__(self, n: int):
+        from types import SimpleNamespace
+
+        self.gateway, self.shutting_down = SimpleNamespace(id=f"gw{n}"), False
+
+    def send_runtest_some(self, indices):
+        pass
+
+    def shutdown(self):
+        self.shutting_down = True
+
+
+def test_a_worker_running_quick_tests_holds_its_test_and_the_next_never_more():
+    """xdist's own ``load`` scheduler, configured by the plugin's defaults for ``-n 4``: a worker that finishes
+    test after quick test (under 0.1 s) is topped up by the chunk each time. At 2 its queue grew by one per test,
+    so the slow tests after them waited in one worker's queue while the others ran out of work."""
+    from types import SimpleNamespace
+
+    from xdist.scheduler import LoadScheduling
+
+    from harness.pytest_plugin import schedule
+
+    option = SimpleNamespace(maxschedchunk=None, tx=["4*popen"])
+    config = SimpleNamespace(option=option, getoption=lambda name: getattr(option, name))
+    config.getvalue = config.getoption
+    schedule.pytest_configure(config)
+    scheduler = LoadScheduling(config)
+    workers = [_Worker(n) for n in range(4)]
+    for worker in workers:
+        scheduler.add_node(worker)
+        scheduler.add_node_collection(worker, [f"test_{i}" for i in range(400)])
+    scheduler.schedule()
+    quick, held = workers[0], []
+    for _ in range(100):
+        scheduler.mark_test_complete(quick, scheduler.node2pending[quick][0], duration=0.01)
+        held.append(len(scheduler.node2pending[quick]))
+    assert max(held) <= 2, held
+
+
 _GC_STATE = """
 import gc
 
