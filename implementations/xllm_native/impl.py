@@ -36,7 +36,7 @@ from typing import Mapping, Optional
 from contract.errors import ConfigError, ImplementationFailure, PlanError, UserError
 from contract.interface import ROLES, LayerCache, WorkerKVCache
 from contract.plan_types import TREE_GROUPS_NOTE, DraftPlan, KVPlan
-from contract.specs import ModelSpec, RunSpec
+from contract.specs import LayerwiseFlags, ModelSpec, RunSpec
 from implementations.reference import estimation, kv_bytes, layout, validation
 from implementations.xllm_native import build, tensor_lib
 from implementations.xllm_native import manifest as manifest_mod
@@ -311,6 +311,41 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         self.call(run, "validate", {
             "layerwise_split_size": s, "attn_tp_size": self.port_tp(run),
             "model_type": engine_model_type(run.model.model_type)})
+
+    # ---- whether the split is active: the tree's own start-up code decides ------------------------
+
+    def is_active(self, flags: LayerwiseFlags) -> bool:
+        """Whether the tree's start-up path runs the split for these flags (``activation``)."""
+        return self.activation(flags)[0]
+
+    def activation(self, flags: LayerwiseFlags) -> tuple[bool, str]:
+        """(active, whose rule decided). Every tree splits only at s > 1 (upstream's ``worker_impl.cpp`` and
+        ``kv_cache_estimation.cpp`` test ``layerwise_split_size > 1``; the BI-V100 port's worker
+        ``layerwise_split_size <= 1`` for "no layerwise split"). Whether a flag gates it is the engine role's to
+        say: a port's engine function is called with the run's flag (the BI-V100 port's
+        ``maybe_compute_layerwise_layout`` reads ``FLAGS_enable_layerwise_split``) and the split is active when it
+        passes a layout on; where upstream's code plays the engine (upstream's tree, or the base around a port) no
+        flag exists and s > 1 alone decides. With the split off the plan, and so the tree's estimation, gets s 1."""
+        s = flags.split_size
+        if isinstance(s, bool) or not isinstance(s, int) or s <= 1:
+            return False, "s <= 1"
+        self.require("engine")
+        player = self.base_for("engine") if self.plays("engine") == "base" else self
+        if not player.port:
+            return True, f"s > 1 alone ({player.manifest.name}'s engine has no enable flag)"
+        memo = getattr(self, "_activation", None)
+        if memo is None:
+            memo = self._activation = {}
+        key = (bool(flags.enable), s)
+        if key not in memo:
+            function = player.manifest.role("engine").function
+            reply = player.native.call("engine", {"per_layer_kv_heads": [s], "world_size": s,
+                                                  "layerwise_split_size": s, "enable": bool(flags.enable)},
+                                       timeout_s=self.timeout_s)
+            active = reply.get("layout") is not None
+            memo[key] = (active, f"{function} with the flag {'on' if flags.enable else 'off'} "
+                                 f"{'passes a layout on' if active else 'passes no layout on (uniform allocation)'}")
+        return memo[key]
 
     def port_tp(self, run: RunSpec) -> int:
         """The attention TP size the engine hands a port's functions: world / (dp x cp), rounded down."""
@@ -619,13 +654,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         uniform allocation")."""
         if self.manifest.unsplit_allocation != "base":
             return False
-        if role == "draft" or not message.active:
-            return True
-        if self.plays("engine") != "port":
-            return False
-        reply = self.call(run, "engine", {"per_layer_kv_heads": [1], "world_size": message.attn_tp_size,
-                                          "layerwise_split_size": message.split_size, "enable": run.layerwise.enable})
-        return reply.get("layout") is None
+        return role == "draft" or not message.active  # ``activation``: the port's engine decided
 
     def tensor_worker(self, message: KVPlan, run: RunSpec, *, rank: int, role: str, device: str,
                       expected_digest: str, library: Optional[native_mod.Native] = None) -> WorkerKVCache:

@@ -75,6 +75,12 @@ def master_layout(impl: XllmNativeImplementation, run: RunSpec, *, full: tuple, 
     return layout_facts(reply.get("layout"), full)
 
 
+def activation(impl: XllmNativeImplementation, run: RunSpec) -> tuple[bool, str]:
+    """Whether the tree's start-up code runs the split for the run's flags, and whose rule said so (a port: its
+    engine function called with the flag; upstream's engine: s > 1 alone)."""
+    return impl.activation(run.layerwise)
+
+
 def engine_layout(impl: XllmNativeImplementation, run: RunSpec, *, full: tuple, split_size: int) -> tuple:
     """What an engine passes on (a port's ``engine`` role), given the spec's full layers."""
     impl.require("engine")
