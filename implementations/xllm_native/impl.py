@@ -7,6 +7,9 @@
 * estimate: ``estimate_kv_cache_capacity`` for the target (split block count included), and for
   a speculative draft the draft's capacity and ``SpeculativeEngine::calculate_kv_cache``;
 * ownership: each split rank's mask from ``LayerwiseSplitLayout`` / ``build_layer_cache_owned``;
+* activation: whether the split is active is the tree's own answer (``activation``): a port's engine function
+  called with the run's flag (a layout passed on: active), s > 1 alone where upstream's engine plays the role;
+  with the split off the estimation is fed s 1;
 * allocation (manifest ``allocation.torch``): the tree's allocation compiled against torch, run in
   the rank (``tensor_lib``): upstream's ``allocate_kv_caches`` as its worker calls it; the worker holds
   the tensors it made.
@@ -14,7 +17,9 @@
 What the tree's files do not hold comes from the Python model of upstream
 (``implementations.xllm_upstream``): the engine's option values (local heads per TP rank, the
 draft's layer count), the worker-side CHECKs (linear + indexer, quantized caches, sleep mode,
-xtensor), split groups and placement (``rank % s``) and ``engine_message``.
+xtensor), split groups and placement (``rank % s``) and ``engine_message``; for upstream's tree (and a port
+whose engine is upstream's), the activation threshold s > 1, which upstream writes inline
+(``worker_impl.cpp``, ``kv_cache_estimation.cpp``) with no function to call.
 
 Which function plays each role comes from the tree's manifest (``manifest``): upstream's by
 default, a shipped port manifest for a port tree, or ``implementation.manifest=PATH``. For a
