@@ -6,7 +6,9 @@ splits with the flag off, and its departure list says so in the engine's role, o
 
 from __future__ import annotations
 
+import copy
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,8 @@ from harness import departures
 from harness.departures.judge import JudgedCase, case_tcs, judge
 from implementations.xllm_native import build
 from testcases.native.test_ports import FIXTURE, run, write_manifest
+
+FIXTURE_TREE = Path(__file__).resolve().parent / "fixture_tree"
 
 pytestmark = pytest.mark.slow  # builds C++: scheduled first
 
@@ -64,3 +68,21 @@ def test_a_port_whose_engine_ignores_its_flag_splits_with_the_flag_off_and_its_l
         [("engine", "active with the flag off", "inactive", ("off-s2", "off-s4"), "fx_engine_layout")], \
         departures.markdown([judge(planted, cases)])
     assert not [d for d in judge(plain, cases).departures if "FEATURE 2" in d.rule]
+
+
+def test_where_upstreams_engine_plays_the_role_s_above_1_alone_activates(trees):
+    """Upstream's engine has no enable flag: the upstream-shaped fixture tree, and the fixture port with its
+    ``engine`` left to that tree as its base, split at s > 1 with the flag off (no tree code asked a flag)."""
+    from implementations.xllm_native import XllmNativeImplementation
+    from implementations.xllm_native.manifest import Role
+
+    plain, _ = trees
+    upstream_shaped = XllmNativeImplementation(source_dir=str(FIXTURE_TREE))
+    port = copy.copy(plain)
+    port.manifest = replace(plain.manifest, roles={**plain.manifest.roles, "engine": Role(name="engine", base="x")})
+    port.base, port._activation = upstream_shaped, {}
+    off = LayerwiseFlags(enable=False, split_size=2)
+    for impl in (upstream_shaped, port):
+        assert impl.activation(off) == (True, "s > 1 alone (fixture_tree's engine has no enable flag)")
+        assert not impl.is_active(LayerwiseFlags(enable=True, split_size=1))
+    assert not plain.is_active(off)  # the port's own engine reads its flag
