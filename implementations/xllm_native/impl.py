@@ -489,6 +489,9 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         groups = self.split_groups(run, placement)
         if self.port and active:
             notes.append(self.tree_groups_note())
+        if self.port and isinstance(run.layerwise.split_size, int) and run.layerwise.split_size > 1:
+            notes.append(f"split {'active' if active else 'off'} at s {run.layerwise.split_size}: "
+                         f"{self.activation(run.layerwise)[1]}")
         if self.port:
             notes.insert(0, self.source_note())
         ranks = self._rank_plans(run, tp, placement, groups, full, layer_owner, layer_bytes, split_size=s,

@@ -50,6 +50,8 @@ def test_with_the_flag_off_the_ports_plan_is_uniform_and_its_estimation_is_fed_s
     assert at[1] != at[2], at  # the fixture's split block count differs: the check below can tell them apart
     assert (plan.active, plan.split_size, plan.n_blocks, plan.layer_owner) == (False, 1, at[1], ()), plan
     assert {len(g) for g in plan.split_groups} == {1}, plan.split_groups
+    assert "split off at s 2: fx_engine_layout with the flag off passes no layout on (uniform allocation)" \
+        in plan.notes, plan.notes
     split = plain.plan(on)
     assert (split.active, split.split_size, split.n_blocks) == (True, 2, at[2]), split
     active, why = plain.activation(LayerwiseFlags(enable=False, split_size=2))
