@@ -285,9 +285,8 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         validation.check_parallel(run.parallel)  # a whole attention TP also when the split is off
         validation.check_split_size(run.layerwise, self.attn_tp_size(run.parallel))
         validation.check_quantized_support(run)
-        validation.check_linear_with_indexer(run.model)
+        self.worker_checks(run)
         if run.draft is not None:
-            validation.check_linear_with_indexer(run.draft, prefix="draft")
             validation.check_draft(run.draft)
         if self.is_active(run.layerwise):
             active = f"with layerwise split active (layerwise.split_size {run.layerwise.split_size})"
@@ -295,6 +294,28 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
                 raise ConfigError("cache.enable_sleep_mode", True, "false", f"sleep mode is not supported {active}")
             if run.cache.enable_xtensor:
                 raise ConfigError("cache.enable_xtensor", True, "false", f"xtensor is not supported {active}")
+
+    def worker_checks(self, run: RunSpec) -> None:
+        """The CHECKs upstream's worker runs as it starts its KV cache (``WorkerImpl::allocate_kv_cache_storage``'s
+        statements before its quantization, compiled: op ``worker_checks``), on a target worker and, with a draft,
+        a draft worker (never split): a CHECK that fires is the refusal naming its field (``draft.`` for the
+        draft's). A tree without those statements fails every case naming ``implementation.files.worker_checks``."""
+        s = run.layerwise.split_size if self.is_active(run.layerwise) else 1
+        for prefix, model, split in (("model", run.model, s), ("draft", run.draft, 1)):
+            if model is None:
+                continue
+            try:
+                reply = self.call(run, "worker_checks", {**self.model_args(model, draft=prefix == "draft"),
+                                                         "layerwise_split_size": split, "rank": 0})
+            except UserError as exc:
+                if prefix == "model" or not exc.field.startswith("model."):
+                    raise
+                raise type(exc)(f"draft.{exc.field[len('model.'):]}", getattr(model, exc.field[len("model."):], exc.value),
+                                exc.allowed, exc.detail) from None
+            if "absent" in reply:
+                raise PlanError("implementation.files.worker_checks", build.UPSTREAM_FILES["worker_checks"],
+                                f"a file defining {build.WORKER_CHECKS_FUNCTION} (the worker's start-up checks)",
+                                f"the tree implements no worker-side checks: {reply['absent']}")
 
     def validate_port(self, run: RunSpec) -> None:
         """A port tree: the schema of the harness's inputs, then the tree's validation role alone."""

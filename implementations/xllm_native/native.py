@@ -72,6 +72,8 @@ CHECK_RULES: tuple[tuple[str, str, str], ...] = (
     (r"common_block_count\s*,\s*0|n_blocks\(\)\s*,\s*0|n_blocks\s*,\s*0", "hardware.reserved_bytes_per_card",
      "a budget holding one block"),
     (r"cache_size_in_bytes(?:\(\))?\s*,\s*0\)", "cache.kv_budget_bytes", "a KV budget > 0"),
+    (r"enable_linear_attention\s*&&\s*enable_lighting_indexer", "model.index_n_heads",
+     "0 on a model with linear-attention layers (no DSA indexer with linear attention)"),
 )
 """(pattern over the CHECK's condition, harness field it guards, what is allowed), first match wins."""
 MESSAGE_RULES: tuple[tuple[str, str, str], ...] = (
@@ -82,7 +84,7 @@ MESSAGE_RULES: tuple[tuple[str, str, str], ...] = (
 )
 """The same over glog's message, for a CHECK whose condition names nothing (``LOG(FATAL)``, ``CHECK(false)``),
 tried after ``CHECK_RULES``."""
-MASTER_ROLES = ("master", "layout")
+MASTER_ROLES = ("master", "layout", "worker_checks")
 """CHECKs in these roles' files are startup rules (``ConfigError``); the rest are planning (``PlanError``)."""
 PORT_MASTER_ROLES = ("validation",)
 """The same for a manifest's roles: a CHECK in the validation role's file is a startup rule."""
@@ -274,7 +276,7 @@ class Native:
                      if role.present and str(self.tree.root / role.file) == check.file]
             cls = ConfigError if roles and roles[0] in PORT_MASTER_ROLES else PlanError
         else:
-            roles = [r for r in build.ROLES if str(self.tree.path(r)) == check.file]
+            roles = [r for r in (*build.ROLES, "worker_checks") if str(self.tree.path(r)) == check.file]
             cls = ConfigError if roles and roles[0] in MASTER_ROLES else PlanError
         detail = (f"CHECK at {check.where} (its condition not quoted: {check.unquoted})" if check.unquoted
                   else f"CHECK at {check.where} `{check.condition}`")
