@@ -66,3 +66,20 @@ def test_a_tree_without_the_workers_start_up_fails_naming_the_file(implementatio
         impl.validate(M.run_spec(M.DEEPSEEK_V32, world=4))
     assert err.value.field == "implementation.files.worker_checks", err.value
     assert "defines no WorkerImpl::allocate_kv_cache_storage" in str(err.value), err.value
+
+
+def test_the_worker_role_of_upstreams_tree_is_its_compiled_start_up(implementation, tmp_path):
+    """The departure list's worker role on an upstream-shaped tree is the mask its compiled start-up builds
+    (was: the plan's masks at ``rank % s``, a model of upstream's worker): a build whose worker takes split rank
+    ``rank / s % s`` is one worker departure, the plain build none."""
+    from harness.departures.judge import JudgedCase, case_tcs, judge
+
+    planted = tmp_path / "lwsplit-manifest.yaml"
+    planted.write_text((FIXTURE / "lwsplit-manifest.yaml").read_text().replace(
+        "compile: upstream-cut\n", "compile: upstream-cut\ndefines: [FIXTURE_PLANT_WORKER_RANK]\n"))
+    cases = [JudgedCase(id="s2", run=M.run_spec(M.DEEPSEEK_V32, split=2, world=4), tcs=case_tcs(True))]
+    found = {name: [d for d in judge(impl, cases).departures if d.role == "worker"]
+             for name, impl in (("plain", implementation()), ("planted", implementation(planted)))}
+    assert found["plain"] == [], found
+    assert [(d.tree, d.function) for d in found["planted"]] == \
+        [("workers own other full layers", "build_layer_cache_owned")], found

@@ -22,7 +22,11 @@ bool WorkerImpl::allocate_kv_cache_storage(const KVCacheShape& kv_cache_shape) {
   const int32_t split_size = parallel_args_.layerwise_split_size();
   std::vector<bool> layer_cache_owned;
   if (split_size > 1) {
+#ifdef FIXTURE_PLANT_WORKER_RANK  // planted (a test's manifest): the worker takes split rank rank / s % s
+    const LayerwiseSplitLayout layout(true, split_size, parallel_args_.rank() / split_size % split_size);
+#else
     const LayerwiseSplitLayout layout(true, split_size, parallel_args_.rank() % split_size);
+#endif
     layer_cache_owned = build_layer_cache_owned(args, layout, get_num_layers());
   }
   const bool enable_kv_cache_quant = false;
