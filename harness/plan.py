@@ -30,8 +30,11 @@ import json
 import sys
 from typing import Optional, Sequence
 
+from contract.errors import ConfigError
 from contract.server_flags import DEFAULT_SEMANTICS, SEMANTICS
 from contract.units import MIB
+from harness.config.build import apply_semantics, build_implementation, build_run_spec, engine_flags
+from harness.config.compose import compose_config
 from harness.usage import Parser, command, join_flag_values
 
 GAIN_UNDEFINED = "n/a"
@@ -65,9 +68,6 @@ def parser() -> argparse.ArgumentParser:
 
 def plan_json(overrides: Sequence[str], semantics: str = DEFAULT_SEMANTICS) -> tuple[dict, str]:
     """(the plan as JSON-able dict, the readable table) for ``overrides`` under ``semantics``."""
-    from harness.config.build import apply_semantics, build_implementation, build_run_spec
-    from harness.config.compose import compose_config
-
     cfg = compose_config(list(overrides))
     why = apply_semantics(cfg, semantics)
     run = build_run_spec(cfg)
@@ -136,9 +136,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser().parse_intermixed_args(join_flag_values(sys.argv[1:] if argv is None else list(argv)))
     overrides = list(args.overrides)
     if args.gflags is not None or args.parallel_config is not None:
-        from contract.errors import ConfigError
-        from harness.config.build import engine_flags
-
         flags = engine_flags(args.gflags, args.parallel_config, args.semantics, args.overrides)
         for name, value in flags.memory.items():  # the engine sizes C with the card's free memory
             raise ConfigError(f"--{name}", value, "the budget as hardware=NAME or cache.kv_budget_bytes=N",

@@ -12,6 +12,7 @@ plugin and ``python -m harness`` each use one of them).
 
 from __future__ import annotations
 
+from multiprocessing import forkserver, resource_tracker
 from typing import Any, Optional
 
 
@@ -22,6 +23,7 @@ def hydra_args_parser():
     before Hydra starts (``harness.app.validate.parse_argv``) with exactly Hydra's options (``-m``, ``--cfg``,
     ``--info``...). No fallback: without it ``python -m harness`` cannot read its command line, so the
     ImportError is raised as it is."""
+    # Hydra (0.5 s, python -X importtime): only python -m harness reads its command line with it
     from hydra._internal.utils import get_args_parser
 
     return get_args_parser()
@@ -51,6 +53,7 @@ def c10d_group_count() -> Optional[int]:
     does not have it: the rank pool then cannot tell that its ranks are in step after a failure,
     and rebuilds the pool (slower, never wrong)."""
     try:
+        # ranks ask this; the controller imports this module and never imports torch (3.7 s, python -X importtime)
         from torch.distributed import distributed_c10d as c10d
 
         count = c10d._world.group_count
@@ -91,8 +94,6 @@ def multiprocessing_helper_pids() -> set[int]:
 
     The standard library starts them on demand and has no public way to name them; a check for
     processes left behind must not count them. Missing or not started: not in the set."""
-    from multiprocessing import forkserver, resource_tracker
-
     pids = {getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None),
             getattr(getattr(resource_tracker, "_resource_tracker", None), "_pid", None)}
     return {pid for pid in pids if isinstance(pid, int)}

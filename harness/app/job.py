@@ -90,12 +90,12 @@ def run_job(
         else:
             axes = {group: choices.get(group) for group in MATRIX_GROUPS}
             result.update(run_suite(cfg, axes, key_overrides(task_overrides, choices), job_dir, quiet=quiet))
-            from harness.app import tree_tests
+            from harness.app import own_tests
 
-            own = tree_tests.own_tests_of(impl)  # a C++ tree's own tests, beside the TCs' verdicts
+            own = own_tests.own_tests_of(impl)  # a C++ tree's own tests, beside the TCs' verdicts
             if own is not None:
                 result["own_tests"] = own
-                tree_tests.write_allure(own, job_dir / "allure-results", tree=impl.native.tree.root.name)
+                own_tests.write_allure(own, job_dir / "allure-results", tree=impl.native.tree.root.name)
             from harness.app import tree_departures
 
             found = tree_departures.departures_of(impl, run)  # each role of a C++ tree judged on its own

@@ -4,6 +4,7 @@ nodes and cards, and the links between them."""
 from __future__ import annotations
 
 from functools import cache, lru_cache
+from itertools import combinations
 from typing import Optional, Sequence
 
 from harness.oracle import readers
@@ -174,7 +175,6 @@ def best_partition(members: Sequence[int], s: int, score) -> Optional[list]:
                 worst = value if worst is None else min(worst, value)
         return worst
 
-    from itertools import combinations
 
     @cache
     def solve(remaining: tuple):

@@ -16,7 +16,7 @@ import pytest
 from contract.specs import LayerwiseFlags
 from harness import departures
 from harness.departures.judge import JudgedCase, case_tcs, judge
-from implementations.xllm_native import build
+from implementations.xllm_native.build import cache as build_cache
 from testcases.native.test_ports import FIXTURE, run, write_manifest
 
 FIXTURE_TREE = Path(__file__).resolve().parent / "fixture_tree"
@@ -33,13 +33,13 @@ def impl_of(manifest: Path):
 @pytest.fixture(scope="module")
 def trees(cache, tmp_path_factory):
     """The plain fixture port and the one whose engine ignores its flag."""
-    os.environ[build.ENV_CACHE] = str(cache)
+    os.environ[build_cache.ENV_CACHE] = str(cache)
     try:
         planted = write_manifest(tmp_path_factory.mktemp("flag"), "defines: [FXPORT_BUILD=1]",
                                  "defines: [FXPORT_BUILD=1, FXPORT_PLANT_FLAG_IGNORED]")
         yield impl_of(FIXTURE / "manifest.yaml"), impl_of(planted)
     finally:
-        os.environ.pop(build.ENV_CACHE, None)
+        os.environ.pop(build_cache.ENV_CACHE, None)
 
 
 def test_with_the_flag_off_the_ports_plan_is_uniform_and_its_estimation_is_fed_s_1(trees):

@@ -1,6 +1,6 @@
 """Upstream's worker-side start-up CHECKs are the tree's compiled code, never the Python model: the build cuts
 ``WorkerImpl::allocate_kv_cache_storage``'s statements before its first on the KV-cache quantization
-(``build.worker_checks_cut``) and compiles them with a shim of the worker's state (``cpp/worker_shim.h``); a CHECK
+(``build.generate.worker_checks_cut``) and compiles them with a shim of the worker's state (``cpp/worker_shim.h``); a CHECK
 that fires is the refusal naming its field (``draft.`` for the draft worker's). On the upstream-shaped fixture
 tree (its ``xllm/core/runtime/worker_impl.cpp``); planted: a build without the fixture's CHECK
 (``FIXTURE_PLANT_NO_WORKER_CHECK``) accepts what the model would have refused, and a tree without the function
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from contract.errors import ConfigError, PlanError
-from implementations.xllm_native import build
+from implementations.xllm_native.build import cache as build_cache
 from testcases.unit import _models as M
 
 pytestmark = pytest.mark.slow  # builds C++: scheduled first
@@ -28,14 +28,14 @@ DRAFT_WITH_INDEXER = replace(M.QWEN3_5_MTP, index_n_heads=4, index_head_dim=64)
 @pytest.fixture(scope="module")
 def implementation(cache):
     """``implementation(manifest=None, files=None)``: the fixture tree's implementation, built in ``cache``."""
-    os.environ[build.ENV_CACHE] = str(cache)
+    os.environ[build_cache.ENV_CACHE] = str(cache)
     from implementations.xllm_native import XllmNativeImplementation
 
     try:
         yield lambda manifest=None, files=None: XllmNativeImplementation(
             source_dir=str(FIXTURE), manifest=manifest and str(manifest), files=files)
     finally:
-        os.environ.pop(build.ENV_CACHE, None)
+        os.environ.pop(build_cache.ENV_CACHE, None)
 
 
 def test_the_workers_linear_and_indexer_check_is_the_trees_compiled_check(implementation):

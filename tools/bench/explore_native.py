@@ -6,7 +6,7 @@
 The explorer's plan-level draws (``tools.bench.explore.drawn``: the fixed seed, nothing judged) are drawn once
 and judged by the reference and by ``implementation=xllm_native`` on each tree given, in this one process, one
 after the other: the same configurations, side by side. A compiled tree's code runs in its host process
-(``implementations.xllm_native.host``), so its CPU time counts: this process's (``time.process_time``) plus
+(``implementations.xllm_native.runtime.host``), so its CPU time counts: this process's (``time.process_time``) plus
 every host's (``/proc/<pid>/stat``, read before and after; a host that a crash ended loses what it spent, and
 the row says how many ended). The draws' own CPU time is added to every row (the explorer pays it for each
 implementation alike). A configuration a tree fails is still counted: the rate is what exploring it costs.
@@ -32,16 +32,16 @@ COLUMNS = ("implementation", "tree", "configs", "failing", "CPU s here", "CPU s 
 
 def host_cpu_seconds() -> dict:
     """{pid: CPU seconds (user + system)} of every live host of this process."""
-    from implementations.xllm_native import native
+    from implementations.xllm_native.runtime.host_client import host_pids
 
     tick = os.sysconf("SC_CLK_TCK")
     out = {}
-    for h in list(native._HOSTS):
+    for pid in host_pids():
         try:
-            fields = Path(f"/proc/{h.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        out[h.proc.pid] = (int(fields[11]) + int(fields[12])) / tick
+        out[pid] = (int(fields[11]) + int(fields[12])) / tick
     return out
 
 

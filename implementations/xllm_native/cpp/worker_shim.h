@@ -1,6 +1,6 @@
 // lwsplit-harness shim: the state the worker's KV-cache start-up statements read from WorkerImpl
 // (runtime/worker_impl.cpp, WorkerImpl::allocate_kv_cache_storage, cut up to its first statement on the
-// KV-cache quantization: build.worker_checks_cut). A worker of a model whose weights are loaded, holding no
+// KV-cache quantization: build.generate.worker_checks_cut). A worker of a model whose weights are loaded, holding no
 // KV cache yet, with no PD disaggregation, no grouped cache layout and no xtensor; the model's args, the
 // split size and the worker's global rank are the request's. Nothing else of WorkerImpl is compiled.
 #pragma once

@@ -1,6 +1,6 @@
 // Fixture tree for the xllm_native adapter's tests (not xLLM code): a worker's KV-cache start-up in
 // upstream's shape. The harness cuts the statements before the first one on the KV-cache quantization
-// (build.worker_checks_cut) and compiles them with its WorkerImpl shim (cpp/worker_shim.h).
+// (build.generate.worker_checks_cut) and compiles them with its WorkerImpl shim (cpp/worker_shim.h).
 #include <vector>
 
 #include "framework/kv_cache/kv_cache_estimation.h"
