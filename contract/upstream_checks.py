@@ -8,9 +8,9 @@
   literals as the stream prints them, with their place ``where`` at 494f293b5) is in it
   (``harness/conformance/check.py``).
 
-A row with both is one CHECK read either way. Two of upstream's CHECKs have a row for each reading that names
-another field (``kv_cache_estimation.cpp:182`` and ``:184``): the adapter names what the harness's run sets (the
-model, the budget a card leaves), the log check the engine's option.
+A row with both is one CHECK read either way. Three of upstream's CHECKs have a row for each reading that names
+another field (``kv_cache_estimation.cpp:182`` and ``:184``, ``worker_impl.cpp:485``): the adapter names what the
+harness's run sets (the model, the budget a card leaves), the log check the engine's option.
 """
 
 from __future__ import annotations
@@ -74,6 +74,9 @@ UPSTREAM_CHECKS: tuple[UpstreamCheck, ...] = (
                   message_pattern=r"(?i)\bIndexer cache INT8\b.*\bunsupported\b"),
     UpstreamCheck(field="index_n_heads", message="does not support linear attention and lighting indexer",
                   where="worker_impl.cpp:485"),
+    UpstreamCheck(field="model.index_n_heads",
+                  allowed="0 on a model with linear-attention layers (no DSA indexer with linear attention)",
+                  condition=r"enable_linear_attention\s*&&\s*enable_lighting_indexer"),
     UpstreamCheck(field="index_n_heads", message="does not support index_cache_shape with conv_cache_shape",
                   where="kv_cache_shape.cpp:76"),
     UpstreamCheck(field="layerwise.split_size", message="No layerwise split rank owns a model layer",

@@ -177,6 +177,7 @@ class Judge:
         s = oracle.split_size(run)
         expected = oracle.expected_capacity(replace(run, draft=None))
         full = tuple(oracle.expected_full_layers(run.model))
+        self.judge_activation(case, s)
         if self.played("estimation", case):
             self.judge_estimate(case, s, expected, full)
         if s > 1 and self.played("ownership", case):
@@ -207,6 +208,20 @@ class Judge:
         state = self.states["allocation"][0]
         if state != "torch":
             self.judge_allocation(case, s, expected)
+
+    def judge_activation(self, case: JudgedCase, s: int) -> None:
+        """Whether the tree's start-up code runs the split (role ``engine``: it decides where a flag gates it)
+        against FEATURE 2: active iff the enable flag is true and s > 1. A wrong answer feeds every role the
+        wrong split size, so it reads on every TC of the case."""
+        if self.states["engine"][0] != "played":  # the base's engine is the engine's rule, not the port's
+            return
+        answer = self.guarded("engine", case, lambda: native_roles.activation(self.impl, case.run))
+        if answer is None or answer[0] == (s > 1):
+            return
+        flags = case.run.layerwise
+        self.add("engine", "the split is active iff the enable flag is true and s > 1 (FEATURE 2)",
+                 f"{'active' if answer[0] else 'inactive'} with the flag {'on' if flags.enable else 'off'}",
+                 "active" if s > 1 else "inactive", case, case.tcs, detail=f"s {flags.split_size}: {answer[1]}")
 
     def judge_estimate(self, case: JudgedCase, s: int, expected, full: tuple) -> None:
         est = self.guarded("estimation", case, lambda: native_roles.estimation(self.impl, case.run, s))

@@ -4,17 +4,24 @@
 
 * startup: ``validate_layerwise_split_size_startup_config`` (master.cpp), with the layout
   header's enablement checks; a CHECK that fires is the refusal, naming the field it guards;
+* worker checks: the statements ``WorkerImpl::allocate_kv_cache_storage`` (worker_impl.cpp) runs before its
+  quantization, cut and compiled (``worker_checks``): its linear + indexer CHECK, on a target and a draft worker;
 * estimate: ``estimate_kv_cache_capacity`` for the target (split block count included), and for
   a speculative draft the draft's capacity and ``SpeculativeEngine::calculate_kv_cache``;
 * ownership: each split rank's mask from ``LayerwiseSplitLayout`` / ``build_layer_cache_owned``;
+* activation: whether the split is active is the tree's own answer (``activation``): a port's engine function
+  called with the run's flag (a layout passed on: active), s > 1 alone where upstream's engine plays the role;
+  with the split off the estimation is fed s 1;
 * allocation (manifest ``allocation.torch``): the tree's allocation compiled against torch, run in
   the rank (``tensor_lib``): upstream's ``allocate_kv_caches`` as its worker calls it; the worker holds
   the tensors it made.
 
 What the tree's files do not hold comes from the Python model of upstream
 (``implementations.xllm_upstream``): the engine's option values (local heads per TP rank, the
-draft's layer count), the worker-side CHECKs (linear + indexer, quantized caches, sleep mode,
-xtensor), split groups and placement (``rank % s``) and ``engine_message``.
+draft's layer count), the worker-side CHECKs of the split with sleep mode and xtensor (the quantized caches are
+the hardware profile's rule), split groups and placement (``rank % s``) and ``engine_message``; for upstream's tree (and a port
+whose engine is upstream's), the activation threshold s > 1, which upstream writes inline
+(``worker_impl.cpp``, ``kv_cache_estimation.cpp``) with no function to call.
 
 Which function plays each role comes from the tree's manifest (``manifest``): upstream's by
 default, a shipped port manifest for a port tree, or ``implementation.manifest=PATH``. For a
@@ -36,7 +43,7 @@ from typing import Mapping, Optional
 from contract.errors import ConfigError, ImplementationFailure, PlanError, UserError
 from contract.interface import ROLES, LayerCache, WorkerKVCache
 from contract.plan_types import TREE_GROUPS_NOTE, DraftPlan, KVPlan
-from contract.specs import ModelSpec, RunSpec
+from contract.specs import LayerwiseFlags, ModelSpec, RunSpec
 from contract.upstream_tensors import TENSOR_NAMES, TENSOR_NAMES_MLA
 from implementations.reference import estimation, kv_bytes, layout, validation
 from implementations.xllm_native import manifest as manifest_mod
@@ -44,6 +51,7 @@ from implementations.xllm_native.build import library as build
 from implementations.xllm_native.manifest import AbsentRoleError
 from implementations.xllm_native.runtime import native as native_mod
 from implementations.xllm_native.runtime import tensor_lib
+from implementations.xllm_native.tree.files import UPSTREAM_FILES, WORKER_CHECKS_FUNCTION
 from implementations.xllm_upstream.impl import XllmUpstreamImplementation
 
 TORCH_SCALAR_TYPES = {"int8": 1, "float16": 5, "float32": 6, "bfloat16": 15, "fp8_e5m2": 23, "fp8_e4m3": 24}
@@ -275,9 +283,8 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         validation.check_parallel(run.parallel)  # a whole attention TP also when the split is off
         validation.check_split_size(run.layerwise, self.attn_tp_size(run.parallel))
         validation.check_quantized_support(run)
-        validation.check_linear_with_indexer(run.model)
+        self.worker_checks(run)
         if run.draft is not None:
-            validation.check_linear_with_indexer(run.draft, prefix="draft")
             validation.check_draft(run.draft)
         if self.is_active(run.layerwise):
             active = f"with layerwise split active (layerwise.split_size {run.layerwise.split_size})"
@@ -285,6 +292,28 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
                 raise ConfigError("cache.enable_sleep_mode", True, "false", f"sleep mode is not supported {active}")
             if run.cache.enable_xtensor:
                 raise ConfigError("cache.enable_xtensor", True, "false", f"xtensor is not supported {active}")
+
+    def worker_checks(self, run: RunSpec) -> None:
+        """The CHECKs upstream's worker runs as it starts its KV cache (``WorkerImpl::allocate_kv_cache_storage``'s
+        statements before its quantization, compiled: op ``worker_checks``), on a target worker and, with a draft,
+        a draft worker (never split): a CHECK that fires is the refusal naming its field (``draft.`` for the
+        draft's). A tree without those statements fails every case naming ``implementation.files.worker_checks``."""
+        s = run.layerwise.split_size if self.is_active(run.layerwise) else 1
+        for prefix, model, split in (("model", run.model, s), ("draft", run.draft, 1)):
+            if model is None:
+                continue
+            try:
+                reply = self.call(run, "worker_checks", {**self.model_args(model, draft=prefix == "draft"),
+                                                         "layerwise_split_size": split, "rank": 0})
+            except UserError as exc:
+                if prefix == "model" or not exc.field.startswith("model."):
+                    raise
+                raise type(exc)(f"draft.{exc.field[len('model.'):]}", getattr(model, exc.field[len("model."):], exc.value),
+                                exc.allowed, exc.detail) from None
+            if "absent" in reply:
+                raise PlanError("implementation.files.worker_checks", UPSTREAM_FILES["worker_checks"],
+                                f"a file defining {WORKER_CHECKS_FUNCTION} (the worker's start-up checks)",
+                                f"the tree implements no worker-side checks: {reply['absent']}")
 
     def validate_port(self, run: RunSpec) -> None:
         """A port tree: the schema of the harness's inputs, then the tree's validation role alone."""
@@ -306,6 +335,41 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         self.call(run, "validate", {
             "layerwise_split_size": s, "attn_tp_size": self.port_tp(run),
             "model_type": engine_model_type(run.model.model_type)})
+
+    # ---- whether the split is active: the tree's own start-up code decides ------------------------
+
+    def is_active(self, flags: LayerwiseFlags) -> bool:
+        """Whether the tree's start-up path runs the split for these flags (``activation``)."""
+        return self.activation(flags)[0]
+
+    def activation(self, flags: LayerwiseFlags) -> tuple[bool, str]:
+        """(active, whose rule decided). Every tree splits only at s > 1 (upstream's ``worker_impl.cpp`` and
+        ``kv_cache_estimation.cpp`` test ``layerwise_split_size > 1``; the BI-V100 port's worker
+        ``layerwise_split_size <= 1`` for "no layerwise split"). Whether a flag gates it is the engine role's to
+        say: a port's engine function is called with the run's flag (the BI-V100 port's
+        ``maybe_compute_layerwise_layout`` reads ``FLAGS_enable_layerwise_split``) and the split is active when it
+        passes a layout on; where upstream's code plays the engine (upstream's tree, or the base around a port) no
+        flag exists and s > 1 alone decides. With the split off the plan, and so the tree's estimation, gets s 1."""
+        s = flags.split_size
+        if isinstance(s, bool) or not isinstance(s, int) or s <= 1:
+            return False, "s <= 1"
+        self.require("engine")
+        player = self.base_for("engine") if self.plays("engine") == "base" else self
+        if not player.port:
+            return True, f"s > 1 alone ({player.manifest.name}'s engine has no enable flag)"
+        memo = getattr(self, "_activation", None)
+        if memo is None:
+            memo = self._activation = {}
+        key = (bool(flags.enable), s)
+        if key not in memo:
+            function = player.manifest.role("engine").function
+            reply = player.native.call("engine", {"per_layer_kv_heads": [s], "world_size": s,
+                                                  "layerwise_split_size": s, "enable": bool(flags.enable)},
+                                       timeout_s=self.timeout_s)
+            active = reply.get("layout") is not None
+            memo[key] = (active, f"{function} with the flag {'on' if flags.enable else 'off'} "
+                                 f"{'passes a layout on' if active else 'passes no layout on (uniform allocation)'}")
+        return memo[key]
 
     def port_tp(self, run: RunSpec) -> int:
         """The attention TP size the engine hands a port's functions: world / (dp x cp), rounded down."""
@@ -444,6 +508,9 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         groups = self.split_groups(run, placement)
         if self.port and active:
             notes.append(self.tree_groups_note())
+        if self.port and isinstance(run.layerwise.split_size, int) and run.layerwise.split_size > 1:
+            notes.append(f"split {'active' if active else 'off'} at s {run.layerwise.split_size}: "
+                         f"{self.activation(run.layerwise)[1]}")
         if self.port:
             notes.insert(0, self.source_note())
         ranks = self._rank_plans(run, tp, placement, groups, full, layer_owner, layer_bytes, split_size=s,
@@ -614,13 +681,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         uniform allocation")."""
         if self.manifest.unsplit_allocation != "base":
             return False
-        if role == "draft" or not message.active:
-            return True
-        if self.plays("engine") != "port":
-            return False
-        reply = self.call(run, "engine", {"per_layer_kv_heads": [1], "world_size": message.attn_tp_size,
-                                          "layerwise_split_size": message.split_size, "enable": run.layerwise.enable})
-        return reply.get("layout") is None
+        return role == "draft" or not message.active  # ``activation``: the port's engine decided
 
     def tensor_worker(self, message: KVPlan, run: RunSpec, *, rank: int, role: str, device: str,
                       expected_digest: str, library: Optional[native_mod.Native] = None) -> WorkerKVCache:

@@ -52,11 +52,17 @@ def ownership(impl: XllmNativeImplementation, run: RunSpec, split_size: int) -> 
 
 
 def worker(impl: XllmNativeImplementation, run: RunSpec, *, rank: int, split_size: int) -> list:
-    """The mask the worker of global ``rank`` builds (a port: its worker role; upstream: its
-    ``build_layer_cache_owned`` at ``rank % s``, as its worker calls it)."""
+    """The mask the worker of global ``rank`` builds (a port: its worker role; upstream: its compiled start-up,
+    ``worker_checks``: ``build_layer_cache_owned`` over the split rank its worker takes, every layer owned when
+    it builds none at s 1)."""
     impl.require("worker")
     if not impl.port:
-        return [bool(v) for v in impl.owned_masks(run, split_size)[rank % split_size]]
+        reply = impl.call(run, "worker_checks", {**impl.model_args(run.model), "layerwise_split_size": split_size,
+                                                 "rank": rank})
+        if "absent" in reply:
+            impl.worker_checks(run)  # the refusal naming implementation.files.worker_checks
+        owned = reply.get("owned")
+        return [True] * run.model.num_hidden_layers if owned == [] else [bool(v) for v in owned]
     reply = impl.call(run, "worker", {"layer_types": impl.model_args(run.model)["layer_types"],
                                       "layerwise_split_size": split_size, "rank": rank,
                                       "n_layers": run.model.num_hidden_layers})
@@ -73,6 +79,12 @@ def master_layout(impl: XllmNativeImplementation, run: RunSpec, *, full: tuple, 
         "head_dim": model.head_dim, "max_tokens": 0, "dtype_code": TORCH_SCALAR_TYPES[model.dtype],
         "layerwise_split_size": split_size, "enable": run.layerwise.enable})
     return layout_facts(reply.get("layout"), full)
+
+
+def activation(impl: XllmNativeImplementation, run: RunSpec) -> tuple[bool, str]:
+    """Whether the tree's start-up code runs the split for the run's flags, and whose rule said so (a port: its
+    engine function called with the flag; upstream's engine: s > 1 alone)."""
+    return impl.activation(run.layerwise)
 
 
 def engine_layout(impl: XllmNativeImplementation, run: RunSpec, *, full: tuple, split_size: int) -> tuple:

@@ -25,7 +25,7 @@ from implementations.xllm_native.tree.files import ROLES, TreeMap, cut_defines
 
 ABI = "lwsplit-native-1"
 """Bumped when the binding's protocol changes: part of every cache key."""
-PROJECT_SOURCES = ("binding.cpp", "protocol.h", "request_args.h", "engine_shim.h", "parallel_config.h")
+PROJECT_SOURCES = ("binding.cpp", "protocol.h", "request_args.h", "engine_shim.h", "parallel_config.h", "worker_shim.h")
 TENSOR_ABI = "lwsplit-tensors-2"
 """Bumped when ``cpp/alloc_protocol.h``'s protocol changes: part of every tensor library's key."""
 
@@ -78,6 +78,7 @@ def source_key(tree: TreeMap) -> str:
               for p in tree.paths("utils_headers")]
     header = tree.path("estimation").with_suffix(".h")
     files += [("implementation.files.estimation", str(header), header)]
+    files += [("implementation.files.worker_checks", tree.files["worker_checks"], tree.path("worker_checks"))]
     parts = [ABI.encode(), json.dumps(tree.files, sort_keys=True).encode(), os.fsencode(str(tree.root))]
     parts += [_hashed(name, value, path, tree.root) if path.is_file() else b"" for name, value, path in files]
     parts += [(commands.CPP_DIR / s).read_bytes() for s in PROJECT_SOURCES]

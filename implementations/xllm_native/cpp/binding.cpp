@@ -124,6 +124,24 @@ std::string op_speculative_caps(const Request& req) {
   return Json().num("n_blocks", n_blocks).str();
 }
 
+// Role: the worker's start-up checks (WorkerImpl::allocate_kv_cache_storage's statements before its
+// quantization, cut by the build: lwsplit_worker.inc) for one worker of global rank `rank`: its CHECKs, then
+// the mask it builds ([] with the split off, as upstream's worker passes none on).
+std::string op_worker_checks(const Request& req) {
+#ifdef LWSPLIT_WORKER_CHECKS_ABSENT
+  (void)req;
+  return Json().raw("absent", quote(LWSPLIT_WORKER_CHECKS_ABSENT)).str();
+#else
+  const xllm::LwsplitWorkerChecks checks = xllm::lwsplit_worker_checks(
+      model_args(req, ""), static_cast<int32_t>(req.i64("layerwise_split_size", 1)),
+      static_cast<int32_t>(req.i64("rank")));
+  const std::vector<bool>& owned = checks.layer_cache_owned;
+  return Json().raw("owned", array(std::vector<int>(owned.begin(), owned.end())))
+      .raw("linear_attention", checks.enable_linear_attention ? "true" : "false")
+      .raw("lighting_indexer", checks.enable_lighting_indexer ? "true" : "false").str();
+#endif
+}
+
 }  // namespace
 
 std::string dispatch(const Request& req) {
@@ -133,6 +151,7 @@ std::string dispatch(const Request& req) {
   if (op == "layout") return op_layout(req);
   if (op == "speculative") return op_speculative(req);
   if (op == "speculative_caps") return op_speculative_caps(req);
+  if (op == "worker_checks") return op_worker_checks(req);
   throw std::invalid_argument("unknown op " + op);
 }
 

@@ -17,7 +17,7 @@ from implementations.xllm_native.tree.files import ROLES, TreeMap
 
 CONTEXT_LINES = 8
 """Lines after a CHECK's own line that ``check_condition`` reads for a condition spanning lines."""
-MASTER_ROLES = ("master", "layout")
+MASTER_ROLES = ("master", "layout", "worker_checks")
 """CHECKs in these roles' files are startup rules (``ConfigError``); the rest are planning (``PlanError``)."""
 PORT_MASTER_ROLES = ("validation",)
 """The same for a manifest's roles: a CHECK in the validation role's file is a startup rule."""
@@ -108,7 +108,7 @@ def refusal(tree: TreeMap, check: Check) -> UserError:
                  if role.present and str(tree.root / role.file) == check.file]
         cls = ConfigError if roles and roles[0] in PORT_MASTER_ROLES else PlanError
     else:
-        roles = [r for r in ROLES if str(tree.path(r)) == check.file]
+        roles = [r for r in (*ROLES, "worker_checks") if str(tree.path(r)) == check.file]
         cls = ConfigError if roles and roles[0] in MASTER_ROLES else PlanError
     detail = (f"CHECK at {check.where} (its condition not quoted: {check.unquoted})" if check.unquoted
               else f"CHECK at {check.where} `{check.condition}`")

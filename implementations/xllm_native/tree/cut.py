@@ -89,3 +89,22 @@ def defines(text: str, name: str) -> bool:
         if close >= 0 and _AFTER_PARAMS.match(masked, close + 1) is not None:
             return True
     return False
+
+
+def statements_before(text: str, name: str, end: str, macros: tuple[str, ...] = ()) -> tuple[int, str, str]:
+    """The statements of function ``name``'s body (``extract``'s definition) from its first up to the line of the
+    first whose text matches the pattern ``end``: (the line number of the first, their text, ""), or (0, "", why
+    there are none: no such function, no such statement, or the statements before it not whole blocks)."""
+    found = extract(text, name, macros)
+    if found is None:
+        return 0, "", f"defines no {name}"
+    line, snippet = found
+    masked = _masked(snippet)
+    body = _AFTER_PARAMS.search(masked, _match(masked, masked.index("("), "(", ")") + 1).end()
+    stop = re.compile(end).search(masked, body)
+    if stop is None:
+        return 0, "", f"{name} has no statement matching {end}"
+    cut = max(masked.rfind("\n", body, stop.start()) + 1, body)  # the line of that statement, and after
+    if masked[body:cut].count("{") != masked[body:cut].count("}"):
+        return 0, "", f"{name}'s statements before {end} are not whole blocks"
+    return line + snippet.count("\n", 0, body), snippet[body:cut], ""

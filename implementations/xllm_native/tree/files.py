@@ -23,6 +23,7 @@ UPSTREAM_FILES = {
     "support": "xllm/core/framework/block/block_utils.cpp,xllm/core/util/pretty_print.cpp",
     "utils_headers": "xllm/core/common/constants.h",
     "include_dirs": "xllm,xllm/core",
+    "worker_checks": "xllm/core/runtime/worker_impl.cpp",
 }
 """Upstream xLLM's file of each role (494f293b5); ``files`` overrides any of them for a port."""
 ENTRY_POINTS = {
@@ -33,6 +34,10 @@ ENTRY_POINTS = {
     "model_args": ("ModelArgs", "is_full_attention_layer"),
 }
 """Names each role's file must define; the first two of speculative/master are cut out."""
+WORKER_CHECKS_FUNCTION = "WorkerImpl::allocate_kv_cache_storage"
+"""The worker's KV-cache start-up (file ``worker_checks``): its statements before the first that reads the KV-cache
+quantization (``WORKER_CHECKS_END``) are cut out and compiled (``build.generate``: op ``worker_checks``)."""
+WORKER_CHECKS_END = r"\benable_kv_cache_quant\b"
 UTILS_REQUIRED = ("ceil_div", "kv_split_size_effective", "enable_kvcache_split")
 UTILS_OPTIONAL = ("align_up", "mla_model_type_set", "is_mla_model_type", "has_mtp_model_type_marker",
                   "starts_with_model_type", "is_target_mtp_model_type", "kDeepseekV4DSparkModelType",

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "config/parallel_config_layerwise.h"
 #include "distributed_runtime/layerwise_split_engine_ext.h"
 #include "distributed_runtime/layerwise_split_master.h"
 #include "framework/kv_cache/kv_cache_estimation_layerwise.h"
@@ -90,13 +91,14 @@ std::string op_master_layout(const Request& req) {
                                           std::max<int64_t>(1, req.i64("kv_heads") / tp))).str();
 }
 
-// Role: engine
+// Role: engine (its flag fx_layerwise is the request's `enable`: null, the uniform allocation, while off)
 std::string op_engine(const Request& req) {
+  FLAGS_fx_layerwise = req.flag("enable");
   const auto heads = req.list("per_layer_kv_heads");
   const int tp = static_cast<int>(req.i64("world_size", 1));
   const int64_t per_rank = heads.empty() ? 0 : std::max<int64_t>(1, std::stoll(heads[0]) / tp);
-  return Json().raw("layout", layout_json(fxport::fx_engine_layout(static_cast<int>(heads.size()), tp, split(req)),
-                                          per_rank)).str();
+  const auto layout = fxport::fx_engine_layout(static_cast<int>(heads.size()), tp, split(req));
+  return Json().raw("layout", layout ? layout_json(*layout, per_rank) : std::string("null")).str();
 }
 
 }  // namespace

@@ -1,0 +1,36 @@
+// Fixture tree for the xllm_native adapter's tests (not xLLM code): a worker's KV-cache start-up in
+// upstream's shape. The harness cuts the statements before the first one on the KV-cache quantization
+// (build.generate.worker_checks_cut) and compiles them with its WorkerImpl shim (cpp/worker_shim.h).
+#include <vector>
+
+#include "framework/kv_cache/kv_cache_estimation.h"
+#include "framework/model/model_args.h"
+
+namespace xllm {
+
+bool WorkerImpl::allocate_kv_cache_storage(const KVCacheShape& kv_cache_shape) {
+  CHECK(model_ != nullptr) << "no model";
+  const auto& args = context_.get_model_args();
+  bool enable_linear_attention = false;
+  for (int64_t layer = 0; layer < args.n_layers(); ++layer) {
+    enable_linear_attention = enable_linear_attention || !is_full_attention_layer(args, layer);
+  }
+  const bool enable_lighting_indexer = args.index_n_heads() > 0;
+#ifndef FIXTURE_PLANT_NO_WORKER_CHECK  // planted (a test's manifest): the worker lets both through
+  CHECK(!(enable_linear_attention && enable_lighting_indexer)) << "the fixture keeps linear state or an index cache";
+#endif
+  const int32_t split_size = parallel_args_.layerwise_split_size();
+  std::vector<bool> layer_cache_owned;
+  if (split_size > 1) {
+#ifdef FIXTURE_PLANT_WORKER_RANK  // planted (a test's manifest): the worker takes split rank rank / s % s
+    const LayerwiseSplitLayout layout(true, split_size, parallel_args_.rank() / split_size % split_size);
+#else
+    const LayerwiseSplitLayout layout(true, split_size, parallel_args_.rank() % split_size);
+#endif
+    layer_cache_owned = build_layer_cache_owned(args, layout, get_num_layers());
+  }
+  const bool enable_kv_cache_quant = false;
+  return kv_cache_shape.allocate(layer_cache_owned, enable_kv_cache_quant);
+}
+
+}  // namespace xllm
