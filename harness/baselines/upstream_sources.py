@@ -34,7 +34,9 @@ MAX_SOURCE_BYTES = 16 << 20
 def compiled_files(tree, m) -> dict:
     """{"planning": [...], "allocation": [...]}: the files, relative to the tree, that the upstream-cut build
     of ``tree`` (a ``build.TreeMap``) by manifest ``m`` compiles."""
-    planning = {p.strip() for role, value in tree.files.items() if role != "include_dirs"
+    groups = m.roles.get("groups")
+    skipped = {"include_dirs"} | (set() if groups is not None and groups.present else {"groups"})
+    planning = {p.strip() for role, value in tree.files.items() if role not in skipped
                 for p in str(value).split(",") if p.strip()}
     estimation = Path(tree.files["estimation"])
     planning.add(str(estimation.with_suffix(".h")))
