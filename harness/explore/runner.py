@@ -45,6 +45,7 @@ from harness.suites.expectations import (
     PREDICTIONS,
     card_overflow,
     judge,
+    native_planning_prediction,
     native_upstream_prediction,
     predicted_name,
     prediction,
@@ -210,7 +211,8 @@ class InProcessRunner:
         """``problems``; for a variant predicted to keep upstream's consecutive groups where the spec regroups,
         without the facts that follow from its groups (split groups, split ranks, owned layers, estimates per
         rank): TC-03 judges its groups, as predicted."""
-        if PREDICTIONS.get(self.judged_as) not in (upstream_prediction, native_upstream_prediction) or not problems:
+        if PREDICTIONS.get(self.judged_as) not in (upstream_prediction, native_upstream_prediction,
+                                                   native_planning_prediction) or not problems:
             return problems
         if oracle.expected_split_groups(run) == oracle.expected_split_groups(run, rule=UPSTREAM_GROUPS):
             return problems
