@@ -551,6 +551,8 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         self._untold = []
         if role.state == "absent":
             raise self.manifest.absent_error("groups")
+        if role.state == "base" and self.base is not None and self.base.manifest.role("groups").state == "none":
+            return self.mask_groups(run)  # the engine around the port forms none either: the port's workers decide
         if role.state == "base":
             return self.base_for("groups").split_groups(run, placement)
         if role.state == "played":
@@ -591,7 +593,8 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
     def tree_groups_note(self) -> str:
         """``TREE_GROUPS_NOTE``: where the tree's split groups come from (its groups role, or each rank's mask from
         the worker role), that no role of the tree is handed the topology, and what masks could not tell apart."""
-        owner = self.base_for("groups") if self.plays("groups") == "base" else self
+        owner = self.base_for("groups") if self.plays("groups") == "base" and \
+            self.base.manifest.role("groups").state != "none" else self
         role = owner.manifest.role("groups")
         if role.present:
             where = (f"the groups role ({role.function}, {role.file}), handed world, dp, cp, kv_split and s and no "

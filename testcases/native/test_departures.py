@@ -2,8 +2,8 @@
 departure an end-to-end run hides behind an earlier one still reads, once.
 
 The fixture port built by ``fixture_port/manifest_planted.yaml`` has a master that CHECKs at s 4, a slot counted
-twice, workers that own no linear layer, and a validator nothing in its start-up path calls
-(``validation: {none: ...}``). End to end, its s 4 plan stops on the master's CHECK; role by role, each
+twice, workers that own no linear layer, a validator nothing in its start-up path calls
+(``validation: {none: ...}``) and a groups function taking strided ranks where the spec keeps consecutive ones. End to end, its s 4 plan stops on the master's CHECK; role by role, each
 planted defect is one line of its list, and none of them is on the plain fixture's list. The real trees
 (``real_tree``: both BI-V100 snapshots under ``../shared``) are judged the same way in their own CI step.
 """
@@ -68,6 +68,8 @@ PLANTED = {
     and d.tree == "a rank owns no linear-attention layer",
     "validator nothing calls": lambda d: d.role == "validation" and d.tree.startswith("accepts every configuration")
     and "nothing in the start-up path calls check_split_config" in d.tree,
+    "strided split groups": lambda d: d.role == "groups" and d.tree == "other groups" and d.function == "fx_split_groups"
+    and any("tree [[0, 2], [1, 3]], spec [[0, 1], [2, 3]]" in c for c in d.cases),
 }
 
 
