@@ -328,9 +328,12 @@ def generate(tree: TreeMap, gen: Path) -> Optional[Path]:
 
 
 def plays_groups(tree: TreeMap) -> bool:
-    """An upstream-cut manifest that plays the ``groups`` role (its file is ``files.groups``)."""
+    """An upstream-cut manifest that plays the ``groups`` role (its file is ``files.groups``); a tree map with no
+    manifest (``tree_map`` alone): the map's groups file exists."""
     m = tree.manifest
-    return m is not None and "groups" in m.roles and m.roles["groups"].present
+    if m is None:
+        return "groups" in tree.files and tree.path("groups").is_file()
+    return "groups" in m.roles and m.roles["groups"].present
 
 
 def groups_include(tree: TreeMap, gen: Path) -> str:
