@@ -20,6 +20,8 @@ import stat
 from pathlib import Path
 from typing import Any, Union
 
+import yaml
+
 from contract.errors import ConfigError
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
@@ -119,8 +121,6 @@ def loads_yaml(text: str, field: str, source: str = "YAML", *, unique_keys: bool
     at most ``MAX_NESTING`` deep and ``MAX_YAML_NODES`` nodes; an alias inside its own anchor is refused.
     ``unique_keys``: a key given twice in one mapping is refused naming its path and lines (YAML keeps the
     last silently)."""
-    import yaml
-
     depth = nesting_depth(text)
     if depth > MAX_NESTING:
         raise ConfigError(field, f"YAML nested {depth} deep", f"YAML nested at most {MAX_NESTING} deep")
@@ -145,8 +145,6 @@ def loads_yaml(text: str, field: str, source: str = "YAML", *, unique_keys: bool
 
 def _check_unique_keys(root: Any, field: str, source: str) -> None:
     """``ConfigError`` for the first mapping key given twice (each node visited once: the graph is bounded)."""
-    import yaml
-
     todo, seen_nodes = [(root, "")], set()
     while todo:
         node, path = todo.pop()
@@ -172,8 +170,6 @@ def _check_unique_keys(root: Any, field: str, source: str) -> None:
 def _check_yaml_graph(root: Any, field: str) -> None:
     """Nodes and depth of a YAML node graph as the data would hold them (an alias counts its anchor's
     whole subtree again), each shared node measured once; ``ConfigError`` past a bound."""
-    import yaml
-
     deep = ConfigError(field, f"YAML nested more than {MAX_NESTING} deep (aliases expanded)",
                        f"YAML nested at most {MAX_NESTING} deep")
     measured: dict[int, tuple[int, int]] = {}  # id(node) -> (nodes, height)

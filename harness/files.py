@@ -25,14 +25,15 @@ from contract.errors import ConfigError
 _TEMP_ATTEMPTS = 100
 
 
-def write_atomic(path: Union[str, Path], data: Union[str, bytes]) -> Path:
-    """Write ``data`` (text as UTF-8) to ``path`` through a temporary file beside it; returns ``path``."""
+def write_atomic(path: Union[str, Path], data: Union[str, bytes], *, mode: int = 0o666) -> Path:
+    """Write ``data`` (text as UTF-8) to ``path`` through a temporary file beside it; returns ``path``.
+    ``mode`` less the umask is the file's mode (0o600: a file only its owner reads)."""
     path = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = None
     try:
-        fd, tmp = _temp_beside(path)
+        fd, tmp = _temp_beside(path, mode)
         with os.fdopen(fd, "wb") as fh:
             fh.write(payload)
         os.replace(tmp, path)
@@ -50,14 +51,14 @@ def write_json_atomic(path: Union[str, Path], value: Any) -> Path:
     return write_atomic(path, json.dumps(value, indent=2, default=str) + "\n")
 
 
-def _temp_beside(path: Path) -> tuple[int, Path]:
+def _temp_beside(path: Path, mode: int = 0o666) -> tuple[int, Path]:
     """A new file ``.<name>.<random>.tmp`` beside ``path``, opened for writing; the OS applies the umask to
-    0666 (``tempfile.mkstemp`` would make it 0600, and reading the umask means changing it for a moment)."""
+    ``mode`` (``tempfile.mkstemp`` would make it 0600, and reading the umask means changing it for a moment)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     for _ in range(_TEMP_ATTEMPTS):
         tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
         try:
-            return os.open(tmp, flags, 0o666), tmp
+            return os.open(tmp, flags, mode), tmp
         except FileExistsError:
             continue
     raise FileExistsError(f"no free temporary name beside {path}")

@@ -7,7 +7,7 @@ pass or fail and the first reason, measured by running the suites: one pytest pe
     python -m harness.native_verdicts --tree T --out DIR          # also write DIR/departures.{json,md}, verdicts.md
     python -m harness.native_verdicts --tree T --against OLD      # new / gone / remaining departures since OLD
     python -m harness.native_verdicts ... --roles-only            # the departures alone (no TC run)
-    python -m harness.native_verdicts ... --docs      # also write docs/data/native_verdicts.json and its block
+    python -m harness.native_verdicts ... --out DIR && python -m tools.record_native_verdicts DIR   # into the docs
 
 
 Each tree runs in its own pytest process (``LWSPLIT_XLLM_SRC=<tree>``, its shipped manifest, or
@@ -18,8 +18,8 @@ TC-03 on the BI-V100 topology, TC-07 with the model's draft). ``OLD`` is a tree 
 Nothing is given as a verdict that was not measured: an unknown ``--models`` or ``--layerwise`` is one
 ``error:`` line before anything runs, and a tree whose cases do not collect (it does not compile) or whose
 pytest writes no report is one ``error:`` line naming the tree and the first reason, with no rows and nothing
-written. ``--docs`` checks its page's markers and the record's folder first, and writes the record (its
-command with every option given) and the page's block together.
+written. ``--out`` also writes ``verdicts.json`` (the rows, the notes, the trees and this command with every
+option given): what ``tools.record_native_verdicts`` records into the docs (this command prints; a tool records).
 """
 
 from __future__ import annotations
@@ -35,11 +35,18 @@ from pathlib import Path
 from typing import Optional
 
 from contract.errors import ConfigError, ImplementationFailure, UserError
+from harness import departures
 from harness.config.schema import group_options
-from harness.paths import CONF_DIR, DOCS_DIR, REPO_ROOT
-from harness.usage import Parser, command, docs_writer, fail, signals_deferred
+from harness.files import check_output_file, write_atomic, write_json_atomic
+from harness.paths import CONF_DIR, REPO_ROOT
+from harness.usage import Parser, command, fail
+from implementations.xllm_native.runtime.own_tests import run as run_own_tests
+from implementations.xllm_native.tree.facts import ENV_BASE_SOURCE as BASE_SOURCE_ENV
+from implementations.xllm_native.tree.facts import tree_facts
 
 COMMAND = "python -m harness.native_verdicts"
+RUN_FILE = "verdicts.json"
+"""What ``--out`` writes beside the departures: the TC rows, the notes, the trees and the command that measured them."""
 
 TC_FILES = ("test_tc01_allocation.py", "test_tc02_estimation.py", "test_tc03_topology.py",
             "test_tc04_propagation.py", "test_tc05_shard_application.py", "test_tc06_fallback.py",
@@ -57,7 +64,7 @@ def _env(tree: Path, manifest: Optional[str]) -> dict:
     return env
 
 
-def _pytest(args: list, env: dict, timeout: int) -> subprocess.CompletedProcess:
+def run_pytest(args: list, env: dict, timeout: int) -> subprocess.CompletedProcess:
     """One pytest over a tree's cases; its output decoded with undecodable bytes replaced. A pytest past
     ``timeout`` s is an ``ImplementationFailure`` (the tree's cases hung)."""
     try:
@@ -86,7 +93,7 @@ def _overrides(model: str, manifest: Optional[str]) -> list:
 def standard_ids(tree: Path, model: str, layerwise, manifest: Optional[str], timeout: int) -> list:
     """The node ids of each TC's standard case of ``model`` at each split size."""
     files = [f"testcases/tc/{f}" for f in TC_FILES]
-    proc = _pytest(["--collect-only", *files, *_overrides(model, manifest)], _env(tree, manifest), timeout)
+    proc = run_pytest(["--collect-only", *files, *_overrides(model, manifest)], _env(tree, manifest), timeout)
     if proc.returncode != 0:
         raise UserError("--tree", str(tree), f"a tree whose cases of {model} collect (it builds with its manifest)",
                         _why(proc))
@@ -134,9 +141,7 @@ def verdicts(junit_xml: str, tree: str, manifest: str, model: str) -> list:
 
 def run_tree(tree: Path, models, layerwise, manifest: Optional[str] = None, timeout: int = 1800) -> list:
     """Rows of ``COLUMNS`` for one tree."""
-    from implementations.xllm_native.native import resolve
-
-    _, m, _ = resolve(str(tree), None, manifest)
+    name = tree_facts(str(tree), None, manifest).manifest_name
     rows = []
     for model in models:
         ids = standard_ids(tree, model, layerwise, manifest, timeout)
@@ -145,20 +150,18 @@ def run_tree(tree: Path, models, layerwise, manifest: Optional[str] = None, time
                                                  f"{', '.join(layerwise)}", "none was collected")
         with tempfile.TemporaryDirectory() as tmp:
             junit = Path(tmp) / "junit.xml"
-            proc = _pytest([*ids, *_overrides(model, manifest), f"--junitxml={junit}"], _env(tree, manifest), timeout)
+            proc = run_pytest([*ids, *_overrides(model, manifest), f"--junitxml={junit}"], _env(tree, manifest), timeout)
             if not junit.is_file():
                 raise ImplementationFailure(f"xllm_native tree {tree}", f"the pytest of its {model} cases wrote no "
                                                                         f"report: {_why(proc)}")
-            rows += verdicts(junit.read_text(encoding="utf-8", errors="replace"), tree.name, m.name, model)
+            rows += verdicts(junit.read_text(encoding="utf-8", errors="replace"), tree.name, name, model)
     return sorted(rows, key=lambda r: (r[2], r[3], r[4]))
 
 
 def own_tests_note(tree: Path, manifest: Optional[str]) -> str:
     """The tree's own GoogleTest file's result, beside the spec's verdicts (its manifest's ``tests``)."""
-    from implementations.xllm_native import own_tests
-
     try:
-        result = own_tests.run(str(tree), manifest)
+        result = run_own_tests(str(tree), manifest)
     except (UserError, ImplementationFailure) as exc:
         return f"{tree.name}: its own tests could not be run: {exc}"
     return f"{tree.name}: " + (result.summary() if result is not None else "its manifest names no test file")
@@ -184,8 +187,6 @@ def table_markdown(rows: list) -> str:
 
 def _against(spec: str, models, layerwise, manifest: Optional[str]) -> list:
     """The departures an earlier snapshot had: a tree judged now, or a recorded ``departures.json``."""
-    from harness import departures
-
     path = Path(spec).expanduser()
     if path.is_file() or (path / departures.DEPARTURES_FILE).is_file():
         try:
@@ -197,16 +198,14 @@ def _against(spec: str, models, layerwise, manifest: Optional[str]) -> list:
     raise ConfigError("--against", spec, "a C++ tree, or a departures.json (or a folder holding one) written by --out")
 
 
-def write_out(out: Path, found: list, rows: list, notes: list, diffs: str) -> list:
-    """``departures.json``, ``departures.md`` and (with TCs run) ``verdicts.md`` in ``out``, each written
-    atomically; the paths written."""
-    from harness import departures
-    from harness.files import write_atomic, write_json_atomic
-
+def write_out(out: Path, found: list, rows: list, notes: list, diffs: str, run: dict) -> list:
+    """``departures.json``, ``departures.md``, ``verdicts.json`` (``run``: the rows, the notes, the trees and the
+    command) and (with TCs run) ``verdicts.md`` in ``out``, each written atomically; the paths written."""
     text = departures.markdown(found) + (("\n" + diffs) if diffs else "")
     written = [write_atomic(out / "departures.md", text)]
     if rows:
         written.append(write_atomic(out / "verdicts.md", table_markdown(rows) + "".join(f"\n- {n}" for n in notes)))
+    written.append(write_json_atomic(out / RUN_FILE, run))
     written.append(write_json_atomic(out / departures.DEPARTURES_FILE, departures.to_json(found)))
     return written
 
@@ -227,23 +226,10 @@ def command_line(args) -> str:
     words += ["--models", args.models] if args.models != ",".join(MODELS) else []
     words += ["--layerwise", args.layerwise] if args.layerwise != ",".join(LAYERWISE) else []
     words += ["--roles-only"] if args.roles_only else []
-    from implementations.xllm_native.native import ENV_BASE_SOURCE as BASE_SOURCE_ENV
-
+    words += ["--out", args.out] if args.out else []
     base = os.environ.get(BASE_SOURCE_ENV)  # the engine around a port (a manifest's ``base``) is part of the run
     prefix = f"{BASE_SOURCE_ENV}={shlex.quote(base)} " if base else ""
-    return f"{prefix}{COMMAND} {shlex.join(words)} --docs"
-
-
-def check_docs(docs_blocks, names=("native_verdicts", "native_departures")) -> None:
-    """Before anything runs: the page holds each block's markers and the records' folder can be written."""
-    from harness.files import check_output_file
-
-    for name in names:
-        page = DOCS_DIR / docs_blocks.PAGES[name]
-        why = docs_blocks.missing_markers(page, [name])
-        if why is not None:
-            fail(f"--docs: {page} {why}; nothing was run or written")
-        check_output_file(docs_blocks.record_path(name), "--docs")
+    return f"{prefix}{COMMAND} {shlex.join(words)}"
 
 
 @command
@@ -257,8 +243,6 @@ def main(argv=None) -> int:
     parser.add_argument("--against", default=None,
                         help="an earlier tree or departures.json: say which departures are new, gone and remaining")
     parser.add_argument("--roles-only", action="store_true", help="the departures alone: run no TC")
-    parser.add_argument("--docs", action="store_true",
-                        help="write docs/data/native_verdicts.json, native_departures.json and their blocks")
     args = parser.parse_args(argv)
     models = _choices("--models", args.models, group_options(CONF_DIR, "model"))
     layerwise = _choices("--layerwise", args.layerwise, group_options(CONF_DIR, "layerwise"))
@@ -266,14 +250,9 @@ def main(argv=None) -> int:
     for t in trees:
         if not t.is_dir():
             fail(f"--tree={t}: an existing folder holding a C++ tree")
-    from harness import departures
-    from harness.files import check_output_file
-
-    docs_blocks = docs_writer() if args.docs else None
-    if docs_blocks is not None:
-        check_docs(docs_blocks, ("native_departures",) if args.roles_only else ("native_verdicts", "native_departures"))
     if args.out:
-        check_output_file(Path(args.out) / departures.DEPARTURES_FILE, "--out")
+        for name in (RUN_FILE, departures.DEPARTURES_FILE):
+            check_output_file(Path(args.out) / name, "--out")
     before = _against(args.against, models, layerwise, args.manifest) if args.against else None
     rows, notes, found = [], [], []
     for t in trees:
@@ -294,27 +273,10 @@ def main(argv=None) -> int:
     for note in notes:
         print(note)
     if args.out:
-        for path in write_out(Path(args.out), found, rows, notes, diffs):
+        run = {"command": command_line(args), "trees": [str(t) for t in trees], "roles_only": args.roles_only,
+               "rows": rows, "notes": notes}
+        for path in write_out(Path(args.out), found, rows, notes, diffs, run):
             print(f"wrote {path}")
-    if docs_blocks is not None:
-        records = []  # both measured before either is written: each names the commit it was measured at
-        if rows:
-            records.append(docs_blocks.measured(
-                "native_verdicts", command=command_line(args), columns=COLUMNS, rows=rows,
-                notes=[f"- {n}" for n in notes],
-                provenance="each TC's standard case (world 4; TC-03 on the BI-V100 topology, TC-07 with the model's "
-                           "draft) of each model and split size, judged by the spec; trees: " + ", ".join(map(str, trees))))
-        records.append(docs_blocks.measured(
-            "native_departures", command=command_line(args), columns=DEPARTURE_COLUMNS,
-            rows=[(t.tree, d.role, d.rule, d.tree, d.spec, d.function, ", ".join(d.cases), ", ".join(d.tcs))
-                  for t in found for d in t.departures],
-            provenance="each role of each tree judged on its own against the oracle (harness.departures) on the "
-                       "standard case of each model and split size, the model with its draft and TC-01's refusal "
-                       "cases; trees: " + ", ".join(map(str, trees))))
-        with signals_deferred():  # the records and the page's blocks: all or none
-            pages = [docs_blocks.publish(record) for record in records]
-        for page, record in zip(pages, records):
-            print(f"wrote {page} and {docs_blocks.record_path(record.name)}")
     return 0
 
 

@@ -5,6 +5,7 @@
     python -m harness.plan --gflags "--enable_layerwise_split=true --layerwise_split_size=2" model=glm_moe_dsa
     python -m harness.plan --semantics upstream --gflags "--layerwise_split_size=2" model=glm_moe_dsa
     python -m harness.plan --semantics upstream --parallel-config parallel_config.json model_path=/ckpt/config.json
+    python -m harness.plan --table --run-spec run.json implementation=reference
 
 Composes the config (Hydra overrides, the vocabulary of every harness command),
 validates, lays out and estimates through the implementation's ``plan``, and prints
@@ -20,18 +21,24 @@ FEATURE section 2's rule: ``adaptation`` (default: enable flag and s > 1) or ``u
 (a binary built from upstream 494f293b5: no enable flag, s > 1 alone splits); the
 output says which one it applied and why the split is on or off (JSON key
 ``semantics``, or the table's ``semantics:`` line). A user error prints one ``error:``
-line and exits 2, writing nothing.
+line and exits 2, writing nothing. ``--run-spec FILE`` plans a ``RunSpec`` written as data (the
+explorer's reproduce file, ``harness.config.spec_file``) instead of composing one.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from typing import Optional, Sequence
 
-from contract.server_flags import DEFAULT_SEMANTICS, SEMANTICS
+from contract.errors import ConfigError
+from contract.server_flags import DEFAULT_SEMANTICS, SEMANTICS, layerwise_state
 from contract.units import MIB
+from harness.config import spec_file
+from harness.config.build import apply_semantics, build_implementation, build_run_spec, engine_flags
+from harness.config.compose import compose_config, parse_override
 from harness.usage import Parser, command, join_flag_values
 
 GAIN_UNDEFINED = "n/a"
@@ -57,6 +64,9 @@ def parser() -> argparse.ArgumentParser:
                         'is read; --flagfile=PATH is read')
     p.add_argument("--parallel-config", metavar="FILE",
                    help="a ParallelConfig JSON (layerwise_split_size, world_size, dp_size, cp_size, tp_size, kv_split_size)")
+    p.add_argument("--run-spec", metavar="FILE",
+                   help="plan the RunSpec in this JSON file (the explorer's reproduce file: harness.config.spec_file); "
+                        "beside it only implementation=... overrides")
     p.add_argument("overrides", nargs="*", help="Hydra overrides: model=qwen3_5_moe layerwise.split_size=2 ...")
     return p
 
@@ -65,13 +75,29 @@ def parser() -> argparse.ArgumentParser:
 
 def plan_json(overrides: Sequence[str], semantics: str = DEFAULT_SEMANTICS) -> tuple[dict, str]:
     """(the plan as JSON-able dict, the readable table) for ``overrides`` under ``semantics``."""
-    from harness.config.build import apply_semantics, build_implementation, build_run_spec
-    from harness.config.compose import compose_config
-
     cfg = compose_config(list(overrides))
     why = apply_semantics(cfg, semantics)
-    run = build_run_spec(cfg)
-    impl = build_implementation(cfg)
+    return _planned(build_implementation(cfg), build_run_spec(cfg), semantics, why)
+
+
+def run_spec_plan_json(path: str, overrides: Sequence[str], semantics: str = DEFAULT_SEMANTICS) -> tuple[dict, str]:
+    """``plan_json`` of the ``RunSpec`` in the file ``path`` (``harness.config.spec_file``), planned by the
+    implementation ``overrides`` choose (``implementation=...`` and its keys only: the file holds the rest)."""
+    for text in overrides:
+        key = parse_override(text).key_or_group
+        if key != "implementation" and not key.startswith("implementation."):
+            raise ConfigError(key, text.split("=", 1)[-1], f"implementation=... only, beside {spec_file.OPTION} "
+                              "(the file holds the rest of the configuration)")
+    run = spec_file.read(path)
+    upstream = semantics == "upstream"
+    flags, why = layerwise_state(semantics, None if upstream else run.layerwise.enable, run.layerwise.split_size)
+    if upstream:
+        run = dataclasses.replace(run, layerwise=dataclasses.replace(run.layerwise, enable=flags.enable))
+        why += "; layerwise.enable of the file is not read"
+    return _planned(build_implementation(compose_config(list(overrides))), run, semantics, why)
+
+
+def _planned(impl, run, semantics: str, why: str) -> tuple[dict, str]:
     plan = impl.plan(run)
     out = plan.to_json()
     out["hardware"] = run.hardware.name
@@ -136,16 +162,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser().parse_intermixed_args(join_flag_values(sys.argv[1:] if argv is None else list(argv)))
     overrides = list(args.overrides)
     if args.gflags is not None or args.parallel_config is not None:
-        from contract.errors import ConfigError
-        from harness.config.build import engine_flags
-
         flags = engine_flags(args.gflags, args.parallel_config, args.semantics, args.overrides)
         for name, value in flags.memory.items():  # the engine sizes C with the card's free memory
             raise ConfigError(f"--{name}", value, "the budget as hardware=NAME or cache.kv_budget_bytes=N",
                               "harness.plan does not read it; python -m harness.conformance judges it against "
                               "the engine's worker lines")
         overrides += flags.overrides
-    out, text = plan_json(overrides, args.semantics)
+    if args.run_spec is not None:
+        if args.gflags is not None or args.parallel_config is not None:
+            raise ConfigError("--run-spec", args.run_spec, "the configuration alone: not with --gflags or "
+                              "--parallel-config (the file holds every flag's value)")
+        out, text = run_spec_plan_json(args.run_spec, overrides, args.semantics)
+    else:
+        out, text = plan_json(overrides, args.semantics)
     print(text if args.table else json.dumps(out, indent=2))
     return 0
 

@@ -12,19 +12,8 @@ plugin and ``python -m harness`` each use one of them).
 
 from __future__ import annotations
 
+from multiprocessing import forkserver, resource_tracker
 from typing import Any, Optional
-
-
-def hydra_args_parser():
-    """Hydra's own ``argparse`` parser of a ``@hydra.main`` command line (``hydra._internal.utils.get_args_parser``).
-
-    Hydra has no public reader of its command line, and ``python -m harness`` checks the command line
-    before Hydra starts (``harness.app.validate.parse_argv``) with exactly Hydra's options (``-m``, ``--cfg``,
-    ``--info``...). No fallback: without it ``python -m harness`` cannot read its command line, so the
-    ImportError is raised as it is."""
-    from hydra._internal.utils import get_args_parser
-
-    return get_args_parser()
 
 
 def unmark_for_assert_rewriting(pluginmanager: Any, names: tuple[str, ...]) -> bool:
@@ -51,6 +40,7 @@ def c10d_group_count() -> Optional[int]:
     does not have it: the rank pool then cannot tell that its ranks are in step after a failure,
     and rebuilds the pool (slower, never wrong)."""
     try:
+        # ranks ask this; the controller imports this module and never imports torch (3.7 s, python -X importtime)
         from torch.distributed import distributed_c10d as c10d
 
         count = c10d._world.group_count
@@ -74,16 +64,6 @@ def c10d_sequence_number(group: Any, device: Any) -> Optional[int]:
     return number if isinstance(number, int) else None
 
 
-def hydra_job_outcome(job_return: Any) -> Any:
-    """What a Hydra job returned, or the exception it raised, read without raising it
-    (``JobReturn._return_value``; None where the job has none).
-
-    Hydra's public ``JobReturn.return_value`` raises a failed job's exception, after writing a line of
-    its own to stderr; the sweep's summary needs the exception as a value, to write the job's
-    ``error`` row. Missing: None, and the row says "the job returned no result"."""
-    return getattr(job_return, "_return_value", None)
-
-
 def multiprocessing_helper_pids() -> set[int]:
     """Process ids of the helpers ``multiprocessing`` keeps for this process until it exits (the
     forkserver, the resource tracker): ``forkserver._forkserver._forkserver_pid`` and
@@ -91,8 +71,6 @@ def multiprocessing_helper_pids() -> set[int]:
 
     The standard library starts them on demand and has no public way to name them; a check for
     processes left behind must not count them. Missing or not started: not in the set."""
-    from multiprocessing import forkserver, resource_tracker
-
     pids = {getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None),
             getattr(getattr(resource_tracker, "_resource_tracker", None), "_pid", None)}
     return {pid for pid in pids if isinstance(pid, int)}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import fcntl
 import importlib
 import json
-import logging
 import os
 import shutil
 import subprocess
@@ -16,19 +15,6 @@ from typing import Callable
 import pytest
 
 from testcases import ROOT
-
-
-@pytest.fixture(autouse=True)
-def _no_log_handler_outlives_its_test():
-    """A command run in-process (the sweep app: Hydra's job logging) leaves a root handler on the standard
-    output of that moment, a capture pytest has closed since: a later test's log line would then print a
-    "Logging error" of its own. Handlers a test added are removed after it (pytest's own are its to remove)."""
-    before = set(logging.root.handlers)
-    yield
-    for handler in list(logging.root.handlers):
-        if handler not in before and not type(handler).__module__.startswith("_pytest"):
-            logging.root.removeHandler(handler)
-
 
 BOGUS_GLOO_IFNAME = "lwsplit-no-such-if0"
 """An interface no host has: a single-host run that honoured it could not start gloo."""

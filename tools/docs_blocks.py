@@ -12,8 +12,10 @@ makes of its record.
     python -m tools.docs_blocks                 # re-render every block from its record (or source)
     python -m tools.docs_blocks --check         # list stale blocks; exit 1 if any
 
-A finished sweep's figures are recorded by ``python -m tools.record_figures DIR`` (it reads the app's
-tables; this writer reads nothing of the app, so that a command's ``--docs`` can reach it without a circle).
+The product's commands print and write their results folder; a recorder of ``tools/`` records that folder
+into the docs through ``record_main`` (the one entry point they share): ``python -m tools.record_figures DIR``
+(a finished sweep), ``python -m tools.record_kill_matrix DIR`` (a whole kill matrix),
+``python -m tools.record_native_verdicts DIR`` (``harness.native_verdicts --out DIR``).
 """
 
 from __future__ import annotations
@@ -29,12 +31,13 @@ import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from harness import procfs
-from harness.files import write_atomic, write_json_atomic
+from harness.files import check_output_file, write_atomic, write_json_atomic
 from harness.paths import DOCS_DATA_DIR, DOCS_DIR, REPO_ROOT
 from harness.reporting.allure_meta import git_commit
+from harness.usage import Parser, command, fail, signals_deferred
 
 PAGES = {
     "figures": "figures.md",
@@ -72,7 +75,8 @@ class Record:
     name: str
     """The block's name (a key of ``PAGES``)."""
     command: str
-    """The command that measures it again (with ``--docs``, writes this record and the block)."""
+    """The command that measures it again and writes this record and the block (a benchmark's ``--docs``, or a
+    product command and the recorder of its results folder)."""
     date: str
     """UTC date of the measurement, ``YYYY-MM-DD``."""
     machine: str
@@ -212,6 +216,34 @@ def publish(record: Record, *, docs_dir: Path = DOCS_DIR) -> Path:
     page = docs_dir / PAGES[record.name]
     write_block(page, record.name, render(record))
     return page
+
+
+def publish_all(records: Sequence[Record], *, docs_dir: Path = DOCS_DIR) -> list[Path]:
+    """Each of ``records`` and its page's block, all or none: every page's markers and every record's file
+    checked before anything is written (one ``error:`` line else), signals held while they are written."""
+    for record in records:
+        page = docs_dir / PAGES[record.name]
+        why = missing_markers(page, [record.name])
+        if why is not None:
+            fail(f"{page} {why}; nothing was written")
+        check_output_file(record_path(record.name, docs_dir / "data"), "docs")
+    with signals_deferred():
+        return [publish(record, docs_dir=docs_dir) for record in records]
+
+
+@command
+def record_main(argv: Optional[Sequence[str]], *, prog: str, description: str, folder_help: str,
+                records: Callable[[Path], Sequence[Record]], default: Optional[Path] = None) -> int:
+    """The entry point every recorder shares: one argument, the folder a product command wrote; ``records``
+    reads it (a ``UserError`` for a folder it cannot record: one ``error:`` line, exit 2); ``publish_all``."""
+    parser = Parser(prog=prog, description=description)
+    parser.add_argument("results_dir", type=Path, nargs="?" if default is not None else None, default=default,
+                        help=folder_help)
+    args = parser.parse_args(argv)
+    found = records(args.results_dir)
+    for page, record in zip(publish_all(found), found):
+        print(f"wrote {page} and {record_path(record.name)}")
+    return 0
 
 
 def render_derived(name: str) -> str:

@@ -9,22 +9,23 @@ docs' writer (``tools.docs_blocks``).
 
 from __future__ import annotations
 
-import argparse
 import csv
-import sys
 from pathlib import Path
 from typing import Any, Optional
 
+from contract.errors import ConfigError
 from harness.app.aggregate import figures_table
 from harness.plan import GAIN_UNDEFINED
 from tools import docs_blocks
 
 
 def sweep_record(sweep_dir: Path) -> docs_blocks.Record:
-    """The figures table of a finished sweep, from its ``results.csv`` (``harness.app.aggregate``)."""
+    """The figures table of a finished sweep, from its ``results.csv`` (``harness.app.aggregate``); a
+    ``ConfigError`` for a folder without one."""
     csv_path = sweep_dir / "results.csv"
     if not csv_path.is_file():
-        raise ValueError(f"{sweep_dir}: no results.csv (a finished sweep's folder, e.g. multirun/<date>/<time>)")
+        raise ConfigError("results_dir", str(sweep_dir), "a finished sweep's folder (e.g. multirun/<date>/<time>)",
+                          "it holds no results.csv")
     with open(csv_path, newline="", encoding="utf-8") as fh:
         rows = [{k: None if k == "capacity_gain" and v == GAIN_UNDEFINED else _typed(v) for k, v in r.items()}
                 for r in csv.DictReader(fh)]  # an undefined gain (FEATURE 6) is written n/a: read back as null
@@ -49,16 +50,9 @@ def _typed(text: str) -> Any:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.record_figures", description=__doc__.split("\n\n")[0])
-    parser.add_argument("sweep_dir", type=Path, help="the sweep's folder (holds results.csv)")
-    args = parser.parse_args(argv)
-    try:
-        record = sweep_record(args.sweep_dir)
-    except ValueError as exc:
-        print(f"error: sweep_dir: {exc}", file=sys.stderr)
-        return 2
-    print(f"wrote {docs_blocks.publish(record)} and {docs_blocks.record_path('figures')}")
-    return 0
+    return docs_blocks.record_main(argv, prog="python -m tools.record_figures", description=__doc__.split("\n\n")[0],
+                                   folder_help="the sweep's folder (holds results.csv)",
+                                   records=lambda folder: [sweep_record(folder)])
 
 
 if __name__ == "__main__":

@@ -9,13 +9,11 @@ of some mutants (``--mutant``) is refused: the docs show whole runs.
 
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 from typing import Optional
 
 from contract import bounded_inputs
-from contract.errors import ConfigError, UserError
+from contract.errors import ConfigError
 from harness.mutation import killmatrix, render
 from implementations.mutants import MUTANTS
 from tools import docs_blocks
@@ -51,17 +49,10 @@ def kill_matrix_record(folder: Path) -> docs_blocks.Record:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.record_kill_matrix", description=__doc__.split("\n\n")[0])
-    parser.add_argument("results_dir", type=Path, nargs="?", default=Path("reports/mutation"),
-                        help="the folder python -m harness.mutation wrote (default: reports/mutation)")
-    args = parser.parse_args(argv)
-    try:
-        record = kill_matrix_record(args.results_dir)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(f"wrote {docs_blocks.publish(record)} and {docs_blocks.record_path('kill_matrix')}")
-    return 0
+    return docs_blocks.record_main(argv, prog="python -m tools.record_kill_matrix",
+                                   description=__doc__.split("\n\n")[0], default=Path("reports/mutation"),
+                                   folder_help="the folder python -m harness.mutation wrote (default: reports/mutation)",
+                                   records=lambda folder: [kill_matrix_record(folder)])
 
 
 if __name__ == "__main__":

@@ -249,7 +249,7 @@ def verdict_lines(results: Sequence[Mapping[str, Any]]) -> list[str]:
     jobs = [r for r in results if r.get("tcs")]
     if not jobs:
         return []
-    from harness.app import tree_departures, tree_tests
+    from harness.app import own_tests, tree_departures
 
     lines = [*tree_departures.lines(jobs), "", "## Verdicts per job and TC", "",
              "| job | model | implementation | s | TC | verdict | first broken rule and its figures |",
@@ -261,7 +261,7 @@ def verdict_lines(results: Sequence[Mapping[str, Any]]) -> list[str]:
                 _num(cfg.get("split_size"))]
         own = result.get("own_tests")
         if own:
-            cells = (*head, "its own tests", tree_tests.verdict(own), own.get("summary", ""))
+            cells = (*head, "its own tests", own_tests.verdict(own), own.get("summary", ""))
             lines.append("| " + " | ".join(_cell(c, 600) for c in cells) + " |")
         for tc, entry in result["tcs"].items():
             verdict, why = tc_verdict(entry)

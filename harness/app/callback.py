@@ -61,8 +61,8 @@ class SweepCallback(Callback):
             say(progress.start_line(index, total, self._shown(config)))
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
-        result = result_of_return(job_return)
         index, total = self._position(config)
+        result = result_of_return(job_return, index - 1)
         self.returns[index - 1] = result
         st.record(index - 1, result.get("status", st.ERROR))
         say(progress.job_line(index, total, self._shown(config), result))
@@ -128,12 +128,13 @@ def _jobs(n: int) -> str:
 
 
 def expected_jobs(config: DictConfig) -> list[list[str]]:
-    """The sweep's job overrides in job-number order (``hydra.sweeper.params`` first, as the basic sweeper)."""
-    from harness.app.validate import expand
+    """The sweep's job overrides in job-number order: the sweeper's own list (``validate.sweep_jobs``) of
+    ``hydra.sweeper.params`` and the task's overrides, as it runs them."""
+    from harness.app.validate import sweep_jobs
 
     params = OmegaConf.select(config, "hydra.sweeper.params") or {}
     overrides = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
-    return expand(overrides)
+    return sweep_jobs(overrides, str(config.hydra.sweeper._target_))
 
 
 def _key(override: str) -> str:
@@ -149,14 +150,14 @@ def varying_keys(jobs: list[list[str]]) -> set[str]:
     return {key for key, seen in values.items() if len(seen) > 1}
 
 
-def result_of_return(job_return: Any) -> dict:
-    """The job's result dict from Hydra's ``JobReturn`` (an exception becomes an ``error`` result)."""
+def result_of_return(job_return: Any, job: int) -> dict:
+    """Job ``job``'s result dict from Hydra's ``JobReturn``; an exception the job raised (``status.raised``:
+    ``JobReturn.return_value`` would raise it again) becomes an ``error`` result."""
     from hydra.core.utils import JobStatus
 
-    from harness.private_apis import hydra_job_outcome
-
-    value = hydra_job_outcome(job_return)
-    if getattr(job_return, "status", None) == JobStatus.COMPLETED and isinstance(value, dict):
+    completed = getattr(job_return, "status", None) == JobStatus.COMPLETED
+    value = job_return.return_value if completed else st.raised(job)
+    if completed and isinstance(value, dict):
         return value
     message = f"{type(value).__name__}: {value}" if isinstance(value, BaseException) else "the job returned no result"
     return {"status": st.ERROR, "message": message}

@@ -45,7 +45,6 @@ _TC_RE = re.compile(r"test_tc0*(\d+)")
 
 
 def run_job(
-    cfg,
     task_overrides: Sequence[str],
     choices: Mapping[str, Optional[str]],
     job_dir: Path,
@@ -55,12 +54,13 @@ def run_job(
 ) -> dict:
     """Run one configuration; always returns (and writes) a result, whatever happened.
 
-    ``cfg`` is the config Hydra composed for this job from ``task_overrides``; it is
-    finished (``compose.finish``), not composed again.
+    The configuration is ``task_overrides`` composed by the harness's one composer
+    (``compose.compose_config``), as the command line's check and the job's cases compose theirs:
+    the config Hydra's launcher composed for the job serves Hydra's own node only.
     """
     from harness.app.validate import check_app_config
     from harness.config.build import build_implementation, build_run_spec
-    from harness.config.compose import finish, parse_overrides
+    from harness.config.compose import compose_config
 
     start = time.monotonic()
     job_dir = Path(job_dir)
@@ -72,7 +72,7 @@ def run_job(
         "message": "",
     }
     try:
-        cfg = finish(cfg, parse_overrides(list(task_overrides)))
+        cfg = compose_config(list(task_overrides))
         check_app_config(cfg)
         result["mode"] = mode = str(cfg.suite.mode)
         result["config"] = config_facts(cfg, choices)
@@ -90,12 +90,12 @@ def run_job(
         else:
             axes = {group: choices.get(group) for group in MATRIX_GROUPS}
             result.update(run_suite(cfg, axes, key_overrides(task_overrides, choices), job_dir, quiet=quiet))
-            from harness.app import tree_tests
+            from harness.app import own_tests
 
-            own = tree_tests.own_tests_of(impl)  # a C++ tree's own tests, beside the TCs' verdicts
+            own = own_tests.own_tests_of(impl)  # a C++ tree's own tests, beside the TCs' verdicts
             if own is not None:
                 result["own_tests"] = own
-                tree_tests.write_allure(own, job_dir / "allure-results", tree=impl.native.tree.root.name)
+                own_tests.write_allure(own, job_dir / "allure-results", tree=impl.native.tree.root.name)
             from harness.app import tree_departures
 
             found = tree_departures.departures_of(impl, run)  # each role of a C++ tree judged on its own

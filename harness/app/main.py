@@ -7,6 +7,7 @@ Exit status: 0 when every job passed (or planned; a rejected plan is a result),
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from contextlib import contextmanager
@@ -32,17 +33,21 @@ register()  # base_config must be in the ConfigStore before Hydra composes
 
 @hydra.main(config_path=str(CONF_DIR), config_name=CONFIG_NAME, version_base=None)
 def run(cfg: DictConfig) -> dict:
-    """One Hydra job: one configuration (``harness.app.job``), on the config Hydra composed for it."""
+    """One Hydra job: one configuration (``harness.app.job``), composed from the job's overrides."""
     from harness.app.job import run_job
 
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
     num = OmegaConf.select(hc, "job.num", default=0) if multirun else 0
-    with _working_dir(Path(hc.runtime.cwd)):  # hydra.job.chdir=true: relative paths still mean the user's folder
-        result = run_job(
-            cfg, list(hc.overrides.task), dict(hc.runtime.choices), Path(hc.runtime.output_dir), int(num or 0),
-            quiet=multirun,
-        )
+    try:
+        with _working_dir(Path(hc.runtime.cwd)):  # hydra.job.chdir=true: relative paths still mean the user's folder
+            result = run_job(
+                list(hc.overrides.task), dict(hc.runtime.choices), Path(hc.runtime.output_dir), int(num or 0),
+                quiet=multirun,
+            )
+    except Exception as exc:  # Hydra keeps it as the job's return; the sweep's summary reads it from here
+        st.record_raised(int(num or 0), exc)
+        raise
     st.record(int(num or 0), result["status"])
     return result
 
@@ -64,7 +69,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     saved = sys.argv
     sys.argv = [saved[0] if saved else "harness", *argv]
     try:
-        with signals.stop_on_signals(), _hydra_errors_raised():
+        with signals.stop_on_signals(), _hydra_errors_raised(), root_logging_kept():
             run()
     except CompactHydraException as exc:  # Hydra's own option errors (--config-name nope): one line
         fail(hydra_option_error(argv, exc))
@@ -95,6 +100,26 @@ def _working_dir(folder: Path) -> Iterator[None]:
         yield
     finally:
         os.chdir(here)
+
+
+@contextmanager
+def root_logging_kept() -> Iterator[None]:
+    """The root logger as it was before, after Hydra ran in this process: Hydra's job logging adds handlers on
+    the standard output and the job's log file of that moment and sets the level; they are closed and
+    removed, and the caller's handlers and level are back (a caller running the app in-process, a test)."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        for handler in list(root.handlers):
+            if handler not in handlers:
+                root.removeHandler(handler)
+                handler.close()
+        for handler in handlers:
+            if handler not in root.handlers:
+                root.addHandler(handler)
+        root.setLevel(level)
 
 
 @contextmanager

@@ -14,6 +14,7 @@ FAILING = frozenset({FAILED, ERROR, MISSING})
 
 _failed_jobs: set = set()
 _finished: dict = {}
+_raised: dict = {}
 
 
 def is_failure(status: str) -> bool:
@@ -36,6 +37,18 @@ def failed_jobs() -> list:
     return sorted(_failed_jobs, key=str)
 
 
+def record_raised(job: object, exc: BaseException) -> None:
+    """Remember the exception a job raised (Hydra keeps it in its ``JobReturn``, whose public reader raises it
+    again): the sweep's summary writes it as the job's ``error`` row."""
+    _raised[job] = exc
+
+
+def raised(job: object):
+    """The exception job ``job`` raised in this process (``record_raised``), or None."""
+    return _raised.get(job)
+
+
 def reset() -> None:
     _failed_jobs.clear()
     _finished.clear()
+    _raised.clear()

@@ -4,10 +4,11 @@ Hydra reports a bad override with a traceback-like block (and in a sweep only wh
 the job that uses the value runs), and a results directory it cannot create with an
 ``OSError``. So every override is composed here first with
 ``harness.config.compose.compose_config`` (the vocabulary and messages of every
-harness command); a sweep override value by value (``model=a,b`` composes ``model=a``
-and ``model=b``, each with the first value of the other sweeps). Then the results
-directory (``hydra.run.dir``, or ``hydra.sweep.dir`` with ``-m``) must be creatable
-and writable.
+harness command); a sweep's jobs are the app's sweeper's own list of them
+(``sweep_jobs``: its ``split_arguments``), and each value a job takes is composed
+(``model=a,b`` composes ``model=a`` and ``model=b``, each with the first value of the
+other sweeps). Then the results directory (``hydra.run.dir``, or ``hydra.sweep.dir``
+with ``-m``) must be creatable and writable.
 
 Only what the schema cannot hold is refused here: unknown options and keys, wrong
 types, unreadable files, an implementation that cannot be built, more ranks than the
@@ -19,7 +20,6 @@ and the TCs check.
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 import re
 import unicodedata
@@ -49,13 +49,41 @@ class Invocation:
     """False for ``--help``/``--info``/``--cfg``-like calls and other config sources, which run nothing."""
 
 
+INFO_CHOICES = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
+"""``--info``'s topics, as ``@hydra.main`` takes them."""
+
+
+def command_line_parser() -> argparse.ArgumentParser:
+    """The options of a ``@hydra.main`` command line (Hydra 1.3's, which has no public reader of them), read
+    before Hydra starts: ``-m``, ``--cfg``, ``--info``, ``--config-name``... and the overrides."""
+    from hydra import __version__
+
+    parser = argparse.ArgumentParser(prog="python -m harness", add_help=False, description="Hydra")
+    add = parser.add_argument
+    add("--help", "-h", action="store_true", help="Application's help")
+    add("--hydra-help", action="store_true", help="Hydra's help")
+    add("--version", action="version", help="Show Hydra's version and exit", version=f"Hydra {__version__}")
+    add("overrides", nargs="*", help="Any key=value arguments to override config values (use dots for.nested=overrides)")
+    add("--cfg", "-c", choices=["job", "hydra", "all"], help="Show config instead of running [job|hydra|all]")
+    add("--resolve", action="store_true", help="Used in conjunction with --cfg, resolve config interpolations before printing.")
+    add("--package", "-p", help="Config package to show")
+    add("--run", "-r", action="store_true", help="Run a job")
+    add("--multirun", "-m", action="store_true", help="Run multiple jobs with the configured launcher and sweeper")
+    add("--shell-completion", "-sc", action="store_true", help="Install or Uninstall shell completion")
+    add("--config-path", "-cp", help="Overrides the config_path specified in hydra.main()")
+    add("--config-name", "-cn", help="Overrides the config_name specified in hydra.main()")
+    add("--config-dir", "-cd", help="Adds an additional config dir to the config search path")
+    add("--experimental-rerun", help="Rerun a job from a previous config pickle")
+    add("--info", "-i", const="all", nargs="?", action="store", choices=list(INFO_CHOICES),
+        help=f"Print Hydra information [{'|'.join(INFO_CHOICES)}]")
+    return parser
+
+
 def parse_argv(argv: Sequence[str]) -> Invocation:
-    """Hydra's own argument parser, with its usage errors as one line."""
-    from harness.private_apis import hydra_args_parser
+    """The command line read with ``@hydra.main``'s options, its usage errors as one line."""
     from harness.usage import fail
 
-    parser = hydra_args_parser()
-    parser.prog = "python -m harness"
+    parser = command_line_parser()
 
     def error(message: str):
         fail(f"{message} (see python -m harness --help)")
@@ -79,15 +107,17 @@ def check_invocation(inv: Invocation) -> Optional[Path]:
 
     for text in inv.hydra_overrides:  # _target_ only for the callbacks this project ships (harness.config.targets)
         parse_override(text, sweep=True)
-    jobs = check_overrides(inv.overrides, multirun=inv.multirun)
+    sweeper = app_sweeper(inv.hydra_overrides) if inv.multirun else None
+    jobs = check_overrides(inv.overrides, multirun=inv.multirun, sweeper=sweeper)
     return check_results_dir(jobs[0], inv.hydra_overrides, multirun=inv.multirun, n_jobs=len(jobs))
 
 
 # ---- overrides ---------------------------------------------------------------------------
 
 
-def sweep_values(text: str) -> tuple[str, list[str]]:
-    """(key element, value strings) of one override; one value unless it is a sweep."""
+def check_sweep_override(text: str) -> None:
+    """One override, refused where its sweep could not run: no value (``model=``), an ``interval()`` (an
+    optimizing sweeper's), a ``glob()`` outside a config group or one that selects no option."""
     from hydra.core.override_parser.types import Glob
 
     from harness.config.compose import parse_override
@@ -95,13 +125,12 @@ def sweep_values(text: str) -> tuple[str, list[str]]:
     from harness.paths import CONF_DIR
 
     override = parse_override(text, sweep=True)
-    key = override.get_key_element()
     if override.is_delete():
-        return key, [text]
+        return
     if not override.is_sweep_override():
         if override.get_value_element_as_str() == "":
             raise empty_value(CONF_DIR, override.key_or_group)
-        return key, [text]
+        return
     if override.is_interval_sweep():
         raise ConfigError(override.key_or_group, text.split("=", 1)[1],
                           "interval() needs an optimizing sweeper; give values a,b,c or range(start,stop)")
@@ -110,37 +139,86 @@ def sweep_values(text: str) -> tuple[str, list[str]]:
         group = override.key_or_group
         if group not in GROUPS + APP_GROUPS:
             raise ConfigError(group, text.split("=", 1)[1], "glob() only selects options of a config group")
-        values = value.filter(group_options(CONF_DIR, group))
-    else:
-        values = list(override.sweep_string_iterator())
-    if not values:
+        if not value.filter(group_options(CONF_DIR, group)):
+            raise empty_value(CONF_DIR, group)
+    elif not list(override.sweep_string_iterator()):
         raise empty_value(CONF_DIR, override.key_or_group)
-    return key, [f"{key}={v}" for v in values]
 
 
-def expand(overrides: Sequence[str]) -> list[list[str]]:
-    """Every job's overrides, in the order Hydra's basic sweeper runs them (last key varies fastest)."""
-    axes = [sweep_values(text)[1] for text in overrides]
-    return [list(job) for job in itertools.product(*axes)]
+def _glob_as_options(text: str) -> str:
+    """``group=glob(...)`` as the options it selects (``group=a,b``): what Hydra's config loader gives the sweeper."""
+    from hydra.core.override_parser.types import Glob
+
+    from harness.config.compose import parse_override
+    from harness.config.errors import group_options
+    from harness.paths import CONF_DIR
+
+    override = parse_override(text, sweep=True)
+    value = None if override.is_delete() else override.value()
+    if not isinstance(value, Glob):
+        return text
+    return f"{override.get_key_element()}={','.join(value.filter(group_options(CONF_DIR, override.key_or_group)))}"
 
 
-def check_overrides(overrides: Sequence[str], *, multirun: bool) -> list[list[str]]:
-    """Compose every value of every override; returns the jobs (one without ``-m``)."""
-    axes = [sweep_values(text)[1] for text in overrides]
-    if not multirun:
-        for text, values in zip(overrides, axes):
-            if len(values) > 1:
-                key = text.split("=", 1)[0].lstrip("+~")
-                raise ConfigError(key, text.split("=", 1)[1],
-                                  "one value here; sweeps (a,b / range()) need `python -m harness -m ...`")
-    check_path_replaces_option(overrides, axes)
+def sweeper_class(target: str):
+    """The Hydra sweeper class ``target`` (``hydra.sweeper._target_``) names, as Hydra finds its plugins
+    (``hydra.core.plugins.Plugins.discover``); ``ConfigError`` where it has none of that name."""
+    from hydra.core.plugins import Plugins
+    from hydra.plugins.sweeper import Sweeper
+
+    found = {f"{c.__module__}.{c.__name__}": c for c in Plugins.instance().discover(Sweeper)}
+    if target not in found:
+        raise ConfigError("hydra.sweeper._target_", target, f"a sweeper Hydra has: {', '.join(sorted(found))}")
+    return found[target]
+
+
+def sweep_jobs(overrides: Sequence[str], sweeper: str) -> list[list[str]]:
+    """Every job of a ``-m`` sweep of ``overrides``, in the order the app's sweeper runs them: that sweeper's own
+    expansion (its class's ``split_arguments``; ``sweeper`` is ``hydra.sweeper._target_``), on the overrides with
+    each ``glob()`` of a config group given as its options. A sweep of more than ``MAX_SWEEP_JOBS`` jobs is
+    refused before it is expanded."""
+    from harness.config.compose import parse_override
+
+    split = getattr(sweeper_class(sweeper), "split_arguments", None)
+    if not callable(split):
+        raise ConfigError("hydra.sweeper._target_", sweeper, "a sweeper that lists its jobs (split_arguments, as "
+                          "Hydra's basic sweeper): python -m harness checks every job before the first runs")
+    parsed = [parse_override(_glob_as_options(text), sweep=True) for text in overrides]
+    sizes = {o.get_key_element(): len(list(o.sweep_string_iterator())) if o.is_sweep_override() else 1
+             for o in parsed}  # a key given twice: the last one (the sweeper's rule)
     jobs = 1
-    for values in axes:
-        jobs *= len(values)
+    for size in sizes.values():
+        jobs *= size
     if jobs > MAX_SWEEP_JOBS:
-        sizes = " x ".join(str(len(values)) for values in axes if len(values) > 1)
-        raise ConfigError("sweep", f"{jobs} jobs ({sizes})", f"at most {MAX_SWEEP_JOBS} jobs in one sweep "
+        shown = " x ".join(str(size) for size in sizes.values() if size > 1)
+        raise ConfigError("sweep", f"{jobs} jobs ({shown})", f"at most {MAX_SWEEP_JOBS} jobs in one sweep "
                           "(each value is checked before the first job; split a larger sweep)")
+    return [list(job) for batch in split(parsed, None) for job in batch]
+
+
+def job_axes(jobs: Sequence[Sequence[str]]) -> list[list[str]]:
+    """Per position of a job's overrides, the distinct overrides the jobs have there, in order."""
+    return [list(dict.fromkeys(job[i] for job in jobs)) for i in range(len(jobs[0]))] if jobs else []
+
+
+def check_overrides(overrides: Sequence[str], *, multirun: bool, sweeper: Optional[str] = None) -> list[list[str]]:
+    """Compose every value of every override; returns the jobs (one without ``-m``; with it, as ``sweeper``,
+    the app's ``hydra.sweeper._target_``, expands the sweep)."""
+    from harness.config.compose import parse_override
+
+    for text in overrides:
+        check_sweep_override(text)
+    if not multirun:
+        for text in overrides:
+            override = parse_override(text, sweep=True)
+            if override.is_sweep_override():
+                raise ConfigError(override.key_or_group, text.split("=", 1)[1],
+                                  "one value here; sweeps (a,b / range()) need `python -m harness -m ...`")
+        jobs = [list(overrides)]
+    else:
+        jobs = sweep_jobs(overrides, sweeper or app_sweeper(()))
+    axes = job_axes(jobs)
+    check_path_replaces_option(axes)
     for values in axes:
         for value in values:
             _check_app_group(value)
@@ -154,31 +232,44 @@ def check_overrides(overrides: Sequence[str], *, multirun: bool) -> list[list[st
                 check_config(list(job))
     if not axes:
         check_config([])
-    return [list(job) for job in itertools.product(*axes)]
+    return jobs
+
+
+def app_sweeper(hydra_overrides: Sequence[str]) -> str:
+    """``hydra.sweeper._target_`` of the app under those of ``hydra_overrides`` that choose or set the sweeper
+    (``hydra/sweeper=...``, ``hydra.sweeper.*``); the others are checked with the results folder, as before."""
+    from harness.config.compose import hydra_compose
+
+    hydra_overrides = [o for o in hydra_overrides if o.lstrip("+~").startswith(("hydra/sweeper", "hydra.sweeper"))]
+    try:
+        return str(hydra_compose(hydra_overrides, return_hydra_config=True).hydra.sweeper._target_)
+    except Exception as exc:  # a bad hydra.* override: Hydra's message, first line
+        text = str(exc).strip().splitlines()
+        raise ConfigError("hydra override", ", ".join(hydra_overrides), "Hydra rejects it",
+                          text[0] if text else type(exc).__name__) from None
 
 
 PATH_KEYS = {"model": "model_path", "draft": "draft_path"}
 """Group -> the key whose config.json replaces the group's node (``harness.config.compose``)."""
 
 
-def check_path_replaces_option(overrides: Sequence[str], axes: Sequence[Sequence[str]]) -> None:
+def check_path_replaces_option(axes: Sequence[Sequence[str]]) -> None:
     """``model_path`` replaces the ``model`` node whichever option is chosen: with a sweep over ``model``
-    every job would plan the same file while its line names another model. Refused, naming both."""
+    every job would plan the same file while its line names another model. Refused, naming both.
+    ``axes``: the values each override takes over the jobs (``job_axes``)."""
     from harness.config.compose import parse_override
 
     swept = {}
     given = {}
-    for text, values in zip(overrides, axes):
-        override = parse_override(text, sweep=True)
-        key = override.key_or_group
-        if override.is_delete():
+    for values in axes:
+        parsed = [parse_override(v) for v in values]
+        key = parsed[0].key_or_group
+        if parsed[0].is_delete():
             continue
         if key in PATH_KEYS and len(values) > 1:
-            swept[key] = text.split("=", 1)[1]
-        if key in PATH_KEYS.values():
-            is_null = [parse_override(v).value() is None for v in values]
-            if not all(is_null):
-                given[key] = text.split("=", 1)[1]
+            swept[key] = ",".join(o.get_value_element_as_str() for o in parsed)
+        if key in PATH_KEYS.values() and not all(o.value() is None for o in parsed):
+            given[key] = ",".join(o.get_value_element_as_str() for o in parsed)
     for group, path_key in PATH_KEYS.items():
         if group in swept and path_key in given:
             raise ConfigError(group, swept[group], f"one {group} per job: sweep {group}= or {path_key}=, not both",
@@ -257,21 +348,15 @@ def check_app_config(cfg) -> None:
 
 def results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, multirun: bool) -> tuple[str, str, Path]:
     """(the key naming it, the value given for that key, the directory) Hydra will write results to."""
-    from hydra import compose, initialize_config_dir
     from hydra.core.utils import setup_globals
     from omegaconf import OmegaConf
 
-    from harness.config.compose import _fresh_hydra
-    from harness.config.store import register
-    from harness.paths import CONF_DIR, CONFIG_NAME
+    from harness.config.compose import hydra_compose
 
     key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
-    register()
     setup_globals()  # the ${now:...} resolver
-    try:
-        with _fresh_hydra(), initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-            cfg = compose(config_name=CONFIG_NAME, overrides=list(job) + list(hydra_overrides),
-                          return_hydra_config=True)
+    try:  # the app's own node (hydra.*), which only Hydra composes
+        cfg = hydra_compose(list(job) + list(hydra_overrides), return_hydra_config=True)
         path = str(OmegaConf.select(cfg, key, throw_on_missing=True))
     except Exception as exc:  # a bad hydra.* override: Hydra's message, first line
         text = str(exc).strip().splitlines()

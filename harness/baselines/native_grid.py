@@ -9,12 +9,16 @@ code, ``implementation=xllm_native``) and the check (on ``xllm_upstream``) keep 
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 from typing import Optional
+
+from omegaconf import OmegaConf
 
 from contract.errors import UserError
 from contract.plan_types import KVPlan
 from contract.specs import CacheSpec, HardwareProfile, LayerwiseFlags, ModelSpec, ParallelSpec, RunSpec, Topology
+from harness.config.build import model_spec
+from harness.paths import CONF_DIR
 
 GiB, MiB, KiB = 1 << 30, 1 << 20, 1 << 10
 CONF_MODELS = ("deepseek_v3", "deepseek_v32", "glm_moe_dsa", "qwen3_5_moe", "qwen3_next", "llama3_8b")
@@ -41,11 +45,6 @@ and 0 (follows cp)."""
 
 def load_models() -> dict:
     """The shipped models and drafts (``conf/model``, ``conf/draft``) and the synthetic ones, by name."""
-    from omegaconf import OmegaConf
-
-    from harness.config.build import model_spec
-    from harness.paths import CONF_DIR
-
     out = {m.name: m for m in SYNTHETIC}
     for group, names in (("model", CONF_MODELS), ("draft", CONF_DRAFTS)):
         for name in names:
@@ -104,8 +103,6 @@ def run_for(cfg: dict, models: dict) -> RunSpec:
     model = models[cfg["model"]]
     draft = None
     if cfg.get("draft"):
-        from dataclasses import replace
-
         draft = replace(models[cfg["draft"]], body_tp1=cfg.get("body_tp1", False))
     cards = tuple(f"C{i}" for i in range(world))
     links = tuple(tuple("X" if i == j else "PIX" for j in range(world)) for i in range(world))

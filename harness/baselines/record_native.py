@@ -29,10 +29,14 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
+from contract.bounded_inputs import loads_json, read_input_file
 from contract.errors import ConfigError
 from harness.baselines import native_grid, upstream_sources
+from harness.files import check_output_file, write_atomic
 from harness.paths import BASELINE_DIR, PACKAGE_DIR
 from harness.usage import Parser, command, fail
+from implementations.xllm_native import XllmNativeImplementation
+from implementations.xllm_native.tree.facts import tree_facts
 
 NATIVE_BASELINE_PATH = BASELINE_DIR / "native_planning.json"
 COMMAND = "python -m harness.baselines.record_native"
@@ -56,7 +60,6 @@ def _commit(source: Path) -> str:
     marker = source / "version.txt"
     if not marker.is_file():
         return "unknown"
-    from contract.bounded_inputs import read_input_file
 
     try:
         text = read_input_file(marker, "--source version.txt", max_bytes=4096)
@@ -68,8 +71,6 @@ def _commit(source: Path) -> str:
 
 def is_recording(path: Path) -> bool:
     """Whether ``path`` holds a recording this command wrote (its provenance names ``COMMAND``)."""
-    from contract.bounded_inputs import loads_json, read_input_file
-
     try:
         doc = loads_json(read_input_file(path, "--out", max_bytes=MAX_RECORDING_BYTES), "--out", source=str(path))
     except ConfigError:
@@ -82,8 +83,6 @@ def is_recording(path: Path) -> bool:
 def check_out(out: Path, force: bool) -> None:
     """``--out`` before anything runs: a file (not a folder) in a folder it can write, new or a recording
     this command wrote (else ``--force``). ``ConfigError`` naming ``--out`` otherwise."""
-    from harness.files import check_output_file
-
     check_output_file(out, "--out")
     if os.path.lexists(out) and not force and not is_recording(out):
         raise ConfigError("--out", str(out), "a new file, or a recording this command wrote (or give --force)",
@@ -94,13 +93,12 @@ def check_upstream(source: str) -> None:
     """Nothing when every file the build of ``source`` compiles is upstream 494f293b5's (name and sha256, as
     ``upstream_sources`` recorded them); else ``ConfigError`` naming ``--source`` and the first file that differs,
     or the port's manifest when it is built as a port."""
-    from implementations.xllm_native.native import resolve
-
-    tree, m, _ = resolve(source)
-    if tree.port:
+    facts = tree_facts(source)
+    if facts.port:
         raise ConfigError("--source", source, "upstream 494f293b5's tree",
-                          f"it is built as a port by the manifest {m.name}: its planning code is not upstream's")
-    why = upstream_sources.difference(tree, m)
+                          f"it is built as a port by the manifest {facts.manifest_name}: its planning code is not "
+                          "upstream's")
+    why = upstream_sources.difference(facts)
     if why is not None:
         raise ConfigError("--source", source, "upstream 494f293b5's tree (every file its build compiles, by sha256, "
                           f"as {upstream_sources.RECORD_PATH.name} records them)", why)
@@ -109,8 +107,6 @@ def check_upstream(source: str) -> None:
 def record(source: str, out: Path, commit: Optional[str] = None, checked: bool = False) -> dict:
     """Plan the grid with ``source``'s compiled code and write the recording; ``checked``: ``check_upstream``
     already passed for ``source``."""
-    from implementations.xllm_native import XllmNativeImplementation
-
     commit = commit or _commit(Path(source))  # before the run: a version.txt it cannot read is said now
     if not checked:
         check_upstream(source)
@@ -138,7 +134,6 @@ def record(source: str, out: Path, commit: Optional[str] = None, checked: bool =
         "configs": cfgs,
         "results": results,
     }
-    from harness.files import write_atomic
 
     write_atomic(out, json.dumps(doc, separators=(",", ":"), sort_keys=True) + "\n")
     return doc
@@ -156,7 +151,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     out = Path(args.out)
     if not out.parent.is_dir():
         fail(f"--out={args.out}: a file in an existing folder")
-    from implementations.xllm_native import XllmNativeImplementation
 
     check_out(out, args.force)
     XllmNativeImplementation.check_inputs(source_dir=args.source)

@@ -15,15 +15,19 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import platform
 import sys
 import time
 from pathlib import Path
 from typing import Optional, Sequence
 
+from contract.bounded_inputs import loads_json, read_input_file
 from contract.errors import ConfigError
+from harness.files import check_output_file, write_atomic
 from harness.paths import BASELINE_DIR
 from harness.usage import Parser, command
+from implementations.xllm_native.tree.facts import TreeFacts, tree_facts
 
 RECORD_PATH = BASELINE_DIR / "upstream_sources.json"
 COMMAND = "python -m harness.baselines.upstream_sources"
@@ -31,17 +35,10 @@ MAX_SOURCE_BYTES = 16 << 20
 """The largest file hashed (upstream's largest compiled file is about 60 kB); a larger one is not upstream's."""
 
 
-def compiled_files(tree, m) -> dict:
+def compiled_files(facts: TreeFacts) -> dict:
     """{"planning": [...], "allocation": [...]}: the files, relative to the tree, that the upstream-cut build
-    of ``tree`` (a ``build.TreeMap``) by manifest ``m`` compiles."""
-    groups = m.roles.get("groups")
-    skipped = {"include_dirs"} | (set() if groups is not None and groups.present else {"groups"})
-    planning = {p.strip() for role, value in tree.files.items() if role not in skipped
-                for p in str(value).split(",") if p.strip()}
-    estimation = Path(tree.files["estimation"])
-    planning.add(str(estimation.with_suffix(".h")))
-    allocation = list(m.tensors.sources) if m.tensors is not None else []
-    return {"planning": sorted(planning), "allocation": sorted(allocation)}
+    of the tree ``facts`` describes compiles."""
+    return {"planning": list(facts.planning_files), "allocation": list(facts.allocation_files)}
 
 
 def sha256(path: Path) -> str:
@@ -61,8 +58,6 @@ def sha256(path: Path) -> str:
 @functools.lru_cache(maxsize=1)
 def recorded(path: Path = RECORD_PATH) -> dict:
     """The recording's ``files``: {"planning": {file: sha256}, "allocation": {file: sha256}}."""
-    from contract.bounded_inputs import loads_json, read_input_file
-
     doc = loads_json(read_input_file(path, "the upstream sources recording"), "the upstream sources recording",
                      source=str(path))
     files = doc.get("files") if isinstance(doc, dict) else None
@@ -72,18 +67,18 @@ def recorded(path: Path = RECORD_PATH) -> dict:
     return files
 
 
-def difference(tree, m) -> Optional[str]:
+def difference(facts: TreeFacts) -> Optional[str]:
     """None when every file the upstream-cut build of ``tree`` compiles is upstream 494f293b5's (same names, same
     sha256); else the first difference, said."""
     want = recorded()
-    for group, files in compiled_files(tree, m).items():
+    for group, files in compiled_files(facts).items():
         if not files:  # no allocation compiled: its planning alone decides
             continue
         if files != sorted(want[group]):
             extra = sorted(set(files) - set(want[group])) or sorted(set(want[group]) - set(files))
             return f"its {group} build compiles other files than upstream's ({extra[0]})"
         for rel in files:
-            if sha256(tree.root / rel) != want[group][rel]:
+            if sha256(facts.root / rel) != want[group][rel]:
                 return f"{rel} is not upstream 494f293b5's (sha256 differs)"
     return None
 
@@ -91,11 +86,6 @@ def difference(tree, m) -> Optional[str]:
 def check_out(out: Path) -> None:
     """``--out``: a file in a folder it can write, new or a recording this command wrote; ``ConfigError`` else
     (a file it did not write is never overwritten)."""
-    import os
-
-    from contract.bounded_inputs import loads_json, read_input_file
-    from harness.files import check_output_file
-
     check_output_file(out, "--out")
     if not os.path.lexists(out):
         return
@@ -109,28 +99,23 @@ def check_out(out: Path) -> None:
                           "it holds something else; it is left as it is")
 
 
-def upstream_tree(source: str):
-    """(tree, manifest) of ``source`` when upstream's shipped manifest builds it; ``ConfigError`` naming
-    ``--source`` else (a port, or a tree carrying a manifest of its own, is not upstream's)."""
-    from implementations.xllm_native import manifest
-    from implementations.xllm_native.native import resolve
-
-    tree, m, why = resolve(source)
-    if m.path != (manifest.SHIPPED_DIR / "upstream_494f293b5.yaml").resolve():
+def upstream_tree(source: str) -> TreeFacts:
+    """The facts of ``source`` when upstream's shipped manifest builds it; ``ConfigError`` naming ``--source``
+    else (a port, or a tree carrying a manifest of its own, is not upstream's)."""
+    facts = tree_facts(source)
+    if not facts.upstream_manifest:
         raise ConfigError("--source", source, "upstream xLLM's tree at 494f293b5 (built by the shipped manifest "
-                          "upstream_494f293b5)", f"manifest {m.name} builds it ({why})")
-    return tree, m
+                          "upstream_494f293b5)", f"manifest {facts.manifest_name} builds it ({facts.why})")
+    return facts
 
 
-def record(tree, m, commit: str, out: Path = RECORD_PATH) -> dict:
-    from harness.files import write_atomic
-
-    files = {group: {rel: sha256(tree.root / rel) for rel in rels} for group, rels in compiled_files(tree, m).items()}
+def record(facts: TreeFacts, commit: str, out: Path = RECORD_PATH) -> dict:
+    files = {group: {rel: sha256(facts.root / rel) for rel in rels} for group, rels in compiled_files(facts).items()}
     doc = {
         "provenance": {
             "what": "sha256 of each file upstream xLLM's build compiles for xllm_native (its upstream-cut manifest "
-                    f"{m.name}): the planning roles' files and the allocation's sources; names and digests only",
-            "source_commit": commit, "manifest": m.name,
+                    f"{facts.manifest_name}): the planning roles' files and the allocation's sources; names and digests only",
+            "source_commit": commit, "manifest": facts.manifest_name,
             "date": time.strftime("%Y-%m-%d", time.gmtime()), "machine": platform.machine(),
             "command": f"{COMMAND} --source /path/to/upstream_494f293b5 --commit <sha>",
         },
@@ -149,8 +134,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     out = Path(args.out)
     check_out(out)
-    tree, m = upstream_tree(args.source)
-    doc = record(tree, m, args.commit, out)
+    facts = upstream_tree(args.source)
+    doc = record(facts, args.commit, out)
     print(f"{sum(len(v) for v in doc['files'].values())} files -> {args.out}")
     return 0
 

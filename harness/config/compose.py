@@ -17,13 +17,15 @@ it still apply on top, e.g.
 
 from __future__ import annotations
 
+import copy
 import functools
 import re
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional, Sequence, Union
+from typing import Any, Iterator, Optional, Sequence, Union
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, OmegaConf
 
 from contract.errors import ConfigError
 from harness.config import errors
@@ -33,111 +35,102 @@ from harness.paths import CONF_DIR, CONFIG_NAME
 
 def compose_config(overrides: Sequence[str] = (), config_dir: Optional[Union[str, Path]] = None) -> DictConfig:
     """The composed, schema-checked config for ``overrides``; ``ConfigError`` on any mistake."""
-    from harness.config.store import register
-
     conf_dir = Path(config_dir).resolve() if config_dir is not None else CONF_DIR
     if not (conf_dir / f"{CONFIG_NAME}.yaml").is_file():
         raise ConfigError("config_dir", str(conf_dir), f"a directory holding {CONFIG_NAME}.yaml")
-    overrides = list(overrides)
-    parsed = parse_overrides(overrides)
-    register()
-    cfg = assembled(parsed, conf_dir)
-    if cfg is None:
-        try:
-            cfg = _hydra_compose(conf_dir, overrides)
-        except Exception as exc:  # Hydra/OmegaConf raise many types; each is the user's input here
-            raise errors.translate(exc, conf_dir, parsed) from None
-    return finish(cfg, parsed, conf_dir)
+    parsed = parse_overrides(list(overrides))
+    return finish(_composition(conf_dir).compose(parsed), parsed, conf_dir)
 
 
-def _hydra_compose(conf_dir: Path, overrides: Sequence[str]) -> DictConfig:
+def hydra_compose(overrides: Sequence[str] = (), conf_dir: Path = CONF_DIR, *,
+                  return_hydra_config: bool = False) -> DictConfig:
+    """Hydra's own composition of ``overrides`` (its public ``compose``), unchecked and unfinished: what the
+    composer reads each option from, once, and what the tests hold ``compose_config`` to."""
     from hydra import compose, initialize_config_dir
 
+    from harness.config.store import register
+
+    register()
     with _fresh_hydra(), initialize_config_dir(config_dir=str(conf_dir), version_base=None):
-        return compose(config_name=CONFIG_NAME, overrides=list(overrides))
+        return compose(config_name=CONFIG_NAME, overrides=list(overrides), return_hydra_config=return_hydra_config)
 
 
-# -- composition, once per config-group option ---------------------------------------------
+# -- the composer: each config-group option read once ---------------------------------------
 #
-# Hydra's composition costs ~0.1 s, and a test matrix composes hundreds of configurations
-# that differ only in which option each group takes. So each group option is composed
-# once per process (``_Composition.option``: read from its file alone where that is all
-# Hydra does, else composed by Hydra alone, ``model=qwen3_5_moe``), and a configuration made
-# of plain choices (``group=option`` for ``GROUPS``) and plain key changes
-# (``cache.block_size=64``) is assembled from those nodes: the default config with each
-# chosen group's node swapped in, then the key changes applied as Hydra applies a plain
-# ``key=value`` (``OmegaConf.update(..., merge=True)``). That is Hydra's result whenever
-# choosing an option changes nothing but its own node, which is checked for every option
-# before it is used; anything else (an option that writes elsewhere, ``+``/``~`` overrides,
-# ``hydra.*``, ``suite``/``mode``/``launcher`` choices, any error) is composed by Hydra
-# whole, and its errors are Hydra's. testcases/unit/test_config.py proves the two equal
-# for every shipped option and the CI matrix. ``option_node`` gives the same nodes to
-# readers that need one group only (a case's layerwise and parallel options). A group
-# whose value is null (``draft: null``) has no node to share: its "node" is None.
+# Hydra's composition costs ~0.1 s, and a test matrix composes hundreds of configurations that
+# differ only in which option each group takes and in a few keys (tools/bench/compose.py). So a
+# process reads each group option once (``_Composition.option``: from its file alone where that
+# is all Hydra does, else what Hydra composes for that one choice, ``mode=plan``) and every
+# configuration is assembled from those: the default config with each chosen group's node swapped
+# in and the keys an option writes outside its group set, then the key overrides applied as
+# Hydra applies them (``_apply_key_override``). testcases/unit/test_config.py holds the result to
+# Hydra's whole composition for every shipped option, the CI matrix and each override form.
+# ``option_node`` gives the same nodes to readers that need one group only. A group whose value
+# is null (``draft: null``) has no node to share: its "node" is None.
+
+
+@dataclass(frozen=True)
+class _Option:
+    """What choosing one option does to the default config."""
+
+    node: Any
+    """The group's node (None where the option sets it to null, or the group names no key: ``mode``)."""
+    outside: tuple
+    """(dotted key, value) for each key outside the group that the option sets (``suite.mode`` for ``mode=plan``)."""
 
 
 class _Composition:
-    """What this process has composed from one config directory: the harness's one cache of
-    config reading (the default config, and each group option's node)."""
+    """What this process has read from one config directory: the harness's one cache of config
+    reading (the default config, and each group option)."""
 
     def __init__(self, conf_dir: Path) -> None:
         self.conf_dir = conf_dir
         primary = OmegaConf.load(conf_dir / f"{CONFIG_NAME}.yaml")
         self.primary_keys = frozenset(k for k in primary if k not in ("defaults", "hydra"))
         """Keys the primary config sets itself (besides its defaults list and ``hydra``)."""
+        entries = [e for e in primary.get("defaults", []) if isinstance(e, DictConfig)]
+        self.default_choice = {str(k): str(v) for e in entries for k, v in e.items() if str(k) in CHOICE_GROUPS}
+        """Group -> the option the primary config's defaults list takes."""
+        self.order = tuple(self.default_choice) + tuple(g for g in CHOICE_GROUPS if g not in self.default_choice)
+        """Groups in the order of the defaults list: the order Hydra merges them in."""
         self.schema = OmegaConf.structured(Config)
-        self._default: object = _UNSET
-        self._options: dict = {}
+        self._found: dict = {}
         self._bases: dict = {}
 
-    def default(self) -> Optional[DictConfig]:
-        """Hydra's composition of the default config; None where Hydra raised."""
-        if self._default is _UNSET:
-            self._default = self._hydra_or_none(())
-        return self._default
+    def _once(self, key: tuple, make):
+        """``make()``, once per ``key``: its value, or the exception it raised (raised again each time)."""
+        if key not in self._found:
+            try:
+                self._found[key] = make(), None
+            except Exception as exc:  # Hydra/OmegaConf raise many types; each is the user's input here
+                self._found[key] = None, exc
+        value, error = self._found[key]
+        if error is not None:
+            raise error.with_traceback(None)  # the same error again, not a traceback grown by each raise
+        return value
 
-    def base(self, nodes: dict) -> Optional[tuple]:
-        """(a config to copy a case from, its group nodes by group) for a case taking the option nodes
-        ``nodes`` (group -> node, None for a null one); None where there is no default config.
+    def default(self) -> DictConfig:
+        """Hydra's composition of the default config."""
+        return self._once(("default",), lambda: hydra_compose((), self.conf_dir))
 
-        The default config, where each group it sets to null (``draft: null``) and the case sets to a node
-        holds a node instead, so that the case's node substitutes it as any other group's: ``cfg[group]``
-        is a group's node itself only where its value is a config. Made once per such set of groups,
-        and never modified after."""
-        default = self.default()
-        if default is None:
-            return None
-        if not self._bases:
-            self._bases[frozenset()] = default, {g: default[g] for g in GROUPS}
-        plain = self._bases[frozenset()][1]
-        lifted = frozenset(g for g, node in nodes.items() if node is not None and plain[g] is None)
-        if lifted not in self._bases:
-            import copy
+    def hydra_node(self) -> DictConfig:
+        """The default config's ``hydra`` node, against which ``hydra.*`` overrides are checked."""
+        return self._once(("hydra",), lambda: hydra_compose((), self.conf_dir, return_hydra_config=True).hydra)
 
-            config = default
-            if lifted:
-                config = copy.deepcopy(default)
-                for group in sorted(lifted):
-                    config[group] = nodes[group]  # a stand-in: each case substitutes its own node for it
-            self._bases[lifted] = config, {g: config[g] for g in GROUPS}
-        return self._bases[lifted]
+    def option(self, group: str, option: str) -> _Option:
+        """What choosing ``option`` of ``group`` does; Hydra's exception where it cannot be composed."""
+        return self._once((group, option), lambda: self._read_option(group, option))
 
-    def option(self, group: str, option: str) -> Optional[tuple]:
-        """(the group's node when ``option`` is chosen, whether choosing it changes nothing else);
-        None where Hydra cannot compose it (the caller composes whole and reports the error)."""
-        key = (group, option)
-        if key not in self._options:
-            self._options[key] = self._compose_option(group, option)
-        return self._options[key]
-
-    def _compose_option(self, group: str, option: str) -> Optional[tuple]:
+    def _read_option(self, group: str, option: str) -> _Option:
         node = self.read_alone(group, option)
         if node is not None:
-            return node, True
-        base, alone = self.default(), self._hydra_or_none((f"{group}={option}",))
-        if base is None or alone is None:
-            return None
-        return alone[group], _without(alone, group) == _without(base, group)
+            return _Option(node, ())
+        base, alone = self.default(), hydra_compose((f"{group}={option}",), self.conf_dir)
+        outside = _changed_leaves(_without(base, group), _without(alone, group))
+        if outside is None or _chooses_other_options(self.conf_dir / group / f"{option}.yaml"):
+            raise ConfigError(group, option, "an option that sets keys; not one that chooses another group's "
+                              "option (a defaults list with override /group) or removes keys outside its group")
+        return _Option(alone[group] if group in alone else None, outside)
 
     def read_alone(self, group: str, option: str):
         """The option's node as Hydra's composition makes it, read from its file alone (Hydra's compose
@@ -163,11 +156,188 @@ class _Composition:
         except Exception:  # Hydra composes it and reports the problem in its words
             return None
 
-    def _hydra_or_none(self, overrides: tuple) -> Optional[DictConfig]:
+    def base(self, nodes: dict) -> tuple:
+        """(a config to copy a configuration from, its group nodes by group) for one taking the option nodes
+        ``nodes`` (group -> node, None for a null one).
+
+        The default config, where each group it sets to null (``draft: null``) and the configuration sets to
+        a node holds a node instead, so that the configuration's node substitutes it as any other group's:
+        ``cfg[group]`` is a group's node itself only where its value is a config. Made once per such set of
+        groups, and never modified after."""
+        default = self.default()
+        if not self._bases:
+            self._bases[frozenset()] = default, {g: default[g] for g in CHOICE_GROUPS if g in default}
+        plain = self._bases[frozenset()][1]
+        lifted = frozenset(g for g, node in nodes.items() if node is not None and plain.get(g) is None)
+        if lifted not in self._bases:
+            config = default
+            if lifted:
+                config = copy.deepcopy(default)
+                for group in sorted(lifted):
+                    config[group] = nodes[group]  # a stand-in: each configuration substitutes its own node
+            self._bases[lifted] = config, {g: config[g] for g in CHOICE_GROUPS if g in config}
+        return self._bases[lifted]
+
+    def compose(self, parsed: Sequence) -> DictConfig:
+        """The configuration of ``parsed`` (``parse_overrides``), before ``finish``: Hydra's result."""
         try:
-            return _hydra_compose(self.conf_dir, overrides)
-        except Exception:  # composed whole again by the caller, which reports the error
-            return None
+            return self._compose(parsed)
+        except ConfigError:
+            raise
+        except Exception as exc:  # Hydra/OmegaConf raise many types; each is the user's input here
+            raise errors.translate(exc, self.conf_dir, parsed) from None
+
+    def _compose(self, parsed: Sequence) -> DictConfig:
+        from hydra.errors import ConfigCompositionException
+
+        choices, deleted, keys = _sorted_overrides(parsed, self.default_choice)
+        options = {group: self.option(group, option) for group, option in choices.items()}
+        nodes = {g: o.node for g, o in options.items() if g in GROUPS or g in self.default()}
+        base, defaults = self.base(nodes)
+        # One copy of the default config in which each chosen group's node is a fresh copy of the
+        # option's node (copy.deepcopy's memo substitutes it; the copy re-parents it). Assigning the
+        # nodes after copying would copy each group twice and validate nodes Hydra already typed.
+        # An option that sets its group to null where the default holds a node is assigned after.
+        memo, assigned = {}, {}
+        for group, node in nodes.items():
+            if node is not None:
+                memo[id(defaults[group])] = copy.deepcopy(node)
+            elif defaults[group] is not None:
+                assigned[group] = node
+        cfg = copy.deepcopy(base, memo)
+        for group, node in assigned.items():
+            cfg[group] = node
+        for group in self.order:  # keys an option sets outside its group, in the order Hydra merges them
+            if group in deleted:
+                self._unset(cfg, group)
+            elif group in options:
+                for key, value in options[group].outside:
+                    OmegaConf.update(cfg, key, value, merge=False, force_add=True)
+        hydra_node = None
+        for override in keys:  # in the order given, as Hydra applies them
+            if override.key_or_group.split(".", 1)[0] == "hydra":
+                if hydra_node is None:  # checked against the app's node, which the composed config leaves out
+                    hydra_node = OmegaConf.create({"hydra": copy.deepcopy(self.hydra_node())})
+                    OmegaConf.set_struct(hydra_node, True)
+                _apply_key_override(hydra_node, override, ConfigCompositionException)
+            else:
+                _apply_key_override(cfg, override, ConfigCompositionException)
+        return cfg
+
+    def _unset(self, cfg: DictConfig, group: str) -> None:
+        """``~group``: what the default config holds without the group's option (the schema's value)."""
+        if group in cfg:
+            cfg[group] = MISSING if OmegaConf.is_missing(self.schema, group) else copy.deepcopy(self.schema[group])
+        default_option = self.default_choice.get(group)
+        if default_option is not None:
+            for key, _ in self.option(group, default_option).outside:
+                OmegaConf.update(cfg, key, OmegaConf.select(self.schema, key), merge=False, force_add=True)
+
+
+def _chooses_other_options(path: Path) -> bool:
+    """Whether the option's defaults list overrides another group's option (``override /hardware: x``; the app's
+    ``override /hydra/...`` aside): a choice on the command line would then be Hydra's to order against it."""
+    try:
+        loaded = OmegaConf.load(path)
+    except Exception:  # Hydra read it: anything unreadable here chooses nothing the composer could see
+        return False
+    entries = loaded.get("defaults", []) if isinstance(loaded, DictConfig) else []
+    return any(isinstance(e, DictConfig) and any(str(k).startswith("override /") and not str(k).startswith(
+        "override /hydra/") for k in e) for e in entries)
+
+
+CHOICE_GROUPS = GROUPS + APP_GROUPS
+"""Config groups an override chooses an option of."""
+
+
+def _sorted_overrides(parsed: Sequence, default_choice: dict) -> tuple:
+    """(group -> chosen option, deleted groups, key overrides in order) of ``parsed``; Hydra's refusal
+    (``ConfigCompositionException``, its words) of a group override it would refuse."""
+    from hydra.errors import ConfigCompositionException
+
+    choices: dict = {}
+    deleted: set = set()
+    keys = []
+    for o in parsed:
+        key = o.key_or_group
+        if key not in CHOICE_GROUPS:
+            if not key.startswith("hydra/"):  # hydra/<group>: the app's own config, which composition leaves out
+                keys.append(o)
+            continue
+        value = o.value()
+        if o.package is not None:
+            raise ConfigCompositionException(f"Could not override '{key}@{o.package}'.")
+        if o.is_force_add():
+            raise ConfigCompositionException(f"force-add of config groups is not supported: '{o.input_line}'")
+        if o.is_add():
+            raise ConfigCompositionException(f"Multiple values for {key}. To override a value use "
+                                             f"'override {key}: {value}'")
+        if o.is_delete():
+            chosen = choices.get(key, default_choice.get(key))
+            if value is not None and value != chosen:
+                raise ConfigCompositionException(f"Could not delete '{key}={value}'. No match in the defaults list")
+            choices.pop(key, None)
+            deleted.add(key)
+            continue
+        if not isinstance(value, str):
+            raise ConfigCompositionException(f"Config group override must be a string or a list. "
+                                             f"Got {type(value).__name__}")
+        choices[key] = value
+    for group in deleted:  # a deleted group stays deleted, whichever comes first (as in Hydra's defaults list)
+        choices.pop(group, None)
+    return choices, deleted, keys
+
+
+def _apply_key_override(cfg: DictConfig, override, failure: type) -> None:
+    """One key override applied as Hydra's composition applies it (``key=value``, ``+key=value``,
+    ``++key=value``, ``~key[=value]``), raising ``failure`` (Hydra's ``ConfigCompositionException``) with its
+    words and the OmegaConf error it came from, for ``errors.translate`` to read."""
+    from omegaconf import open_dict
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+
+    key, value = override.key_or_group, override.value()
+    try:
+        if override.is_delete():
+            found = OmegaConf.select(cfg, key, throw_on_missing=False)
+            if found is None:
+                raise failure(f"Could not delete from config. '{key}' does not exist.")
+            if value is not None and value != found:
+                raise failure(f"Could not delete from config. The value of '{key}' is {found} and not {value}.")
+            parent, _, last = key.rpartition(".")
+            with open_dict(cfg):
+                del (OmegaConf.select(cfg, parent) if parent else cfg)[last]
+        elif override.is_add():
+            if OmegaConf.select(cfg, key, throw_on_missing=False) is None or isinstance(value, (dict, list)):
+                OmegaConf.update(cfg, key, value, merge=True, force_add=True)
+            else:
+                raise failure(f"Could not append to config. An item is already at '{key}'.")
+        elif override.is_force_add():
+            OmegaConf.update(cfg, key, value, merge=True, force_add=True)
+        else:
+            try:
+                OmegaConf.update(cfg, key, value, merge=True)
+            except (ConfigAttributeError, ConfigKeyError) as exc:
+                raise failure(f"Could not override '{key}'.\nTo append to your config use +{override.input_line}") from exc
+    except OmegaConfBaseException as exc:
+        raise failure(f"Error merging override {override.input_line}") from exc
+
+
+def _changed_leaves(before: dict, after: dict, prefix: str = "") -> Optional[tuple]:
+    """(dotted key, value) for each leaf ``after`` sets differently from ``before`` (lists are leaves);
+    None where ``after`` lacks a key ``before`` has."""
+    if set(before) - set(after):
+        return None
+    out = []
+    for key, value in after.items():
+        old = before.get(key, _UNSET)
+        if isinstance(value, dict) and isinstance(old, dict):
+            inner = _changed_leaves(old, value, f"{prefix}{key}.")
+            if inner is None:
+                return None
+            out += inner
+        elif old is _UNSET or old != value or type(old) is not type(value):
+            out.append((f"{prefix}{key}", value))
+    return tuple(out)
 
 
 _UNSET = object()
@@ -190,10 +360,12 @@ def option_node(group: str, option: str, conf_dir: Optional[Path] = None):
     where the option sets the group to null, ``draft=none``); shared, never to be modified. ``ConfigError``
     where composing the option fails."""
     conf_dir = conf_dir if conf_dir is not None else CONF_DIR
-    found = _composition(conf_dir).option(group, option)
-    if found is None:
-        return compose_config([f"{group}={option}"], conf_dir)[group]  # raises the error, or is Hydra's
-    return found[0]
+    try:
+        return _composition(conf_dir).option(group, option).node
+    except ConfigError:
+        raise
+    except Exception as exc:  # Hydra/OmegaConf raise many types; each is the user's input here
+        raise errors.translate(exc, conf_dir, parse_overrides([f"{group}={option}"])) from None
 
 
 def _without(cfg: DictConfig, group: str) -> dict:
@@ -202,69 +374,11 @@ def _without(cfg: DictConfig, group: str) -> dict:
     return data
 
 
-def assembled(parsed: Sequence, conf_dir: Path = CONF_DIR) -> Optional[DictConfig]:
-    """The config for ``parsed`` (``parse_overrides``) assembled from the once-composed option nodes, before
-    ``finish``; None where it is not assembled and Hydra composes it whole (``compose_config`` does both).
-    Public for the tests that prove an assembled config is Hydra's."""
-    import copy
-
-    choices: dict = {}
-    changes = []
-    for o in parsed:
-        key = o.key_or_group
-        if o.is_sweep_override() or o.is_delete() or o.is_add() or o.is_force_add() or o.package is not None:
-            return None
-        if key in GROUPS:
-            value = o.value()
-            if not isinstance(value, str) or key in choices:
-                return None
-            choices[key] = value
-        elif key.split(".", 1)[0] == "hydra" or key in APP_GROUPS or "/" in key:
-            return None
-        else:  # a key: cache.block_size, layerwise.split_size, model_path
-            changes.append(o)
-    composition = _composition(conf_dir)
-    if composition.default() is None:
-        return None
-    nodes = {}
-    for group, option in choices.items():
-        found = composition.option(group, option)
-        if found is None or not found[1]:  # Hydra cannot compose it, or it changes more than its node
-            return None
-        nodes[group] = found[0]
-    try:
-        found = composition.base(nodes)
-    except Exception:  # a node the default's group cannot hold: composed whole by the caller
-        return None
-    if found is None:
-        return None
-    base, defaults = found
-    # One copy of the default config in which each chosen group's node is a fresh copy of the
-    # option's node (copy.deepcopy's memo substitutes it; the copy re-parents it). Assigning the
-    # nodes after copying would copy each group twice and validate nodes Hydra already typed.
-    # An option that sets its group to null where the default holds a node is assigned after.
-    memo, assigned = {}, {}
-    for group, node in nodes.items():
-        if node is not None:
-            memo[id(defaults[group])] = copy.deepcopy(node)
-        elif defaults[group] is not None:
-            assigned[group] = node
-    cfg = copy.deepcopy(base, memo)
-    try:
-        for group, node in assigned.items():
-            cfg[group] = node
-        for change in changes:  # what Hydra does with a plain key=value override (no +, ~ or @package)
-            OmegaConf.update(cfg, change.key_or_group, change.value(), merge=True)
-    except Exception:  # composed whole by the caller, whose error names the override
-        return None
-    return cfg
-
-
 def finish(cfg: DictConfig, parsed: Sequence, conf_dir: Path = CONF_DIR) -> DictConfig:
     """The checks Hydra's composition leaves out, and ``model_path``; on a composed ``cfg``.
 
-    ``parsed`` are the overrides it was composed with (``parse_overrides``). The app
-    calls this on the config Hydra composed for its job, so a job composes once.
+    ``parsed`` are the overrides it was composed with (``parse_overrides``). ``compose_config`` calls it on
+    every configuration it composes; the tests call it on Hydra's whole composition to compare the two.
     """
     try:
         if any(o.is_add() or o.is_force_add() for o in parsed):

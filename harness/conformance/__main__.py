@@ -30,7 +30,15 @@ import re
 import sys
 from typing import Optional, Sequence
 
+from contract.errors import ConfigError
 from contract.server_flags import DEFAULT_SEMANTICS, SEMANTICS
+from contract.specs import INDEXER_CACHE_DTYPES, KV_CACHE_DTYPES
+from harness.config.build import apply_semantics, build_run_spec, engine_flags
+from harness.config.compose import compose_config
+from harness.config.schema import Config
+from harness.conformance.check import check, flag_notes, log_flag_notes, render, render_json
+from harness.conformance.log import LogError, read_logs
+from harness.paths import CONF_DIR
 from harness.usage import Parser, command, fail, join_flag_values
 
 DISAGREE_EXIT_CODE = 1
@@ -43,9 +51,6 @@ def split_arguments(arguments: Sequence[str]) -> tuple:
     """(logs, overrides, notes): ``key=value`` with a config key (a field of the schema's ``Config`` or a
     folder of ``conf/``) is an override even where a file of that name exists (a note says so); another
     ``key=value`` is a log when it names an existing file, else an override; any other argument is a log."""
-    from harness.config.schema import Config
-    from harness.paths import CONF_DIR
-
     keys = {f.name for f in dataclasses.fields(Config)} | {p.name for p in CONF_DIR.iterdir() if p.is_dir()}
     logs, overrides, notes = [], [], []
     for arg in arguments:
@@ -106,9 +111,6 @@ def check_schema(run) -> None:
     ``max_seqs_per_batch`` -1, ``dp_size`` 0, ...), with the same error line; the spec's rules (world
     divisible by dp * cp, split size >= 1, ...) are judged against the log instead. Checked here, with the
     contract's dtype names (``contract.specs``), not by the reference implementation."""
-    from contract.errors import ConfigError
-    from contract.specs import INDEXER_CACHE_DTYPES, KV_CACHE_DTYPES
-
     c = run.cache  # the schema's bounds, checked here: the harness never asks the code under test
     for name, value, allowed in (("block_size", c.block_size, None), ("kv_cache_dtype", c.kv_cache_dtype, KV_CACHE_DTYPES),
                                  ("indexer_cache_dtype", c.indexer_cache_dtype, INDEXER_CACHE_DTYPES)):
@@ -134,10 +136,6 @@ def check_schema(run) -> None:
 
 @command
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from harness.config.build import apply_semantics, build_run_spec, engine_flags
-    from harness.config.compose import compose_config
-    from harness.conformance.check import check, flag_notes, log_flag_notes, render, render_json
-    from harness.conformance.log import LogError, read_logs
     args = parser().parse_intermixed_args(join_flag_values(sys.argv[1:] if argv is None else list(argv)))
     logs, overrides, arg_notes = split_arguments(args.args)
     if not logs:

@@ -5,7 +5,7 @@ the capacity line) and for which rule, or did it start? That is judged against t
 startup rule (``expected_rejection`` under the adaptation's semantics,
 ``expected_upstream_rejection`` under upstream's) and its estimation rule
 (``expected_estimation_rejection``). Each upstream check message is mapped to the config field
-it guards (``REFUSALS``, with its place in upstream 494f293b5).
+it guards (``contract.upstream_checks``, with its place in upstream 494f293b5).
 
 When the engine started and the spec accepts, every figure it printed is judged. Figures that
 do not depend on the budget (slot sizes, layer counts, dtype, Block info, tensor shapes) must
@@ -23,6 +23,8 @@ import os
 from dataclasses import asdict, dataclass, replace
 from typing import Callable, Optional
 
+from contract.upstream_checks import check_of_message
+from contract.upstream_tensors import PRINTED_CACHES, harness_names
 from harness import oracle
 from harness.conformance.log import (
     MAX_KEPT_LINES,
@@ -40,44 +42,13 @@ from harness.conformance.log import (
 
 MAX_PIECES = 10_000
 
-REFUSALS = (
-    # (text in the check's message, the field it guards, where upstream 494f293b5 checks it)
-    ("layerwise_split_size must be >= 1", "layerwise.split_size", "layerwise_split_layout.h:31"),
-    ("dp_size must be >= 1", "parallel.dp_size", "master.cpp:99"),
-    ("world_size must be > 0", "parallel.world_size", "master.cpp:100"),
-    ("must be divisible by dp_size * cp_size", "parallel.world_size", "master.cpp:102"),
-    ("layerwise_split_size > 1 is only supported for", "model.model_type", "layerwise_split_layout.h:41"),
-    ("must be divisible by layerwise_split_size", "layerwise.split_size", "layerwise_split_layout.h:45"),
-    ("does not support hierarchy host cache", "cache.host_blocks_factor", "master.cpp:114"),
-    ("does not support context parallelism", "parallel.cp_size", "master.cpp:116"),
-    ("does not support KV split", "parallel.kv_split_size", "master.cpp:118"),
-    ("Sleep mode does not support layerwise split", "cache.enable_sleep_mode", "kv_cache.cpp:382"),
-    ("XTensor does not support layerwise split", "cache.enable_xtensor", "kv_cache.cpp:389"),
-    ("KV Cache quantization is only supported on MLU", "cache.kv_cache_dtype", "worker_impl.cpp:517"),
-    ("KV cache quantization is only supported on MLU", "cache.kv_cache_dtype", "kv_cache_utils.cpp:289"),
-    ("Indexer cache INT8 is unsupported on this backend", "cache.indexer_cache_dtype", "kv_cache_utils.cpp:248"),
-    ("does not support linear attention and lighting indexer", "index_n_heads", "worker_impl.cpp:485"),
-    ("does not support index_cache_shape with conv_cache_shape", "index_n_heads", "kv_cache_shape.cpp:76"),
-    ("No layerwise split rank owns a model layer", "layerwise.split_size", "kv_cache_estimation.cpp:182"),
-    ("No memory for one layerwise split block", "cache.kv_budget_bytes", "kv_cache_estimation.cpp:184"),
-    ("max_linear_state_cache_slots requires", "cache.max_linear_state_cache_slots", "kv_cache_estimation.cpp:268"),
-    ("failed to reserve linear state cache", "cache.kv_budget_bytes", "kv_cache_estimation.cpp:524"),
-    ("no memory left for full-attention kv cache", "cache.kv_budget_bytes", "kv_cache_estimation.cpp:535"),
-    ("no n_blocks for kv cache", "cache.kv_budget_bytes", "kv_cache_estimation.cpp:549"),
-    ("no memory for kv cache", "cache.kv_budget_bytes", "llm_engine.cpp:574"),
-    ("no memory left for speculative full-attention kv cache", "cache.kv_budget_bytes", "kv_cache_estimation.cpp:674"),
-    ("no memory for target kv cache", "cache.kv_budget_bytes", "kv_cache_estimation.cpp:648"),
-    ("no memory for draft kv cache", "cache.kv_budget_bytes", "kv_cache_estimation.cpp:650"),
-    ("draft full-attention kv cache slot size must not exceed", "draft", "kv_cache_estimation.cpp:687"),
-)
-"""Upstream's refusal messages on this path and the harness field each one names."""
-
-SHAPE_TENSORS = {"k": ("k", "latent"), "v": ("v", "rope"), "indexer": ("index",),
-                 "indexer cache scale": ("index_scale",), "conv": ("conv",), "ssm": ("recurrent",)}
-"""A ``print_shapes`` line -> the oracle's tensor names it is (GQA or MLA)."""
+SHAPE_TENSORS = {cache: harness_names(getter) for cache, getter in PRINTED_CACHES.items()}
+"""A ``print_shapes`` line -> the oracle's tensor names it is (GQA or MLA), from upstream's names
+(``contract.upstream_tensors``)."""
 ORDER = list(SHAPE_FORMATS)
 """The order ``print_shapes`` prints its lines in."""
-PRINTED_TENSORS = ("k", "v", "latent", "rope", "index", "index_scale", "conv", "recurrent")
+PRINTED_TENSORS = tuple(name for names in SHAPE_TENSORS.values() for name in names)
+"""Every tensor ``print_shapes`` prints, by the oracle's name."""
 TORCH_PRINT_NAMES = {"BFloat16": "bfloat16", "Half": "float16", "Float": "float32", "Char": "int8",
                      "Float8_e4m3fn": "float8_e4m3fn", "Float8_e5m2": "float8_e5m2"}
 """How ``<< torch::ScalarType`` prints a dtype -> the torch name the oracle uses."""
@@ -94,11 +65,10 @@ class Figure:
 
 
 def refusal_field(message: str) -> tuple:
-    """(field, upstream place) an upstream check message guards; (None, '') for another check."""
-    for text, field, where in REFUSALS:
-        if text in message:
-            return field, where
-    return None, ""
+    """(field, upstream place) an upstream check message guards (``contract.upstream_checks``); (None, '') for
+    another check."""
+    row = check_of_message(message)
+    return (row.field, row.where) if row is not None else (None, "")
 
 
 def _same_field(logged: Optional[str], expected: str) -> bool:

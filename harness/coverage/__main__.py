@@ -18,6 +18,7 @@ import sys
 import time
 from typing import Optional
 
+from harness.coverage import fields, mutant_configs, render
 from harness.usage import Parser, command
 
 
@@ -36,8 +37,6 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Optional[list[str]] = None) -> int:
     args = _parser().parse_args(argv)
     if args.what == "mutant-configs":
-        from harness.coverage import mutant_configs
-
         for change in mutant_configs.write():
             if change.what == "left":
                 print(f"note: left {change.path} as it is: not written by this command (its first line is not "
@@ -45,7 +44,6 @@ def main(argv: Optional[list[str]] = None) -> int:
             else:
                 print(f"{change.what} {change.path}", file=sys.stderr)
         return 0
-    from harness.coverage import fields, render
 
     unknown = [f for f in args.field if f not in fields.record_keys()]
     if unknown:

@@ -53,12 +53,14 @@ DP = "@dp>1"
 
 def dp_fields() -> tuple[str, ...]:
     """Per-rank facts, measured again on dp > 1 cases (the corrupted rank is then in the last dp group)."""
+    # implementations.mutants imports torch (3.1 s, python -X importtime): the coverage tables read without it
     from implementations.mutants import field_ids
 
     return tuple(f for f in field_ids() if f.startswith(("RankPlan", "WorkerKVCache", "tensor")))
 
 
 def record_keys() -> tuple[str, ...]:
+    # implementations.mutants imports torch (3.1 s, python -X importtime): the coverage tables read without it
     from implementations.mutants import field_ids
 
     return field_ids() + tuple(f + DP for f in dp_fields())

@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 from typing import NamedTuple
 
+from harness.files import write_atomic
 from harness.paths import CONF_DIR
 
 FOLDER = CONF_DIR / "implementation"
@@ -28,6 +29,7 @@ def render(cls) -> str:
 
 def expected() -> dict[Path, str]:
     """File -> the text the registry gives it."""
+    # implementations.mutants imports torch (3.1 s, python -X importtime): only writing the configs needs it
     from implementations.mutants import MUTANTS
 
     return {FOLDER / f"{cls.name}.yaml": render(cls) for cls in MUTANTS.values()}
@@ -68,8 +70,6 @@ class Change(NamedTuple):
 
 def write() -> list[Change]:
     """Write every file that differs, remove the stale ones; what changed, and the users' files left alone."""
-    from harness.files import write_atomic
-
     changes = []
     for path, text in expected().items():
         if path.is_file() and not is_generated(path) and not _written_before_the_header(path, text):

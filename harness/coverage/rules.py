@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+from harness.mutation.first_catch import FIRST_CATCH
+
 RULES: dict[str, str] = {
     # 2. flags
     "F2.active-iff": "active iff enable_layerwise_split and s > 1; disabled is the uniform allocation",
@@ -170,8 +172,6 @@ def rule_of(mutant: str) -> Optional[str]:
 
 def table() -> str:
     """The rule table: each rule, its mutants and the cases that catch them first (recorded)."""
-    from harness.mutation.first_catch import FIRST_CATCH
-
     lines = ["| rule | what | mutant | first catching case per TC |", "|---|---|---|---|"]
     for rule, text in RULES.items():
         names = MUTANTS.get(rule, ())

@@ -178,7 +178,7 @@ class InProcessRunner:
         if oracle.expected_rejection(run) is not None:  # a startup rule (FEATURE 3): TC-01 names its field
             return self._judged(run, facts, ("TC-01", "TC-03"), refused=True)
         rule = owner_rule(self.judged_as)
-        if oracle.spec_refuses_cards(run) and (rule == SPEC_OWNER_RULE or oracle.expected_split_groups(run) is None):
+        if oracle.spec_refuses_cards(run) and (rule == SPEC_OWNER_RULE or oracle.expected_split_group_tuples(run) is None):
             return self._judged(run, topology_facts(published.plan, run) if error is None else facts, ("TC-03",),
                                 refused=True)
         rejection = oracle.expected_estimation_rejection(run)

@@ -4,13 +4,16 @@
 configuration passed, else the ``Finding`` of the minimal failing one: its configuration, the
 failing checks' messages and a ready ``python -m harness.plan`` command. Hypothesis draws
 several configurations per example (``batch_size``) from a fixed seed with no example
-database, so a run is repeatable and writes nothing; the failing configuration's own bytes are
-then shrunk towards 0 (``shrunk``), not the batch it came in.
+database, so a run is repeatable and writes nothing; the strings it draws are kept per seed and
+count (``drawn_batches``: each implementation explores the same ones) and judged in order until one
+fails; the failing configuration's own bytes are then shrunk towards 0 (``shrunk``), not the batch
+it came in.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Callable, Optional
 
 from hypothesis import HealthCheck, Phase, given, settings
@@ -52,14 +55,6 @@ class Finding:
                           *(f"  {f}" for f in self.failures), "reproduce its plan with:", f"  {self.command()}"])
 
 
-class _Failed(AssertionError):
-    """The first failing configuration of a drawn batch (its bytes are kept beside it)."""
-
-    def __init__(self, failures: tuple[str, ...]):
-        super().__init__("\n".join(failures))
-        self.failures = failures
-
-
 @dataclass
 class Count:
     """What an exploration judged: configurations, refusals, by which checks, and open questions."""
@@ -75,8 +70,6 @@ def explore(runner: InProcessRunner, *, examples: int, allocate: bool, seed: int
             shrink: bool = True, count: Optional[Count] = None) -> Optional[Finding]:
     """Judge ``examples`` drawn configurations; the minimal failing one, or None."""
     count = count if count is not None else Count()
-    failed: dict = {}
-    per_example = batch_size(examples)
 
     def failures_of(data: bytes) -> tuple[str, ...]:
         verdict = runner.verdict(decode(data), allocate=allocate)
@@ -90,26 +83,41 @@ def explore(runner: InProcessRunner, *, examples: int, allocate: bool, seed: int
             return ()
         return verdict.failures
 
+    for data in drawn_batches(seed, examples):
+        for one in slices(data):
+            failures = failures_of(one)
+            if failures:
+                if shrink:
+                    one, failures = shrunk(one, failures, failures_of)
+                return Finding(implementation=runner.implementation, run=decode(one), failures=failures,
+                               impl_overrides=runner.overrides, checked=count.judged)
+    return None
+
+
+BATCHES_REMEMBERED = 16
+"""(seed, count) pairs whose drawn strings ``drawn_batches`` keeps: CI's implementations, the mutants the
+explorer must catch and the reach test each explore the same seed and count."""
+
+
+@lru_cache(maxsize=BATCHES_REMEMBERED)
+def drawn_batches(seed: int, examples: int) -> tuple[bytes, ...]:
+    """The byte strings Hypothesis draws from ``seed`` for ``examples`` configurations, one per batch of
+    ``batch_size(examples)`` (``slices``): its generate phase, with no example database, so the same strings
+    in every process. Drawn once per process and (seed, count) (``BATCHES_REMEMBERED``): every implementation
+    explores from the same seed, and Hypothesis's draws do not depend on what judging finds (a failure only
+    ends the exploration early)."""
+    out = []
+    per_example = batch_size(examples)
+
     @settings(max_examples=examples // per_example, deadline=None, database=None, derandomize=False,
               print_blob=False, phases=(Phase.generate,), suppress_health_check=list(HealthCheck))
     @fixed_seed(seed)
     @given(batch_bytes(per_example))
-    def judged(data):
-        for one in slices(data):
-            failures = failures_of(one)
-            if failures:
-                failed["data"] = one
-                raise _Failed(failures)
+    def collect(data):
+        out.append(data)
 
-    try:
-        judged()
-    except _Failed as exc:
-        data, failures = failed["data"], exc.failures
-        if shrink:
-            data, failures = shrunk(data, failures, failures_of)
-        return Finding(implementation=runner.implementation, run=decode(data), failures=failures,
-                       impl_overrides=runner.overrides, checked=count.judged)
-    return None
+    collect()
+    return tuple(out)
 
 
 SHRINK_PASSES = 4

@@ -427,7 +427,7 @@ def fitting_reserve_mib(run: RunSpec) -> Optional[int]:
     """The largest reserve per rank (whole MiB) at which every card holds its plan (the spec's bytes per
     card, target and draft), or None where the spec refuses or cannot plan the configuration."""
     if (oracle.expected_rejection(run) is not None or oracle.expected_estimation_rejection(run) is not None
-            or oracle.expected_split_groups(run) is None):  # (at a reserve that fits, no card is refused outright)
+            or oracle.expected_split_group_tuples(run) is None):  # (at a reserve that fits, no card is refused outright)
         return None
     ranks_on: dict = {}
     for rank in range(run.parallel.world_size):

@@ -14,6 +14,11 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from contract import bounded_inputs
+from contract.errors import ConfigError
+from harness.files import check_writable, write_atomic
+from harness.mutation import killmatrix, render
+from harness.mutation.render import row_from_json
 from harness.usage import Parser, command, fail
 
 
@@ -32,10 +37,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def _read_rows(folder: Path):
     """The row files under ``folder``; a file that is not a whole row is one ``error:`` line naming it."""
-    from contract import bounded_inputs
-    from contract.errors import ConfigError
-    from harness.mutation.render import row_from_json
-
     if not folder.is_dir():
         raise ConfigError("--rows", str(folder), "a folder of per-mutant row files (*.json)", "no such folder")
     rows = []
@@ -51,6 +52,7 @@ def _read_rows(folder: Path):
 
 def _in_table_order(rows):
     """The reference first, then the mutants in ``MUTANTS`` order."""
+    # implementations.mutants imports torch (3.1 s, python -X importtime): bad options and files are one line before it
     from harness.mutation.killmatrix import REFERENCE
     from implementations.mutants import MUTANTS
 
@@ -61,14 +63,10 @@ def _in_table_order(rows):
 @command
 def main(argv: Optional[list[str]] = None) -> int:
     args = _parser().parse_args(argv)
-    from harness.files import check_writable
-
     check_writable(Path(args.out), "--out")  # first (before torch is imported): a folder this process can write
-    from harness.files import write_atomic
-    from harness.mutation import killmatrix, render
-
     start = time.perf_counter()
     rows = _read_rows(Path(args.rows)) if args.rows else []  # the files first: a broken one costs no torch import
+    # implementations.mutants imports torch (3.1 s, python -X importtime): bad options and files are one line before it
     from implementations.mutants import MUTANTS
 
     unknown = [m for m in args.mutant if m not in MUTANTS]

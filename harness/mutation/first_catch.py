@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from harness.mutation.killmatrix import key_of
+
 FIRST_CATCH: dict[str, dict[str, str]] = {
     "owner_off_by_one": {"TC-01": "deepseek_v32-s2-w4"},
     "linear_split": {"TC-01": "qwen3_5_moe-s2-w4", "TC-02": "qwen3_5_moe-s2-w4", "TC-05": "qwen3_5_moe-s2-w4"},
@@ -83,8 +85,6 @@ FIRST_CATCH: dict[str, dict[str, str]] = {
 
 def from_rows(rows: Iterable) -> dict[str, dict[str, str]]:
     """The table of ``killmatrix.Row``s: each mutant's first catching case in each predicted TC that catches it."""
-    from harness.mutation.killmatrix import key_of
-
     table: dict[str, dict[str, str]] = {}
     for r in rows:
         for tc in r.expected_catchers:

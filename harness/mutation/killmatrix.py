@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 from harness.rankpool import PoolUnavailable, RankSkip, get_pool
+from harness.suites import load_suite
 from harness.suites.execute import pool_runner, run_case
 from harness.suites.expectations import judge
 from harness.suites.matrix import Matrix, load_matrix
@@ -88,13 +89,12 @@ class Row:
 
 def suite_module(tc: str):
     """``TC-03`` -> ``harness.suites.tc03``, checked against ``harness.suites.Suite``."""
-    from harness.suites import load_suite
-
     return load_suite(tc)
 
 
 def implementation_option(name: str) -> str:
     """A mutant's short name (``owner_off_by_one``), its option, or ``reference`` -> the config option."""
+    # implementations.mutants imports torch (3.1 s, python -X importtime): reading and rendering a matrix need none of it
     from implementations.mutants import MUTANTS
 
     if name == REFERENCE or name.startswith("mutant_"):
@@ -181,6 +181,7 @@ def row(implementation: str, *, tcs: Optional[Iterable[str]] = None, matrix: Opt
     The reference is always run on every case (``stop_at_first`` applies to mutants only).
     ``first`` maps a TC to the case to try first there (see ``evaluate``).
     """
+    # implementations.mutants imports torch (3.1 s, python -X importtime): reading and rendering a matrix need none of it
     from implementations.mutants import MUTANTS
 
     option = implementation_option(implementation)
@@ -199,6 +200,7 @@ def full_matrix(*, matrix: Optional[Matrix] = None, stop_at_first: bool = False,
                 pool_getter: Callable[..., Any] = get_pool,
                 progress: Optional[Callable[[Row], None]] = None) -> list[Row]:
     """The reference row, then one row per mutant in registry order."""
+    # implementations.mutants imports torch (3.1 s, python -X importtime): reading and rendering a matrix need none of it
     from implementations.mutants import MUTANTS
 
     matrix = matrix or load()

@@ -9,7 +9,7 @@ from typing import Optional
 
 from harness.config.schema import TC_IDS
 from harness.files import write_json_atomic
-from harness.mutation.killmatrix import REFERENCE, Row
+from harness.mutation.killmatrix import REFERENCE, CaseOutcome, Cell, Row
 
 LEGEND = (
     "Cell: cases of that TC that catch the implementation (problems or failure) / cases run; "
@@ -89,8 +89,6 @@ def to_json(rows: list[Row], **meta) -> dict:
 
 def row_from_json(d: dict) -> Row:
     """Inverse of one entry of ``to_json``'s rows (for tables assembled from per-mutant row files)."""
-    from harness.mutation.killmatrix import CaseOutcome, Cell
-
     cells = {}
     for tc, c in d["cells"].items():
         outcomes = tuple(CaseOutcome(**o) for o in c["outcomes"])

@@ -3,7 +3,7 @@ the target and draft engines of one configuration, their block counts and bytes 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from harness.oracle.inputs import (
@@ -129,8 +129,6 @@ def estimate_capacity(model, cache, *, attn_tp: int, budget_bytes: int, split: i
 
 
 def _replace(cap: Capacity, **changes) -> Capacity:
-    from dataclasses import replace
-
     return replace(cap, **changes)
 
 

@@ -4,6 +4,7 @@ nodes and cards, and the links between them."""
 from __future__ import annotations
 
 from functools import cache, lru_cache
+from itertools import combinations
 from typing import Optional, Sequence
 
 from harness.oracle import readers
@@ -174,7 +175,6 @@ def best_partition(members: Sequence[int], s: int, score) -> Optional[list]:
                 worst = value if worst is None else min(worst, value)
         return worst
 
-    from itertools import combinations
 
     @cache
     def solve(remaining: tuple):
@@ -210,6 +210,12 @@ def expected_split_groups(run, *, rule: str = SPEC_GROUP_RULE) -> Optional[list]
     the ranks of each group on distinct cards."""
     groups = _split_groups(run, rule)
     return None if groups is None else [list(g) for g in groups]
+
+
+def expected_split_group_tuples(run, *, rule: str = SPEC_GROUP_RULE) -> Optional[tuple]:
+    """``expected_split_groups`` as tuples, the one answer per configuration shared by every caller (nothing
+    copied: for a caller that only reads it, or asks whether there is a grouping at all)."""
+    return _split_groups(run, rule)
 
 
 @per_run_any_reserve
@@ -248,7 +254,7 @@ def _topology_groups(world: int, dp: int, cp: int, s: int, links, num_cards: int
 @per_run_any_reserve
 def expected_split_position(run, rank: int, *, rule: str = SPEC_GROUP_RULE) -> tuple:
     """Section 4: (index of the rank's split group, its split rank = position in that group)."""
-    groups = expected_split_groups(run, rule=rule)
+    groups = _split_groups(run, rule)
     if groups is None:
         raise ValueError("no split grouping keeps each group's ranks on distinct cards")
     for index, group in enumerate(groups):
@@ -263,6 +269,13 @@ def expected_owned_full_layers(run, split_rank: int, *, owner_rule: str = SPEC_O
     s = split_size(run)
     if s == 1:
         return full
+    return _owned_full_layers(tuple(full), s, owner_rule, split_rank)
+
+
+@lru_cache(maxsize=4096)
+def _owned_full_layers(full: tuple, s: int, owner_rule: str, split_rank: int) -> tuple:
+    """``expected_owned_full_layers`` once per distinct layers, split size, rule and split rank (a pure function
+    of them: every configuration of a model asks again, a report once per rank)."""
     owner = owner_of_layers(full, s, owner_rule)
     return tuple(layer for layer in full if owner[layer] == split_rank)
 
@@ -274,6 +287,24 @@ def expected_rank_owned_layers(run, rank: int, *, owner_rule: str = SPEC_OWNER_R
         return expected_full_layers(run.model)
     _, position = expected_split_position(run, rank, rule=rule)
     return expected_owned_full_layers(run, position, owner_rule=owner_rule)
+
+
+@per_run_any_reserve
+def expected_rank_rows(run) -> Optional[tuple]:
+    """Sections 3-4, every rank at once: per global rank ((node, card), (dp_rank, cp_rank, tp_rank), its split
+    group (a list of global ranks), its split rank, its owned full layers): what ``expected_rank_location``,
+    ``expected_rank_coordinates``, ``expected_split_position`` and ``expected_rank_owned_layers`` say of it, once
+    per configuration (a check comparing every rank of a plan asks for all of them). None when no grouping keeps
+    each group's ranks on distinct cards."""
+    groups = expected_split_groups(run)
+    if groups is None:
+        return None
+    rows = []
+    for r in range(run.parallel.world_size):
+        index, position = expected_split_position(run, r)
+        rows.append((tuple(expected_rank_location(run, r)), expected_rank_coordinates(run, r), groups[index],
+                     position, tuple(expected_rank_owned_layers(run, r))))
+    return tuple(rows)
 
 
 def expected_upstream_worker_split_rank(run, rank: int) -> int:

@@ -31,8 +31,8 @@ def per_run(compute):
 def per_run_any_reserve(compute):
     """``per_run``, for an answer that depends on a configuration's reserve per card only through its per-rank
     budget (``inputs.run_budget_bytes``): one answer for a configuration and its variants made by
-    ``with_reserved_bytes_per_card`` (same budget, another reserve). The card checks and the start-up rules
-    read the reserve itself and are ``per_run``."""
+    ``with_reserved_bytes_per_card`` (same budget, another reserve): the start-up rules, what cannot be planned,
+    the report, the block counts, the split groups. The card checks read the reserve itself and are ``per_run``."""
     return _remembered(compute, any_reserve=True)
 
 

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
 
+import yaml
+
 from harness.paths import TOPOLOGY_DIR  # the one owner of paths (imports nothing from implementations/)
 
 LINK_KINDS = ("X", "PIX", "PXB", "PHB", "NODE", "SYS")
@@ -84,8 +86,6 @@ def parse_topology_text(text: str, name: str = "topology", source: str = "text")
 
 def parse_topology_yaml(text: str, name: str = "topology", source: str = "yaml") -> OracleTopology:
     """The YAML twin: ``cards: [...]`` and ``links: [[...], ...]``."""
-    import yaml
-
     data = yaml.safe_load(text)
     if not isinstance(data, dict) or "cards" not in data or "links" not in data:
         raise ValueError(f"{source}: expected keys cards and links")

@@ -13,7 +13,7 @@ from harness.oracle.layout import (
     expected_owner,
     expected_rank_location,
     expected_rank_owned_layers,
-    expected_split_groups,
+    expected_split_group_tuples,
 )
 from harness.oracle.memo import per_run, per_run_any_reserve
 from harness.oracle.slots import (
@@ -141,13 +141,13 @@ def spec_refuses_cards(run) -> Optional[str]:
     is enough: if even that overfills a card's HBM with its reserve, no plan can fit.
     """
     s = split_size(run)
-    if s > 1 and expected_split_groups(run) is None:
+    if s > 1 and expected_split_group_tuples(run) is None:
         return "no split grouping keeps each TP group's split groups on distinct cards"
     hw = run.hardware
     n_blocks, _ = expected_block_counts(run, run_budget_bytes(run))
     full = expected_full_layers(run.model)
     owner = expected_owner(full, s)
-    least = min(expected_rank_bytes(run, n_blocks, [l for l in full if owner[l] == r]) for r in range(s))
+    least = min(expected_rank_bytes(run, n_blocks, tuple(l for l in full if owner[l] == r)) for r in range(s))
     ranks_on: dict = {}
     for rank in range(run.parallel.world_size):
         card = expected_rank_location(run, rank)

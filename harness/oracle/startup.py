@@ -24,7 +24,7 @@ from harness.oracle.inputs import (
     upstream_split_size,
 )
 from harness.oracle.layers import expected_full_layers, expected_indexer, has_linear_attention_layers
-from harness.oracle.memo import per_run
+from harness.oracle.memo import per_run_any_reserve
 from harness.oracle.slots import kv_quantized, linear_state_slot_cap
 
 # ---- section 3: startup rules ------------------------------------------------------------------
@@ -59,7 +59,7 @@ def _model_rejection(model, prefix: str) -> Optional[Rejection]:
     return None
 
 
-@per_run
+@per_run_any_reserve  # (no rule reads the reserve per card: a variant at another reserve shares the answer)
 def expected_rejection(run) -> Optional[Rejection]:
     """Section 3: the FIRST startup rule the config breaks, in the contracted order, or None."""
     return _rejection(run, split_size(run), SPLIT_MODEL_TYPES)
@@ -150,7 +150,7 @@ def _rejection(run, active_split: int, model_types: tuple) -> Optional[Rejection
     return None
 
 
-@per_run
+@per_run_any_reserve  # (the reserve reaches it only through the per-rank budget, the same for the variant)
 def expected_estimation_rejection(run, budget_bytes: Optional[int] = None) -> Optional[Rejection]:
     """Sections 5-6: a config that passes startup but cannot be planned (upstream CHECKs):
     explicit linear-state slots above the cap, no memory left after the linear state, a

@@ -41,12 +41,14 @@ class BackendChoice:
 
 def cuda_device_count() -> int:
     """Cards torch can see; 0 where torch has no CUDA (the CPU wheel)."""
+    # the controller chooses a backend without importing torch (3.7 s, python -X importtime): only a question about cards pays it
     import torch
 
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def nccl_available() -> bool:
+    # the controller chooses a backend without importing torch (3.7 s, python -X importtime): only a question about NCCL pays it
     import torch.distributed as dist
 
     return dist.is_available() and dist.is_nccl_available()

@@ -15,6 +15,8 @@ from typing import Any, Optional
 import torch
 import torch.distributed as dist
 
+from harness.private_apis import c10d_group_count, c10d_sequence_number
+
 from . import wire
 from .errors import CollectiveCheckFailed
 
@@ -188,8 +190,6 @@ class RankContext:
         the live group can be kept. None where this torch does not expose them (both are torch
         internals: ``harness.private_apis``); unknown state means the pool is rebuilt.
         """
-        from harness.private_apis import c10d_group_count, c10d_sequence_number
-
         device = torch.device("cuda" if self.backend == "nccl" else "cpu")
         groups = {"world": (dist.group.WORLD, device), "control": (self.control_group, torch.device("cpu"))}
         groups.update({key: (g, device) for key, g in self._groups.items() if self.rank in key})

@@ -41,6 +41,7 @@ from typing import Any, Optional
 
 from contract.errors import UserError
 
+from . import rendezvous
 from .backend import BACKENDS, DEVICE_TYPES, check_seconds, resolve_backend
 from .errors import PoolUnavailable
 from .rank_main import classify, die_with_parent, resolve
@@ -73,8 +74,6 @@ def choose_gloo_interface(agents: int, multi_node: bool) -> Optional[str]:
     Returns the interface gloo will use (None: gloo resolves the hostname). ValueError when
     a world spans several agents without ``--multi-node``.
     """
-    from . import rendezvous
-
     if not multi_node:
         if agents > 1:
             raise ValueError(
@@ -124,6 +123,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         outcome = {"skipped": failed.text}
     watchdog.cancel()
     report(ctx, opts.body, outcome)
+    # torch (3.7 s, python -X importtime) once the command line is checked: a bad one is one line at once
     import torch.distributed as dist
 
     dist.destroy_process_group()
@@ -149,9 +149,10 @@ def fail(ctx: Any, what: str, dump_stacks: bool = False) -> None:
 
 
 def join_group(backend: str, device: str, local_rank: int, timeout_s: float):
+    # torch, and RankContext, which imports it (3.7 s, python -X importtime), once the command line is checked: a
+    # bad one is one line at once
     import torch
 
-    from . import rendezvous
     from .context import RankContext
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
@@ -167,6 +168,7 @@ def join_group(backend: str, device: str, local_rank: int, timeout_s: float):
 
 def report(ctx: Any, ref: str, outcome: dict[str, Any]) -> None:
     """Gather every rank's outcome on rank 0, which prints the JSON line; then clean tmp_dir."""
+    # torch (3.7 s, python -X importtime) once the command line is checked: a bad one is one line at once
     import torch.distributed as dist
 
     gathered: Optional[list[Any]] = [None] * ctx.world_size if ctx.rank == 0 else None

@@ -31,6 +31,8 @@ from collections.abc import Callable
 from multiprocessing.reduction import ForkingPickler
 from typing import Any, Optional
 
+from harness import procfs
+
 from . import rank_main, rendezvous
 from .backend import DEFAULT_MAX_WORLD_SIZE, BackendChoice, check_seconds, check_world_size, resolve_backend
 from .errors import Origin, RankFailure, RankSkip, RankTimeout, origin_of_dump
@@ -532,8 +534,6 @@ class RankPool:
     def _kill_descendants(self) -> None:
         """SIGKILL everything the live ranks started (each rank is a child subreaper, so a ``setsid()``
         grandchild whose parent exited is still its descendant), walking again until none is left."""
-        from harness import procfs
-
         ranks = [p.pid for p in self._procs if p.pid is not None and p.exitcode is None]
         for _ in range(100):
             found = [kid for pid in ranks for kid in procfs.descendants(pid)]
@@ -656,8 +656,6 @@ _FRAME_RE = re.compile(r'File "(.+)", line (\d+) in (\S+)')
 
 def _cpu_ticks(pid: int) -> Optional[int]:
     """utime + stime of a process, in clock ticks (``harness.procfs``); None when it cannot be read."""
-    from harness import procfs
-
     found = procfs.stat(pid)
     return None if found is None else found.cpu_ticks
 

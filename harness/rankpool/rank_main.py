@@ -26,7 +26,10 @@ import unittest
 from typing import Any, Callable, Optional
 
 from contract.interface import NATIVE_LOG_ENV
+from harness import procfs
 
+from . import rendezvous
+from .errors import CollectiveCheckFailed, RankSkip, origin_of
 from .messages import Call, Close, Closed, Done, Failed, Ready, State, StateQuery
 
 PR_SET_PDEATHSIG = 1
@@ -82,7 +85,6 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    from harness import procfs
 
     found = procfs.stat(pid)  # an unreaped zombie is gone for our purpose
     return found is None or not found.zombie
@@ -99,8 +101,6 @@ def resolve(ref: str) -> Callable[..., Any]:
 
 def classify(exc: BaseException) -> Failed:
     """The ``Failed`` message (kind, text, origin) for an exception raised by a body (its call id unset)."""
-    from .errors import CollectiveCheckFailed, RankSkip, origin_of
-
     if isinstance(exc, RankSkip):
         return Failed(None, "skip", exc.reason)
     pytest = sys.modules.get("pytest")  # pytest.skip() in a body (it imported pytest); never import it here
@@ -168,9 +168,8 @@ def main(
 
 
 def start_group(*, rank: int, world_size: int, backend: str, device: str, tmp_dir: str, pg_timeout_s: float):
-    from . import rendezvous
-
     rendezvous.pin_gloo_to_loopback()
+    # the pool's parent imports this module and never imports torch (3.7 s, python -X importtime): ranks only
     import torch
 
     torch.set_num_threads(1)
@@ -179,6 +178,7 @@ def start_group(*, rank: int, world_size: int, backend: str, device: str, tmp_di
     rendezvous.init_from_file_store(
         backend=backend, store_dir=tmp_dir, rank=rank, world_size=world_size, timeout_s=pg_timeout_s
     )
+    # RankContext imports torch: ranks only (the pool's parent imports this module, never torch)
     from .context import RankContext
 
     return RankContext.after_init(local_rank=rank, device=device, tmp_dir=tmp_dir)
@@ -217,6 +217,7 @@ def serve(ctx: Any, conn: Any) -> None:
 def shut_down(conn: Any) -> None:
     """destroy_process_group, say so, and leave without interpreter teardown (the parent bounds the wait)."""
     try:
+        # the pool's parent imports this module and never imports torch (3.7 s, python -X importtime): ranks only
         import torch.distributed as dist
 
         if dist.is_initialized():

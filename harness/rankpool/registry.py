@@ -21,6 +21,8 @@ import time
 from collections import OrderedDict
 from typing import Optional
 
+from contract.errors import ConfigError
+
 from .backend import DEFAULT_MAX_WORLD_SIZE, check_seconds, check_world_size, resolve_backend
 from .pool import RankPool
 
@@ -34,8 +36,6 @@ IDLE_CLOSE_S = {"cpu": 5.0, "cuda": None}
 def configure(*, max_live_ranks: Optional[int]) -> None:
     """Set the cap on live rank processes held by the registry (None: no cap)."""
     if max_live_ranks is not None and (isinstance(max_live_ranks, bool) or not isinstance(max_live_ranks, int) or max_live_ranks < 1):
-        from contract.errors import ConfigError
-
         raise ConfigError("runner.max_live_ranks", max_live_ranks, "an integer >= 1, or null for no cap")
     _settings["max_live_ranks"] = max_live_ranks
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import shutil
 import tempfile
 from typing import Optional
 
@@ -38,8 +39,6 @@ def remove_stale_dirs(root: Optional[str] = None) -> list[str]:
     next pool, the pytest controller at session end and the app at exit sweep its
     folders instead. A folder whose owner is alive, or not this user's, is left alone.
     """
-    import shutil
-
     root = root or tempfile.gettempdir()
     removed = []
     try:
@@ -93,6 +92,7 @@ def pin_gloo_to_loopback() -> None:
 def init_from_file_store(
     *, backend: str, store_dir: str, rank: int, world_size: int, timeout_s: float
 ) -> None:
+    # the pool's parent imports this module and never imports torch (3.7 s, python -X importtime): ranks only
     import torch.distributed as dist
 
     store = dist.FileStore(os.path.join(store_dir, STORE_FILE), world_size)
@@ -107,6 +107,7 @@ def init_from_file_store(
 
 def init_from_env(*, backend: str, timeout_s: float) -> None:
     """env:// rendezvous as set up by torchrun (MASTER_ADDR/PORT, RANK, WORLD_SIZE)."""
+    # the pool's parent imports this module and never imports torch (3.7 s, python -X importtime): ranks only
     import torch.distributed as dist
 
     dist.init_process_group(backend, init_method="env://", timeout=datetime.timedelta(seconds=timeout_s))

@@ -61,15 +61,20 @@ def _spawn_loop() -> None:
 
 
 def other_threads() -> list[threading.Thread]:
-    """The live Python threads besides the main one that a fork could catch holding a lock.
+    """The live Python threads besides the main one that a fork could catch holding a lock
+    (``fork_unsafe_threads`` of this process's threads, its spawner thread and whether it is at work)."""
+    return fork_unsafe_threads(threading.enumerate(), threading.main_thread(), _spawn_thread, _spawner_busy)
 
-    The spawner thread is left out while it waits for work: it then holds none of this module's
-    locks, and a rank never uses its queue. It lives as long as the process once a pool was started
-    from another thread; counting it would make every later pool of that process pay for a
-    forkserver and for each rank's own imports."""
-    main = threading.main_thread()
-    return [t for t in threading.enumerate()
-            if t is not main and not (t is _spawn_thread and not _spawner_busy)]
+
+def fork_unsafe_threads(threads, main: threading.Thread, spawner: Optional[threading.Thread],
+                        spawner_busy: bool) -> list[threading.Thread]:
+    """Of ``threads``, those a fork could catch holding a lock: all but ``main``, and but ``spawner`` while it
+    waits for work (``spawner_busy`` false).
+
+    The spawner thread then holds none of this module's locks, and a rank never uses its queue. It lives
+    as long as the process once a pool was started from another thread; counting it would make every later
+    pool of that process pay for a forkserver and for each rank's own imports."""
+    return [t for t in threads if t is not main and not (t is spawner and not spawner_busy)]
 
 
 def _start_now(procs: list[Any]) -> None:

@@ -7,7 +7,12 @@ import re
 from functools import cache
 from typing import Optional
 
+import allure
+
 from harness.paths import FEATURE_DOC
+from harness.rankpool.errors import RankFailure
+from harness.reporting import attachments
+from harness.reporting.categories import CAUSE_LABEL, ORIGIN_LABEL, XPASS_LABEL, failure_origin
 
 COMPONENTS = {
     "TC-01": "Layerwise allocation",
@@ -83,8 +88,6 @@ def feature_links(tc: str, base: Optional[str] = None) -> list[tuple[str, str]]:
 def apply(case, suite, resolved) -> None:
     """Labels, links and parameters, at fixture setup. Title and description go in ``apply_title``:
     allure-pytest rewrites both when setup ends."""
-    import allure
-
     allure.dynamic.parameter("lw_case", case.id, mode=allure.parameter_mode.HIDDEN)
     allure.dynamic.id(suite.TC)
     allure.dynamic.epic(EPIC)
@@ -115,8 +118,6 @@ def apply(case, suite, resolved) -> None:
 
 def self_test_markers(item) -> list:
     """Allure label marks for a unit or meta test (none for anything else): epic, feature per folder."""
-    import allure
-
     parts = item.nodeid.split("::", 1)[0].split("/")
     if len(parts) < 3 or parts[0] != "testcases" or parts[1] not in ("unit", "meta"):
         return []
@@ -128,8 +129,6 @@ def self_test_markers(item) -> list:
 
 def apply_title(case, suite) -> None:
     """Called in the call phase, after allure-pytest has named the test from its node id."""
-    import allure
-
     allure.dynamic.title(case.title)
     allure.dynamic.description(summary_of(suite.description))
 
@@ -141,20 +140,12 @@ def summary_of(doc: str) -> str:
 
 def mark_xpass(reason: str) -> None:
     """Label a strict expected failure that passed (allure-pytest gives it no message)."""
-    import allure
-
-    from harness.reporting.categories import XPASS_LABEL
-
     allure.dynamic.label(XPASS_LABEL, reason)
 
 
 def mark_origin(exc: BaseException) -> None:
     """Label a failed test with where its exception came from (``results.failure_origin``), decided
     here, from the exception, so the report never reads it back from the traceback's text."""
-    import allure
-
-    from harness.reporting.categories import CAUSE_LABEL, ORIGIN_LABEL, failure_origin
-
     origin = failure_origin(exc)
     allure.dynamic.label(ORIGIN_LABEL, origin.where or "")
     allure.dynamic.label(CAUSE_LABEL, origin.cause)
@@ -179,10 +170,6 @@ def attach_results(item, case, facts, report, excinfo=None, *, representative: b
     """On failure (an expected one too) and for a representative case: the composed config, the
     layout tables and the memory chart; on a rank failure the failing rank's log and one attachment
     with the other ranks'. A passing case carries none (the single-file report stays small)."""
-    import allure
-
-    from harness.reporting import attachments
-
     expected = bool(getattr(report, "wasxfail", ""))  # a known finding: its layout says it, once per case
     failed = not expected and (report.failed or (excinfo is not None and not report.skipped))
     suite = item.module.SUITE
@@ -199,7 +186,6 @@ def attach_results(item, case, facts, report, excinfo=None, *, representative: b
             attachments.attach_layout(view["draft_layout"], name="draft layout", csv=failed)
         if view.get("memory") and not expected:
             attachments.attach_memory_chart(**view["memory"])
-    from harness.rankpool.errors import RankFailure
 
     error = excinfo.value if excinfo is not None else None
     if failed and isinstance(error, RankFailure) and error.rank_errors:

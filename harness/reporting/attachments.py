@@ -20,6 +20,9 @@ import io
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
+import allure
+from omegaconf import OmegaConf
+
 from contract.units import MIB as MiB
 from harness.reporting import svg
 
@@ -344,7 +347,6 @@ def config_yaml(config: Any) -> str:
     """YAML of a composed config (DictConfig, dict or structured dataclass); strings pass through."""
     if isinstance(config, str):
         return config
-    from omegaconf import OmegaConf
 
     return OmegaConf.to_yaml(config)
 
@@ -359,8 +361,6 @@ def rank_log_text(rank: int, text: str) -> str:
 
 def attach_layout(layout: Mapping[str, Any], name: str = "layout", *, csv: bool = True) -> None:
     """The layout as an HTML table (rendered inline; marks and folds) and, with ``csv``, every row as CSV."""
-    import allure
-
     allure.attach(layout_html(layout), name=f"{name} (table)", attachment_type=allure.attachment_type.HTML)
     if csv:
         allure.attach(layout_csv(layout), name=f"{name}.csv", attachment_type=allure.attachment_type.CSV)
@@ -368,14 +368,10 @@ def attach_layout(layout: Mapping[str, Any], name: str = "layout", *, csv: bool 
 
 def attach_memory_chart(ranks: Sequence[int], *, name: str = "per-rank KV memory", **series) -> None:
     """Keyword arguments are those of ``memory_chart_svg``."""
-    import allure
-
     allure.attach(memory_chart_svg(ranks, **series), name=name, attachment_type=allure.attachment_type.SVG)
 
 
 def attach_config(config: Any, name: str = "composed config") -> None:
-    import allure
-
     allure.attach(config_yaml(config), name=name, attachment_type=allure.attachment_type.YAML)
 
 
@@ -397,7 +393,5 @@ def rank_failure_texts(rank_errors: Mapping[int, str], failed_rank: Optional[int
 def attach_rank_failure(rank_errors: Mapping[int, str], failed_rank: Optional[int] = None,
                         other_ranks: str = "") -> None:
     """Two text attachments at most (``RankFailure``): the failing rank's, then the others'."""
-    import allure
-
     for name, text in rank_failure_texts(rank_errors, failed_rank, other_ranks):
         allure.attach(text, name=name, attachment_type=allure.attachment_type.TEXT)

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Optional, Union
 
-from harness.rankpool.errors import Origin
+from harness.rankpool.errors import Origin, RankFailure, origin_of
 from harness.reporting.allure_meta import UPSTREAM_RULE_MARKER, categories_json
 
 PRODUCT, HARNESS, XFAIL, XPASS = "product defect", "harness error", "expected failure", "unexpected pass"
@@ -63,8 +63,6 @@ def template(text: str, limit: int = 200) -> str:
 def failure_origin(exc: BaseException) -> Origin:
     """Where a test's exception comes from: for a rank failure (also one that caused ``exc``), the
     failing rank's own origin (``RankFailure.origin``, set by the pool); else ``exc``'s traceback."""
-    from harness.rankpool.errors import RankFailure, origin_of
-
     seen, link = set(), exc
     while link is not None and id(link) not in seen:
         seen.add(id(link))

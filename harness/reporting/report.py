@@ -29,7 +29,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
-from harness.files import write_atomic
+from contract.errors import UserError
+from harness import signals
+from harness.files import check_writable, write_atomic
 from harness.paths import ALLURE_HISTORY_DIR, ALLURE_REPORT_DIR, ALLURE_RESULTS_DIR, FEATURE_DOC, LOCAL_ALLURE_CLI
 from harness.reporting.categories import ResultShapeError, prepare
 from harness.usage import Parser, command, say_error
@@ -84,9 +86,6 @@ def check_out(out: Path) -> None:
 def check_history(history: Path, out: Path) -> None:
     """``--history`` must be a folder this process can write (checked before the report is built, since it
     is written after), and not the report's own folder (which the next report replaces whole)."""
-    from contract.errors import UserError
-    from harness.files import check_writable
-
     if history.absolute() == out.absolute():
         raise ReportError(f"--history {history} is the report's folder --out; give a folder of its own")
     if os.path.lexists(history) and not history.is_dir():
@@ -297,7 +296,6 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--no-history", action="store_true", help="neither read nor write the trend history")
     parser.add_argument("--name", default=REPORT_NAME, help="the report's title")
     args = parser.parse_args(argv)
-    from harness import signals
 
     try:
         with signals.stop_on_signals():  # SIGTERM / SIGHUP as Ctrl-C: the staging folder goes, --out stays as it was

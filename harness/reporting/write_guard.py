@@ -54,6 +54,7 @@ GUARD_NAME = "lwsplit-write-guard"
 
 def allure_write_guard():
     """A plugin for allure-commons' plugin manager that wraps every writer hook with ``_guard``."""
+    # optional here: a session without allure-pytest never registers the guard (``guard_allure_writes``)
     from allure_commons import hookimpl
 
     class AllureWriteGuard:
@@ -84,6 +85,7 @@ def guard_allure_writes(manager=None) -> None:
     """Register the guard with allure-commons' plugin manager (or ``manager``) once per process."""
     if manager is None:
         try:
+            # optional here: a session without allure-pytest has nothing to guard
             from allure_commons import plugin_manager as manager
         except ImportError:  # allure-pytest absent: nothing to guard
             return

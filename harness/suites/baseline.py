@@ -28,6 +28,7 @@ from pathlib import Path
 
 from harness import oracle
 from harness.paths import BASELINE_PATH, REPO_ROOT  # package data: an installed harness has it too
+from harness.suites.case import resolve
 
 MODELS = ("deepseek_v3", "deepseek_v32", "glm_moe_dsa", "qwen3_5_moe", "qwen3_next", "llama3_8b")
 PARALLEL = ("tp4", "dp2_tp4")
@@ -194,8 +195,6 @@ def _cross_check(run, layers: list[dict], n_blocks: int, per_layer, linear: int)
 
 
 def compute(models=MODELS, parallel=PARALLEL, hardware=HARDWARE) -> dict:
-    from harness.suites.case import resolve
-
     out = {}
     for hw in hardware:
         for par in parallel:

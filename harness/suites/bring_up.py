@@ -11,12 +11,17 @@ from __future__ import annotations
 import dataclasses
 import gc
 import os
+import socket
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional
 
+import torch
 import torch.distributed as dist
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from contract.errors import UserError
+from harness.config.targets import build_implementation_node
 from harness.suites.facts import LeakFacts, MasterError, master_error_of
 from harness.suites.measure import allocator_bytes, distinct_storage_bytes
 
@@ -87,23 +92,22 @@ class RankSession:
         """Drop the harness's references to every worker's cache and to the engine, then count what
         is still alive: weak references to each tensor and (C++ level) to each storage. Nothing of
         a torn-down engine, target or draft, may survive (the seed's "ASAN clean")."""
-        refs = {role: _weak_refs(w.cache) for role, w in self.workers.items() if w.cache is not None}
+        refs = {role: weak_refs(w.cache) for role, w in self.workers.items() if w.cache is not None}
         for worker in self.workers.values():
             worker.cache = None
         self.impl = None
-        alive = {role: _alive(rs) for role, rs in refs.items()}
+        alive = {role: alive_count(rs) for role, rs in refs.items()}
         if any(alive.values()):  # a reference cycle may hold them until a collection
             gc.collect()
-            alive = {role: _alive(rs) for role, rs in refs.items()}
+            alive = {role: alive_count(rs) for role, rs in refs.items()}
         after = allocator_bytes(self.ctx.device)
         return {role: LeakFacts(tracked=len(rs), alive=alive[role], allocator_before=self.allocator_before,
                                 allocator_after=after) for role, rs in refs.items()}
 
 
-def _weak_refs(cache) -> list:
-    import weakref
-
-    from torch.multiprocessing.reductions import StorageWeakRef
+def weak_refs(cache) -> list:
+    """Weak references to every tensor of ``cache`` and to each distinct storage under them: what the leak check
+    counts after the cache is dropped (``alive_count``)."""
 
     out, seen = [], set()
     for t in cache.all_tensors():
@@ -116,17 +120,14 @@ def _weak_refs(cache) -> list:
     return out
 
 
-def _alive(refs: list) -> int:
-    from torch.multiprocessing.reductions import StorageWeakRef
-
+def alive_count(refs: list) -> int:
+    """How many of ``refs`` (``weak_refs``) still point at a live tensor or storage."""
     return sum(1 for r in refs if ((not r.expired()) if isinstance(r, StorageWeakRef) else r() is not None))
 
 
 def instantiate(impl_cfg: dict) -> KVShardingImplementation:
     """The implementation under test, from its config node (``harness.config.targets``: checked,
     arguments bound, then built)."""
-    from harness.config.targets import build_implementation_node
-
     return build_implementation_node(impl_cfg)
 
 
@@ -258,11 +259,10 @@ def _fit_to_card(ctx, run):
     """
     if not ctx.device.startswith("cuda"):
         return run
-    import torch
 
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
     free_bytes, _ = torch.cuda.mem_get_info(ctx.device)
-    sharing = _ranks_on_my_card(ctx)
+    sharing = ranks_on_my_card(ctx)
     share = ctx.all_gather_object(int(free_bytes * 0.9) // (workers * sharing))
     cap = min(share)
     hw = run.hardware
@@ -275,10 +275,8 @@ def _fit_to_card(ctx, run):
 
 
 # -- one card shared by several ranks (gloo with runner device cuda; scripts/check_cards.sh) --
-def _ranks_on_my_card(ctx) -> int:
+def ranks_on_my_card(ctx) -> int:
     """Ranks of this group on this rank's card (same host and device): 1 under NCCL, all of them on a 1-card box."""
-    import socket
-
     where = ctx.all_gather_object((socket.gethostname(), ctx.device))
     return where.count(where[ctx.rank])
 

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from typing import Any, Mapping
+
+from omegaconf import OmegaConf
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ValidationError
+
+from harness.config import errors, schema
+from harness.config.build import build_run_spec, check_implementation_config, spec_from_node
+from harness.config.compose import compose_config, option_node, parse_override
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,12 +52,13 @@ class Case:
         Read without composing (Hydra composition costs ~0.1 s): ids and ordering are
         needed for every case at collection, composition only for the cases a worker runs.
         """
-        par = option_spec("parallel", self.parallel, self._keys("parallel"))
-        lw = option_spec("layerwise", self.layerwise, self._keys("layerwise"))
+        par = option_spec("parallel", self.parallel, self.key_overrides("parallel"))
+        lw = option_spec("layerwise", self.layerwise, self.key_overrides("layerwise"))
         return {"world_size": par.world_size, "dp_size": par.dp_size, "enable": lw.enable,
                 "split_size": lw.split_size}
 
-    def _keys(self, group: str) -> tuple[str, ...]:
+    def key_overrides(self, group: str) -> tuple[str, ...]:
+        """The case's key overrides of ``group`` (``layerwise.split_size=2``, ``~parallel.x``...), in order."""
         return tuple(o for o in self.extra if o.lstrip("+~").startswith(f"{group}."))
 
     @property
@@ -94,8 +103,6 @@ class Resolved:
     @cached_property
     def config_yaml(self) -> str:
         """The whole config as YAML (the report attaches it); rendered when first asked for."""
-        from omegaconf import OmegaConf
-
         return OmegaConf.to_yaml(self.config)
 
 
@@ -112,15 +119,6 @@ def option_spec(group: str, option: str, keys: tuple[str, ...] = ()):
     (option, keys) pairs is asked for thousands of times at collection (without the memo,
     collecting the TC matrix costs 0.5 s more CPU per pytest process).
     """
-    import copy
-
-    from omegaconf import OmegaConf
-    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ValidationError
-
-    from harness.config import errors, schema
-    from harness.config.build import spec_from_node
-    from harness.config.compose import option_node, parse_override
-
     node_schema = {"layerwise": schema.LayerwiseConfig, "parallel": schema.ParallelConfig}[group]
     node = option_node(group, option)
     if keys:
@@ -162,11 +160,6 @@ def adopt(resolved: Mapping[tuple[str, ...], Resolved]) -> None:
 
 
 def _compose_case(overrides: tuple[str, ...]) -> Resolved:
-    from omegaconf import OmegaConf
-
-    from harness.config.build import build_run_spec, check_implementation_config
-    from harness.config.compose import compose_config
-
     cfg = compose_config(list(overrides))
     run = build_run_spec(cfg)
     impl_cfg = OmegaConf.to_container(cfg.implementation, resolve=True)

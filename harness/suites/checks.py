@@ -177,6 +177,10 @@ def _differs(what: str, got, want, **kw) -> list[str]:
     return [] if got == want else [Problem(f"{what}: plan {got!r}, spec {want!r}", **kw)]
 
 
+RANK_FIELDS = ("(node, card)", "(dp_rank, cp_rank, tp_rank)", "split group", "split_rank", "owned_full_layers")
+"""What ``plan_layout_problems`` compares for each rank, in ``oracle.expected_rank_rows``'s order."""
+
+
 def plan_layout_problems(plan, run) -> list[str]:
     """Every layout fact the plan states, against the spec (FEATURE 4-7): the run's shape (world, dp, cp,
     attention TP, split size, active, block size, the hardware profile's KV layout), the model's layers,
@@ -216,21 +220,17 @@ def plan_layout_problems(plan, run) -> list[str]:
     ranks = {rp.rank: rp for rp in plan.ranks}
     if sorted(ranks) != list(range(p.world_size)):
         return out + [Problem(f"plan ranks {sorted(ranks)}, spec 0..{p.world_size - 1}", rule="layout")]
+    rows = oracle.expected_rank_rows(run)  # per rank: (node, card), coordinates, split group, split rank, owned
     for r in range(p.world_size):
         rp = ranks[r]
-        index, position = oracle.expected_split_position(run, r)
-        coords = oracle.expected_rank_coordinates(run, r)
-        for what, got, want in (
-            ("(node, card)", (rp.node, rp.card), tuple(oracle.expected_rank_location(run, r))),
-            ("(dp_rank, cp_rank, tp_rank)", (rp.dp_rank, rp.cp_rank, rp.tp_rank), coords),
-            ("split group", list(plan.split_groups[rp.split_group]) if 0 <= rp.split_group < len(plan.split_groups)
-             else rp.split_group, groups[index]),
-            ("split_rank", rp.split_rank, position),
-            ("owned_full_layers", tuple(rp.owned_full_layers), tuple(oracle.expected_rank_owned_layers(run, r))),
-        ):
-            if got != want:  # (the message is written only for a difference: every rank of every plan is compared)
-                out += _differs(f"rank {r} {what}", got, want, rule="owner-plan" if what == "owned_full_layers"
-                                else "layout", rank=r)
+        got = ((rp.node, rp.card), (rp.dp_rank, rp.cp_rank, rp.tp_rank),
+               list(plan.split_groups[rp.split_group]) if 0 <= rp.split_group < len(plan.split_groups)
+               else rp.split_group, rp.split_rank, tuple(rp.owned_full_layers))
+        if got == rows[r]:  # (every field equal: the messages below are written only for a rank that differs)
+            continue
+        for what, got_one, want in zip(RANK_FIELDS, got, rows[r]):
+            out += _differs(f"rank {r} {what}", got_one, want, rule="owner-plan" if what == "owned_full_layers"
+                            else "layout", rank=r)
     return out
 
 

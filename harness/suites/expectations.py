@@ -28,6 +28,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from contract.errors import UserError
 from harness import oracle
 from harness.baselines import upstream_sources
 from harness.oracle import (
@@ -38,6 +39,7 @@ from harness.oracle import (
     Rejection,  # noqa: F401  (re-exported: the suites' one import)
     memo,
 )
+from implementations.xllm_native.tree.facts import tree_facts
 
 # ---- rejections ---------------------------------------------------------------------------
 
@@ -220,7 +222,7 @@ def card_overflow(run, owner_rule: str = SPEC_OWNER_RULE) -> Optional[str]:
 
 @memo.per_run
 def _card_overflow(run, owner_rule: str) -> Optional[str]:
-    if oracle.expected_split_groups(run) is None:
+    if oracle.expected_split_group_tuples(run) is None:
         return None
     hw = run.hardware
     ranks_on: dict = {}
@@ -397,25 +399,16 @@ def predicted_name(implementation: str, cfg) -> str:
 
 @functools.lru_cache(maxsize=32)
 def _native_label(source_dir, files: str, manifest, _env: str) -> str:
-    from contract.errors import UserError
-    from implementations.xllm_native.native import resolve
-
     try:
-        tree, m, _ = resolve(source_dir, json.loads(files), manifest)
+        facts = tree_facts(source_dir, json.loads(files), manifest)
     except UserError:
         return "xllm_native[unresolved]"  # no predictions: the case itself reports the error
-    if m.compile != "upstream-cut" or upstream_sources.difference(tree, m) is not None:
-        return f"xllm_native[{m.name}]"  # not upstream's own code: the spec judges it alone
-    t = m.tensors
-    compiled_for = t is not None and all(_backend(t.defines_for(layout)) == backend
-                                         for layout, backend in NATIVE_UPSTREAM_BACKENDS.items())
+    if facts.port or upstream_sources.difference(facts) is not None:
+        return f"xllm_native[{facts.manifest_name}]"  # not upstream's own code: the spec judges it alone
+    backends = facts.allocation_backends
+    compiled_for = backends is not None and all(backends.get(layout) == backend
+                                                for layout, backend in NATIVE_UPSTREAM_BACKENDS.items())
     return "xllm_native" if compiled_for else NATIVE_PLANNING_ONLY
-
-
-def _backend(defines) -> str:
-    """The backend an upstream build's defines select (``USE_ILU`` -> ``ilu``); ``cpu`` with none."""
-    backends = sorted(d[len("USE_"):].lower() for d in defines if d.startswith("USE_"))
-    return backends[0] if len(backends) == 1 else "cpu" if not backends else "+".join(backends)
 
 
 def prediction(tc: str, implementation: str, run) -> Optional[Prediction]:

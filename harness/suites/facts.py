@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from contract.errors import UserError
 from harness.suites.measure import tensor_bytes
 
 
@@ -153,8 +154,6 @@ class RankFacts:
 
 
 def master_error_of(exc: BaseException) -> MasterError:
-    from contract.errors import UserError
-
     return MasterError(type=type(exc).__name__, field=exc.field if isinstance(exc, UserError) else None,
                        message=str(exc), user_error=isinstance(exc, UserError),
                        classes=tuple(c.__name__ for c in type(exc).__mro__))

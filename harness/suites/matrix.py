@@ -14,8 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Mapping, Optional, Sequence
 
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
 from contract.errors import ConfigError
 from contract.specs import LayerwiseFlags, ParallelSpec
+from harness.config.compose import parse_override
 from harness.config.schema import TC_IDS
 from harness.paths import CONF_DIR
 from harness.suites.case import Case, option_spec
@@ -141,9 +145,6 @@ def _checked(matrix: Matrix) -> Matrix:
 
 
 def _load(name: str) -> Matrix:
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
     path = CONF_DIR / "matrix" / f"{name}.yaml"
     if not path.is_file():
         raise ConfigError("matrix", name, f"allowed: {', '.join(available('matrix'))}")
@@ -169,8 +170,6 @@ def _drop_equal_options(matrix: Matrix, group: str) -> None:
 
 
 def _apply(matrix: Matrix, item: str) -> None:
-    from harness.config.compose import parse_override
-
     usage = "use key=value, e.g. model=qwen3_5_moe or cache.block_size=64"
     if not isinstance(item, str) or "=" not in item:
         raise ConfigError("--lw-override", item, usage)

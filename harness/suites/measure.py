@@ -58,6 +58,7 @@ def allocator_bytes(device: str) -> int:
     """Bytes the device allocator holds for live tensors (0 on CPU: use storages there)."""
     if not device.startswith("cuda"):
         return 0
+    # torch (3.7 s, python -X importtime): only a CUDA rank reads its allocator; the controller imports this module
     import torch
 
     torch.cuda.synchronize(device)

@@ -24,7 +24,7 @@ from harness.suites.checks import (
     view_problems,
     worker_layout_problems,
 )
-from harness.suites.expectations import Problem, owners_differ, upstream_worker_owners
+from harness.suites.expectations import Problem, expected_rejection, owners_differ, upstream_worker_owners
 from harness.suites.facts import plan_of, run_of
 from harness.suites.standard import (
     REGROUPED,
@@ -147,7 +147,6 @@ def _breaks_a_rule(model, lw, par, hw, keys, draft: str = "none") -> bool:
     (composed with the reference: keys that choose the implementation are not among them)."""
     if not keys:
         return False
-    from harness.suites.expectations import expected_rejection
 
     base = Case(tc=TC, model=model, layerwise=lw, parallel=par, implementation="reference", hardware=hw,
                 draft=draft, extra=tuple(keys))

@@ -22,9 +22,14 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Optional
 
+import torch
+import torch.distributed as dist
+
+from contract.errors import UserError
 from contract.plan_types import TREE_CARDS_NOTE, TREE_GROUPS_NOTE
 from harness import oracle
 from harness.suites import Suite, never
+from harness.suites.bring_up import instantiate
 from harness.suites.case import Case
 from harness.suites.checks import startup_problems
 from harness.suites.expectations import (
@@ -208,11 +213,6 @@ class TopologyFacts(RankFacts):
 
 def body(ctx, run, impl_cfg) -> TopologyFacts:
     """Master plans; every rank joins its real split subgroup and reports who is in it, on which card."""
-    import torch
-    import torch.distributed as dist
-
-    from contract.errors import UserError
-    from harness.suites.bring_up import instantiate
 
     published = None
     if ctx.rank == 0:
@@ -285,7 +285,7 @@ def check(facts: list, run) -> list[str]:
     plan = plan_of(facts)
     if facts[0].unusable:
         return [f"plan cannot form subgroups: {facts[0].unusable}"]
-    problems = _check_groups(plan, run)
+    problems = check_groups(plan, run)
     if plan.kv_layout != run.hardware.kv_layout:  # the profile's layout reaches the plan the workers allocate by
         problems.append(Problem(f"plan kv_layout {plan.kv_layout!r}, hardware profile {run.hardware.name}: "
                                 f"{run.hardware.kv_layout!r}", rule="layout"))
@@ -301,7 +301,7 @@ def spec_refuses_placement(run) -> Optional[str]:
     return oracle.spec_refuses_cards(run) or card_overflow(run)
 
 
-def _check_groups(plan, run) -> list[str]:
+def check_groups(plan, run) -> list[str]:
     world, dp, cp = run.parallel.world_size, run.parallel.dp_size, run.parallel.cp_size
     tp, s = oracle.attn_tp_size(run), oracle.split_size(run)
     topo = run.hardware.topology.name

@@ -28,6 +28,8 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Optional
 
+import torch.distributed as dist
+
 from harness import oracle
 from harness.suites import Suite
 from harness.suites.bring_up import bring_up, engines_for
@@ -161,8 +163,6 @@ def body(ctx, run, impl_cfg, separate: bool = False) -> PropagationFacts:
 
 def _live_coverage(ctx, session, target) -> Coverage:
     """Owned full layers all-gathered over this rank's REAL split subgroup, judged on the rank."""
-    import torch.distributed as dist
-
     groups = [tuple(target.ranks[r] for r in g) for g in session.plan.split_groups]
     others = [(r,) for r in range(ctx.world_size) if r not in target.ranks]
     partition = groups + others

@@ -146,11 +146,11 @@ def _exchange(ctx, run, plan, cache) -> tuple[list[str], dict]:
     members = next(tuple(g) for g in plan.split_groups if r in g)
 
     pattern = Patterns(ctx.device)
-    regions = _regions(cache)
-    problems += _overlaps(r, regions)
-    found, stats["marked_blocks"] = _marked_blocks(r, cache)
+    extents = regions(cache)
+    problems += overlaps(r, extents)
+    found, stats["marked_blocks"] = marked_blocks(r, cache)
     problems += found
-    guards = _fill_guards(regions)
+    guards = _fill_guards(extents)
     stats["guard_windows"] = sum(len(picked) for _, windows in guards for _, picked in windows)
 
     for layer in cache.layers:
@@ -315,7 +315,7 @@ def _read_back(r: int, pattern: Patterns, layer: int, name: str, t) -> list[str]
 # ---- marks ------------------------------------------------------------------------------
 
 
-def _marked_blocks(r: int, cache) -> tuple[list[str], int]:
+def marked_blocks(r: int, cache) -> tuple[list[str], int]:
     """Step 0 of the module docstring: (problems, blocks marked). One vectorised write and one compare per
     tensor: the mark's bytes in the first ``MARK_BYTES`` of each block, read back once all are written."""
     written = []
@@ -363,7 +363,7 @@ def _mark_owner(found) -> str:
 # ---- guards -----------------------------------------------------------------------------
 
 
-def _regions(cache) -> dict:
+def regions(cache) -> dict:
     """Distinct tensor extents -> (labels, tensor). The scratch and its views share one extent."""
     out: dict = {}
     named = [(("scratch", n), t) for n, t in cache.scratch.items()]
@@ -379,7 +379,7 @@ def _label(labels: list) -> str:
     return f"scratch/{first[1]}" if first[0] == "scratch" else f"layer {first[0]}/{first[2]}"
 
 
-def _overlaps(r: int, regions: dict) -> list[str]:
+def overlaps(r: int, regions: dict) -> list[str]:
     """Shared bytes between two layers' tensors: a write to one lands in the other.
 
     Only the scratch and the non-owned layers' views of it may share an extent. Extents are compared by

@@ -22,6 +22,13 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from harness.rankpool import RankSkip
+from harness.rankpool.errors import CollectiveCheckFailed
+from harness.suites import load_suite
+from harness.suites.case import adopt, resolve
+from harness.suites.execute import run_case
+from harness.suites.matrix import load_matrix
+
 PASS, PROBLEMS, FAILED, SKIPPED = "pass", "problems", "failed", "skipped"
 
 
@@ -33,12 +40,6 @@ def run_matrix(ctx, matrix_name: str = "smoke", overrides: Optional[list[str]] =
     cases); None runs every variant. Rank 0 composes the cases that run here and broadcasts
     them; the other ranks adopt them (``harness.suites.case.adopt``) instead of composing.
     """
-    from harness.rankpool import RankSkip
-    from harness.rankpool.errors import CollectiveCheckFailed
-    from harness.suites import load_suite
-    from harness.suites.execute import run_case
-    from harness.suites.matrix import load_matrix
-
     matrix = load_matrix(matrix_name, list(overrides or []))
     out, runs = [], []
     for tc in matrix.tcs:
@@ -82,8 +83,6 @@ def run_matrix(ctx, matrix_name: str = "smoke", overrides: Optional[list[str]] =
 def compose_on_rank_0(ctx, cases: list) -> None:
     """Rank 0 composes ``cases``; every other rank adopts its results. A configuration rank 0
     cannot compose ends the run on every rank with rank 0's message."""
-    from harness.suites.case import adopt, resolve
-
     payload: dict[str, Any] = {}
     if ctx.rank == 0:
         try:

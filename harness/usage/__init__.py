@@ -9,8 +9,6 @@ and keeps its traceback.
 * ``working_directory``: a deleted working directory said plainly;
 * ``stdout_guard``: standard output that cannot be written (``> /dev/full``, a closed pipe);
 * ``command_wrapper``: ``command``, the decorator every ``main`` wears, which puts the above together;
-* ``docs_tooling``: ``docs_writer``, the way to the docs' writer in a checkout for the one command that still
-  records its own block (``harness.native_verdicts --docs``; not imported here: it reaches ``tools/``);
 * holding signals while files that belong together are written: ``harness.signals.signals_deferred``.
 """
 
@@ -35,11 +33,3 @@ __all__ = [
     "command", "fail", "join_flag_values", "one_line", "say_error", "signals_deferred", "user_errors",
 ]
 
-
-def __getattr__(name: str):
-    """``harness.usage.docs_writer`` on first use only, so that importing ``harness.usage`` reaches no ``tools/``."""
-    if name == "docs_writer":
-        from harness.usage.docs_tooling import docs_writer
-
-        return docs_writer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional
 
+from contract.errors import PlanError
 from implementations.mutants.base import Mutant
 from implementations.reference import estimation, kv_bytes, layers
 
@@ -111,8 +112,6 @@ class DraftAdditionalIgnored(Mutant):
 
 def _with_estimates(plan, estimates: dict[int, int], *, uniform_peak: Optional[int] = None):
     """``plan`` with new per-rank estimates and the figures recomputed from them, as a report would."""
-    from implementations.reference import estimation
-
     ranks = tuple(replace(r, estimated_bytes=estimates[r.rank]) for r in plan.ranks)
     peak = estimation.peak_bytes(estimates)
     uniform = plan.uniform_peak_bytes if uniform_peak is None else uniform_peak
@@ -343,8 +342,6 @@ class SlotCapUnchecked(Mutant):
     expected_catchers = ("TC-01",)
 
     def linear_state_slots(self, cache, **figures):
-        from contract.errors import PlanError
-
         try:
             return super().linear_state_slots(cache, **figures)
         except PlanError as exc:

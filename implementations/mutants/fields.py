@@ -19,6 +19,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import torch
+
 from contract.errors import ConfigError
 from contract.interface import ROLES, WorkerKVCache
 from contract.plan_types import DraftPlan, KVPlan, RankPlan
@@ -126,8 +128,6 @@ class FieldMutant(ReferenceImplementation):
 
 
 def _corrupt_tensor(cache: WorkerKVCache, prop: str) -> None:
-    import torch
-
     full = [layer for layer in cache.layers if layer.kind == "full"]
     owned = [layer for layer in full if layer.owned] or full
     layer = owned[-1]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from contract.errors import PlanError
 from implementations.mutants.base import Mutant
 from implementations.reference import layers, validation
 
@@ -55,8 +56,6 @@ class HostCacheWrongField(Mutant):
     expected_catchers = ("TC-01",)
 
     def validate(self, run):
-        from contract.errors import PlanError
-
         if self.is_active(run.layerwise) and run.cache.host_blocks_factor > 1:
             super().validate(replace(run, cache=replace(run.cache, host_blocks_factor=1.0)))
             raise PlanError("n_blocks", 0, "at least one block", "the host cache leaves no device blocks")

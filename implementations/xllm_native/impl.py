@@ -37,22 +37,17 @@ from contract.errors import ConfigError, ImplementationFailure, PlanError, UserE
 from contract.interface import ROLES, LayerCache, WorkerKVCache
 from contract.plan_types import TREE_CARDS_NOTE, TREE_GROUPS_NOTE, DraftPlan, KVPlan
 from contract.specs import ModelSpec, RunSpec
+from contract.upstream_tensors import TENSOR_NAMES, TENSOR_NAMES_MLA
 from implementations.reference import estimation, kv_bytes, layout, validation
-from implementations.xllm_native import build, tensor_lib
 from implementations.xllm_native import manifest as manifest_mod
-from implementations.xllm_native import native as native_mod
+from implementations.xllm_native.build import library as build
 from implementations.xllm_native.manifest import AbsentRoleError
+from implementations.xllm_native.runtime import native as native_mod
+from implementations.xllm_native.runtime import tensor_lib
 from implementations.xllm_upstream.impl import XllmUpstreamImplementation
 
 TORCH_SCALAR_TYPES = {"int8": 1, "float16": 5, "float32": 6, "bfloat16": 15, "fp8_e5m2": 23, "fp8_e4m3": 24}
 """c10::ScalarType codes of the model dtypes ``specs.DTYPE_BYTES`` names (the estimate options' ``dtype``)."""
-
-
-TENSOR_NAMES = {"k": "k", "v": "v", "k_scale": "k_scale", "v_scale": "v_scale", "index": "index",
-                "index_scale": "index_scale", "conv": "conv", "ssm": "recurrent"}
-"""A tensor glue's names (upstream ``KVCache``'s getters) -> the harness's (``harness/oracle/tensors.py``)."""
-TENSOR_NAMES_MLA = {**TENSOR_NAMES, "k": "latent", "v": "rope", "k_scale": "latent_scale", "v_scale": "rope_scale"}
-"""An MLA model's: upstream keeps the latent in the key cache and the rope part in the value cache."""
 
 
 def field_value(run: RunSpec, name: str, fallback: object) -> object:

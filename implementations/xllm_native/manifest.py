@@ -48,6 +48,7 @@ from typing import Optional
 
 from contract.bounded_inputs import loads_yaml, read_input_file
 from contract.errors import PlanError, UserError
+from implementations.xllm_native.tree.cut import defines
 
 log = logging.getLogger("lwsplit.native")
 
@@ -451,8 +452,6 @@ def _allocation(p: Path, data: dict) -> tuple[Optional[Role], Optional[TensorBui
 def check_tree(m: Manifest, root: Path) -> None:
     """``UserError`` for the first thing the manifest names that the tree lacks: a source, an include
     folder, a role's file, a role's function (defined in its file: a call or a declaration is not one), the glue file."""
-    from implementations.xllm_native.build import defines
-
     base = m.base_root()
     if m.base and m.base_manifest is None and (base is None or not base.is_dir()):
         raise _err(m.path, "base", m.base, "an existing folder (the base tree, relative to the manifest)")
@@ -537,8 +536,6 @@ def _folders(root: Path) -> list[Path]:
 def _not_that_tree(m: Manifest, root: Path) -> str:
     """Why ``root``, which has ``m``'s detect files, is still not the tree ``m`` describes (a source missing, a
     role's function not defined in its file); "" when it is."""
-    from implementations.xllm_native.build import defines
-
     for rel in m.sources:
         if not (root / rel).is_file():
             return f"it has no {rel} (sources)"

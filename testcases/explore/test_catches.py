@@ -83,12 +83,13 @@ def test_explorer_catches_what_the_default_matrix_cannot_see(linear_heads_findin
 
 
 def test_printed_command_reproduces_the_plan(linear_heads_finding, capsys):
-    """The shrunk configuration's command, run as ``python -m harness.plan`` runs it, composes exactly what
-    was explored and plans it."""
+    """The shrunk configuration's command, run as ``python -m harness.plan`` runs it, reads exactly what was
+    explored from its file and plans it."""
+    from harness.config import spec_file
     from harness.plan import main
 
     argv = shlex.split(linear_heads_finding.command())[3:]
-    assert resolve(tuple(a for a in argv if a != "--table")).run == linear_heads_finding.run
+    assert argv[:2] == ["--table", spec_file.OPTION] and spec_file.read(argv[2]) == linear_heads_finding.run, argv
     try:
         code = main(argv)
     except SystemExit as exc:  # a config the spec cannot plan: one error line, exit 2
@@ -122,18 +123,19 @@ def _build(runner):
     return instantiate(runner.impl_cfg)
 
 
-def test_reproduce_composes_the_drawn_configuration():
+def test_the_reproduce_file_reads_back_the_drawn_configuration(tmp_path):
     from hypothesis import HealthCheck, given, seed, settings
 
+    from harness.config import spec_file
     from harness.explore.strategies import explorable
 
     @settings(max_examples=12, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @seed(5)
     @given(explorable())
-    def composes(run):
-        assert resolve(tuple(reproduce.overrides(run, ("implementation=reference",)))).run == run
+    def reads_back(run):
+        assert spec_file.read(reproduce.spec_path(run, tmp_path)) == run
 
-    composes()
+    reads_back()
 
 
 # ---- ownership properties (item of the explorer: SGLang's statements) ------------------------

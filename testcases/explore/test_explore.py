@@ -58,3 +58,52 @@ def test_zero_bytes_decode_to_the_simplest_valid_configuration():
     assert oracle.expected_rejection(run) is None and oracle.expected_estimation_rejection(run) is None
     assert not oracle.spec_refuses_cards(run) and oracle.split_size(run) > 1
     assert run.model.num_hidden_layers == 1 and run.draft is None and run.placement is None
+
+
+def test_exploring_judges_the_drawn_strings_in_order_and_stops_at_the_first_failure():
+    """``explore`` judges ``search.drawn_batches``'s strings (Hypothesis's, drawn once per seed and count) one
+    configuration after the other, the configurations ``tools.bench.explore.drawn`` gives, and stops at the
+    first that fails."""
+    from harness.explore.runner import Verdict
+    from harness.explore.search import explore
+    from tools.bench.explore import drawn
+
+    class Recording:
+        implementation, overrides = "recording", ("implementation=reference",)
+
+        def __init__(self, fail_at: int):
+            self.seen, self.fail_at = [], fail_at
+
+        def verdict(self, run, *, allocate):
+            self.seen.append(run)
+            failures = ("planted",) if len(self.seen) == self.fail_at else ()
+            return Verdict(failures=failures, judged_by=("stub",), refused=False)
+
+    want = drawn(16, 11)
+    passing = Recording(fail_at=0)
+    assert explore(passing, examples=16, allocate=False, seed=11, shrink=False) is None
+    assert passing.seen == want
+    failing = Recording(fail_at=5)
+    finding = explore(failing, examples=16, allocate=False, seed=11, shrink=False)
+    assert finding is not None and finding.run is want[4] and failing.seen == want[:5], finding
+
+
+def test_the_oracles_rank_rows_are_its_answers_per_rank():
+    """``oracle.expected_rank_rows`` (what the plan-level check compares every rank with) says of each rank what
+    the oracle's per-rank functions say, on CI's drawn configurations the spec groups (permuted placements, dp,
+    regrouped topologies among them; drawn and decoded once for the whole session)."""
+    from harness import oracle
+    from harness.explore.search import DEFAULT_SEED, drawn_batches
+    from harness.explore.strategies import decode, slices
+
+    checked = 0
+    for run in [decode(one) for data in drawn_batches(DEFAULT_SEED, CI_EXAMPLES[False])[:8] for one in slices(data)]:
+        if oracle.expected_rejection(run) is not None or oracle.expected_split_groups(run) is None:
+            continue
+        groups = oracle.expected_split_groups(run)
+        for r, row in enumerate(oracle.expected_rank_rows(run)):
+            index, position = oracle.expected_split_position(run, r)
+            assert row == (tuple(oracle.expected_rank_location(run, r)), oracle.expected_rank_coordinates(run, r),
+                           groups[index], position, tuple(oracle.expected_rank_owned_layers(run, r))), (run, r)
+        checked += 1
+    assert checked >= 30, checked

@@ -132,9 +132,9 @@ def test_topology_without_any_smi_tool_is_one_error_line(tmp_path):
 
 def ranks_on_my_card(ctx) -> int:
     """Rank body: bring-up's count of ranks sharing this rank's device."""
-    from harness.suites.bring_up import _ranks_on_my_card
+    from harness.suites import bring_up
 
-    return _ranks_on_my_card(ctx)
+    return bring_up.ranks_on_my_card(ctx)
 
 
 @pytest.mark.dist

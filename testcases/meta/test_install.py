@@ -120,6 +120,18 @@ def test_the_wheel_ships_every_file_of_the_package_folders(installed):
     assert not missing, f"{len(missing)} file(s) of the package folders are not in the wheel: {missing[:10]}"
 
 
+def test_the_wheel_ships_no_test_code(installed):
+    """Test-only code stays out of the wheel: the rank bodies the pool's own tests run (``testcases/rank_bodies.py``,
+    once ``harness/rankpool/selftest_bodies.py``) and every other test module; the only TC modules it carries
+    are the copies ``python -m harness`` runs (``harness/_tc``)."""
+    shipped = sorted(p.relative_to(installed).as_posix() for p in installed.rglob("*.py"))
+    test_code = [f for f in shipped if f.startswith("testcases/") or "rank_bodies" in f or "selftest" in f
+                 or (Path(f).name.startswith(("test_", "conftest")) and not f.startswith("harness/_tc/"))]
+    assert [f for f in shipped if f.startswith("harness/_tc/test_tc")], "the wheel carries no TC module: " \
+        "this check would look at nothing"
+    assert not test_code, f"the wheel ships test-only code: {test_code[:10]}"
+
+
 def test_installed_native_adapter_plans_a_tree_from_another_folder(installed, tmp_path):
     """``implementation=xllm_native`` from the wheel: the fixture tree (its own manifest) is built and planned
     from an empty folder (its library in the user's build cache, keyed by the tree's path among the rest: a few

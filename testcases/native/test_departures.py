@@ -23,7 +23,7 @@ from contract.specs import CacheSpec
 from harness import departures, native_verdicts
 from harness.departures import cases
 from harness.departures.judge import JudgedCase, case_tcs, judge
-from implementations.xllm_native import build
+from implementations.xllm_native.build import cache as build_cache
 from testcases.native.test_ports import PORTS, UPSTREAM, real_tree
 from testcases.unit import _models as M
 
@@ -45,7 +45,7 @@ CASES = (JudgedCase(id="qwen-s2", run=run(2), tcs=case_tcs(True)),
 
 
 def impl_of(cache, manifest: str):
-    os.environ[build.ENV_CACHE] = str(cache)
+    os.environ[build_cache.ENV_CACHE] = str(cache)
     from implementations.xllm_native import XllmNativeImplementation
 
     return XllmNativeImplementation(source_dir=str(FIXTURE), manifest=str(FIXTURE / manifest))
@@ -59,7 +59,7 @@ def lists(cache):
         plain = impl_of(cache, "manifest.yaml")
         yield judge(planted, CASES), judge(plain, CASES), planted
     finally:
-        os.environ.pop(build.ENV_CACHE, None)
+        os.environ.pop(build_cache.ENV_CACHE, None)
 
 
 PLANTED = {
@@ -113,7 +113,7 @@ def test_the_command_writes_the_list_and_diffs_two_snapshots(lists, tmp_path, ca
     old = tmp_path / "old"
     old.mkdir()
     (old / departures.DEPARTURES_FILE).write_text(json.dumps(departures.to_json([planted])))
-    monkeypatch.setenv(build.ENV_CACHE, str(cache))
+    monkeypatch.setenv(build_cache.ENV_CACHE, str(cache))
     out = tmp_path / "out"
     code = native_verdicts.main(["--tree", str(FIXTURE), "--manifest", str(FIXTURE / "manifest.yaml"), "--roles-only",
                                  "--models", "qwen3_5_moe", "--layerwise", "s2,s4", "--out", str(out),
@@ -127,7 +127,7 @@ def test_the_command_writes_the_list_and_diffs_two_snapshots(lists, tmp_path, ca
     assert "- gone: **worker**: every rank owns every linear-attention layer" in gone, gone
     assert "- gone: **validation**: start-up refuses what FEATURE 3 refuses" in gone, gone
     assert (out / "departures.md").read_text().startswith("### Departures of fixture_port")
-    assert sorted(p.name for p in out.iterdir()) == ["departures.json", "departures.md"]
+    assert sorted(p.name for p in out.iterdir()) == ["departures.json", "departures.md", "verdicts.json"]
 
 
 def test_a_bad_against_or_out_is_one_error_line_and_exit_2(tmp_path, capsys):
@@ -268,7 +268,7 @@ def test_the_two_snapshots_get_different_lists_and_v3_shows_what_its_master_chec
     ``ModelArgs``) picks the owner by layer id, v2's by full-layer index (the spec's); both keep every linear
     layer owned. v3's master CHECKs on DeepSeek-V3.2 and GLM-5 at s 2 and s 4, which end to end hides its
     estimate's dropped DSA index slot and block counts; nothing calls either snapshot's validators."""
-    monkeypatch.setenv(build.ENV_CACHE, str(cache))
+    monkeypatch.setenv(build_cache.ENV_CACHE, str(cache))
     v2, v3 = _real("p6_v2_1ac802"), _real("p6_v3_latest")
     assert {d.key for d in v2.departures} != {d.key for d in v3.departures}
     text = departures.markdown([v2, v3])
@@ -319,7 +319,7 @@ def test_upstream_lists_only_its_known_departures(cache, monkeypatch):
     """Upstream 494f293b5's list holds only what docs/upstream.md gives as its departures from the spec: it
     supports no Qwen3.5 split (its model types), and its owner rule ``layer_id % s`` is wrong on hybrid models
     (owners, workers, and the block counts of target and draft that follow); nothing on DeepSeek-V3.2 or GLM-5."""
-    monkeypatch.setenv(build.ENV_CACHE, str(cache))
+    monkeypatch.setenv(build_cache.ENV_CACHE, str(cache))
     found = native_verdicts.tree_departures(UPSTREAM, ("qwen3_5_moe", "deepseek_v32", "glm_moe_dsa"),
                                             ("off", "s2", "s4"))
     text = departures.markdown([found])
@@ -345,7 +345,7 @@ def test_upstreams_groups_are_its_compiled_mappings_and_a_strided_copy_is_one_de
     mapping_npu.cpp with its TP groups and ``validate``'s CHECKs): consecutive runs of s ranks, its CHECK on
     attention tp % s fired in the compiled code; a copy whose method takes strided ranks forms other groups, and the
     groups role reads them as one departure (was: the harness's Python model of upstream's groups)."""
-    monkeypatch.setenv(build.ENV_CACHE, str(cache))
+    monkeypatch.setenv(build_cache.ENV_CACHE, str(cache))
     from implementations.xllm_native import XllmNativeImplementation
 
     tree = tmp_path / "upstream"

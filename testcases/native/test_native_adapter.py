@@ -18,7 +18,14 @@ import pytest
 
 from contract.errors import ConfigError, PlanError, UserError
 from contract.specs import CacheSpec, ModelSpec
-from implementations.xllm_native import build, cachefs, native
+from implementations.xllm_native import manifest
+from implementations.xllm_native.build import cache as build_cache
+from implementations.xllm_native.build import cachefs, commands, keys, library
+from implementations.xllm_native.build import generate as generate_mod
+from implementations.xllm_native.runtime import checks, native
+from implementations.xllm_native.tree import cut
+from implementations.xllm_native.tree import files as tree_files
+from implementations.xllm_native.tree.facts import tree_facts
 from testcases import ROOT
 from testcases.unit import _models as M
 
@@ -42,13 +49,13 @@ def run(split=2, *, model=MODEL, world=4, budget=BUDGET, **kw):
 
 @pytest.fixture(scope="module")
 def impl(cache):
-    os.environ[build.ENV_CACHE] = str(cache)
+    os.environ[build_cache.ENV_CACHE] = str(cache)
     try:
         from implementations.xllm_native import XllmNativeImplementation
 
         yield XllmNativeImplementation(source_dir=str(FIXTURE))
     finally:
-        os.environ.pop(build.ENV_CACHE, None)
+        os.environ.pop(build_cache.ENV_CACHE, None)
 
 
 def copy_tree(tmp_path: Path, edit_file: str = "", old: str = "", new: str = "") -> Path:
@@ -97,11 +104,11 @@ def test_the_split_groups_are_the_trees_groups_role_cut_out_of_its_mapping_class
     tree = copy_tree(tmp_path, "xllm/core/framework/parallel_state/mapping_npu.cpp",
                      "groups.emplace_back(tp_group.begin() + at, tp_group.begin() + at + s);",
                      "groups.push_back({tp_group[at / s], tp_group[at / s + tp_group.size() / s]});")
-    os.environ[build.ENV_CACHE] = str(cache)
+    os.environ[build_cache.ENV_CACHE] = str(cache)
     try:
         strided = XllmNativeImplementation(source_dir=str(tree))
     finally:
-        os.environ.pop(build.ENV_CACHE, None)
+        os.environ.pop(build_cache.ENV_CACHE, None)
     assert strided.plan(run(2)).split_groups == ((0, 2), (1, 3))
 
 
@@ -117,20 +124,20 @@ def test_the_trees_own_code_is_compiled_and_a_changed_header_rebuilds_it(tmp_pat
     """A tree whose layout assigns layer l to (l + 1) % s: the plan follows the tree, not the Python model;
     then a header that no role names changes: the cached entry no longer counts (one build for both checks)."""
     tree = copy_tree(tmp_path, LAYOUT, "layer_id % group_size_", "(layer_id + 1) % group_size_")
-    os.environ[build.ENV_CACHE] = str(cache)
+    os.environ[build_cache.ENV_CACHE] = str(cache)
     try:
         from implementations.xllm_native import XllmNativeImplementation
 
         impl = XllmNativeImplementation(source_dir=str(tree))
     finally:
-        os.environ.pop(build.ENV_CACHE, None)
+        os.environ.pop(build_cache.ENV_CACHE, None)
     assert impl.plan(run(2)).layer_owner == tuple((layer, (layer + 1) % 2) for layer in range(6))
-    key = build.source_key(build.tree_map(str(tree)))
-    assert build._find(cache, key) == impl.native.built
+    key = keys.source_key(tree_files.tree_map(str(tree)))
+    assert build_cache.find(cache, key) == impl.native.built
     header = tree / "xllm/core/framework/kv_cache/kv_cache_capacity.h"
     header.write_text(header.read_text() + "// changed\n")  # found through the compiler's -MD list
-    assert build.source_key(build.tree_map(str(tree))) == key
-    assert build._find(cache, key) is None
+    assert keys.source_key(tree_files.tree_map(str(tree))) == key
+    assert build_cache.find(cache, key) is None
 
 
 # ---- refusals: a CHECK names its field --------------------------------------------------------------------
@@ -167,9 +174,9 @@ def test_every_model_dtype_has_a_torch_scalar_type_code():
 
 
 def test_an_unknown_check_names_the_implementation():
-    check = native.Check(file="x.cpp", line=3, condition="CHECK(something_new())", message="")
-    assert native.field_of(check) is None
-    assert native.field_of(replace(check, condition="CHECK_EQ(attn_tp_size % layerwise_split_size, 0)")) \
+    check = checks.Check(file="x.cpp", line=3, condition="CHECK(something_new())", message="")
+    assert checks.field_of(check) is None
+    assert checks.field_of(replace(check, condition="CHECK_EQ(attn_tp_size % layerwise_split_size, 0)")) \
         == "layerwise.split_size"
 
 
@@ -178,35 +185,34 @@ def test_a_checks_condition_is_read_only_from_a_file_inside_the_roots_and_its_fi
     at most ``cachefs.MAX_SOURCE_BYTES``; otherwise it says why it quotes nothing."""
     src = tmp_path / "a.cpp"
     src.write_text('int f() {\n  CHECK_GT(cache_size_in_bytes,\n           0) << "none";\n}\n')
-    assert native.check_condition(str(src), 2, [tmp_path]) == ("CHECK_GT(cache_size_in_bytes, 0)", "")
-    assert native.check_condition(str(src), 2, [src]) == ("CHECK_GT(cache_size_in_bytes, 0)", "")
-    assert native.check_condition(str(src), 2, [tmp_path / "tree"]) == (
+    assert checks.check_condition(str(src), 2, [tmp_path]) == ("CHECK_GT(cache_size_in_bytes, 0)", "")
+    assert checks.check_condition(str(src), 2, [src]) == ("CHECK_GT(cache_size_in_bytes, 0)", "")
+    assert checks.check_condition(str(src), 2, [tmp_path / "tree"]) == (
         "", f"{src} is outside the tree and the build folder")
-    assert native.check_condition("a.cpp", 2, [tmp_path]) == ("", "'a.cpp' is not an absolute path")
+    assert checks.check_condition("a.cpp", 2, [tmp_path]) == ("", "'a.cpp' is not an absolute path")
     big = tmp_path / "big.cpp"
     with open(big, "wb") as f:
         f.truncate(2 * cachefs.MAX_SOURCE_BYTES)  # sparse: 32 MiB without a newline
-    assert native.check_condition(str(big), 1, [tmp_path]) == (
+    assert checks.check_condition(str(big), 1, [tmp_path]) == (
         "", f"line 1 of {big} is not within its first {cachefs.MAX_SOURCE_BYTES >> 20} MiB")
     (tmp_path / "dir.cpp").mkdir()
-    assert native.check_condition(str(tmp_path / "dir.cpp"), 1, [tmp_path]) == ("", f"{tmp_path / 'dir.cpp'} is not a regular file")
+    assert checks.check_condition(str(tmp_path / "dir.cpp"), 1, [tmp_path]) == ("", f"{tmp_path / 'dir.cpp'} is not a regular file")
 
 
 def test_a_fatal_log_of_a_quantized_cache_names_its_field_by_the_message():
     """``LOG(FATAL)`` and ``CHECK(false)`` name nothing in their condition: the message does (upstream's texts)."""
-    fatal = native.Check(file="worker_impl.cpp", line=520, condition="LOG(FATAL)",
+    fatal = checks.Check(file="worker_impl.cpp", line=520, condition="LOG(FATAL)",
                          message="KV Cache quantization is only supported on MLU backend. Current backend does not "
                                  "support this feature.")
-    assert native.field_of(fatal) == "cache.kv_cache_dtype"
+    assert checks.field_of(fatal) == "cache.kv_cache_dtype"
     indexer = replace(fatal, condition="CHECK(false)",
                       message="Check failed: false Indexer cache INT8 is unsupported on this backend.")
-    assert native.field_of(indexer) == "cache.indexer_cache_dtype"
-    assert native.field_of(replace(fatal, message="KV cache too small")) is None
+    assert checks.field_of(indexer) == "cache.indexer_cache_dtype"
+    assert checks.field_of(replace(fatal, message="KV cache too small")) is None
 
 
 def test_upstreams_manifest_builds_its_allocation_for_the_backends_the_predictions_name():
     from harness.suites.expectations import NATIVE_UPSTREAM_BACKENDS
-    from implementations.xllm_native import manifest
 
     t = manifest.load(manifest.SHIPPED_DIR / "upstream_494f293b5.yaml").tensors
     assert set(t.layouts()) == set(NATIVE_UPSTREAM_BACKENDS) == set(manifest.KV_LAYOUTS)
@@ -222,37 +228,39 @@ def test_the_predictions_follow_what_the_manifest_compiles(tmp_path, monkeypatch
     the recording the fixture's, its planning-only manifest would get upstream's modelled workers, until one
     header changes."""
     from harness.baselines import upstream_sources
-    from harness.suites.expectations import NATIVE_PLANNING_ONLY, PREDICTIONS, _native_label
-    from implementations.xllm_native import manifest
+    from harness.suites.expectations import NATIVE_PLANNING_ONLY, PREDICTIONS, predicted_name
 
     upstream = str(manifest.SHIPPED_DIR / "upstream_494f293b5.yaml")
-    assert _native_label(str(FIXTURE), "{}", None, "") == "xllm_native[fixture_tree]" not in PREDICTIONS
-    assert _native_label(str(FIXTURE), "{}", upstream, "") == "xllm_native[unresolved]" not in PREDICTIONS
+
+    def label(source_dir, manifest=None, env=""):  # the environment's tree is part of the memo: a new one reads anew
+        monkeypatch.setenv(tree_files.ENV_SOURCE, env)
+        return predicted_name("xllm_native", {"source_dir": source_dir, "manifest": manifest})
+
+    assert label(str(FIXTURE), env="") == "xllm_native[fixture_tree]" not in PREDICTIONS
+    assert label(str(FIXTURE), upstream) == "xllm_native[unresolved]" not in PREDICTIONS
     tree = copy_tree(tmp_path)
-    t, m, _ = native.resolve(str(tree))
+    facts = tree_facts(str(tree))
     as_if = {g: {rel: upstream_sources.sha256(tree / rel) for rel in rels}
-             for g, rels in upstream_sources.compiled_files(t, m).items()}
+             for g, rels in upstream_sources.compiled_files(facts).items()}
     monkeypatch.setattr(upstream_sources, "recorded", lambda: as_if)
-    assert _native_label(str(tree), "{}", None, "x") == NATIVE_PLANNING_ONLY
+    assert label(str(tree), env="x") == NATIVE_PLANNING_ONLY
     header = tree / "xllm/core/framework/kv_cache/kv_cache_estimation.h"
     header.write_text(header.read_text() + "// changed\n")
-    assert upstream_sources.difference(t, m) == \
+    assert upstream_sources.difference(facts) == \
         "xllm/core/framework/kv_cache/kv_cache_estimation.h is not upstream 494f293b5's (sha256 differs)"
-    assert _native_label(str(tree), "{}", None, "y") == "xllm_native[fixture_tree]"
+    assert label(str(tree), env="y") == "xllm_native[fixture_tree]"
 
 
 # ---- cache -------------------------------------------------------------------------------------------------
 
 
-def test_a_warm_start_does_not_compile(impl, cache, monkeypatch):
-    def no_build(*args, **kwargs):
-        raise AssertionError("compiled again")
-
-    monkeypatch.setattr(build, "_build_locked", no_build)
-    again = build.build(build.tree_map(str(FIXTURE)), root=cache)
-    assert again.library == impl.native.built.library
+def test_a_warm_start_does_not_compile(impl, cache):
+    entries = sorted(cache.iterdir())
+    again = library.build(tree_files.tree_map(str(FIXTURE)), root=cache)
+    assert again.library == impl.native.built.library  # a build places a new entry (``-1``) beside the old one
+    assert sorted(cache.iterdir()) == entries, "a warm start left a new cache entry or build folder"
     manifest = again.manifest
-    assert manifest["source"] == str(FIXTURE) and manifest["flags"] == list(build.CXX_FLAGS)
+    assert manifest["source"] == str(FIXTURE) and manifest["flags"] == list(commands.CXX_FLAGS)
     assert str(FIXTURE / "xllm/core/framework/kv_cache/kv_cache_capacity.h") in manifest["deps"]
 
 
@@ -281,7 +289,7 @@ def test_a_compile_error_names_the_file_and_first_error(tmp_path):
 
 
 def test_no_tree_is_one_error_line(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != build.ENV_SOURCE}
+    env = {k: v for k, v in os.environ.items() if k != tree_files.ENV_SOURCE}
     env["PYTHONPATH"] = str(ROOT)
     proc = subprocess.run([sys.executable, "-m", "harness.plan", "implementation=xllm_native",
                            f"implementation.source_dir={tmp_path / 'none'}"],
@@ -293,7 +301,7 @@ def test_no_tree_is_one_error_line(tmp_path):
 
 def test_a_refusal_is_one_error_line(impl, cache):
     """The CHECK's refusal through harness.plan: one line naming the field, nothing else glog writes."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), build.ENV_CACHE: str(cache)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), build_cache.ENV_CACHE: str(cache)}
     proc = subprocess.run([sys.executable, "-m", "harness.plan", "implementation=xllm_native",
                            f"implementation.source_dir={FIXTURE}", "model=llama3_8b", "layerwise=s2"],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
@@ -306,22 +314,22 @@ def test_a_refusal_is_one_error_line(impl, cache):
 def test_no_compiler(monkeypatch):
     monkeypatch.setenv("CXX", "no-such-compiler-lwsplit")
     with pytest.raises(UserError) as err:
-        build.compiler()
+        commands.compiler()
     assert err.value.field == "CXX" and "C++20 compiler" in str(err.value)
 
 
 def test_not_a_tree():
     with pytest.raises(UserError) as err:
-        build.tree_map(str(FIXTURE / "xllm"))
+        tree_files.tree_map(str(FIXTURE / "xllm"))
     assert err.value.field == "implementation.files.estimation"
-    env = os.environ.pop(build.ENV_SOURCE, None)
+    env = os.environ.pop(tree_files.ENV_SOURCE, None)
     try:
         with pytest.raises(UserError) as err:
-            build.tree_map(None)
-        assert err.value.field == build.FIELD
+            tree_files.tree_map(None)
+        assert err.value.field == tree_files.FIELD
     finally:
         if env is not None:
-            os.environ[build.ENV_SOURCE] = env
+            os.environ[tree_files.ENV_SOURCE] = env
 
 
 # ---- concurrent builds -------------------------------------------------------------------------------------
@@ -329,8 +337,9 @@ def test_not_a_tree():
 _BUILDER = """
 import sys
 from pathlib import Path
-from implementations.xllm_native import build
-print(build.build(build.tree_map(sys.argv[1]), root=Path(sys.argv[2])).library)
+from implementations.xllm_native.build import library
+from implementations.xllm_native.tree import files as tree_files
+print(library.build(tree_files.tree_map(sys.argv[1]), root=Path(sys.argv[2])).library)
 """
 
 
@@ -363,11 +372,11 @@ def test_two_processes_build_once_and_share_it(tmp_path):
 def test_extract_takes_the_definition_not_a_call():
     text = ("int f(int a);\nvoid g() { f(1); if (f(2)) { } }\n// f(3) {\ntemplate <typename T>\n"
             "inline int f(int a) {\n  return a + 1;  // }\n}\nconstexpr int k = f(4);\n")
-    line, snippet = build.extract(text, "f")
+    line, snippet = cut.extract(text, "f")
     assert line == 4 and snippet.startswith("template <typename T>\ninline int f(int a) {")
     assert snippet.endswith("// }\n}")
-    assert build.extract(text, "k") == (8, "constexpr int k = f(4);")
-    assert build.extract(text, "h") is None
+    assert cut.extract(text, "k") == (8, "constexpr int k = f(4);")
+    assert cut.extract(text, "h") is None
 
 
 NPU_FIRST = """#if defined(USE_NPU)
@@ -395,7 +404,7 @@ def test_extract_cuts_the_version_the_preprocessor_keeps(defines, line, body):
     """upstream's master.cpp pattern: an accept-everything version under #if defined(USE_NPU), the real one
     after #else; the cut is the live one under the manifest's defines, at its own line (an unbalanced brace in
     a dropped group inside it does not end it early)."""
-    found, snippet = build.extract(NPU_FIRST, "validate", defines)
+    found, snippet = cut.extract(NPU_FIRST, "validate", defines)
     assert found == line and body in snippet, (found, snippet)
 
 
@@ -408,11 +417,11 @@ def test_the_cut_of_a_tree_with_a_dead_version_first_is_the_real_one(tmp_path):
     path = tree / MASTER
     path.write_text(path.read_text().replace("\n}  // namespace\n", "\n#endif\n}  // namespace\n"))
     gen = tmp_path / "gen"
-    build.generate(build.tree_map(str(tree)), gen)
+    generate_mod.generate(tree_files.tree_map(str(tree)), gen)
     cut = (gen / "lwsplit_master.inc").read_text()
     assert f'#line 16 "{path}"' in cut and "validate_layerwise_split_enablement(" in cut, cut
     assert "int32_t) {}" not in cut
     path.write_text(path.read_text().replace("#if defined(USE_NPU)", "#if __has_include(<npu.h>)"))
     with pytest.raises(UserError) as err:
-        build.generate(build.tree_map(str(tree)), tmp_path / "gen2")
+        generate_mod.generate(tree_files.tree_map(str(tree)), tmp_path / "gen2")
     assert "implementation.files.master=" in str(err.value) and f"{path}:13: #if __has_include" in str(err.value)

@@ -26,7 +26,10 @@ from pathlib import Path
 import pytest
 
 from contract.errors import UserError
-from implementations.xllm_native import build, cachefs
+from implementations.xllm_native.build import cache as build_cache
+from implementations.xllm_native.build import cachefs, commands, keys, library
+from implementations.xllm_native.runtime import native
+from implementations.xllm_native.tree import files as tree_files
 from testcases import ROOT
 
 FIXTURE = Path(__file__).resolve().parent / "fixture_tree"
@@ -124,7 +127,7 @@ def entries(cache: Path) -> list[Path]:
 
 def test_the_cache_folders_are_created_private(tmp_path, fake_cxx):
     cache = tmp_path / "home" / "cache" / "lwsplit"
-    built = build.build(build.tree_map(str(copy_tree(tmp_path / "tree"))), root=cache)
+    built = library.build(tree_files.tree_map(str(copy_tree(tmp_path / "tree"))), root=cache)
     for folder in (tmp_path / "home", tmp_path / "home" / "cache", cache, built.library.parent):
         assert oct(folder.stat().st_mode & 0o777) == oct(0o700), folder
     assert not built.library.stat().st_mode & 0o022
@@ -134,7 +137,7 @@ def test_the_cache_folders_are_created_private(tmp_path, fake_cxx):
 @pytest.mark.parametrize("case", ["another-users", "group-writable", "world-writable", "a-file",
                                   "under-a-folder-anyone-can-swap"])
 def test_a_cache_folder_that_is_not_the_users_own_is_refused_in_one_line(tmp_path, fake_cxx, monkeypatch, case):
-    tree = build.tree_map(str(copy_tree(tmp_path / "tree")))
+    tree = tree_files.tree_map(str(copy_tree(tmp_path / "tree")))
     cache = tmp_path / "cache"
     if case == "a-file":
         cache.write_text("not a folder\n")
@@ -150,10 +153,10 @@ def test_a_cache_folder_that_is_not_the_users_own_is_refused_in_one_line(tmp_pat
             cache.chmod(0o1777)  # a team or /tmp-like folder, even with the sticky bit
         else:
             give_away(cache, monkeypatch)
-    monkeypatch.setenv(build.ENV_CACHE, str(cache))
+    monkeypatch.setenv(build_cache.ENV_CACHE, str(cache))
     with pytest.raises(UserError) as err:
-        build.build(tree)
-    assert err.value.field == build.ENV_CACHE and err.value.value == str(cache)
+        library.build(tree)
+    assert err.value.field == build_cache.ENV_CACHE and err.value.value == str(cache)
     assert "XDG_CACHE_HOME" in str(err.value) and "\n" not in str(err.value)
     assert compiles(fake_cxx) == 0
     if case == "a-file":
@@ -166,7 +169,7 @@ def test_a_cache_reached_through_a_folder_another_user_owns_is_refused(tmp_path,
     """``$TMPDIR/team/cache -> ~/.cache/...`` in another user's 0755 ``team``: its owner could rename a new link
     over ``cache`` at any time. Every folder a name is looked up in counts, the link's own and those on the
     way to its target."""
-    tree = build.tree_map(str(copy_tree(tmp_path / "tree")))
+    tree = tree_files.tree_map(str(copy_tree(tmp_path / "tree")))
     mine = tmp_path / "home" / "cache"
     mine.mkdir(parents=True, mode=0o700)
     team = tmp_path / "team"
@@ -183,7 +186,7 @@ def test_a_cache_reached_through_a_folder_another_user_owns_is_refused(tmp_path,
         cache = tmp_path / "home" / "via"
     os.chown(team, OTHER, OTHER)
     with pytest.raises(UserError) as err:
-        build.build(tree, root=cache)
+        library.build(tree, root=cache)
     assert err.value.value == str(cache) and f"{team}, the folder holding" in str(err.value), str(err.value)
     assert f"owned by uid {OTHER}" in str(err.value) and "\n" not in str(err.value)
     assert compiles(fake_cxx) == 0
@@ -199,20 +202,20 @@ def test_a_group_writable_folder_on_the_way_is_refused_unless_the_group_is_the_u
     (on_the_way / "cache").mkdir(parents=True, mode=0o700)
     os.chown(on_the_way, 0, group)
     on_the_way.chmod(0o775)
-    tree = build.tree_map(str(copy_tree(tmp_path / "tree")))
+    tree = tree_files.tree_map(str(copy_tree(tmp_path / "tree")))
     if refused:
         with pytest.raises(UserError) as err:
-            build.build(tree, root=on_the_way / "cache")
+            library.build(tree, root=on_the_way / "cache")
         assert f"{on_the_way}, the folder holding" in str(err.value) and "mode 0775" in str(err.value)
     else:
-        assert build.build(tree, root=on_the_way / "cache").library.is_file()
+        assert library.build(tree, root=on_the_way / "cache").library.is_file()
 
 
 def test_a_link_to_the_cache_in_a_folder_only_the_user_writes_is_fine(tmp_path, fake_cxx):
     mine = tmp_path / "home" / "cache"
     mine.mkdir(parents=True, mode=0o700)
     (tmp_path / "link").symlink_to(mine)
-    built = build.build(build.tree_map(str(copy_tree(tmp_path / "tree"))), root=tmp_path / "link")
+    built = library.build(tree_files.tree_map(str(copy_tree(tmp_path / "tree"))), root=tmp_path / "link")
     assert built.library.is_file()
 
 
@@ -220,10 +223,9 @@ def test_a_link_to_the_cache_in_a_folder_only_the_user_writes_is_fine(tmp_path, 
 def test_the_library_is_checked_again_when_a_host_opens_it(tmp_path, fake_cxx, how):
     """Between the build's check and a host's start (after any failed call) the entry's library may change: the
     host is handed a descriptor checked then (owner, mode, sha256 against the manifest), never a path."""
-    from implementations.xllm_native import native
 
-    tree = build.tree_map(str(copy_tree(tmp_path / "tree")))
-    built = build.build(tree, root=tmp_path / "cache")
+    tree = tree_files.tree_map(str(copy_tree(tmp_path / "tree")))
+    built = library.build(tree, root=tmp_path / "cache")
     fd = cachefs.open_library(built.library, built.manifest["library_sha256"])
     os.close(fd)
     planted = tmp_path / "planted.so"
@@ -239,29 +241,29 @@ def test_the_library_is_checked_again_when_a_host_opens_it(tmp_path, fake_cxx, h
         os.close(cachefs.open_library(built.library, built.manifest["library_sha256"]))
     with pytest.raises(UserError) as err:
         native.Native(tree, built).call("validate", {})
-    assert err.value.field == build.ENV_CACHE and str(built.library) in str(err.value), str(err.value)
+    assert err.value.field == build_cache.ENV_CACHE and str(built.library) in str(err.value), str(err.value)
 
 
 def test_without_a_home_folder_the_cache_is_never_relative(tmp_path, monkeypatch):
-    monkeypatch.delenv(build.ENV_CACHE, raising=False)
+    monkeypatch.delenv(build_cache.ENV_CACHE, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # the XDG spec: a relative value is ignored
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert build.cache_root() == tmp_path / ".cache" / "lwsplit" / "native"
+    assert build_cache.cache_root() == tmp_path / ".cache" / "lwsplit" / "native"
     monkeypatch.setenv("HOME", "")
     monkeypatch.setattr(os.path, "expanduser", lambda path: path)  # no passwd entry either
     with pytest.raises(UserError) as err:
-        build.cache_root()
-    assert err.value.field == build.ENV_CACHE and "XDG_CACHE_HOME" in str(err.value)
+        build_cache.cache_root()
+    assert err.value.field == build_cache.ENV_CACHE and "XDG_CACHE_HOME" in str(err.value)
 
 
 def test_the_error_names_xdg_cache_home_when_that_chose_the_folder(tmp_path, fake_cxx, monkeypatch):
     xdg = tmp_path / "xdg"
     xdg.mkdir(mode=0o777)
     xdg.chmod(0o777)
-    monkeypatch.delenv(build.ENV_CACHE, raising=False)
+    monkeypatch.delenv(build_cache.ENV_CACHE, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(xdg))
     with pytest.raises(UserError) as err:
-        build.build(build.tree_map(str(copy_tree(tmp_path / "tree"))))
+        library.build(tree_files.tree_map(str(copy_tree(tmp_path / "tree"))))
     assert err.value.field == "XDG_CACHE_HOME" and err.value.value == str(xdg / "lwsplit" / "native")
 
 
@@ -312,57 +314,57 @@ PLANTS = ["entry-of-another-user", "library-of-another-user", "library-group-wri
 
 @pytest.mark.parametrize("how", PLANTS)
 def test_an_entry_not_built_by_the_user_or_damaged_is_never_loaded(tmp_path, fake_cxx, monkeypatch, how):
-    tree = build.tree_map(str(copy_tree(tmp_path / "tree")))
+    tree = tree_files.tree_map(str(copy_tree(tmp_path / "tree")))
     cache = tmp_path / "cache"
-    first = build.build(tree, root=cache)
-    key = build.source_key(tree)
-    assert build._find(cache, key) == first
+    first = library.build(tree, root=cache)
+    key = keys.source_key(tree)
+    assert build_cache.find(cache, key) == first
     _plant(first.library.parent, how, monkeypatch, tmp_path)
-    assert build._find(cache, key) is None
+    assert build_cache.find(cache, key) is None
     if ROOT_USER or how not in ("entry-of-another-user", "library-of-another-user"):
-        again = build.build(tree, root=cache)  # built afresh beside it: no traceback, nothing of it deleted
+        again = library.build(tree, root=cache)  # built afresh beside it: no traceback, nothing of it deleted
         assert compiles(fake_cxx) == 2
         assert again.library.parent != first.library.parent and first.library.parent.exists()
-        assert build._find(cache, key) == again
+        assert build_cache.find(cache, key) == again
 
 
 def test_a_link_at_the_locks_name_is_refused_and_its_target_kept(tmp_path, fake_cxx):
-    tree = build.tree_map(str(copy_tree(tmp_path / "tree")))
+    tree = tree_files.tree_map(str(copy_tree(tmp_path / "tree")))
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o700)
     precious = tmp_path / "precious"
     precious.write_text("a user's file\n")
-    (cache / f"{build.source_key(tree)}.lock").symlink_to(precious)
+    (cache / f"{keys.source_key(tree)}.lock").symlink_to(precious)
     with pytest.raises(UserError) as err:
-        build.build(tree, root=cache)
+        library.build(tree, root=cache)
     assert precious.read_text() == "a user's file\n"
-    assert err.value.field == build.ENV_CACHE and "symbolic link" in str(err.value)
+    assert err.value.field == build_cache.ENV_CACHE and "symbolic link" in str(err.value)
     assert compiles(fake_cxx) == 0
 
 
 def test_a_lock_of_another_user_is_refused(tmp_path, fake_cxx, monkeypatch):
-    tree = build.tree_map(str(copy_tree(tmp_path / "tree")))
+    tree = tree_files.tree_map(str(copy_tree(tmp_path / "tree")))
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o700)
-    lock = cache / f"{build.source_key(tree)}.lock"
+    lock = cache / f"{keys.source_key(tree)}.lock"
     lock.write_text("")
     if not ROOT_USER:
         pytest.skip("giving a file away needs root; the folder itself is checked first otherwise")
     os.chown(lock, OTHER, OTHER)
     with pytest.raises(UserError) as err:
-        build.build(tree, root=cache)
-    assert err.value.field == build.ENV_CACHE and f"uid {OTHER}" in str(err.value)
+        library.build(tree, root=cache)
+    assert err.value.field == build_cache.ENV_CACHE and f"uid {OTHER}" in str(err.value)
     assert compiles(fake_cxx) == 0
 
 
 def test_the_lock_is_not_truncated(tmp_path, fake_cxx):
-    tree = build.tree_map(str(copy_tree(tmp_path / "tree")))
+    tree = tree_files.tree_map(str(copy_tree(tmp_path / "tree")))
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o700)
-    lock = cache / f"{build.source_key(tree)}.lock"
+    lock = cache / f"{keys.source_key(tree)}.lock"
     lock.write_text("kept\n")
     lock.chmod(0o600)
-    build.build(tree, root=cache)
+    library.build(tree, root=cache)
     assert lock.read_text() == "kept\n"
 
 
@@ -381,7 +383,7 @@ def _as_other_user(tree: str, caches: list) -> list:
             lines = []
             for cache in caches:
                 try:
-                    built = build.build(build.tree_map(tree), root=Path(cache))
+                    built = library.build(tree_files.tree_map(tree), root=Path(cache))
                     lines.append(f"built {built.library.parent.parent == Path(cache)}")
                 except UserError as exc:
                     lines.append(f"error: {exc}")
@@ -424,10 +426,10 @@ def test_a_second_user_is_refused_root_s_cache_and_told_when_its_own_is_read_onl
         tree = copy_tree(base / "tree")
         # the project's C++ where the other user can read it: a checkout may sit in a folder only root reads
         cpp = base / "cpp"
-        shutil.copytree(build.CPP_DIR, cpp)
+        shutil.copytree(commands.CPP_DIR, cpp)
         for path in [cpp, *cpp.rglob("*")]:
             path.chmod(0o755 if path.is_dir() else 0o644)
-        monkeypatch.setattr(build, "CPP_DIR", cpp)
+        monkeypatch.setattr(commands, "CPP_DIR", cpp)
         roots = base / "roots-cache"
         roots.mkdir(mode=0o700)
         roots.chmod(0o755)
@@ -439,9 +441,9 @@ def test_a_second_user_is_refused_root_s_cache_and_told_when_its_own_is_read_onl
         team.chmod(0o1777)
         lines = _as_other_user(str(tree), [str(roots), str(readonly), str(team / "u12345")])
         assert len(lines) == 3, lines
-        assert lines[0].startswith(f"error: {build.ENV_CACHE}='{roots}': a cache folder only you (uid {OTHER})")
+        assert lines[0].startswith(f"error: {build_cache.ENV_CACHE}='{roots}': a cache folder only you (uid {OTHER})")
         assert "owned by uid 0" in lines[0]
-        assert lines[1].startswith(f"error: {build.ENV_CACHE}='{readonly}'") and "Permission denied" in lines[1]
+        assert lines[1].startswith(f"error: {build_cache.ENV_CACHE}='{readonly}'") and "Permission denied" in lines[1]
         assert lines[2] == "built True"
         assert list(roots.iterdir()) == [] and list(readonly.iterdir()) == []
         assert (team / "u12345").stat().st_uid == OTHER and (team / "u12345").stat().st_mode & 0o777 == 0o700
@@ -493,10 +495,10 @@ def test_nothing_the_compiler_read_can_change_unseen(tmp_path, fake_cxx, monkeyp
     (kv / "kv_cache_capacity.h").symlink_to(outside)
     monkeypatch.setenv("FAKE_CXX", "gxx-deps")
     cache = tmp_path / "cache"
-    tree_map = build.tree_map(str(tree))
-    built = build.build(tree_map, root=cache)
-    key = build.source_key(tree_map)
-    assert build._find(cache, key) == built
+    tree_map = tree_files.tree_map(str(tree))
+    built = library.build(tree_map, root=cache)
+    key = keys.source_key(tree_map)
+    assert build_cache.find(cache, key) == built
     shadow = tree / "xllm/framework/kv_cache/extra.h"  # "framework/..." is looked up in -I xllm before xllm/core
 
     def escaped_name_edit(undo: bool) -> None:
@@ -516,10 +518,10 @@ def test_nothing_the_compiler_read_can_change_unseen(tmp_path, fake_cxx, monkeyp
     missed = []
     for change in (escaped_name_edit, link_target_edit, shadowing_header):
         change(False)
-        if build._find(cache, key) is not None:
+        if build_cache.find(cache, key) is not None:
             missed.append(change.__name__)
         change(True)
-        assert build._find(cache, key) == built, change.__name__
+        assert build_cache.find(cache, key) == built, change.__name__
     assert missed == []
     assert any(" " in p and "$" in p for p in built.manifest["deps"])
     assert str(outside) in built.manifest["deps"]
@@ -527,8 +529,8 @@ def test_nothing_the_compiler_read_can_change_unseen(tmp_path, fake_cxx, monkeyp
 
 def test_the_include_search_path_is_in_the_key(tmp_path):
     tree = copy_tree(tmp_path / "tree")
-    assert build.source_key(build.tree_map(str(tree))) != build.source_key(
-        build.tree_map(str(tree), {"include_dirs": "xllm/core,xllm"}))
+    assert keys.source_key(tree_files.tree_map(str(tree))) != keys.source_key(
+        tree_files.tree_map(str(tree), {"include_dirs": "xllm/core,xllm"}))
 
 
 # ---- bounded builds -----------------------------------------------------------------------------------------
@@ -559,7 +561,7 @@ def test_a_compiler_that_hangs_is_stopped_at_the_limit_with_its_children(tmp_pat
     cache = tmp_path / "cache"
     started = time.monotonic()
     with pytest.raises(UserError) as err:
-        build.build(build.tree_map(str(copy_tree(tmp_path / "tree"))), root=cache)
+        library.build(tree_files.tree_map(str(copy_tree(tmp_path / "tree"))), root=cache)
     assert time.monotonic() - started < 30
     assert err.value.field == "CXX" and err.value.value == os.environ["CXX"]
     assert TIMEOUT in str(err.value) and "0.8 s" in str(err.value)
@@ -571,7 +573,7 @@ def test_a_compiler_that_hangs_on_version_is_one_error(tmp_path, fake_cxx, monke
     monkeypatch.setenv("FAKE_CXX", "hang-version")
     monkeypatch.setenv(TIMEOUT, "1")
     with pytest.raises(UserError) as err:
-        build.build(build.tree_map(str(copy_tree(tmp_path / "tree"))), root=tmp_path / "cache")
+        library.build(tree_files.tree_map(str(copy_tree(tmp_path / "tree"))), root=tmp_path / "cache")
     assert err.value.field == "CXX" and "--version" in str(err.value)
 
 
@@ -579,7 +581,7 @@ def test_a_compiler_that_hangs_on_version_is_one_error(tmp_path, fake_cxx, monke
 def test_a_bad_build_timeout_names_the_setting(monkeypatch, value):
     monkeypatch.setenv(TIMEOUT, value)
     with pytest.raises(UserError) as err:
-        build.build_timeout()
+        commands.build_timeout()
     assert err.value.field == TIMEOUT and "(0, 86400]" in str(err.value)
 
 
@@ -587,10 +589,11 @@ _BUILDER = """
 import signal
 import sys
 from pathlib import Path
-from implementations.xllm_native import build
+from implementations.xllm_native.build import library
+from implementations.xllm_native.tree import files as tree_files
 signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, whatever the test runner ignores
 signal.signal(signal.SIGTERM, signal.SIG_DFL)
-build.build(build.tree_map(sys.argv[1]), root=Path(sys.argv[2]))
+library.build(tree_files.tree_map(sys.argv[1]), root=Path(sys.argv[2]))
 """
 
 
@@ -635,7 +638,7 @@ def test_a_huge_role_file_is_refused_by_name_without_reading_it_whole(tmp_path, 
     with open(big, "ab") as f:
         f.truncate(cachefs.MAX_SOURCE_BYTES + 1)
     with pytest.raises(UserError) as err:
-        build.build(build.tree_map(str(tree)), root=tmp_path / "cache")
+        library.build(tree_files.tree_map(str(tree)), root=tmp_path / "cache")
     assert err.value.field == "implementation.files.support" and str(big) in str(err.value)
     assert "16 MiB" in str(err.value) and compiles(fake_cxx) == 0
 
@@ -644,8 +647,8 @@ def test_a_full_disk_is_blamed_on_the_cache_not_the_tree(tmp_path, fake_cxx, mon
     monkeypatch.setenv("FAKE_CXX", "enospc")
     cache = tmp_path / "cache"
     with pytest.raises(UserError) as err:
-        build.build(build.tree_map(str(copy_tree(tmp_path / "tree"))), root=cache)
-    assert err.value.field == build.ENV_CACHE and err.value.value == str(cache)
+        library.build(tree_files.tree_map(str(copy_tree(tmp_path / "tree"))), root=cache)
+    assert err.value.field == build_cache.ENV_CACHE and err.value.value == str(cache)
     assert "room" in str(err.value) and "No space left on device" in str(err.value)
     assert "does not compile" not in str(err.value)
     assert entries(cache) == []
@@ -662,34 +665,34 @@ def test_a_full_disk_while_writing_the_entry_is_blamed_on_the_cache(tmp_path, fa
     monkeypatch.setattr(Path, "write_text", full)
     cache = tmp_path / "cache"
     with pytest.raises(UserError) as err:
-        build.build(build.tree_map(str(copy_tree(tmp_path / "tree"))), root=cache)
-    assert err.value.field == build.ENV_CACHE and "No space left on device" in str(err.value)
+        library.build(tree_files.tree_map(str(copy_tree(tmp_path / "tree"))), root=cache)
+    assert err.value.field == build_cache.ENV_CACHE and "No space left on device" in str(err.value)
     assert entries(cache) == []
 
 
 def test_a_tree_path_that_is_not_utf8_is_one_error(tmp_path, fake_cxx):
     tree = copy_tree(tmp_path / os.fsdecode(b"caf\xe9") / "tree")
     with pytest.raises(UserError) as err:
-        build.build(build.tree_map(str(tree)), root=tmp_path / "cache")
-    assert err.value.field == build.FIELD and "UTF-8" in str(err.value)
+        library.build(tree_files.tree_map(str(tree)), root=tmp_path / "cache")
+    assert err.value.field == tree_files.FIELD and "UTF-8" in str(err.value)
 
 
 def test_a_cache_path_that_is_not_utf8_works(tmp_path, fake_cxx):
     cache = tmp_path / os.fsdecode(b"cach\xe9")
-    built = build.build(build.tree_map(str(copy_tree(tmp_path / "tree"))), root=cache)
-    assert built.library.is_file() and build._find(cache, built.manifest["key"]) == built
+    built = library.build(tree_files.tree_map(str(copy_tree(tmp_path / "tree"))), root=cache)
+    assert built.library.is_file() and build_cache.find(cache, built.manifest["key"]) == built
 
 
 @pytest.mark.slow  # the command itself
 def test_a_cache_that_is_a_file_is_one_error_line_from_harness_plan(tmp_path):
     cache = tmp_path / "cache"
     cache.write_text("")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), build.ENV_CACHE: str(cache)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), build_cache.ENV_CACHE: str(cache)}
     proc = subprocess.run([sys.executable, "-m", "harness.plan", "implementation=xllm_native",
                            f"implementation.source_dir={FIXTURE}", "model=deepseek_v32", "layerwise=off"],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.startswith(f"error: {build.ENV_CACHE}='{cache}'") and proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith(f"error: {build_cache.ENV_CACHE}='{cache}'") and proc.stderr.count("\n") == 1
     assert "not a folder" in proc.stderr and "XDG_CACHE_HOME" in proc.stderr
 
 
@@ -699,6 +702,6 @@ def test_a_compiler_that_cannot_be_started_is_one_error(tmp_path, monkeypatch):
     cxx.chmod(0o755)
     monkeypatch.setenv("CXX", str(cxx))
     with pytest.raises(UserError) as err:
-        build.build(build.tree_map(str(copy_tree(tmp_path / "tree"))), root=tmp_path / "cache")
+        library.build(tree_files.tree_map(str(copy_tree(tmp_path / "tree"))), root=tmp_path / "cache")
     assert err.value.field == "CXX" and "a C++20 compiler this user can run" in str(err.value)
     assert entries(tmp_path / "cache") == []

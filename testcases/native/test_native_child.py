@@ -23,7 +23,10 @@ import pytest
 from contract.errors import ImplementationFailure, PlanError, UserError
 from contract.specs import CacheSpec
 from harness import procfs
-from implementations.xllm_native import build, cachefs, host, native
+from implementations.xllm_native.build import cache as build_cache
+from implementations.xllm_native.build import cachefs, library
+from implementations.xllm_native.runtime import host, host_client, native, tensor_lib
+from implementations.xllm_native.tree import files as tree_files
 from testcases import ROOT
 from testcases.native.test_native_adapter import BUDGET, ESTIMATION, FIXTURE, LAYER, MODEL
 from testcases.unit import _models as M
@@ -125,23 +128,23 @@ def faulty_tree(base: Path) -> Path:
 def tree(tmp_path_factory, cache):
     base = tmp_path_factory.mktemp("faulty")
     path = faulty_tree(base)
-    os.environ[build.ENV_CACHE] = str(cache)
+    os.environ[build_cache.ENV_CACHE] = str(cache)
     try:
-        build.build(build.tree_map(str(path)))
+        library.build(tree_files.tree_map(str(path)))
     finally:
-        os.environ.pop(build.ENV_CACHE, None)
+        os.environ.pop(build_cache.ENV_CACHE, None)
     return path
 
 
 @pytest.fixture(scope="module")
 def impl(tree, cache):
-    os.environ[build.ENV_CACHE] = str(cache)
+    os.environ[build_cache.ENV_CACHE] = str(cache)
     try:
         from implementations.xllm_native import XllmNativeImplementation
 
         yield XllmNativeImplementation(source_dir=str(tree), timeout_s=LIMIT_S)
     finally:
-        os.environ.pop(build.ENV_CACHE, None)
+        os.environ.pop(build_cache.ENV_CACHE, None)
 
 
 def run(fault: str = ""):
@@ -153,7 +156,7 @@ def run(fault: str = ""):
 
 def host_pids(parent: int) -> list[int]:
     """The host processes ``parent`` started (its children running host.py: each the keeper of one host)."""
-    return [pid for pid in procfs.children(parent) if str(native.HOST) in (procfs.cmdline(pid) or "")]
+    return [pid for pid in procfs.children(parent) if str(host_client.HOST) in (procfs.cmdline(pid) or "")]
 
 
 def library_host(keeper: int) -> int:
@@ -380,7 +383,7 @@ def test_a_reply_longer_than_the_cap_is_a_failure_naming_its_size(impl, tree):
         impl.plan(run("huge-reply"))
     assert time.monotonic() - started < LIMIT_S  # not the time limit
     assert str(err.value) == (f"xllm_native tree {tree}: the compiled estimate answered a reply of {0xFFFFFF00} bytes, "
-                              f"more than the {native.MAX_REPLY_BYTES >> 20} MiB a reply may hold; its process was killed")
+                              f"more than the {host_client.MAX_REPLY_BYTES >> 20} MiB a reply may hold; its process was killed")
     assert impl.plan(run()).n_blocks == BUDGET // (4 * LAYER)
 
 
@@ -479,8 +482,8 @@ def test_a_forked_process_starts_its_own_host(impl):
 def test_a_library_that_cannot_be_opened_is_one_failure(tmp_path):
     bad = tmp_path / "liblwsplit_native.so"
     bad.write_bytes(b"not an ELF file")
-    tree_map = build.tree_map(str(FIXTURE))
-    lib = native.Native(tree_map, build.Built(library=bad, manifest={"library_sha256": cachefs.private_sha(bad)}))
+    tree_map = tree_files.tree_map(str(FIXTURE))
+    lib = native.Native(tree_map, build_cache.Built(library=bad, manifest={"library_sha256": cachefs.private_sha(bad)}))
     with pytest.raises(ImplementationFailure) as err:
         lib.call("validate", {})
     assert f"the library {bad} could not be opened" in str(err.value)
@@ -491,7 +494,7 @@ def test_the_host_ends_when_its_parent_is_killed(tree, cache):
     script = ("import os, sys\nfrom implementations.xllm_native import XllmNativeImplementation\n"
               "from testcases.native.test_native_child import run\n"
               "impl = XllmNativeImplementation(source_dir=sys.argv[1], timeout_s=600)\nimpl.plan(run('loop'))\n")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), build.ENV_CACHE: str(cache)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), build_cache.ENV_CACHE: str(cache)}
     proc = subprocess.Popen([sys.executable, "-c", script, str(tree)], env=env, cwd=ROOT)
     try:
         hosts = wait_for_host(proc)
@@ -531,7 +534,7 @@ def wait_for_host(proc: subprocess.Popen, seconds: float = 60) -> list[int]:
 
 
 def plan_command(tree: Path, cache: Path, *extra: str, **kw) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), build.ENV_CACHE: str(cache)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), build_cache.ENV_CACHE: str(cache)}
     return subprocess.Popen([sys.executable, "-m", "harness.plan", "implementation=xllm_native",
                              f"implementation.source_dir={tree}", "model=llama3_8b", "layerwise=off", *extra],
                             env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
@@ -571,7 +574,7 @@ def test_a_signal_during_a_call_ends_the_controller_and_its_host(tree, cache, si
 def test_a_plan_sweep_with_a_crashing_job_finishes_the_others(tree, cache, tmp_path):
     """mode=plan: the job whose tree aborts is an error naming the crash; the other job plans and the sweep
     writes its results."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), build.ENV_CACHE: str(cache), build.ENV_SOURCE: str(tree)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), build_cache.ENV_CACHE: str(cache), tree_files.ENV_SOURCE: str(tree)}
     proc = subprocess.run([sys.executable, "-m", "harness", "-m", "mode=plan", "implementation=xllm_native",
                            "model=llama3_8b", "layerwise=off", f"cache.block_size=16,{FAULTS['abort']}",
                            f"hydra.sweep.dir={tmp_path / 'sweep'}"],
@@ -590,7 +593,7 @@ def test_a_tc_case_whose_tree_aborts_fails_with_its_last_output_and_the_session_
     time limit, with the crash and the tree's last output; the session runs the tests after it and ends
     with its failures counted (exit 1), not an internal error."""
     case = "testcases/tc/test_tc02_estimation.py::test_tc02[llama3_8b-off-w4-xllm_native]"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), build.ENV_CACHE: str(cache), build.ENV_SOURCE: str(tree)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), build_cache.ENV_CACHE: str(cache), tree_files.ENV_SOURCE: str(tree)}
     env.pop("LW_ALLUREDIR", None)
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "-n", "0",
@@ -623,7 +626,6 @@ def test_a_rank_reads_a_deeply_nested_allocate_reply_as_the_trees_failure():
     """The rank's tensor library reads its reply as the host's replies are read: nesting past the parser is an
     ``ImplementationFailure`` of the tree (not a ``RecursionError`` traceback), and the library's tensors are
     dropped."""
-    from implementations.xllm_native import tensor_lib
 
     lib = tensor_lib.TensorLibrary.__new__(tensor_lib.TensorLibrary)
     lib.who, lib._lib, lib._call_lock = "fixture", _NestedReplyLibrary(), threading.Lock()

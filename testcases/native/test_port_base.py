@@ -20,7 +20,9 @@ import pytest
 from contract.errors import UserError
 from contract.plan_types import TREE_CARDS_NOTE, TREE_GROUPS_NOTE
 from contract.specs import CacheSpec, ModelSpec
-from implementations.xllm_native import build, manifest
+from implementations.xllm_native import manifest
+from implementations.xllm_native.build import cache as build_cache
+from implementations.xllm_native.tree import resolve as resolve_mod
 from testcases.native.test_ports import FIXTURE, PORTS, QWEN, UPSTREAM, real_tree, tc, write_manifest
 from testcases.unit import _models as M
 
@@ -54,13 +56,13 @@ def shared(tmp_path_factory) -> Path:
 
 
 def implementation(path: Path, cache: Path, **kw):
-    os.environ[build.ENV_CACHE] = str(cache)
+    os.environ[build_cache.ENV_CACHE] = str(cache)
     try:
         from implementations.xllm_native import XllmNativeImplementation
 
         return XllmNativeImplementation(source_dir=str(FIXTURE), manifest=str(path), **kw)
     finally:
-        os.environ.pop(build.ENV_CACHE, None)
+        os.environ.pop(build_cache.ENV_CACHE, None)
 
 
 def run(split: int, **kw):
@@ -114,17 +116,16 @@ def test_the_shipped_port_manifests_leave_the_speculative_engine_and_the_unsplit
 
 
 def test_the_base_tree_is_the_manifests_then_the_option_then_the_environment(tmp_path, monkeypatch):
-    from implementations.xllm_native import native
 
-    monkeypatch.setenv(native.ENV_BASE_SOURCE, str(tmp_path))
+    monkeypatch.setenv(resolve_mod.ENV_BASE_SOURCE, str(tmp_path))
     named = manifest.load(based(tmp_path, base_dir="../fixture_tree_elsewhere"))
     with pytest.raises(UserError, match="base_source_dir='.*fixture_tree_elsewhere'"):
-        native.base_tree_dir(named, str(FIXTURE))
+        resolve_mod.base_tree_dir(named, str(FIXTURE))
     plain = manifest.load(based(tmp_path, base_dir=None))
-    assert native.base_tree_dir(plain, str(FIXTURE))[0] == FIXTURE.resolve()
-    assert native.base_tree_dir(plain)[0] == tmp_path.resolve()
-    monkeypatch.delenv(native.ENV_BASE_SOURCE)
-    assert native.base_tree_dir(plain) == (None, "")
+    assert resolve_mod.base_tree_dir(plain, str(FIXTURE))[0] == FIXTURE.resolve()
+    assert resolve_mod.base_tree_dir(plain)[0] == tmp_path.resolve()
+    monkeypatch.delenv(resolve_mod.ENV_BASE_SOURCE)
+    assert resolve_mod.base_tree_dir(plain) == (None, "")
 
 
 # ---- the roles the port leaves out are the base's compiled code -------------------------------------------
@@ -197,13 +198,13 @@ def test_the_newest_snapshot_inside_upstream_plans_a_draft_and_allocates_with_th
     proc = tc(PORTS["p6_v3_latest"], "test_tc06_fallback.py", "test_tc06[qwen3_5_moe-off-w4-xllm_native]",
               cache=cache)
     assert proc.returncode == 0 and "allocated 0 B" not in proc.stdout, proc.stdout[-3000:]  # was: 0 B of 133652480
-    os.environ[build.ENV_CACHE] = str(cache)
+    os.environ[build_cache.ENV_CACHE] = str(cache)
     try:
         from implementations.xllm_native import XllmNativeImplementation
 
         impl = XllmNativeImplementation(source_dir=str(PORTS["p6_v3_latest"]))
     finally:
-        os.environ.pop(build.ENV_CACHE, None)
+        os.environ.pop(build_cache.ENV_CACHE, None)
     assert impl.plays("speculative") == "base" and impl.base.manifest.name == "upstream_494f293b5"
     r = M.run_spec(M.QWEN3_5_MOE, split=1, world=4, budget_bytes=1 << 30, draft=M.QWEN3_5_MTP)
     with_draft, alone = impl.plan(r), impl.plan(M.run_spec(M.QWEN3_5_MOE, split=1, world=4, budget_bytes=1 << 30))
@@ -260,11 +261,11 @@ def test_no_compiled_tree_is_credited_with_a_card_check_and_its_plan_says_so(imp
         ReferenceImplementation().plan(crowded)
     plan = impl_plain.plan(crowded)
     assert plan.split_groups == ((0, 1), (2, 3)) and TREE_CARDS_NOTE in plan.notes
-    os.environ[build.ENV_CACHE] = str(cache)
+    os.environ[build_cache.ENV_CACHE] = str(cache)
     try:
         upstream_shaped = XllmNativeImplementation(source_dir=str(FIXTURE_TREE))
     finally:
-        os.environ.pop(build.ENV_CACHE, None)
+        os.environ.pop(build_cache.ENV_CACHE, None)
     ds = M.run_spec(ModelSpec(name="fixture", model_type="fixture_split", num_hidden_layers=6, attention="mla",
                               kv_lora_rank=24, qk_rope_head_dim=8), split=2, world=4, budget_bytes=1 << 20,
                     cache=CacheSpec(block_size=16))
@@ -277,21 +278,21 @@ def test_tc03_names_the_trees_groups_with_a_grouping_problem(impl_plain):
 
     plan = impl_plain.plan(run(2))
     wrong = replace(plan, split_groups=((0, 2), (1, 3)))
-    problems = tc03._check_groups(wrong, run(2))
+    problems = tc03.check_groups(wrong, run(2))
     assert problems and TREE_GROUPS_NOTE in problems[0], problems
-    reference_problems = tc03._check_groups(replace(wrong, notes=()), run(2))
+    reference_problems = tc03.check_groups(replace(wrong, notes=()), run(2))
     assert reference_problems and TREE_GROUPS_NOTE not in " ".join(reference_problems)
 
 
 @pytest.fixture(scope="module")
 def impl_plain(cache):
-    os.environ[build.ENV_CACHE] = str(cache)
+    os.environ[build_cache.ENV_CACHE] = str(cache)
     try:
         from implementations.xllm_native import XllmNativeImplementation
 
         yield XllmNativeImplementation(source_dir=str(FIXTURE), manifest=str(FIXTURE / "manifest.yaml"))
     finally:
-        os.environ.pop(build.ENV_CACHE, None)
+        os.environ.pop(build_cache.ENV_CACHE, None)
 
 
 # ---- the explorer drives a compiled tree's roles through its host ---------------------------------------------
@@ -305,7 +306,7 @@ def test_the_explorer_drives_the_ports_compiled_roles_and_shrinks_a_departure(ca
     from harness.explore.search import explore
     from harness.suites.matrix import load_matrix
 
-    monkeypatch.setenv(build.ENV_CACHE, str(cache))
+    monkeypatch.setenv(build_cache.ENV_CACHE, str(cache))
     overrides = ["implementation=xllm_native", f"implementation.source_dir={FIXTURE}",
                  f"implementation.manifest={FIXTURE / 'manifest.yaml'}"]
     runner = runner_for(load_matrix("ci", overrides), "xllm_native")
@@ -326,7 +327,7 @@ def test_the_explorer_passes_upstreams_compiled_planning_on_its_predictions(cach
     from harness.explore.search import explore
     from harness.suites.matrix import load_matrix
 
-    monkeypatch.setenv(build.ENV_CACHE, str(cache))
+    monkeypatch.setenv(build_cache.ENV_CACHE, str(cache))
     runner = runner_for(load_matrix("ci", ["implementation=xllm_native", f"implementation.source_dir={UPSTREAM}"]),
                         "xllm_native")
     assert runner.judged_as == "xllm_native"

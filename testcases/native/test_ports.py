@@ -26,7 +26,14 @@ from contract.specs import CacheSpec
 from harness.suites import ownership
 from harness.suites.checks import published_layout_problems
 from harness.suites.expectations import expected_rejection
-from implementations.xllm_native import build, manifest, native
+from implementations.xllm_native import manifest
+from implementations.xllm_native.build import cache as build_cache
+from implementations.xllm_native.build import commands, diagnose, keys, library
+from implementations.xllm_native.runtime import own_tests
+from implementations.xllm_native.tree import cut
+from implementations.xllm_native.tree import files as tree_files
+from implementations.xllm_native.tree import resolve as resolve_mod
+from implementations.xllm_native.tree.facts import tree_facts
 from testcases import ROOT
 from testcases.unit import _models as M
 
@@ -45,13 +52,13 @@ def run(split=2, *, model=QWEN, world=4, **kw):
 
 @pytest.fixture(scope="module")
 def impl(cache):
-    os.environ[build.ENV_CACHE] = str(cache)
+    os.environ[build_cache.ENV_CACHE] = str(cache)
     try:
         from implementations.xllm_native import XllmNativeImplementation
 
         yield XllmNativeImplementation(source_dir=str(FIXTURE), manifest=str(FIXTURE_MANIFEST))
     finally:
-        os.environ.pop(build.ENV_CACHE, None)
+        os.environ.pop(build_cache.ENV_CACHE, None)
 
 
 def write_manifest(tmp_path: Path, old: str = "", new: str = "", *, text: str = "") -> Path:
@@ -133,7 +140,7 @@ def test_a_role_is_a_definition_not_a_call_or_a_declaration():
             "p->go(2); if (check(3)) {} }\nint Engine::calc(int a) const noexcept {\n  return a;\n}\n"
             "constexpr int kLimit = 4;\nvoid f() { limit = 5; }\n")
     assert [n for n in ("Fwd", "Layout", "declared", "push_back", "go", "check", "Engine::calc", "kLimit", "limit")
-            if build.defines(text, n)] == ["Layout", "Engine::calc", "kLimit"]
+            if cut.defines(text, n)] == ["Layout", "Engine::calc", "kLimit"]
 
 
 @pytest.mark.parametrize("text, words", [
@@ -204,7 +211,7 @@ def test_a_fork_with_a_ports_files_overlaid_is_the_port_and_says_where(tmp_path,
     m, why, root = manifest.for_tree(fork)
     assert (m.name, root) == ("fixture_port", fork / "xllm"), (m.name, root)
     assert "core/runtime/worker_layerwise_init.cpp, core/framework/kv_cache/kv_cache_tensors.cpp at xllm/" in why, why
-    tree, resolved, _ = native.resolve(str(fork))
+    tree, resolved, _ = resolve_mod.resolve(str(fork))
     assert tree.port and tree.root == fork / "xllm" and resolved.name == "fixture_port"
     assert manifest.for_tree(FIXTURE)[1:] == (why.replace(" at xllm/", ""), FIXTURE)
 
@@ -215,7 +222,7 @@ def test_a_tree_carrying_its_own_manifest_uses_it_and_says_so(tmp_path):
     (tree / manifest.TREE_MANIFEST).write_text(write_manifest(tmp_path).read_text())
     m, why, root = manifest.for_tree(tree)
     assert m.name == "fixture_port" and why == f"the tree carries {manifest.TREE_MANIFEST}" and root == tree
-    assert native.resolve(str(tree))[1].path == (tree / manifest.TREE_MANIFEST).resolve()
+    assert resolve_mod.resolve(str(tree))[1].path == (tree / manifest.TREE_MANIFEST).resolve()
 
 
 def test_upstreams_manifest_on_a_tree_without_its_allocation_files_names_the_first_missing(tmp_path):
@@ -225,7 +232,7 @@ def test_upstreams_manifest_on_a_tree_without_its_allocation_files_names_the_fir
     shutil.copytree(ROOT / "testcases/native/fixture_tree", tree)
     (tree / manifest.TREE_MANIFEST).unlink()
     with pytest.raises(UserError) as err:
-        native.resolve(str(tree))
+        resolve_mod.resolve(str(tree))
     text = str(err.value)
     assert "upstream_494f293b5.yaml: allocation.sources='xllm/core/framework/kv_cache/kv_cache.cpp'" in text, text
     assert "kv_cache.cpp is missing" in text
@@ -292,7 +299,7 @@ def test_a_tree_allocation_without_torch_hands_the_worker_no_tensor(tmp_path, ca
     path = write_manifest(tmp_path, FIXTURE_MANIFEST.read_text()[start:end],
                           "allocation: {file: core/framework/kv_cache/kv_cache_layerwise.cpp, "
                           "function: fx_allocated_layers}\n")
-    os.environ[build.ENV_CACHE] = str(cache)
+    os.environ[build_cache.ENV_CACHE] = str(cache)
     try:
         from implementations.xllm_native import XllmNativeImplementation
 
@@ -301,7 +308,7 @@ def test_a_tree_allocation_without_torch_hands_the_worker_no_tensor(tmp_path, ca
         plan = counting.plan(r)
         worker = counting.init_worker(plan, r, rank=1, role="target", device="cpu", expected_digest=plan.digest)
     finally:
-        os.environ.pop(build.ENV_CACHE, None)
+        os.environ.pop(build_cache.ENV_CACHE, None)
     assert worker.all_tensors() == [] and worker.scratch == {}
     assert [layer for layer in FULL if worker.owns_layer_cache(layer)] == FULL
 
@@ -370,7 +377,7 @@ def test_a_duplicate_symbol_is_one_error_naming_the_symbol_and_both_files(tmp_pa
     m = manifest.load(small_manifest(tmp_path, ["core/config/parallel_config_layerwise.cpp",
                                                 "core/framework/config/parallel_config.cpp"], glue))
     with pytest.raises(UserError) as err:
-        build.build(build.port_tree(m, FIXTURE), root=tmp_path / "cache")
+        library.build(tree_files.port_tree(m, FIXTURE), root=tmp_path / "cache")
     text = str(err.value)
     assert "duplicate symbol fLI::FLAGS_fx_split_size at link" in text, text
     assert str(FIXTURE / "core/config/parallel_config_layerwise.cpp") in text
@@ -383,7 +390,7 @@ def test_glue_that_does_not_compile_names_the_role_and_the_first_error(tmp_path)
     glue.write_text((FIXTURE / "glue.cpp").read_text().replace("fxport::fx_estimate(", "fxport::fx_estimat("))
     m = manifest.load(small_manifest(tmp_path, ["core/framework/kv_cache/kv_cache_layerwise.cpp"], glue))
     with pytest.raises(UserError) as err:
-        build.build(build.port_tree(m, FIXTURE), root=tmp_path / "cache")
+        library.build(tree_files.port_tree(m, FIXTURE), root=tmp_path / "cache")
     text = str(err.value)
     assert f"the glue {glue} (role estimation) does not compile: {glue}:" in text and "fx_estimat" in text, text
 
@@ -401,18 +408,18 @@ def test_every_objects_headers_and_the_bases_are_watched(tmp_path):
     path = small_manifest(tmp_path, ["core/framework/kv_cache/kv_cache_layerwise.cpp",
                                      "core/framework/parallel_state/mapping_ilu.cpp"], glue)
     path.write_text(path.read_text() + f"base: {base}\nbase_include_dirs: [.]\nbase_sources: [base_extra.cpp]\n")
-    t = build.port_tree(manifest.load(path), tree)
+    t = tree_files.port_tree(manifest.load(path), tree)
     cache = tmp_path / "cache"
-    built = build.build(t, root=cache)
+    built = library.build(t, root=cache)
     later, based = tree / "core/framework/parallel_state/mapping_ilu.h", base / "base_extra.h"
     assert {str(later), str(based)} <= set(built.manifest["deps"]), sorted(built.manifest["deps"])
-    key = build.source_key(t)
+    key = keys.source_key(t)
     for header in (later, based):
         text = header.read_text()
         header.write_text(text + "// edited\n")
-        assert build._find(cache, key) is None, header
+        assert build_cache.find(cache, key) is None, header
         header.write_text(text)
-        assert build._find(cache, key) == built
+        assert build_cache.find(cache, key) == built
 
 
 # ---- the real trees (their own CI step) -------------------------------------------------------------------
@@ -439,11 +446,11 @@ def tc(tree: Path, tc_file: str, *select: str, cache: Path, manifest: Optional[P
        model: str = "qwen3_5_moe", extra: tuple = (), also: tuple = ()) -> subprocess.CompletedProcess:
     """Run a few cases of one TC on ``tree`` in a separate pytest (one tree's flags per process), its libraries
     built here first (a cold build inside the ranks would run into their time limit)."""
-    tree_map = native.resolve(str(tree), None, str(manifest) if manifest else None)[0]
-    build.build(tree_map, root=cache)
+    tree_map = resolve_mod.resolve(str(tree), None, str(manifest) if manifest else None)[0]
+    library.build(tree_map, root=cache)
     if tree_map.manifest is not None and tree_map.manifest.tensors is not None:
-        build.build(tree_map, root=cache, tensors=True)
-    env = {**os.environ, build.ENV_SOURCE: str(tree), build.ENV_CACHE: str(cache), "PYTHONPATH": str(ROOT)}
+        library.build(tree_map, root=cache, tensors=True)
+    env = {**os.environ, tree_files.ENV_SOURCE: str(tree), build_cache.ENV_CACHE: str(cache), "PYTHONPATH": str(ROOT)}
     env.pop("LW_ALLUREDIR", None)
     cmd = [sys.executable, "-m", "pytest", "-p", "no:randomly", "-n", "0", "-q",
            *(f"testcases/tc/{f}" for f in (tc_file, *also)),
@@ -455,7 +462,7 @@ def tc(tree: Path, tc_file: str, *select: str, cache: Path, manifest: Optional[P
 
 
 def plan_json(tree: Path, *overrides: str, cache: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, build.ENV_CACHE: str(cache), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, build_cache.ENV_CACHE: str(cache), "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", "harness.plan", "implementation=xllm_native",
                            f"implementation.source_dir={tree}", *overrides],
                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
@@ -467,7 +474,7 @@ def test_the_newest_snapshot_duplicate_flag_is_found(tmp_path):
     m = manifest.load(manifest.SHIPPED_DIR / "p6_v3_latest.yaml")
     both = replace(m, sources=("core/framework/config/parallel_config.cpp", *m.sources))
     with pytest.raises(UserError) as err:
-        build.build(build.port_tree(both, PORTS["p6_v3_latest"]), root=tmp_path)
+        library.build(tree_files.port_tree(both, PORTS["p6_v3_latest"]), root=tmp_path)
     text = str(err.value)
     assert "duplicate symbol fLI::FLAGS_layerwise_split_size at link" in text, text
     assert "core/framework/config/parallel_config.cpp" in text and "core/config/parallel_config_layerwise.cpp" in text
@@ -507,22 +514,25 @@ def test_upstream_is_built_by_its_manifest_and_judged_as_before(cache):
 
 @pytest.mark.real_tree
 @real_tree(UPSTREAM)
-def test_upstreams_predictions_hold_for_its_own_files_only(tmp_path):
+def test_upstreams_predictions_hold_for_its_own_files_only(tmp_path, monkeypatch):
     """The recorded sha256 of every file upstream's build compiles (harness/baselines/upstream_sources.json) are
     upstream's tree's today; a copy of those files is upstream's too, and with one line changed it is not."""
     from harness.baselines import upstream_sources
-    from harness.suites.expectations import _native_label
+    from harness.suites.expectations import predicted_name
 
-    assert _native_label(str(UPSTREAM), "{}", None, "") == "xllm_native"
-    t, m, _ = native.resolve(str(UPSTREAM))
+    def label(source_dir, env=""):  # the environment's tree is part of the memo: a new one reads anew
+        monkeypatch.setenv(tree_files.ENV_SOURCE, env)
+        return predicted_name("xllm_native", {"source_dir": source_dir})
+
+    assert label(str(UPSTREAM), env="") == "xllm_native"
     copy = tmp_path / "upstream"
-    for rel in sorted({r for rels in upstream_sources.compiled_files(t, m).values() for r in rels}):
+    for rel in sorted({r for rels in upstream_sources.compiled_files(tree_facts(str(UPSTREAM))).values() for r in rels}):
         (copy / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(UPSTREAM / rel, copy / rel)
-    assert _native_label(str(copy), "{}", None, "") == "xllm_native"
+    assert label(str(copy), env="") == "xllm_native"
     master = copy / "xllm/core/distributed_runtime/master.cpp"
     master.write_text(master.read_text() + "// a fork's line\n")
-    assert _native_label(str(copy), "{}", None, "changed") == "xllm_native[upstream_494f293b5]"
+    assert label(str(copy), env="changed") == "xllm_native[upstream_494f293b5]"
 
 
 @pytest.mark.real_tree
@@ -537,7 +547,7 @@ def test_an_xllm_fork_with_the_newest_snapshot_overlaid_is_the_port(tmp_path):
     shutil.copytree(PORTS["p6_v3_latest"] / "core", fork / "xllm/core", dirs_exist_ok=True)
     m, why, root = manifest.for_tree(fork)
     assert (m.name, root) == ("p6_v3_latest", fork / "xllm"), (m.name, why)
-    assert native.resolve(str(fork))[0].root == fork / "xllm"
+    assert resolve_mod.resolve(str(fork))[0].root == fork / "xllm"
 
 
 @pytest.mark.real_tree
@@ -594,7 +604,6 @@ def test_record_native_takes_upstreams_tree_and_refuses_a_copy_with_one_line_cha
 @pytest.mark.parametrize("name", sorted(PORTS))
 def test_each_snapshots_own_tests_run_beside_the_spec(name):
     """The manifest's ``tests``: the port's own GoogleTest file, built with the manifest's sources (12 of 12)."""
-    from implementations.xllm_native import own_tests
 
     result = own_tests.run(str(PORTS[name]))
     assert (result.total, result.passed, result.failed) == (12, 12, ()), result
@@ -633,8 +642,8 @@ def _owned_bytes_seen(impl, block_size: int, rank: int = 1):
     worker = impl.init_worker(plan, r, rank=rank, role="target", device="cpu", expected_digest=plan.digest)
     tensors = worker.all_tensors()
     objects = sum(s.nbytes() for s in {t.untyped_storage().data_ptr(): t.untyped_storage() for t in tensors}.values())
-    return (distinct_storage_bytes(tensors), objects, tc05._marked_blocks(rank, worker)[0],
-            tc05._overlaps(rank, tc05._regions(worker)), worker.layer(3).tensors["k"])
+    return (distinct_storage_bytes(tensors), objects, tc05.marked_blocks(rank, worker)[0],
+            tc05.overlaps(rank, tc05.regions(worker)), worker.layer(3).tensors["k"])
 
 
 def test_the_fixtures_own_layers_hold_distinct_memory_by_address_and_by_mark(impl):
@@ -688,9 +697,9 @@ def test_allocation_glue_that_does_not_compile_names_it_and_the_first_error(tmp_
     glue = tmp_path / "alloc_broken.cpp"
     glue.write_text('#error "the allocation glue is broken"\n')
     path = write_manifest(tmp_path, "glue: alloc_glue.cpp", f"glue: {glue}")
-    tree = build.port_tree(manifest.load(path), FIXTURE)
+    tree = tree_files.port_tree(manifest.load(path), FIXTURE)
     with pytest.raises(UserError) as err:
-        build.build(tree, root=tmp_path / "cache", tensors=True)
+        library.build(tree, root=tmp_path / "cache", tensors=True)
     text = str(err.value)
     assert f"the allocation glue {glue} does not compile" in text and "the allocation glue is broken" in text, text
 
@@ -700,40 +709,41 @@ def test_prepare_builds_both_libraries_before_any_case(cache, monkeypatch):
     libraries in the cache and compiles nothing within its case's time limit."""
     from harness.config.build import prepare_implementation
 
-    monkeypatch.setenv(build.ENV_CACHE, str(cache))
+    monkeypatch.setenv(build_cache.ENV_CACHE, str(cache))
     prepare_implementation({"_target_": "implementations.xllm_native.XllmNativeImplementation",
                             "source_dir": str(FIXTURE), "manifest": str(FIXTURE_MANIFEST)})
-    tree = native.resolve(str(FIXTURE), None, str(FIXTURE_MANIFEST))[0]
-    monkeypatch.setattr(build, "_build_locked", lambda *a, **k: pytest.fail("a rank compiled"))
-    assert build.build(tree).library.is_file()
-    assert build.build(tree, tensors=True).library.name == "liblwsplit_tensors.so"
+    tree = resolve_mod.resolve(str(FIXTURE), None, str(FIXTURE_MANIFEST))[0]
+    entries = sorted(cache.iterdir())
+    assert library.build(tree).library.parent in entries, "a rank compiled its planning library"
+    assert library.build(tree, tensors=True).library.parent in entries, "a rank compiled its tensor library"
+    assert sorted(cache.iterdir()) == entries, "a rank left a new cache entry or build folder"
 
 
 def test_a_layout_the_manifest_builds_no_allocation_for_is_one_error_naming_hardware_kv_layout(tmp_path):
     m = manifest.load(write_manifest(tmp_path, "  torch: true\n",
                                      "  torch: true\n  layout_defines: {heads_major: [FX_HEADS=1]}\n"))
-    tree = build.port_tree(m, FIXTURE)
+    tree = tree_files.port_tree(m, FIXTURE)
     assert m.tensors.defines_for("heads_major")[-1] == "FX_HEADS=1"
     with pytest.raises(UserError) as err:
-        build.build(tree, root=tmp_path / "cache", tensors=True, kv_layout="tokens_major")
+        library.build(tree, root=tmp_path / "cache", tensors=True, kv_layout="tokens_major")
     assert err.value.field == "hardware.kv_layout" and "one of heads_major" in str(err.value), str(err.value)
-    heads = build.tensor_commands(tree, tmp_path, tmp_path / "l.so", "heads_major")[0]
-    assert "-DFX_HEADS=1" in heads and "-DFX_HEADS=1" not in build.tensor_commands(
-        build.port_tree(manifest.load(FIXTURE_MANIFEST), FIXTURE), tmp_path, tmp_path / "l.so", "heads_major")[0]
-    assert build.tensor_key(tree, "heads_major") != build.tensor_key(build.port_tree(manifest.load(FIXTURE_MANIFEST),
+    heads = commands.tensor_commands(tree, tmp_path, tmp_path / "l.so", "heads_major")[0]
+    assert "-DFX_HEADS=1" in heads and "-DFX_HEADS=1" not in commands.tensor_commands(
+        tree_files.port_tree(manifest.load(FIXTURE_MANIFEST), FIXTURE), tmp_path, tmp_path / "l.so", "heads_major")[0]
+    assert keys.tensor_key(tree, "heads_major") != keys.tensor_key(tree_files.port_tree(manifest.load(FIXTURE_MANIFEST),
                                                                                          FIXTURE), "heads_major")
 
 
 def test_a_torch_on_the_old_cxx_abi_links_glog_through_the_bridge(monkeypatch, tmp_path):
     """On torch's pre-C++11 ABI the tensor library adds glog's bridge: the twin of glog's one ABI-tagged symbol
     on torch's ABI and its caller on glog's (CI runs the build itself on torch 2.1, whose ABI is the old one)."""
-    tree = build.port_tree(manifest.load(FIXTURE_MANIFEST), FIXTURE)
+    tree = tree_files.port_tree(manifest.load(FIXTURE_MANIFEST), FIXTURE)
     for abi, bridged in ((0, True), (1, False)):
-        monkeypatch.setattr(build, "torch_build", lambda abi=abi: {"version": "x", "abi": abi, "include": [],
+        monkeypatch.setattr(commands, "torch_build", lambda abi=abi: {"version": "x", "abi": abi, "include": [],
                                                                    "lib": "", "std": "-std=c++20"})
-        cmds = build.tensor_commands(tree, tmp_path, tmp_path / "lib.so")
+        cmds = commands.tensor_commands(tree, tmp_path, tmp_path / "lib.so")
         sources = {c[c.index("-c") + 1]: c for c in cmds if "-c" in c}
-        old, new = str(build.CPP_DIR / "glog_old_abi.cpp"), str(build.CPP_DIR / "glog_cxx11_bridge.cpp")
+        old, new = str(commands.CPP_DIR / "glog_old_abi.cpp"), str(commands.CPP_DIR / "glog_cxx11_bridge.cpp")
         assert (old in sources and new in sources) == bridged
         if bridged:
             assert "-D_GLIBCXX_USE_CXX11_ABI=0" in sources[old] and "-D_GLIBCXX_USE_CXX11_ABI=1" in sources[new]
@@ -744,11 +754,11 @@ def test_a_torch_on_the_old_cxx_abi_is_one_error_naming_torch_and_glog(monkeypat
     """PyPI's torch 2.1 is built with _GLIBCXX_USE_CXX11_ABI=0, Debian's glog with the C++11 ABI: where a tree
     reaches a glog symbol the bridge does not cover, the tensor library cannot link it. The error says so
     instead of quoting a linker log."""
-    monkeypatch.setattr(build, "torch_build", lambda: {"version": "2.1.0", "abi": 0, "include": [], "lib": "",
+    monkeypatch.setattr(commands, "torch_build", lambda: {"version": "2.1.0", "abi": 0, "include": [], "lib": "",
                                                        "std": "-std=c++20"})
-    tree = build.port_tree(manifest.load(FIXTURE_MANIFEST), FIXTURE)
+    tree = tree_files.port_tree(manifest.load(FIXTURE_MANIFEST), FIXTURE)
     log = ("k.o: in function `google::MakeCheckOpString<long, long>': undefined reference to "
            "`google::base::CheckOpMessageBuilder::NewString()'\ncollect2: error: ld returned 1 exit status\n")
-    err = build._tensor_compile_error(tree, log)
+    err = diagnose.tensor_compile_error(tree, log)
     assert err.field == "torch" and "a torch built with the C++11 ABI, as glog is" in str(err)
     assert "CheckOpMessageBuilder::NewString()" in str(err)

@@ -12,6 +12,7 @@ import pytest
 
 from contract.specs import CacheSpec
 from harness import oracle
+from implementations.xllm_native.build import cache as build_cache
 from testcases.native.test_ports import UPSTREAM, real_tree
 from testcases.unit import _models as M
 
@@ -22,13 +23,13 @@ QWEN_TYPES = tuple("full_attention" if (layer + 1) % 4 == 0 else "linear_attenti
 
 @pytest.fixture(scope="module")
 def impl(cache):
-    from implementations.xllm_native import XllmNativeImplementation, build
+    from implementations.xllm_native import XllmNativeImplementation
 
-    os.environ[build.ENV_CACHE] = str(cache)
+    os.environ[build_cache.ENV_CACHE] = str(cache)
     try:
         yield XllmNativeImplementation(source_dir=str(UPSTREAM))
     finally:
-        os.environ.pop(build.ENV_CACHE, None)
+        os.environ.pop(build_cache.ENV_CACHE, None)
 
 
 def worker(impl, run, rank=0):

@@ -261,17 +261,34 @@ def test_key_overrides_leave_out_group_choices_and_app_keys():
 # ---- the sweep's job list and result collection ------------------------------------------------
 
 
-def test_job_list_is_the_order_hydras_basic_sweeper_runs():
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+def test_job_list_is_the_sweepers_own():
+    """The jobs are the app's sweeper's own list (Hydra's basic sweeper: last key fastest, a key given twice
+    counts once, the last one); a glob of a config group is the options it selects."""
+    from harness.app.validate import app_sweeper, sweep_jobs
 
-    from harness.app.validate import expand
-
+    sweeper = app_sweeper(())
     overrides = ["mode=plan", "model=deepseek_v32,qwen3_5_moe", "layerwise.split_size=range(1,3)", "layerwise=s2,s4"]
-    hydra_jobs = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(overrides), None)[0]
-    assert expand(overrides) == hydra_jobs
-    assert len(hydra_jobs) == 2 * 2 * 2
-    assert callback.varying_keys(expand(overrides)) == {"model", "layerwise.split_size", "layerwise"}
+    jobs = sweep_jobs(overrides, sweeper)
+    assert jobs[:3] == [["mode=plan", "model=deepseek_v32", "layerwise.split_size=1", "layerwise=s2"],
+                        ["mode=plan", "model=deepseek_v32", "layerwise.split_size=1", "layerwise=s4"],
+                        ["mode=plan", "model=deepseek_v32", "layerwise.split_size=2", "layerwise=s2"]]
+    assert len(jobs) == 2 * 2 * 2
+    assert callback.varying_keys(jobs) == {"model", "layerwise.split_size", "layerwise"}
+    assert sweep_jobs(["model=deepseek_v3,llama3_8b", "model=qwen3_5_moe"], sweeper) == [["model=qwen3_5_moe"]]
+    assert sweep_jobs(["layerwise=glob(s*)"], sweeper) == [["layerwise=s1"], ["layerwise=s2"], ["layerwise=s4"]]
+
+
+def test_a_sweeper_that_cannot_list_its_jobs_is_one_error_line(monkeypatch):
+    """A sweeper Hydra does not have, or one without a job list (an optimizing sweeper), is refused by name:
+    python -m harness checks every job before the first runs."""
+    from contract.errors import ConfigError
+    from harness.app import validate
+
+    with pytest.raises(ConfigError, match=r"hydra.sweeper._target_='no.such.Sweeper': a sweeper Hydra has: "):
+        validate.sweep_jobs(["model=deepseek_v3,qwen3_5_moe"], "no.such.Sweeper")
+    monkeypatch.setattr(validate, "sweeper_class", lambda target: object)
+    with pytest.raises(ConfigError, match=r"a sweeper that lists its jobs \(split_arguments"):
+        validate.sweep_jobs(["model=deepseek_v3,qwen3_5_moe"], "optimizing.Sweeper")
 
 
 def test_collect_reads_results_and_reports_missing_jobs(tmp_path):

@@ -212,6 +212,23 @@ def test_plan_run_writes_the_worked_example(tmp_path, capsys, monkeypatch):
     assert "2978" in out
 
 
+def test_the_app_leaves_the_root_logger_as_it_found_it(tmp_path, capsys, monkeypatch):
+    """Hydra's job logging adds root handlers on the streams of that moment (closed by a caller's capture
+    since) and sets the level: after an in-process run they are gone and the caller's are back."""
+    import logging
+
+    mine = logging.NullHandler()
+    logging.root.addHandler(mine)
+    try:
+        before = (list(logging.root.handlers), logging.root.level)
+        code, _, err = _harness_in_process(["mode=plan", "suite=quick", f"hydra.run.dir={tmp_path / 'run'}"],
+                                           capsys, monkeypatch, tmp_path)
+        assert code == 0, err[-2000:]
+        assert (list(logging.root.handlers), logging.root.level) == before, "a handler or level Hydra set outlived the run"
+    finally:
+        logging.root.removeHandler(mine)
+
+
 @pytest.mark.slow
 def test_plan_sweep_writes_csv_markdown_and_svg(tmp_path, capsys, monkeypatch):
     sweep_dir = tmp_path / "sweep"
@@ -271,6 +288,55 @@ def test_failed_job_is_reported_and_the_sweep_exits_non_zero(tmp_path):
     if (sweep_dir / "allure-report" / "index.html").is_file():  # one combined report (when the Allure CLI is here)
         assert "(allure-report/index.html)" in summary
     assert (sweep_dir / "1" / "pytest.log").read_text().count("failed") >= 1
+
+
+# ---- the command line and a job's return, read with public APIs ------------------------------------
+
+
+def test_the_command_line_is_read_with_hydras_options():
+    """``validate.parse_argv`` reads the options ``@hydra.main`` takes (its own parser is not public): each of
+    them parses as Hydra's does, and a command that only shows something is not checked."""
+    inv = validate.parse_argv(["-m", "model=a,b", "hydra.job.name=x"])
+    assert (inv.multirun, inv.overrides, inv.hydra_overrides, inv.check) == (True, ["model=a,b"], ["hydra.job.name=x"], True)
+    for shows in (["--cfg", "job"], ["--info"], ["-i", "defaults"], ["--hydra-help"], ["-cn", "other"], ["-h"]):
+        assert not validate.parse_argv(shows).check, shows
+    args = validate.command_line_parser().parse_args(["--cfg", "all", "--resolve", "-p", "model", "-sc", "install=bash"])
+    assert (args.cfg, args.resolve, args.package, args.shell_completion, args.overrides) == (
+        "all", True, "model", True, ["install=bash"])
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--cfg", "nope"], "error: argument --cfg/-c: invalid choice: 'nope'"),
+    (["--no-such-option"], "error: unrecognized arguments: --no-such-option"),
+])
+def test_a_bad_option_is_one_usage_line(argv, expected, capsys):
+    with pytest.raises(SystemExit) as info:
+        validate.parse_argv(argv)
+    err = capsys.readouterr().err.strip()
+    assert info.value.code == 2 and err.startswith(expected) and err.endswith("(see python -m harness --help)"), err
+    assert "\n" not in err, err
+
+
+def test_a_job_that_raised_is_an_error_row_without_a_second_report(capsys):
+    """A job's exception, which Hydra's public ``JobReturn.return_value`` would raise again (writing a line of its
+    own), is read from the harness's record of it; a completed job's return is its result."""
+    from hydra.core.utils import JobReturn, JobStatus
+
+    from harness.app import status as st
+    from harness.app.callback import result_of_return
+
+    st.reset()
+    failed = JobReturn(status=JobStatus.FAILED)
+    failed.return_value = ValueError("boom")
+    st.record_raised(3, ValueError("boom"))
+    assert result_of_return(failed, 3) == {"status": "error", "message": "ValueError: boom"}
+    assert result_of_return(failed, 4) == {"status": "error", "message": "the job returned no result"}
+    done = JobReturn(status=JobStatus.COMPLETED)
+    done.return_value = {"status": "passed"}
+    assert result_of_return(done, 0) == {"status": "passed"}
+    st.reset()
+    assert st.raised(3) is None
+    assert capsys.readouterr().err == ""
 
 
 # ---- an interrupted sweep's summary --------------------------------------------------------------

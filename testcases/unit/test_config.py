@@ -373,14 +373,41 @@ def test_hardware_schema_and_profile_keep_in_step():
     assert profile.warp_size == 64 and profile.topology.name == "bi_v100_pix4"
 
 
-# -- composition once per group option (harness.config.compose.assembled) ----------------
+# -- composition once per group option (harness.config.compose) ----------------------------
 
 
 def _hydra_whole(overrides, conf_dir=CONF_DIR):
     from harness.config import compose as composition
 
-    return composition.finish(composition._hydra_compose(conf_dir, overrides),
+    return composition.finish(composition.hydra_compose(overrides, conf_dir),
                               composition.parse_overrides(overrides), conf_dir)
+
+
+def _hydra_answer(overrides, conf_dir=CONF_DIR) -> str:
+    """What Hydra's whole composition makes of ``overrides``: the config's YAML, or the error line."""
+    from omegaconf import OmegaConf
+
+    from harness.config import compose as composition
+    from harness.config import errors
+
+    parsed = composition.parse_overrides(overrides)
+    try:
+        cfg = composition.hydra_compose(overrides, conf_dir)
+    except Exception as exc:  # Hydra's refusal, in the harness's words
+        return f"error: {errors.translate(exc, conf_dir, parsed)}"
+    try:
+        return OmegaConf.to_yaml(composition.finish(cfg, parsed, conf_dir))
+    except ConfigError as exc:
+        return f"error: {exc}"
+
+
+def _answer(overrides, conf_dir=CONF_DIR) -> str:
+    from omegaconf import OmegaConf
+
+    try:
+        return OmegaConf.to_yaml(compose_config(overrides, conf_dir))
+    except ConfigError as exc:
+        return f"error: {exc}"
 
 
 def _same_config(a, b) -> None:
@@ -416,8 +443,8 @@ def _covering_cases(matrix_name: str) -> list[tuple[str, ...]]:
 
 
 @pytest.mark.slow
-def test_assembled_configs_are_hydras():
-    """A case's config, assembled from once-composed group options, is what Hydra composes whole:
+def test_composed_configs_are_hydras():
+    """A case's config, assembled from once-read group options, is what Hydra composes whole:
     on cases of the CI matrix that together take every option and key change it uses."""
     chosen = _covering_cases("ci")
     assert len(chosen) >= 10
@@ -425,45 +452,36 @@ def test_assembled_configs_are_hydras():
         _same_config(compose_config(list(overrides)), _hydra_whole(list(overrides)))
 
 
-_READ_ALONE = {g: sorted(p.stem for p in (CONF_DIR / g).glob("*.yaml"))
-               for g in ("model", "draft", "hardware", "parallel", "layerwise")}
-_READ_ALONE["implementation"] = ["reference", "xllm_upstream", "fault_hang", "mutant_owner_off_by_one"]
+_OPTIONS = {g: sorted(p.stem for p in (CONF_DIR / g).glob("*.yaml"))
+            for g in ("model", "draft", "hardware", "parallel", "layerwise", "suite")}
+_OPTIONS["implementation"] = ["reference", "xllm_upstream", "fault_hang", "mutant_owner_off_by_one"]
 
 
 @pytest.mark.slow
-def test_options_read_alone_are_hydras_nodes():
-    """Each option of the groups a case chooses (and each shape of implementation option) read from
-    its file alone is the node Hydra's composition gives that group (one Hydra composition per row
-    of options, one option of every group in each); only the default config, and options with an
-    ``@package`` header (draft ``none``), are composed by Hydra."""
+def test_option_nodes_are_hydras_nodes():
+    """Each option of the groups a case chooses (and each shape of implementation option) is the node
+    Hydra's composition gives that group (one Hydra composition per row of options, one option of
+    every group in each)."""
     from omegaconf import OmegaConf
 
-    from harness.config import compose as composition
-    from harness.config.store import register
+    from harness.config.compose import hydra_compose, option_node
 
-    register()
-    reader = composition._composition(CONF_DIR)
-    for row in range(max(len(options) for options in _READ_ALONE.values())):
-        chosen = {g: options[row] for g, options in _READ_ALONE.items() if row < len(options)}
-        hydras = composition._hydra_compose(CONF_DIR, [f"{g}={o}" for g, o in chosen.items()])
+    for row in range(max(len(options) for options in _OPTIONS.values())):
+        chosen = {g: options[row] for g, options in _OPTIONS.items() if row < len(options)}
+        hydras = hydra_compose([f"{g}={o}" for g, o in chosen.items()])
         for group, option in chosen.items():
-            node = reader.read_alone(group, option)
+            node = option_node(group, option)
             if option == "none":
-                assert node is None, "an @package option is Hydra's to compose"
+                assert node is None and hydras[group] is None, f"{group}={option}"
                 continue
-            assert node is not None, f"{group}={option} was not read alone"
             assert OmegaConf.to_yaml(node) == OmegaConf.to_yaml(hydras[group]), f"{group}={option}"
             assert OmegaConf.get_type(node) == OmegaConf.get_type(hydras, group), f"{group}={option}"
 
 
-def test_an_option_with_a_defaults_list_is_composed_by_hydra(tmp_path):
-    from harness.config import compose as composition
-
+def test_an_option_with_a_defaults_list_is_hydras(tmp_path):
     conf = tmp_path / "conf"
     shutil.copytree(CONF_DIR, conf)
     (conf / "layerwise" / "nested.yaml").write_text("defaults:\n  - s2\n  - _self_\nsplit_size: 4\n")
-    assert composition._composition(conf).read_alone("layerwise", "nested") is None
-    assert composition._composition(conf).read_alone("layerwise", "s4") is not None
     got = compose_config(["layerwise=nested"], config_dir=conf)
     assert (got.layerwise.enable, got.layerwise.split_size) == (True, 4)  # Hydra merged s2 under it
     _same_config(got, _hydra_whole(["layerwise=nested"], conf))
@@ -475,42 +493,49 @@ def test_an_option_with_a_defaults_list_is_composed_by_hydra(tmp_path):
     ["hardware=bi_v100", "cache.kv_cache_dtype=int8", "runner.timeout_s=30", "model.dtype=float16"],
     ["implementation=xllm_upstream", "layerwise=off", "layerwise.enable=true", "layerwise.split_size=2"],
 ])
-def test_assembled_key_changes_are_hydras(overrides):
+def test_key_changes_are_hydras(overrides):
     _same_config(compose_config(overrides), _hydra_whole(overrides))
 
 
-def test_an_option_that_writes_outside_its_group_is_composed_whole(tmp_path):
-    """An option with ``@package _global_`` that sets another group's key: assembling would lose
-    that key, so such an option is composed by Hydra whole, and the result is Hydra's."""
-    from harness.config import compose as composition
+_OVERRIDE_FORMS = [
+    ["mode=plan", "suite=quick"], ["suite=l2", "mode=plan", "launcher=slurm"], ["~model"], ["~draft", "draft=deepseek_mtp"],
+    ["~suite"], ["~mode"], ["+model=qwen3_5_moe"], ["model@foo=qwen3_5_moe"], ["draft=null"], ["hydra.nope=1"],
+    ["+hydra.x=1"], ["+cache.block_size=64"], ["~cache.block_size"], ["+hardware.facts.rack=3", "~hardware.facts.rack"],
+    ["~placement"], ["layerwise.split_size=${parallel.tp_size}"],
+]
 
+
+@pytest.mark.slow
+def test_every_override_form_is_hydras():
+    """Choices of the app's groups (which write outside their node: ``mode=plan`` sets ``suite.mode``),
+    deleted and added groups and keys, ``hydra.*`` keys: the same config as Hydra's, or the same error line."""
+    for overrides in _OVERRIDE_FORMS:
+        assert _answer(overrides) == _hydra_answer(overrides), overrides
+
+
+def test_an_option_that_writes_outside_its_group_is_hydras(tmp_path):
+    """An option with ``@package _global_`` that sets another group's key keeps that key, after the other
+    groups' nodes, as Hydra merges it."""
     conf = tmp_path / "conf"
     shutil.copytree(CONF_DIR, conf)
     text = (conf / "model" / "qwen3_5_moe.yaml").read_text()
     body = "\n".join("  " + line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#"))
     (conf / "model" / "wide.yaml").write_text(f"# @package _global_\ncache:\n  block_size: 32\nmodel:\n{body}\n")
-    overrides = ["model=wide", "layerwise=s2"]
-    parsed = composition.parse_overrides(overrides)
-    assert composition.assembled(parsed, conf) is None  # not assembled
-    got = compose_config(overrides, config_dir=conf)
-    assert got.cache.block_size == 32
-    _same_config(got, _hydra_whole(overrides, conf))
-    assert composition.assembled(composition.parse_overrides(["model=qwen3_5_moe", "layerwise=s2"]), conf) is not None
+    for overrides in (["model=wide", "layerwise=s2"], ["model=wide", "cache.block_size=16"]):
+        got = compose_config(overrides, config_dir=conf)
+        assert got.cache.block_size == (32 if len(overrides[1]) < 14 else 16), overrides
+        _same_config(got, _hydra_whole(overrides, conf))
 
 
-def test_assembling_without_the_locality_check_would_lose_the_outside_key(tmp_path, monkeypatch):
-    """The check above is what keeps the result Hydra's: skipped, the assembled config differs."""
-    from harness.config import compose as composition
-
+def test_an_option_that_chooses_another_groups_option_is_refused(tmp_path):
+    """What the composer cannot assemble as Hydra composes it (an option whose defaults list chooses another
+    group's option) is one error line naming the option, never another config."""
     conf = tmp_path / "conf"
     shutil.copytree(CONF_DIR, conf)
-    (conf / "layerwise" / "wide.yaml").write_text(
-        "# @package _global_\ncache:\n  block_size: 32\nlayerwise:\n  enable: true\n  split_size: 2\n")
-    overrides = ["layerwise=wide"]
-    monkeypatch.setattr(composition, "_without", lambda cfg, group: {})  # every option counts as local
-    assembled = composition.assembled(composition.parse_overrides(overrides), conf)
-    assert assembled is not None and assembled.cache.block_size != 32
-    assert _hydra_whole(overrides, conf).cache.block_size == 32
+    (conf / "mode" / "card.yaml").write_text("# @package _global_\ndefaults:\n  - override /hardware: bi_v100\n")
+    assert _hydra_whole(["mode=card"], conf).hardware.name != _hydra_whole([], conf).hardware.name
+    with pytest.raises(ConfigError, match=r"mode='card': an option that sets keys; not one that chooses"):
+        compose_config(["mode=card"], config_dir=conf)
 
 
 @pytest.mark.parametrize("overrides, field", [

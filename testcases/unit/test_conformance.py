@@ -321,11 +321,14 @@ def test_an_estimation_refusal(tmp_path, capsys):
 
 def test_every_upstream_refusal_message_names_a_field():
     """Each message maps to one field, and the oracle's startup fields are all covered."""
-    from harness.conformance.check import REFUSALS, refusal_field
+    from contract.upstream_checks import UPSTREAM_CHECKS
+    from harness.conformance.check import refusal_field
 
-    for text, field, where in REFUSALS:
-        assert refusal_field(f"Check failed: x {text} y") == (field, where) or refusal_field(text)[0] == field
-    fields = {field for _, field, _ in REFUSALS}
+    logged = [row for row in UPSTREAM_CHECKS if row.message]
+    for row in logged:
+        assert refusal_field(f"Check failed: x {row.message} y") == (row.field, row.where) \
+            or refusal_field(row.message)[0] == row.field, row
+    fields = {row.field for row in logged}
     for wanted in ("layerwise.split_size", "parallel.world_size", "model.model_type", "cache.host_blocks_factor",
                    "parallel.cp_size", "parallel.kv_split_size", "cache.enable_sleep_mode", "cache.enable_xtensor",
                    "cache.kv_cache_dtype", "cache.indexer_cache_dtype", "index_n_heads"):
@@ -595,7 +598,7 @@ def test_every_pattern_matches_upstreams_format_strings():
     """Each line the checker reads, as the string literals stand in upstream's source at the place it cites."""
     import re
 
-    from harness.conformance.check import REFUSALS
+    from contract.upstream_checks import UPSTREAM_CHECKS
     from harness.conformance.log import BLOCK_INFO_KEYS, FAILED_MARKS, FULL_KEYS, SHAPE_FORMATS, SUCCESS_MARK
 
     def source(name: str) -> str:
@@ -622,7 +625,7 @@ def test_every_pattern_matches_upstreams_format_strings():
     for message, where in FAILED_MARKS.items():
         name, line = where.split(":")
         assert _literal_at(source(name), message, int(line), 0), where
-    for text, _field, where in REFUSALS:
+    for text, where in ((row.message, row.where) for row in UPSTREAM_CHECKS if row.message):
         name, line = where.split(":")
         found = list(UPSTREAM.rglob(name))
         if found:  # the partial tree lacks some files

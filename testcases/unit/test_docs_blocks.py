@@ -12,7 +12,7 @@ from tools import docs_blocks
 
 
 def test_every_generated_block_is_what_its_record_renders():
-    assert docs_blocks.stale() == []
+    assert docs_blocks.stale() == [], "a generated block of the docs is not what its record renders"
 
 
 def test_a_figure_typed_into_a_page_is_stale(tmp_path):
@@ -38,7 +38,7 @@ def test_a_derived_table_edited_by_hand_is_stale(tmp_path, name):
     page = docs / docs_blocks.DERIVED[name][0]
     text = page.read_text(encoding="utf-8")
     shown = docs_blocks.block_text(text, name)
-    assert shown == docs_blocks.render_derived(name)
+    assert shown == docs_blocks.render_derived(name), f"the page's {name} block is not what its renderer makes"
     last_row = shown.rstrip("\n").rsplit("\n", 1)[1]
     page.write_text(text.replace(last_row, last_row.replace("|", "| edited", 1), 1), encoding="utf-8")
     source = docs_blocks.DERIVED[name][1]
@@ -83,7 +83,7 @@ def test_a_sweeps_results_become_the_figures_record(tmp_path):
     (tmp_path / "results.csv").write_text(aggregate.to_csv([row, rejected, no_uniform]), encoding="utf-8")
     (tmp_path / "results.md").write_text("# Sweep results\n\n`python -m harness -m model=deepseek_v32`\n")
     record = record_figures.sweep_record(tmp_path)
-    assert record.columns == aggregate.FIGURES_COLUMNS
+    assert record.columns == aggregate.FIGURES_COLUMNS, "not the app's own figures table"
     assert record.rows[0] == ("deepseek_v32", "reference", "2", "16,379.0", "31,222.0", "2978", "1562", "1.91x",
                               "32", "32", "")
     assert record.rows[1][-1] == "model.model_type: not upstream's" and record.rows[1][3] == ""

@@ -99,16 +99,16 @@ def test_leak_check_follows_the_storage_not_its_python_object():
 
     import torch
 
-    from harness.suites.bring_up import _alive, _weak_refs
+    from harness.suites.bring_up import alive_count, weak_refs
 
     held = [torch.ones(8)]
-    refs = _weak_refs(SimpleNamespace(all_tensors=lambda: list(held)))  # the storage's Python object is dropped here
+    refs = weak_refs(SimpleNamespace(all_tensors=lambda: list(held)))  # the storage's Python object is dropped here
     gc.collect()
-    assert _alive(refs) == 2  # the tensor and its storage
+    assert alive_count(refs) == 2, "the tensor and its storage: not both counted alive"
     kept = held[0].untyped_storage()
     held.clear()
     gc.collect()
-    assert _alive(refs) == 1  # the tensor is gone, its storage is still held
+    assert alive_count(refs) == 1, "the tensor is gone, its storage is still held: not counted once"
     del kept
     gc.collect()
-    assert _alive(refs) == 0
+    assert alive_count(refs) == 0, "nothing is held: still counted alive"

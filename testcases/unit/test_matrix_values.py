@@ -23,7 +23,7 @@ def _cases(overrides: list[str]) -> dict:
 
 
 def _values(case) -> tuple:
-    return tuple(option_spec(g, getattr(case, g), case._keys(g)) for g in ("layerwise", "parallel"))
+    return tuple(option_spec(g, getattr(case, g), case.key_overrides(g)) for g in ("layerwise", "parallel"))
 
 
 @pytest.mark.parametrize("keys, option", [

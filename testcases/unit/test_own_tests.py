@@ -1,4 +1,4 @@
-"""A tree's own test binary (``implementations.xllm_native.own_tests``): its verdict comes from GoogleTest's XML
+"""A tree's own test binary (``implementations.xllm_native.runtime.own_tests``): its verdict comes from GoogleTest's XML
 report and its exit status, it runs bounded in a private folder, and nothing it starts outlives it. Fake
 binaries (shell scripts that act as GoogleTest would, or would not) stand in for a compiled test file."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from contract.errors import UserError
-from harness.app import tree_tests
-from implementations.xllm_native import own_tests, reaper
+from harness.app import own_tests as app_own_tests
+from implementations.xllm_native.runtime import own_tests, reaper
 
 REPORT = """<?xml version="1.0" encoding="UTF-8"?>
 <testsuites tests="3" failures="1" disabled="1" errors="0" name="AllTests">
@@ -79,7 +79,7 @@ def test_a_binary_that_aborts_after_writing_a_passing_report_has_failed(tmp_path
     assert (found.total, found.passed, found.failed) == (2, 2, ()) and found.ended == "signal SIGABRT"
     assert not found.ok and "ended with signal SIGABRT" in found.summary(), found.summary()
     own = {"total": found.total, "passed": found.passed, "failed": [], "exit_problem": found.exit_problem}
-    assert tree_tests.verdict(own) == "fail"
+    assert app_own_tests.verdict(own) == "fail"
     assert run(tmp_path, f"cat > \"$report\" <<'EOF'\n{PASSING}EOF\nexit 0\n").ok
 
 
@@ -133,7 +133,7 @@ def test_the_command_is_one_line_on_a_bad_option_and_on_ctrl_c(monkeypatch, caps
     def interrupted(*_a, **_k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(own_tests, "run", interrupted)
+    monkeypatch.setattr(command, "run", interrupted)
     with pytest.raises(SystemExit) as exit_:
         command.main(["--source", "x"])
     err = capsys.readouterr().err.strip().splitlines()
@@ -141,8 +141,8 @@ def test_the_command_is_one_line_on_a_bad_option_and_on_ctrl_c(monkeypatch, caps
 
 
 def test_a_suite_jobs_own_tests_that_print_gbk_and_write_no_report_read_not_run(tmp_path, monkeypatch):
-    """The app's record of them (``tree_tests``): "not run" with the reason, never an error of the job."""
+    """The app's record of them (``harness.app.own_tests``): "not run" with the reason, never an error of the job."""
     body = "printf 'GBK \\326\\320\\316\\304\\n'; exit 0\n"
-    monkeypatch.setattr(own_tests, "run", lambda root, manifest: run(tmp_path, body))
-    own = tree_tests.run_own_tests(str(tmp_path), "m.yaml", file="t.cpp")
-    assert tree_tests.verdict(own) == "not run" and "it wrote no report and ended with exit 0" in own["summary"], own
+    monkeypatch.setattr(app_own_tests, "run", lambda root, manifest: run(tmp_path, body))
+    own = app_own_tests.run_own_tests(str(tmp_path), "m.yaml", file="t.cpp")
+    assert app_own_tests.verdict(own) == "not run" and "it wrote no report and ended with exit 0" in own["summary"], own

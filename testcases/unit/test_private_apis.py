@@ -9,18 +9,6 @@ import pytest
 
 from harness import private_apis
 
-# -- Hydra ---------------------------------------------------------------------------------------
-
-
-def test_hydras_parser_reads_every_option_the_app_checks():
-    """``validate.parse_argv`` reads these attributes of Hydra's parse."""
-    args = private_apis.hydra_args_parser().parse_args(["-m", "model=a,b", "hydra.job.name=x", "--cfg", "job"])
-    assert args.multirun and args.overrides == ["model=a,b", "hydra.job.name=x"] and args.cfg == "job"
-    for name in ("help", "hydra_help", "info", "shell_completion", "resolve", "config_path", "config_name",
-                 "config_dir", "experimental_rerun"):
-        assert hasattr(args, name), name
-
-
 # -- pytest --------------------------------------------------------------------------------------
 
 
@@ -79,20 +67,7 @@ def test_an_unknown_group_or_a_torch_without_the_count_is_unknown(monkeypatch):
     assert private_apis.c10d_group_count() is None
 
 
-# -- Hydra's job return, the standard library's multiprocessing helpers ------------------------------
-
-
-def test_a_jobs_outcome_is_read_without_raising(capsys):
-    from hydra.core.utils import JobReturn, JobStatus
-
-    failed = JobReturn(status=JobStatus.FAILED)
-    failed.return_value = error = ValueError("boom")
-    assert private_apis.hydra_job_outcome(failed) is error
-    done = JobReturn(status=JobStatus.COMPLETED)
-    done.return_value = {"status": "passed"}
-    assert private_apis.hydra_job_outcome(done) == {"status": "passed"}
-    assert private_apis.hydra_job_outcome(object()) is None
-    assert capsys.readouterr().err == ""
+# -- the standard library's multiprocessing helpers ------------------------------
 
 
 def test_the_multiprocessing_helpers_are_named_once_started():

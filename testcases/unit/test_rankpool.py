@@ -416,36 +416,42 @@ def test_a_launcher_rank_leaves_when_its_agent_is_killed(tmp_path):
 @unit
 def test_only_a_single_threaded_owner_on_cpu_forks_its_ranks(monkeypatch):
     """Elsewhere a forkserver starts them: an owner with other Python threads, ranks on cards (CUDA
-    does not survive a fork), a start from another thread, Python 3.12+. The harness's own spawner
-    thread does not count while it waits for work, only while it starts a pool."""
+    does not survive a fork), a start from another thread, Python 3.12+."""
     from harness.rankpool import pool as pool_module
-    from harness.rankpool import spawn
 
     forks = "fork" if sys.version_info < (3, 12) else "forkserver"
     main = threading.main_thread()
-    spawner, other = threading.Thread(name="lwsplit-spawner"), threading.Thread(name="someone-else")
-    monkeypatch.setattr(spawn, "_spawn_thread", spawner)
+    other = threading.Thread(name="someone-else")
 
     def live(*threads):  # the process's threads, as both of threading's ways of asking see them
         monkeypatch.setattr(threading, "enumerate", lambda: [main, *threads])
         monkeypatch.setattr(threading, "active_count", lambda: 1 + len(threads))
 
     live()
-    assert pool_module.start_method("cpu") == forks
-    assert pool_module.start_method("cuda") == "forkserver"
-    live(spawner)
-    assert pool_module.start_method("cpu") == forks, "the idle spawner thread made the owner use a forkserver"
-    monkeypatch.setattr(spawn, "_spawner_busy", True)
-    assert pool_module.start_method("cpu") == "forkserver"
-    monkeypatch.setattr(spawn, "_spawner_busy", False)
+    assert pool_module.start_method("cpu") == forks, "a single-threaded owner on CPU did not fork"
+    assert pool_module.start_method("cuda") == "forkserver", "ranks on cards were forked"
     live(other)
-    assert pool_module.start_method("cpu") == "forkserver"
+    assert pool_module.start_method("cpu") == "forkserver", "an owner with another thread forked"
     live()
     found = []
     starter = threading.Thread(target=lambda: found.append(pool_module.start_method("cpu")))
     starter.start()
     starter.join()
-    assert found == ["forkserver"]
+    assert found == ["forkserver"], "a start from another thread forked"
+
+
+@unit
+def test_the_harness_spawner_thread_counts_for_a_fork_only_while_it_starts_a_pool():
+    """The harness's own spawner thread does not count while it waits for work, only while it starts a pool."""
+    from harness.rankpool import spawn
+
+    main = threading.main_thread()
+    spawner, other = threading.Thread(name="lwsplit-spawner"), threading.Thread(name="someone-else")
+    assert spawn.fork_unsafe_threads([main], main, None, False) == []
+    assert spawn.fork_unsafe_threads([main, spawner], main, spawner, False) == [], \
+        "the idle spawner thread made the owner use a forkserver"
+    assert spawn.fork_unsafe_threads([main, spawner], main, spawner, True) == [spawner]
+    assert spawn.fork_unsafe_threads([main, spawner, other], main, spawner, False) == [other]
 
 
 @dist

@@ -32,7 +32,7 @@ def test_other_ranks_adopt_rank_0s_cases_without_composing(monkeypatch):
     assert list(sent["payload"]["resolved"]) == [key]  # each distinct case once
 
     monkeypatch.setattr(case_module, "_RESOLVED", {})  # rank 1: a process that composed nothing
-    monkeypatch.setattr(case_module, "_compose_case", lambda overrides: pytest.fail("rank 1 composed"))
+    monkeypatch.setattr(case_module, "compose_config", lambda overrides: pytest.fail("rank 1 composed"))
     compose_on_rank_0(_Ctx(1, sent), [CASE])
     assert CASE.resolved is composed
     assert CASE.resolved.run.layerwise.split_size == 2

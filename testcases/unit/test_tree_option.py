@@ -15,7 +15,7 @@ import pytest
 from harness.paths import TC_DIR
 from harness.suites import TC_MODULES, load_suite
 from harness.suites.matrix import load_matrix
-from implementations.xllm_native.build import ENV_SOURCE
+from implementations.xllm_native.tree.files import ENV_SOURCE
 from testcases import ROOT
 
 FIXTURE = ROOT / "testcases" / "native" / "fixture_tree"

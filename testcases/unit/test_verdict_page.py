@@ -8,8 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.app import aggregate, tree_tests
+from harness.app import aggregate, own_tests
 from harness.suites.case_result import first_reason
+from implementations.xllm_native.tree.facts import TreeFacts
 
 pytestmark = pytest.mark.unit
 
@@ -83,14 +84,15 @@ def test_first_reason_is_the_assertions_own_first_line():
     assert first_reason(SimpleNamespace(longrepr="could not append\nx")) == "could not append"
 
 
-def _impl(tmp_path, tests="tests/t.cpp", port=True):
-    manifest = SimpleNamespace(tests=tests, path=tmp_path / "m.yaml")
-    return SimpleNamespace(manifest=manifest, native=SimpleNamespace(tree=SimpleNamespace(root=tmp_path, port=port)))
+def _impl(tmp_path, tests="tests/t.cpp"):
+    facts = TreeFacts(root=tmp_path, manifest_name="m", manifest_path=tmp_path / "m.yaml", why="given", port=True,
+                      upstream_manifest=False, planning_files=(), allocation_files=(), allocation_backends=None,
+                      own_tests=tests)
+    return SimpleNamespace(native=SimpleNamespace(facts=lambda: facts, tree=SimpleNamespace(root=tmp_path)))
 
 
 def test_own_tests_run_once_per_tree_and_a_tree_that_cannot_build_them_is_recorded(tmp_path, monkeypatch):
     from contract.errors import UserError
-    from implementations.xllm_native import own_tests
 
     calls = []
 
@@ -99,22 +101,21 @@ def test_own_tests_run_once_per_tree_and_a_tree_that_cannot_build_them_is_record
         raise UserError("implementation.manifest", "tests/t.cpp", "a test file that builds", "gtest/gtest.h: missing")
 
     monkeypatch.setattr(own_tests, "run", fake_run)
-    monkeypatch.setattr(tree_tests, "_RUN", {})
+    monkeypatch.setattr(own_tests, "_RUN", {})
     impl = _impl(tmp_path)
-    first = tree_tests.own_tests_of(impl)
-    assert tree_tests.own_tests_of(impl) is first and len(calls) == 1
+    first = own_tests.own_tests_of(impl)
+    assert own_tests.own_tests_of(impl) is first and len(calls) == 1
     assert first["summary"].startswith("its own tests (tests/t.cpp) could not be run: ")
-    assert "gtest/gtest.h: missing" in first["summary"] and tree_tests.verdict(first) == "not run"
-    assert tree_tests.own_tests_of(_impl(tmp_path, tests=None)) is None  # no test file named
-    assert tree_tests.own_tests_of(_impl(tmp_path, port=False)) is None  # upstream-cut: no own tests run
-    assert tree_tests.own_tests_of(SimpleNamespace()) is None  # not a C++ tree
+    assert "gtest/gtest.h: missing" in first["summary"] and own_tests.verdict(first) == "not run"
+    assert own_tests.own_tests_of(_impl(tmp_path, tests=None)) is None  # no test file named
+    assert own_tests.own_tests_of(SimpleNamespace()) is None  # not a C++ tree
 
 
 def test_own_tests_become_one_allure_result_of_their_own(tmp_path):
-    assert tree_tests.write_allure(OWN, tmp_path / "missing", tree="p6") is None
+    assert own_tests.write_allure(OWN, tmp_path / "missing", tree="p6") is None
     failed = {**OWN, "passed": 11, "failed": ["Suite.Case"], "summary": "11 of 12 pass; failed: Suite.Case"}
-    assert tree_tests.verdict(failed) == "fail"
-    path = tree_tests.write_allure(failed, tmp_path, tree="p6")
+    assert own_tests.verdict(failed) == "fail"
+    path = own_tests.write_allure(failed, tmp_path, tree="p6")
     data = json.loads(path.read_text())
     assert path.name.endswith("-result.json") and data["status"] == "failed"
     assert data["statusDetails"]["message"] == failed["summary"] and data["name"] == "its own tests (tests/core/test_x.cpp)"
@@ -123,17 +124,10 @@ def test_own_tests_become_one_allure_result_of_their_own(tmp_path):
 def test_a_suite_job_on_a_tree_with_own_tests_records_them_beside_its_tcs(tmp_path, monkeypatch):
     """``run_job`` (mode=suite) on a C++ tree whose manifest names its tests: the job's result holds them and
     its Allure results gain their result; the TCs' run is stubbed (what it returns is the job's as before)."""
-    from hydra import compose, initialize_config_dir
-
     from harness.app import job
     from harness.config import build as config_build
-    from harness.config.store import register
-    from harness.paths import CONF_DIR
 
-    register()
     overrides = ["model=qwen3_5_moe", "layerwise=s2"]
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-        cfg = compose(config_name="config", overrides=overrides)
     impl = _impl(tmp_path)
     monkeypatch.setattr(config_build, "build_implementation", lambda cfg: impl)
     monkeypatch.setattr(job, "_plan", lambda impl, run, strict: {"plan": None})
@@ -143,12 +137,12 @@ def test_a_suite_job_on_a_tree_with_own_tests_records_them_beside_its_tcs(tmp_pa
         return {"status": "failed", "message": "", "exit_code": 1, "counts": {"failed": 1}, "tcs": {}}
 
     monkeypatch.setattr(job, "run_suite", fake_suite)
-    monkeypatch.setattr(tree_tests, "_RUN", {})
+    monkeypatch.setattr(own_tests, "_RUN", {})
     ran = []
-    monkeypatch.setattr(tree_tests, "run_own_tests", lambda root, manifest, file: ran.append(root) or OWN)
+    monkeypatch.setattr(own_tests, "run_own_tests", lambda root, manifest, file: ran.append(root) or OWN)
     choices = {"model": "qwen3_5_moe", "layerwise": "s2", "parallel": "tp4", "implementation": "reference",
                "hardware": "cpu"}
-    result = job.run_job(cfg, overrides, choices, tmp_path / "job")
+    result = job.run_job(overrides, choices, tmp_path / "job")
     assert result["mode"] == "suite" and result["own_tests"] == OWN and ran == [str(tmp_path)], result
     written = json.loads((tmp_path / "job" / "result.json").read_text())
     assert written["own_tests"]["summary"] == OWN["summary"]

@@ -42,26 +42,12 @@ DOCS = "docs/explore.md"
 
 
 def drawn(examples: int, seed: int) -> list:
-    """The configurations the explorer draws from ``seed`` (Hypothesis's generate phase, nothing judged), in
-    its batches (``search.batch_size``)."""
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import seed as fixed_seed
+    """The configurations the explorer draws from ``seed`` (``search.drawn_batches``, nothing judged), in its
+    batches (``search.batch_size``)."""
+    from harness.explore.search import drawn_batches
+    from harness.explore.strategies import decode, slices
 
-    from harness.explore.search import batch_size
-    from harness.explore.strategies import batch_bytes, decode, slices
-
-    out = []
-    per_example = batch_size(examples)
-
-    @settings(max_examples=examples // per_example, deadline=None, database=None, phases=(Phase.generate,),
-              suppress_health_check=list(HealthCheck))
-    @fixed_seed(seed)
-    @given(batch_bytes(per_example))
-    def collect(data):
-        out.extend(decode(one) for one in slices(data))
-
-    collect()
-    return out
+    return [decode(one) for data in drawn_batches(seed, examples) for one in slices(data)]
 
 
 def judging_only(runner, runs: list, allocate: bool) -> float:
@@ -75,17 +61,18 @@ def judging_only(runner, runs: list, allocate: bool) -> float:
 def measure(examples: dict, seed: int) -> dict:
     """(configurations, CPU seconds exploring, refused, CPU seconds judging alone) per level, on the reference."""
     from harness.explore.runner import runner_for
-    from harness.explore.search import Count, explore
+    from harness.explore.search import Count, drawn_batches, explore
     from harness.explore.strategies import decode
     from harness.suites.matrix import load_matrix
 
     runner = runner_for(load_matrix("ci", ["implementation=reference"]), "reference")
-    _compose_recorded()
+    warm_up_drawing(seed)
     for allocate in (False, True):  # warm-up: imports, compositions, caches
         explore(runner, examples=5, allocate=allocate, seed=seed + 1, shrink=False)
     out = {}
     for allocate in (False, True):
-        decode.cache_clear()  # each level decodes its draws afresh (the levels draw the same first strings)
+        decode.cache_clear()  # each level draws and decodes afresh (the levels draw the same first strings)
+        drawn_batches.cache_clear()
         count = Count()
         start = time.process_time()
         finding = explore(runner, examples=examples[allocate], allocate=allocate, seed=seed, shrink=False, count=count)
@@ -96,6 +83,29 @@ def measure(examples: dict, seed: int) -> dict:
         runs = drawn(examples[allocate], seed)
         out[allocate] = (count.judged, seconds, count.refused, judging_only(runner, runs, allocate) / len(runs))
     return out
+
+
+def warm_up_drawing(seed: int) -> None:
+    """What a process pays once before its first draws, paid before a bench times them: the imports, the shipped
+    configurations composed (``_compose_recorded``), a few draws from another seed decoded (and forgotten), and
+    Hypothesis's scan of the project's modules for constants (it scans them the first time a draw asks for one,
+    about one draw in twenty, and each module once per process: ``hypothesis.internal.conjecture.providers``)."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import strategies as st
+
+    from harness.explore.strategies import decode
+
+    _compose_recorded()
+    drawn(16, seed + 1)
+    decode.cache_clear()
+
+    @settings(max_examples=200, deadline=None, database=None, phases=(Phase.generate,),
+              suppress_health_check=list(HealthCheck))
+    @given(st.integers())
+    def scanned(_):  # about one example in twenty asks for a constant: the scan's chance to be left is 1e-5
+        pass
+
+    scanned()
 
 
 def _compose_recorded() -> None:
@@ -229,20 +239,28 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from harness.paths import REPO_ROOT
 
         notes.append(step_note(step_before, step_cost(REPO_ROOT), commit))
-    print(" | ".join(COLUMNS))
-    for row in table_rows:
+    command_line = ("python -m tools.bench.explore" + (f" --against {args.against}" if before else "")
+                    + (" --step" if args.step else "") + " --docs")
+    show("bench_explore", COLUMNS, table_rows, notes, align="lrrrrrl", docs=command_line if args.docs else None)
+    return 0
+
+
+def show(block: str, columns: Sequence[str], table: Sequence[Sequence], notes: Sequence[str], *, align: str,
+         docs: Optional[str]) -> None:
+    """Print an exploring bench's table (``columns``, one line per row, cells joined by `` | ``) and its notes;
+    with ``docs`` (the command line that measured it) also record them as the generated block ``block``
+    (``tools.docs_blocks``). The one printer of ``tools.bench.explore`` and ``tools.bench.explore_native``."""
+    print(" | ".join(columns))
+    for row in table:
         print(" | ".join(str(c) for c in row))
     for note in notes:
         print(note)
-    if args.docs:
+    if docs is not None:
         from tools import docs_blocks
 
-        command_line = ("python -m tools.bench.explore" + (f" --against {args.against}" if before else "")
-                        + (" --step" if args.step else "") + " --docs")
-        page = docs_blocks.publish(docs_blocks.measured(
-            "bench_explore", command=command_line, columns=COLUMNS, rows=table_rows, align="lrrrrrl", notes=notes))
+        page = docs_blocks.publish(docs_blocks.measured(block, command=docs, columns=columns, rows=table,
+                                                        align=align, notes=notes))
         print(f"wrote {page}")
-    return 0
 
 
 if __name__ == "__main__":

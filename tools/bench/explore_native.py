@@ -6,10 +6,11 @@
 The explorer's plan-level draws (``tools.bench.explore.drawn``: the fixed seed, nothing judged) are drawn once
 and judged by the reference and by ``implementation=xllm_native`` on each tree given, in this one process, one
 after the other: the same configurations, side by side. A compiled tree's code runs in its host process
-(``implementations.xllm_native.host``), so its CPU time counts: this process's (``time.process_time``) plus
-every host's (``/proc/<pid>/stat``, read before and after; a host that a crash ended loses what it spent, and
-the row says how many ended). The draws' own CPU time is added to every row (the explorer pays it for each
-implementation alike). A configuration a tree fails is still counted: the rate is what exploring it costs.
+(``implementations.xllm_native.runtime.host``), so its CPU time counts: this process's (``time.process_time``) plus
+every host's (``/proc/<pid>/stat``, read before and after; a host that ended meanwhile, a crash's or a closed
+one's, through this process's reaped children, ``os.times``; the row says how many ended). The draws' own CPU time, after the same warm-up as ``tools.bench.explore``'s
+(``warm_up_drawing``: imports, compositions, Hypothesis's one scan of the project), is added to every row (the
+explorer pays it for each implementation alike). A configuration a tree fails is still counted: the rate is what exploring it costs.
 Goal: 500 configurations per CPU second at plan level through the host (2 cores).
 """
 
@@ -31,18 +32,28 @@ COLUMNS = ("implementation", "tree", "configs", "failing", "CPU s here", "CPU s 
 
 
 def host_cpu_seconds() -> dict:
-    """{pid: CPU seconds (user + system)} of every live host of this process."""
-    from implementations.xllm_native import native
+    """{pid: CPU seconds} of every live host of this process: the process started (the keeper) and every live
+    descendant (the host it forked, which calls the tree's code, and whatever the tree started), each's user and
+    system time and that of its children that ended (``/proc/<pid>/stat``)."""
+    from implementations.xllm_native.runtime.host import descendants
+    from implementations.xllm_native.runtime.host_client import host_pids
 
-    tick = os.sysconf("SC_CLK_TCK")
     out = {}
-    for h in list(native._HOSTS):
-        try:
-            fields = Path(f"/proc/{h.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
+    for pid in host_pids():
+        own = _proc_cpu_seconds(pid)
+        if own is None:
             continue
-        out[h.proc.pid] = (int(fields[11]) + int(fields[12])) / tick
+        out[pid] = own + sum(_proc_cpu_seconds(kid) or 0.0 for kid in descendants(pid))
     return out
+
+
+def _proc_cpu_seconds(pid: int):
+    """utime + stime + cutime + cstime of ``pid`` in seconds, or None where it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def judge(implementation: str, overrides: Sequence[str], runs: list) -> tuple:
@@ -53,14 +64,22 @@ def judge(implementation: str, overrides: Sequence[str], runs: list) -> tuple:
     runner = runner_for(load_matrix("ci", [f"implementation={implementation}", *overrides]), implementation)
     for run in runs[:5]:  # warm-up: the build (cached), the host's start, imports
         runner.verdict(run, allocate=False)
-    hosts_before = host_cpu_seconds()
+    hosts_before, reaped_before = host_cpu_seconds(), reaped_cpu_seconds()
     start = time.process_time()
     failing = sum(1 for run in runs if runner.verdict(run, allocate=False).failures)
     here = time.process_time() - start
-    hosts_after = host_cpu_seconds()
-    hosts = sum(after - hosts_before.get(pid, 0.0) for pid, after in hosts_after.items())
-    ended = len(set(hosts_before) - set(hosts_after))
-    return failing, here, hosts, ended
+    hosts_after, reaped = host_cpu_seconds(), reaped_cpu_seconds() - reaped_before
+    ended = set(hosts_before) - set(hosts_after)
+    # a host that ended (and was reaped) meanwhile: its whole life is in ``reaped``, less what it spent before
+    hosts = sum(after - hosts_before.get(pid, 0.0) for pid, after in hosts_after.items()) \
+        + max(0.0, reaped - sum(hosts_before[pid] for pid in ended))
+    return failing, here, hosts, len(ended)
+
+
+def reaped_cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process's children that ended and were reaped (``os.times``)."""
+    times = os.times()
+    return times.children_user + times.children_system
 
 
 def rows(results: list, draw_s: float) -> list[tuple]:
@@ -102,8 +121,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for source in sources + ([args.base_source] if args.base_source else []):
         if not Path(source).is_dir():
             fail(f"--source: {source!r}; allowed: an existing folder holding an xLLM tree")
-    from tools.bench.explore import drawn
+    from tools.bench.explore import drawn, show, warm_up_drawing
 
+    warm_up_drawing(args.seed)  # what a process pays once (imports, compositions), as tools.bench.explore does
     start = time.process_time()
     runs = drawn(args.examples, args.seed)
     draw_s = time.process_time() - start
@@ -117,19 +137,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     table = rows(results, draw_s)
     notes = [f"the draws' own CPU ({draw_s:.2f} s for {len(runs)}) is in every row; seed {args.seed}; "
              f"load {os.getloadavg()[0]:.2f} when measured"]
-    print(" | ".join(COLUMNS))
-    for row in table:
-        print(" | ".join(str(c) for c in row))
-    for note in notes:
-        print(note)
-    if args.docs:
-        from tools import docs_blocks
-
-        command_line = "python -m tools.bench.explore_native " + " ".join(
-            f"--source {Path(s).name}" for s in sources) + (" --base-source ..." if args.base_source else "") + " --docs"
-        page = docs_blocks.publish(docs_blocks.measured(
-            "bench_explore_native", command=command_line, columns=COLUMNS, rows=table, align="llrrrrrrrl", notes=notes))
-        print(f"wrote {page}")
+    command_line = "python -m tools.bench.explore_native " + " ".join(
+        f"--source {Path(s).name}" for s in sources) + (" --base-source ..." if args.base_source else "") + " --docs"
+    show("bench_explore_native", COLUMNS, table, notes, align="llrrrrrrrl", docs=command_line if args.docs else None)
     return 0
 
 

@@ -76,8 +76,8 @@ tensors_s = tensors_compile_s = None
 if impl.manifest.tensors is not None:  # the allocation's torch library: built (cold) or found, then opened
     impl.native.tensor_library()
     tensors_s = time.perf_counter() - done
-    from implementations.xllm_native import build
-    tensors_compile_s = build.build(impl.native.tree, root=impl.native.cache, tensors=True).manifest.get("seconds")
+    from implementations.xllm_native.build import library
+    tensors_compile_s = library.build(impl.native.tree, root=impl.native.cache, tensors=True).manifest.get("seconds")
 print(json.dumps({"answer": answer, "manifest": impl.manifest.name, "why": impl.native.why, "lookup_s": built - started,
                   "first_call_s": done - built, "total_s": done - started,
                   "compile_s": impl.native.built.manifest.get("seconds"), "tensors_s": tensors_s,

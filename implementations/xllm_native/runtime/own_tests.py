@@ -12,21 +12,29 @@ was not run; one that ends by a signal, or with a status its report does not exp
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-from contract.errors import UserError
-from implementations.xllm_native import build, cachefs, reaper
-from implementations.xllm_native.native import resolve
+from contract.errors import ImplementationFailure, UserError
+from implementations.xllm_native.build import cachefs, commands
+from implementations.xllm_native.build.diagnose import first_error
+from implementations.xllm_native.build.generate import generate
+from implementations.xllm_native.runtime import reaper
+from implementations.xllm_native.tree.files import TreeMap, tree_map
+from implementations.xllm_native.tree.resolve import resolve
 
 TIMEOUT_S = 300.0
 """How long the test binary may run (a port's own tests take well under a second)."""
 MAX_REPORT_BYTES = 16 << 20
 """The largest XML report read (a port's twelve tests write about 2 kB)."""
 FOLDER_PREFIX = "lwsplit-own-tests-"
+ESTIMATION_TEST = "tests/core/framework/kv_cache/kv_cache_estimation_test.cpp"
+"""Upstream's own test of the planning math, relative to the tree (``estimation_test_binary``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,23 +114,23 @@ def _compile(tree, test: Path, scratch: Path, field: str, file: str) -> Path:
     gen = scratch / "gen"
     gen.mkdir(mode=0o700)
     binary = gen / "own_tests"
-    steps = build.port_commands(tree, gen, binary)[:-2]  # the tree's sources: no glue, no library link
+    steps = commands.port_commands(tree, gen, binary)[:-2]  # the tree's sources: no glue, no library link
     objs = [cmd[cmd.index("-o") + 1] for cmd in steps]
     flags = steps[0][1:steps[0].index("-MD")]
     test_obj = str(gen / "obj" / "own_tests.o")
-    steps.append([build.compiler(), *flags, "-c", str(test), "-o", test_obj])
-    steps.append([build.compiler(), *objs, test_obj, "-o", str(binary), "-lgtest", "-lgtest_main", "-lglog",
+    steps.append([commands.compiler(), *flags, "-c", str(test), "-o", test_obj])
+    steps.append([commands.compiler(), *objs, test_obj, "-o", str(binary), "-lgtest", "-lgtest_main", "-lglog",
                   "-lgflags", "-pthread"])
-    limit = build.build_timeout()
+    limit = commands.build_timeout()
     for cmd in steps:
         try:
             rc, log = cachefs.run_bounded(cmd, timeout=limit, cwd=str(gen))
         except cachefs.Timeout:
             raise UserError(field, file, f"a test file that compiles in {limit:g} s "
-                                         f"(${build.ENV_BUILD_TIMEOUT})", "the compiler was stopped") from None
+                                         f"(${commands.ENV_BUILD_TIMEOUT})", "the compiler was stopped") from None
         if rc != 0:
             raise UserError(field, file, "a test file that builds with the manifest's sources (and libgtest-dev)",
-                            build.first_error(log))
+                            first_error(log))
     return binary
 
 
@@ -155,3 +163,48 @@ def run_binary(cmd: Sequence[str], *, file: str, field: str, scratch: Path, time
     except ValueError as exc:
         raise UserError(field, file, wanted, f"its report is unreadable ({exc}); it ended with {ended}; "
                                              f"its last output line: {last}") from None
+
+
+def estimation_test_binary(tree: TreeMap, test: Path, tmp: Path) -> Path:
+    """Upstream's own estimation test (``test``, e.g. ``ESTIMATION_TEST``) built in ``tmp`` against the
+    adapter's translation unit (``generate``: the tree's planning code, the cut-out functions, the project's
+    shims and binding) and GoogleTest; ``UserError`` naming ``--test`` when it does not compile."""
+    gen = tmp / "gen"
+    gen.mkdir()
+    unity = generate(tree, gen)
+    source = gen / "upstream_test.cpp"
+    source.write_text(unity.read_text() + f'#include "{test}"\n')
+    binary = tmp / "upstream_test"
+    cmd = [c for c in commands.compile_command(tree, gen, source, binary) if c != "-shared"]
+    cmd.insert(-1, f"-I{tree.path('estimation').parent}")  # the test includes its header by bare name
+    cmd += ["-lgtest", "-lgtest_main", "-pthread"]
+    limit = commands.build_timeout()
+    try:  # bounded, in its own process group; its output (a GBK comment quoted on an error line) read with replacement
+        rc, log = cachefs.run_bounded(cmd, timeout=limit, cwd=str(gen))
+    except cachefs.Timeout:
+        raise UserError("--test", str(test), f"a test file that compiles within {limit:g} s "
+                        f"({commands.ENV_BUILD_TIMEOUT})", "the compiler was stopped") from None
+    if rc != 0:
+        raise UserError("--test", str(test), "a test file that compiles against the adapter's sources",
+                        first_error(log))
+    return binary
+
+
+def run_estimation_test(source_dir: str, test: str = ESTIMATION_TEST, *, timeout: float = TIMEOUT_S) -> tuple[int, str]:
+    """(exit status, output) of upstream's own estimation test (``test``, relative to the tree) built against the
+    adapter's sources of ``source_dir`` (upstream's map of roles, ``tree_map``) and run for at most ``timeout``
+    seconds, its process group killed after; nothing is cached and the build folder is removed."""
+    tree = tree_map(source_dir)
+    path = tree.root / test
+    if not path.is_file():
+        raise UserError("--test", test, f"a file of {tree.root}")
+    tmp = Path(tempfile.mkdtemp(prefix="lwsplit-upstream-test-"))
+    try:
+        binary = estimation_test_binary(tree, path, tmp)
+        try:
+            return cachefs.run_bounded([str(binary)], timeout=timeout)
+        except cachefs.Timeout:
+            raise ImplementationFailure(test, f"its test binary {binary} still ran after {timeout:g} s and "
+                                              f"was stopped (--timeout-s={timeout:g})") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -20,8 +20,10 @@ with a size cap, make's dependency-file syntax, and compiler runs with a time li
 from __future__ import annotations
 
 import errno
+import grp
 import hashlib
 import os
+import pwd
 import signal
 import stat
 import subprocess
@@ -112,9 +114,6 @@ MAX_LINKS = 40
 def _group_is_private(gid: int) -> bool:
     """Whether no user but this one is in group ``gid`` (a user private group: ``umask 002`` makes the user's
     folders group-writable, to that group only)."""
-    import grp
-    import pwd
-
     try:
         me = pwd.getpwuid(os.getuid()).pw_name
         if set(grp.getgrgid(gid).gr_mem) - {me}:
@@ -334,7 +333,7 @@ def parse_depfile(text: str) -> list[str]:
     return deps
 
 
-def _inside(path: str, folder: str) -> bool:
+def inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
@@ -368,14 +367,14 @@ def shadow_watch(deps: Iterable[str], search: Sequence[str], includer_dirs: Iter
     includers = sorted(set(includer_dirs))
     for dep in sorted(set(deps)):
         for at, folder in enumerate(search):
-            if not _inside(dep, folder) or dep == folder:
+            if not inside(dep, folder) or dep == folder:
                 continue
             parts = tuple(Path(os.path.relpath(dep, folder)).parts)
             for earlier in list(search[:at]) + includers:
                 if earlier != folder:
                     watch_name(earlier, parts)
         for folder in includers:  # a quoted include by a name relative to the includer's folder
-            if _inside(dep, folder) and dep != folder:
+            if inside(dep, folder) and dep != folder:
                 parts = tuple(Path(os.path.relpath(dep, folder)).parts)
                 for other in includers:
                     if other != folder:

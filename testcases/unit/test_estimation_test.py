@@ -1,4 +1,4 @@
-"""implementations.xllm_native.upstream_test: the tree's test binary runs with a time limit, and its output
+"""python -m harness.own_tests --estimation-test (``own_tests.run_estimation_test``): the tree's test binary runs with a time limit, and its output
 is read whatever its encoding. The compile step is replaced by a shell script standing in for the binary."""
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from implementations.xllm_native import upstream_test
+from contract.errors import UserError
+from harness import own_tests as command
+from implementations.xllm_native.runtime import own_tests
 
 GBK_SUMMARY = (b"[==========] 1 test from 1 test suite ran. (0 ms total)\n"
                b"[  PASSED  ] 1 test.\n" + "估算通过\n".encode("gbk"))  # not UTF-8
@@ -19,7 +21,7 @@ GBK_SUMMARY = (b"[==========] 1 test from 1 test suite ran. (0 ms total)\n"
 def tree(tmp_path, monkeypatch):
     """A source tree holding the test file, and a compile step that writes ``script`` as the binary."""
     (tmp_path / "t.cpp").write_text("// the tree's test\n")
-    monkeypatch.setattr(upstream_test.build, "tree_map", lambda source: SimpleNamespace(root=tmp_path))
+    monkeypatch.setattr(own_tests, "tree_map", lambda source: SimpleNamespace(root=tmp_path))
 
     def with_binary(script: bytes) -> Path:
         def compile_test(_tree, _test, tmp: Path) -> Path:
@@ -28,7 +30,7 @@ def tree(tmp_path, monkeypatch):
             binary.chmod(0o755)
             return binary
 
-        monkeypatch.setattr(upstream_test, "compile_test", compile_test)
+        monkeypatch.setattr(own_tests, "estimation_test_binary", compile_test)
         return tmp_path
 
     return with_binary
@@ -36,7 +38,7 @@ def tree(tmp_path, monkeypatch):
 
 def test_output_that_is_not_utf8_is_read_with_replacement_characters(tree, capsys):
     source = tree(b"printf '" + b"".join(b"\\%03o" % byte for byte in GBK_SUMMARY) + b"'\n")
-    assert upstream_test.main(["--source", str(source), "--test", "t.cpp"]) == 0
+    assert command.main(["--source", str(source), "--estimation-test", "--test", "t.cpp"]) == 0
     assert "[  PASSED  ] 1 test." in capsys.readouterr().out
 
 
@@ -44,7 +46,7 @@ def test_a_binary_past_its_time_limit_is_stopped_and_said_in_one_line(tree, caps
     source = tree(b"sleep 30\n")
     started = time.monotonic()
     with pytest.raises(SystemExit) as exited:
-        upstream_test.main(["--source", str(source), "--test", "t.cpp", "--timeout-s", "0.5"])
+        command.main(["--source", str(source), "--estimation-test", "--test", "t.cpp", "--timeout-s", "0.5"])
     assert time.monotonic() - started < 10
     assert exited.value.code == 1  # the tree's test did not finish: a failing result, not a usage error
     err = capsys.readouterr().err
@@ -56,7 +58,7 @@ def test_a_time_limit_that_is_not_a_positive_number_is_one_usage_error(tree, cap
     source = tree(b"true\n")
     for given in ("0", "-1", "soon", "nan"):
         with pytest.raises(SystemExit) as exited:
-            upstream_test.main(["--source", str(source), "--test", "t.cpp", "--timeout-s", given])
+            command.main(["--source", str(source), "--estimation-test", "--test", "t.cpp", "--timeout-s", given])
         assert exited.value.code == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "Traceback" not in err, err
@@ -75,12 +77,12 @@ def test_a_compile_error_quoting_a_gbk_comment_is_one_error_line(tmp_path, monke
         (gen / "unity.cpp").write_text("")
         return gen / "unity.cpp"
 
-    monkeypatch.setattr(upstream_test.build, "generate", generate)
-    monkeypatch.setattr(upstream_test.build, "compile_command", lambda *args: [str(cxx), "-shared", "-o", "x"])
+    monkeypatch.setattr(own_tests, "generate", generate)
+    monkeypatch.setattr(own_tests.commands, "compile_command", lambda *args: [str(cxx), "-shared", "-o", "x"])
     (tmp_path / "build").mkdir()
     tree = SimpleNamespace(root=tmp_path, path=lambda role: tmp_path / "est.cpp")
-    with pytest.raises(SystemExit) as exited:
-        upstream_test.compile_test(tree, tmp_path / "t.cpp", tmp_path / "build")
-    assert exited.value.code == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "t.cpp:3:14: error: expected primary-expression //" in err, err
+    with pytest.raises(UserError) as raised:
+        own_tests.estimation_test_binary(tree, tmp_path / "t.cpp", tmp_path / "build")
+    said = str(raised.value)
+    assert raised.value.field == "--test" and "\n" not in said, said
+    assert "t.cpp:3:14: error: expected primary-expression //" in said, said

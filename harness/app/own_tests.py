@@ -1,7 +1,7 @@
 """A C++ tree's own tests beside the TCs' verdicts in a job's result, its results.md row and Allure.
 
 When a job's implementation is a C++ tree whose manifest names its own GoogleTest file (the
-manifest's ``tests``; ``implementations.xllm_native.own_tests`` builds and runs it in a child
+manifest's ``tests``; ``implementations.xllm_native.runtime.own_tests`` builds and runs it in a child
 process), the job records what it reported, once per tree and manifest in a process (the jobs of
 a sweep share the result), and adds it to the job's Allure results as a test of its own. A tree
 whose tests cannot be built or run is recorded as such; the job's TCs are judged all the same.
@@ -15,6 +15,9 @@ import uuid
 from pathlib import Path
 from typing import Optional
 
+from contract.errors import ImplementationFailure, UserError
+from implementations.xllm_native.runtime.own_tests import run
+
 _RUN: dict = {}
 """(tree, manifest) -> what its own tests reported in this process."""
 
@@ -22,24 +25,21 @@ _RUN: dict = {}
 def own_tests_of(impl) -> Optional[dict]:
     """``{"file", "total", "passed", "failed", "exit_problem", "summary"}`` of ``impl``'s tree's own tests (``summary`` says
     why when they could not be run); None when ``impl`` is no C++ tree or its manifest names no test file."""
-    manifest = getattr(impl, "manifest", None)
     native = getattr(impl, "native", None)
-    if manifest is None or native is None or not getattr(manifest, "tests", None) or not native.tree.port:
+    facts = native.facts() if native is not None else None
+    if facts is None or facts.own_tests is None:
         return None
-    key = (str(native.tree.root), str(manifest.path))
+    key = (str(facts.root), str(facts.manifest_path))
     if key not in _RUN:
-        _RUN[key] = run_own_tests(*key, file=manifest.tests)
+        _RUN[key] = run_own_tests(*key, file=facts.own_tests)
     return _RUN[key]
 
 
 def run_own_tests(root: str, manifest: str, *, file: str) -> dict:
     """Build and run the tree's own tests (``own_tests.run``); a tree whose tests cannot be built or run
     is a result saying why, not an error of the job."""
-    from contract.errors import ImplementationFailure, UserError
-    from implementations.xllm_native import own_tests
-
     try:
-        found = own_tests.run(root, manifest)
+        found = run(root, manifest)
     except (UserError, ImplementationFailure) as exc:
         return {"file": file, "total": None, "passed": None, "failed": [],
                 "summary": f"its own tests ({file}) could not be run: {exc}"}

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Mapping
 
 from contract.errors import ImplementationFailure, PlanError, clip
-from implementations.xllm_native import build, cachefs
-from implementations.xllm_native.replies import reply_object
+from implementations.xllm_native.build import cachefs
+from implementations.xllm_native.build.cache import cache_error
+from implementations.xllm_native.runtime.replies import reply_object
 
 ABI_VERSION = 2
 """``lwsplit_tensor_abi_version()`` of ``cpp/alloc_protocol.h`` this loader speaks."""
@@ -39,7 +40,7 @@ class TensorLibrary:
         try:  # checked again now and opened by that descriptor (``cachefs.open_library``), as the host does
             fd = cachefs.open_library(library, sha256)
         except (cachefs.NotPrivate, cachefs.TooLarge, OSError) as exc:
-            raise build._cache_error(library.parent.parent, f"the tensor library {exc}") from None
+            raise cache_error(library.parent.parent, f"the tensor library {exc}") from None
         try:
             self._lib = ctypes.CDLL(f"/proc/self/fd/{fd}", mode=os.RTLD_NOW | os.RTLD_LOCAL)
         except OSError as exc:
@@ -70,7 +71,8 @@ class TensorLibrary:
         """(reply, tensors): the glue's JSON reply to ``request`` and every tensor it kept, in index order.
         A CHECK that fired is the reply's ``check`` (the caller names the field); a thrown exception is a
         ``PlanError``; anything that is not a JSON object an ``ImplementationFailure``."""
-        from torch.utils.dlpack import from_dlpack
+        from torch.utils.dlpack import from_dlpack  # here: importing torch takes about 2 s, which a module
+        # that only names the library (the planning path, a controller) never needs
 
         with self._call_lock:
             raw = self._lib.lwsplit_call(request.encode())
