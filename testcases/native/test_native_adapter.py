@@ -112,6 +112,26 @@ def test_the_split_groups_are_the_trees_groups_role_cut_out_of_its_mapping_class
     assert strided.plan(run(2)).split_groups == ((0, 2), (1, 3))
 
 
+def test_groups_that_are_not_a_partition_of_the_ranks_are_a_failure_naming_the_role(tmp_path, cache):
+    """A groups function that puts a rank in two groups (each group emitted twice) is the tree's failure, naming the
+    op and what it answered, never planned with."""
+    from contract.errors import ImplementationFailure
+    from implementations.xllm_native import XllmNativeImplementation
+
+    tree = copy_tree(tmp_path, "xllm/core/framework/parallel_state/mapping_npu.cpp",
+                     "groups.emplace_back(tp_group.begin() + at, tp_group.begin() + at + s);",
+                     "groups.emplace_back(tp_group.begin() + at, tp_group.begin() + at + s);\n"
+                     "      groups.emplace_back(tp_group.begin() + at, tp_group.begin() + at + s);")
+    os.environ[build_cache.ENV_CACHE] = str(cache)
+    try:
+        twice = XllmNativeImplementation(source_dir=str(tree))
+    finally:
+        os.environ.pop(build_cache.ENV_CACHE, None)
+    with pytest.raises(ImplementationFailure) as err:
+        twice.plan(run(2))
+    assert "the compiled groups answered groups [[0, 1], [0, 1], [2, 3], [2, 3]]" in str(err.value), err.value
+
+
 def test_speculative_block_count_is_calculate_kv_cache(impl):
     draft = replace(MODEL, name="fixture_mtp", num_nextn_predict_layers=1)
     plan = impl.plan(run(2, draft=draft))
