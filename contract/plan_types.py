@@ -74,9 +74,14 @@ class DraftPlan:
         return sum(self.layer_bytes_per_block)
 
 
-TREE_GROUPS_NOTE = "split groups from the tree's workers"
-"""How a plan's note begins when its split groups were read off a compiled tree's worker role (TC-03 quotes it
-with a grouping problem: what the tree's groups come from, and that no role of it reads the topology)."""
+TREE_GROUPS_NOTE = "split groups from the compiled tree"
+"""How a plan's note begins when a compiled tree formed its split groups (its groups role, or read off its worker
+role's masks): TC-03 quotes it with a grouping problem (what the groups come from, and that no role of the tree
+reads the topology)."""
+TREE_CARDS_NOTE = ("no card check in the compiled tree: nothing in its start-up path refuses two ranks of a split "
+                   "group on one card or a card planned past its HBM (FEATURE 4's card checks are the adaptation's)")
+"""A compiled tree's plan note: it is credited with no card refusal, and TC-03 quotes this where the spec refuses
+a placement or finds a card problem."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -169,12 +169,13 @@ def own_tests_note(tree: Path, manifest: Optional[str]) -> str:
 
 def tree_departures(tree: Path, models, layerwise, manifest: Optional[str] = None):
     """``harness.departures.TreeDepartures`` of one tree: its roles judged on the standard cases of ``models`` x
-    ``layerwise`` and TC-01's refusal cases. The tree's code runs in its host process, never here."""
+    ``layerwise``, TC-01's refusal cases and TC-03's topologies (the groups alone). The tree's code runs in its host process, never here."""
     from harness.departures import cases, judge
     from implementations.xllm_native import XllmNativeImplementation
 
     impl = XllmNativeImplementation(source_dir=str(tree), manifest=manifest)  # builds its planning library
-    found = judge.judge(impl, cases.standard_cases(models, layerwise) + cases.refusal_cases())
+    found = judge.judge(impl, cases.standard_cases(models, layerwise) + cases.refusal_cases()
+                        + cases.topology_cases())
     return replace(found, tree=tree.name)
 
 

@@ -1,5 +1,6 @@
 """The configurations a tree's roles are judged on: each model at each split size (world 4, the TCs' standard
-case), the model with its MTP draft (TC-07), and TC-01's refusal cases (one per startup rule of FEATURE 3)."""
+case), the model with its MTP draft (TC-07), TC-01's refusal cases (one per startup rule of FEATURE 3), and
+TC-03's topologies where the spec regroups (the split groups alone)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,22 @@ def standard_cases(models: Sequence[str], layerwise: Sequence[str]) -> list[Judg
                 out.append(JudgedCase(id=f"{model}-{lw}-{drafts[model]}", run=_run(model, lw, draft=drafts[model]),
                                       tcs=("TC-07",), only="speculative"))
     return out
+
+
+TOPOLOGY_CASES = (
+    ("pcie_2switch_8_interleaved-w8", "tp8", ("hardware.topology=pcie_2switch_8_interleaved",)),
+    ("pcie_2switch_8_interleaved-w4", "tp4", ("hardware.topology=pcie_2switch_8_interleaved",)),
+    ("nvlink_mesh_8", "tp8", ("hardware.topology=nvlink_mesh_8",)),
+    ("pcie_4switch_8_mixed-dp2", "dp2_tp4", ("hardware.topology=pcie_4switch_8_mixed",)),
+)
+"""(id, parallel layout, overrides) of TC-03's topologies on the CPU profile where the spec's groups are not
+consecutive runs of s ranks: at s 2, the split groups alone judged on each."""
+
+
+def topology_cases(model: str = "deepseek_v32") -> list[JudgedCase]:
+    """``TOPOLOGY_CASES`` on ``model`` at s 2: the tree's split groups against the grouping key's (TC-03)."""
+    return [JudgedCase(id=f"{variant}-s2", run=_run(model, "s2", parallel=par, extra=extra), tcs=("TC-03",),
+                       only="groups") for variant, par, extra in TOPOLOGY_CASES]
 
 
 def refusal_cases() -> list[JudgedCase]:

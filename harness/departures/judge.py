@@ -19,7 +19,7 @@ from implementations.xllm_native import roles as native_roles
 ROLE_TCS = {
     "validation": ("TC-01",), "estimation": ("TC-01", "TC-02", "TC-06"), "ownership": ("TC-01", "TC-02"),
     "layout": ("TC-04",), "engine": ("TC-04",), "worker": ("TC-01", "TC-05"), "speculative": ("TC-07",),
-    "allocation": ("TC-01", "TC-05", "TC-06"),
+    "allocation": ("TC-01", "TC-05", "TC-06"), "groups": ("TC-03",),
 }
 """The TCs whose checks read a role's answer (besides every TC of a case a planning role stops)."""
 PLAN_ROLES = ("validation", "estimation", "ownership", "layout", "engine", "speculative")
@@ -52,7 +52,8 @@ class JudgedCase:
     tcs: tuple[str, ...] = ALL_TCS
     refusal: bool = False
     only: str = ""
-    """One role judged on this case alone (``speculative`` for a case with a draft); empty: every role."""
+    """One role judged on this case alone (``speculative`` for a case with a draft, ``groups`` for a topology);
+    empty: every role."""
 
 
 def case_tcs(split_active: bool, draft: bool = False) -> tuple[str, ...]:
@@ -170,6 +171,10 @@ class Judge:
 
     def judge_case(self, case: JudgedCase) -> None:
         run = case.run
+        if case.only == "groups" or (not case.only and "TC-03" in case.tcs and oracle.split_size(run) > 1):
+            self.judge_groups(case)
+        if case.only == "groups":
+            return
         if case.only == "speculative":
             if self.played("speculative", case):
                 self.judge_speculative(case, oracle.split_size(run))
@@ -288,6 +293,32 @@ class Judge:
                      "each full layer on its owner's rank of each split group", case,
                      detail="" if every else f"TP rank {r} holds {_layers(held)}, spec {_layers(want)} "
                                              f"({len(wrong)} of {tp} ranks wrong)")
+
+    def judge_groups(self, case: JudgedCase) -> None:
+        """The tree's split groups (its groups role; ``none``: the groups its workers' masks make, what the engine
+        then runs) against the spec's per attention TP group (FEATURE 4's grouping key over the case's topology
+        and placement). A tree forming upstream's consecutive groups reads as one line wherever they fall short."""
+        state = self.states["groups"][0]
+        if state == "base":  # the engine around the port forms them: not the port's departure
+            return
+        if state == "absent":
+            self.played("groups", case)
+            return
+        run = case.run
+        spec = oracle.expected_split_groups(run)
+        if spec is None:  # no grouping keeps each group on distinct cards: the spec refuses (a card check's case)
+            return
+        got = self.guarded("groups", case, lambda: native_roles.groups(self.impl, run))
+        if got is None or sorted(map(sorted, got)) == sorted(map(sorted, spec)):
+            return
+        consecutive = oracle.expected_split_groups(run, rule=oracle.UPSTREAM_GROUP_RULE) or []
+        shape = ("consecutive runs of s ranks in each attention TP group"
+                 if sorted(map(sorted, got)) == sorted(map(sorted, consecutive)) else "other groups")
+        if state == "none":
+            shape += " (the tree forms none: read off its workers' masks)"
+        self.add("groups", "split groups sit on the best links the topology allows (FEATURE 4's grouping key)",
+                 shape, "the grouping key's groups", case,
+                 detail=f"{run.hardware.topology.name}: tree {[list(g) for g in got]}, spec {spec}")
 
     def judge_speculative(self, case: JudgedCase, s: int) -> None:
         est = self.guarded("speculative", case, lambda: native_roles.speculative(self.impl, case.run, s))

@@ -11,7 +11,8 @@ TCs' own check functions judge them:
 - a config that passes startup but cannot be planned (``oracle.expected_estimation_rejection``:
   no memory for one block, explicit linear-state slots above the cap, a draft slot larger
   than the target's, no full layer to split; or ``expectations.card_overflow``: the spec's
-  plan overfills a card): the master must refuse it with a UserError;
+  plan overfills a card): the master must refuse it with a UserError (a compiled tree, which has no card
+  check and says so in its plan, is judged by TC-03 there: its card problem names that);
 - otherwise, at plan level: every field of the plan against the spec (TC-02's plan figures, layout
   and draft figures: ranks, split groups, owners, slot sizes), TC-03 (its facts built from the plan as
   its rank body builds them), the ownership properties (``properties``); with allocation
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from contract.errors import UserError
+from contract.plan_types import TREE_CARDS_NOTE
 from harness import oracle
 from harness.config.targets import check_arguments, check_implementation_node
 from harness.explore.known import open_question
@@ -45,6 +47,7 @@ from harness.suites.expectations import (
     PREDICTIONS,
     card_overflow,
     judge,
+    native_planning_prediction,
     native_upstream_prediction,
     predicted_name,
     prediction,
@@ -181,6 +184,10 @@ class InProcessRunner:
         rejection = oracle.expected_estimation_rejection(run)
         why = (f"{rejection.reason} ({rejection.field}; FEATURE 5-6)" if rejection is not None
                else card_overflow(run, rule))  # a predicted variant: by its own owner rule
+        if why and rejection is None and error is None and TREE_CARDS_NOTE in published.plan.notes:
+            # a card the plan overfills, planned by a tree with no card check: TC-03's verdict (its card problem
+            # names that the tree has none; upstream's tree is predicted to fail so)
+            return self._judged(run, topology_facts(published.plan, run), ("TC-03",), refused=True)
         if why:
             if error is None:
                 failure = f"estimation: master accepted a config the spec cannot plan: {why}"
@@ -210,7 +217,8 @@ class InProcessRunner:
         """``problems``; for a variant predicted to keep upstream's consecutive groups where the spec regroups,
         without the facts that follow from its groups (split groups, split ranks, owned layers, estimates per
         rank): TC-03 judges its groups, as predicted."""
-        if PREDICTIONS.get(self.judged_as) not in (upstream_prediction, native_upstream_prediction) or not problems:
+        if PREDICTIONS.get(self.judged_as) not in (upstream_prediction, native_upstream_prediction,
+                                                   native_planning_prediction) or not problems:
             return problems
         if oracle.expected_split_groups(run) == oracle.expected_split_groups(run, rule=UPSTREAM_GROUPS):
             return problems

@@ -98,6 +98,10 @@ class Suite:
     predict_upstream_unsplit: Callable[..., Any] = predicts_nothing
     """``predict_upstream_unsplit(run) -> Optional[Prediction]``: the problems of upstream splitting a config
     the spec leaves unsplit (the enable flag off: upstream has none)."""
+    predict_no_card_check: Callable[..., Any] = predicts_nothing
+    """``predict_no_card_check(run) -> Optional[Prediction]``: the problems a tree with no card check (upstream's
+    compiled tree) makes the check find where the spec refuses its placement or upstream's groups put two ranks
+    of a group on one card (TC-03: its card problem, naming that the tree has no such check)."""
     passes_any_refusal: Callable[[Any], bool] = never
     """``passes_any_refusal(run)``: True where the check passes any UserError (TC-03: a placement the spec
     refuses), so no upstream refusal or layout is predicted."""

@@ -109,18 +109,22 @@ class Predicted:
     rank: Optional[int] = None
     amount: Optional[int] = None
     field: Optional[str] = None
+    says: str = ""
+    """Words the problem's text must hold (the reason it names), empty: any text."""
     why: str = ""
 
     def matches(self, p) -> bool:
         return (getattr(p, "rule", "") == self.rule
                 and (self.rank is None or getattr(p, "rank", None) == self.rank)
                 and (self.amount is None or getattr(p, "amount", None) == self.amount)
-                and (self.field is None or getattr(p, "field", None) == self.field))
+                and (self.field is None or getattr(p, "field", None) == self.field)
+                and self.says in str(p))
 
     def describe(self) -> str:
         return (f"{self.rule}" + (f" on rank {self.rank}" if self.rank is not None else "")
                 + (f" naming {self.field}" if self.field is not None else "")
-                + (f" by {self.amount} B" if self.amount is not None else ""))
+                + (f" by {self.amount} B" if self.amount is not None else "")
+                + (f" saying '{self.says[:60]}'" if self.says else ""))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -242,7 +246,7 @@ def unplannable(run, owner_rule: str = SPEC_OWNER_RULE) -> Optional[str]:
     return card_overflow(run, owner_rule)
 
 
-def upstream_prediction(tc: str, run) -> Optional[Prediction]:
+def upstream_prediction(tc: str, run, *, card_check: bool = True) -> Optional[Prediction]:
     """Upstream xLLM at 494f293b5 in every rule (FEATURE 2-4), where it must differ from the spec:
 
     - startup (every TC): upstream has no enable flag (s > 1 alone splits) and supports only
@@ -256,11 +260,16 @@ def upstream_prediction(tc: str, run) -> Optional[Prediction]:
     - accepted and split by both: a refusal where upstream's consecutive groups put two ranks of a group
       on one card; else the TC's ``Suite.predict_upstream_layout`` (upstream's groups, its worker split
       rank) plus ``owner_rule_prediction`` for the owner rule.
+
+    ``card_check`` False: upstream's compiled tree, which has no card check (its groups are its own, its engine
+    refuses no placement): where the spec refuses a placement upstream accepts, or upstream's groups put two ranks
+    of a group on one card, the TC's ``Suite.predict_no_card_check`` (the check's card problem naming that the
+    tree has no such check) instead of a refusal.
     """
     suite = _suite(tc)
     spec, upstream = expected_rejection(run), oracle.expected_upstream_rejection(run)
     if spec is None and suite.passes_any_refusal(run):
-        return None
+        return None if card_check or upstream is not None else suite.predict_no_card_check(run)
     if spec != upstream and upstream is not None:
         if spec is None:
             return Prediction(required=(Predicted(rule="refused", field=upstream.field, why=upstream.reason),),
@@ -278,8 +287,11 @@ def upstream_prediction(tc: str, run) -> Optional[Prediction]:
         return None
     if s == 1:  # the flag is off but s > 1: upstream splits anyway
         return suite.predict_upstream_unsplit(run)
-    shared = _upstream_group_sharing_a_card(run)
-    if shared is not None and not oracle.spec_refuses_cards(run):  # where the spec refuses too, any refusal passes
+    shared = upstream_group_sharing_a_card(run)
+    unchecked = None
+    if shared is not None and not oracle.spec_refuses_cards(run) and not card_check:
+        unchecked = suite.predict_no_card_check(run)
+    elif shared is not None and not oracle.spec_refuses_cards(run):  # where the spec refuses too, any refusal passes
         return Prediction(required=(Predicted(rule="refused", field="placement", why=shared),),
                           reason=f"upstream's consecutive split groups put two ranks of a group on one card: {shared}; "
                                  f"the spec regroups them onto distinct cards (FEATURE 4)")
@@ -294,12 +306,16 @@ def upstream_prediction(tc: str, run) -> Optional[Prediction]:
         required += [p for p in owner.required if not any(p == q for q in required)]
         reasons.append(owner.reason)
         consequences = tuple(dict.fromkeys(consequences + owner.consequences))
+    if unchecked is not None:
+        required = list(unchecked.required) + required
+        reasons.insert(0, unchecked.reason)
+        consequences = tuple(dict.fromkeys(unchecked.consequences + consequences))
     if not required:
         return None
     return Prediction(required=tuple(required), consequences=consequences, reason="; ".join(reasons))
 
 
-def _upstream_group_sharing_a_card(run) -> Optional[str]:
+def upstream_group_sharing_a_card(run) -> Optional[str]:
     """Where upstream's consecutive groups hold two ranks on one card (which the card rule refuses): the
     first such pair, described; None when every consecutive group spans distinct cards."""
     for group in oracle.expected_split_groups(run, rule=UPSTREAM_GROUP_RULE):
@@ -322,7 +338,7 @@ def native_upstream_prediction(tc: str, run) -> Optional[Prediction]:
     a quantized cache that backend has not (``oracle.expected_upstream_worker_stop``: int8 KV on MLU only,
     the int8 indexer on NPU and MLU) stops every worker in ``init_worker`` naming the cache field, though
     the hardware profile allows it (FEATURE 3); nothing after it is checked."""
-    pred = upstream_prediction(tc, run)
+    pred = upstream_prediction(tc, run, card_check=False)
     if pred is not None and any(p.rule in ("refused", "rejection") for p in pred.required):
         return pred  # the master refuses first
     stop = oracle.expected_upstream_worker_stop(run, NATIVE_UPSTREAM_BACKENDS.get(run.hardware.kv_layout, "cpu"))
@@ -334,6 +350,11 @@ def native_upstream_prediction(tc: str, run) -> Optional[Prediction]:
                       reason=f"{stop.reason}; the {run.hardware.name} profile allows it (FEATURE 3)")
 
 
+def native_planning_prediction(tc: str, run) -> Optional[Prediction]:
+    """``xllm_native`` on upstream's planning code alone: ``upstream_prediction`` of a tree with no card check."""
+    return upstream_prediction(tc, run, card_check=False)
+
+
 NATIVE_PLANNING_ONLY = "xllm_native[upstream planning]"
 """``predicted_as`` of a tree whose upstream-cut manifest compiles no allocation (its workers: upstream's model)."""
 
@@ -341,14 +362,14 @@ PREDICTIONS: dict[str, Callable[[str, object], Optional[Prediction]]] = {
     "upstream_owner_rule": owner_rule_prediction,
     "xllm_upstream": upstream_prediction,
     "xllm_native": native_upstream_prediction,
-    NATIVE_PLANNING_ONLY: upstream_prediction,
+    NATIVE_PLANNING_ONLY: native_planning_prediction,
 }
 """Implementation name -> predict(tc, run). ``upstream_owner_rule`` is the reference with only
 upstream's owner rule; ``xllm_upstream`` is upstream in every rule (FEATURE 2-4: no enable flag,
 upstream's model list, consecutive groups, ``rank % s``, ``layer_id % s``); ``xllm_native`` is upstream's
 own planning and allocation compiled from a source tree, so the same predictions hold, plus its compiled
 worker's stops on quantized caches (``native_upstream_prediction``); ``NATIVE_PLANNING_ONLY`` is its planning
-code alone, with upstream's modelled workers."""
+code alone, with upstream's modelled workers. Both compiled ones have no card check (``card_check=False``)."""
 
 
 def _suite(tc: str):

@@ -26,13 +26,20 @@ import torch
 import torch.distributed as dist
 
 from contract.errors import UserError
-from contract.plan_types import TREE_GROUPS_NOTE
+from contract.plan_types import TREE_CARDS_NOTE, TREE_GROUPS_NOTE
 from harness import oracle
 from harness.suites import Suite, never
 from harness.suites.bring_up import instantiate
 from harness.suites.case import Case
 from harness.suites.checks import startup_problems
-from harness.suites.expectations import Predicted, Prediction, Problem, card_overflow, expected_rejection
+from harness.suites.expectations import (
+    Predicted,
+    Prediction,
+    Problem,
+    card_overflow,
+    expected_rejection,
+    upstream_group_sharing_a_card,
+)
 from harness.suites.facts import RankFacts, master_error, master_error_of, plan_of
 from harness.suites.ownership import bottleneck as _bottleneck
 from harness.suites.ownership import (
@@ -269,7 +276,8 @@ def check(facts: list, run) -> list[str]:
         if refusal:
             err = master_error(facts)
             if err is None:
-                return [f"master accepted a placement the spec refuses: {refusal}"]
+                return [_with_cards_note(Problem(f"master accepted a placement the spec refuses: {refusal}",
+                                                 rule="cards"), plan_of(facts))]
             return [] if err.user_error else [f"master refused with {err}, not a UserError ({refusal})"]
     verdict = startup_problems(facts, run)
     if verdict is not None:
@@ -356,6 +364,14 @@ def _with_tree_groups(problem: str, plan) -> str:
                    field=problem.field)
 
 
+def _with_cards_note(problem: Problem, plan) -> Problem:
+    """A card problem of a plan whose tree has no card check (the plan's ``TREE_CARDS_NOTE``), naming that."""
+    if plan is None or TREE_CARDS_NOTE not in plan.notes:
+        return problem
+    return Problem(f"{problem}; {TREE_CARDS_NOTE}", rule=problem.rule, rank=problem.rank, amount=problem.amount,
+                   field=problem.field)
+
+
 def grouping_key(run, groups) -> tuple:
     """FEATURE 4 keys (1) and (2): each group's worst link (``link_rank``), sorted from worst to best."""
     return tuple(sorted(link_rank(worst_link(run, g)) for g in groups))
@@ -377,7 +393,7 @@ def _check_cards(plan, run) -> list[str]:
     for g in plan.split_groups:
         cards = [where[r] for r in g]
         if len(set(cards)) != len(cards):
-            problems.append(f"split group {list(g)} puts two ranks on one card: {cards}")
+            problems.append(Problem(f"split group {list(g)} puts two ranks on one card: {cards}", rule="cards"))
     draft_per_rank = oracle.expected_draft_rank_bytes(run, plan.n_blocks)  # n_blocks * D (FEATURE 6), 0 without a draft
     on_card: dict[tuple[int, int], list] = {}
     for rp in plan.ranks:
@@ -388,8 +404,12 @@ def _check_cards(plan, run) -> list[str]:
                    + draft_per_rank for rp in rps)
         reserved = hw.reserved_bytes_per_card * len(rps)
         if max(planned, spec) + reserved > hw.hbm_bytes_per_card:
-            problems.append(f"node {card[0]} card {card[1]} (ranks {[rp.rank for rp in rps]}): KV planned "
-                            f"{planned} B (spec {spec} B) + reserved {reserved} B > HBM {hw.hbm_bytes_per_card} B")
+            problems.append(Problem(f"node {card[0]} card {card[1]} (ranks {[rp.rank for rp in rps]}): KV planned "
+                                    f"{planned} B (spec {spec} B) + reserved {reserved} B > HBM "
+                                    f"{hw.hbm_bytes_per_card} B", rule="cards"))
+    first = next((i for i, p in enumerate(problems) if getattr(p, "rule", "") == "cards"), None)
+    if first is not None:
+        problems[first] = _with_cards_note(problems[first], plan)
     return problems
 
 
@@ -405,7 +425,7 @@ def _check_live(facts, plan, run) -> list[str]:
         key = (id(live), by_rank[r])
         if key not in found:
             found[key] = _live_group_problems(live, by_rank[r], where, full)
-        problems += [f"rank {r}: {p}" for p in found[key]]
+        problems += [Problem(f"rank {r}: {p}", rule=getattr(p, "rule", "")) for p in found[key]]
         device = f.device
         if device.startswith("cuda:") and len({x.device for x in facts}) == len(facts):
             if int(device.split(":")[1]) != where[r][1]:  # one rank per card: the plan's card is the real one
@@ -426,7 +446,8 @@ def _live_group_problems(live, planned: tuple, where, full: list) -> list[str]:
                         f"{[where[m.rank] for m in live.members]}")
     over = {card: n for card, n in live.card_counts.items() if n != 1}
     if over or sum(live.card_counts.values()) != len(members):
-        problems.append(f"all-reduced card counts in its subgroup {live.card_counts} (each card must appear once)")
+        problems.append(Problem(f"all-reduced card counts in its subgroup {live.card_counts} (each card must appear "
+                                "once)", rule="cards"))
     owners = sorted(l for m in live.members for l in m.owned)
     if owners != full:
         missing = sorted(set(full) - set(owners))
@@ -482,6 +503,22 @@ def predict_upstream_layout(run) -> Optional[Prediction]:
                              f"regroups by its grouping key (FEATURE 4: worst link, then each group's own)")
 
 
+def predict_no_card_check(run) -> Optional[Prediction]:
+    """A tree with no card check (``TREE_CARDS_NOTE``) on a placement the spec refuses (it plans it: one ``cards``
+    problem) or where upstream's consecutive groups put two ranks of a group on one card (the plan's and the live
+    subgroups' card problems): the first names that the tree has no such check (FEATURE 4's card checks are the
+    BI-V100 adaptation's)."""
+    refusal = spec_refuses_placement(run)
+    shared = None if refusal else upstream_group_sharing_a_card(run)
+    if not refusal and shared is None:
+        return None
+    found = f"the spec refuses the placement: {refusal}" if refusal else f"upstream's groups put {shared}"
+    return Prediction(required=(Predicted(rule="cards", says=TREE_CARDS_NOTE, why=found),),
+                      consequences=("cards",),
+                      reason=f"upstream's tree has no card check (FEATURE 4's card checks are the BI-V100 "
+                             f"adaptation's); {found}")
+
+
 SUITE = Suite(
     TC=TC,
     LEVEL="L1",
@@ -492,6 +529,7 @@ SUITE = Suite(
     report_view=plan_report_view,
     summarize=summarize,
     predict_upstream_layout=predict_upstream_layout,
+    predict_no_card_check=predict_no_card_check,
     passes_any_refusal=passes_any_refusal,
     starts_workers=never,
 )

@@ -42,7 +42,7 @@ from typing import Mapping, Optional
 
 from contract.errors import ConfigError, ImplementationFailure, PlanError, UserError
 from contract.interface import ROLES, LayerCache, WorkerKVCache
-from contract.plan_types import TREE_GROUPS_NOTE, DraftPlan, KVPlan
+from contract.plan_types import TREE_CARDS_NOTE, TREE_GROUPS_NOTE, DraftPlan, KVPlan
 from contract.specs import LayerwiseFlags, ModelSpec, RunSpec
 from contract.upstream_tensors import TENSOR_NAMES, TENSOR_NAMES_MLA
 from implementations.reference import estimation, kv_bytes, layout, validation
@@ -506,11 +506,12 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
             layer_owner = ()
         placement = self.place_ranks(run)
         groups = self.split_groups(run, placement)
-        if self.port and active:
+        if active:
             notes.append(self.tree_groups_note())
         if self.port and isinstance(run.layerwise.split_size, int) and run.layerwise.split_size > 1:
             notes.append(f"split {'active' if active else 'off'} at s {run.layerwise.split_size}: "
                          f"{self.activation(run.layerwise)[1]}")
+        notes.append(TREE_CARDS_NOTE)
         if self.port:
             notes.insert(0, self.source_note())
         ranks = self._rank_plans(run, tp, placement, groups, full, layer_owner, layer_bytes, split_size=s,
@@ -600,20 +601,50 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         return tuple(bool(v) for v in owned)
 
     def split_groups(self, run: RunSpec, placement=None) -> tuple[tuple[int, ...], ...]:
-        """A port: the split groups its workers make, read off the tree's worker role. The worker function is
-        asked for every rank's mask; inside each attention TP group, ranks holding the same mask took the same
-        split rank, and the j-th rank of each such class (in rank order) form the j-th split group. A tree whose
-        split rank depends on nothing but the rank (the BI-V100 port: ``rank % s``) has no topology-aware
-        grouping, and ``TREE_GROUPS_NOTE`` says so in the plan. Upstream's tree: its modelled groups."""
-        if not self.port or not self.is_active(run.layerwise):
-            return super().split_groups(run, placement)
-        s = run.layerwise.split_size
-        groups: list = []
+        """The split groups as the tree forms them (role ``groups``): its groups function where the manifest names
+        one (upstream: ``MappingNPU::get_layerwise_split_group`` over its TP groups), the base's where the port
+        leaves it to the base, ``AbsentRoleError`` where it is absent. ``none`` (the engine forms no groups): read
+        off the worker role's masks; inside each attention TP group, ranks holding the same mask took the same
+        split rank, and the j-th rank of each such class (in rank order) form the j-th split group. The split
+        off: one group per rank."""
+        if not self.is_active(run.layerwise):
+            return tuple((rank,) for rank in range(run.parallel.world_size))
+        role = self.manifest.role("groups")
         self._untold = []
-        for tp_group in layout.tp_groups(run.parallel, self.port_tp(run)):
+        if role.state == "absent":
+            raise self.manifest.absent_error("groups")
+        if role.state == "base" and self.base is not None and self.base.manifest.role("groups").state == "none":
+            return self.mask_groups(run)  # the engine around the port forms none either: the port's workers decide
+        if role.state == "base":
+            return self.base_for("groups").split_groups(run, placement)
+        if role.state == "played":
+            return self.tree_groups(run)
+        return self.mask_groups(run)
+
+    def tree_groups(self, run: RunSpec) -> tuple[tuple[int, ...], ...]:
+        """The groups function's answer (glue op ``groups``): every rank's group, checked to cover each rank once."""
+        p = run.parallel
+        reply = self.call(run, "groups", {"world_size": p.world_size, "dp_size": p.dp_size, "cp_size": p.cp_size,
+                                          "kv_split_size": p.kv_split_size,
+                                          "layerwise_split_size": run.layerwise.split_size})
+        groups = reply.get("groups")
+        if not isinstance(groups, list) or not all(isinstance(g, list) for g in groups) or \
+                sorted(r for g in groups for r in g) != list(range(p.world_size)):
+            raise self._malformed("groups", f"groups {groups!r}, not a partition of ranks 0..{p.world_size - 1}")
+        return tuple(tuple(int(r) for r in g) for g in groups)
+
+    def mask_groups(self, run: RunSpec) -> tuple[tuple[int, ...], ...]:
+        """The groups the workers' masks make (the tree forms none): see ``split_groups``."""
+        s = run.layerwise.split_size
+        tp = self.port_tp(run) if self.port else self.attn_tp_size(run.parallel)
+        masks = None if self.port else self.owned_masks(run, s)
+        groups: list = []
+        for tp_group in layout.tp_groups(run.parallel, tp):
             classes: dict = {}
             for rank in tp_group:
-                classes.setdefault(self.tree_worker_mask(run.model, rank, s, run), []).append(rank)
+                mask = self.tree_worker_mask(run.model, rank, s, run) if masks is None \
+                    else tuple(bool(v) for v in masks[rank % s])
+                classes.setdefault(mask, []).append(rank)
             columns = list(classes.values())
             if len(columns) != s:
                 self._untold.append(f"TP group {list(tp_group)}: {len(columns)} distinct masks at s={s}, ranks "
@@ -622,19 +653,27 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         return tuple(groups)
 
     def tree_groups_note(self) -> str:
-        """``TREE_GROUPS_NOTE``: where a port's split groups come from, and what its masks could not tell apart."""
-        role = self.base_for("worker").manifest.role("worker") if self.plays("worker") == "base" \
-            else self.manifest.role("worker")
-        untold = getattr(self, "_untold", [])
-        return (f"{TREE_GROUPS_NOTE}: read off each rank's mask from the worker role ({role.function}); no role of "
-                f"the tree reads the topology, so it has no topology-aware grouping"
-                + (f"; {'; '.join(untold)}" if untold else ""))
+        """``TREE_GROUPS_NOTE``: where the tree's split groups come from (its groups role, or each rank's mask from
+        the worker role), that no role of the tree is handed the topology, and what masks could not tell apart."""
+        owner = self.base_for("groups") if self.plays("groups") == "base" and \
+            self.base.manifest.role("groups").state != "none" else self
+        role = owner.manifest.role("groups")
+        if role.present:
+            where = (f"the groups role ({role.function}, {role.file}), handed world, dp, cp, kv_split and s and no "
+                     "topology, so the tree has no topology-aware grouping")
+        else:
+            worker = owner.base_for("worker").manifest.role("worker") if owner.plays("worker") == "base" \
+                else owner.manifest.role("worker")
+            where = (f"read off each rank's mask from the worker role ({worker.function}); the tree forms no split "
+                     "groups and no role of it reads the topology, so it has no topology-aware grouping")
+        untold = getattr(owner, "_untold", [])
+        return f"{TREE_GROUPS_NOTE}: {where}" + (f"; {'; '.join(untold)}" if untold else "")
 
     def check_cards(self, split_groups: tuple, placement, per_rank_bytes: dict, run: RunSpec) -> None:
-        """A port: none. No role of the tree checks a card's memory or the cards of a split group, so the
-        harness credits it with no such refusal (upstream's tree: its modelled master check)."""
-        if not self.port:
-            super().check_cards(split_groups, placement, per_rank_bytes, run)
+        """None. No compiled code of a tree (upstream's included: its engine sizes the KV cache to what each device
+        reports free and forms its groups without knowing the cards) refuses two ranks of a split group on one card
+        or a card planned past its HBM, so the tree is credited with no such refusal; the plan says so
+        (``TREE_CARDS_NOTE``) and TC-03 names it where the spec refuses."""
 
     def init_worker(self, message: KVPlan, run: RunSpec, *, rank: int, role: str, device: str,
                     expected_digest: str) -> WorkerKVCache:

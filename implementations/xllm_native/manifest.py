@@ -17,7 +17,9 @@ roles:
 
 Every role of ``ROLES`` is either played (``file`` + ``function``: the function must be defined in
 that file) or marked ``absent`` with a reason. A role that is absent is never modelled: the
-implementation raises ``AbsentRoleError`` where a test case needs it (``absent_error``).
+implementation raises ``AbsentRoleError`` where a test case needs it (``absent_error``). ``groups`` (the
+function forming the split groups) may be left out of any manifest: it then reads as ``none`` (the groups are
+read off the workers' masks, ``GROUPS_UNNAMED``); ``{base: <why>}`` gives it to the base manifest.
 
 ``compile: upstream-cut`` (upstream's own manifest) keeps the build that cuts functions out of
 upstream's big files (``build.generate``); its ``files`` map names each cut role's file.
@@ -61,8 +63,15 @@ ROLES = {
     "speculative": "draft capacity",
     "engine": "engine propagation",
     "worker": "worker init and allocation",
+    "groups": "split groups",
 }
 """The harness's roles and what each stands for in an error (``the tree implements no <what>``)."""
+
+GROUPS_UNNAMED = ("the manifest names no function forming split groups: each worker's split rank is the one its "
+                  "worker role takes, and the groups are read off the workers' masks")
+"""``groups`` is the one role a manifest may leave out (with a base or without): it then reads as
+``{none: GROUPS_UNNAMED}`` (the engine forms no split groups; what the workers do is what runs). ``{base: ...}``
+leaves it to the base manifest's groups function."""
 
 COMPILE_KINDS = ("sources", "upstream-cut")
 TOP_KEYS = {
@@ -274,6 +283,9 @@ def load(path: object) -> Manifest:
         if name not in ROLES:
             raise _err(p, f"roles.{name}", given[name], f"a role of {', '.join(ROLES)}")
     for name in ROLES:
+        if name == "groups" and name not in given:
+            roles[name] = Role(name=name, none=GROUPS_UNNAMED)
+            continue
         if name not in given and base_manifest is not None:
             roles[name] = Role(name=name, base=f"left to the base {base_manifest.name}")
             continue

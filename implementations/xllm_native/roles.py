@@ -15,7 +15,7 @@ from implementations.xllm_native.impl import TORCH_SCALAR_TYPES, XllmNativeImple
 
 def state(impl: XllmNativeImplementation, role: str) -> tuple[str, str, str, str]:
     """(``played``/``absent``/``none``/``base``, the reason when not played, the function, its file) of ``role``
-    (one of the manifest's seven, or ``allocation``);
+    (one of the manifest's roles, or ``allocation``);
     ``allocation`` is ``absent`` when the manifest names none and ``torch`` when it is compiled against torch
     (run in a rank, judged end to end by TC-01 and TC-05)."""
     m = impl.manifest
@@ -94,6 +94,11 @@ def engine_layout(impl: XllmNativeImplementation, run: RunSpec, *, full: tuple, 
                                       "world_size": impl.port_tp(run), "layerwise_split_size": split_size,
                                       "enable": run.layerwise.enable})
     return layout_facts(reply.get("layout"), full)
+
+
+def groups(impl: XllmNativeImplementation, run: RunSpec) -> tuple:
+    """The split groups the tree forms for ``run`` (role ``groups``; ``none``: read off its workers' masks)."""
+    return impl.split_groups(run)
 
 
 def allocation(impl: XllmNativeImplementation, run: RunSpec, *, owned: list, rank: int, n_blocks: int) -> Optional[dict]:

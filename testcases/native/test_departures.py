@@ -2,8 +2,8 @@
 departure an end-to-end run hides behind an earlier one still reads, once.
 
 The fixture port built by ``fixture_port/manifest_planted.yaml`` has a master that CHECKs at s 4, a slot counted
-twice, workers that own no linear layer, and a validator nothing in its start-up path calls
-(``validation: {none: ...}``). End to end, its s 4 plan stops on the master's CHECK; role by role, each
+twice, workers that own no linear layer, a validator nothing in its start-up path calls
+(``validation: {none: ...}``) and a groups function taking strided ranks where the spec keeps consecutive ones. End to end, its s 4 plan stops on the master's CHECK; role by role, each
 planted defect is one line of its list, and none of them is on the plain fixture's list. The real trees
 (``real_tree``: both BI-V100 snapshots under ``../shared``) are judged the same way in their own CI step.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import pytest
 from contract.errors import UserError
 from contract.specs import CacheSpec
 from harness import departures, native_verdicts
+from harness.departures import cases
 from harness.departures.judge import JudgedCase, case_tcs, judge
 from implementations.xllm_native.build import cache as build_cache
 from testcases.native.test_ports import PORTS, UPSTREAM, real_tree
@@ -68,6 +70,8 @@ PLANTED = {
     and d.tree == "a rank owns no linear-attention layer",
     "validator nothing calls": lambda d: d.role == "validation" and d.tree.startswith("accepts every configuration")
     and "nothing in the start-up path calls check_split_config" in d.tree,
+    "strided split groups": lambda d: d.role == "groups" and d.tree == "other groups" and d.function == "fx_split_groups"
+    and any("tree [[0, 2], [1, 3]], spec [[0, 1], [2, 3]]" in c for c in d.cases),
 }
 
 
@@ -294,6 +298,16 @@ def test_the_two_snapshots_get_different_lists_and_v3_shows_what_its_master_chec
     # start-up path never calls its allocation
     (empty,) = [d for d in v2.departures if d.role == "allocation"]
     assert empty.tree == "creates no tensor" and not [c for c in empty.cases if "-off" in c], text
+    for tree in (v2, v3):  # no start-up path forms split groups: the workers' masks make consecutive ones
+        (groups,) = [d for d in tree.departures if d.role == "groups" and d.tree.startswith("consecutive")]
+        assert groups.tree == ("consecutive runs of s ranks in each attention TP group (the tree forms none: read "
+                               "off its workers' masks)") and groups.tcs == ("TC-03",), text
+        assert [c.split(" ")[0] for c in groups.cases] == [f"{v}-s2" for v, _, _ in cases.TOPOLOGY_CASES], text
+    # v3's workers give Qwen3.5's split ranks 0 and 3 the same mask at s 4 (no full layer each): groups the
+    # masks cannot tell apart
+    (untold,) = [d for d in v3.departures if d.role == "groups" and d.tree.startswith("other groups")]
+    assert untold.cases == ("qwen3_5_moe-s4 (cpu_sim_8: tree [[0, 3], [1], [2]], spec [[0, 1, 2, 3]])",), text
+    assert not [d for d in v2.departures if d.role == "groups" and d.tree.startswith("other groups")], text
     (never,) = [d for d in v3.departures if d.role == "allocation"]
     assert never.tree.startswith("the engine calls nothing for it: nothing in the start-up path calls "
                                  "allocate_kv_caches_layerwise"), text
@@ -313,7 +327,46 @@ def test_upstream_lists_only_its_known_departures(cache, monkeypatch):
     for d in found.departures:
         if d.role == "validation":
             assert d.tree.startswith("refuses naming model.model_type") and "is_layerwise_split_supported_model" in d.tree, text
+        elif d.role == "groups":  # MappingNPU's consecutive groups where TC-03's topologies regroup, nothing else
+            assert d.tree == "consecutive runs of s ranks in each attention TP group", text
+            assert d.function == "MappingNPU::get_layerwise_split_group", text
+            assert [c.split(" ")[0] for c in d.cases] == [f"{v}-s2" for v, _, _ in cases.TOPOLOGY_CASES], text
         else:
             assert d.role in ("estimation", "ownership", "worker", "speculative"), text
             assert all(c.startswith(qwen_split) for c in d.cases), text
-    assert {d.role for d in found.departures} == {"validation", "estimation", "ownership", "worker", "speculative"}, text
+    assert {d.role for d in found.departures} == {"validation", "estimation", "ownership", "worker", "groups",
+                                                  "speculative"}, text
+
+
+@pytest.mark.real_tree
+@real_tree(UPSTREAM)
+def test_upstreams_groups_are_its_compiled_mappings_and_a_strided_copy_is_one_departure(tmp_path, cache, monkeypatch):
+    """Upstream's split groups come from its compiled ``MappingNPU::get_layerwise_split_group`` (cut out of
+    mapping_npu.cpp with its TP groups and ``validate``'s CHECKs): consecutive runs of s ranks, its CHECK on
+    attention tp % s fired in the compiled code; a copy whose method takes strided ranks forms other groups, and the
+    groups role reads them as one departure (was: the harness's Python model of upstream's groups)."""
+    monkeypatch.setenv(build_cache.ENV_CACHE, str(cache))
+    from implementations.xllm_native import XllmNativeImplementation
+
+    tree = tmp_path / "upstream"
+    shutil.copytree(UPSTREAM, tree, ignore=shutil.ignore_patterns(".git"))
+    source = tree / "xllm/core/framework/parallel_state/mapping_npu.cpp"
+    text = source.read_text()
+    cut = "      rank_per_group.emplace_back(tp_group.begin() + begin,\n                                  tp_group.begin() + end);"
+    assert text.count(cut) == 1
+    source.write_text(text.replace(cut, (
+        "      std::vector<int32_t> strided;\n"
+        "      for (size_t j = 0; j < static_cast<size_t>(split_size); ++j)\n"
+        "        strided.push_back(tp_group[begin / split_size + j * (tp_group.size() / split_size)]);\n"
+        "      rank_per_group.push_back(strided);")))
+    good, bad = (XllmNativeImplementation(source_dir=str(t)) for t in (UPSTREAM, tree))
+    ds = replace(run(2), model=replace(run(2).model, model_type="deepseek_v32"))
+    assert good.split_groups(ds) == ((0, 1), (2, 3)) and bad.split_groups(ds) == ((0, 2), (1, 3))
+    with pytest.raises(UserError) as err:
+        good.native.call("groups", {"world_size": 4, "dp_size": 1, "cp_size": 1, "kv_split_size": 0,
+                                    "layerwise_split_size": 3})
+    assert "mapping_npu.cpp" in err.value.detail and "divisible by layerwise_split_size" in err.value.detail
+    case = JudgedCase(id="ds-s2", run=ds, tcs=case_tcs(True))
+    assert not [d for d in judge(good, [case]).departures if d.role == "groups"]
+    (strided,) = [d for d in judge(bad, [case]).departures if d.role == "groups"]
+    assert strided.tree == "other groups" and strided.function == "MappingNPU::get_layerwise_split_group"

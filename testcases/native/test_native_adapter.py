@@ -85,6 +85,53 @@ def test_plan_numbers_are_the_fixtures_math(impl):
     assert plan.implementation == "xllm_native"
 
 
+def test_the_split_groups_are_the_trees_groups_role_cut_out_of_its_mapping_class(impl, tmp_path, cache):
+    """Role ``groups``: the tree's ``MappingNPU::get_layerwise_split_group`` (with its TP groups and ``validate``'s
+    CHECKs), cut out of its file behind the project's mapping shim and called for every rank; its CHECK is a
+    refusal naming the file; a copy whose method cuts the TP group differently plans those groups (was: the
+    harness's Python model of upstream's consecutive groups, whatever the tree)."""
+    from contract.plan_types import TREE_CARDS_NOTE, TREE_GROUPS_NOTE
+    from implementations.xllm_native import XllmNativeImplementation
+
+    plan = impl.plan(run(2, world=8))
+    assert plan.split_groups == ((0, 1), (2, 3), (4, 5), (6, 7))
+    note = next(n for n in plan.notes if n.startswith(TREE_GROUPS_NOTE))
+    assert "MappingNPU::get_layerwise_split_group" in note and "mapping_npu.cpp" in note
+    assert TREE_CARDS_NOTE in plan.notes
+    with pytest.raises(UserError) as err:
+        impl.native.call("groups", {"world_size": 4, "layerwise_split_size": 3})
+    assert "mapping_npu.cpp" in err.value.detail and "not divisible by layerwise_split_size" in err.value.detail
+    tree = copy_tree(tmp_path, "xllm/core/framework/parallel_state/mapping_npu.cpp",
+                     "groups.emplace_back(tp_group.begin() + at, tp_group.begin() + at + s);",
+                     "groups.push_back({tp_group[at / s], tp_group[at / s + tp_group.size() / s]});")
+    os.environ[build_cache.ENV_CACHE] = str(cache)
+    try:
+        strided = XllmNativeImplementation(source_dir=str(tree))
+    finally:
+        os.environ.pop(build_cache.ENV_CACHE, None)
+    assert strided.plan(run(2)).split_groups == ((0, 2), (1, 3))
+
+
+def test_groups_that_are_not_a_partition_of_the_ranks_are_a_failure_naming_the_role(tmp_path, cache):
+    """A groups function that puts a rank in two groups (each group emitted twice) is the tree's failure, naming the
+    op and what it answered, never planned with."""
+    from contract.errors import ImplementationFailure
+    from implementations.xllm_native import XllmNativeImplementation
+
+    tree = copy_tree(tmp_path, "xllm/core/framework/parallel_state/mapping_npu.cpp",
+                     "groups.emplace_back(tp_group.begin() + at, tp_group.begin() + at + s);",
+                     "groups.emplace_back(tp_group.begin() + at, tp_group.begin() + at + s);\n"
+                     "      groups.emplace_back(tp_group.begin() + at, tp_group.begin() + at + s);")
+    os.environ[build_cache.ENV_CACHE] = str(cache)
+    try:
+        twice = XllmNativeImplementation(source_dir=str(tree))
+    finally:
+        os.environ.pop(build_cache.ENV_CACHE, None)
+    with pytest.raises(ImplementationFailure) as err:
+        twice.plan(run(2))
+    assert "the compiled groups answered groups [[0, 1], [0, 1], [2, 3], [2, 3]]" in str(err.value), err.value
+
+
 def test_speculative_block_count_is_calculate_kv_cache(impl):
     draft = replace(MODEL, name="fixture_mtp", num_nextn_predict_layers=1)
     plan = impl.plan(run(2, draft=draft))

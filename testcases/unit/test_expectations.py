@@ -410,3 +410,35 @@ def test_a_worker_refusal_is_a_problem_naming_rank_and_field_and_stops_the_check
     assert [(p.rule, p.rank, p.field) for p in found] == [("worker_refused", 1, "cache.kv_cache_dtype")]
     assert "rank 1 target worker refused a config the spec accepts" in found[0]
     assert startup_problems([RankFacts(rank=0, plan=object())], run) is None
+
+
+@pytest.mark.parametrize("variant, extra", [
+    ("oversubscribed", ("OVERSUBSCRIBED", "RESERVE_PER_RANK")),
+    ("shared-card", ("OVERSUBSCRIBED", "SHARED_CARD")),
+])
+def test_upstreams_compiled_tree_is_expected_to_fail_tc03s_card_cases_naming_that_it_has_no_card_check(variant, extra):
+    """Upstream's compiled tree has no card check (its groups are MappingNPU's, nothing refuses a card): where the
+    spec refuses the placement, or upstream's consecutive groups put two ranks of a group on one card, TC-03's card
+    problem is predicted, and strictly: it must name that the tree has no such check (a card problem without that
+    note, or any other failure, is not the expected one). Was: upstream's tree predicted to refuse the placement
+    (the Python model's card check)."""
+    from contract.plan_types import TREE_CARDS_NOTE
+    from harness.suites import tc03
+
+    flat = []
+    for name in extra:
+        value = getattr(tc03, name)
+        flat += [value] if isinstance(value, str) else list(value)
+    run = Case(tc="TC-03", model="deepseek_v32", layerwise="s2", parallel="tp4", implementation="reference",
+               hardware="cpu", variant=variant, extra=tuple(flat)).resolved.run
+    pred = prediction("TC-03", "xllm_native", run)
+    assert pred is not None and pred.required[0].rule == "cards" and pred.required[0].says == TREE_CARDS_NOTE
+    text = "split group [0, 1] puts two ranks on one card: [(0, 0), (0, 0)]"
+    noted = [Problem(f"{text}; {TREE_CARDS_NOTE}", rule="cards")]
+    noted += [Problem("TP group [0, 1, 2, 3] on cpu_sim_8: worst link ...", rule="groups", rank=0)] \
+        if variant == "shared-card" else []
+    assert judge("TC-03", "xllm_native", run, noted) == []
+    bare = [Problem(text, rule="cards")] + noted[1:]
+    assert any("predicted problem not found: cards saying 'no card check" in f
+               for f in judge("TC-03", "xllm_native", run, bare))
+    assert judge("TC-03", "xllm_native", run, [Problem("master refused: UserError", rule="refused")])

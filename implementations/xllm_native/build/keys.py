@@ -21,11 +21,12 @@ from implementations.xllm_native.build.commands import (
     tensor_sources,
     torch_paths,
 )
-from implementations.xllm_native.tree.files import ROLES, TreeMap, cut_defines
+from implementations.xllm_native.tree.files import ROLES, TreeMap, cut_defines, plays_groups
 
 ABI = "lwsplit-native-1"
 """Bumped when the binding's protocol changes: part of every cache key."""
-PROJECT_SOURCES = ("binding.cpp", "protocol.h", "request_args.h", "engine_shim.h", "parallel_config.h", "worker_shim.h")
+PROJECT_SOURCES = ("binding.cpp", "protocol.h", "request_args.h", "engine_shim.h", "parallel_config.h", "worker_shim.h",
+                   "mapping_shim.h")
 TENSOR_ABI = "lwsplit-tensors-2"
 """Bumped when ``cpp/alloc_protocol.h``'s protocol changes: part of every tensor library's key."""
 
@@ -79,6 +80,8 @@ def source_key(tree: TreeMap) -> str:
     header = tree.path("estimation").with_suffix(".h")
     files += [("implementation.files.estimation", str(header), header)]
     files += [("implementation.files.worker_checks", tree.files["worker_checks"], tree.path("worker_checks"))]
+    if plays_groups(tree):
+        files += [("implementation.files.groups", tree.files["groups"], tree.path("groups"))]
     parts = [ABI.encode(), json.dumps(tree.files, sort_keys=True).encode(), os.fsencode(str(tree.root))]
     parts += [_hashed(name, value, path, tree.root) if path.is_file() else b"" for name, value, path in files]
     parts += [(commands.CPP_DIR / s).read_bytes() for s in PROJECT_SOURCES]

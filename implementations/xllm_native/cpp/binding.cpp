@@ -142,6 +142,50 @@ std::string op_worker_checks(const Request& req) {
 #endif
 }
 
+#ifdef LWSPLIT_GROUPS
+// Role: groups (MappingNPU::get_layerwise_split_group over the attention TP groups get_tp_group builds,
+// after the CHECKs of MappingNPU::validate), for every rank of the world: the split groups and each rank's
+// (group id, rank inside it). The group sizes are what CollectiveCommunicator hands MappingNPU::Options
+// (tp = world / (dp x cp), moe_tp = world / ep with ep 1, sp 1, kv_split -1 when 0) as
+// MappingNPU::parse_parallel_info keeps them; no rank table: one node.
+std::string op_groups(const Request& req) {
+  const int32_t world = static_cast<int32_t>(req.i64("world_size"));
+  const int32_t dp = static_cast<int32_t>(req.i64("dp_size", 1));
+  const int32_t cp = std::max<int32_t>(1, static_cast<int32_t>(req.i64("cp_size", 1)));
+  const int32_t kv_split = static_cast<int32_t>(req.i64("kv_split_size", 0));
+  const int32_t s = static_cast<int32_t>(req.i64("layerwise_split_size", 1));
+  std::string groups = "[]", positions = "[";
+  for (int32_t rank = 0; rank < world; ++rank) {
+    xllm::MappingNPU m;
+    m.world_size_ = world;
+    m.num_nodes_ = 1;
+    m.local_world_size_ = world;
+    m.rank_ = rank;
+    m.attn_dp_.group_size(dp);
+    m.attn_tp_.group_size(world / (dp * cp));
+    m.attn_cp_.group_size(cp);
+    m.attn_kv_split_.group_size(kv_split > 0 ? kv_split : 1);
+    m.attn_layerwise_split_.group_size(s);
+    m.moe_tp_.group_size(world);
+    m.moe_ep_.group_size(1);
+    m.attn_inner_sp_.group_size(1);
+    m.validate();
+    m.get_tp_group(m.attn_tp_);
+    m.get_layerwise_split_group(m.attn_layerwise_split_);
+    if (rank == 0) {
+      groups = "[";
+      const auto& all = m.attn_layerwise_split_.rank_per_group();
+      for (size_t g = 0; g < all.size(); ++g) groups += (g ? "," : "") + array(all[g]);
+      groups += "]";
+    }
+    positions += (rank ? "," : "") + array(std::vector<int32_t>{
+        m.attn_layerwise_split_.current_group_id(), m.attn_layerwise_split_.rank()});
+  }
+  positions += "]";
+  return Json().raw("groups", groups).raw("positions", positions).str();
+}
+#endif
+
 }  // namespace
 
 std::string dispatch(const Request& req) {
@@ -152,6 +196,9 @@ std::string dispatch(const Request& req) {
   if (op == "speculative") return op_speculative(req);
   if (op == "speculative_caps") return op_speculative_caps(req);
   if (op == "worker_checks") return op_worker_checks(req);
+#ifdef LWSPLIT_GROUPS
+  if (op == "groups") return op_groups(req);
+#endif
   throw std::invalid_argument("unknown op " + op);
 }
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Mapping, Optional
 
 from implementations.xllm_native import manifest as manifest_mod
-from implementations.xllm_native.tree.files import TreeMap
+from implementations.xllm_native.tree.files import TreeMap, plays_groups
 from implementations.xllm_native.tree.resolve import ENV_BASE_SOURCE as ENV_BASE_SOURCE  # a run's command line names it
 from implementations.xllm_native.tree.resolve import resolve
 
@@ -71,7 +71,8 @@ def facts_of(tree: TreeMap, why: str = "") -> TreeFacts:
 
 def planning_files(tree: TreeMap) -> tuple[str, ...]:
     """The files, relative to the tree, that the upstream-cut planning build of ``tree`` compiles."""
-    planning = {p.strip() for role, value in tree.files.items() if role != "include_dirs"
+    skipped = {"include_dirs"} | (set() if plays_groups(tree) else {"groups"})
+    planning = {p.strip() for role, value in tree.files.items() if role not in skipped
                 for p in str(value).split(",") if p.strip()}
     planning.add(str(Path(tree.files["estimation"]).with_suffix(".h")))
     return tuple(sorted(planning))

@@ -24,6 +24,7 @@ UPSTREAM_FILES = {
     "utils_headers": "xllm/core/common/constants.h",
     "include_dirs": "xllm,xllm/core",
     "worker_checks": "xllm/core/runtime/worker_impl.cpp",
+    "groups": "xllm/core/framework/parallel_state/mapping_npu.cpp",
 }
 """Upstream xLLM's file of each role (494f293b5); ``files`` overrides any of them for a port."""
 ENTRY_POINTS = {
@@ -44,6 +45,11 @@ UTILS_OPTIONAL = ("align_up", "mla_model_type_set", "is_mla_model_type", "has_mt
                   "is_deepseek_v4_dspark_model_type", "is_deepseek_v4_model_type",
                   "is_tp_invariant_kv_cache_model_type", "is_target_model_type")
 """Helpers cut out of the utils file when it has them (a port may lack the DeepSeek-V4 ones)."""
+GROUPS_CUT = ("MappingNPU::validate", "MappingNPU::get_tp_group", "MappingNPU::get_layerwise_split_group",
+              "MappingNPU::get_current_group_id")
+"""What the ``groups`` role cuts out of its file (upstream: ``mapping_npu.cpp``) when the manifest plays it: the
+split groups, the TP groups they cut, the group lookup and the CHECKs run before them (``cpp/mapping_shim.h``
+holds the members they read)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,6 +107,15 @@ def port_tree(m, root: Path) -> TreeMap:
     if not root.is_dir():
         raise UserError(FIELD, str(root), "an existing folder holding the tree the manifest describes")
     return TreeMap(root=root, files={}, manifest=m)
+
+
+def plays_groups(tree: TreeMap) -> bool:
+    """An upstream-cut manifest that plays the ``groups`` role (its file is ``files.groups``); a tree map with no
+    manifest (``tree_map`` alone): the map's groups file exists."""
+    m = tree.manifest
+    if m is None:
+        return "groups" in tree.files and tree.path("groups").is_file()
+    return "groups" in m.roles and m.roles["groups"].present
 
 
 def cut_defines(tree: TreeMap) -> tuple[str, ...]:

@@ -11,6 +11,7 @@
 #include "framework/kv_cache/kv_cache_estimation_layerwise.h"
 #include "framework/kv_cache/kv_cache_layerwise.h"
 #include "framework/kv_cache/layerwise_split_layout.h"
+#include "framework/parallel_state/mapping_ilu.h"
 #include "protocol.h"
 #include "runtime/worker_layerwise_init.h"
 
@@ -101,6 +102,16 @@ std::string op_engine(const Request& req) {
   return Json().raw("layout", layout ? layout_json(*layout, per_rank) : std::string("null")).str();
 }
 
+// Role: groups (a manifest naming fx_split_groups): attention TP groups of world / (dp x cp) ranks.
+std::string op_groups(const Request& req) {
+  const int world = static_cast<int>(req.i64("world_size"));
+  const int tp = world / static_cast<int>(req.i64("dp_size", 1) * std::max<int64_t>(1, req.i64("cp_size", 1)));
+  std::string out = "[";
+  const auto groups = fxport::fx_split_groups(world, tp, split(req));
+  for (size_t g = 0; g < groups.size(); ++g) out += (g ? "," : "") + array(groups[g]);
+  return Json().raw("groups", out + "]").str();
+}
+
 }  // namespace
 
 std::string dispatch(const Request& req) {
@@ -112,6 +123,7 @@ std::string dispatch(const Request& req) {
   if (op == "allocate") return op_allocate(req);
   if (op == "master_layout") return op_master_layout(req);
   if (op == "engine") return op_engine(req);
+  if (op == "groups") return op_groups(req);
   throw std::invalid_argument("unknown op " + op);
 }
 
