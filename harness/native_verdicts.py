@@ -24,6 +24,7 @@ option given): what ``tools.record_native_verdicts`` records into the docs (this
 
 from __future__ import annotations
 
+import datetime
 import os
 import shlex
 import subprocess
@@ -39,6 +40,7 @@ from harness import departures
 from harness.config.schema import group_options
 from harness.files import check_output_file, write_atomic, write_json_atomic
 from harness.paths import CONF_DIR, REPO_ROOT
+from harness.reporting.allure_meta import git_commit, git_tracked_changes
 from harness.usage import Parser, command, fail
 from implementations.xllm_native.runtime.own_tests import run as run_own_tests
 from implementations.xllm_native.tree.facts import ENV_BASE_SOURCE as BASE_SOURCE_ENV
@@ -254,6 +256,9 @@ def main(argv=None) -> int:
         for name in (RUN_FILE, departures.DEPARTURES_FILE):
             check_output_file(Path(args.out) / name, "--out")
     before = _against(args.against, models, layerwise, args.manifest) if args.against else None
+    # what the verdicts were measured at (the recorder stamps the docs with it, not with its own checkout's state)
+    measured_at = {"commit": git_commit(REPO_ROOT)[:12], "tracked_changes": git_tracked_changes(REPO_ROOT),
+                   "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")}
     rows, notes, found = [], [], []
     for t in trees:
         found.append(tree_departures(t, models, layerwise, args.manifest))
@@ -274,7 +279,7 @@ def main(argv=None) -> int:
         print(note)
     if args.out:
         run = {"command": command_line(args), "trees": [str(t) for t in trees], "roles_only": args.roles_only,
-               "rows": rows, "notes": notes}
+               "rows": rows, "notes": notes, "measured": measured_at}
         for path in write_out(Path(args.out), found, rows, notes, diffs, run):
             print(f"wrote {path}")
     return 0

@@ -151,12 +151,15 @@ def checkout_commit(repo_dir: Path = REPO_ROOT) -> str:
 
 
 def measured(name: str, *, command: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
-             align: str = "", notes: Sequence[str] = (), provenance: str = "") -> Record:
+             align: str = "", notes: Sequence[str] = (), provenance: str = "", commit: Optional[str] = None,
+             date: Optional[str] = None) -> Record:
     """A record of figures measured now, on this machine, at this checkout's commit (said to
-    have uncommitted changes when it has)."""
+    have uncommitted changes when it has); ``commit`` and ``date`` where the command that measured them
+    (in this process's machine) said when and at which commit it ran."""
     _check_name(name)
-    return Record(name=name, command=command, date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
-                  machine=machine(), commit=checkout_commit(), columns=tuple(columns),
+    return Record(name=name, command=command,
+                  date=date or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+                  machine=machine(), commit=commit or checkout_commit(), columns=tuple(columns),
                   rows=tuple(tuple(str(c) for c in row) for row in rows), align=align,
                   notes=tuple(notes), provenance=provenance)
 

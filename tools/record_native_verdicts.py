@@ -31,6 +31,10 @@ def _run(folder: Path) -> dict:
         run = {"command": str(data["command"]), "trees": [str(t) for t in data["trees"]],
                "roles_only": bool(data["roles_only"]), "rows": [tuple(map(str, r)) for r in data["rows"]],
                "notes": [str(n) for n in data["notes"]]}
+        at = data.get("measured")  # written by the run since it stamps its records; older runs: the checkout's
+        run["stamp"] = {} if at is None else {
+            "commit": str(at["commit"])[:12] + (docs_blocks.DIRTY if at["tracked_changes"] else ""),
+            "date": str(at["date"])}
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError("results_dir", str(path), "a verdicts.json as python -m harness.native_verdicts --out "
                           "writes it", f"{type(exc).__name__}: {exc}") from None
@@ -56,13 +60,13 @@ def native_records(folder: Path) -> list[docs_blocks.Record]:
     if not run["roles_only"]:
         records.append(docs_blocks.measured(
             "native_verdicts", command=command, columns=COLUMNS, rows=run["rows"],
-            notes=[f"- {n}" for n in run["notes"]],
+            notes=[f"- {n}" for n in run["notes"]], **run["stamp"],
             provenance="each TC's standard case (world 4; TC-03 on the BI-V100 topology, TC-07 with the model's "
                        "draft) of each model and split size, judged by the spec; trees: " + trees))
     records.append(docs_blocks.measured(
         "native_departures", command=command, columns=DEPARTURE_COLUMNS,
         rows=[(t.tree, d.role, d.rule, d.tree, d.spec, d.function, ", ".join(d.cases), ", ".join(d.tcs))
-              for t in found for d in t.departures],
+              for t in found for d in t.departures], **run["stamp"],
         provenance="each role of each tree judged on its own against the oracle (harness.departures) on the "
                    "standard case of each model and split size, the model with its draft and TC-01's refusal "
                    "cases; trees: " + trees))

@@ -69,6 +69,16 @@ def git_commit(repo_dir: Path | str = REPO_ROOT) -> str:
     return commit if done.returncode == 0 and commit else "unknown"
 
 
+def git_tracked_changes(repo_dir: Path | str = REPO_ROOT) -> bool:
+    """True when a tracked file of ``repo_dir`` differs from its commit (``git status``); False without git."""
+    try:
+        done = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo_dir,
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0 and bool(done.stdout.strip())
+
+
 def environment_values(
     *,
     torch_version: str,

@@ -3,6 +3,7 @@ into the docs by ``tools.record_native_verdicts``."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from types import SimpleNamespace
 
@@ -141,6 +142,19 @@ def test_a_run_written_by_out_becomes_the_docs_records(roles_only, measured, tmp
     else:
         assert by_name["native_verdicts"].rows == (ROW,), by_name["native_verdicts"].rows
         assert by_name["native_verdicts"].notes == ("- fixture_tree: 12 of 12 pass",)
+
+
+def test_the_records_carry_the_commit_and_date_the_run_measured_at_not_the_recorders(measured, tmp_path, monkeypatch):
+    """Recording the TC table writes docs/native.md before the departures are recorded: a stamp taken at record
+    time would call the second record's commit dirty. The run's own stamp is what both records say."""
+    monkeypatch.setattr(native_verdicts, "git_commit", lambda *_a: "0123456789abcdef")
+    monkeypatch.setattr(native_verdicts, "git_tracked_changes", lambda *_a: False)
+    out = tmp_path / "out"
+    assert native_verdicts.main(["--tree", str(FIXTURE_TREE), "--out", str(out)]) == 0
+    monkeypatch.setattr(record_native_verdicts.docs_blocks, "checkout_commit", lambda *_a: "fedcba987654 dirty")
+    stamps = {(r.commit, r.date) for r in record_native_verdicts.native_records(out)}
+    run_date = json.loads((out / native_verdicts.RUN_FILE).read_text())["measured"]["date"]
+    assert stamps == {("0123456789ab", run_date)}, f"records stamped {stamps}, the run measured at 0123456789ab"
 
 
 def test_a_folder_without_a_run_is_one_error_line_and_nothing_written(tmp_path, capsys):
