@@ -143,15 +143,10 @@ def _build_locked(tree: TreeMap, root: Path, key: str, tensors: bool = False, kv
         extra = json.dumps(torch_build(), sort_keys=True).encode() if tensors else b""
         objects_run: dict = {"compiled": [], "reused": []}
         for cmd in commands:
-            obj_key = objects.object_key(cmd, cxx_id, extra) if objects.is_compile(cmd) else None
-            with objects.locked(root, obj_key):  # one object compiled once, whichever build needs it first
-                if obj_key is not None and objects.reuse(root, obj_key, cmd):
-                    objects_run["reused"].append(os.path.basename(cmd[cmd.index("-o") + 1]))
-                    continue
-                _run(cmd, tree, root, tmp, gen, limit, tensors)
-                if obj_key is not None:
-                    objects.publish(root, obj_key, cmd, gen)
-                    objects_run["compiled"].append(os.path.basename(cmd[cmd.index("-o") + 1]))
+            reused = objects.compile_once(root, cmd, gen, cxx_id, extra,
+                                          lambda c: _run(c, tree, root, tmp, gen, limit, tensors))
+            if objects.is_compile(cmd):
+                objects_run["reused" if reused else "compiled"].append(os.path.basename(cmd[cmd.index("-o") + 1]))
         if not library.is_file():
             raise compile_error(tree, "(the compiler wrote no library)")
         if tree.port or tensors:  # one dependency file per object, each a rule of its own, as make reads them

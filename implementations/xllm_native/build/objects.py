@@ -24,7 +24,7 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from implementations.xllm_native.build import cachefs
 from implementations.xllm_native.build.cache import cache_error, find, place
@@ -149,3 +149,18 @@ def publish(root: Path, key: str, cmd: list, cwd: Path) -> Path:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def compile_once(root: Path, cmd: list, cwd: Path, compiler_id: bytes, extra: bytes, run: Callable[[list], None]) -> bool:
+    """``run(cmd)`` (the bounded compiler run that raises on failure) unless a valid entry of ``cmd``'s object
+    exists, then the object published; a link is just run. True when the object came from the cache."""
+    if not is_compile(cmd):
+        run(cmd)
+        return False
+    key = object_key(cmd, compiler_id, extra)
+    with locked(root, key):  # one object compiled once, whichever build needs it first
+        if reuse(root, key, cmd):
+            return True
+        run(cmd)
+        publish(root, key, cmd, cwd)
+        return False
