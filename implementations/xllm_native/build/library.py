@@ -30,7 +30,8 @@ process group.
 
 This module runs a build (``build``); each part of it is a module of its own: the generated sources
 (``generate``), the compiler runs (``commands``), the cache keys (``keys``), the cache folder and its entries
-(``cache``), the headers the compiler read (``deps``) and a failed compile said as one error (``diagnose``).
+(``cache``), the headers the compiler read (``deps``), each compiled object of a port or tensor library
+(``objects``) and a failed compile said as one error (``diagnose``).
 """
 
 from __future__ import annotations
