@@ -28,7 +28,7 @@ from harness.suites.checks import published_layout_problems
 from harness.suites.expectations import expected_rejection
 from implementations.xllm_native import manifest
 from implementations.xllm_native.build import cache as build_cache
-from implementations.xllm_native.build import commands, diagnose, keys, library
+from implementations.xllm_native.build import cachefs, commands, diagnose, keys, library
 from implementations.xllm_native.runtime import own_tests
 from implementations.xllm_native.tree import cut
 from implementations.xllm_native.tree import files as tree_files
@@ -371,26 +371,28 @@ def small_manifest(tmp_path: Path, sources: list, glue: Path) -> Path:
     return path
 
 
-def test_a_duplicate_symbol_is_one_error_naming_the_symbol_and_both_files(tmp_path):
+def test_a_duplicate_symbol_is_one_error_naming_the_symbol_and_both_files(tmp_path, cache):
     glue = tmp_path / "glue.cpp"
     glue.write_text(TINY_GLUE)
     m = manifest.load(small_manifest(tmp_path, ["core/config/parallel_config_layerwise.cpp",
                                                 "core/framework/config/parallel_config.cpp"], glue))
+    tree = tree_files.port_tree(m, FIXTURE)
     with pytest.raises(UserError) as err:
-        library.build(tree_files.port_tree(m, FIXTURE), root=tmp_path / "cache")
+        library.build(tree, root=cache)
     text = str(err.value)
     assert "duplicate symbol fLI::FLAGS_fx_split_size at link" in text, text
     assert str(FIXTURE / "core/config/parallel_config_layerwise.cpp") in text
     assert str(FIXTURE / "core/framework/config/parallel_config.cpp") in text
-    assert not [p for p in (tmp_path / "cache").iterdir() if not p.name.endswith(".lock")]
+    key = keys.source_key(tree)  # the objects compiled whole stay, entries of their own; the library left nothing
+    assert not list(cache.glob(f"{key}-*")) and not list(cache.glob(f".tmp-{key}-*"))
 
 
-def test_glue_that_does_not_compile_names_the_role_and_the_first_error(tmp_path):
+def test_glue_that_does_not_compile_names_the_role_and_the_first_error(tmp_path, cache):
     glue = tmp_path / "glue.cpp"
     glue.write_text((FIXTURE / "glue.cpp").read_text().replace("fxport::fx_estimate(", "fxport::fx_estimat("))
     m = manifest.load(small_manifest(tmp_path, ["core/framework/kv_cache/kv_cache_layerwise.cpp"], glue))
     with pytest.raises(UserError) as err:
-        library.build(tree_files.port_tree(m, FIXTURE), root=tmp_path / "cache")
+        library.build(tree_files.port_tree(m, FIXTURE), root=cache)
     text = str(err.value)
     assert f"the glue {glue} (role estimation) does not compile: {glue}:" in text and "fx_estimat" in text, text
 
@@ -420,6 +422,27 @@ def test_every_objects_headers_and_the_bases_are_watched(tmp_path):
         assert build_cache.find(cache, key) is None, header
         header.write_text(text)
         assert build_cache.find(cache, key) == built
+
+
+def test_a_manifest_variant_compiling_the_same_sources_the_same_way_only_links(tmp_path, cache, monkeypatch):
+    """Another manifest text is another library key, but each object's command and sources are the fixture's: the
+    build runs no compile (``-c``) and adds no object entry to the cache, only its library: the fixture's bytes."""
+    text = FIXTURE_MANIFEST.read_text()
+    path = tmp_path / "variant.yaml"
+    path.write_text(text.replace("glue: glue.cpp", f"glue: {FIXTURE / 'glue.cpp'}")
+                    .replace("glue: alloc_glue.cpp", f"glue: {FIXTURE / 'alloc_glue.cpp'}") + "# a variant\n")
+    fixture = library.build(tree_files.port_tree(manifest.load(FIXTURE_MANIFEST), FIXTURE), root=cache)
+    before = {p.name for p in cache.iterdir()}
+    variant_tree = tree_files.port_tree(manifest.load(path), FIXTURE)
+    runs, run_bounded = [], cachefs.run_bounded
+    monkeypatch.setattr(cachefs, "run_bounded", lambda cmd, **kw: runs.append(list(cmd)) or run_bounded(cmd, **kw))
+    variant = library.build(variant_tree, root=cache)
+    assert [c for c in runs if "-c" in c] == [], "the variant compiled its sources again"
+    added = sorted({p.name for p in cache.iterdir()} - before)
+    key = keys.source_key(variant_tree)
+    assert [a for a in added if not a.startswith(key)] == [], f"the variant compiled objects anew: {added}"
+    assert variant.library.parent.name in added and variant.manifest["objects"]["compiled"] == []
+    assert variant.manifest["library_sha256"] == fixture.manifest["library_sha256"]
 
 
 # ---- the real trees (their own CI step) -------------------------------------------------------------------

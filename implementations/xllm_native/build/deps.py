@@ -38,9 +38,9 @@ def parse_deps(text: str, roots: list, cwd: Path) -> dict:
     return dict(sorted(deps.items()))
 
 
-def _search_path(cmd: list, cwd: Path) -> list:
-    """The compiler's include search order: the command's ``-I`` then ``-isystem`` folders (kept even when
-    missing, so one created later is watched), then its built-in folders (``-E -v``)."""
+def search_lists(cmd: list, cwd: Path) -> tuple[list, list, list]:
+    """The compiler's include search order in three parts: the command's ``-I`` folders, its ``-isystem``
+    folders (kept even when missing, so one created later is watched), then its built-in folders (``-E -v``)."""
     quoted, system, flags = [], [], []
     args = iter(cmd[1:])
     for a in args:
@@ -59,7 +59,13 @@ def _search_path(cmd: list, cwd: Path) -> list:
         out = cachefs.run_bounded(probe, timeout=min(VERSION_TIMEOUT_S, build_timeout()), cwd=str(cwd))[1]
     except (cachefs.Timeout, OSError):
         out = ""
-    return given + [d for d in cachefs.search_dirs(out) if d not in given]
+    return quoted, system, [d for d in cachefs.search_dirs(out) if d not in given]
+
+
+def _search_path(cmd: list, cwd: Path) -> list:
+    """The compiler's include search order (``search_lists``, joined)."""
+    quoted, system, builtin = search_lists(cmd, cwd)
+    return quoted + system + builtin
 
 
 def shadow_watch_of(depfile: str, cmd: list, gen: Path, roots: list) -> dict:

@@ -30,7 +30,8 @@ process group.
 
 This module runs a build (``build``); each part of it is a module of its own: the generated sources
 (``generate``), the compiler runs (``commands``), the cache keys (``keys``), the cache folder and its entries
-(``cache``), the headers the compiler read (``deps``) and a failed compile said as one error (``diagnose``).
+(``cache``), the headers the compiler read (``deps``), each compiled object of a port or tensor library
+(``objects``) and a failed compile said as one error (``diagnose``).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from pathlib import Path
 from typing import Optional
 
 from contract.errors import UserError
-from implementations.xllm_native.build import cachefs
+from implementations.xllm_native.build import cachefs, objects
 from implementations.xllm_native.build.cache import ENV_CACHE as ENV_CACHE  # impl.py's name for it
 from implementations.xllm_native.build.cache import Built, cache_error, cache_root, find, place, private_cache
 from implementations.xllm_native.build.commands import (
@@ -59,6 +60,7 @@ from implementations.xllm_native.build.commands import (
     compiler_id,
     compiler_timeout,
     tensor_commands,
+    torch_build,
 )
 from implementations.xllm_native.build.deps import deps_digest, parse_deps, shadow_watch_of, watched_roots
 from implementations.xllm_native.build.diagnose import compile_error, tensor_compile_error
@@ -138,21 +140,14 @@ def _build_locked(tree: TreeMap, root: Path, key: str, tensors: bool = False, kv
             commands = compile_commands(tree, gen, unity, library)
         started = time.monotonic()
         limit = build_timeout()
+        cxx_id = compiler_id(commands[0][0])
+        extra = json.dumps(torch_build(), sort_keys=True).encode() if tensors else b""
+        objects_run: dict = {"compiled": [], "reused": []}
         for cmd in commands:
-            try:
-                rc, log = cachefs.run_bounded(cmd, timeout=limit, cwd=str(gen))
-            except cachefs.Timeout:
-                raise compiler_timeout(cmd[0], limit, f"compiling {tree.root}") from None
-            except OSError as exc:
-                raise UserError("CXX", cmd[0], "a C++20 compiler this user can run", exc.strerror) from None
-            with open(tmp / "build.log", "a", errors="replace") as build_log:
-                build_log.write(" ".join(cmd) + "\n" + log)
-            if rc != 0:
-                full = [line.strip() for line in log.splitlines() if any(s in line for s in _FULL)]
-                if full:  # the linker's "ld returned 1" is the disk's doing, not the tree's
-                    raise cache_error(root, f"the compiler ran out of room: {full[0]}",
-                                       "a cache folder with room for a build") from None
-                raise tensor_compile_error(tree, log) if tensors else compile_error(tree, log)
+            reused = objects.compile_once(root, cmd, gen, cxx_id, extra,
+                                          lambda c: _run(c, tree, root, tmp, gen, limit, tensors))
+            if objects.is_compile(cmd):
+                objects_run["reused" if reused else "compiled"].append(os.path.basename(cmd[cmd.index("-o") + 1]))
         if not library.is_file():
             raise compile_error(tree, "(the compiler wrote no library)")
         if tree.port or tensors:  # one dependency file per object, each a rule of its own, as make reads them
@@ -167,9 +162,9 @@ def _build_locked(tree: TreeMap, root: Path, key: str, tensors: bool = False, kv
         manifest = {
             "abi": ABI, "source": str(tree.root), "files": tree.files, "key": key,
             "manifest": str(tree.manifest.path) if tree.manifest is not None else None,
-            "compiler": compiler_id(cmd[0]).decode(errors="replace").splitlines()[:1],
+            "compiler": cxx_id.decode(errors="replace").splitlines()[:1],
             "flags": list(TENSOR_FLAGS if tensors else PORT_FLAGS if tree.port else CXX_FLAGS), "command": cmd, "commands": len(commands),
-            "seconds": round(time.monotonic() - started, 1),
+            "seconds": round(time.monotonic() - started, 1), "objects": objects_run,
             "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": platform.machine(),
             "library": library.name, "library_sha256": cachefs.private_sha(library),
             "deps": deps, "deps_digest": deps_digest(deps),
@@ -189,3 +184,21 @@ def _build_locked(tree: TreeMap, root: Path, key: str, tensors: bool = False, kv
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _run(cmd: list, tree: TreeMap, root: Path, tmp: Path, gen: Path, limit: float, tensors: bool) -> None:
+    """One compiler run of a build, bounded; its output appended to ``build.log``; a failure as one error."""
+    try:
+        rc, log = cachefs.run_bounded(cmd, timeout=limit, cwd=str(gen))
+    except cachefs.Timeout:
+        raise compiler_timeout(cmd[0], limit, f"compiling {tree.root}") from None
+    except OSError as exc:
+        raise UserError("CXX", cmd[0], "a C++20 compiler this user can run", exc.strerror) from None
+    with open(tmp / "build.log", "a", errors="replace") as build_log:
+        build_log.write(" ".join(cmd) + "\n" + log)
+    if rc != 0:
+        full = [line.strip() for line in log.splitlines() if any(s in line for s in _FULL)]
+        if full:  # the linker's "ld returned 1" is the disk's doing, not the tree's
+            raise cache_error(root, f"the compiler ran out of room: {full[0]}",
+                               "a cache folder with room for a build") from None
+        raise tensor_compile_error(tree, log) if tensors else compile_error(tree, log)
