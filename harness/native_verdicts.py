@@ -172,6 +172,8 @@ def own_tests_note(tree: Path, manifest: Optional[str]) -> str:
 def tree_departures(tree: Path, models, layerwise, manifest: Optional[str] = None):
     """``harness.departures.TreeDepartures`` of one tree: its roles judged on the standard cases of ``models`` x
     ``layerwise``, TC-01's refusal cases and TC-03's topologies (the groups alone). The tree's code runs in its host process, never here."""
+    # 1.3 s of start-up (the TC case data and the adapter, with torch), measured with /usr/bin/time on
+    # ``import harness.native_verdicts``: only a run that judges a tree's departures needs them, never --help
     from harness.departures import cases, judge
     from implementations.xllm_native import XllmNativeImplementation
 

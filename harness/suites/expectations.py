@@ -28,6 +28,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+import pytest
+
 from contract.errors import UserError
 from harness import oracle
 from harness.baselines import upstream_sources
@@ -445,8 +447,6 @@ def predicted_failure(tc: str, implementation: str, run) -> Optional[str]:
 def assert_verdict(tc: str, case, problems: list) -> None:
     """A TC test's verdict: fail on anything ``judge`` reports; a confirmed prediction is a strict expected
     failure (``pytest.xfail`` naming the predicted problems), so the finding stays visible in reports."""
-    import pytest
-
     run = case.resolved.run
     name = predicted_as(case)
     failures = judge(tc, name, run, problems)
