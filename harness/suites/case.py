@@ -137,15 +137,16 @@ def option_spec(group: str, option: str, keys: tuple[str, ...] = ()):
     return spec_from_node(node_schema.spec, node)
 
 
-_RESOLVED: dict[tuple[str, ...], Resolved] = {}
-"""Override set -> what it composed to, in this process."""
+RESOLVED: dict[tuple[str, ...], Resolved] = {}
+"""Override set -> what it composed to, in this process (``adopt`` adds what another rank composed; a test of
+that starts it empty, as a process that composed nothing)."""
 
 
 def resolve(overrides: tuple[str, ...]) -> Resolved:
     """Compose once per distinct override set (cached per process: ids and tests share it)."""
-    found = _RESOLVED.get(overrides)
+    found = RESOLVED.get(overrides)
     if found is None:
-        found = _RESOLVED[overrides] = _compose_case(overrides)
+        found = RESOLVED[overrides] = _compose_case(overrides)
     return found
 
 
@@ -156,7 +157,7 @@ def adopt(resolved: Mapping[tuple[str, ...], Resolved]) -> None:
     (``harness.suites.torchrun_matrix``): one composition for the whole group, the same
     configuration on every host.
     """
-    _RESOLVED.update(resolved)
+    RESOLVED.update(resolved)
 
 
 def _compose_case(overrides: tuple[str, ...]) -> Resolved:

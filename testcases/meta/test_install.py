@@ -149,9 +149,9 @@ def test_installed_native_adapter_plans_a_tree_from_another_folder(installed, tm
 def test_installed_native_adapter_plans_upstreams_tree(installed, tmp_path):
     """Upstream 494f293b5's tree (``../shared``) is found by the manifest the wheel ships and planned with the
     split on (its own CI step: the first build of upstream's sources takes about 20 s)."""
-    from testcases.native.test_ports import UPSTREAM, _real_tree_reason
+    from testcases.real_trees import UPSTREAM, real_tree_reason
 
-    reason = _real_tree_reason(UPSTREAM)
+    reason = real_tree_reason(UPSTREAM)
     if reason:
         pytest.skip(reason)
     proc = _run(["-m", "harness.plan", "implementation=xllm_native", f"implementation.source_dir={UPSTREAM}",

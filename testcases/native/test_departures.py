@@ -24,7 +24,7 @@ from harness import departures, native_verdicts
 from harness.departures import cases
 from harness.departures.judge import JudgedCase, case_tcs, judge
 from implementations.xllm_native.build import cache as build_cache
-from testcases.native.test_ports import PORTS, UPSTREAM, real_tree
+from testcases.real_trees import PORTS, UPSTREAM, real_tree
 from testcases.unit import _models as M
 
 pytestmark = pytest.mark.slow  # builds C++: scheduled first

@@ -629,8 +629,8 @@ def test_a_rank_reads_a_deeply_nested_allocate_reply_as_the_trees_failure():
     ``ImplementationFailure`` of the tree (not a ``RecursionError`` traceback), and the library's tensors are
     dropped."""
 
-    lib = tensor_lib.TensorLibrary.__new__(tensor_lib.TensorLibrary)
-    lib.who, lib._lib, lib._call_lock = "fixture", _NestedReplyLibrary(), threading.Lock()
+    planted = _NestedReplyLibrary()
+    lib = tensor_lib.TensorLibrary.over(planted, "fixture")
     with pytest.raises(ImplementationFailure, match="nested deeper than the reader goes"):
         lib.allocate("op=allocate")
-    assert lib._lib.cleared == 1, "the library's tensors were not dropped after a bad reply"
+    assert planted.cleared == 1, "the library's tensors were not dropped after a bad reply"

@@ -23,7 +23,8 @@ from contract.specs import CacheSpec, ModelSpec
 from implementations.xllm_native import manifest
 from implementations.xllm_native.build import cache as build_cache
 from implementations.xllm_native.tree import resolve as resolve_mod
-from testcases.native.test_ports import FIXTURE, PORTS, QWEN, UPSTREAM, real_tree, tc, write_manifest
+from testcases.native.test_ports import FIXTURE, QWEN, tc, write_manifest
+from testcases.real_trees import PORTS, UPSTREAM, real_tree
 from testcases.unit import _models as M
 
 pytestmark = pytest.mark.slow  # builds C++: scheduled first

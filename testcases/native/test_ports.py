@@ -35,6 +35,7 @@ from implementations.xllm_native.tree import files as tree_files
 from implementations.xllm_native.tree import resolve as resolve_mod
 from implementations.xllm_native.tree.facts import tree_facts
 from testcases import ROOT
+from testcases.real_trees import PORTS, UPSTREAM, real_tree
 from testcases.unit import _models as M
 
 pytestmark = pytest.mark.slow  # builds C++: scheduled first
@@ -446,24 +447,6 @@ def test_a_manifest_variant_compiling_the_same_sources_the_same_way_only_links(t
 
 
 # ---- the real trees (their own CI step) -------------------------------------------------------------------
-
-SHARED = Path(os.environ.get("LWSPLIT_SHARED") or ROOT.parent / "shared")
-"""Where upstream and the ports are: ``../shared`` next to the checkout (``LWSPLIT_SHARED`` overrides)."""
-UPSTREAM = SHARED / "upstream_494f293b5"
-PORTS = {name: SHARED / "ports" / name for name in ("p6_v2_1ac802", "p6_v3_latest")}
-
-
-def _real_tree_reason(*trees: Path) -> str:
-    if not os.environ.get("LWSPLIT_REAL_TREES"):
-        return "real-tree builds run in their own CI step: LWSPLIT_REAL_TREES=1 pytest -n 0 -m real_tree"
-    missing = [str(t) for t in trees if not t.is_dir()]
-    return f"no real tree at {', '.join(missing)} (../shared holds upstream and the ports)" if missing else ""
-
-
-def real_tree(*trees: Path):
-    reason = _real_tree_reason(*trees)
-    return pytest.mark.skipif(bool(reason), reason=reason or "-")
-
 
 def tc(tree: Path, tc_file: str, *select: str, cache: Path, manifest: Optional[Path] = None,
        model: str = "qwen3_5_moe", extra: tuple = (), also: tuple = ()) -> subprocess.CompletedProcess:

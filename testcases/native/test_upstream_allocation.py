@@ -13,7 +13,7 @@ import pytest
 from contract.specs import CacheSpec
 from harness import oracle
 from implementations.xllm_native.build import cache as build_cache
-from testcases.native.test_ports import UPSTREAM, real_tree
+from testcases.real_trees import UPSTREAM, real_tree
 from testcases.unit import _models as M
 
 pytestmark = [pytest.mark.real_tree, real_tree(UPSTREAM)]

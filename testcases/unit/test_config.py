@@ -10,6 +10,7 @@ import dataclasses
 import json
 import shutil
 from pathlib import Path
+from typing import List, Optional
 
 import pytest
 
@@ -332,6 +333,24 @@ def test_cache_inputs_and_budget_override():
     assert spec.cache.enable_prefix_cache is False
 
 
+def test_a_specs_config_twin_types_tuples_as_lists():
+    """``structured_from_spec`` gives OmegaConf a list wherever the spec has a tuple (OmegaConf types no tuple),
+    also inside ``Optional``, and keeps every other annotation."""
+    import typing
+
+    from harness.config import schema
+
+    @dataclasses.dataclass(frozen=True)
+    class Planted:
+        names: tuple[str, ...]
+        sizes: Optional[tuple[int, ...]]
+        ids: list[int]
+        count: int = 1
+
+    got = typing.get_type_hints(schema.structured_from_spec(Planted, "PlantedConfig", ""))
+    assert got == {"names": List[str], "sizes": Optional[List[int]], "ids": List[int], "count": int}, got
+
+
 def test_spec_groups_have_one_definition():
     """model/draft, parallel, layerwise and cache keys ARE the domain specs' fields: same names, types, defaults."""
     import typing
@@ -344,10 +363,11 @@ def test_spec_groups_have_one_definition():
         config_fields = {f.name: f for f in dataclasses.fields(config_cls)}
         spec_fields = {f.name: f for f in dataclasses.fields(spec)}
         assert list(config_fields) == list(spec_fields), config_cls.__name__
-        hints = typing.get_type_hints(spec)
+        twin = typing.get_type_hints(schema.structured_from_spec(spec, "Twin", ""))
         for name, f in spec_fields.items():
             c = config_fields[name]
-            assert schema._config_type(hints[name]) == typing.get_type_hints(config_cls)[name], name
+            assert twin[name] == typing.get_type_hints(config_cls)[name], \
+                f"{config_cls.__name__}.{name}: {typing.get_type_hints(config_cls)[name]} is not the spec's twin {twin[name]}"
             if f.default is not dataclasses.MISSING:
                 assert c.default == f.default, name
             elif f.default_factory is dataclasses.MISSING:

@@ -25,13 +25,13 @@ class _Ctx:
 
 def test_other_ranks_adopt_rank_0s_cases_without_composing(monkeypatch):
     key = tuple(CASE.overrides())
-    monkeypatch.setattr(case_module, "_RESOLVED", {})
+    monkeypatch.setattr(case_module, "RESOLVED", {})
     sent: dict = {}
     compose_on_rank_0(_Ctx(0, sent), [CASE, CASE])
-    composed = case_module._RESOLVED[key]
+    composed = case_module.RESOLVED[key]
     assert list(sent["payload"]["resolved"]) == [key]  # each distinct case once
 
-    monkeypatch.setattr(case_module, "_RESOLVED", {})  # rank 1: a process that composed nothing
+    monkeypatch.setattr(case_module, "RESOLVED", {})  # rank 1: a process that composed nothing
     monkeypatch.setattr(case_module, "compose_config", lambda overrides: pytest.fail("rank 1 composed"))
     compose_on_rank_0(_Ctx(1, sent), [CASE])
     assert CASE.resolved is composed
@@ -41,7 +41,7 @@ def test_other_ranks_adopt_rank_0s_cases_without_composing(monkeypatch):
 def test_a_case_rank_0_cannot_compose_stops_every_rank_with_its_message(monkeypatch):
     bad = Case(tc="TC-01", model="deepseek_v32", layerwise="s2", parallel="tp4", implementation="reference",
                extra=("cache.block_size=many",))
-    monkeypatch.setattr(case_module, "_RESOLVED", {})
+    monkeypatch.setattr(case_module, "RESOLVED", {})
     sent: dict = {}
     for rank in (0, 1):
         with pytest.raises(RuntimeError, match="rank 0 could not compose.*cache.block_size"):

@@ -62,6 +62,19 @@ class TensorLibrary:
         lib.lwsplit_tensor_error.restype = ctypes.c_char_p
         lib.lwsplit_tensor_count.restype = ctypes.c_int64
         lib.lwsplit_clear_tensors.restype = None
+        self._over(lib)
+
+    @classmethod
+    def over(cls, lib, who: str, library: Path = Path("-")) -> TensorLibrary:
+        """The calls of ``lib``, a library already opened and typed (what ``__init__`` does with a file after
+        checking it): how a test plants a library whose replies the reader must refuse."""
+        self = cls.__new__(cls)
+        self.who, self.library = who, library
+        self._lib = lib
+        self._over(lib)
+        return self
+
+    def _over(self, lib) -> None:
         self._capsule = ctypes.pythonapi.PyCapsule_New
         self._capsule.restype = ctypes.py_object
         self._capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
