@@ -558,6 +558,20 @@ def test_an_option_that_chooses_another_groups_option_is_refused(tmp_path):
         compose_config(["mode=card"], config_dir=conf)
 
 
+def test_an_option_that_leaves_out_a_key_the_default_option_writes_outside_its_group_is_refused(tmp_path):
+    """The default option of ``mode`` writes a key into another group's open node (``hardware.facts``); an option
+    that does not write it composes, in Hydra, to a config without that key, which the composer's default config
+    plus the option's own keys cannot give: one error line naming the option, never another config."""
+    conf = tmp_path / "conf"
+    shutil.copytree(CONF_DIR, conf)
+    (conf / "mode" / "suite.yaml").write_text("# @package _global_\nsuite:\n  mode: suite\nhardware:\n  facts:\n"
+                                              "    planted: 1\n")
+    (conf / "mode" / "bare.yaml").write_text("# @package _global_\nsuite:\n  mode: plan\n")
+    assert "planted" in _hydra_whole([], conf).hardware.facts, "the planted default option wrote no key"
+    with pytest.raises(ConfigError, match=r"mode='bare': .*removes keys outside its group"):
+        compose_config(["mode=bare"], config_dir=conf)
+
+
 @pytest.mark.parametrize("overrides, field", [
     (["model=no_such_model"], "model"),
     (["layerwise.spilt_size=2"], "layerwise.spilt_size"),
