@@ -95,7 +95,7 @@ def run_job(
             own = own_tests.own_tests_of(impl)  # a C++ tree's own tests, beside the TCs' verdicts
             if own is not None:
                 result["own_tests"] = own
-                own_tests.write_allure(own, job_dir / "allure-results", tree=impl.native.tree.root.name)
+                own_tests.write_allure(own, job_dir / "allure-results", tree=impl.facts().root.name)
             from harness.app import tree_departures
 
             found = tree_departures.departures_of(impl, run)  # each role of a C++ tree judged on its own

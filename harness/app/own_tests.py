@@ -25,8 +25,8 @@ _RUN: dict = {}
 def own_tests_of(impl) -> Optional[dict]:
     """``{"file", "total", "passed", "failed", "exit_problem", "summary"}`` of ``impl``'s tree's own tests (``summary`` says
     why when they could not be run); None when ``impl`` is no C++ tree or its manifest names no test file."""
-    native = getattr(impl, "native", None)
-    facts = native.facts() if native is not None else None
+    asked = getattr(impl, "facts", None)  # the C++ wing's adapter says what its tree is (``facts()``)
+    facts = asked() if callable(asked) else None
     if facts is None or facts.own_tests is None:
         return None
     key = (str(facts.root), str(facts.manifest_path))

@@ -23,8 +23,8 @@ _REFUSALS: dict = {}
 
 def departures_of(impl, run) -> Optional[dict]:
     """The tree's list on ``run`` (and on TC-01's refusal cases) as JSON; None when ``impl`` is no C++ tree."""
-    native = getattr(impl, "native", None)
-    if native is None or getattr(impl, "manifest", None) is None:
+    facts = getattr(impl, "facts", None)  # the C++ wing's adapter says what its tree is (``facts()``)
+    if not callable(facts):
         return None
     from harness import oracle
     from harness.departures import cases, judge
@@ -32,11 +32,12 @@ def departures_of(impl, run) -> Optional[dict]:
     s = oracle.split_size(run)
     case = judge.JudgedCase(id=f"{run.model.name}-{'s' + str(s) if s > 1 else 'off'}", run=run,
                             tcs=judge.case_tcs(s > 1, run.draft is not None))
-    key = (str(native.tree.root), str(impl.manifest.path))
+    tree = facts()
+    key = (str(tree.root), str(tree.manifest_path))
     if key not in _REFUSALS:
         _REFUSALS[key] = judge.judge(impl, cases.refusal_cases())
     found = departures.merge([judge.judge(impl, [case]), _REFUSALS[key]])[0]
-    return departures.to_json([found])["trees"][0] | {"tree": native.tree.root.name}
+    return departures.to_json([found])["trees"][0] | {"tree": tree.root.name}
 
 
 def lines(results: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -115,14 +115,14 @@ def record(source: str, out: Path, commit: Optional[str] = None, checked: bool =
     cfgs = native_grid.grid()
     started = time.monotonic()
     results = [native_grid.observe_run(impl, native_grid.run_for(cfg, models)) for cfg in cfgs]
-    manifest = impl.native.built.manifest
+    built = impl.compiled_with()
     doc = {
         "provenance": {
             "what": "xLLM's layerwise split planning code compiled unchanged by implementation=xllm_native "
                     "(estimate_kv_cache_capacity, LayerwiseSplitLayout, SpeculativeEngine::calculate_kv_cache, "
                     "validate_layerwise_split_size_startup_config), driven with the adapter's engine options",
             "source_commit": commit,
-            "compiler": manifest["compiler"], "flags": manifest["flags"],
+            "compiler": built["compiler"], "flags": built["flags"],
             "date": time.strftime("%Y-%m-%d", time.gmtime()),
             "machine": f"{platform.machine()} {platform.system()} (CPU build; no accelerator involved)",
             "python": platform.python_version(),

@@ -14,7 +14,7 @@ from typing import Callable, Optional, Sequence
 from contract.errors import ImplementationFailure, UserError
 from harness import oracle
 from harness.departures import ALL_TCS, ROLE_ORDER, Finding, TreeDepartures, group
-from implementations.xllm_native import roles as native_roles
+from implementations.xllm_native import call_role
 
 ROLE_TCS = {
     "validation": ("TC-01",), "estimation": ("TC-01", "TC-02", "TC-06"), "ownership": ("TC-01", "TC-02"),
@@ -80,9 +80,11 @@ class Judge:
 
     def __init__(self, impl, cases: Sequence[JudgedCase]) -> None:
         self.impl = impl
+        self.facts = impl.facts()
+        """The tree as the wing tells it (``TreeFacts``): its folder, manifest, whether it is a port."""
         self.cases = list(cases)
         self.findings: list[Finding] = []
-        self.states = {role: native_roles.state(impl, role) for role in ROLE_ORDER}
+        self.states = {role: call_role(impl, "state", role) for role in ROLE_ORDER}
 
     # ---- bookkeeping ---------------------------------------------------------------------------------
 
@@ -120,9 +122,8 @@ class Judge:
         for case in self.cases:
             if not case.refusal:
                 self.judge_case(case)
-        m = self.impl.manifest
         found = sorted(self.findings, key=lambda f: ROLE_ORDER.index(f.role))
-        return TreeDepartures(tree=str(self.impl.native.tree.root), manifest=m.name, departures=group(found),
+        return TreeDepartures(tree=str(self.facts.root), manifest=self.facts.manifest_name, departures=group(found),
                               roles={r: s[0] for r, s in self.states.items()}, cases=tuple(c.id for c in self.cases))
 
     def judge_validation(self) -> None:
@@ -145,7 +146,7 @@ class Judge:
             return
         for case, rejection in refused:
             try:
-                native_roles.validation(self.impl, case.run)
+                call_role(self.impl, "validation", case.run)
                 answer = None
             except UserError as exc:
                 answer = exc
@@ -186,14 +187,14 @@ class Judge:
         if self.played("estimation", case):
             self.judge_estimate(case, s, expected, full)
         if s > 1 and self.played("ownership", case):
-            masks = self.guarded("ownership", case, lambda: native_roles.ownership(self.impl, run, s))
+            masks = self.guarded("ownership", case, lambda: call_role(self.impl, "ownership", run, s))
             if masks is not None:
                 self.judge_masks("ownership", case, "split rank",
                                  [(r, masks[r], oracle.expected_owned_full_layers(run, r)) for r in range(s)])
-        if s > 1 and self.impl.port:
-            for role, call in (("layout", lambda: native_roles.master_layout(self.impl, run, full=full, split_size=s,
+        if s > 1 and self.facts.port:
+            for role, call in (("layout", lambda: call_role(self.impl, "master_layout", run, full=full, split_size=s,
                                                                               n_blocks=expected.n_blocks)),
-                               ("engine", lambda: native_roles.engine_layout(self.impl, run, full=full,
+                               ("engine", lambda: call_role(self.impl, "engine_layout", run, full=full,
                                                                               split_size=s))):
                 if self.played(role, case):
                     layout = self.guarded(role, case, call)
@@ -202,7 +203,7 @@ class Judge:
         if self.played("worker", case):
             answers = []
             for rank in range(oracle.attn_tp_size(run)):
-                mask = self.guarded("worker", case, lambda r=rank: native_roles.worker(self.impl, run, rank=r,
+                mask = self.guarded("worker", case, lambda r=rank: call_role(self.impl, "worker", run, rank=r,
                                                                                       split_size=s))
                 if mask is None:
                     break
@@ -220,7 +221,7 @@ class Judge:
         wrong split size, so it reads on every TC of the case."""
         if self.states["engine"][0] != "played":  # the base's engine is the engine's rule, not the port's
             return
-        answer = self.guarded("engine", case, lambda: native_roles.activation(self.impl, case.run))
+        answer = self.guarded("engine", case, lambda: call_role(self.impl, "activation", case.run))
         if answer is None or answer[0] == (s > 1):
             return
         flags = case.run.layerwise
@@ -229,7 +230,7 @@ class Judge:
                  "active" if s > 1 else "inactive", case, case.tcs, detail=f"s {flags.split_size}: {answer[1]}")
 
     def judge_estimate(self, case: JudgedCase, s: int, expected, full: tuple) -> None:
-        est = self.guarded("estimation", case, lambda: native_roles.estimation(self.impl, case.run, s))
+        est = self.guarded("estimation", case, lambda: call_role(self.impl, "estimation", case.run, s))
         if est is None:
             return
         cap = est["target"]
@@ -308,7 +309,7 @@ class Judge:
         spec = oracle.expected_split_groups(run)
         if spec is None:  # no grouping keeps each group on distinct cards: the spec refuses (a card check's case)
             return
-        got = self.guarded("groups", case, lambda: native_roles.groups(self.impl, run))
+        got = self.guarded("groups", case, lambda: call_role(self.impl, "groups", run))
         if got is None or sorted(map(sorted, got)) == sorted(map(sorted, spec)):
             return
         consecutive = oracle.expected_split_groups(run, rule=oracle.UPSTREAM_GROUP_RULE) or []
@@ -321,7 +322,7 @@ class Judge:
                  detail=f"{run.hardware.topology.name}: tree {[list(g) for g in got]}, spec {spec}")
 
     def judge_speculative(self, case: JudgedCase, s: int) -> None:
-        est = self.guarded("speculative", case, lambda: native_roles.speculative(self.impl, case.run, s))
+        est = self.guarded("speculative", case, lambda: call_role(self.impl, "speculative", case.run, s))
         if est is None:
             return
         target, _ = oracle.expected_capacities(case.run)
@@ -330,20 +331,20 @@ class Judge:
                      "the spec's", case, detail=f"tree {est.get('n_blocks')}, spec {target.n_blocks} at s {s}")
 
     def judge_allocation(self, case: JudgedCase, s: int, expected) -> None:
-        if s == 1 and self.impl.manifest.unsplit_allocation == "base":
+        terms = call_role(self.impl, "allocation_terms")
+        if s == 1 and terms["unsplit"] == "base":
             return  # with the split off the engine around the port allocates (``allocation.unsplit: base``)
         if not self.played("allocation", case):
             return
-        alloc = self.impl.manifest.allocation
-        if alloc.split_only and s == 1:
+        if terms["split_only"] and s == 1:
             self.add("allocation", "the flag off or s 1 allocates every layer as without the split (FEATURE 7, TC-06)",
-                     f"absent: {alloc.function} runs only with the split active and the tree has no ordinary "
+                     f"absent: {terms['function']} runs only with the split active and the tree has no ordinary "
                      "allocation", "every layer's tensors", case)
             return
         run = case.run
         owned = [1 if layer not in set(oracle.expected_full_layers(run.model)) or
                  layer in oracle.expected_rank_owned_layers(run, 0) else 0 for layer in range(run.model.num_hidden_layers)]
-        reply = self.guarded("allocation", case, lambda: native_roles.allocation(self.impl, run, owned=owned, rank=0,
+        reply = self.guarded("allocation", case, lambda: call_role(self.impl, "allocation", run, owned=owned, rank=0,
                                                                                n_blocks=expected.n_blocks))
         if reply is not None and not reply.get("tensors"):
             self.add("allocation", "each rank allocates its owned full layers' tensors and its linear state "

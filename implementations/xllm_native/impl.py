@@ -51,6 +51,7 @@ from implementations.xllm_native.build import library as build
 from implementations.xllm_native.manifest import AbsentRoleError
 from implementations.xllm_native.runtime import native as native_mod
 from implementations.xllm_native.runtime import tensor_lib
+from implementations.xllm_native.tree.facts import TreeFacts
 from implementations.xllm_native.tree.files import UPSTREAM_FILES, WORKER_CHECKS_FUNCTION
 from implementations.xllm_upstream.impl import XllmUpstreamImplementation
 
@@ -169,6 +170,18 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         if m.tensors is not None:
             build.build(tree, tensors=True)
         native_mod.build_base(m, base_source_dir)
+
+    def facts(self) -> TreeFacts:
+        """What the harness may know of this adapter's tree (``tree.facts.TreeFacts``): asked by ``harness.app``
+        (the tree's name on a job's reports; the tree and manifest its own tests and refusal cases run once for)
+        and ``harness.departures.judge`` (the tree and manifest its departure list names)."""
+        return self.native.facts()
+
+    def compiled_with(self) -> dict:
+        """``{"compiler", "flags"}`` of this tree's planning build: the provenance ``harness.baselines.record_native``
+        records beside its figures."""
+        built = self.native.built.manifest
+        return {"compiler": built["compiler"], "flags": built["flags"]}
 
     def require(self, role: str) -> None:
         """``AbsentRoleError`` when neither the tree nor its base plays ``role``."""

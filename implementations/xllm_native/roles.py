@@ -112,3 +112,12 @@ def allocation(impl: XllmNativeImplementation, run: RunSpec, *, owned: list, ran
 
 def _kv_heads(run: RunSpec) -> int:
     return run.model.num_key_value_heads if run.model.attention == "gqa" else 1
+
+
+def allocation_terms(impl: XllmNativeImplementation) -> dict:
+    """How the manifest has the allocation run: ``unsplit`` (who allocates with the split off: ``port`` or
+    ``base``), ``split_only`` (it runs only with the split active), ``function`` (its name)."""
+    m = impl.manifest
+    alloc = m.allocation
+    return {"unsplit": m.unsplit_allocation, "split_only": bool(alloc is not None and alloc.split_only),
+            "function": alloc.function if alloc is not None else ""}

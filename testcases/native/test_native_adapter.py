@@ -132,6 +132,15 @@ def test_groups_that_are_not_a_partition_of_the_ranks_are_a_failure_naming_the_r
     assert "the compiled groups answered groups [[0, 1], [0, 1], [2, 3], [2, 3]]" in str(err.value), err.value
 
 
+def test_the_adapter_tells_the_harness_its_trees_facts_and_how_it_was_compiled(impl):
+    """What the harness asks of a built adapter (never its ``native`` or ``manifest``): the tree's facts, as
+    ``tree_facts`` resolves them from the same folder, and the planning build's compiler and flags."""
+    facts = impl.facts()
+    assert facts == tree_facts(str(FIXTURE)), f"{facts} is not the tree's facts {tree_facts(str(FIXTURE))}"
+    built = impl.compiled_with()
+    assert set(built) == {"compiler", "flags"} and built["compiler"] and built["flags"], built
+
+
 def test_speculative_block_count_is_calculate_kv_cache(impl):
     draft = replace(MODEL, name="fixture_mtp", num_nextn_predict_layers=1)
     plan = impl.plan(run(2, draft=draft))

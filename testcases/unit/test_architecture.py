@@ -106,19 +106,28 @@ def test_the_entry_points_exist():
 HARNESS_REACHES_IMPLEMENTATIONS = {
     "implementations.mutants": "the mutant registry (``MUTANTS``) and the field mutant's field names "
                                "(``field_ids``, ``LABELS``): what the mutation and coverage tools run, by name",
-    "implementations.xllm_native": "the native adapter's class and its tree's own GoogleTest run: what "
-                                   "``harness.baselines.record_native`` and ``harness.native_verdicts`` drive",
+    "implementations.xllm_native": "the native adapter's class (what ``harness.baselines.record_native`` and "
+                                   "``harness.native_verdicts`` drive; its ``facts()`` and ``compiled_with()``) and "
+                                   "``call_role``: each role of a compiled tree on its own, what "
+                                   "``harness.departures`` judges against the oracle",
     "implementations.xllm_native.tree.facts": "``tree_facts``: all the harness asks of a source tree (its manifest, "
                                               "the files its build compiles, the backend of each allocation build, "
                                               "its own tests), never the wing's defines or internals",
     "implementations.xllm_native.runtime.own_tests": "a source tree's own GoogleTest file, run beside the spec's "
                                                      "verdicts (``harness.native_verdicts``, ``harness.own_tests``)",
-    "implementations.xllm_native.roles": "each role of a compiled tree called on its own with given inputs, "
-                                         "what ``harness.departures`` judges against the oracle",
 }
 """Every module of ``implementations/`` a harness module may import, and why: registries and loaders by
 name, never an implementation's rules. Everything else the harness shares with the implementations is
 the contract (``contract/``)."""
+
+WING_PUBLIC_NAMES = {
+    "implementations.xllm_native": frozenset({"XllmNativeImplementation", "call_role", "ROLE_CALLS"}),
+    "implementations.xllm_native.tree.facts": frozenset({"tree_facts", "TreeFacts", "ENV_BASE_SOURCE"}),
+    "implementations.xllm_native.runtime.own_tests": frozenset({"run", "run_estimation_test", "ESTIMATION_TEST",
+                                                                "TIMEOUT_S"}),
+}
+"""Of the native wing's modules above, the only names a harness module may import: its public functions (a new
+need is a new public function of the wing, named here, never one of its internals)."""
 
 
 @functools.cache
@@ -135,6 +144,8 @@ def reaching_in(names: set[str]) -> set[str]:
     package exports (allowed); ``from implementations.mutants import estimation`` reaches a module in it."""
     def allowed(name: str) -> bool:
         parent, _, leaf = name.rpartition(".")
+        if parent in WING_PUBLIC_NAMES:
+            return leaf in WING_PUBLIC_NAMES[parent]
         return name in HARNESS_REACHES_IMPLEMENTATIONS or (
             parent in HARNESS_REACHES_IMPLEMENTATIONS and leaf not in _submodules(parent))
     return {n for n in names if n.split(".")[0] == "implementations" and not allowed(n)}
@@ -258,6 +269,30 @@ def test_the_implementation_check_sees_a_reach_into_internals():
         "    from implementations.xllm_native.tree.resolve import resolve"))
     assert reaching_in(names) == {"implementations.reference.layout", "implementations.mutants.estimation",
                                   "implementations.xllm_native.tree.resolve", "implementations.xllm_native.tree.resolve.resolve"}
+
+
+def test_the_implementation_check_lets_the_harness_ask_the_native_wing_only_its_public_names():
+    names = imported_modules("harness/x.py", ast.parse(
+        "from implementations.xllm_native import XllmNativeImplementation, call_role\n"
+        "from implementations.xllm_native.tree.facts import TreeFacts, tree_facts\n"
+        "from implementations.xllm_native.runtime.own_tests import run\n"
+        "def f():\n    from implementations.xllm_native import roles, manifest\n"
+        "    from implementations.xllm_native.tree.facts import facts_of, UPSTREAM_MANIFEST\n"
+        "    from implementations.xllm_native.runtime.own_tests import TestRun"))
+    assert reaching_in(names) == {
+        "implementations.xllm_native.roles", "implementations.xllm_native.manifest",
+        "implementations.xllm_native.tree.facts.facts_of", "implementations.xllm_native.tree.facts.UPSTREAM_MANIFEST",
+        "implementations.xllm_native.runtime.own_tests.TestRun"}, "a wing internal passed, or a public name was refused"
+
+
+def test_the_native_wings_role_calls_are_its_roles_functions():
+    import inspect
+
+    from implementations.xllm_native import ROLE_CALLS, roles
+
+    public = {name for name, f in inspect.getmembers(roles, inspect.isfunction)
+              if f.__module__ == roles.__name__ and not name.startswith("_")}
+    assert ROLE_CALLS == public, f"call_role calls {sorted(ROLE_CALLS)}; roles defines {sorted(public)}"
 
 
 def tc_imports_of_other_tcs() -> list[str]:

@@ -88,7 +88,7 @@ def _impl(tmp_path, tests="tests/t.cpp"):
     facts = TreeFacts(root=tmp_path, manifest_name="m", manifest_path=tmp_path / "m.yaml", why="given", port=True,
                       upstream_manifest=False, planning_files=(), allocation_files=(), allocation_backends=None,
                       own_tests=tests)
-    return SimpleNamespace(native=SimpleNamespace(facts=lambda: facts, tree=SimpleNamespace(root=tmp_path)))
+    return SimpleNamespace(facts=lambda: facts)  # what the C++ adapter tells the harness of its tree
 
 
 def test_own_tests_run_once_per_tree_and_a_tree_that_cannot_build_them_is_recorded(tmp_path, monkeypatch):
@@ -124,7 +124,7 @@ def test_own_tests_become_one_allure_result_of_their_own(tmp_path):
 def test_a_suite_job_on_a_tree_with_own_tests_records_them_beside_its_tcs(tmp_path, monkeypatch):
     """``run_job`` (mode=suite) on a C++ tree whose manifest names its tests: the job's result holds them and
     its Allure results gain their result; the TCs' run is stubbed (what it returns is the job's as before)."""
-    from harness.app import job
+    from harness.app import job, tree_departures
     from harness.config import build as config_build
 
     overrides = ["model=qwen3_5_moe", "layerwise=s2"]
@@ -137,6 +137,7 @@ def test_a_suite_job_on_a_tree_with_own_tests_records_them_beside_its_tcs(tmp_pa
         return {"status": "failed", "message": "", "exit_code": 1, "counts": {"failed": 1}, "tcs": {}}
 
     monkeypatch.setattr(job, "run_suite", fake_suite)
+    monkeypatch.setattr(tree_departures, "departures_of", lambda impl, run: None)  # no tree to judge its roles of
     monkeypatch.setattr(own_tests, "_RUN", {})
     ran = []
     monkeypatch.setattr(own_tests, "run_own_tests", lambda root, manifest, file: ran.append(root) or OWN)
