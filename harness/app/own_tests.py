@@ -18,8 +18,8 @@ from typing import Optional
 from contract.errors import ImplementationFailure, UserError
 from implementations.xllm_native.runtime.own_tests import run
 
-_RUN: dict = {}
-"""(tree, manifest) -> what its own tests reported in this process."""
+RUN: dict = {}
+"""(tree, manifest) -> what its own tests reported in this process (a test starts it empty)."""
 
 
 def own_tests_of(impl) -> Optional[dict]:
@@ -30,9 +30,9 @@ def own_tests_of(impl) -> Optional[dict]:
     if facts is None or facts.own_tests is None:
         return None
     key = (str(facts.root), str(facts.manifest_path))
-    if key not in _RUN:
-        _RUN[key] = run_own_tests(*key, file=facts.own_tests)
-    return _RUN[key]
+    if key not in RUN:
+        RUN[key] = run_own_tests(*key, file=facts.own_tests)
+    return RUN[key]
 
 
 def run_own_tests(root: str, manifest: str, *, file: str) -> dict:

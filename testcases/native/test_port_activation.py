@@ -82,7 +82,7 @@ def test_where_upstreams_engine_plays_the_role_s_above_1_alone_activates(trees):
     upstream_shaped = XllmNativeImplementation(source_dir=str(FIXTURE_TREE))
     port = copy.copy(plain)
     port.manifest = replace(plain.manifest, roles={**plain.manifest.roles, "engine": Role(name="engine", base="x")})
-    port.base, port._activation = upstream_shaped, {}
+    port.base = upstream_shaped
     off = LayerwiseFlags(enable=False, split_size=2)
     for impl in (upstream_shaped, port):
         assert impl.activation(off) == (True, "s > 1 alone (fixture_tree's engine has no enable flag)")

@@ -7,6 +7,8 @@ import ast
 import functools
 from typing import Iterator, Optional, Sequence
 
+import pytest
+
 from testcases import ROOT
 
 PACKAGES = ("contract", "harness", "implementations", "tools")
@@ -293,6 +295,13 @@ def test_the_native_wings_role_calls_are_its_roles_functions():
     public = {name for name, f in inspect.getmembers(roles, inspect.isfunction)
               if f.__module__ == roles.__name__ and not name.startswith("_")}
     assert ROLE_CALLS == public, f"call_role calls {sorted(ROLE_CALLS)}; roles defines {sorted(public)}"
+
+
+def test_call_role_refuses_a_name_that_is_no_role_call():
+    from implementations.xllm_native import call_role
+
+    with pytest.raises(ValueError, match=r"call_role: '_kv_heads' is none of \['activation'"):
+        call_role(None, "_kv_heads")
 
 
 def tc_imports_of_other_tcs() -> list[str]:

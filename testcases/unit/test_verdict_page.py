@@ -101,7 +101,7 @@ def test_own_tests_run_once_per_tree_and_a_tree_that_cannot_build_them_is_record
         raise UserError("implementation.manifest", "tests/t.cpp", "a test file that builds", "gtest/gtest.h: missing")
 
     monkeypatch.setattr(own_tests, "run", fake_run)
-    monkeypatch.setattr(own_tests, "_RUN", {})
+    monkeypatch.setattr(own_tests, "RUN", {})
     impl = _impl(tmp_path)
     first = own_tests.own_tests_of(impl)
     assert own_tests.own_tests_of(impl) is first and len(calls) == 1
@@ -124,13 +124,18 @@ def test_own_tests_become_one_allure_result_of_their_own(tmp_path):
 def test_a_suite_job_on_a_tree_with_own_tests_records_them_beside_its_tcs(tmp_path, monkeypatch):
     """``run_job`` (mode=suite) on a C++ tree whose manifest names its tests: the job's result holds them and
     its Allure results gain their result; the TCs' run is stubbed (what it returns is the job's as before)."""
+    from contract.errors import PlanError
     from harness.app import job, tree_departures
     from harness.config import build as config_build
 
     overrides = ["model=qwen3_5_moe", "layerwise=s2"]
     impl = _impl(tmp_path)
+
+    def plan(run):
+        raise PlanError("plan", "the stub tree", "a tree with planning code", "it plans nothing")
+
+    impl.plan = plan  # the job's plan figures are the refusal, as data
     monkeypatch.setattr(config_build, "build_implementation", lambda cfg: impl)
-    monkeypatch.setattr(job, "_plan", lambda impl, run, strict: {"plan": None})
 
     def fake_suite(cfg, axes, extra, job_dir, quiet):
         (job_dir / "allure-results").mkdir(parents=True)
@@ -138,13 +143,14 @@ def test_a_suite_job_on_a_tree_with_own_tests_records_them_beside_its_tcs(tmp_pa
 
     monkeypatch.setattr(job, "run_suite", fake_suite)
     monkeypatch.setattr(tree_departures, "departures_of", lambda impl, run: None)  # no tree to judge its roles of
-    monkeypatch.setattr(own_tests, "_RUN", {})
+    monkeypatch.setattr(own_tests, "RUN", {})
     ran = []
     monkeypatch.setattr(own_tests, "run_own_tests", lambda root, manifest, file: ran.append(root) or OWN)
     choices = {"model": "qwen3_5_moe", "layerwise": "s2", "parallel": "tp4", "implementation": "reference",
                "hardware": "cpu"}
     result = job.run_job(overrides, choices, tmp_path / "job")
     assert result["mode"] == "suite" and result["own_tests"] == OWN and ran == [str(tmp_path)], result
+    assert result["plan"] is None and "it plans nothing" in result["plan_error"], result
     written = json.loads((tmp_path / "job" / "result.json").read_text())
     assert written["own_tests"]["summary"] == OWN["summary"]
     [allure] = (tmp_path / "job" / "allure-results").glob("*-result.json")
