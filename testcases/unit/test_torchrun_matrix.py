@@ -28,14 +28,15 @@ def test_other_ranks_adopt_rank_0s_cases_without_composing(monkeypatch):
     monkeypatch.setattr(case_module, "RESOLVED", {})
     sent: dict = {}
     compose_on_rank_0(_Ctx(0, sent), [CASE, CASE])
-    composed = case_module.RESOLVED[key]
-    assert list(sent["payload"]["resolved"]) == [key]  # each distinct case once
+    assert list(sent["payload"]["resolved"]) == [key], "rank 0 did not send each distinct case once"
+    composed = sent["payload"]["resolved"][key]
+    assert CASE.resolved is composed, "rank 0 sent another composition than its own"
 
     monkeypatch.setattr(case_module, "RESOLVED", {})  # rank 1: a process that composed nothing
     monkeypatch.setattr(case_module, "compose_config", lambda overrides: pytest.fail("rank 1 composed"))
     compose_on_rank_0(_Ctx(1, sent), [CASE])
-    assert CASE.resolved is composed
-    assert CASE.resolved.run.layerwise.split_size == 2
+    assert CASE.resolved is composed, "rank 1 holds another composition than the one rank 0 sent"
+    assert CASE.resolved.run.layerwise.split_size == 2, f"{CASE.overrides()} composed to another split size"
 
 
 def test_a_case_rank_0_cannot_compose_stops_every_rank_with_its_message(monkeypatch):
