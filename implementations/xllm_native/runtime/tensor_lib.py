@@ -62,7 +62,7 @@ class TensorLibrary:
         lib.lwsplit_tensor_error.restype = ctypes.c_char_p
         lib.lwsplit_tensor_count.restype = ctypes.c_int64
         lib.lwsplit_clear_tensors.restype = None
-        self._over(lib)
+        self._ready()
 
     @classmethod
     def over(cls, lib, who: str, library: Path = Path("-")) -> TensorLibrary:
@@ -71,10 +71,11 @@ class TensorLibrary:
         self = cls.__new__(cls)
         self.who, self.library = who, library
         self._lib = lib
-        self._over(lib)
+        self._ready()
         return self
 
-    def _over(self, lib) -> None:
+    def _ready(self) -> None:
+        """The capsule maker and the call lock, once ``_lib`` is set."""
         self._capsule = ctypes.pythonapi.PyCapsule_New
         self._capsule.restype = ctypes.py_object
         self._capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
