@@ -13,6 +13,19 @@ from harness.pytest_plugin import keys
 from harness.pytest_plugin.parametrize import case_of
 from harness.reporting import write_guard
 
+_RECORDING = pytest.StashKey[bool]()
+"""config: this session keeps its own record of failed writes (``write_guard.session_started``)."""
+
+
+def pytest_configure(config) -> None:
+    write_guard.session_started()  # python -m harness: a job's failed write is not the next job's exit status
+    config.stash[_RECORDING] = True
+
+
+def pytest_unconfigure(config) -> None:
+    if config.stash.get(_RECORDING, False):
+        write_guard.session_ended()
+
 
 def pytest_collection_modifyitems(config, items) -> None:
     # harness.reporting.allure_labels (40 ms, python -X importtime): pytest --help and a bad option run no test
