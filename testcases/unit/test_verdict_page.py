@@ -125,11 +125,10 @@ def test_a_suite_job_on_a_tree_with_own_tests_records_them_beside_its_tcs(tmp_pa
     """``run_job`` (mode=suite) on a C++ tree whose manifest names its tests: the job's result holds them and
     its Allure results gain their result; the TCs' run is stubbed (what it returns is the job's as before)."""
     from harness.app import job
-    from harness.config import build as config_build
 
     overrides = ["model=qwen3_5_moe", "layerwise=s2"]
     impl = _impl(tmp_path)
-    monkeypatch.setattr(config_build, "build_implementation", lambda cfg: impl)
+    monkeypatch.setattr(job, "build_implementation", lambda cfg: impl)
     monkeypatch.setattr(job, "_plan", lambda impl, run, strict: {"plan": None})
 
     def fake_suite(cfg, axes, extra, job_dir, quiet):
