@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from contract.units import MIB
+from harness.app import own_tests, tree_departures
 from harness.app import status as st
 from harness.app.progress import counts_text, job_label
 from harness.plan import GAIN_UNDEFINED, gain_text
+from harness.reporting import svg
 
 COLUMNS = (
     "job", "job_dir", "status", "mode", "model", "implementation", "hardware", "parallel", "layerwise", "split_size",
@@ -249,7 +251,6 @@ def verdict_lines(results: Sequence[Mapping[str, Any]]) -> list[str]:
     jobs = [r for r in results if r.get("tcs")]
     if not jobs:
         return []
-    from harness.app import own_tests, tree_departures
 
     lines = [*tree_departures.lines(jobs), "", "## Verdicts per job and TC", "",
              "| job | model | implementation | s | TC | verdict | first broken rule and its figures |",
@@ -325,8 +326,6 @@ def to_svg(rows_: Sequence[Mapping[str, Any]], title: str = "Per-rank KV cache a
     spec's limit (dotted, full layers / s + 1 scratch) and the KV budget (red); and the capacity gain.
     Measured peaks are hollow diamonds on top; a failed job is a red cross at its split size (on the
     axis when it has no numbers). An SVG document (``harness.reporting.svg``: no plotting library)."""
-    from harness.reporting import svg
-
     series = chart_series(rows_)
     keys = list(series)
     models = list(dict.fromkeys(k[0] for k in keys))
@@ -466,8 +465,6 @@ def _polyline(kind: str, name: str, xy: Sequence[tuple[float, float]], colour: s
 
 
 def _failed(r: Mapping[str, Any], x: float, y: float, note: str) -> list[str]:
-    from harness.reporting import svg
-
     return [f'<path class="failed" data-job="{r["job"]}" d="M{x - 7:.1f},{y - 7:.1f} L{x + 7:.1f},{y + 7:.1f} '
             f'M{x - 7:.1f},{y + 7:.1f} L{x + 7:.1f},{y - 7:.1f}" stroke="#d00000" stroke-width="3"/>',
             f'<text class="failed-note" x="{x + 10:.1f}" y="{y - 10:.1f}" fill="#d00000" font-size="11">'

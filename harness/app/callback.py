@@ -15,7 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
+from hydra.core.utils import JobStatus
 from hydra.experimental.callback import Callback
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from contract.errors import UserError
@@ -24,7 +26,10 @@ from harness.app import status as st
 from harness.app.claim import claim, is_ours
 from harness.app.job import RESULT_FILE
 from harness.app.progress import say
+from harness.app.validate import sweep_jobs
 from harness.files import write_atomic
+from harness.reporting import report
+from harness.signals import signals_deferred
 from harness.usage import fail
 
 OUTPUTS = ("results.csv", "results.md", "results.svg")
@@ -118,8 +123,6 @@ def _claim(config: DictConfig, key: str, folder: Path, *, fresh: bool = True) ->
 
 
 def _multirun(config: DictConfig) -> bool:
-    from hydra.types import RunMode
-
     return OmegaConf.select(config, "hydra.mode") == RunMode.MULTIRUN
 
 
@@ -130,8 +133,6 @@ def _jobs(n: int) -> str:
 def expected_jobs(config: DictConfig) -> list[list[str]]:
     """The sweep's job overrides in job-number order: the sweeper's own list (``validate.sweep_jobs``) of
     ``hydra.sweeper.params`` and the task's overrides, as it runs them."""
-    from harness.app.validate import sweep_jobs
-
     params = OmegaConf.select(config, "hydra.sweeper.params") or {}
     overrides = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
     return sweep_jobs(overrides, str(config.hydra.sweeper._target_))
@@ -153,8 +154,6 @@ def varying_keys(jobs: list[list[str]]) -> set[str]:
 def result_of_return(job_return: Any, job: int) -> dict:
     """Job ``job``'s result dict from Hydra's ``JobReturn``; an exception the job raised (``status.raised``:
     ``JobReturn.return_value`` would raise it again) becomes an ``error`` result."""
-    from hydra.core.utils import JobStatus
-
     completed = getattr(job_return, "status", None) == JobStatus.COMPLETED
     value = job_return.return_value if completed else st.raised(job)
     if completed and isinstance(value, dict):
@@ -206,8 +205,6 @@ def allure_results_of(sweep_dir: Path, results: list[dict]) -> list[Path]:
 def combined_allure_report(sweep_dir: Path, results: list[dict], cli: Optional[Path] = None) -> str:
     """One Allure report of every job's tests in ``<sweep>/allure-report``; its link relative to the
     sweep directory, or "" (a plan sweep, no Allure CLI, or a failed build: said on one line)."""
-    from harness.reporting import report
-
     folders = allure_results_of(sweep_dir, results)
     if not folders:
         return ""
@@ -225,8 +222,6 @@ def write_summary(sweep_dir: Path, results: list[dict], command: str = "",
                   allure_report: str = "") -> tuple[Path, Path, Path]:
     """results.csv, results.md and results.svg in ``sweep_dir``, each written atomically; a signal while they
     are written waits for all three (``signals_deferred``), so a sweep never has one without the others."""
-    from harness.signals import signals_deferred
-
     rows = aggregate.rows(results)
     texts = (aggregate.to_csv(rows), aggregate.to_markdown(rows, results, command=command,
                                                            allure_report=allure_report), aggregate.to_svg(rows))

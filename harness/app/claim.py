@@ -18,6 +18,7 @@ judged stale: it is refused as before.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import socket
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Optional
 
 from contract.errors import ConfigError
+from harness import procfs
 
 CLAIM_FILE = ".lwsplit-run"
 ALLOWED = "a new or empty folder that no other run writes to"
@@ -120,8 +122,6 @@ def _create(marker: Path) -> int:
 
 def _identity() -> dict:
     """What a claim records of the process making it: enough to tell later whether it still runs."""
-    from harness import procfs
-
     me = procfs.stat()
     return {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(),
             "pid_start": me.starttime if me is not None else None, "boot_id": procfs.boot_id()}
@@ -157,7 +157,6 @@ def _stale(marker: Path) -> Optional[tuple[bytes, dict]]:
     pid = data.get("pid")
     if data.get("host") != socket.gethostname() or isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
         return None
-    from harness import procfs
 
     boot = procfs.boot_id()
     if data.get("boot_id") and boot and data["boot_id"] != boot:
@@ -185,8 +184,6 @@ def _take_over(marker: Path) -> tuple[int, Optional[dict]]:
     one's claim is not stale for the next). A run claiming without the lock can only create the claim where
     there is none: between the removal and the creation it may win, and this one is refused.
     Returns (the new claim's descriptor, the stale claim's data), or (-1, None) when not taken over."""
-    import fcntl
-
     lock = marker.with_name(f"{CLAIM_FILE}.lock")
     try:
         lock_fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0),

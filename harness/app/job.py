@@ -28,10 +28,18 @@ from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
 from contract.errors import ImplementationFailure, UserError
+from contract.specs import LayerwiseFlags
+from harness import oracle, signals
+from harness.app import own_tests, tree_departures
 from harness.app import status as st
+from harness.app.figures import plan_numbers
 from harness.app.progress import say
+from harness.app.validate import check_app_config
+from harness.config.build import build_implementation, build_run_spec, spec_from_node
+from harness.config.compose import compose_config, parse_override
 from harness.files import write_atomic, write_json_atomic
 from harness.paths import IN_CHECKOUT, REPO_ROOT, TC_DIR
+from harness.suites.matrix import job_matrix
 
 RESULT_FILE = "result.json"
 MATRIX_GROUPS = ("model", "layerwise", "parallel", "implementation", "hardware")
@@ -58,10 +66,6 @@ def run_job(
     (``compose.compose_config``), as the command line's check and the job's cases compose theirs:
     the config Hydra's launcher composed for the job serves Hydra's own node only.
     """
-    from harness.app.validate import check_app_config
-    from harness.config.build import build_implementation, build_run_spec
-    from harness.config.compose import compose_config
-
     start = time.monotonic()
     job_dir = Path(job_dir)
     result: dict = {
@@ -90,14 +94,10 @@ def run_job(
         else:
             axes = {group: choices.get(group) for group in MATRIX_GROUPS}
             result.update(run_suite(cfg, axes, key_overrides(task_overrides, choices), job_dir, quiet=quiet))
-            from harness.app import own_tests
-
             own = own_tests.own_tests_of(impl)  # a C++ tree's own tests, beside the TCs' verdicts
             if own is not None:
                 result["own_tests"] = own
                 own_tests.write_allure(own, job_dir / "allure-results", tree=impl.facts().root.name)
-            from harness.app import tree_departures
-
             found = tree_departures.departures_of(impl, run)  # each role of a C++ tree judged on its own
             if found is not None:
                 result["departures"] = found
@@ -118,16 +118,12 @@ def run_job(
 
 def spec_refusal(run) -> Optional[str]:
     """``field: reason`` of the first FEATURE section 3 startup rule ``run`` breaks, from the oracle; else None."""
-    from harness import oracle
-
     rejection = oracle.expected_rejection(run)
     return f"{rejection.field}: {rejection.reason}" if rejection is not None else None
 
 
 def _plan(impl, run, *, strict: bool) -> dict:
     """Plan numbers, or why there are none. In suite mode the TCs judge, so any failure is data."""
-    from harness.app.figures import plan_numbers
-
     try:
         return {"plan": plan_numbers(impl, run)}
     except UserError as exc:
@@ -140,9 +136,6 @@ def _plan(impl, run, *, strict: bool) -> dict:
 
 def config_facts(cfg, choices: Mapping[str, Optional[str]]) -> dict:
     """The job's configuration in the words of a results table."""
-    from contract.specs import LayerwiseFlags
-    from harness.config.build import spec_from_node
-
     lw, par, hw = cfg.layerwise, cfg.parallel, cfg.hardware
     effective = spec_from_node(LayerwiseFlags, lw).effective_split_size
     return {
@@ -174,8 +167,6 @@ def key_overrides(task_overrides: Sequence[str], choices: Mapping[str, Optional[
     (``harness.suites.matrix``), so ``layerwise.enable=true layerwise.split_size=2`` runs the
     cases ``layerwise=s2`` runs; any other key applies to every case.
     """
-    from harness.config.compose import parse_override
-
     groups = {k for k in choices if not k.startswith("hydra/")}
     out = []
     for text in task_overrides:
@@ -210,8 +201,6 @@ def pytest_args(files: Sequence[Path], alluredir: Path) -> list[str]:
 def suite_matrix(cfg, choices: Mapping[str, Optional[str]], extra: Sequence[str]):
     """The job's case matrix: ``cfg.suite.matrix`` narrowed to the job's option on each matrix axis, its
     TCs (``cfg.suite.tcs``) and its key overrides ``extra`` (``key_overrides``)."""
-    from harness.suites.matrix import job_matrix
-
     return job_matrix(str(cfg.suite.matrix), {group: choices[group] for group in MATRIX_GROUPS},
                       [str(tc) for tc in cfg.suite.tcs], extra)
 
@@ -253,12 +242,13 @@ def tc_of(nodeid: str) -> str:
 
 def run_suite(cfg, choices, extra: Sequence[str], job_dir: Path, *, quiet: bool) -> dict:
     """The TCs of ``cfg.suite`` for this configuration; ``quiet`` sends pytest's output to pytest.log."""
+    # pytest and the plugin's options (90 ms, python -X importtime): mode=plan runs no test
     import pytest
 
     files, missing = tc_files(list(cfg.suite.tcs))
     if missing:
         return {"status": st.ERROR, "message": f"suite.tcs: no test module for {', '.join(missing)} in {TC_DIR}"}
-    from harness import signals
+    # pytest and the plugin's options (90 ms, python -X importtime): mode=plan runs no test
     from harness.pytest_plugin.options import GivenCases
 
     given = GivenCases(suite_matrix(cfg, choices, extra))

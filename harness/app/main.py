@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from contract.errors import ConfigError
 from harness import signals
 from harness.app import status as st
+from harness.app.validate import check_invocation, parse_argv
 from harness.config.store import register
 from harness.paths import CONF_DIR, CONFIG_NAME
 from harness.rankpool.rendezvous import remove_stale_dirs
@@ -34,6 +35,7 @@ register()  # base_config must be in the ConfigStore before Hydra composes
 @hydra.main(config_path=str(CONF_DIR), config_name=CONFIG_NAME, version_base=None)
 def run(cfg: DictConfig) -> dict:
     """One Hydra job: one configuration (``harness.app.job``), composed from the job's overrides."""
+    # harness.app.job imports pytest and the suites (JOBCOST, python -X importtime): --help needs neither
     from harness.app.job import run_job
 
     hc = HydraConfig.get()
@@ -54,8 +56,6 @@ def run(cfg: DictConfig) -> dict:
 
 @command
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from harness.app.validate import check_invocation, parse_argv
-
     argv = list(sys.argv[1:] if argv is None else argv)
     with signals.stop_on_signals():  # from the pre-flight on: SIGTERM there is one line too, not a silent end
         try:

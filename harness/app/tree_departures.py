@@ -15,7 +15,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from harness import departures
+from harness import departures, oracle
 
 _REFUSALS: dict = {}
 """(tree, manifest) -> the refusal cases' list, judged once per process."""
@@ -26,7 +26,7 @@ def departures_of(impl, run) -> Optional[dict]:
     facts = getattr(impl, "facts", None)  # the C++ wing's adapter says what its tree is (``facts()``)
     if not callable(facts):
         return None
-    from harness import oracle
+    # the refusal cases import the suites and torch (1 s, python -X importtime): only a C++ tree's job gets here
     from harness.departures import cases, judge
 
     s = oracle.split_size(run)

@@ -27,8 +27,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
+from hydra import __version__
+from hydra.core.override_parser.types import Glob
+from hydra.core.plugins import Plugins
+from hydra.core.utils import setup_globals
+from hydra.plugins.sweeper import Sweeper
+from omegaconf import OmegaConf
+
 from contract.errors import ConfigError
+from harness.config.build import build_implementation, build_run_spec
+from harness.config.compose import compose_config, hydra_compose, parse_override
+from harness.config.errors import APP_GROUPS, GROUPS, empty_value, group_options
+from harness.config.schema import TC_IDS
 from harness.files import check_writable, remove_empty
+from harness.paths import CONF_DIR
+from harness.rankpool.backend import BACKENDS, check_seconds, check_world_size
+from harness.usage import fail
 
 MODES = ("suite", "plan")
 MAX_SWEEP_JOBS = 1000
@@ -56,8 +70,6 @@ INFO_CHOICES = ("all", "config", "defaults", "defaults-tree", "plugins", "search
 def command_line_parser() -> argparse.ArgumentParser:
     """The options of a ``@hydra.main`` command line (Hydra 1.3's, which has no public reader of them), read
     before Hydra starts: ``-m``, ``--cfg``, ``--info``, ``--config-name``... and the overrides."""
-    from hydra import __version__
-
     parser = argparse.ArgumentParser(prog="python -m harness", add_help=False, description="Hydra")
     add = parser.add_argument
     add("--help", "-h", action="store_true", help="Application's help")
@@ -81,8 +93,6 @@ def command_line_parser() -> argparse.ArgumentParser:
 
 def parse_argv(argv: Sequence[str]) -> Invocation:
     """The command line read with ``@hydra.main``'s options, its usage errors as one line."""
-    from harness.usage import fail
-
     parser = command_line_parser()
 
     def error(message: str):
@@ -103,7 +113,6 @@ def check_invocation(inv: Invocation) -> Optional[Path]:
     """Raise ``ConfigError`` for any mistake; returns the results directory checked."""
     if not inv.check:
         return None
-    from harness.config.compose import parse_override
 
     for text in inv.hydra_overrides:  # _target_ only for the callbacks this project ships (harness.config.targets)
         parse_override(text, sweep=True)
@@ -118,12 +127,6 @@ def check_invocation(inv: Invocation) -> Optional[Path]:
 def check_sweep_override(text: str) -> None:
     """One override, refused where its sweep could not run: no value (``model=``), an ``interval()`` (an
     optimizing sweeper's), a ``glob()`` outside a config group or one that selects no option."""
-    from hydra.core.override_parser.types import Glob
-
-    from harness.config.compose import parse_override
-    from harness.config.errors import APP_GROUPS, GROUPS, empty_value, group_options
-    from harness.paths import CONF_DIR
-
     override = parse_override(text, sweep=True)
     if override.is_delete():
         return
@@ -147,12 +150,6 @@ def check_sweep_override(text: str) -> None:
 
 def _glob_as_options(text: str) -> str:
     """``group=glob(...)`` as the options it selects (``group=a,b``): what Hydra's config loader gives the sweeper."""
-    from hydra.core.override_parser.types import Glob
-
-    from harness.config.compose import parse_override
-    from harness.config.errors import group_options
-    from harness.paths import CONF_DIR
-
     override = parse_override(text, sweep=True)
     value = None if override.is_delete() else override.value()
     if not isinstance(value, Glob):
@@ -163,9 +160,6 @@ def _glob_as_options(text: str) -> str:
 def sweeper_class(target: str):
     """The Hydra sweeper class ``target`` (``hydra.sweeper._target_``) names, as Hydra finds its plugins
     (``hydra.core.plugins.Plugins.discover``); ``ConfigError`` where it has none of that name."""
-    from hydra.core.plugins import Plugins
-    from hydra.plugins.sweeper import Sweeper
-
     found = {f"{c.__module__}.{c.__name__}": c for c in Plugins.instance().discover(Sweeper)}
     if target not in found:
         raise ConfigError("hydra.sweeper._target_", target, f"a sweeper Hydra has: {', '.join(sorted(found))}")
@@ -177,8 +171,6 @@ def sweep_jobs(overrides: Sequence[str], sweeper: str) -> list[list[str]]:
     expansion (its class's ``split_arguments``; ``sweeper`` is ``hydra.sweeper._target_``), on the overrides with
     each ``glob()`` of a config group given as its options. A sweep of more than ``MAX_SWEEP_JOBS`` jobs is
     refused before it is expanded."""
-    from harness.config.compose import parse_override
-
     split = getattr(sweeper_class(sweeper), "split_arguments", None)
     if not callable(split):
         raise ConfigError("hydra.sweeper._target_", sweeper, "a sweeper that lists its jobs (split_arguments, as "
@@ -204,8 +196,6 @@ def job_axes(jobs: Sequence[Sequence[str]]) -> list[list[str]]:
 def check_overrides(overrides: Sequence[str], *, multirun: bool, sweeper: Optional[str] = None) -> list[list[str]]:
     """Compose every value of every override; returns the jobs (one without ``-m``; with it, as ``sweeper``,
     the app's ``hydra.sweeper._target_``, expands the sweep)."""
-    from harness.config.compose import parse_override
-
     for text in overrides:
         check_sweep_override(text)
     if not multirun:
@@ -238,8 +228,6 @@ def check_overrides(overrides: Sequence[str], *, multirun: bool, sweeper: Option
 def app_sweeper(hydra_overrides: Sequence[str]) -> str:
     """``hydra.sweeper._target_`` of the app under those of ``hydra_overrides`` that choose or set the sweeper
     (``hydra/sweeper=...``, ``hydra.sweeper.*``); the others are checked with the results folder, as before."""
-    from harness.config.compose import hydra_compose
-
     hydra_overrides = [o for o in hydra_overrides if o.lstrip("+~").startswith(("hydra/sweeper", "hydra.sweeper"))]
     try:
         return str(hydra_compose(hydra_overrides, return_hydra_config=True).hydra.sweeper._target_)
@@ -257,8 +245,6 @@ def check_path_replaces_option(axes: Sequence[Sequence[str]]) -> None:
     """``model_path`` replaces the ``model`` node whichever option is chosen: with a sweep over ``model``
     every job would plan the same file while its line names another model. Refused, naming both.
     ``axes``: the values each override takes over the jobs (``job_axes``)."""
-    from harness.config.compose import parse_override
-
     swept = {}
     given = {}
     for values in axes:
@@ -282,9 +268,6 @@ def check_config(overrides: list[str]) -> None:
 
     Plans nothing: a configuration the spec refuses is a test input, not a mistake.
     """
-    from harness.config.build import build_implementation, build_run_spec
-    from harness.config.compose import compose_config
-
     cfg = compose_config(overrides)
     check_app_config(cfg)
     build_run_spec(cfg)
@@ -294,8 +277,6 @@ def check_config(overrides: list[str]) -> None:
 
 def check_runner(cfg) -> None:
     """Runner keys; in suite mode, a world size the rank pool can start."""
-    from harness.rankpool.backend import BACKENDS, check_seconds, check_world_size
-
     if cfg.runner.backend not in BACKENDS:
         raise ConfigError("runner.backend", cfg.runner.backend, f"allowed: {', '.join(BACKENDS)}")
     check_seconds("runner.timeout_s", cfg.runner.timeout_s)
@@ -304,10 +285,6 @@ def check_runner(cfg) -> None:
 
 
 def _check_app_group(text: str) -> None:
-    from harness.config.compose import parse_override
-    from harness.config.errors import APP_GROUPS, group_options
-    from harness.paths import CONF_DIR
-
     override = parse_override(text)
     key = override.key_or_group
     if key in APP_GROUPS and not override.is_delete():
@@ -319,7 +296,7 @@ def _check_app_group(text: str) -> None:
 
 def check_app_config(cfg) -> None:
     """Keys only this app reads: ``suite.mode``, ``suite.tcs``, ``suite.matrix``, ``suite.departures_against``."""
-    from harness.config.schema import TC_IDS
+    # harness.suites.matrix (35 ms, python -X importtime): --help and a bad override are one line without it
     from harness.suites.matrix import available
 
     if cfg.suite.mode not in MODES:
@@ -334,6 +311,7 @@ def check_app_config(cfg) -> None:
         raise ConfigError("suite.matrix", cfg.suite.matrix, f"allowed: {', '.join(available('matrix'))}")
     against = cfg.suite.get("departures_against") or ""
     if against:
+        # harness.departures (3 ms, python -X importtime): read only where a run names a departures file
         from harness import departures
 
         try:
@@ -348,11 +326,6 @@ def check_app_config(cfg) -> None:
 
 def results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, multirun: bool) -> tuple[str, str, Path]:
     """(the key naming it, the value given for that key, the directory) Hydra will write results to."""
-    from hydra.core.utils import setup_globals
-    from omegaconf import OmegaConf
-
-    from harness.config.compose import hydra_compose
-
     key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
     setup_globals()  # the ${now:...} resolver
     try:  # the app's own node (hydra.*), which only Hydra composes
@@ -362,7 +335,6 @@ def results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, multirun:
         text = str(exc).strip().splitlines()
         bad = ", ".join(hydra_overrides) or key
         raise ConfigError("hydra override", bad, "Hydra rejects it", text[0] if text else type(exc).__name__) from None
-    from harness.config.compose import parse_override
 
     given = {o.key_or_group: o.get_value_element_as_str()
              for o in (parse_override(text) for text in list(job) + list(hydra_overrides)) if not o.is_delete()}
@@ -414,8 +386,6 @@ def check_results_dir(job: Sequence[str], hydra_overrides: Sequence[str], *, mul
 def check_job_name(path: Path, hydra_overrides: Sequence[str]) -> None:
     """``hydra.job.name`` names the job's log file (``<results folder>/<name>.log``): one file name that fits,
     or Hydra's logging setup fails with a traceback after the folder was claimed."""
-    from harness.config.compose import parse_override
-
     for text in hydra_overrides:
         override = parse_override(text)
         if override.key_or_group != "hydra.job.name" or override.is_delete():

@@ -16,8 +16,16 @@ from typing import Any, Optional, Sequence, TypeVar, Union
 
 from omegaconf import DictConfig, OmegaConf
 
+from contract import bounded_inputs
 from contract.errors import ConfigError, UserError
 from contract.interface import KVShardingImplementation
+from contract.server_flags import (
+    GFLAG_NAMED_FLAGS,
+    gflag_settings,
+    layerwise_state,
+    merge_settings,
+    parallel_config_settings,
+)
 from contract.specs import (
     CacheSpec,
     HardwareProfile,
@@ -26,7 +34,16 @@ from contract.specs import (
     ParallelSpec,
     RunSpec,
 )
+from contract.topology_text import load_topology
 from contract.units import MIB
+from harness.config.schema import group_options
+from harness.config.targets import (
+    IMPLEMENTATION_METHODS,
+    build_implementation_node,
+    check_arguments,
+    check_implementation_node,
+)
+from harness.paths import CONF_DIR, TOPOLOGY_DIR
 
 S = TypeVar("S")
 
@@ -63,9 +80,6 @@ def model_spec(node: Any) -> ModelSpec:
 
 def hardware_profile(node: Any) -> HardwareProfile:
     """A ``HardwareConfig`` node -> ``HardwareProfile``: MiB -> bytes, topology loaded."""
-    from contract.topology_text import load_topology
-    from harness.paths import TOPOLOGY_DIR
-
     hw = _plain(node)
     if hw["reserved_mib_per_card"] > hw["hbm_mib_per_card"]:
         raise ConfigError(
@@ -115,8 +129,6 @@ def check_bounds(run: RunSpec) -> RunSpec:
     until MemoryError; NaN would pass every ``>`` check. Spec rules stay with the
     implementation under test.
     """
-    from contract import bounded_inputs
-
     for prefix, model in (("model", run.model), ("draft", run.draft)):
         if model is not None:
             bounded_inputs.at_most(f"{prefix}.num_hidden_layers", model.num_hidden_layers, bounded_inputs.MAX_LAYERS, "layers per model")
@@ -142,6 +154,7 @@ linear, so a typo or another kind (``sliding_attention``) silently becomes a lin
 def warn_unknown_layer_types(field: str, layer_types: tuple) -> None:
     """One ``warning:`` line on stderr (once per distinct list) for values the spec treats as linear
     attention but no known model uses that way. Not an error: the spec's rule decides, as upstream's does."""
+    # the oracle (10 ms, python -X importtime): --help and a bad override are one line without it
     from harness.oracle import FULL_TYPES
 
     unknown = sorted({t for t in layer_types if t not in FULL_TYPES and t not in KNOWN_LINEAR_TYPES})
@@ -158,8 +171,6 @@ def build_implementation(cfg: DictConfig) -> KVShardingImplementation:
 
     Checked first (``check_implementation_config``: the class, its keyword arguments), then
     built by ``harness.config.targets.build_implementation_node``, as the ranks do."""
-    from harness.config.targets import IMPLEMENTATION_METHODS, build_implementation_node
-
     node = cfg.implementation
     target = node.get("_target_") if isinstance(node, DictConfig) else None
     if not isinstance(target, str) or not target:
@@ -178,8 +189,6 @@ def check_implementation_config(impl_cfg: Any) -> None:
     """Before anything is called: ``_target_`` names a class with the Protocol's methods and the node
     passes keyword arguments only, each one the class takes (``harness.config.targets``); one
     ``ConfigError`` naming the options, or the key the class does not take."""
-    from harness.config.targets import check_arguments, check_implementation_node
-
     target = impl_cfg.get("_target_") if isinstance(impl_cfg, dict) else None
     try:
         cls = check_implementation_node(impl_cfg if isinstance(impl_cfg, dict) else {})
@@ -190,8 +199,6 @@ def check_implementation_config(impl_cfg: Any) -> None:
 
 def implementation_needs_inputs(target: str) -> bool:
     """Whether the class ``target`` names checks inputs of its own (``check_inputs``: a source tree to compile)."""
-    from harness.config.targets import check_implementation_node
-
     return callable(getattr(check_implementation_node({"_target_": target}), "check_inputs", None))
 
 
@@ -200,7 +207,6 @@ def check_implementation_inputs(impl_cfg: Any) -> None:
     ``check_inputs(**keys)`` when it has one (``xllm_native``: the source tree is given, exists and holds the
     files it compiles). ``UserError`` naming the key (``implementation.source_dir``) otherwise."""
     check_implementation_config(impl_cfg)
-    from harness.config.targets import check_implementation_node
 
     check = getattr(check_implementation_node(impl_cfg), "check_inputs", None)
     if callable(check):
@@ -211,17 +217,12 @@ def prepare_implementation(impl_cfg: Any) -> None:
     """The implementation's ``prepare(**keys)`` when its class has one (``xllm_native``: compile the tree's
     libraries once, before the cases and their time limits); run by the controller after
     ``check_implementation_inputs``."""
-    from harness.config.targets import check_implementation_node
-
     prepare = getattr(check_implementation_node(impl_cfg), "prepare", None)
     if callable(prepare):
         prepare(**{k: v for k, v in impl_cfg.items() if k != "_target_"})
 
 
 def _implementation_error(target: object, allowed: str, detail: str = "") -> UserError:
-    from harness.config.schema import group_options
-    from harness.paths import CONF_DIR
-
     options = ", ".join(group_options(CONF_DIR, "implementation"))
     return ConfigError("implementation", target, f"{allowed}; options: {options}", detail)
 
@@ -265,12 +266,8 @@ def engine_flags(
     ``--draft_model`` (checkpoint paths) are refused unless ``overrides`` name the model (``model=`` or
     ``model_path=``; ``draft=`` or ``draft_path=``).
     """
-    from contract.server_flags import GFLAG_NAMED_FLAGS, gflag_settings, merge_settings, parallel_config_settings
-
     routes = []
     if parallel_config is not None:
-        from contract import bounded_inputs
-
         # bounded: a FIFO or /dev/zero is refused unread, a huge file by its size
         text = bounded_inputs.read_input_file(Path(parallel_config), "--parallel-config", max_bytes=bounded_inputs.MAX_FILE_BYTES)
         routes.append(("--parallel-config", parallel_config_settings(text, semantics)))
@@ -320,8 +317,6 @@ def apply_semantics(cfg: DictConfig, semantics: str = "adaptation") -> str:
     """Apply FEATURE section 2's rule of ``semantics`` to a composed config (``layerwise.enable`` under
     upstream semantics is ``split_size > 1``: upstream has no enable flag); returns why the split is
     on or off, for the command to print."""
-    from contract.server_flags import layerwise_state
-
     node = cfg.layerwise
     enable = None if semantics == "upstream" else bool(node.enable)
     flags, why = layerwise_state(semantics, enable, int(node.split_size))

@@ -25,11 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence, Union
 
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from contract.errors import ConfigError
 from harness.config import errors
+from harness.config.build import node_values
+from harness.config.hf_loader import model_spec_from_hf_config
 from harness.config.schema import APP_GROUPS, GROUPS, Config, ModelConfig, group_options
+from harness.config.targets import check_override_targets
 from harness.paths import CONF_DIR, CONFIG_NAME
 
 
@@ -46,8 +50,10 @@ def hydra_compose(overrides: Sequence[str] = (), conf_dir: Path = CONF_DIR, *,
                   return_hydra_config: bool = False) -> DictConfig:
     """Hydra's own composition of ``overrides`` (its public ``compose``), unchecked and unfinished: what the
     composer reads each option from, once, and what the tests hold ``compose_config`` to."""
+    # Hydra (87 ms, python -X importtime): pytest's start-up imports this module and composes nothing
     from hydra import compose, initialize_config_dir
 
+    # harness.config.store imports Hydra (87 ms, python -X importtime): pytest's start-up composes nothing
     from harness.config.store import register
 
     register()
@@ -188,6 +194,7 @@ class _Composition:
             raise errors.translate(exc, self.conf_dir, parsed) from None
 
     def _compose(self, parsed: Sequence) -> DictConfig:
+        # Hydra (87 ms, python -X importtime): pytest's start-up imports this module and composes nothing
         from hydra.errors import ConfigCompositionException
 
         choices, deleted, keys = _sorted_overrides(parsed, self.default_choice)
@@ -253,6 +260,7 @@ CHOICE_GROUPS = GROUPS + APP_GROUPS
 def _sorted_overrides(parsed: Sequence, default_choice: dict) -> tuple:
     """(group -> chosen option, deleted groups, key overrides in order) of ``parsed``; Hydra's refusal
     (``ConfigCompositionException``, its words) of a group override it would refuse."""
+    # Hydra (87 ms, python -X importtime): pytest's start-up imports this module and composes nothing
     from hydra.errors import ConfigCompositionException
 
     choices: dict = {}
@@ -292,9 +300,6 @@ def _apply_key_override(cfg: DictConfig, override, failure: type) -> None:
     """One key override applied as Hydra's composition applies it (``key=value``, ``+key=value``,
     ``++key=value``, ``~key[=value]``), raising ``failure`` (Hydra's ``ConfigCompositionException``) with its
     words and the OmegaConf error it came from, for ``errors.translate`` to read."""
-    from omegaconf import open_dict
-    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
-
     key, value = override.key_or_group, override.value()
     try:
         if override.is_delete():
@@ -346,6 +351,7 @@ _compositions: dict = {}
 
 
 def _composition(conf_dir: Path) -> _Composition:
+    # harness.config.store imports Hydra (87 ms, python -X importtime): pytest's start-up composes nothing
     from harness.config.store import register
 
     key = str(conf_dir)
@@ -412,6 +418,7 @@ def parse_override(text: str, *, sweep: bool = False):
 def _parse_checked(text: str, sweep: bool):
     """``parse_override``'s work, once per distinct text (a test matrix repeats a few dozen overrides
     thousands of times). A refusal raises every time; the shared result is never modified."""
+    # Hydra (87 ms, python -X importtime): pytest's start-up imports this module and composes nothing
     from hydra.errors import HydraException
 
     try:
@@ -454,8 +461,6 @@ _ASCII_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0
 
 def _check_values(override) -> None:
     """What Hydra would accept but the harness must not: code, paths as options, numbers in disguise."""
-    from harness.config.targets import check_override_targets
-
     key = override.key_or_group
     values = [] if override.is_delete() else _value_strings(override)
     check_override_targets([f"{key}={v}" for v in values] or [override.input_line])
@@ -495,6 +500,7 @@ def parse_overrides(overrides: Sequence[str]) -> list:
 
 @functools.lru_cache(maxsize=1)
 def _parser():
+    # Hydra (87 ms, python -X importtime): pytest's start-up imports this module and composes nothing
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     return OverridesParser.create()
@@ -503,6 +509,7 @@ def _parser():
 @contextmanager
 def _fresh_hydra() -> Iterator[None]:
     """Compose works inside a running Hydra app too: park its global state meanwhile."""
+    # Hydra (87 ms, python -X importtime): pytest's start-up imports this module and composes nothing
     from hydra.core.global_hydra import GlobalHydra
     from hydra.initialize import get_gh_backup, restore_gh_from_backup
 
@@ -538,9 +545,6 @@ def _check_missing(cfg: DictConfig, conf_dir: Path) -> None:
 
 def _load_model_path(cfg: DictConfig, parsed: list, node: str = "model") -> None:
     """Replace ``cfg.<node>`` by the config.json at ``<node>_path``, then re-apply ``<node>.*`` overrides."""
-    from harness.config.build import node_values
-    from harness.config.hf_loader import model_spec_from_hf_config
-
     spec = model_spec_from_hf_config(cfg[f"{node}_path"], field=f"{node}_path")
     cfg[node] = OmegaConf.structured(ModelConfig(**node_values(spec)))
     for override in parsed:

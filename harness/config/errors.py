@@ -15,8 +15,18 @@ import typing
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import (
+    ConfigAttributeError,
+    ConfigKeyError,
+    ConfigTypeError,
+    OmegaConfBaseException,
+    ValidationError,
+)
+
 from contract.errors import ConfigError
 from harness.config.schema import APP_GROUPS, GROUPS, Config, group_options
+from harness.paths import CONF_DIR, CONFIG_NAME
 
 _PATH_PART_RE = re.compile(r"[^.\[\]]+")
 """The parts of a key path: ``placement[1]`` -> placement, 1 (a key the user wrote, not a message)."""
@@ -122,10 +132,6 @@ def unknown_key(full_key: str) -> ConfigError:
 def implementation_options_with(key: str, conf_dir: Optional[Path] = None) -> list[str]:
     """The ``implementation`` options whose file sets ``key`` (``source_dir``: ``xllm_native``); read only
     for an error message."""
-    from omegaconf import DictConfig, OmegaConf
-
-    from harness.paths import CONF_DIR
-
     folder = (conf_dir or CONF_DIR) / "implementation"
     found = []
     for option in group_options(conf_dir or CONF_DIR, "implementation"):
@@ -157,14 +163,8 @@ def translate(exc: BaseException, conf_dir: Path, parsed: Sequence) -> ConfigErr
     OmegaConf's ``full_key`` / ``value`` / ``msg`` on the error Hydra chains) and from the
     overrides themselves, never from the wording of Hydra's message.
     """
+    # Hydra (87 ms, python -X importtime): pytest's start-up imports this module and composes nothing
     from hydra.errors import MissingConfigException
-    from omegaconf.errors import (
-        ConfigAttributeError,
-        ConfigKeyError,
-        ConfigTypeError,
-        OmegaConfBaseException,
-        ValidationError,
-    )
 
     if isinstance(exc, MissingConfigException) and exc.missing_cfg_file:
         group, _, option = exc.missing_cfg_file.partition("/")
@@ -212,10 +212,6 @@ def _override_of(parsed: Sequence, full_key: str, *, delete: bool = False) -> bo
 
 def _chosen_option(conf_dir: Path, parsed: Sequence, group: str) -> Optional[str]:
     """The option of ``group`` an override chooses, else the primary config's defaults list."""
-    from omegaconf import OmegaConf
-
-    from harness.paths import CONFIG_NAME
-
     for o in reversed(parsed):
         if o.key_or_group == group and not o.is_delete() and isinstance(o.value(), str):
             return o.value()
@@ -227,8 +223,6 @@ def _chosen_option(conf_dir: Path, parsed: Sequence, group: str) -> Optional[str
 
 def _option_file(conf_dir: Path, parsed: Sequence, full_key: str) -> str:
     """``group/option`` of the YAML that set ``full_key`` (the primary config for keys outside the groups)."""
-    from harness.paths import CONFIG_NAME
-
     group = _PATH_PART_RE.findall(full_key)[0]
     option = _chosen_option(conf_dir, parsed, group) if group in GROUPS else None
     return f"{group}/{option}" if option else CONFIG_NAME

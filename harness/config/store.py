@@ -12,6 +12,7 @@ import secrets
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
+from harness import procfs
 from harness.config.schema import Config
 
 BASE_CONFIG = "base_config"
@@ -27,8 +28,6 @@ def _process_token() -> str:
     """Same for every import of this module in one process (pytest's in-process runs drop and
     re-import modules, while OmegaConf keeps the first resolver): the process's start time in
     clock ticks (/proc), with the pid unique among live processes; a random token elsewhere."""
-    from harness import procfs
-
     found = procfs.stat(os.getpid())
     return format(found.starttime, "x") if found is not None else secrets.token_hex(2)
 

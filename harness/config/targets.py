@@ -18,6 +18,7 @@ code on their own command line, not a privilege boundary.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from typing import Any, Mapping
 
@@ -52,8 +53,6 @@ def check_override_targets(overrides: list[str]) -> None:
 def locate(path: str) -> object:
     """The object a dotted path names (``package.module.Class``): the longest importable module prefix, then
     attributes. ImportError or AttributeError when nothing there has that name."""
-    import importlib
-
     parts = path.split(".")
     if not all(parts):
         raise ImportError(f"{path!r} is not a dotted path")

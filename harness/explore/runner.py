@@ -42,6 +42,7 @@ from harness.oracle import SPEC_OWNER_RULE
 from harness.oracle import UPSTREAM_GROUP_RULE as UPSTREAM_GROUPS
 from harness.suites import tc01, tc02, tc03, tc06, tc07
 from harness.suites.bring_up import Published, RankSession, Worker, engines_for, master_plan
+from harness.suites.case import resolve
 from harness.suites.checks import draft_plan_problems, plan_layout_problems
 from harness.suites.expectations import (
     PREDICTIONS,
@@ -303,7 +304,5 @@ def implementation_overrides(matrix, implementation: str) -> tuple[str, ...]:
 
 def runner_for(matrix, implementation: str) -> InProcessRunner:
     """The runner of one implementation of the matrix, composed as the TCs compose it."""
-    from harness.suites.case import resolve
-
     overrides = implementation_overrides(matrix, implementation)
     return InProcessRunner(implementation, resolve(overrides).impl_cfg, overrides)

@@ -58,6 +58,7 @@ from typing import Callable, Optional, Sequence
 
 from hypothesis import strategies as st
 
+from contract.flags_and_topology import load_topology
 from contract.specs import (
     FULL_ATTENTION_TYPES,
     INDEXER_CACHE_DTYPES,
@@ -72,6 +73,9 @@ from contract.specs import (
 )
 from contract.units import MIB
 from harness import oracle
+from harness.paths import TOPOLOGY_DIR
+from harness.suites import baseline
+from harness.suites.case import resolve
 
 MAX_LAYERS = 128
 DRAWN_BYTES = 64
@@ -125,16 +129,11 @@ class Choices:
 @cache
 def base_hardware(name: str) -> HardwareProfile:
     """The shipped hardware profile ``conf/hardware/<name>.yaml`` (composed once per process)."""
-    from harness.suites.case import resolve
-
     return resolve((f"hardware={name}",)).run.hardware
 
 
 @cache
 def fixture_topology(name: str) -> Topology:
-    from contract.flags_and_topology import load_topology
-    from harness.paths import TOPOLOGY_DIR
-
     return load_topology(name, TOPOLOGY_DIR)
 
 
@@ -631,16 +630,12 @@ def refusal(c: Choices) -> RunSpec:
 @cache
 def recorded_entries() -> tuple[tuple[str, str, str], ...]:
     """(model, parallel, hardware) of every entry of the recorded uniform baseline, in file order."""
-    from harness.suites import baseline
-
     return tuple((e["model"], e["parallel"], e["hardware"]) for e in baseline.load()["entries"].values())
 
 
 @cache
 def recorded_run(model_name: str, parallel: str, hardware: str) -> RunSpec:
     """The shipped configuration a baseline entry was recorded for (composed once per process)."""
-    from harness.suites.case import resolve
-
     return resolve((f"model={model_name}", f"parallel={parallel}", f"hardware={hardware}")).run
 
 

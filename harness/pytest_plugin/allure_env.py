@@ -8,6 +8,10 @@ import os
 import pytest
 
 from harness.pytest_plugin import keys
+from harness.rankpool import PoolUnavailable
+from harness.rankpool.backend import resolve_backend
+from harness.reporting import alluredir, write_guard
+from harness.reporting.allure_meta import write_allure_meta
 
 WORKEROUTPUT_KEY = "lw_allure_environment"
 """xdist ``workeroutput`` key: the run's environment as a worker saw it (``allure_environment``)."""
@@ -15,8 +19,6 @@ WORKEROUTPUT_KEY = "lw_allure_environment"
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:
-    from harness.reporting import alluredir
-
     alluredir.hand_to_worker(node)
 
 
@@ -44,8 +46,10 @@ def allure_environment(matrix) -> dict:
     """``write_allure_meta``'s keyword arguments: torch, its devices, the backend and topology the matrix
     resolves to. Asked at the end of a session, where the tests have already imported torch (an xdist
     worker, or a run without xdist): the controller, which runs no test, does not import torch for it."""
+    # torch (0.8 s, python -X importtime): the controller, which runs no test, never imports it
     import torch
 
+    # harness.suites and the config schema (57 ms, python -X importtime): a bad --lw-* option is one line without them
     from harness.suites.case import resolve
 
     devices = [str(torch.cuda.get_device_name(i)) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
@@ -66,9 +70,6 @@ def _write_allure_meta(config, alluredir: str) -> None:
     """environment.properties and categories.json, with the first worker's view of the environment, or
     this process's when no worker reported one. A failed write is one more failed result write
     (``write_guard``: an ``error:`` line, exit status 1)."""
-    from harness.reporting import write_guard
-    from harness.reporting.allure_meta import write_allure_meta
-
     environment = config.stash.get(keys.ALLURE_ENV, None) or allure_environment(config.stash[keys.MATRIX])
     try:
         os.makedirs(alluredir, exist_ok=True)
@@ -79,9 +80,6 @@ def _write_allure_meta(config, alluredir: str) -> None:
 
 def _backend_label(requested: str, world_size: int) -> str:
     """``auto (gloo on cpu)``: what a pool of this world size resolves to on this machine."""
-    from harness.rankpool import PoolUnavailable
-    from harness.rankpool.backend import resolve_backend
-
     try:
         choice = resolve_backend(requested, world_size)
     except PoolUnavailable as exc:

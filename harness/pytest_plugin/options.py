@@ -7,7 +7,13 @@ from typing import Optional
 
 import pytest
 
+from contract.errors import ConfigError, UserError
+from harness.files import check_writable
 from harness.pytest_plugin import keys
+from harness.rankpool import registry
+from harness.rankpool.backend import BACKENDS, check_seconds
+from harness.reporting import alluredir as allure_env
+from harness.reporting import write_guard
 
 
 def pytest_addoption(parser) -> None:
@@ -18,7 +24,6 @@ def pytest_addoption(parser) -> None:
         help="Hydra override; on an axis (model, layerwise, parallel, implementation, hardware, topology, tc) "
         "it narrows the matrix (comma lists allowed), otherwise it applies to every case",
     )
-    from harness.rankpool.backend import BACKENDS
 
     group.addoption("--lw-backend", default=None, choices=list(BACKENDS), help="runner.backend for every case")
     group.addoption("--lw-timeout", default=None, type=float, help="seconds before a hung rank fails its test (runner.timeout_s)")
@@ -40,10 +45,8 @@ def pytest_addoption(parser) -> None:
 def pytest_configure(config) -> None:
     """Take ``$LW_ALLUREDIR``, load the matrix, check the options once, size the rank pools, guard Allure's
     writes; a mistake is one ``error:`` usage line."""
-    from harness.reporting import alluredir as allure_env
-
     allure_env.take(config)  # $LW_ALLUREDIR (CI) when --alluredir is not given: checked below with the rest
-    from contract.errors import UserError
+    # the composition and the matrix (60 ms, python -X importtime): a bad --lw-* option is one line without them
     from harness.suites.matrix import load_matrix
 
     given = given_cases(config)
@@ -60,14 +63,12 @@ def pytest_configure(config) -> None:
             _check_options(config)
             _check_extra_overrides(config.stash[keys.MATRIX])
             _check_implementation_inputs(config.stash[keys.MATRIX])
-        from harness.rankpool import registry
-
         registry.configure(max_live_ranks=config.getoption("lw_max_live_ranks"))
     except UserError as exc:
+        # harness.usage (1.5 ms, python -X importtime): only a mistake prints its line
         from harness.usage import one_line
 
         raise pytest.UsageError(f"error: {one_line(exc)}") from None
-    from harness.reporting import write_guard
 
     write_guard.guard_allure_writes()
 
@@ -103,15 +104,10 @@ def session_matrix(config):
 
 def _check_options(config) -> None:
     """Output paths must be writable and the timeout positive: a usage error now, not a traceback later."""
-    from harness.files import check_writable
-    from harness.rankpool.backend import check_seconds
-
     if config.getoption("lw_timeout") is not None:
         check_seconds("--lw-timeout", config.getoption("lw_timeout"))
     explore = config.getoption("lw_explore")
     if explore is not None and explore < 1:
-        from contract.errors import UserError
-
         raise UserError("--lw-explore", explore, "a whole number of configurations >= 1")
     alluredir = getattr(config.option, "allure_report_dir", None)
     if alluredir:
@@ -119,8 +115,6 @@ def _check_options(config) -> None:
     results = config.getoption("lw_results")
     if results:
         if Path(results).is_dir():
-            from contract.errors import UserError
-
             raise UserError("--lw-results", results, "a file to append JSON lines to", "it is a directory")
         check_writable(Path(results).absolute().parent, "--lw-results", results)
 
@@ -136,8 +130,6 @@ def _check_extra_overrides(matrix) -> None:
     """
     if not (matrix.extra or matrix.group_keys):
         return
-    from contract.errors import ConfigError
-    from harness.rankpool.backend import BACKENDS, check_seconds
 
     resolved = matrix.first_case().resolved  # composes: unknown keys, wrong types, malformed overrides
     if resolved.backend not in BACKENDS:
@@ -152,6 +144,7 @@ def _check_implementation_inputs(matrix) -> None:
     usage line at start-up, not a failure in every case and a "failing example" in the explorer.
     Composed only for such an implementation; then its libraries are built here, once, before any case
     and its time limit (``prepare_implementation``: the compiler runs, never the tree's code)."""
+    # the composition and the matrix (60 ms, python -X importtime): a bad --lw-* option is one line without them
     from harness.config.build import check_implementation_inputs, implementation_needs_inputs, prepare_implementation
     from harness.config.compose import option_node
 

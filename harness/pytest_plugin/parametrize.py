@@ -9,6 +9,7 @@ from harness.pytest_plugin import keys
 
 
 def pytest_configure(config) -> None:
+    # harness.suites and the config schema (57 ms, python -X importtime): a bad --lw-* option is one line without them
     from harness.config.schema import TC_IDS
 
     for name, text in (("L1", "level 1 of the seed test plan"), ("L2", "level 2 of the seed test plan")):
@@ -20,6 +21,7 @@ def pytest_configure(config) -> None:
 def removed_case_lines(matrix) -> list[str]:
     """The session header's line naming the cases the matrix's configuration keys leave out (none: no line).
     Keys that only choose or locate the implementation remove no case (``Matrix.config_keys``)."""
+    # harness.suites and the config schema (57 ms, python -X importtime): a bad --lw-* option is one line without them
     from harness.suites import removed_by_keys
 
     removed = removed_by_keys(matrix)
@@ -63,6 +65,7 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 def case_of(item):
     """The item's ``lw_case``, or None (not a TC test, or an empty parameter set)."""
+    # harness.suites and the config schema (57 ms, python -X importtime): a bad --lw-* option is one line without them
     from harness.suites.case import Case
 
     callspec = getattr(item, "callspec", None)
@@ -78,6 +81,7 @@ def _has_empty_case(item) -> bool:
 @pytest.fixture
 def lw_case(request):
     """The case, with its Allure labels (predicted failures are judged by the test: expectations.judge)."""
+    # harness.reporting.allure_labels (40 ms, python -X importtime): pytest --help and a bad option run no test
     from harness.reporting import allure_labels
 
     case = request.param

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from harness.pytest_plugin import keys
+from harness.rankpool import PoolUnavailable, RankSkip, close_all, registry
+from harness.rankpool.rendezvous import remove_stale_dirs
 
 
 def pytest_runtest_setup(item) -> None:
-    from harness.rankpool import registry
-
     registry.close_idle()  # a worker busy with other tests does not keep idle ranks polling
 
 
@@ -20,7 +20,7 @@ def lw_run(request, lw_case):
     Returns the per-rank results. A skip raised on the ranks, or a machine that cannot
     host the pool (e.g. NCCL without enough cards), skips the test with the reason.
     """
-    from harness.rankpool import PoolUnavailable, RankSkip
+    # harness.suites.execute (54 ms, python -X importtime): a bad --lw-* option is one line without it
     from harness.suites.execute import pool_runner
 
     run_body = pool_runner(lw_case)
@@ -39,11 +39,8 @@ def lw_run(request, lw_case):
 def pytest_sessionfinish(session) -> None:
     config = session.config
     if not hasattr(config, "workerinput"):
-        from harness.rankpool.rendezvous import remove_stale_dirs
-
         remove_stale_dirs()  # temp folders of workers killed outright (SIGKILL)
     if config.getoption("lw_keep_pools"):
         return
-    from harness.rankpool import close_all
 
     close_all()

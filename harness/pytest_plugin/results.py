@@ -11,9 +11,24 @@ import pytest
 
 from harness.pytest_plugin import keys
 from harness.pytest_plugin.parametrize import case_of
+from harness.reporting import write_guard
+
+_RECORDING = pytest.StashKey[bool]()
+"""config: this session keeps its own record of failed writes (``write_guard.session_started``)."""
+
+
+def pytest_configure(config) -> None:
+    write_guard.session_started()  # python -m harness: a job's failed write is not the next job's exit status
+    config.stash[_RECORDING] = True
+
+
+def pytest_unconfigure(config) -> None:
+    if config.stash.get(_RECORDING, False):
+        write_guard.session_ended()
 
 
 def pytest_collection_modifyitems(config, items) -> None:
+    # harness.reporting.allure_labels (40 ms, python -X importtime): pytest --help and a bad option run no test
     from harness.reporting import allure_labels
 
     config.stash[keys.REPRESENTATIVE] = allure_labels.representatives(
@@ -28,6 +43,7 @@ def pytest_collection_modifyitems(config, items) -> None:
 def pytest_pyfunc_call(pyfuncitem):
     case = case_of(pyfuncitem)
     if case is not None and getattr(pyfuncitem.config.option, "allure_report_dir", None):
+        # harness.reporting.allure_labels (40 ms, python -X importtime): pytest --help and a bad option run no test
         from harness.reporting import allure_labels
 
         allure_labels.apply_title(case, pyfuncitem.module.SUITE)
@@ -38,11 +54,13 @@ def pytest_pyfunc_call(pyfuncitem):
 def pytest_runtest_makereport(item, call):
     report = yield
     if report.failed and call.excinfo is not None and getattr(item.config.option, "allure_report_dir", None):
+        # harness.reporting.allure_labels (40 ms, python -X importtime): pytest --help and a bad option run no test
         from harness.reporting import allure_labels
 
         allure_labels.mark_origin(call.excinfo.value)  # the report's category comes from the exception
     case = case_of(item)
     if case is not None and call.when == "call":
+        # harness.reporting.allure_labels (40 ms, python -X importtime): pytest --help and a bad option run no test
         from harness.reporting import allure_labels
 
         # Taken, not read: an item lives for the whole session, and a stash that kept every case's
@@ -59,6 +77,7 @@ def pytest_runtest_makereport(item, call):
         path = item.config.getoption("lw_results")
         given = item.config.stash.get(keys.GIVEN, None)
         if path or given is not None:
+            # harness.suites.case_result imports the suites (67 ms, python -X importtime): a bad option runs no test
             from harness.suites.case_result import case_result
 
             line = case_result(item.module.SUITE, case, report, stash.get("facts"))
@@ -83,8 +102,6 @@ def _append_result(path: str, line: dict) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error) -> None:
     """xdist controller: collect the write failures a worker recorded."""
-    from harness.reporting import write_guard
-
     output = getattr(node, "workeroutput", {})
     write_guard.extend(list(output.get(write_guard.WORKEROUTPUT_KEY, [])))
 
@@ -92,8 +109,8 @@ def pytest_testnodedown(node, error) -> None:
 def pytest_sessionfinish(session) -> None:
     """The Allure environment first (``allure_env.finish``: its write may fail too), then the failed
     writes: handed to the controller by a worker, the exit status of the controller (1 when any)."""
+    # allure_env is a plugin registered after this one: imported first here, pytest could not rewrite its asserts (a warning)
     from harness.pytest_plugin import allure_env
-    from harness.reporting import write_guard
 
     config = session.config
     allure_env.finish(config)
@@ -104,7 +121,5 @@ def pytest_sessionfinish(session) -> None:
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
-    from harness.reporting import write_guard
-
     if write_guard.failures() and not hasattr(terminalreporter.config, "workerinput"):
         terminalreporter.write_line(write_guard.summary(), red=True)

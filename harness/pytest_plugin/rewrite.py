@@ -8,12 +8,12 @@ is cached, so each pytest process (every xdist worker) paid ~3.5 s of CPU for it
 
 from __future__ import annotations
 
+from harness.private_apis import unmark_for_assert_rewriting
+
 NOT_REWRITTEN = ("hydra", "hypothesis", "_hypothesis_globals", "harness", "contract", "implementations")
 
 
 def pytest_addoption(parser, pluginmanager) -> None:
     """Unmark ``NOT_REWRITTEN`` for assert rewriting (test modules and conftests still are): pytest's
     private ``rewrite_hook._must_rewrite`` (``harness.private_apis.unmark_for_assert_rewriting``)."""
-    from harness.private_apis import unmark_for_assert_rewriting
-
     unmark_for_assert_rewriting(pluginmanager, NOT_REWRITTEN)

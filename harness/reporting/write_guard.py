@@ -17,6 +17,23 @@ import os
 WORKEROUTPUT_KEY = "lw_write_failures"
 
 _failures: list[str] = []
+"""The failed writes of the pytest session under way (``session_started``)."""
+_enclosing: list[list[str]] = []
+"""The records of the sessions around it (pytest run in-process inside a test), each back when its inner one ends."""
+
+
+def session_started() -> None:
+    """A pytest session's records start empty: ``python -m harness`` runs one session per job in a process, and a
+    job's failed write makes that job's exit status 1, not every later job's."""
+    global _failures
+    _enclosing.append(_failures)
+    _failures = []
+
+
+def session_ended() -> None:
+    """The records of the session around the one that ended (none outside a session)."""
+    global _failures
+    _failures = _enclosing.pop() if _enclosing else []
 
 
 def record(what: str, exc: OSError) -> None:

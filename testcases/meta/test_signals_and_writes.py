@@ -279,7 +279,6 @@ def test_sigterm_while_the_command_line_is_checked_is_one_line(tmp_path, capsys,
     command says it was interrupted and that nothing ran (exit 143), rather than ending silently."""
     from harness import signals as app_signals
     from harness.app import main as app_main
-    from harness.app import validate
 
     seen = []
 
@@ -288,7 +287,7 @@ def test_sigterm_while_the_command_line_is_checked_is_one_line(tmp_path, capsys,
         raise app_signals.StopRequested("SIGTERM")
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(validate, "check_invocation", interrupted)
+    monkeypatch.setattr(app_main, "check_invocation", interrupted)
     assert app_main.main(["mode=plan"]) == 143
     assert seen == [app_signals.request_stop], f"the handler installed while the command line was checked: {seen}"
     err = capsys.readouterr().err

@@ -357,21 +357,6 @@ def test_the_literal_check_sees_a_copy_and_leaves_the_owner_and_prose_alone():
 
 # -- imports at the module's top -------------------------------------------------------------------
 
-NOT_YET_SWEPT = frozenset({
-    "harness/app/",
-    "harness/config/",
-    "harness/explore/",
-    "harness/pytest_plugin/",
-})
-"""Modules of what ships (a folder: every module under it) whose imports inside functions are not yet swept:
-each to move to the module's top, or to say in a comment why not. The list only shrinks: an entry leaves it
-once swept (``test_the_not_yet_swept_list_names_only_modules_with_an_unexplained_import``)."""
-
-
-def _not_yet_swept(rel: str) -> bool:
-    return any(rel == entry or (entry.endswith("/") and rel.startswith(entry)) for entry in NOT_YET_SWEPT)
-
-
 def _import_runs(tree: ast.Module) -> Iterator[tuple[list[ast.stmt], Optional[ast.stmt]]]:
     """Each run of consecutive import statements inside a function, and the block statement (``try``, ``if``,
     ``with``...) whose body it opens, if it does."""
@@ -423,18 +408,10 @@ def _unexplained(rel: str, tree: ast.Module) -> list[str]:
 
 def test_an_import_inside_a_function_says_why():
     """Imports sit at the module's top; one inside a function says in a comment why (a measured start-up cost,
-    a rank's start-up, an optional dependency, a cycle), but in the modules not yet swept (``NOT_YET_SWEPT``)."""
+    a rank's start-up, an optional dependency, a cycle), in every module of what ships."""
     found = [line for package in ("contract", "harness", "implementations") for rel, tree in _parsed(package)
-             if not _not_yet_swept(rel) for line in _unexplained(rel, tree)]
+             for line in _unexplained(rel, tree)]
     assert found == [], "imports inside a function with no comment saying why: " + ", ".join(found)
-
-
-def test_the_not_yet_swept_list_names_only_modules_with_an_unexplained_import():
-    parsed = {rel: tree for package in ("contract", "harness", "implementations") for rel, tree in _parsed(package)}
-    swept = sorted(entry for entry in NOT_YET_SWEPT
-                   if not any(_unexplained(rel, tree) for rel, tree in parsed.items()
-                              if rel == entry or (entry.endswith("/") and rel.startswith(entry))))
-    assert swept == [], f"swept or gone, so off NOT_YET_SWEPT: {swept}"
 
 
 def test_the_import_check_sees_an_unexplained_import_and_takes_a_reason():

@@ -207,6 +207,22 @@ def test_metadata_that_cannot_be_written_at_the_end_is_one_error_line_and_exit_1
     assert "INTERNALERROR" not in out and "Traceback" not in out
 
 
+def test_a_failed_write_sets_the_exit_status_of_its_own_session_only(pytester):
+    """``python -m harness`` runs one pytest session per job in one process: a job whose result file could not
+    be written exits 1 with its ``error:`` line, the job after it (all written) exits 0, and the records of the
+    session around them (this test's) are as they were."""
+    from harness.reporting import write_guard
+
+    around = write_guard.failures()
+    results = pytester.path / "allure-results"
+    (results / "environment.properties").mkdir(parents=True)  # a folder where the file goes
+    pytester.makepyfile(test_plain="def test_one():\n    pass\n")
+    first = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider", f"--alluredir={results}")
+    second = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider")
+    assert (first.ret, second.ret) == (1, 0), second.stdout.str()
+    assert "could not be written" in first.stdout.str() and "could not be written" not in second.stdout.str()
+    assert write_guard.failures() == around, "the enclosing session's records changed"
+
 def test_environment_properties_escaping():
     text = allure_meta.environment_properties({"a:b": "C:\\corex\nnext", "devices": "Iluvatar BI-V100 µ"})
     assert text.splitlines() == ["a\\:b=C:\\\\corex\\nnext", "devices=Iluvatar BI-V100 \\u00b5"]

@@ -126,7 +126,6 @@ def test_a_suite_job_on_a_tree_with_own_tests_records_them_beside_its_tcs(tmp_pa
     its Allure results gain their result; the TCs' run is stubbed (what it returns is the job's as before)."""
     from contract.errors import PlanError
     from harness.app import job, tree_departures
-    from harness.config import build as config_build
 
     overrides = ["model=qwen3_5_moe", "layerwise=s2"]
     impl = _impl(tmp_path)
@@ -135,7 +134,7 @@ def test_a_suite_job_on_a_tree_with_own_tests_records_them_beside_its_tcs(tmp_pa
         raise PlanError("plan", "the stub tree", "a tree with planning code", "it plans nothing")
 
     impl.plan = plan  # the job's plan figures are the refusal, as data
-    monkeypatch.setattr(config_build, "build_implementation", lambda cfg: impl)
+    monkeypatch.setattr(job, "build_implementation", lambda cfg: impl)
 
     def fake_suite(cfg, axes, extra, job_dir, quiet):
         (job_dir / "allure-results").mkdir(parents=True)

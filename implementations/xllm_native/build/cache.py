@@ -4,12 +4,15 @@ and placing a finished build (``<key>-<deps>/``)."""
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
+import shutil
 import stat
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 from contract.errors import UserError
 from implementations.xllm_native.build import cachefs
@@ -116,3 +119,31 @@ def place(tmp: Path, root: Path, name: str) -> Path:
             if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
                 raise
     raise cache_error(root, f"100 entries named {name}* that are not usable", "a cache folder with fewer broken entries")
+
+
+@contextmanager
+def locked(root: Path, key: Optional[str], what: str) -> Iterator[None]:
+    """The lock of a cache entry (``<key>.lock``, ``cachefs.lock_file``) held, and the stale temporary folders of
+    the key (``.tmp-<key>-*``: a build or publication killed midway, which no one else holds the lock of) removed;
+    nothing when ``key`` is None. ``what`` names the entry in an error (``build``, ``object``)."""
+    if key is None:
+        yield
+        return
+    lock_path = root / f"{key}.lock"
+    try:
+        fd = cachefs.lock_file(lock_path)
+    except cachefs.NotPrivate as exc:
+        raise cache_error(root, f"the {what} lock {exc}") from None
+    except OSError as exc:
+        raise cache_error(root, f"the {what} lock {lock_path}: {exc.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        for stale in root.glob(f".tmp-{key}-*"):
+            try:
+                if not cachefs.why_not_private(os.lstat(stale)) and stale.is_dir() and not stale.is_symlink():
+                    shutil.rmtree(stale, ignore_errors=True)
+            except OSError:
+                pass
+        yield
+    finally:
+        os.close(fd)

@@ -37,7 +37,6 @@ This module runs a build (``build``); each part of it is a module of its own: th
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import os
 import platform
@@ -50,7 +49,7 @@ from typing import Optional
 from contract.errors import UserError
 from implementations.xllm_native.build import cachefs, objects
 from implementations.xllm_native.build.cache import ENV_CACHE as ENV_CACHE  # impl.py's name for it
-from implementations.xllm_native.build.cache import Built, cache_error, cache_root, find, place, private_cache
+from implementations.xllm_native.build.cache import Built, cache_error, cache_root, find, locked, place, private_cache
 from implementations.xllm_native.build.commands import (
     CXX_FLAGS,
     PORT_FLAGS,
@@ -97,27 +96,11 @@ def build(tree: TreeMap, *, root: Optional[Path] = None, tensors: bool = False, 
         found = find(root, key)
         if found is not None:
             return found
-        lock_path = root / f"{key}.lock"
-        try:
-            fd = cachefs.lock_file(lock_path)
-        except cachefs.NotPrivate as exc:
-            raise cache_error(root, f"the build lock {exc}") from None
-        except OSError as exc:
-            raise cache_error(root, f"the build lock {lock_path}: {exc.strerror}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with locked(root, key, "build"):
             found = find(root, key)
             if found is not None:
                 return found
-            for stale in root.glob(f".tmp-{key}-*"):  # a build of this key killed midway: no one else holds the lock
-                try:
-                    if not cachefs.why_not_private(os.lstat(stale)) and stale.is_dir() and not stale.is_symlink():
-                        shutil.rmtree(stale, ignore_errors=True)
-                except OSError:
-                    pass
             return _build_locked(tree, root, key, tensors, kv_layout)
-        finally:
-            os.close(fd)
 
 
 _FULL = ("No space left on device", "Disk quota exceeded")

@@ -16,18 +16,16 @@ compared again (``reuse``)."""
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import shutil
 import tempfile
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Callable
 
 from implementations.xllm_native.build import cachefs
-from implementations.xllm_native.build.cache import cache_error, find, place
+from implementations.xllm_native.build.cache import find, locked, place
 from implementations.xllm_native.build.deps import deps_digest, search_lists
 from implementations.xllm_native.build.keys import sha, too_large
 from implementations.xllm_native.tree.files import FIELD
@@ -61,33 +59,6 @@ def object_key(cmd: list, compiler_id: bytes, extra: bytes = b"") -> str:
     source = Path(_value(cmd, "-c"))
     return "obj-" + sha(OBJECT_ABI.encode(), compiler_id, "\0".join(kept).encode(),
                         cachefs.file_sha(source).encode(), extra)[:24]
-
-
-@contextmanager
-def locked(root: Path, key: Optional[str]) -> Iterator[None]:
-    """The object's lock (``<key>.lock``, ``cachefs.lock_file``) held, stale temporary folders of the key
-    removed; nothing when ``key`` is None."""
-    if key is None:
-        yield
-        return
-    lock_path = root / f"{key}.lock"
-    try:
-        fd = cachefs.lock_file(lock_path)
-    except cachefs.NotPrivate as exc:
-        raise cache_error(root, f"the object lock {exc}") from None
-    except OSError as exc:
-        raise cache_error(root, f"the object lock {lock_path}: {exc.strerror}") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        for stale in root.glob(f".tmp-{key}-*"):  # a publication killed midway: no one else holds the lock
-            try:
-                if not cachefs.why_not_private(os.lstat(stale)) and stale.is_dir() and not stale.is_symlink():
-                    shutil.rmtree(stale, ignore_errors=True)
-            except OSError:
-                pass
-        yield
-    finally:
-        os.close(fd)
 
 
 def reuse(root: Path, key: str, cmd: list) -> bool:
@@ -158,7 +129,7 @@ def compile_once(root: Path, cmd: list, cwd: Path, compiler_id: bytes, extra: by
         run(cmd)
         return False
     key = object_key(cmd, compiler_id, extra)
-    with locked(root, key):  # one object compiled once, whichever build needs it first
+    with locked(root, key, "object"):  # one object compiled once, whichever build needs it first
         if reuse(root, key, cmd):
             return True
         run(cmd)
