@@ -413,7 +413,7 @@ def test_a_result_line_that_cannot_be_written_fails_its_case_not_the_session(pyt
     result.assert_outcomes(failed=2)  # both cases ran to the end; only their result lines were lost
 
 
-def test_an_allure_file_that_cannot_be_written_is_recorded_not_raised(tmp_path, monkeypatch):
+def test_an_allure_file_that_cannot_be_written_is_recorded_not_raised(tmp_path):
     """allure-pytest's own writer at a folder it cannot write, behind the guard, called as allure-commons
     calls it (a plugin manager of the ``allure`` project with its writer hooks; a private one, so no write
     reaches this session's own results)."""
@@ -433,20 +433,23 @@ def test_an_allure_file_that_cannot_be_written_is_recorded_not_raised(tmp_path, 
 
     manager = pluggy.PluginManager("allure")
     manager.add_hookspecs(WriterHooks)
-    monkeypatch.setattr(write_guard, "_failures", [])  # this session's own record stays clean
-    write_guard.guard_allure_writes(manager)
-    write_guard.guard_allure_writes(manager)  # once per manager
-    (tmp_path / "results").mkdir()
-    logger = AllureFileLogger(tmp_path / "results")
-    manager.register(logger)
-    (tmp_path / "results").rmdir()
-    (tmp_path / "results").write_text("x")  # every write now fails (NotADirectoryError)
-    manager.hook.report_attached_data(body="x", file_name="a.txt")
-    assert write_guard.failures() == [f"Allure attachment in {tmp_path / 'results'}: Not a directory"]
-    assert write_guard.summary().startswith("error: 1 result file(s) could not be written")
-    manager.unregister(name=write_guard.GUARD_NAME)
-    with pytest.raises(NotADirectoryError):  # without the guard the writer's error reaches the caller
+    write_guard.session_started()  # a session of its own: its records are this test's alone
+    try:
+        write_guard.guard_allure_writes(manager)
+        write_guard.guard_allure_writes(manager)  # once per manager
+        (tmp_path / "results").mkdir()
+        logger = AllureFileLogger(tmp_path / "results")
+        manager.register(logger)
+        (tmp_path / "results").rmdir()
+        (tmp_path / "results").write_text("x")  # every write now fails (NotADirectoryError)
         manager.hook.report_attached_data(body="x", file_name="a.txt")
+        assert write_guard.failures() == [f"Allure attachment in {tmp_path / 'results'}: Not a directory"]
+        assert write_guard.summary().startswith("error: 1 result file(s) could not be written")
+        manager.unregister(name=write_guard.GUARD_NAME)
+        with pytest.raises(NotADirectoryError):  # without the guard the writer's error reaches the caller
+            manager.hook.report_attached_data(body="x", file_name="a.txt")
+    finally:
+        write_guard.session_ended()
 
 
 def test_every_atomic_write_on_a_full_disk_leaves_no_temp_file(tmp_path):
