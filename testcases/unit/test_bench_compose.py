@@ -18,7 +18,7 @@ def _sides(monkeypatch, tmp_path, digests):
 
     def fake_run(tree, script, cases):
         calls.append((tree, script))
-        if script is bench._HYDRA_CHILD:
+        if script is bench.HYDRA_CHILD:
             return {"wall_s": 0.5}
         side = "before" if tree == tmp_path else "now"
         return {"wall_s": 2.0 if side == "before" else 1.0, "cpu_s": 1.0, "digest": digests[side]}
@@ -30,7 +30,7 @@ def _sides(monkeypatch, tmp_path, digests):
 def test_the_sides_alternate_and_the_ratio_is_now_over_before(monkeypatch, tmp_path):
     calls = _sides(monkeypatch, tmp_path, {"before": "d", "now": "d"})
     result = bench.compare("c" * 40, [["model=a"]] * 20, repeat=2)
-    assert [t for t, s in calls if s is bench._CHILD] == [tmp_path, bench.REPO_ROOT] * 2
+    assert [t for t, s in calls if s is bench.CHILD] == [tmp_path, bench.REPO_ROOT] * 2
     assert (result["wall_s"]["ratio"], result["cpu_s"]["ratio"]) == (0.5, 1.0)
     assert result["hydra_per_case_s"] == 0.5 / bench.HYDRA_CASES
     text = bench.render(result)

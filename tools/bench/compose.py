@@ -34,7 +34,7 @@ from tools.bench.suite_cost import export_commit, resolve_commit
 HYDRA_CASES = 10
 """Cases composed by Hydra whole, for scale."""
 
-_CHILD = r"""
+CHILD = r"""
 import hashlib, json, sys, time
 import harness
 from harness.suites.case import resolve
@@ -50,7 +50,7 @@ for r in done:
 print(json.dumps({"wall_s": wall_s, "cpu_s": cpu_s, "digest": digest.hexdigest(), "module": harness.__file__}))
 """
 
-_HYDRA_CHILD = r"""
+HYDRA_CHILD = r"""
 import json, sys, time
 from hydra import compose, initialize_config_dir
 from harness.config.store import register
@@ -101,14 +101,14 @@ def compare(commit: str, cases: list[list[str]], repeat: int) -> dict:
         tree = export_commit(commit, Path(tmp))
         for i in range(repeat):
             for side, cwd in (("before", tree), ("now", REPO_ROOT)):
-                run = run_side(cwd, _CHILD, cases)
+                run = run_side(cwd, CHILD, cases)
                 runs[side].append(run)
                 print(f"[{i + 1}/{repeat}] {side:<6} {len(cases)} cases: wall {run['wall_s']:.2f} s, "
                       f"CPU {run['cpu_s']:.2f} s", flush=True)
     digests = {r["digest"] for side in runs.values() for r in side}
     if len(digests) != 1:
         raise RuntimeError(f"before and now composed the cases to different results ({len(digests)} digests)")
-    hydra = run_side(REPO_ROOT, _HYDRA_CHILD, cases[:HYDRA_CASES])
+    hydra = run_side(REPO_ROOT, HYDRA_CHILD, cases[:HYDRA_CASES])
     out: dict = {"commit": commit, "repeat": repeat, "cases": len(cases), "runs": runs,
                  "hydra_per_case_s": hydra["wall_s"] / min(len(cases), HYDRA_CASES)}
     for key in ("wall_s", "cpu_s"):
