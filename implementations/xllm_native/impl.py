@@ -314,16 +314,13 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         (``{base: ...}``, the default with a base manifest), nothing where the engine calls none (``{none: ...}``),
         and where the role is absent (no base, no function of its own) ``AbsentRoleError`` on the cases that need
         it (``needs_worker_checks``), never a model of the CHECK."""
-        if self.port or self.manifest.role("worker_checks").state != "played":
-            state = self.manifest.role("worker_checks").state
-            if state == "none":
-                return
-            if state == "base":
-                return self.base_for("worker_checks").worker_checks(run)
-            if state == "absent":
-                if needs_worker_checks(run):
-                    raise self.manifest.absent_error("worker_checks")
-                return
+        state = self.manifest.role("worker_checks").state
+        if state == "base" and (self.base is not None or needs_worker_checks(run)):
+            return self.base_for("worker_checks").worker_checks(run)  # no base tree: absent where needed
+        if state == "absent" and needs_worker_checks(run):
+            raise self.manifest.absent_error("worker_checks")
+        if state != "played":
+            return  # none: the engine's worker checks nothing; base without its tree, absent: not needed here
         s = run.layerwise.split_size if self.is_active(run.layerwise) else 1
         for prefix, model, split in (("model", run.model, s), ("draft", run.draft, 1)):
             if model is None:
