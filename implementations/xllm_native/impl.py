@@ -4,8 +4,11 @@
 
 * startup: ``validate_layerwise_split_size_startup_config`` (master.cpp), with the layout
   header's enablement checks; a CHECK that fires is the refusal, naming the field it guards;
-* worker checks: the statements ``WorkerImpl::allocate_kv_cache_storage`` (worker_impl.cpp) runs before its
-  quantization, cut and compiled (``worker_checks``): its linear + indexer CHECK, on a target and a draft worker;
+* worker checks (role ``worker_checks``): the statements ``WorkerImpl::allocate_kv_cache_storage`` (worker_impl.cpp)
+  runs before its quantization, cut and compiled: its linear + indexer CHECK, on a target and a draft worker. A
+  port: its own function where its manifest names one, else its base's compiled cut (the default with a base
+  manifest); a port with neither fails the cases whose target or draft has linear layers and an indexer naming
+  the role (``needs_worker_checks``), never a model of the CHECK;
 * estimate: ``estimate_kv_cache_capacity`` for the target (split block count included), and for
   a speculative draft the draft's capacity and ``SpeculativeEngine::calculate_kv_cache``;
 * ownership: each split rank's mask from ``LayerwiseSplitLayout`` / ``build_layer_cache_owned``;
@@ -18,9 +21,10 @@
 
 What the tree's files do not hold comes from the Python model of upstream
 (``implementations.xllm_upstream``): the engine's option values (local heads per TP rank, the
-draft's layer count), the worker-side CHECKs of the split with sleep mode and xtensor (the quantized caches are
-the hardware profile's rule), split groups and placement (``rank % s``) and ``engine_message``; for upstream's tree (and a port
-whose engine is upstream's), the activation threshold s > 1, which upstream writes inline
+draft's layer count), for upstream's tree the worker-side CHECKs of the split with sleep mode and xtensor (the
+quantized caches are the hardware profile's rule; a port is credited with neither), split groups and placement
+(``rank % s``) and ``engine_message``; for upstream's tree (and a port whose engine is upstream's), the activation
+threshold s > 1, which upstream writes inline
 (``worker_impl.cpp``, ``kv_cache_estimation.cpp``) with no function to call.
 
 Which function plays each role comes from the tree's manifest (``manifest``): upstream's by
