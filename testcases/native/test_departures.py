@@ -300,6 +300,9 @@ def test_the_two_snapshots_get_different_lists_and_v3_shows_what_its_master_chec
     for tree in (v2, v3):
         (uncalled,) = [d for d in tree.departures if d.role == "validation"]
         assert uncalled.tree.startswith("accepts every configuration") and uncalled.tcs == ("TC-01",), text
+        # the linear + indexer refusal is the worker's start-up checks', left to upstream's compiled cut (the base)
+        assert "s0" in uncalled.cases[0] and not [c for c in uncalled.cases if c.startswith("linear-and-indexer")], text
+        assert tree.roles["worker_checks"] == "base" and not [d for d in tree.departures if d.role == "worker_checks"]
     # v2 allocates (nothing) only with the split active, and with the split off the engine around it (its base,
     # upstream 494f293b5: ``allocation.unsplit: base``) allocates, which is not the port's departure; v3's
     # start-up path never calls its allocation
