@@ -4,8 +4,11 @@
 
 * startup: ``validate_layerwise_split_size_startup_config`` (master.cpp), with the layout
   header's enablement checks; a CHECK that fires is the refusal, naming the field it guards;
-* worker checks: the statements ``WorkerImpl::allocate_kv_cache_storage`` (worker_impl.cpp) runs before its
-  quantization, cut and compiled (``worker_checks``): its linear + indexer CHECK, on a target and a draft worker;
+* worker checks (role ``worker_checks``): the statements ``WorkerImpl::allocate_kv_cache_storage`` (worker_impl.cpp)
+  runs before its quantization, cut and compiled: its linear + indexer CHECK, on a target and a draft worker. A
+  port: its own function where its manifest names one, else its base's compiled cut (the default with a base
+  manifest); a port with neither fails the cases whose target or draft has linear layers and an indexer naming
+  the role (``needs_worker_checks``), never a model of the CHECK;
 * estimate: ``estimate_kv_cache_capacity`` for the target (split block count included), and for
   a speculative draft the draft's capacity and ``SpeculativeEngine::calculate_kv_cache``;
 * ownership: each split rank's mask from ``LayerwiseSplitLayout`` / ``build_layer_cache_owned``;
@@ -18,9 +21,10 @@
 
 What the tree's files do not hold comes from the Python model of upstream
 (``implementations.xllm_upstream``): the engine's option values (local heads per TP rank, the
-draft's layer count), the worker-side CHECKs of the split with sleep mode and xtensor (the quantized caches are
-the hardware profile's rule), split groups and placement (``rank % s``) and ``engine_message``; for upstream's tree (and a port
-whose engine is upstream's), the activation threshold s > 1, which upstream writes inline
+draft's layer count), for upstream's tree the worker-side CHECKs of the split with sleep mode and xtensor (the
+quantized caches are the hardware profile's rule; a port is credited with neither), split groups and placement
+(``rank % s``) and ``engine_message``; for upstream's tree (and a port whose engine is upstream's), the activation
+threshold s > 1, which upstream writes inline
 (``worker_impl.cpp``, ``kv_cache_estimation.cpp``) with no function to call.
 
 Which function plays each role comes from the tree's manifest (``manifest``): upstream's by
@@ -45,7 +49,7 @@ from contract.interface import ROLES, LayerCache, WorkerKVCache
 from contract.plan_types import TREE_CARDS_NOTE, TREE_GROUPS_NOTE, DraftPlan, KVPlan
 from contract.specs import LayerwiseFlags, ModelSpec, RunSpec
 from contract.upstream_tensors import TENSOR_NAMES, TENSOR_NAMES_MLA
-from implementations.reference import estimation, kv_bytes, layout, validation
+from implementations.reference import estimation, kv_bytes, layers, layout, validation
 from implementations.xllm_native import manifest as manifest_mod
 from implementations.xllm_native.build import library as build
 from implementations.xllm_native.manifest import AbsentRoleError
@@ -113,6 +117,14 @@ def tree_allocation(message: KVPlan, *, rank: int, role: str, mask: tuple, devic
     return WorkerKVCache(rank=rank, role=role, plan_digest=message.digest, split_size=split_size,
                          split_rank=split_rank, split_group=split_group, n_blocks=message.n_blocks,
                          kv_layout=message.kv_layout, device=device, layers=layers, scratch={})
+
+
+def needs_worker_checks(run: RunSpec) -> bool:
+    """Whether a case needs the worker's start-up checks to be answered: its target or its draft has both
+    linear-attention layers and a DSA indexer (the configuration the worker's CHECK is there to refuse). A tree
+    that plays no worker checks fails exactly these cases naming the role; every other case starts as it would
+    without them."""
+    return any(m is not None and m.index_n_heads > 0 and bool(layers.linear_layers(m)) for m in (run.model, run.draft))
 
 
 _OPENED: dict = {}
@@ -274,11 +286,12 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
 
     # ---- master ---------------------------------------------------------------------------------
 
-    def validate(self, run: RunSpec) -> None:
-        """Schema (what the harness's inputs must hold), then the tree's master validation, then (upstream's
-        manifest) the worker-side CHECKs upstream runs once its workers start (Python model)."""
+    def validate(self, run: RunSpec, *, workers: bool = True) -> None:
+        """Schema (what the harness's inputs must hold), then the tree's master validation, then (``workers``) the
+        worker's compiled start-up checks (``worker_checks``) and, for upstream's manifest, the worker-side CHECKs
+        of the split with sleep mode and xtensor (Python model: see the module's docstring)."""
         if self.port:
-            return self.validate_port(run)
+            return self.validate_port(run, workers=workers)
         self.require("validation")
         validation.check_model(run.model)
         validation.check_cache(run.cache)
@@ -296,6 +309,8 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         validation.check_parallel(run.parallel)  # a whole attention TP also when the split is off
         validation.check_split_size(run.layerwise, self.attn_tp_size(run.parallel))
         validation.check_quantized_support(run)
+        if not workers:  # the master's validation alone (the base's, for a port that leaves validation to it)
+            return
         self.worker_checks(run)
         if run.draft is not None:
             validation.check_draft(run.draft)
@@ -307,10 +322,22 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
                 raise ConfigError("cache.enable_xtensor", True, "false", f"xtensor is not supported {active}")
 
     def worker_checks(self, run: RunSpec) -> None:
-        """The CHECKs upstream's worker runs as it starts its KV cache (``WorkerImpl::allocate_kv_cache_storage``'s
-        statements before its quantization, compiled: op ``worker_checks``), on a target worker and, with a draft,
-        a draft worker (never split): a CHECK that fires is the refusal naming its field (``draft.`` for the
-        draft's). A tree without those statements fails every case naming ``implementation.files.worker_checks``."""
+        """The CHECKs the engine's worker runs as it starts its KV cache (role ``worker_checks``): upstream's
+        ``WorkerImpl::allocate_kv_cache_storage``'s statements before its quantization, compiled (op
+        ``worker_checks``), on a target worker and, with a draft, a draft worker (never split): a CHECK that fires
+        is the refusal naming its field (``draft.`` for the draft's). An upstream-cut tree without those
+        statements fails every case naming ``implementation.files.worker_checks``. A port: its own function where
+        its manifest plays the role (the same op), the base's compiled cut where it leaves the role to the base
+        (``{base: ...}``, the default with a base manifest), nothing where the engine calls none (``{none: ...}``),
+        and where the role is absent (no base, no function of its own) ``AbsentRoleError`` on the cases that need
+        it (``needs_worker_checks``), never a model of the CHECK."""
+        state = self.manifest.role("worker_checks").state
+        if state == "base" and (self.base is not None or needs_worker_checks(run)):
+            return self.base_for("worker_checks").worker_checks(run)  # no base tree: absent where needed
+        if state == "absent" and needs_worker_checks(run):
+            raise self.manifest.absent_error("worker_checks")
+        if state != "played":
+            return  # none: the engine's worker checks nothing; base without its tree, absent: not needed here
         s = run.layerwise.split_size if self.is_active(run.layerwise) else 1
         for prefix, model, split in (("model", run.model, s), ("draft", run.draft, 1)):
             if model is None:
@@ -328,8 +355,9 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
                                 f"a file defining {WORKER_CHECKS_FUNCTION} (the worker's start-up checks)",
                                 f"the tree implements no worker-side checks: {reply['absent']}")
 
-    def validate_port(self, run: RunSpec) -> None:
-        """A port tree: the schema of the harness's inputs, then the tree's validation role alone."""
+    def validate_port(self, run: RunSpec, *, workers: bool = True) -> None:
+        """A port tree: the schema of the harness's inputs, then the tree's validation role, then (``workers``) its
+        worker's start-up checks (role ``worker_checks``: the port's own, or the base's compiled cut)."""
         validation.check_model(run.model)
         validation.check_cache(run.cache)
         validation.check_hardware(run.hardware)
@@ -340,14 +368,16 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
             value = getattr(run.parallel, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"parallel.{name}", value, "a whole number >= 1")
-        if self.manifest.role("validation").none:
-            return  # the engine's start-up path calls no validation: the tree accepts every configuration
-        self.require("validation")
-        if self.plays("validation") == "base":
-            return self.base.validate(run)
-        self.call(run, "validate", {
-            "layerwise_split_size": s, "attn_tp_size": self.port_tp(run),
-            "model_type": engine_model_type(run.model.model_type)})
+        if not self.manifest.role("validation").none:  # none: the engine calls no validation, accepts everything
+            self.require("validation")
+            if self.plays("validation") == "base":
+                self.base.validate(run, workers=False)
+            else:
+                self.call(run, "validate", {
+                    "layerwise_split_size": s, "attn_tp_size": self.port_tp(run),
+                    "model_type": engine_model_type(run.model.model_type)})
+        if workers:
+            self.worker_checks(run)  # then the worker's start-up checks (the port's, the base's, or absent)
 
     # ---- whether the split is active: the tree's own start-up code decides ------------------------
 

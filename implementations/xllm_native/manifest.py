@@ -20,6 +20,9 @@ that file) or marked ``absent`` with a reason. A role that is absent is never mo
 implementation raises ``AbsentRoleError`` where a test case needs it (``absent_error``). ``groups`` (the
 function forming the split groups) may be left out of any manifest: it then reads as ``none`` (the groups are
 read off the workers' masks, ``GROUPS_UNNAMED``); ``{base: <why>}`` gives it to the base manifest.
+``worker_checks`` (the worker's start-up CHECKs, cut out of ``WorkerImpl::allocate_kv_cache_storage``) may be
+left out too: it is then the base manifest's compiled cut where a base manifest is named, the tree's own cut in
+an upstream-cut manifest, and absent in a port without a base (``WORKER_CHECKS_UNNAMED``).
 
 ``compile: upstream-cut`` (upstream's own manifest) keeps the build that cuts functions out of
 upstream's big files (``build.generate``); its ``files`` map names each cut role's file.
@@ -49,6 +52,7 @@ from typing import Optional
 from contract.bounded_inputs import loads_yaml, read_input_file
 from contract.errors import PlanError, UserError
 from implementations.xllm_native.tree.cut import defines
+from implementations.xllm_native.tree.files import WORKER_CHECKS_FUNCTION
 
 log = logging.getLogger("lwsplit.native")
 
@@ -64,8 +68,15 @@ ROLES = {
     "engine": "engine propagation",
     "worker": "worker init and allocation",
     "groups": "split groups",
+    "worker_checks": "worker start-up checks",
 }
 """The harness's roles and what each stands for in an error (``the tree implements no <what>``)."""
+
+WORKER_CHECKS_UNNAMED = ("the manifest names no worker start-up checks (the linear + indexer CHECK "
+                         "WorkerImpl::allocate_kv_cache_storage runs) and no base manifest whose engine runs them")
+"""``worker_checks`` (the CHECKs the engine's worker runs as it starts its KV cache) may be left out of any
+manifest: with a base manifest it is the base's compiled cut (``{base: ...}``); in an upstream-cut manifest the
+tree's own cut of ``files.worker_checks``; in a port without a base it reads as absent (``WORKER_CHECKS_UNNAMED``)."""
 
 GROUPS_UNNAMED = ("the manifest names no function forming split groups: each worker's split rank is the one its "
                   "worker role takes, and the groups are read off the workers' masks")
@@ -289,6 +300,10 @@ def load(path: object) -> Manifest:
         if name not in given and base_manifest is not None:
             roles[name] = Role(name=name, base=f"left to the base {base_manifest.name}")
             continue
+        if name == "worker_checks" and name not in given:  # upstream-cut: the tree's own cut; a port: absent
+            roles[name] = Role(name=name, function=WORKER_CHECKS_FUNCTION) if kind == "upstream-cut" else \
+                Role(name=name, absent=WORKER_CHECKS_UNNAMED)
+            continue
         if name not in given:
             raise _err(p, f"roles.{name}", None, ROLE_FORMS,
                        "every role is either played or marked absent (or, with a base manifest, left to it)")
@@ -465,7 +480,7 @@ def check_tree(m: Manifest, root: Path) -> None:
                            f"{target} is missing")
     if m.compile == "sources" and not m.glue_path.is_file():
         raise _err(m.path, "glue", m.glue, "a C++ file relative to the manifest", f"{m.glue_path} is missing")
-    named = [(f"roles.{name}", role) for name, role in m.roles.items() if role.present]
+    named = [(f"roles.{name}", role) for name, role in m.roles.items() if role.present and role.file]
     if m.allocation is not None and m.allocation.present:
         named.append(("allocation", m.allocation))
     for key, role in named:

@@ -2,8 +2,9 @@
 departure an end-to-end run hides behind an earlier one still reads, once.
 
 The fixture port built by ``fixture_port/manifest_planted.yaml`` has a master that CHECKs at s 4, a slot counted
-twice, workers that own no linear layer, a validator nothing in its start-up path calls
-(``validation: {none: ...}``) and a groups function taking strided ranks where the spec keeps consecutive ones. End to end, its s 4 plan stops on the master's CHECK; role by role, each
+twice, workers that own no linear layer, worker start-up checks that let linear attention with an indexer through
+(``FXPORT_PLANT_NO_WORKER_CHECK``), a validator nothing in its start-up path calls (``validation: {none: ...}``) and
+a groups function taking strided ranks where the spec keeps consecutive ones. End to end, its s 4 plan stops on the master's CHECK; role by role, each
 planted defect is one line of its list, and none of them is on the plain fixture's list. The real trees
 (``real_tree``: both BI-V100 snapshots under ``../shared``) are judged the same way in their own CI step.
 """
@@ -41,7 +42,10 @@ def run(split: int, **kw):
 CASES = (JudgedCase(id="qwen-s2", run=run(2), tcs=case_tcs(True)),
          JudgedCase(id="qwen-s4", run=run(4), tcs=case_tcs(True)),
          JudgedCase(id="s-not-dividing-tp", run=run(3), tcs=("TC-01",), refusal=True),
-         JudgedCase(id="cp2", run=run(2, cp=2), tcs=("TC-01",), refusal=True))
+         JudgedCase(id="cp2", run=run(2, cp=2), tcs=("TC-01",), refusal=True),
+         JudgedCase(id="linear-and-indexer", run=M.run_spec(replace(QWEN, index_n_heads=8, index_head_dim=128), split=2,
+                                                            world=4, budget_bytes=1 << 30, cache=CacheSpec(block_size=16)),
+                    tcs=("TC-01",), refusal=True))
 
 
 def impl_of(cache, manifest: str):
@@ -70,6 +74,9 @@ PLANTED = {
     and d.tree == "a rank owns no linear-attention layer",
     "validator nothing calls": lambda d: d.role == "validation" and d.tree.startswith("accepts every configuration")
     and "nothing in the start-up path calls check_split_config" in d.tree,
+    "worker checks letting linear + indexer through": lambda d: d.role == "worker_checks" and d.tree == "accepts"
+    and d.spec == "refuses naming model.index_n_heads" and d.cases == ("linear-and-indexer",)
+    and d.function == "fx_worker_checks",
     "strided split groups": lambda d: d.role == "groups" and d.tree == "other groups" and d.function == "fx_split_groups"
     and any("tree [[0, 2], [1, 3]], spec [[0, 1], [2, 3]]" in c for c in d.cases),
 }
@@ -293,6 +300,9 @@ def test_the_two_snapshots_get_different_lists_and_v3_shows_what_its_master_chec
     for tree in (v2, v3):
         (uncalled,) = [d for d in tree.departures if d.role == "validation"]
         assert uncalled.tree.startswith("accepts every configuration") and uncalled.tcs == ("TC-01",), text
+        # the linear + indexer refusal is the worker's start-up checks', left to upstream's compiled cut (the base)
+        assert "s0" in uncalled.cases[0] and not [c for c in uncalled.cases if c.startswith("linear-and-indexer")], text
+        assert tree.roles["worker_checks"] == "base" and not [d for d in tree.departures if d.role == "worker_checks"]
     # v2 allocates (nothing) only with the split active, and with the split off the engine around it (its base,
     # upstream 494f293b5: ``allocation.unsplit: base``) allocates, which is not the port's departure; v3's
     # start-up path never calls its allocation

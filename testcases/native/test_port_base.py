@@ -66,8 +66,8 @@ def implementation(path: Path, cache: Path, **kw):
         os.environ.pop(build_cache.ENV_CACHE, None)
 
 
-def run(split: int, **kw):
-    return M.run_spec(QWEN, split=split, world=4, budget_bytes=2 << 20, cache=CacheSpec(block_size=16), **kw)
+def run(split: int, model: ModelSpec = QWEN, **kw):
+    return M.run_spec(model, split=split, world=4, budget_bytes=2 << 20, cache=CacheSpec(block_size=16), **kw)
 
 
 # ---- the manifest ------------------------------------------------------------------------------------------
@@ -113,7 +113,8 @@ def test_the_shipped_port_manifests_leave_the_speculative_engine_and_the_unsplit
         m = manifest.load(manifest.SHIPPED_DIR / f"{name}.yaml")
         assert m.base_manifest is not None and m.base_manifest.name == "upstream_494f293b5"
         assert m.from_base("speculative") and not m.present("speculative") and m.unsplit_allocation == "base"
-        assert [r for r in manifest.ROLES if m.from_base(r)] == ["speculative"]  # the port plays the rest
+        # the port plays the rest; the worker's start-up checks are upstream's compiled cut (the default with a base)
+        assert [r for r in manifest.ROLES if m.from_base(r)] == ["speculative", "worker_checks"]
 
 
 def test_the_base_tree_is_the_manifests_then_the_option_then_the_environment(tmp_path, monkeypatch):
@@ -158,6 +159,51 @@ def test_a_base_whose_tree_is_not_given_leaves_its_roles_absent_naming_how_to_gi
     assert "manifest role `speculative`" in text and "left to the base fixture_tree" in text, text
     assert "implementation.base_source_dir=<path> or $LWSPLIT_XLLM_BASE_SRC" in text, text
     impl.plan(run(2))  # a case without a draft needs no base
+
+
+WORKER_CHECKS_LINE = "  worker_checks: {file: core/runtime/worker_layerwise_init.cpp, function: fx_worker_checks}\n"
+LINEAR_AND_INDEXER = replace(QWEN, index_n_heads=8, index_head_dim=128)
+DRAFT_WITH_INDEXER = replace(M.QWEN3_5_MTP, index_n_heads=4, index_head_dim=64)
+
+
+@pytest.mark.parametrize("planted_base", [False, True])
+def test_worker_checks_left_to_the_base_are_the_bases_compiled_check(tmp_path, cache, planted_base):
+    """A port whose manifest names no worker checks of its own, with a base manifest: the worker's start-up checks
+    are the base's compiled cut (the fixture tree's ``worker_impl.cpp``), refusing linear attention with an
+    indexer on the target and on the draft naming the field; a base built without that CHECK
+    (``FIXTURE_PLANT_NO_WORKER_CHECK``) lets both through, so nothing else refuses them."""
+    path = based(tmp_path)
+    text = path.read_text().replace(WORKER_CHECKS_LINE, "")
+    if planted_base:
+        base = tmp_path / "planted-base.yaml"
+        base.write_text((FIXTURE_TREE / "lwsplit-manifest.yaml").read_text().replace(
+            "compile: upstream-cut\n", "compile: upstream-cut\ndefines: [FIXTURE_PLANT_NO_WORKER_CHECK]\n"))
+        text = text.replace(f"base: {FIXTURE_TREE / 'lwsplit-manifest.yaml'}", f"base: {base}")
+    path.write_text(text)
+    impl = implementation(path, cache)
+    assert impl.plays("worker_checks") == "base"
+    target, draft = run(2, model=LINEAR_AND_INDEXER), run(2, draft=DRAFT_WITH_INDEXER)
+    if planted_base:
+        impl.validate(target)
+        impl.validate(draft)
+        return
+    with pytest.raises(UserError) as err:
+        impl.validate(target)
+    assert (err.value.field, err.value.value) == ("model.index_n_heads", 8), err.value
+    assert "CHECK at worker_impl.cpp:20 `CHECK(!(enable_linear_attention && enable_lighting_indexer))`" in str(err.value)
+    with pytest.raises(UserError) as err:
+        impl.validate(draft)
+    assert (err.value.field, err.value.value) == ("draft.index_n_heads", 4), err.value
+    impl.validate(run(2))
+
+
+def test_a_port_with_no_worker_checks_and_no_base_fails_the_cases_that_need_them_naming_the_role(tmp_path, cache):
+    impl = implementation(write_manifest(tmp_path, WORKER_CHECKS_LINE, ""), cache)
+    assert impl.manifest.role("worker_checks").state == "absent"
+    with pytest.raises(manifest.AbsentRoleError) as err:
+        impl.validate(run(2, model=LINEAR_AND_INDEXER))
+    assert err.value.role == "worker_checks" and "manifest role `worker_checks` is absent" in str(err.value), err.value
+    impl.validate(run(2))  # a case the worker's checks do not decide starts
 
 
 def test_a_base_that_does_not_compile_is_named_as_the_base_not_the_port(tmp_path, shared, cache):

@@ -19,8 +19,8 @@ CONTEXT_LINES = 8
 """Lines after a CHECK's own line that ``check_condition`` reads for a condition spanning lines."""
 MASTER_ROLES = ("master", "layout", "worker_checks")
 """CHECKs in these roles' files are startup rules (``ConfigError``); the rest are planning (``PlanError``)."""
-PORT_MASTER_ROLES = ("validation",)
-"""The same for a manifest's roles: a CHECK in the validation role's file is a startup rule."""
+PORT_MASTER_ROLES = ("validation", "worker_checks")
+"""The same for a manifest's roles: a CHECK in the validation or worker_checks role's file is a startup rule."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,7 +106,9 @@ def refusal(tree: TreeMap, check: Check) -> UserError:
     if tree.port:
         roles = [name for name, role in tree.manifest.roles.items()
                  if role.present and str(tree.root / role.file) == check.file]
-        cls = ConfigError if roles and roles[0] in PORT_MASTER_ROLES else PlanError
+        # a file playing the worker and its start-up checks: a CHECK naming a field is the start-up rule's
+        cls = ConfigError if roles and (roles[0] in PORT_MASTER_ROLES or ("worker_checks" in roles and
+                                                                         name != "implementation")) else PlanError
     else:
         roles = [r for r in (*ROLES, "worker_checks") if str(tree.path(r)) == check.file]
         cls = ConfigError if roles and roles[0] in MASTER_ROLES else PlanError

@@ -76,6 +76,12 @@ std::string op_worker(const Request& req) {
   return Json().raw("owned", array(std::vector<int>(mask.begin(), mask.end()))).str();
 }
 
+// Role: worker_checks (the worker's start-up checks)
+std::string op_worker_checks(const Request& req) {
+  fxport::fx_worker_checks(req.list("layer_types"), req.i64("n_layers"), req.i64("index_n_heads", 0));
+  return Json().raw("ok", "true").str();
+}
+
 // Role: worker (allocation): the fixture counts the layers it would allocate and creates no tensor.
 std::string op_allocate(const Request& req) {
   std::vector<bool> owned;
@@ -120,6 +126,7 @@ std::string dispatch(const Request& req) {
   if (op == "estimate") return op_estimate(req);
   if (op == "layout") return op_layout(req);
   if (op == "worker") return op_worker(req);
+  if (op == "worker_checks") return op_worker_checks(req);
   if (op == "allocate") return op_allocate(req);
   if (op == "master_layout") return op_master_layout(req);
   if (op == "engine") return op_engine(req);

@@ -20,4 +20,18 @@ std::vector<bool> fx_worker_mask(const std::vector<std::string>& layer_types, in
   }
   return mask;
 }
+
+// The worker's start-up checks (role worker_checks), before it allocates: no model with both linear-attention
+// layers and a DSA indexer.
+void fx_worker_checks(const std::vector<std::string>& layer_types, int64_t n_layers, int64_t index_n_heads) {
+  bool enable_linear_attention = false;
+  for (int64_t l = 0; l < n_layers; ++l) enable_linear_attention = enable_linear_attention || !is_full(layer_types, l);
+  const bool enable_lighting_indexer = index_n_heads > 0;
+#ifndef FXPORT_PLANT_NO_WORKER_CHECK  // planted (manifest_planted.yaml): the worker lets both through
+  CHECK(!(enable_linear_attention && enable_lighting_indexer)) << "linear attention with a lighting indexer";
+#else
+  (void)enable_linear_attention;
+  (void)enable_lighting_indexer;
+#endif
+}
 }  // namespace fxport
