@@ -12,6 +12,8 @@
 * estimate: ``estimate_kv_cache_capacity`` for the target (split block count included), and for
   a speculative draft the draft's capacity and ``SpeculativeEngine::calculate_kv_cache``;
 * ownership: each split rank's mask from ``LayerwiseSplitLayout`` / ``build_layer_cache_owned``;
+* split groups (role ``groups``): upstream's ``MappingNPU::get_layerwise_split_group`` cut out of
+  mapping_npu.cpp; a port's read off its workers' masks (nothing in its start-up path forms groups);
 * activation: whether the split is active is the tree's own answer (``activation``): a port's engine function
   called with the run's flag (a layout passed on: active), s > 1 alone where upstream's engine plays the role;
   with the split off the estimation is fed s 1;
@@ -22,8 +24,9 @@
 What the tree's files do not hold comes from the Python model of upstream
 (``implementations.xllm_upstream``): the engine's option values (local heads per TP rank, the
 draft's layer count), for upstream's tree the worker-side CHECKs of the split with sleep mode and xtensor (the
-quantized caches are the hardware profile's rule; a port is credited with neither), split groups and placement
-(``rank % s``) and ``engine_message``; for upstream's tree (and a port whose engine is upstream's), the activation
+quantized caches are the hardware profile's rule; a port is credited with neither), placement (the harness's
+input, not a role), the plan's workers' split rank ``rank % s``, and ``engine_message`` (no tree holds code that
+checks what its workers receive); for upstream's tree (and a port whose engine is upstream's), the activation
 threshold s > 1, which upstream writes inline
 (``worker_impl.cpp``, ``kv_cache_estimation.cpp``) with no function to call.
 
