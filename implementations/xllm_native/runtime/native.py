@@ -35,11 +35,12 @@ from implementations.xllm_native.tree.resolve import base_missing_reason as base
 
 DEFAULT_TIMEOUT_S = 60.0
 """A call's limit when the caller gives none (``runner.timeout_s``'s default)."""
-MAX_PARKED_THREADS = 256
+MAX_PARKED_THREADS = 1024
 """CHECKs a host answers before it is replaced: each parks its call's thread for good, about 30 KiB resident (the
-pages its stack touched, glog's message) and its stack's address space (8 MiB, not resident). Replacing a host
-costs a Python start and a ``dlopen`` (about 60 ms of CPU): exploring a tree that refuses one configuration in
-two paid that every 64 CHECKs, more than the tree's own code."""
+pages its stack touched, glog's message; 30 MiB for 1,024) and its stack's address space (8 MiB, not resident).
+Replacing a host costs a Python start and a ``dlopen`` (about 60 ms of CPU): exploring a tree that refuses one
+configuration in two paid that every 64 CHECKs, more than the tree's own code; at 256, a port that refuses most drawn
+configurations still started a host every few hundred."""
 """CHECKs one host answers before it is replaced: each leaves the thread it fired on parked (``cpp/protocol.h``)."""
 
 
@@ -62,6 +63,7 @@ class Native:
         self.cache = cache
         """The cache folder ``load`` was given (None: ``cache.cache_root()``)."""
         self._tensors = None
+        self._roots: Optional[list] = None
 
     def tensor_library(self, kv_layout: Optional[str] = None):
         """The tree's allocation compiled against torch (the manifest's ``allocation.torch``; the build for
@@ -86,12 +88,12 @@ class Native:
     def call(self, op: str, values: Mapping[str, object], *, timeout_s: Optional[float] = None) -> dict:
         """The reply to one request; raises ``UserError`` for a CHECK that fired, ``ImplementationFailure``
         when the tree's code ended, crashed, hung, wrote to standard output or answered malformed."""
-        lines = [f"op={op}"] + [f"{k}={_text(v)}" for k, v in values.items()]
+        request = _request(op, values)
         limit = DEFAULT_TIMEOUT_S if timeout_s is None else float(timeout_s)
         with self._lock:
             if self._host is None or not self._host.usable():
                 self._host = Host(self.built, self.who)
-            raw = self._host.call(op, "\n".join(lines).encode(), limit)
+            raw = self._host.call(op, request, limit)
             if raw.startswith(b'{"check":'):  # the call's thread is parked in the host for good (cpp/protocol.h)
                 self._host.parked += 1
                 if self._host.parked >= MAX_PARKED_THREADS:
@@ -125,6 +127,8 @@ class Native:
         """What a CHECK's file may be read from: the tree, its manifest's base tree, its role files (``files`` may
         point outside the tree), the glue files its manifest names, the project's C++ (``cpp/``) and the library's
         build folder."""
+        if self._roots is not None:
+            return list(self._roots)
         roots = [*watched_roots(self.tree), commands.CPP_DIR, self.built.library.parent]
         roots += [p for role in self.tree.files for p in self.tree.paths(role)]
         m = self.tree.manifest
@@ -132,7 +136,8 @@ class Native:
             roots.append(m.glue_path)
         if m is not None and m.tensors is not None and m.tensors.glue:
             roots.append(m.beside(m.tensors.glue))
-        return roots
+        self._roots = roots  # the tree's and its build's: fixed for this Native (its library is built)
+        return list(roots)
 
     @property
     def host_pid(self) -> Optional[int]:
@@ -150,6 +155,20 @@ class Native:
     def refusal(self, check: Check) -> UserError:
         """The ``UserError`` for a CHECK: the field it guards, the CHECK's place and text (``checks.refusal``)."""
         return refusal(self.tree, check)
+
+
+def _request(op: str, values: Mapping[str, object]) -> bytes:
+    """The request's ``key=value`` lines (``_text``; the common types first, without its checks' cost)."""
+    lines = [f"op={op}"]
+    for key, value in values.items():
+        kind = type(value)
+        if kind is int:
+            lines.append(f"{key}={value}")
+        elif kind is list or kind is tuple:
+            lines.append(f"{key}={','.join(map(str, value))}")
+        else:
+            lines.append(f"{key}={_text(value)}")
+    return "\n".join(lines).encode()
 
 
 def _text(value: object) -> str:
