@@ -59,6 +59,8 @@ class Host:
         """Reply bytes read from the pipe and not yet taken (``_read``)."""
         self.parked = 0
         """CHECKs this host answered (threads parked in it)."""
+        self.check_text_bytes = 0
+        """What those CHECKs' texts took of glog's buffer for them (``native.GLOG_FATAL_TEXT_BYTES``)."""
         req_r, self._req = os.pipe()
         self._rep, rep_w = os.pipe()
         try:

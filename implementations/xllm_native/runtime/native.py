@@ -35,12 +35,22 @@ from implementations.xllm_native.tree.resolve import base_missing_reason as base
 
 DEFAULT_TIMEOUT_S = 60.0
 """A call's limit when the caller gives none (``runner.timeout_s``'s default)."""
-MAX_PARKED_THREADS = 1024
+MAX_PARKED_THREADS = 256
 """CHECKs a host answers before it is replaced: each parks its call's thread for good, about 30 KiB resident (the
-pages its stack touched, glog's message; 30 MiB for 1,024) and its stack's address space (8 MiB, not resident).
-Replacing a host costs a Python start and a ``dlopen`` (about 60 ms of CPU): exploring a tree that refuses one
-configuration in two paid that every 64 CHECKs, more than the tree's own code; at 256, a port that refuses most drawn
-configurations still started a host every few hundred."""
+pages its stack touched, glog's message) and its stack's address space (8 MiB, not resident). Replacing a host
+costs a Python start and a ``dlopen`` (about 60 ms of CPU): exploring a tree that refuses one configuration in
+two paid that every 64 CHECKs, more than the tree's own code."""
+GLOG_FATAL_TEXT_BYTES = 30000
+"""glog 0.6's ``LogMessage::kMaxLogMessageLen``: after a process's first CHECK, every CHECK's text is written on
+from where the one before ended in one buffer of this size (the ``LogMessage`` that would start it afresh never
+ends: its thread is parked), so the texts of a host's CHECKs share it, and past it glog answers a CHECK's message
+cut short, then empty (p6_v3's master CHECK, about 140 bytes with glog's prefix: empty from the 219th)."""
+CHECK_TEXT_ROOM = 4096
+"""Text room a host keeps for its next CHECK: it is replaced once its CHECKs' texts (``check_text_bytes``) leave
+less of ``GLOG_FATAL_TEXT_BYTES``."""
+GLOG_PREFIX_BYTES = 64
+"""What glog writes before a CHECK's message, its file's name aside (severity, date, time, thread, ``:line] ``), at
+most."""
 """CHECKs one host answers before it is replaced: each leaves the thread it fired on parked (``cpp/protocol.h``)."""
 
 
@@ -94,18 +104,21 @@ class Native:
             if self._host is None or not self._host.usable():
                 self._host = Host(self.built, self.who)
             raw = self._host.call(op, request, limit)
-            if raw.startswith(b'{"check":'):  # the call's thread is parked in the host for good (cpp/protocol.h)
+            parked = raw.startswith(b'{"check":')  # the call's thread is parked in the host for good (cpp/protocol.h)
+            if parked:
                 self._host.parked += 1
-                if self._host.parked >= MAX_PARKED_THREADS:
-                    self._host.close()
-                    self._host = None
             try:
                 reply = reply_object(raw, self.who, op)
             except ImplementationFailure:  # the host's protocol cannot be trusted after it
-                if self._host is not None:
+                self._host.close()
+                self._host = None
+                raise
+            if parked:
+                self._host.check_text_bytes += check_text_bytes(reply.get("check"))
+                if self._host.parked >= MAX_PARKED_THREADS or \
+                        self._host.check_text_bytes > GLOG_FATAL_TEXT_BYTES - CHECK_TEXT_ROOM:
                     self._host.close()
                     self._host = None
-                raise
         if "check" in reply:
             raise self.refusal(self.check_of(reply["check"], op))
         if "exception" in reply:
@@ -155,6 +168,16 @@ class Native:
     def refusal(self, check: Check) -> UserError:
         """The ``UserError`` for a CHECK: the field it guards, the CHECK's place and text (``checks.refusal``)."""
         return refusal(self.tree, check)
+
+
+def check_text_bytes(check: object) -> int:
+    """The bytes of glog's buffer a CHECK's text took (``GLOG_FATAL_TEXT_BYTES``): its message, its file's name and
+    glog's prefix; the whole prefix and a long message's worth where the reply's check is malformed."""
+    if not isinstance(check, dict):
+        return CHECK_TEXT_ROOM
+    file, message = check.get("file"), check.get("message")
+    return GLOG_PREFIX_BYTES + (len(os.path.basename(file).encode()) if isinstance(file, str) else 256) + \
+        (len(message.encode("utf-8", "replace")) if isinstance(message, str) else CHECK_TEXT_ROOM)
 
 
 def _request(op: str, values: Mapping[str, object]) -> bytes:
