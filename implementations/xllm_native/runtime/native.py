@@ -51,7 +51,6 @@ less of ``GLOG_FATAL_TEXT_BYTES``."""
 GLOG_PREFIX_BYTES = 64
 """What glog writes before a CHECK's message, its file's name aside (severity, date, time, thread, ``:line] ``), at
 most."""
-"""CHECKs one host answers before it is replaced: each leaves the thread it fired on parked (``cpp/protocol.h``)."""
 
 
 class Native:
