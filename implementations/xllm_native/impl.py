@@ -456,7 +456,10 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         tp = self.port_tp(run) if self.port else self.attn_tp_size(run.parallel)
         draft_values = {**self.model_args(run.draft, draft=True),
                         **self.estimate_options(run, run.draft, tp, split_size=1, draft=True)}
-        reply = est.call(run, "estimate", {**draft_values, **self._parallel(run)})
+        memo = getattr(self, "_draft_estimate", None)  # the same question at s and at s 1 of one configuration
+        if memo is None or memo[0] is not run or memo[1] is not est:
+            memo = self._draft_estimate = (run, est, est.call(run, "estimate", {**draft_values, **self._parallel(run)}))
+        reply = memo[2]
         draft_cap = reply.get("shape_capacity") or reply.get("capacity")
         target_cap = target.get("target_shape_capacity") or target.get("target")
         if not isinstance(draft_cap, dict) or not isinstance(target_cap, dict):

@@ -293,6 +293,32 @@ def test_a_check_parks_its_thread_and_the_host_is_replaced_after_many(impl, monk
     assert impl.native.host_pid not in (None, first)
 
 
+def test_a_request_longer_than_one_read_of_the_hosts_pipe_is_answered_whole(impl):
+    """The host's compiled loop (``lwsplit_serve``) reads a request in pieces of 4 KiB: one of three pieces, its
+    long key first, is answered as the same request without that key, and the next request after it too."""
+    values = {**impl.model_args(run().model), "layerwise_split_size": 2}
+    want = impl.native.call("layout", values)
+    assert want.get("owned"), want
+    assert impl.native.call("layout", {"unread": "x" * (3 * 4096), **values}) == want
+    assert impl.native.call("layout", values) == want
+
+
+def test_every_check_of_a_long_run_of_them_carries_its_message(impl, monkeypatch):
+    """glog writes each CHECK's text after the one before in one buffer of 30,000 bytes (the message that would
+    start it afresh never ends: its thread is parked), so a host that answered many CHECKs answers the next one's
+    message cut short (here from the 279th, with no limit on parked threads): the host is replaced while its CHECKs'
+    texts leave room for one more (``native.GLOG_FATAL_TEXT_BYTES``), and the 300th CHECK in a row still says why."""
+    impl.native.close()
+    monkeypatch.setattr(native, "MAX_PARKED_THREADS", 10_000)
+    hosts = set()
+    for i in range(300):
+        with pytest.raises(UserError) as err:
+            impl.plan(run("check-in-catch"))
+        assert "a CHECK inside a catch block" in str(err.value), (i, str(err.value))
+        hosts.add(impl.native.host_pid)
+    assert len(hosts - {None}) >= 2, hosts
+
+
 def test_the_library_never_jumps_out_of_glog(impl):
     """No setjmp/longjmp in the library: a CHECK is answered without leaving glog's failure path by a jump."""
     symbols = subprocess.run(["nm", "-D", "--undefined-only", str(impl.native.built.library)], capture_output=True,

@@ -149,6 +149,20 @@ def test_the_draft_capacity_is_the_bases_speculative_engine_on_the_ports_capacit
     assert plan.draft is not None and plan.draft.layer_bytes_per_block == (BLOCK_BYTES,)
 
 
+def test_the_drafts_estimation_is_asked_once_per_configuration_and_again_for_the_next(shared, cache, monkeypatch):
+    """An active split asks the estimation at s and at s 1 (the uniform count); the draft's question is the same in
+    both (never split), so one configuration asks the tree once, and the next configuration (equal or not) asks
+    it again: nothing the tree answered is kept from one configuration to the next."""
+    impl = implementation(shared, cache, base_source_dir=str(FIXTURE_TREE))
+    asked = []
+    call = impl.native.call
+    monkeypatch.setattr(impl.native, "call", lambda op, values, **kw: (
+        asked.append(op) if op == "estimate" and values.get("is_draft_engine") else None, call(op, values, **kw))[1])
+    first = impl.plan(run(2, draft=M.QWEN3_5_MTP))
+    assert asked == ["estimate"], asked
+    assert impl.plan(run(2, draft=M.QWEN3_5_MTP)) == first and asked == ["estimate"] * 2, asked
+
+
 def test_a_base_whose_tree_is_not_given_leaves_its_roles_absent_naming_how_to_give_it(tmp_path, shared, cache, monkeypatch):
     monkeypatch.delenv("LWSPLIT_XLLM_BASE_SRC", raising=False)
     impl = implementation(shared, cache)

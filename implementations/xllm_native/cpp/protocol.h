@@ -9,7 +9,8 @@
 // waiting caller and parks the thread for good (it never returns, so no destructor
 // is skipped: they never run, and what the thread's frames hold stays allocated).
 // lwsplit_call then answers {"check": {file, line, message}} naming the CHECK that
-// fired; lwsplit_parked_threads() says how many threads are parked. Not thread-safe
+// fired; lwsplit_parked_threads() says how many threads are parked. lwsplit_serve(requests, replies) is the
+// host process's loop over its two pipes (runtime/host.py). Not thread-safe
 // (one global ParallelConfig, one call at a time): the Python side holds a lock. glog writes nothing to stderr; with
 // LWSPLIT_NATIVE_LOG set (contract/interface.py NATIVE_LOG_ENV: a harness rank sets it; the host points it
 // at its own stderr) every message is appended to that file at once, so a crash or a hang leaves the
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
@@ -362,6 +364,51 @@ extern "C" const char* lwsplit_call(const char* request) {
   }
   if (context != nullptr && g_drop_context != nullptr) g_drop_context(context);
   return g_out.c_str();
+}
+
+// The host's loop (runtime/host.py hands its two pipes over once the library is open): for each request on
+// `requests` (4-byte big-endian length, the bytes) lwsplit_call answers it, the C library's buffers are flushed
+// (a printf reaches the stdout file before the reply, where the caller looks for it) and `replies` gets 'R', a
+// 4-byte big-endian length and the reply; requests written ahead of their replies are answered in order, each
+// on its own. Returns 0 when the request pipe ends, 1 when a pipe fails or a request is cut short. Compiled, so
+// a request costs the host no interpreter's work (host.py, started by Python, calls it once).
+extern "C" int lwsplit_serve(int requests, int replies) {
+  std::string pending;
+  char chunk[4096];
+  auto fill = [&](size_t n) -> int {  // 1: `pending` holds n bytes; 0: the pipe ended first; -1: it failed
+    while (pending.size() < n) {
+      const ssize_t got = ::read(requests, chunk, sizeof(chunk));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) return got == 0 ? 0 : -1;
+      pending.append(chunk, static_cast<size_t>(got));
+    }
+    return 1;
+  };
+  auto write_all = [&](const char* data, size_t n) -> bool {
+    while (n > 0) {
+      const ssize_t put = ::write(replies, data, n);
+      if (put < 0 && errno == EINTR) continue;
+      if (put <= 0) return false;
+      data += put;
+      n -= static_cast<size_t>(put);
+    }
+    return true;
+  };
+  for (;;) {
+    const int head = fill(4);
+    if (head <= 0) return head == 0 && pending.empty() ? 0 : 1;
+    const auto* b = reinterpret_cast<const unsigned char*>(pending.data());
+    const size_t size = (size_t{b[0]} << 24) | (size_t{b[1]} << 16) | (size_t{b[2]} << 8) | size_t{b[3]};
+    if (fill(4 + size) <= 0) return 1;
+    const std::string request = pending.substr(4, size);
+    pending.erase(0, 4 + size);
+    const char* reply = lwsplit_call(request.c_str());
+    std::fflush(nullptr);
+    const size_t n = reply != nullptr ? std::strlen(reply) : 0;
+    const char frame[5] = {'R', static_cast<char>((n >> 24) & 0xff), static_cast<char>((n >> 16) & 0xff),
+                           static_cast<char>((n >> 8) & 0xff), static_cast<char>(n & 0xff)};
+    if (!write_all(frame, sizeof(frame)) || !write_all(reply != nullptr ? reply : "", n)) return 1;
+  }
 }
 
 extern "C" int lwsplit_abi_version() { return 1; }

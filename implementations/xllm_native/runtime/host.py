@@ -11,9 +11,10 @@ private working folder of its own (0700, made by the parent, removed when the ho
 that writes a file by a relative name writes it there.
 
 Protocol on two pipes: the host writes ``L`` once the library is open (or ``E`` and the error), then
-for each request (4-byte big-endian length, the request bytes) it calls ``lwsplit_call``, flushes the C
-library's buffers (a ``printf`` reaches the stdout file now, where the parent looks for it) and
-writes ``R``, a 4-byte length and the reply bytes. Standard output and error are files of the
+hands both pipes to the library's ``lwsplit_serve`` (``cpp/protocol.h``: the loop compiled, no interpreter's
+work for each request): for each request (4-byte big-endian length, the request bytes) it calls
+``lwsplit_call``, flushes the C library's buffers (a ``printf`` reaches the stdout file now, where the parent
+looks for it) and writes ``R``, a 4-byte length and the reply bytes. Standard output and error are files of the
 parent's; this process never writes to them itself.
 
 Limits: no core files (a crash of the tree must not leave ``core`` in the working folder), at most
@@ -33,7 +34,6 @@ import ctypes
 import os
 import resource
 import signal
-import struct
 import sys
 import threading
 import time
@@ -86,16 +86,6 @@ def kill_descendants(pid: int) -> None:
             except (ProcessLookupError, PermissionError):
                 pass
         time.sleep(0.001)
-
-
-def _read_exact(fd: int, n: int) -> bytes:
-    out = b""
-    while len(out) < n:
-        chunk = os.read(fd, n - len(out))
-        if not chunk:
-            return b""
-        out += chunk
-    return out
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -183,23 +173,16 @@ def main(argv: list) -> int:
     threading.Thread(target=_watch_parent, args=(parent, folder), daemon=True, name="lwsplit-host-watchdog").start()
     try:
         lib = ctypes.CDLL(f"/proc/self/fd/{library}")
-        call = lib.lwsplit_call
-        call.restype = ctypes.c_char_p
-        call.argtypes = [ctypes.c_char_p]
+        serve = lib.lwsplit_serve
+        serve.restype = ctypes.c_int
+        serve.argtypes = [ctypes.c_int, ctypes.c_int]
     except (OSError, AttributeError) as exc:
         _write_all(replies, b"E" + str(exc).encode("utf-8", "replace"))
         return 1
     finally:
         os.close(library)
     _write_all(replies, b"L")
-    while True:
-        head = _read_exact(requests, 4)
-        if not head:
-            return 0
-        request = _read_exact(requests, struct.unpack(">I", head)[0])
-        raw = call(request) or b""
-        libc.fflush(None)
-        _write_all(replies, b"R" + struct.pack(">I", len(raw)) + raw)
+    return serve(requests, replies)  # the loop, compiled (cpp/protocol.h); ctypes lets the watchdog run meanwhile
 
 
 if __name__ == "__main__":

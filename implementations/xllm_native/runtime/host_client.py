@@ -35,6 +35,8 @@ SIGNAL_WORDS = {"SIGSEGV": "segmentation fault", "SIGABRT": "abort", "SIGBUS": "
                 "SIGXFSZ": f"wrote more than {host.MAX_OUTPUT_BYTES >> 20} MiB of output"}
 TAIL_BYTES = 4096
 TAIL_LINES = 4
+READ_BYTES = 1 << 12
+"""What one read of the reply pipe asks for: a reply's kind, length and body in one read, not one each."""
 
 
 class Host:
@@ -53,8 +55,12 @@ class Host:
         self._out = tempfile.TemporaryFile(prefix="lwsplit-host-out-")  # unnamed: nothing to plant or leave
         self._err = tempfile.TemporaryFile(prefix="lwsplit-host-err-")
         self._out_seen = 0
+        self._buffer = b""
+        """Reply bytes read from the pipe and not yet taken (``_read``)."""
         self.parked = 0
         """CHECKs this host answered (threads parked in it)."""
+        self.check_text_bytes = 0
+        """What those CHECKs' texts took of glog's buffer for them (``native.GLOG_FATAL_TEXT_BYTES``)."""
         req_r, self._req = os.pipe()
         self._rep, rep_w = os.pipe()
         try:
@@ -105,7 +111,9 @@ class Host:
         return raw
 
     def _read(self, n: int, deadline: float, what: str, timeout_s: float) -> bytes:
-        out = b""
+        """``n`` bytes of the reply pipe: from what an earlier read took, then reads of up to ``READ_BYTES`` (no
+        more than this reply still needs, past a small reply's size), each waiting until ``deadline`` at most."""
+        out = self._buffer
         try:
             while len(out) < n:
                 left = deadline - time.monotonic()
@@ -115,7 +123,7 @@ class Host:
                     raise ImplementationFailure(
                         self.who, f"{what} did not return within {timeout_s:g} s (runner.timeout_s); its process "
                                   f"was killed", self.tail())
-                chunk = os.read(self._rep, n - len(out))
+                chunk = os.read(self._rep, max(READ_BYTES, n - len(out)))
                 if not chunk:
                     self._ended(what)
                 out += chunk
@@ -124,7 +132,8 @@ class Host:
         except BaseException:  # Ctrl-C, SIGTERM turned into KeyboardInterrupt, any error: the call is abandoned
             self.close()
             raise
-        return out
+        self._buffer = out[n:]
+        return out[:n]
 
     def _ended(self, what: str) -> NoReturn:
         try:
@@ -155,7 +164,8 @@ class Host:
                                               f"{clip(' | '.join(_lines(text)), 160)!r}")
 
     def _drain(self) -> bytes:
-        chunks = []
+        chunks = [self._buffer]
+        self._buffer = b""
         while select.select([self._rep], [], [], 1.0)[0]:
             chunk = os.read(self._rep, 65536)
             if not chunk:
@@ -197,6 +207,7 @@ class Host:
             except OSError:
                 pass
         self._req = self._rep = -1
+        self._buffer = b""
         for f in (self._out, self._err):
             f.close()
         shutil.rmtree(self.folder, ignore_errors=True)

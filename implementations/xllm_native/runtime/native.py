@@ -40,7 +40,17 @@ MAX_PARKED_THREADS = 256
 pages its stack touched, glog's message) and its stack's address space (8 MiB, not resident). Replacing a host
 costs a Python start and a ``dlopen`` (about 60 ms of CPU): exploring a tree that refuses one configuration in
 two paid that every 64 CHECKs, more than the tree's own code."""
-"""CHECKs one host answers before it is replaced: each leaves the thread it fired on parked (``cpp/protocol.h``)."""
+GLOG_FATAL_TEXT_BYTES = 30000
+"""glog 0.6's ``LogMessage::kMaxLogMessageLen``: after a process's first CHECK, every CHECK's text is written on
+from where the one before ended in one buffer of this size (the ``LogMessage`` that would start it afresh never
+ends: its thread is parked), so the texts of a host's CHECKs share it, and past it glog answers a CHECK's message
+cut short, then empty (p6_v3's master CHECK, about 140 bytes with glog's prefix: empty from the 219th)."""
+CHECK_TEXT_ROOM = 4096
+"""Text room a host keeps for its next CHECK: it is replaced once its CHECKs' texts (``check_text_bytes``) leave
+less of ``GLOG_FATAL_TEXT_BYTES``."""
+GLOG_PREFIX_BYTES = 64
+"""What glog writes before a CHECK's message, its file's name aside (severity, date, time, thread, ``:line] ``), at
+most."""
 
 
 class Native:
@@ -62,6 +72,7 @@ class Native:
         self.cache = cache
         """The cache folder ``load`` was given (None: ``cache.cache_root()``)."""
         self._tensors = None
+        self._roots: Optional[list] = None
 
     def tensor_library(self, kv_layout: Optional[str] = None):
         """The tree's allocation compiled against torch (the manifest's ``allocation.torch``; the build for
@@ -86,24 +97,27 @@ class Native:
     def call(self, op: str, values: Mapping[str, object], *, timeout_s: Optional[float] = None) -> dict:
         """The reply to one request; raises ``UserError`` for a CHECK that fired, ``ImplementationFailure``
         when the tree's code ended, crashed, hung, wrote to standard output or answered malformed."""
-        lines = [f"op={op}"] + [f"{k}={_text(v)}" for k, v in values.items()]
+        request = _request(op, values)
         limit = DEFAULT_TIMEOUT_S if timeout_s is None else float(timeout_s)
         with self._lock:
             if self._host is None or not self._host.usable():
                 self._host = Host(self.built, self.who)
-            raw = self._host.call(op, "\n".join(lines).encode(), limit)
-            if raw.startswith(b'{"check":'):  # the call's thread is parked in the host for good (cpp/protocol.h)
+            raw = self._host.call(op, request, limit)
+            parked = raw.startswith(b'{"check":')  # the call's thread is parked in the host for good (cpp/protocol.h)
+            if parked:
                 self._host.parked += 1
-                if self._host.parked >= MAX_PARKED_THREADS:
-                    self._host.close()
-                    self._host = None
             try:
                 reply = reply_object(raw, self.who, op)
             except ImplementationFailure:  # the host's protocol cannot be trusted after it
-                if self._host is not None:
+                self._host.close()
+                self._host = None
+                raise
+            if parked:
+                self._host.check_text_bytes += check_text_bytes(reply.get("check"))
+                if self._host.parked >= MAX_PARKED_THREADS or \
+                        self._host.check_text_bytes > GLOG_FATAL_TEXT_BYTES - CHECK_TEXT_ROOM:
                     self._host.close()
                     self._host = None
-                raise
         if "check" in reply:
             raise self.refusal(self.check_of(reply["check"], op))
         if "exception" in reply:
@@ -125,6 +139,8 @@ class Native:
         """What a CHECK's file may be read from: the tree, its manifest's base tree, its role files (``files`` may
         point outside the tree), the glue files its manifest names, the project's C++ (``cpp/``) and the library's
         build folder."""
+        if self._roots is not None:
+            return list(self._roots)
         roots = [*watched_roots(self.tree), commands.CPP_DIR, self.built.library.parent]
         roots += [p for role in self.tree.files for p in self.tree.paths(role)]
         m = self.tree.manifest
@@ -132,7 +148,8 @@ class Native:
             roots.append(m.glue_path)
         if m is not None and m.tensors is not None and m.tensors.glue:
             roots.append(m.beside(m.tensors.glue))
-        return roots
+        self._roots = roots  # the tree's and its build's: fixed for this Native (its library is built)
+        return list(roots)
 
     @property
     def host_pid(self) -> Optional[int]:
@@ -150,6 +167,30 @@ class Native:
     def refusal(self, check: Check) -> UserError:
         """The ``UserError`` for a CHECK: the field it guards, the CHECK's place and text (``checks.refusal``)."""
         return refusal(self.tree, check)
+
+
+def check_text_bytes(check: object) -> int:
+    """The bytes of glog's buffer a CHECK's text took (``GLOG_FATAL_TEXT_BYTES``): its message, its file's name and
+    glog's prefix; the whole prefix and a long message's worth where the reply's check is malformed."""
+    if not isinstance(check, dict):
+        return CHECK_TEXT_ROOM
+    file, message = check.get("file"), check.get("message")
+    return GLOG_PREFIX_BYTES + (len(os.path.basename(file).encode()) if isinstance(file, str) else 256) + \
+        (len(message.encode("utf-8", "replace")) if isinstance(message, str) else CHECK_TEXT_ROOM)
+
+
+def _request(op: str, values: Mapping[str, object]) -> bytes:
+    """The request's ``key=value`` lines (``_text``; the common types first, without its checks' cost)."""
+    lines = [f"op={op}"]
+    for key, value in values.items():
+        kind = type(value)
+        if kind is int:
+            lines.append(f"{key}={value}")
+        elif kind is list or kind is tuple:
+            lines.append(f"{key}={','.join(map(str, value))}")
+        else:
+            lines.append(f"{key}={_text(value)}")
+    return "\n".join(lines).encode()
 
 
 def _text(value: object) -> str:
