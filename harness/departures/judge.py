@@ -140,7 +140,7 @@ class Judge:
                     self.played("validation", case)
             return
         refused = [(c, oracle.expected_rejection(c.run)) for c in self.cases if not c.only]
-        if self.impl.port:  # the worker-side rule is the worker's start-up checks' to refuse (``judge_worker_checks``)
+        if self.facts.port:  # the worker-side rule is the worker's start-up checks' to refuse (``judge_worker_checks``)
             refused = [(c, r) for c, r in refused if r is None or r.field not in WORKER_CHECK_FIELDS]
         if state == "none":  # the engine validates nothing: every configuration is accepted, one root cause
             for case, rejection in refused:
@@ -182,7 +182,7 @@ class Judge:
             if rejection is not None and not worker_rule:
                 continue  # refused by an earlier rule: the validation role's case
             try:
-                native_roles.worker_checks(self.impl, case.run)
+                call_role(self.impl, "worker_checks", case.run)
                 answer = None
             except UserError as exc:
                 answer = exc
