@@ -151,16 +151,21 @@ class Judge:
                              detail=f"spec refuses naming {rejection.field}")
             return
         for case, rejection in refused:
-            try:
-                call_role(self.impl, "validation", case.run)
-                answer = None
-            except UserError as exc:
-                answer = exc
-            except ImplementationFailure as exc:
-                self.add("validation", "start-up answers every configuration (FEATURE 3)", refusal_text(exc),
-                         "an answer", case, case.tcs)
-                continue
-            self.judge_refusal(case, rejection, answer)
+            answered, answer = self.start_up("validation", "start-up answers every configuration (FEATURE 3)", case)
+            if answered:
+                self.judge_refusal(case, rejection, answer)
+
+    def start_up(self, role: str, rule: str, case) -> tuple:
+        """(answered, refusal) of a start-up role (``validation``, ``worker_checks``) on ``case``: (True, None)
+        accepted, (True, the ``UserError``) refused; a crash or hang is one departure of ``rule`` and (False, None)."""
+        try:
+            call_role(self.impl, role, case.run)
+        except UserError as exc:
+            return True, exc
+        except ImplementationFailure as exc:
+            self.add(role, rule, refusal_text(exc), "an answer", case, case.tcs)
+            return False, None
+        return True, None
 
     def judge_worker_checks(self) -> None:
         """The worker's start-up checks (role ``worker_checks``) on every case: each case breaking FEATURE 3's
@@ -181,14 +186,9 @@ class Judge:
                 continue
             if rejection is not None and not worker_rule:
                 continue  # refused by an earlier rule: the validation role's case
-            try:
-                call_role(self.impl, "worker_checks", case.run)
-                answer = None
-            except UserError as exc:
-                answer = exc
-            except ImplementationFailure as exc:
-                self.add("worker_checks", "the worker starts every configuration the spec accepts (FEATURE 3)",
-                         refusal_text(exc), "an answer", case, case.tcs)
+            answered, answer = self.start_up("worker_checks", "the worker starts every configuration the spec "
+                                             "accepts (FEATURE 3)", case)
+            if not answered:
                 continue
             if worker_rule and (answer is None or answer.field not in rejection.fields):
                 self.add("worker_checks", f"the worker refuses a configuration breaking `{rejection.field}` "
