@@ -770,3 +770,16 @@ def test_a_torch_on_the_old_cxx_abi_is_one_error_naming_torch_and_glog(monkeypat
     err = diagnose.tensor_compile_error(tree, log)
     assert err.field == "torch" and "a torch built with the C++11 ABI, as glog is" in str(err)
     assert "CheckOpMessageBuilder::NewString()" in str(err)
+
+
+@pytest.mark.parametrize("which", ["port", "upstream-cut"])
+def test_a_compile_that_fails_on_glog_says_to_install_it_and_another_failure_does_not(which):
+    """A missing glog header (or a link without gflags) names the two packages to install, for a port's build and
+    an upstream-cut build alike; any other compile error carries no such hint."""
+    tree = (tree_files.port_tree(manifest.load(FIXTURE_MANIFEST), FIXTURE) if which == "port"
+            else tree_files.tree_map(str(ROOT / "testcases/native/fixture_tree")))
+    missing = "x.cpp:1:10: fatal error: glog/logging.h: No such file or directory\n"
+    other = "x.cpp:3:1: error: expected ';' before '}' token\n"
+    hint = "install glog and gflags (Debian: libgoogle-glog-dev libgflags-dev)"
+    assert hint in str(diagnose.compile_error(tree, missing)), str(diagnose.compile_error(tree, missing))
+    assert hint not in str(diagnose.compile_error(tree, other)), str(diagnose.compile_error(tree, other))

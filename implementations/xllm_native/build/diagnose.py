@@ -58,11 +58,16 @@ def _port_compile_error(tree: TreeMap, log: str) -> UserError:
             if role.present and str(tree.root / role.file) in first:
                 where = f"the port's {name} role ({tree.root / role.file})"
                 break
-    hint = ""
-    if "glog/logging.h" in first or "gflags" in first or "-lglog" in log or "-lgflags" in log:
-        hint = "; install glog and gflags (Debian: libgoogle-glog-dev libgflags-dev)"
+    hint = _logging_libraries_hint(first, log)
     return UserError(FIELD, str(tree.root), f"a tree whose sources and glue compile{hint}",
                      f"{where} does not compile: {first}")
+
+
+def _logging_libraries_hint(first: str, log: str) -> str:
+    """The install hint when a compile or link failed on glog or gflags, the two libraries every build needs."""
+    if "glog/logging.h" in first or "gflags" in first or "-lglog" in log or "-lgflags" in log:
+        return "; install glog and gflags (Debian: libgoogle-glog-dev libgflags-dev)"
+    return ""
 
 
 def _glue_role(glue: Path, error_line: str) -> str:
@@ -84,9 +89,7 @@ def compile_error(tree: TreeMap, log: str) -> UserError:
     first = first_error(log)
     roles = [r for r in ROLES if str(tree.path(r)) in first]
     where = f"the {roles[0]} role ({tree.path(roles[0])})" if roles else f"the tree {tree.root}"
-    hint = ""
-    if "glog/logging.h" in first or "gflags" in first or "-lglog" in log or "-lgflags" in log:
-        hint = "; install glog and gflags (Debian: libgoogle-glog-dev libgflags-dev)"
+    hint = _logging_libraries_hint(first, log)
     return UserError(FIELD, str(tree.root), f"a tree whose planning code compiles{hint}",
                      f"{where} does not compile: {first}")
 
