@@ -25,9 +25,10 @@ What the tree's files do not hold comes from the Python model of upstream
 (``implementations.xllm_upstream``): the engine's option values (local heads per TP rank, the
 draft's layer count), for upstream's tree the worker-side CHECKs of the split with sleep mode and xtensor (the
 quantized caches are the hardware profile's rule; a port is credited with neither), placement (the harness's
-input, not a role), the plan's workers' split rank ``rank % s``, and ``engine_message`` (no tree holds code that
-checks what its workers receive); for upstream's tree (and a port whose engine is upstream's), the activation
-threshold s > 1, which upstream writes inline
+input, not a role), the plan's workers' split rank ``rank % s``, and ``engine_message`` (the master's plan handed
+on: no tree holds code that checks what its workers receive, so ``init_worker`` checks nothing of it, no Python check
+in its place, and the plan says so, ``tree_message_note``: TC-04 shows its tampered layout as not judged); for
+upstream's tree (and a port whose engine is upstream's), the activation threshold s > 1, which upstream writes inline
 (``worker_impl.cpp``, ``kv_cache_estimation.cpp``) with no function to call.
 
 Which function plays each role comes from the tree's manifest (``manifest``): upstream's by
