@@ -27,7 +27,8 @@ from implementations.xllm_native.tree import files as tree_files
 from implementations.xllm_native.tree import resolve as resolve_mod
 from testcases import ROOT
 from testcases.native.test_port_base import FIXTURE_TREE
-from testcases.native.test_ports import FIXTURE, FIXTURE_MANIFEST, run
+from testcases.native.test_ports import FIXTURE, FIXTURE_MANIFEST, QWEN, run
+from testcases.real_trees import PORTS, UPSTREAM, real_tree
 from testcases.unit import _models as M
 
 pytestmark = pytest.mark.slow  # builds C++: scheduled first
@@ -110,3 +111,18 @@ def test_tc04_on_a_compiled_tree_shows_the_tampered_layout_not_judged_and_passes
     (row,) = native_verdicts.verdicts(junit.read_text(), "fixture_port", "fixture_port", "qwen3_5_moe")
     assert row[3:] == ("off", "TC-04", "pass", note), row
     assert aggregate.tc_verdict({"counts": {"passed": 1}, "cases": [line]}) == ("pass", f"1 passed; {note}")
+
+
+@pytest.mark.real_tree
+@real_tree(PORTS["p6_v3_latest"], UPSTREAM)
+def test_upstreams_and_the_ports_plans_name_the_function_their_workers_take_their_split_from(cache, monkeypatch):
+    """In each tree's own terms: upstream's worker builds its mask in ``WorkerImpl::allocate_kv_cache_storage``,
+    the BI-V100 port's in ``worker_compute_layer_cache_owned``, each from its own s and rank."""
+    monkeypatch.setenv("LWSPLIT_XLLM_BASE_SRC", str(UPSTREAM))
+    upstream = native(cache, source_dir=str(UPSTREAM))
+    note = message_note(upstream.plan(M.run_spec(M.DEEPSEEK_V32, split=2, world=4)))
+    assert "build_layer_cache_owned (xllm/core/framework/kv_cache/kv_cache_estimation.cpp) over " \
+           "LayerwiseSplitLayout(s, rank % s), as WorkerImpl::allocate_kv_cache_storage calls it" in note, note
+    port = native(cache, source_dir=str(PORTS["p6_v3_latest"]))
+    note = message_note(port.plan(M.run_spec(QWEN, split=2, world=4, budget_bytes=1 << 30)))
+    assert "worker_compute_layer_cache_owned (core/runtime/worker_layerwise_init.cpp), handed the layer types" in note
