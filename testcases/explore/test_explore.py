@@ -61,7 +61,7 @@ def test_zero_bytes_decode_to_the_simplest_valid_configuration():
 
 
 def test_exploring_judges_the_drawn_strings_in_order_and_stops_at_the_first_failure():
-    """``explore`` judges ``search.drawn_batches``'s strings (Hypothesis's, drawn once per seed and count) one
+    """``explore`` judges ``search.drawn_strings``'s strings (seeded, kept per seed and count) one
     configuration after the other, the configurations ``tools.bench.explore.drawn`` gives, and stops at the
     first that fails."""
     from harness.explore.runner import Verdict
@@ -93,11 +93,11 @@ def test_the_oracles_rank_rows_are_its_answers_per_rank():
     the oracle's per-rank functions say, on CI's drawn configurations the spec groups (permuted placements, dp,
     regrouped topologies among them; drawn and decoded once for the whole session)."""
     from harness import oracle
-    from harness.explore.search import DEFAULT_SEED, drawn_batches
-    from harness.explore.strategies import decode, slices
+    from harness.explore.search import DEFAULT_SEED, drawn_strings
+    from harness.explore.strategies import decode
 
     checked = 0
-    for run in [decode(one) for data in drawn_batches(DEFAULT_SEED, CI_EXAMPLES[False])[:8] for one in slices(data)]:
+    for run in [decode(one) for one in drawn_strings(DEFAULT_SEED, CI_EXAMPLES[False])[:64]]:
         if oracle.expected_rejection(run) is not None or oracle.expected_split_groups(run) is None:
             continue
         groups = oracle.expected_split_groups(run)
