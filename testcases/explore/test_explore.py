@@ -107,3 +107,19 @@ def test_the_oracles_rank_rows_are_its_answers_per_rank():
                            groups[index], position, tuple(oracle.expected_rank_owned_layers(run, r))), (run, r)
         checked += 1
     assert checked >= 30, checked
+
+
+def test_reach_reads_a_refused_world_that_is_not_whole_tp_groups():
+    """A world the spec refuses as not divisible (17 ranks at dp 2), placed two ranks to a card: ``reach`` names
+    the refusal and the shared card without reading past the placement (it raised IndexError)."""
+    from dataclasses import replace
+
+    from harness.explore.reach import reached
+    from harness.explore.search import DEFAULT_SEED, drawn_strings
+    from harness.explore.strategies import decode
+
+    run = next(r for r in map(decode, drawn_strings(DEFAULT_SEED, 64)) if r.placement is None and r.parallel.dp_size == 1)
+    world = 2 * run.parallel.world_size + 1
+    run = replace(run, parallel=replace(run.parallel, world_size=world, dp_size=2),
+                  placement=tuple((r % run.hardware.num_cards) // 2 for r in range(world)))
+    assert {"refused at startup", "two ranks on one card"} <= set(reached(run)), reached(run)
