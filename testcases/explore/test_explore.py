@@ -123,3 +123,35 @@ def test_reach_reads_a_refused_world_that_is_not_whole_tp_groups():
     run = replace(run, parallel=replace(run.parallel, world_size=world, dp_size=2),
                   placement=tuple((r % run.hardware.num_cards) // 2 for r in range(world)))
     assert {"refused at startup", "two ranks on one card"} <= set(reached(run)), reached(run)
+
+
+def test_exploring_freezes_the_heap_only_while_it_runs():
+    """``search.heap_frozen`` leaves the objects alive on entry out of the collector's full collections while an
+    exploration runs and gives them back on exit, a failure's included; a caller's own freeze is left alone."""
+    import gc
+
+    from harness.explore.runner import Verdict
+    from harness.explore.search import explore, heap_frozen
+
+    class Failing:
+        implementation, overrides = "failing", ("implementation=reference",)
+
+        def verdict(self, run, *, allocate):
+            seen.append(gc.get_freeze_count())
+            return Verdict(failures=("planted",), judged_by=("stub",), refused=False)
+
+    outer = gc.get_freeze_count()
+    gc.unfreeze()  # (a pytest process froze what its collection built: ``harness.pytest_plugin.gc_freeze``)
+    try:
+        seen: list = []
+        assert explore(Failing(), examples=3, allocate=False, seed=11, shrink=False) is not None
+        assert seen and seen[0] > 0 and gc.get_freeze_count() == 0, seen
+        gc.freeze()
+        frozen = gc.get_freeze_count()
+        with heap_frozen():
+            assert gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+        if outer:
+            gc.freeze()
