@@ -125,33 +125,43 @@ def test_reach_reads_a_refused_world_that_is_not_whole_tp_groups():
     assert {"refused at startup", "two ranks on one card"} <= set(reached(run)), reached(run)
 
 
-def test_exploring_freezes_the_heap_only_while_it_runs():
+def test_exploring_freezes_the_heap_only_while_it_runs(monkeypatch):
     """``search.heap_frozen`` leaves the objects alive on entry out of the collector's full collections while an
-    exploration runs and gives them back on exit, a failure's included; a caller's own freeze is left alone."""
-    import gc
-
+    exploration runs and gives them back on exit, a failure's included; a caller's own freeze is left alone (a
+    pytest process froze what its collection built: ``harness.pytest_plugin.gc_freeze``). The collector is a
+    recording stand-in, so this process's own freeze is not touched."""
+    from harness.explore import search
     from harness.explore.runner import Verdict
-    from harness.explore.search import explore, heap_frozen
+
+    class Collector:
+        def __init__(self, frozen: int):
+            self.frozen, self.calls = frozen, []
+
+        def get_freeze_count(self):
+            return self.frozen
+
+        def freeze(self):
+            self.calls.append("freeze")
+            self.frozen += 1
+
+        def unfreeze(self):
+            self.calls.append("unfreeze")
+            self.frozen = 0
 
     class Failing:
         implementation, overrides = "failing", ("implementation=reference",)
 
         def verdict(self, run, *, allocate):
-            seen.append(gc.get_freeze_count())
+            seen.append(collector.frozen)
             return Verdict(failures=("planted",), judged_by=("stub",), refused=False)
 
-    outer = gc.get_freeze_count()
-    gc.unfreeze()  # (a pytest process froze what its collection built: ``harness.pytest_plugin.gc_freeze``)
-    try:
-        seen: list = []
-        assert explore(Failing(), examples=3, allocate=False, seed=11, shrink=False) is not None
-        assert seen and seen[0] > 0 and gc.get_freeze_count() == 0, seen
-        gc.freeze()
-        frozen = gc.get_freeze_count()
-        with heap_frozen():
-            assert gc.get_freeze_count() == frozen
-        assert gc.get_freeze_count() == frozen
-    finally:
-        gc.unfreeze()
-        if outer:
-            gc.freeze()
+    seen: list = []
+    collector = Collector(frozen=0)
+    monkeypatch.setattr(search, "gc", collector)
+    assert search.explore(Failing(), examples=3, allocate=False, seed=11, shrink=False) is not None
+    assert seen == [1] and collector.calls == ["freeze", "unfreeze"] and collector.frozen == 0, (seen, collector.calls)
+    collector = Collector(frozen=5)
+    monkeypatch.setattr(search, "gc", collector)
+    with search.heap_frozen():
+        assert collector.frozen == 5
+    assert collector.calls == [] and collector.frozen == 5
