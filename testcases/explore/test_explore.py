@@ -165,3 +165,17 @@ def test_exploring_freezes_the_heap_only_while_it_runs(monkeypatch):
     with search.heap_frozen():
         assert collector.frozen == 5
     assert collector.calls == [] and collector.frozen == 5
+
+
+def test_the_drawn_strings_are_the_seeds_own():
+    """A seed's strings are fixed bytes (the same in every process, platform and Python version: CI's draws do not
+    move unless this derivation does), distinct, ``DRAWN_BYTES`` long, and the first of a longer draw are a shorter
+    draw's whole."""
+    from harness.explore.search import DEFAULT_SEED, drawn_string, drawn_strings
+    from harness.explore.strategies import DRAWN_BYTES
+
+    assert drawn_string(DEFAULT_SEED, 0).hex()[:32] == "9b77fc6e059bea9adfa2b066dbe74efd"
+    assert drawn_string(DEFAULT_SEED, 999).hex()[:32] == "5e008ffc56632c037553b112a5f9b0c6"
+    strings = drawn_strings(DEFAULT_SEED, 40)
+    assert strings == drawn_strings(DEFAULT_SEED, 1000)[:40] and len(set(strings)) == 40
+    assert {len(one) for one in strings} == {DRAWN_BYTES} and drawn_strings(DEFAULT_SEED + 1, 40) != strings
