@@ -3,10 +3,11 @@
 ``explore(runner, examples=N, allocate=..., seed=S)`` returns None when every drawn
 configuration passed, else the ``Finding`` of the minimal failing one: its configuration, the
 failing checks' messages and a ready ``python -m harness.plan`` command. The byte strings are
-drawn from a PRNG seeded with S (``drawn_strings``: the same strings in every process and on
-every platform, the first N of a seed the same whatever the count), decoded one configuration each
-(``strategies.decode``) and judged in order until one fails; the failing configuration's bytes are
-then shrunk towards 0 (``shrunk``). Nothing is written.
+derived from S (``drawn_strings``: BLAKE2b of S and each string's index, the same strings in every
+process and on every platform, the first N of a seed the same whatever the count), decoded one
+configuration each (``strategies.decode``) and judged in order until one fails; the failing
+configuration's bytes are then shrunk towards 0 (``shrunk``). Exploring writes nothing (the command of
+a ``Finding`` writes its spec file).
 """
 
 from __future__ import annotations
