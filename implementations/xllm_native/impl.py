@@ -9,6 +9,11 @@
   port: its own function where its manifest names one, else its base's compiled cut (the default with a base
   manifest); a port with neither fails the cases whose target or draft has linear layers and an indexer naming
   the role (``needs_worker_checks``), never a model of the CHECK;
+* engine options (role ``engine_options``): the ``KVCacheEstimateOptions`` every estimate is handed, as
+  ``LLMEngine`` computes them (its attention TP size, its local KV and linear heads per TP rank, the draft's TP-1
+  body and split size 1: statements cut out of ``llm_engine.cpp``) and the draft's layer count
+  (``WorkerImpl::get_num_layers``); a port: its own function where its manifest names one, else its base's compiled
+  cut (the default with a base manifest); a port with neither fails every case needing an estimate naming the role;
 * estimate: ``estimate_kv_cache_capacity`` for the target (split block count included), and for
   a speculative draft the draft's capacity and ``SpeculativeEngine::calculate_kv_cache``;
 * ownership: each split rank's mask from ``LayerwiseSplitLayout`` / ``build_layer_cache_owned``;
@@ -22,8 +27,7 @@
   the tensors it made.
 
 What the tree's files do not hold comes from the Python model of upstream
-(``implementations.xllm_upstream``): the engine's option values (local heads per TP rank, the
-draft's layer count), for upstream's tree the worker-side CHECKs of the split with sleep mode and xtensor (the
+(``implementations.xllm_upstream``): for upstream's tree the worker-side CHECKs of the split with sleep mode and xtensor (the
 quantized caches are the hardware profile's rule; a port is credited with neither), placement (the harness's
 input, not a role), the plan's workers' split rank ``rank % s``, and ``engine_message`` (no tree holds code that
 checks what its workers receive); for upstream's tree (and a port whose engine is upstream's), the activation

@@ -1,0 +1,121 @@
+"""The option values the engine hands the estimation are the tree's compiled code (role ``engine_options``), never the
+Python model: the build cuts ``LLMEngine``'s attention TP size (its constructor), its local KV and linear heads per
+TP rank (``init_model``) and the ``KVCacheEstimateOptions`` it fills (``estimate_kv_cache_capacity``: the draft's
+TP-1 body, the draft's split size 1) out of ``llm_engine.cpp``, and the draft's layer count
+(``WorkerImpl::get_num_layers``) out of ``worker_impl.cpp``, behind ``cpp/engine_options_shim.h``.
+
+Expected values come from the oracle (``harness.departures.judge.spec_engine_options``). On the upstream-shaped
+fixture tree (its ``xllm/core/distributed_runtime/llm_engine.cpp``) and, in the real-tree step, on upstream's;
+planted: a build whose engine keeps every KV head on each TP rank (``FIXTURE_PLANT_HEADS_UNDIVIDED``) is one
+``engine_options`` departure with the tree's figure against the spec's; a port with neither an engine of its own
+nor a base fails naming the role; a tree without the engine's statements fails naming its file."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from contract.errors import PlanError
+from contract.specs import CacheSpec
+from harness.departures.judge import JudgedCase, case_tcs, judge, spec_engine_options
+from implementations.xllm_native import call_role
+from implementations.xllm_native.build import cache as build_cache
+from implementations.xllm_native.manifest import AbsentRoleError
+from testcases.real_trees import UPSTREAM, real_tree
+from testcases.unit import _models as M
+
+pytestmark = pytest.mark.slow  # builds C++: scheduled first
+
+FIXTURE = Path(__file__).resolve().parent / "fixture_tree"
+FIXTURE_PORT = Path(__file__).resolve().parent / "fixture_port"
+BODY_TP1 = replace(M.QWEN3_5_MTP, body_tp1=True)
+RUNS = {  # (run, its target's and its draft's local KV heads as FEATURE 5 gives them)
+    "deepseek_v3 tp4 (MLA: one latent head)": (M.run_spec(M.DEEPSEEK_V3, world=4), 1, None),
+    "deepseek_v32 tp4 s2": (M.run_spec(M.DEEPSEEK_V32, split=2, world=4), 1, None),
+    "qwen3_5_moe tp4: max(1, 2 / 4)": (M.run_spec(M.QWEN3_5_MOE, split=2, world=4), 1, None),
+    "llama3_8b tp4: 8 / 4": (M.run_spec(M.LLAMA3_8B, world=4), 2, None),
+    "llama3_8b dp2 x tp4": (M.run_spec(M.LLAMA3_8B, world=8, dp=2), 2, None),
+    "qwen3_5_moe s2 + MTP draft": (M.run_spec(M.QWEN3_5_MOE, split=2, world=4, draft=M.QWEN3_5_MTP), 1, 1),
+    "qwen3_5_moe s2 + MTP draft, body TP1": (M.run_spec(M.QWEN3_5_MOE, split=2, world=4, draft=BODY_TP1), 1, 2),
+}
+
+
+@pytest.fixture(scope="module")
+def implementation(cache):
+    """``implementation(source_dir, manifest=None, files=None)``, built in ``cache``."""
+    os.environ[build_cache.ENV_CACHE] = str(cache)
+    from implementations.xllm_native import XllmNativeImplementation
+
+    try:
+        yield lambda source_dir=FIXTURE, manifest=None, files=None: XllmNativeImplementation(
+            source_dir=str(source_dir), manifest=manifest and str(manifest), files=files)
+    finally:
+        os.environ.pop(build_cache.ENV_CACHE, None)
+
+
+def assert_spec_values(impl) -> None:
+    for name, (run, heads, draft_heads) in RUNS.items():
+        s = run.layerwise.split_size if run.layerwise.enable else 1
+        for draft, want_heads in ((False, heads), (True, draft_heads)):
+            if draft and run.draft is None:
+                continue
+            got = call_role(impl, "engine_options", run, draft=draft)
+            spec = spec_engine_options(run, s, draft=draft)
+            assert {k: got[k] for k in spec} == spec, (name, "draft" if draft else "target", got, spec)
+            assert got["n_local_kv_heads"] == want_heads, (name, got)
+        if run.draft is not None:
+            assert call_role(impl, "engine_options", run, draft=True)["layerwise_split_size"] == 1, name
+
+
+def test_the_engines_option_values_are_the_spec_s_on_the_upstream_shaped_tree(implementation):
+    assert_spec_values(implementation())
+
+
+@pytest.mark.real_tree
+@real_tree(UPSTREAM)
+def test_upstreams_engine_option_values_are_the_spec_s(implementation):
+    assert_spec_values(implementation(UPSTREAM))
+
+
+def test_an_engine_keeping_every_head_is_one_engine_options_departure(implementation, tmp_path):
+    """The heads not divided by the TP size read once, as the engine's departure with both figures; the estimation,
+    fed the spec's heads, does not repeat it; the plain build has no engine_options departure."""
+    planted = tmp_path / "lwsplit-manifest.yaml"
+    planted.write_text((FIXTURE / "lwsplit-manifest.yaml").read_text().replace(
+        "compile: upstream-cut\n", "compile: upstream-cut\ndefines: [FIXTURE_PLANT_HEADS_UNDIVIDED]\n"))
+    cases = [JudgedCase(id=f"llama-{w}", run=M.run_spec(M.LLAMA3_8B, world=w, budget_bytes=1 << 30,
+                                                         cache=CacheSpec(block_size=16)), tcs=case_tcs(False))
+             for w in (4, 2)]
+    found = judge(implementation(manifest=planted), cases)
+    engine = [d for d in found.departures if d.role == "engine_options"]
+    assert [(d.tree, d.spec, d.cases) for d in engine] == [("8", "2", ("llama-4",)), ("8", "4", ("llama-2",))], engine
+    assert engine[0].rule.startswith("target: KV heads per TP rank") and engine[0].function == \
+        "LLMEngine::estimate_kv_cache_capacity" and engine[0].file.endswith("llm_engine.cpp"), engine[0]
+    assert not [d for d in found.departures if d.role == "estimation"], found.departures
+    plain = judge(implementation(), cases)
+    assert not [d for d in plain.departures if d.role == "engine_options"], plain.departures
+
+
+def test_a_port_with_no_engine_and_no_base_fails_naming_the_role(implementation, tmp_path):
+    text = (FIXTURE_PORT / "manifest.yaml").read_text()
+    manifest = tmp_path / "no_engine.yaml"
+    manifest.write_text("\n".join(line for line in text.splitlines() if not line.lstrip().startswith("engine_options:"))
+                        .replace("glue: glue.cpp", f"glue: {FIXTURE_PORT / 'glue.cpp'}")
+                        .replace("glue: alloc_glue.cpp", f"glue: {FIXTURE_PORT / 'alloc_glue.cpp'}") + "\n")
+    impl = implementation(FIXTURE_PORT, manifest)
+    with pytest.raises(AbsentRoleError) as err:
+        impl.plan(M.run_spec(M.QWEN3_5_MOE, split=2, world=4))
+    assert err.value.role == "engine_options" and "manifest role `engine_options` is absent" in str(err.value)
+
+
+def test_a_tree_without_the_engines_statements_fails_naming_the_file(implementation, tmp_path):
+    elsewhere = tmp_path / "llm_engine.cpp"
+    elsewhere.write_text("// no LLMEngine here\n")
+    impl = implementation(manifest=FIXTURE / "lwsplit-manifest.yaml", files={"engine_options": str(elsewhere)})
+    with pytest.raises(PlanError) as err:
+        impl.plan(M.run_spec(M.LLAMA3_8B, world=4))
+    assert err.value.field == "implementation.files.engine_options", err.value
+    assert "defines no LLMEngine::LLMEngine" in str(err.value), err.value
