@@ -119,3 +119,20 @@ def test_a_tree_without_the_engines_statements_fails_naming_the_file(implementat
         impl.plan(M.run_spec(M.LLAMA3_8B, world=4))
     assert err.value.field == "implementation.files.engine_options", err.value
     assert "defines no LLMEngine::LLMEngine" in str(err.value), err.value
+
+
+def test_upstreams_engine_hands_no_linear_heads_to_a_model_without_linear_layers_and_tc02_predicts_it():
+    """A model with linear-attention heads but every layer full attention (the explorer draws such): upstream's
+    engine divides the linear heads only when ``has_linear_attention_layers``, so its compiled estimation gives
+    ``linear_slot_size`` 0 where FEATURE 5's formula gives more; TC-02 of upstream's tree predicts exactly that
+    (strict: the test fails if the plan holds the formula's figure), no other TC does, and a model with linear
+    layers is predicted nothing."""
+    from harness.suites import expectations
+
+    no_linear = replace(M.QWEN3_5_MOE, name="all_full", num_hidden_layers=4, layer_types=None,
+                        full_attention_interval=1)
+    run = M.run_spec(no_linear, world=4)
+    pred = expectations.prediction("TC-02", "xllm_native", run)
+    assert pred is not None and [(p.rule, p.says) for p in pred.required] == [("layout", "linear_slot_size: plan 0,")]
+    assert expectations.prediction("TC-05", "xllm_native", run) is None
+    assert expectations.prediction("TC-02", "xllm_native", M.run_spec(M.QWEN3_5_MOE, world=4)) is None
