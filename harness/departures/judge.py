@@ -397,7 +397,8 @@ class Judge:
                  detail=f"{run.hardware.topology.name}: tree {[list(g) for g in got]}, spec {spec}")
 
     def judge_speculative(self, case: JudgedCase, s: int) -> None:
-        est = self.guarded("speculative", case, lambda: call_role(self.impl, "speculative", case.run, s))
+        est = self.guarded("speculative", case, lambda: call_role(self.impl, "speculative", case.run, s,
+                                                                  engine=fed_engine_options(case.run, s)))
         if est is None:
             return
         target, _ = oracle.expected_capacities(case.run)
@@ -446,14 +447,23 @@ def spec_engine_options(run, s: int, *, draft: bool = False) -> dict:
 
 
 def fed_engine_options(run, s: int) -> dict:
-    """What ``roles.estimation`` hands the target's estimation instead of the tree's engine's answers: the spec's
-    value of every option the engine computes (``spec_engine_options``; MLA's heads and a model without linear
-    layers' linear heads as the spec's slots read them: max(1, heads / attention TP))."""
-    model, tp = run.model, oracle.attn_tp_size(run)
-    k_heads, v_heads = oracle.linear_local_heads(model, tp)
-    return {"target": {"world_size": tp, "n_local_kv_heads": oracle.n_local_kv_heads(model, tp),
-                       "n_local_linear_k_heads": k_heads, "n_local_linear_v_heads": v_heads,
-                       "layerwise_split_size": s}}
+    """What ``roles.estimation`` and ``roles.speculative`` hand the estimation instead of the tree's engine's answers
+    (``{"target": ..., "draft": ...}``): the spec's value of every option the engine computes
+    (``spec_engine_options``; MLA's heads and a model without linear layers' linear heads as the spec's slots read
+    them: max(1, heads / attention TP)), and the draft's layer count."""
+    out = {}
+    for who, model in (("target", run.model), ("draft", run.draft)):
+        if model is None:
+            continue
+        draft = who == "draft"
+        tp = 1 if draft and model.body_tp1 else oracle.attn_tp_size(run)
+        k_heads, v_heads = oracle.linear_local_heads(model, tp)
+        out[who] = {"world_size": tp, "n_local_kv_heads": oracle.n_local_kv_heads(model, tp),
+                    "n_local_linear_k_heads": k_heads, "n_local_linear_v_heads": v_heads,
+                    "layerwise_split_size": 1 if draft else s}
+        if draft:
+            out[who]["n_layers"] = oracle.draft_num_layers(model)
+    return out
 
 
 def _layers(layers: Sequence[int]) -> str:

@@ -283,13 +283,15 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         fed = self._fed_engine
         if fed is not None:
             inputs = self.engine_inputs(run, model, split_size=split_size, draft=draft)
-            return {**{k: inputs[k] for k in PASSED_OPTIONS}, **fed["draft" if draft else "target"]}
+            given = fed["draft" if draft else "target"]
+            return {**{k: inputs[k] for k in PASSED_OPTIONS}, **{k: v for k, v in given.items() if k != "n_layers"}}
         answer = self.engine_options(run, model, split_size=split_size, draft=draft)
         return {k: v for k, v in answer.items() if k not in ("dp_local_tp_size", "n_layers")}
 
     _fed_engine: Optional[dict] = None
     """``{"target": {...}, "draft": {...}}``: option values handed to the estimation instead of the engine's
-    (``ENGINE_COMPUTED`` keys; ``roles.estimation``), None: the engine's own (role ``engine_options``)."""
+    (``ENGINE_COMPUTED`` keys, and the draft's layer count ``n_layers``; ``roles.estimation``, ``roles.speculative``),
+    None: the engine's own (role ``engine_options``)."""
 
     def engine_inputs(self, run: RunSpec, model: ModelSpec, *, split_size: int, draft: bool = False) -> dict:
         """What a launch hands the engine for ``model`` (its flags, its workers, the cache size its workers' memory
@@ -337,6 +339,9 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         """The draft engine's layer count as the tree's draft worker decides it (upstream's
         ``WorkerImpl::get_num_layers``: its MTP layers when it has any, else every layer), through role
         ``engine_options``; what the draft's ``ModelArgs`` hand the estimation as its MTP layers."""
+        fed = self._fed_engine
+        if fed is not None and "n_layers" in fed.get("draft", {}):
+            return fed["draft"]["n_layers"]
         memo = self.__dict__.setdefault("_draft_layers", {})
         if model not in memo:
             memo[model] = self.engine_options(None, model, draft=True)["n_layers"]

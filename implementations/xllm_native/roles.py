@@ -52,13 +52,19 @@ def estimation(impl: XllmNativeImplementation, run: RunSpec, split_size: int, *,
     the engine would compute (``{"target": {ENGINE_COMPUTED key: value}}``, the spec's), handed to the estimation
     instead of the tree's ``engine_options`` answers, so that a departure of the engine does not read as one of
     the estimation (nor an absent engine hide it)."""
+    return _fed(impl, engine, lambda: impl.native_estimate(replace(run, draft=None), split_size))
+
+
+def _fed(impl: XllmNativeImplementation, engine: Optional[dict], call):
+    """``call()`` with the engine's option values ``engine`` handed to the tree and its base instead of their
+    ``engine_options`` answers (None: their own)."""
     if engine is None:
-        return impl.native_estimate(replace(run, draft=None), split_size)
+        return call()
     players = [impl] + ([impl.base] if impl.base is not None else [])
     try:
         for p in players:
             p._fed_engine = engine
-        return impl.native_estimate(replace(run, draft=None), split_size)
+        return call()
     finally:
         for p in players:
             p._fed_engine = None
@@ -73,9 +79,10 @@ def engine_options(impl: XllmNativeImplementation, run: RunSpec, *, draft: bool 
     return {k: answer[k] for k in ENGINE_COMPUTED + ("n_layers",)}
 
 
-def speculative(impl: XllmNativeImplementation, run: RunSpec, split_size: int) -> dict:
-    """The target and draft capacities and their common block count (``run`` has a draft)."""
-    return impl.native_estimate(run, split_size)
+def speculative(impl: XllmNativeImplementation, run: RunSpec, split_size: int, *, engine: Optional[dict] = None) -> dict:
+    """The target and draft capacities and their common block count (``run`` has a draft); ``engine``: as for
+    ``estimation``, with the draft engine's values (and its layer count ``n_layers``) under ``"draft"``."""
+    return _fed(impl, engine, lambda: impl.native_estimate(run, split_size))
 
 
 def ownership(impl: XllmNativeImplementation, run: RunSpec, split_size: int) -> list:

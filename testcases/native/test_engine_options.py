@@ -81,22 +81,32 @@ def test_upstreams_engine_option_values_are_the_spec_s(implementation):
 
 
 def test_an_engine_keeping_every_head_is_one_engine_options_departure(implementation, tmp_path):
-    """The heads not divided by the TP size read once, as the engine's departure with both figures; the estimation,
-    fed the spec's heads, does not repeat it; the plain build has no engine_options departure."""
+    """The heads not divided by the TP size, and a draft engine keeping the split size, each read once as the engine's
+    departure with both figures; the estimation and the speculative engine, fed the spec's values, do not repeat
+    them; the plain build has no engine_options departure."""
     planted = tmp_path / "lwsplit-manifest.yaml"
     planted.write_text((FIXTURE / "lwsplit-manifest.yaml").read_text().replace(
-        "compile: upstream-cut\n", "compile: upstream-cut\ndefines: [FIXTURE_PLANT_HEADS_UNDIVIDED]\n"))
-    cases = [JudgedCase(id=f"llama-{w}", run=M.run_spec(M.LLAMA3_8B, world=w, budget_bytes=1 << 30,
-                                                         cache=CacheSpec(block_size=16)), tcs=case_tcs(False))
+        "compile: upstream-cut\n",
+        "compile: upstream-cut\ndefines: [FIXTURE_PLANT_HEADS_UNDIVIDED, FIXTURE_PLANT_DRAFT_KEEPS_SPLIT]\n"))
+    budget = {"budget_bytes": 1 << 30, "cache": CacheSpec(block_size=16)}
+    split_model = replace(M.LLAMA3_8B, model_type="fixture_split")
+    draft = replace(split_model, name="llama_draft", num_hidden_layers=1)
+    cases = [JudgedCase(id=f"llama-{w}", run=M.run_spec(M.LLAMA3_8B, world=w, **budget), tcs=case_tcs(False))
              for w in (4, 2)]
+    cases.append(JudgedCase(id="split-draft", run=M.run_spec(split_model, split=2, world=4, draft=draft, **budget),
+                            tcs=case_tcs(True, draft=True)))
     found = judge(implementation(manifest=planted), cases)
     engine = [d for d in found.departures if d.role == "engine_options"]
-    assert [(d.tree, d.spec, d.cases) for d in engine] == [("8", "2", ("llama-4",)), ("8", "4", ("llama-2",))], engine
+    assert [(d.rule.split(":")[0], d.tree, d.spec, d.cases) for d in engine] == [
+        ("target", "8", "2", ("llama-4", "split-draft")), ("target", "8", "4", ("llama-2",)),
+        ("draft", "8", "2", ("split-draft",)), ("draft", "2", "1", ("split-draft",))], engine
     assert engine[0].rule.startswith("target: KV heads per TP rank") and engine[0].function == \
         "LLMEngine::estimate_kv_cache_capacity" and engine[0].file.endswith("llm_engine.cpp"), engine[0]
-    assert not [d for d in found.departures if d.role == "estimation"], found.departures
+    assert engine[3].rule.startswith("draft: the draft engine never splits"), engine[3]
     plain = judge(implementation(), cases)
     assert not [d for d in plain.departures if d.role == "engine_options"], plain.departures
+    fed = ("estimation", "speculative")  # judged on the spec's engine values: the planted build's list is the plain's
+    assert [d for d in found.departures if d.role in fed] == [d for d in plain.departures if d.role in fed]
 
 
 def test_a_port_with_no_engine_and_no_base_fails_naming_the_role(implementation, tmp_path):
@@ -136,3 +146,43 @@ def test_upstreams_engine_hands_no_linear_heads_to_a_model_without_linear_layers
     assert pred is not None and [(p.rule, p.says) for p in pred.required] == [("layout", "linear_slot_size: plan 0,")]
     assert expectations.prediction("TC-05", "xllm_native", run) is None
     assert expectations.prediction("TC-02", "xllm_native", M.run_spec(M.QWEN3_5_MOE, world=4)) is None
+
+
+ENGINE_TEXT = """\
+Engine::Engine(const Options& options) : options_(options), pool_(make_pool(1)) {
+  CHECK(ready());
+  // "dp_size_ = fake" in a comment is not the statement
+  dp_size_ = options_.dp_size();
+  if (dp_size_ > 1) {
+    tp_ = world_ / dp_size_;
+  }
+  pool_ = make_pool(tp_);
+}
+void Engine::half() {
+  a_ = 1;
+  if (b_) {
+    c_ = 2;
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("name, start, end, want", [
+    ("Engine::Engine", r"\bdp_size_\s*=\s*options_", r"\bpool_\s*=", (4, "dp_size_ = options_.dp_size();")),
+    ("Engine::Engine", r"\bnothing_here\b", r"\bpool_\b", "Engine::Engine has no statement matching"),
+    ("Engine::half", r"\bif\s*\(\s*b_", r"\bc_\s*=", "not whole blocks"),
+    ("Engine::gone", r"\ba_\b", r"\bb_\b", "defines no Engine::gone"),
+])
+def test_statements_between_cuts_a_constructors_statements_past_its_initializers(name, start, end, want):
+    """``tree.cut.statements_between`` (what ``ENGINE_OPTIONS_CUTS`` uses): a constructor's body past its member
+    initializers, patterns matched on code only (a comment saying the same is skipped), and the statements up to the
+    line of the end pattern; none (with why) when a pattern is missing, the function is not there, or the cut
+    would split a block."""
+    from implementations.xllm_native.tree.cut import statements_between
+
+    line, text, why = statements_between(ENGINE_TEXT, name, start, end)
+    if isinstance(want, tuple):
+        assert (line, why) == (want[0], "") and text.startswith("  " + want[1]) and "tp_ = world_ / dp_size_;" in text \
+            and "pool_ = make_pool(tp_)" not in text, (line, text, why)
+    else:
+        assert (line, text) == (0, "") and want in why, why

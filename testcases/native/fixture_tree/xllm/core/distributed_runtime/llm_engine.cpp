@@ -1,8 +1,8 @@
 // Fixture tree for the xllm_native adapter's tests (not xLLM code): an engine's option values in upstream's
 // shape. The harness cuts the statements of the constructor, init_model and estimate_kv_cache_capacity that
 // compute them (tree.files.ENGINE_OPTIONS_CUTS) and compiles them with its LLMEngine shim
-// (cpp/engine_options_shim.h). Planted with FIXTURE_PLANT_HEADS_UNDIVIDED (a test's manifest): each TP rank
-// keeps every KV head.
+// (cpp/engine_options_shim.h). Planted (a test's manifest): FIXTURE_PLANT_HEADS_UNDIVIDED, each TP rank keeps
+// every KV head; FIXTURE_PLANT_DRAFT_KEEPS_SPLIT, the draft engine keeps the split size.
 #include <algorithm>
 
 #include "framework/kv_cache/kv_cache_estimation.h"
@@ -74,8 +74,12 @@ KVCacheCapacity LLMEngine::estimate_kv_cache_capacity() {
     estimate_options.n_local_linear_k_heads = args_.linear_num_key_heads();
     estimate_options.n_local_linear_v_heads = args_.linear_num_value_heads();
   }
+#ifdef FIXTURE_PLANT_DRAFT_KEEPS_SPLIT  // planted (a test's manifest): the draft engine keeps the split size
+  estimate_options.layerwise_split_size = ParallelConfig::get_instance().layerwise_split_size();
+#else
   estimate_options.layerwise_split_size =
       options_.is_draft_engine() ? 1 : ParallelConfig::get_instance().layerwise_split_size();
+#endif
 
   KVCacheCapacity kv_cache_cap = ::xllm::estimate_kv_cache_capacity(args_, estimate_options);
   return kv_cache_cap;
