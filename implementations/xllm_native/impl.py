@@ -29,9 +29,10 @@
 What the tree's files do not hold comes from the Python model of upstream
 (``implementations.xllm_upstream``): for upstream's tree the worker-side CHECKs of the split with sleep mode and xtensor (the
 quantized caches are the hardware profile's rule; a port is credited with neither), placement (the harness's
-input, not a role), the plan's workers' split rank ``rank % s``, and ``engine_message`` (no tree holds code that
-checks what its workers receive); for upstream's tree (and a port whose engine is upstream's), the activation
-threshold s > 1, which upstream writes inline
+input, not a role), the plan's workers' split rank ``rank % s``, and ``engine_message`` (the master's plan handed
+on: no tree holds code that checks what its workers receive, so ``init_worker`` checks nothing of it, no Python check
+in its place, and the plan says so, ``tree_message_note``: TC-04 shows its tampered layout as not judged); for
+upstream's tree (and a port whose engine is upstream's), the activation threshold s > 1, which upstream writes inline
 (``worker_impl.cpp``, ``kv_cache_estimation.cpp``) with no function to call.
 
 Which function plays each role comes from the tree's manifest (``manifest``): upstream's by
@@ -53,7 +54,7 @@ from typing import Mapping, Optional
 
 from contract.errors import ConfigError, ImplementationFailure, PlanError, UserError
 from contract.interface import ROLES, LayerCache, WorkerKVCache
-from contract.plan_types import TREE_CARDS_NOTE, TREE_GROUPS_NOTE, DraftPlan, KVPlan
+from contract.plan_types import TREE_CARDS_NOTE, TREE_GROUPS_NOTE, TREE_MESSAGE_NOTE, DraftPlan, KVPlan
 from contract.specs import LayerwiseFlags, ModelSpec, RunSpec
 from contract.upstream_tensors import TENSOR_NAMES, TENSOR_NAMES_MLA
 from implementations.reference import estimation, layers, layout, validation
@@ -629,6 +630,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
             notes.append(f"split {'active' if active else 'off'} at s {run.layerwise.split_size}: "
                          f"{self.activation(run.layerwise)[1]}")
         notes.append(TREE_CARDS_NOTE)
+        notes.append(self.tree_message_note())
         if self.port:
             notes.insert(0, self.source_note())
         ranks = self._rank_plans(run, tp, placement, groups, full, layer_owner, layer_bytes, split_size=s,
@@ -791,6 +793,34 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         reports free and forms its groups without knowing the cards) refuses two ranks of a split group on one card
         or a card planned past its HBM, so the tree is credited with no such refusal; the plan says so
         (``TREE_CARDS_NOTE``) and TC-03 names it where the spec refuses."""
+
+    def tree_message_note(self) -> str:
+        """``TREE_MESSAGE_NOTE``: no code of the tree checks a layout its workers receive (upstream's workers, and
+        the ports', take their split from their own s and rank; what they check is their start-up CHECKs, role
+        ``worker_checks``), so TC-04 judges no tampered layout; the note says where the tree's workers take their
+        split from. A manifest role that checks a received layout would be called in ``check_message`` and leave
+        this note out (no manifest names one yet)."""
+        owner = self.base if self.plays("worker") == "base" and self.base is not None else self
+        role = owner.manifest.role("worker")
+        whose = "the base's " if owner is not self else ""
+        if not role.present:
+            why = role.absent or role.none or role.base
+            where = f"the tree plays no worker role (manifest role `worker` is {role.state}: {why})"
+        elif owner.port:
+            where = (f"its workers take their split from {whose}{role.function} ({role.file}), handed the layer types, "
+                     "s, the worker's rank and the layer count")
+        else:
+            where = (f"its workers take their split from {whose}{role.function} ({role.file}) over LayerwiseSplitLayout("
+                     f"s, rank % s), as {WORKER_CHECKS_FUNCTION} calls it with its own s and rank")
+        return (f"{TREE_MESSAGE_NOTE}: {where}, not from a received layout, and no code of the tree compares what a "
+                "worker receives with what the master published (a worker's checks are its start-up CHECKs, role "
+                "worker_checks, judged by TC-01 and TC-07)")
+
+    def check_message(self, message: KVPlan, expected_digest: str, rank: int) -> None:
+        """No digest check: none of the tree's code makes one (``tree_message_note``), and no Python check runs in
+        its place. The message must name the worker's rank: the glue builds the worker's caches from its entry."""
+        if not any(r.rank == rank for r in message.ranks):
+            raise PlanError("rank", rank, f"a rank of the plan (0..{message.world_size - 1})")
 
     def init_worker(self, message: KVPlan, run: RunSpec, *, rank: int, role: str, device: str,
                     expected_digest: str) -> WorkerKVCache:
