@@ -156,6 +156,8 @@ def engine_options_cut(tree: TreeMap) -> tuple[str, str]:
     path = tree.path("engine_options")
     if not path.is_file():
         return "", f"the tree has no {tree.files['engine_options']}"
+    if not tree.path("engine_platform").is_file():
+        return "", f"the tree has no {tree.files['engine_platform']} (the platform queries of the engine's statements)"
     text, macros = _read(path), cut_defines(tree)
     parts = []
     for function, start, end in ENGINE_OPTIONS_CUTS:
@@ -189,7 +191,8 @@ def engine_options_include(tree: TreeMap, gen: Path) -> str:
             f"#define LWSPLIT_ENGINE_OPTIONS_ABSENT {json.dumps(absent)}\n")
     else:
         (gen / "lwsplit_engine_options.inc").write_text(
-            f'#include "{commands.CPP_DIR / "engine_options_shim.h"}"\nnamespace xllm {{\n'
+            f'#include "{tree.path("engine_platform")}"\n#include "{commands.CPP_DIR / "engine_options_shim.h"}"\n'
+            'namespace xllm {\n'
             "#define KVCacheConfig LwsplitEngineKVCacheConfig\n#define WorkerImpl LwsplitEngineWorker\n"
             "#define parse_dtype lwsplit_engine_parse_dtype\n" + cut
             + "#undef KVCacheConfig\n#undef WorkerImpl\n#undef parse_dtype\n}  // namespace xllm\n")

@@ -80,7 +80,7 @@ def source_key(tree: TreeMap) -> str:
     header = tree.path("estimation").with_suffix(".h")
     files += [("implementation.files.estimation", str(header), header)]
     files += [("implementation.files.worker_checks", tree.files["worker_checks"], tree.path("worker_checks"))]
-    files += [("implementation.files.engine_options", tree.files["engine_options"], tree.path("engine_options"))]
+    files += [(f"implementation.files.{r}", tree.files[r], tree.path(r)) for r in ("engine_options", "engine_platform")]
     if plays_groups(tree):
         files += [("implementation.files.groups", tree.files["groups"], tree.path("groups"))]
     parts = [ABI.encode(), json.dumps(tree.files, sort_keys=True).encode(), os.fsencode(str(tree.root))]

@@ -13,7 +13,7 @@
 
 #include "core/framework/config/parallel_config.h"
 #include "lwsplit_roles.h"  // generated: the tree's estimation, layout and ModelArgs headers
-#include "platform/platform.h"
+// The tree's platform header (file engine_platform: Platform::uses_model_cp_sharding, is_mlu) is included before.
 
 namespace xllm {
 

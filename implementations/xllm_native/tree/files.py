@@ -26,6 +26,7 @@ UPSTREAM_FILES = {
     "worker_checks": "xllm/core/runtime/worker_impl.cpp",
     "groups": "xllm/core/framework/parallel_state/mapping_npu.cpp",
     "engine_options": "xllm/core/distributed_runtime/llm_engine.cpp",
+    "engine_platform": "xllm/core/platform/platform.h",
 }
 """Upstream xLLM's file of each role (494f293b5); ``files`` overrides any of them for a port."""
 ENTRY_POINTS = {
@@ -56,7 +57,8 @@ ENGINE_OPTIONS_CUTS = (
 the statement it stops before): the engine's attention TP size (``dp_local_tp_size_``, in its constructor), its local
 KV and linear heads per TP rank (``init_model``) and the ``KVCacheEstimateOptions`` it hands the estimation
 (``estimate_kv_cache_capacity``: the draft's TP-1 body, the draft's split size 1). ``cpp/engine_options_shim.h``
-holds the members they read."""
+holds the members they read; the platform queries they make (``Platform::uses_model_cp_sharding``, ``is_mlu``) are
+the tree's own header (file ``engine_platform``)."""
 ENGINE_LAYERS_FUNCTION = "WorkerImpl::get_num_layers"
 """The draft's layer count as upstream's worker decides it (file ``worker_checks``: ``worker_impl.cpp``): cut whole
 into the ``engine_options`` role beside ``ENGINE_OPTIONS_CUTS``."""
