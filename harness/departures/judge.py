@@ -20,9 +20,11 @@ ROLE_TCS = {
     "validation": ("TC-01",), "estimation": ("TC-01", "TC-02", "TC-06"), "ownership": ("TC-01", "TC-02"),
     "layout": ("TC-04",), "engine": ("TC-04",), "worker": ("TC-01", "TC-05"), "speculative": ("TC-07",),
     "allocation": ("TC-01", "TC-05", "TC-06"), "groups": ("TC-03",), "worker_checks": ("TC-01",),
+    "engine_options": ("TC-01", "TC-02", "TC-06", "TC-07"),
 }
 """The TCs whose checks read a role's answer (besides every TC of a case a planning role stops)."""
-PLAN_ROLES = ("validation", "worker_checks", "estimation", "ownership", "layout", "engine", "speculative")
+PLAN_ROLES = ("validation", "worker_checks", "engine_options", "estimation", "ownership", "layout", "engine",
+              "speculative")
 """Roles every plan calls: a refusal or crash in one stops every TC of its case."""
 ESTIMATE_FIGURES = (
     ("slot_size", "slot_size", "KV slot bytes per token (FEATURE 5)"),
@@ -35,6 +37,15 @@ ESTIMATE_FIGURES = (
     ("n_blocks", "n_blocks", "block count (FEATURE 6)"),
 )
 """(the tree's capacity key, the oracle's ``Capacity`` field, the rule)."""
+ENGINE_FIGURES = (
+    ("world_size", "the attention TP size the estimation is handed: world / (dp x cp) (FEATURE 3)"),
+    ("n_local_kv_heads", "KV heads per TP rank: max(1, KV heads / attention TP) (FEATURE 5)"),
+    ("n_local_linear_k_heads", "linear-attention key heads per TP rank: max(1, heads / attention TP) (FEATURE 5)"),
+    ("n_local_linear_v_heads", "linear-attention value heads per TP rank: max(1, heads / attention TP) (FEATURE 5)"),
+    ("layerwise_split_size", "the draft engine never splits: s 1 (FEATURE 6)"),
+    ("n_layers", "the draft engine's layers: its MTP layers, else all (FEATURE 6)"),
+)
+"""(the tree's ``engine_options`` key, the rule) of the option values judged (``spec_engine_options``)."""
 PER_CASE_FIGURES = ("num_indexer_layers", "num_linear_state_blocks", "linear_cache_size_in_bytes", "n_blocks")
 """Figures that follow the model and the budget: one departure reads them case by case (a dropped indexer is
 one line on DeepSeek-V3.2's 61 layers and GLM-5's 78)."""
@@ -219,12 +230,14 @@ class Judge:
         if case.only == "groups":
             return
         if case.only == "speculative":
+            self.judge_engine_options(case)
             if self.played("speculative", case):
                 self.judge_speculative(case, oracle.split_size(run))
             return
         s = oracle.split_size(run)
         expected = oracle.expected_capacity(replace(run, draft=None))
         full = tuple(oracle.expected_full_layers(run.model))
+        self.judge_engine_options(case)
         self.judge_activation(case, s)
         if self.played("estimation", case):
             self.judge_estimate(case, s, expected, full)
@@ -257,6 +270,25 @@ class Judge:
         if state != "torch":
             self.judge_allocation(case, s, expected)
 
+    def judge_engine_options(self, case: JudgedCase) -> None:
+        """The option values the tree's engine hands its estimation (role ``engine_options``) for the case's target
+        and, with a draft, its draft engine, against the spec's (``spec_engine_options``). Left to the base: the
+        engine's code, not the port's; absent: one departure on every case (each needs an estimate)."""
+        state = self.states["engine_options"][0]
+        if state == "base" or not self.played("engine_options", case):
+            return
+        run = case.run
+        engines = (("target", False),) + ((("draft", True),) if run.draft is not None else ())
+        for who, draft in engines:
+            got = self.guarded("engine_options", case, lambda d=draft: call_role(self.impl, "engine_options", run,
+                                                                               draft=d))
+            if got is None:
+                return
+            spec = spec_engine_options(run, oracle.split_size(run), draft=draft)
+            for key, rule in ENGINE_FIGURES:
+                if key in spec and got.get(key) != spec[key]:
+                    self.add("engine_options", f"{who}: {rule}", str(got.get(key)), str(spec[key]), case)
+
     def judge_activation(self, case: JudgedCase, s: int) -> None:
         """Whether the tree's start-up code runs the split (role ``engine``: it decides where a flag gates it)
         against FEATURE 2: active iff the enable flag is true and s > 1. A wrong answer feeds every role the
@@ -272,7 +304,8 @@ class Judge:
                  "active" if s > 1 else "inactive", case, case.tcs, detail=f"s {flags.split_size}: {answer[1]}")
 
     def judge_estimate(self, case: JudgedCase, s: int, expected, full: tuple) -> None:
-        est = self.guarded("estimation", case, lambda: call_role(self.impl, "estimation", case.run, s))
+        est = self.guarded("estimation", case, lambda: call_role(self.impl, "estimation", case.run, s,
+                                                                 engine=fed_engine_options(case.run, s)))
         if est is None:
             return
         cap = est["target"]
@@ -364,7 +397,8 @@ class Judge:
                  detail=f"{run.hardware.topology.name}: tree {[list(g) for g in got]}, spec {spec}")
 
     def judge_speculative(self, case: JudgedCase, s: int) -> None:
-        est = self.guarded("speculative", case, lambda: call_role(self.impl, "speculative", case.run, s))
+        est = self.guarded("speculative", case, lambda: call_role(self.impl, "speculative", case.run, s,
+                                                                  engine=fed_engine_options(case.run, s)))
         if est is None:
             return
         target, _ = oracle.expected_capacities(case.run)
@@ -392,6 +426,44 @@ class Judge:
             self.add("allocation", "each rank allocates its owned full layers' tensors and its linear state "
                      "(FEATURE 7)", "creates no tensor", "its owned full layers' tensors", case,
                      detail=f"rank 0 owns {len(oracle.expected_rank_owned_layers(run, 0))} full layers")
+
+
+def spec_engine_options(run, s: int, *, draft: bool = False) -> dict:
+    """The option values FEATURE 3-6 give the engine of ``run``'s target (``draft``: its draft engine), from the
+    oracle: the attention TP size, the KV heads per TP rank (not for MLA, whose one latent head no slot divides),
+    the linear heads per TP rank (models with linear-attention layers), and for a draft its split size 1, its layer
+    count and, with its body at TP 1, every head on one rank. ``s``: the effective split size (unjudged for the
+    target: it is the launch's flag)."""
+    model = run.draft if draft else run.model
+    tp = 1 if draft and model.body_tp1 else oracle.attn_tp_size(run)
+    out = {"world_size": tp}
+    if model.attention != "mla":
+        out["n_local_kv_heads"] = oracle.n_local_kv_heads(model, tp)
+    if oracle.expected_linear_layers(model):
+        out["n_local_linear_k_heads"], out["n_local_linear_v_heads"] = oracle.linear_local_heads(model, tp)
+    if draft:
+        out.update(layerwise_split_size=1, n_layers=oracle.draft_num_layers(model))
+    return out
+
+
+def fed_engine_options(run, s: int) -> dict:
+    """What ``roles.estimation`` and ``roles.speculative`` hand the estimation instead of the tree's engine's answers
+    (``{"target": ..., "draft": ...}``): the spec's value of every option the engine computes
+    (``spec_engine_options``; MLA's heads and a model without linear layers' linear heads as the spec's slots read
+    them: max(1, heads / attention TP)), and the draft's layer count."""
+    out = {}
+    for who, model in (("target", run.model), ("draft", run.draft)):
+        if model is None:
+            continue
+        draft = who == "draft"
+        tp = 1 if draft and model.body_tp1 else oracle.attn_tp_size(run)
+        k_heads, v_heads = oracle.linear_local_heads(model, tp)
+        out[who] = {"world_size": tp, "n_local_kv_heads": oracle.n_local_kv_heads(model, tp),
+                    "n_local_linear_k_heads": k_heads, "n_local_linear_v_heads": v_heads,
+                    "layerwise_split_size": 1 if draft else s}
+        if draft:
+            out[who]["n_layers"] = oracle.draft_num_layers(model)
+    return out
 
 
 def _layers(layers: Sequence[int]) -> str:

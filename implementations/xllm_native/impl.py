@@ -9,6 +9,11 @@
   port: its own function where its manifest names one, else its base's compiled cut (the default with a base
   manifest); a port with neither fails the cases whose target or draft has linear layers and an indexer naming
   the role (``needs_worker_checks``), never a model of the CHECK;
+* engine options (role ``engine_options``): the ``KVCacheEstimateOptions`` every estimate is handed, as
+  ``LLMEngine`` computes them (its attention TP size, its local KV and linear heads per TP rank, the draft's TP-1
+  body and split size 1: statements cut out of ``llm_engine.cpp``) and the draft's layer count
+  (``WorkerImpl::get_num_layers``); a port: its own function where its manifest names one, else its base's compiled
+  cut (the default with a base manifest); a port with neither fails every case needing an estimate naming the role;
 * estimate: ``estimate_kv_cache_capacity`` for the target (split block count included), and for
   a speculative draft the draft's capacity and ``SpeculativeEngine::calculate_kv_cache``;
 * ownership: each split rank's mask from ``LayerwiseSplitLayout`` / ``build_layer_cache_owned``;
@@ -22,8 +27,7 @@
   the tensors it made.
 
 What the tree's files do not hold comes from the Python model of upstream
-(``implementations.xllm_upstream``): the engine's option values (local heads per TP rank, the
-draft's layer count), for upstream's tree the worker-side CHECKs of the split with sleep mode and xtensor (the
+(``implementations.xllm_upstream``): for upstream's tree the worker-side CHECKs of the split with sleep mode and xtensor (the
 quantized caches are the hardware profile's rule; a port is credited with neither), placement (the harness's
 input, not a role), the plan's workers' split rank ``rank % s``, and ``engine_message`` (the master's plan handed
 on: no tree holds code that checks what its workers receive, so ``init_worker`` checks nothing of it, no Python check
@@ -53,7 +57,7 @@ from contract.interface import ROLES, LayerCache, WorkerKVCache
 from contract.plan_types import TREE_CARDS_NOTE, TREE_GROUPS_NOTE, TREE_MESSAGE_NOTE, DraftPlan, KVPlan
 from contract.specs import LayerwiseFlags, ModelSpec, RunSpec
 from contract.upstream_tensors import TENSOR_NAMES, TENSOR_NAMES_MLA
-from implementations.reference import estimation, kv_bytes, layers, layout, validation
+from implementations.reference import estimation, layers, layout, validation
 from implementations.xllm_native import manifest as manifest_mod
 from implementations.xllm_native.build import library as build
 from implementations.xllm_native.manifest import AbsentRoleError
@@ -65,6 +69,16 @@ from implementations.xllm_upstream.impl import XllmUpstreamImplementation
 
 TORCH_SCALAR_TYPES = {"int8": 1, "float16": 5, "float32": 6, "bfloat16": 15, "fp8_e5m2": 23, "fp8_e4m3": 24}
 """c10::ScalarType codes of the model dtypes ``specs.DTYPE_BYTES`` names (the estimate options' ``dtype``)."""
+
+
+ENGINE_COMPUTED = ("world_size", "n_local_kv_heads", "n_local_linear_k_heads", "n_local_linear_v_heads",
+                   "layerwise_split_size")
+"""The ``KVCacheEstimateOptions`` values the engine computes (role ``engine_options``: its attention TP size, its local
+heads per TP rank, the draft's TP-1 body and split size 1) rather than copies from the launch's flags."""
+PASSED_OPTIONS = ("dtype_code", "kv_cache_dtype", "indexer_cache_dtype", "cache_size_in_bytes", "block_size",
+                  "max_seqs_per_batch", "num_speculative_tokens", "max_tokens_per_batch", "max_linear_state_cache_slots",
+                  "is_draft_engine", "enable_prefix_cache")
+"""The ``KVCacheEstimateOptions`` values the engine copies from the launch's flags (``engine_inputs``)."""
 
 
 def field_value(run: RunSpec, name: str, fallback: object) -> object:
@@ -243,7 +257,8 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
     # ---- inputs the engine hands the planning code -------------------------------------------
 
     def model_args(self, model: ModelSpec, *, draft: bool = False) -> dict:
-        """``ModelArgs`` as the model loader fills them (a draft engine's layer count: its MTP layers)."""
+        """``ModelArgs`` as the model loader fills them; a draft engine's MTP layer count is the draft worker's layer
+        count as the tree decides it (``draft_layers``)."""
         full = [("full_attention" if t in ("full_attention", "attention") else t) for t in model.layer_types or ()]
         return {
             "model_type": model.model_type, "dtype": model.dtype, "n_layers": model.num_hidden_layers,
@@ -251,7 +266,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
             "n_heads": model.num_attention_heads, "n_kv_heads": model.num_key_value_heads,
             "kv_lora_rank": model.kv_lora_rank, "qk_rope_head_dim": model.qk_rope_head_dim,
             "index_n_heads": model.index_n_heads, "index_head_dim": model.index_head_dim,
-            "num_nextn_predict_layers": validation.draft_num_layers(model) if draft else model.num_nextn_predict_layers,
+            "num_nextn_predict_layers": self.draft_layers(model) if draft else model.num_nextn_predict_layers,
             "full_attention_interval": model.full_attention_interval or 0,  # the loader's value, layer_types or not
             "layer_types": full, "linear_conv_kernel_dim": model.linear_conv_kernel_dim,
             "linear_key_head_dim": model.linear_key_head_dim, "linear_value_head_dim": model.linear_value_head_dim,
@@ -260,23 +275,78 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
             "mamba_ssm_dtype": model.mamba_ssm_dtype or "",
         }
 
-    def estimate_options(self, run: RunSpec, model: ModelSpec, tp: int, *, split_size: int,
-                         draft: bool = False) -> dict:
-        """``KVCacheEstimateOptions`` as ``LLMEngine::estimate_kv_cache_capacity`` fills them."""
-        cache = run.cache
-        if draft and model.body_tp1:
-            tp = 1
-        return {
-            "dtype_code": TORCH_SCALAR_TYPES[model.dtype], "kv_cache_dtype": cache.kv_cache_dtype,
-            "indexer_cache_dtype": cache.indexer_cache_dtype, "cache_size_in_bytes": run.kv_budget_bytes,
-            "block_size": cache.block_size, "world_size": tp,
-            "n_local_kv_heads": kv_bytes.local_heads(model.num_key_value_heads, tp) if model.attention == "gqa" else 0,
-            "n_local_linear_k_heads": kv_bytes.local_heads(model.linear_num_key_heads, tp),
-            "n_local_linear_v_heads": kv_bytes.local_heads(model.linear_num_value_heads, tp),
-            "max_seqs_per_batch": cache.max_seqs_per_batch, "num_speculative_tokens": cache.num_speculative_tokens,
-            "max_linear_state_cache_slots": cache.max_linear_state_cache_slots, "is_draft_engine": draft,
-            "enable_prefix_cache": cache.enable_prefix_cache, "layerwise_split_size": 1 if draft else split_size,
-        }
+    def estimate_options(self, run: RunSpec, model: ModelSpec, *, split_size: int, draft: bool = False) -> dict:
+        """``KVCacheEstimateOptions`` as the engine's own code fills them (role ``engine_options``: upstream's
+        ``LLMEngine`` statements, the base's where a port leaves them to it), for the target or the draft engine of
+        ``run`` with the split size ``split_size`` on the command line. Fed the spec's values (``fed_engine``: what
+        ``roles.estimation`` judges the estimation with), those replace the engine's computed ones and the rest are
+        the launch's own inputs (``engine_inputs``)."""
+        fed = self._fed_engine
+        if fed is not None:
+            inputs = self.engine_inputs(run, model, split_size=split_size, draft=draft)
+            given = fed["draft" if draft else "target"]
+            return {**{k: inputs[k] for k in PASSED_OPTIONS}, **{k: v for k, v in given.items() if k != "n_layers"}}
+        answer = self.engine_options(run, model, split_size=split_size, draft=draft)
+        return {k: v for k, v in answer.items() if k not in ("dp_local_tp_size", "n_layers")}
+
+    _fed_engine: Optional[dict] = None
+    """``{"target": {...}, "draft": {...}}``: option values handed to the estimation instead of the engine's
+    (``ENGINE_COMPUTED`` keys, and the draft's layer count ``n_layers``; ``roles.estimation``, ``roles.speculative``),
+    None: the engine's own (role ``engine_options``)."""
+
+    def engine_inputs(self, run: RunSpec, model: ModelSpec, *, split_size: int, draft: bool = False) -> dict:
+        """What a launch hands the engine for ``model`` (its flags, its workers, the cache size its workers' memory
+        leaves): the request of op ``engine_options``, before the engine computes anything."""
+        cache, p = run.cache, run.parallel
+        return {**self.model_args(model), "dp_size": p.dp_size, "cp_size": p.cp_size,
+                "kv_split_size": p.kv_split_size, "n_workers": p.world_size,
+                "dtype_code": TORCH_SCALAR_TYPES[model.dtype], "kv_cache_dtype": cache.kv_cache_dtype,
+                "indexer_cache_dtype": cache.indexer_cache_dtype, "cache_size_in_bytes": run.kv_budget_bytes,
+                "block_size": cache.block_size, "max_seqs_per_batch": cache.max_seqs_per_batch,
+                "num_speculative_tokens": cache.num_speculative_tokens, "max_tokens_per_batch": 0,
+                "max_linear_state_cache_slots": cache.max_linear_state_cache_slots, "is_draft_engine": draft,
+                "enable_mtp_draft_body_tp1": bool(draft and model.body_tp1),
+                "enable_prefix_cache": cache.enable_prefix_cache, "layerwise_split_size": split_size}
+
+    def engine_options(self, run: Optional[RunSpec], model: ModelSpec, *, split_size: int = 1,
+                       draft: bool = False) -> dict:
+        """The option values the tree's engine computes for ``model`` (role ``engine_options``, op ``engine_options``):
+        every ``KVCacheEstimateOptions`` key, ``dp_local_tp_size`` and the worker's layer count ``n_layers``. The
+        base's where the port leaves the role to it; ``AbsentRoleError`` where neither plays it (never a model of
+        the engine); an upstream-cut tree without the engine's statements fails naming
+        ``implementation.files.engine_options``. ``run`` None: only the model's (the draft's layer count)."""
+        role = self.manifest.role("engine_options")
+        if role.state == "base":
+            return self.base_for("engine_options").engine_options(run, model, split_size=split_size, draft=draft)
+        if not role.present:
+            raise self.manifest.absent_error("engine_options")
+        if run is None:
+            values = {**self.model_args(model), "dtype_code": TORCH_SCALAR_TYPES[model.dtype], "is_draft_engine": draft,
+                      "enable_mtp_draft_body_tp1": bool(draft and model.body_tp1), "layerwise_split_size": split_size}
+            reply = self.native.call("engine_options", values, timeout_s=self.timeout_s)
+        else:
+            reply = self.call(run, "engine_options", self.engine_inputs(run, model, split_size=split_size, draft=draft))
+        if "absent" in reply:
+            raise PlanError("implementation.files.engine_options", UPSTREAM_FILES["engine_options"],
+                            "a file holding LLMEngine's option statements (tree.files.ENGINE_OPTIONS_CUTS)",
+                            f"the tree computes no engine options: {reply['absent']}")
+        bad = [k for k in ENGINE_COMPUTED + ("n_layers",) if isinstance(reply.get(k), bool) or
+               not isinstance(reply.get(k), int)]
+        if bad:
+            raise self._malformed("engine_options", f"{bad[0]} {reply.get(bad[0])!r}, not a whole number")
+        return reply
+
+    def draft_layers(self, model: ModelSpec) -> int:
+        """The draft engine's layer count as the tree's draft worker decides it (upstream's
+        ``WorkerImpl::get_num_layers``: its MTP layers when it has any, else every layer), through role
+        ``engine_options``; what the draft's ``ModelArgs`` hand the estimation as its MTP layers."""
+        fed = self._fed_engine
+        if fed is not None and "n_layers" in fed.get("draft", {}):
+            return fed["draft"]["n_layers"]
+        memo = self.__dict__.setdefault("_draft_layers", {})
+        if model not in memo:
+            memo[model] = self.engine_options(None, model, draft=True)["n_layers"]
+        return memo[model]
 
     def call(self, run: RunSpec, op: str, values: dict) -> dict:
         """One call into the compiled code; a CHECK's refusal carries the run's value of the field it names."""
@@ -433,8 +503,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
             return self.base.native_estimate(run, split_size)
         if run.draft is not None and self.plays("speculative") == "base":
             return self.base_speculative(run, split_size)
-        tp = self.port_tp(run) if self.port else self.attn_tp_size(run.parallel)
-        target = {**self.model_args(run.model), **self.estimate_options(run, run.model, tp, split_size=split_size)}
+        target = {**self.model_args(run.model), **self.estimate_options(run, run.model, split_size=split_size)}
         if run.draft is None:
             reply = self.call(run, "estimate", {**target, **self._parallel(run)})
             est = {"target": reply.get("capacity"), "draft": None, "target_shape_capacity": reply.get("shape_capacity"),
@@ -442,7 +511,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
                    "full_attention": reply.get("full_attention"), "indexer_layers": reply.get("indexer_layers")}
             return self._checked_estimate("estimate", run, est)
         draft = {**self.model_args(run.draft, draft=True),
-                 **self.estimate_options(run, run.draft, tp, split_size=1, draft=True)}
+                 **self.estimate_options(run, run.draft, split_size=split_size, draft=True)}
         values = {**{f"t.{k}": v for k, v in target.items()}, **{f"d.{k}": v for k, v in draft.items()},
                   "draft_body_tp1": run.draft.body_tp1, **self._parallel(run)}
         return self._checked_estimate("speculative", run, self.call(run, "speculative", values))
@@ -454,9 +523,8 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         est = self.base if self.plays("estimation") == "base" else self
         target_run = replace(run, draft=None)
         target = est.native_estimate(target_run, split_size)
-        tp = self.port_tp(run) if self.port else self.attn_tp_size(run.parallel)
         draft_values = {**self.model_args(run.draft, draft=True),
-                        **self.estimate_options(run, run.draft, tp, split_size=1, draft=True)}
+                        **self.estimate_options(run, run.draft, split_size=split_size, draft=True)}
         memo = getattr(self, "_draft_estimate", None)  # the same question at s and at s 1 of one configuration
         if memo is None or memo[0] is not run or memo[1] is not est:
             memo = self._draft_estimate = (run, est, est.call(run, "estimate", {**draft_values, **self._parallel(run)}))
@@ -466,7 +534,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         if not isinstance(draft_cap, dict) or not isinstance(target_cap, dict):
             raise self._malformed("estimate", "no capacity for the base's speculative engine")
         target_values = {**self.model_args(run.model),
-                         **self.estimate_options(run, run.model, tp, split_size=split_size)}
+                         **self.estimate_options(run, run.model, split_size=split_size)}
         combined = self.base.call(run, "speculative_caps", {
             **{f"t.{k}": v for k, v in target_values.items()}, **{f"t.cap.{k}": v for k, v in target_cap.items()},
             **{f"d.cap.{k}": v for k, v in draft_cap.items()}, "draft_body_tp1": run.draft.body_tp1,

@@ -113,8 +113,9 @@ def test_the_shipped_port_manifests_leave_the_speculative_engine_and_the_unsplit
         m = manifest.load(manifest.SHIPPED_DIR / f"{name}.yaml")
         assert m.base_manifest is not None and m.base_manifest.name == "upstream_494f293b5"
         assert m.from_base("speculative") and not m.present("speculative") and m.unsplit_allocation == "base"
-        # the port plays the rest; the worker's start-up checks are upstream's compiled cut (the default with a base)
-        assert [r for r in manifest.ROLES if m.from_base(r)] == ["speculative", "worker_checks"]
+        # the port plays the rest; the worker's start-up checks are upstream's compiled cut (the default with a base),
+        # and so are the engine's option values (the port has no engine computing them)
+        assert [r for r in manifest.ROLES if m.from_base(r)] == ["speculative", "worker_checks", "engine_options"]
 
 
 def test_the_base_tree_is_the_manifests_then_the_option_then_the_environment(tmp_path, monkeypatch):

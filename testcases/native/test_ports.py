@@ -487,13 +487,14 @@ def test_the_newest_snapshot_duplicate_flag_is_found(tmp_path):
 
 
 @pytest.mark.real_tree
-@real_tree(PORTS["p6_v3_latest"])
+@real_tree(PORTS["p6_v3_latest"], UPSTREAM)
 def test_the_newest_snapshot_allocates_nothing_and_tc01_says_so(cache):
     """Nothing in the snapshot's start-up path allocates (its manifest's ``allocation: {none: ...}``): TC-01's
     workers refuse naming that; its workers' masks and master layout are found role by role
-    (``test_departures``)."""
+    (``test_departures``). The engine around it (upstream 494f293b5, its base) computes the estimation's options."""
+    library.build(resolve_mod.resolve(str(UPSTREAM), None, None)[0], root=cache)
     proc = tc(PORTS["p6_v3_latest"], "test_tc01_allocation.py", "test_tc01[qwen3_5_moe-s2-w4-xllm_native]",
-              cache=cache)
+              cache=cache, extra=(f"implementation.base_source_dir={UPSTREAM}",))
     assert proc.returncode == 1, proc.stdout[-3000:]
     assert "the engine's start-up path calls no KV-cache allocation: manifest role `allocation` is none" in \
         proc.stdout, proc.stdout[-3000:]

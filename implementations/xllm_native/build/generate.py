@@ -11,8 +11,10 @@ from typing import Optional
 from contract.errors import UserError
 from implementations.xllm_native.build import commands
 from implementations.xllm_native.tree import conditionals
-from implementations.xllm_native.tree.cut import defines, extract, statements_before
+from implementations.xllm_native.tree.cut import defines, extract, statements_before, statements_between
 from implementations.xllm_native.tree.files import (
+    ENGINE_LAYERS_FUNCTION,
+    ENGINE_OPTIONS_CUTS,
     ENTRY_POINTS,
     GROUPS_CUT,
     UTILS_OPTIONAL,
@@ -119,6 +121,7 @@ def generate(tree: TreeMap, gen: Path) -> Optional[Path]:
         + "".join(f'#include "{p}"\n' for p in (estimation, *tree.paths("support")))
         + '#include "lwsplit_master.inc"\n#include "lwsplit_speculative.inc"\n#include "lwsplit_worker.inc"\n'
         + groups_include(tree, gen)
+        + engine_options_include(tree, gen)
         + f'#include "{commands.CPP_DIR / "binding.cpp"}"\n')
     return unity
 
@@ -144,3 +147,53 @@ def groups_include(tree: TreeMap, gen: Path) -> str:
         f'#include "{commands.CPP_DIR / "mapping_shim.h"}"\n#include <glog/logging.h>\nnamespace xllm {{\n'
         + _cut(tree, "groups", GROUPS_CUT) + "}  // namespace xllm\n#define LWSPLIT_GROUPS 1\n")
     return '#include "lwsplit_groups.inc"\n'
+
+
+def engine_options_cut(tree: TreeMap) -> tuple[str, str]:
+    """(the body of the generated ``lwsplit_engine_options`` and ``WorkerImpl::get_num_layers``, each cut with a
+    ``#line`` naming its file and line; "") or ("", why the tree has none): ``ENGINE_OPTIONS_CUTS`` out of file
+    ``engine_options`` (upstream: ``llm_engine.cpp``), the draft's layer count out of file ``worker_checks``."""
+    path = tree.path("engine_options")
+    if not path.is_file():
+        return "", f"the tree has no {tree.files['engine_options']}"
+    if not tree.path("engine_platform").is_file():
+        return "", f"the tree has no {tree.files['engine_platform']} (the platform queries of the engine's statements)"
+    text, macros = _read(path), cut_defines(tree)
+    parts = []
+    for function, start, end in ENGINE_OPTIONS_CUTS:
+        line, cut, why = statements_between(text, function, start, end, macros)
+        if why:
+            return "", f"{tree.files['engine_options']}: {why}"
+        parts.append(f'#line {line} "{path}"\n{cut}')
+    layers_path = tree.path("worker_checks")
+    found = extract(_read(layers_path), ENGINE_LAYERS_FUNCTION, macros) if layers_path.is_file() else None
+    if found is None:
+        return "", f"{tree.files['worker_checks']} defines no {ENGINE_LAYERS_FUNCTION} (the draft's layer count)"
+    body = ("inline LwsplitEngineOptions lwsplit_engine_options(const ModelArgs& lwsplit_args,\n"
+            "                                                   const lwsplit_engine::Inputs& lwsplit_in) {\n"
+            "  LWSPLIT_ENGINE_STATE(lwsplit_args, lwsplit_in);\n"
+            f"  {{\n{parts[0]}  }}\n  {{\n{parts[1]}  }}\n"
+            "  int64_t cache_size_in_bytes = lwsplit_in.cache_size_in_bytes;\n"
+            f"{parts[2]}"
+            "  return LwsplitEngineOptions{estimate_options, static_cast<int64_t>(dp_local_tp_size_)};\n}\n"
+            f'#line {found[0]} "{layers_path}"\n{found[1]}\n')
+    return body, ""
+
+
+def engine_options_include(tree: TreeMap, gen: Path) -> str:
+    """The unity's lines for the ``engine_options`` role: the engine's option statements and the draft's layer count
+    (``engine_options_cut``) behind the project's ``engine_options_shim.h``, the names they read from other classes
+    renamed to the shim's while they compile (the glue answers op ``engine_options``; ``LWSPLIT_ENGINE_OPTIONS_ABSENT``
+    with why where the tree has none)."""
+    cut, absent = engine_options_cut(tree)
+    if absent:
+        (gen / "lwsplit_engine_options.inc").write_text(
+            f"#define LWSPLIT_ENGINE_OPTIONS_ABSENT {json.dumps(absent)}\n")
+    else:
+        (gen / "lwsplit_engine_options.inc").write_text(
+            f'#include "{tree.path("engine_platform")}"\n#include "{commands.CPP_DIR / "engine_options_shim.h"}"\n'
+            'namespace xllm {\n'
+            "#define KVCacheConfig LwsplitEngineKVCacheConfig\n#define WorkerImpl LwsplitEngineWorker\n"
+            "#define parse_dtype lwsplit_engine_parse_dtype\n" + cut
+            + "#undef KVCacheConfig\n#undef WorkerImpl\n#undef parse_dtype\n}  // namespace xllm\n")
+    return '#include "lwsplit_engine_options.inc"\n'

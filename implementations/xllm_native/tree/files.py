@@ -25,6 +25,8 @@ UPSTREAM_FILES = {
     "include_dirs": "xllm,xllm/core",
     "worker_checks": "xllm/core/runtime/worker_impl.cpp",
     "groups": "xllm/core/framework/parallel_state/mapping_npu.cpp",
+    "engine_options": "xllm/core/distributed_runtime/llm_engine.cpp",
+    "engine_platform": "xllm/core/platform/platform.h",
 }
 """Upstream xLLM's file of each role (494f293b5); ``files`` overrides any of them for a port."""
 ENTRY_POINTS = {
@@ -45,6 +47,21 @@ UTILS_OPTIONAL = ("align_up", "mla_model_type_set", "is_mla_model_type", "has_mt
                   "is_deepseek_v4_dspark_model_type", "is_deepseek_v4_model_type",
                   "is_tp_invariant_kv_cache_model_type", "is_target_model_type")
 """Helpers cut out of the utils file when it has them (a port may lack the DeepSeek-V4 ones)."""
+ENGINE_OPTIONS_CUTS = (
+    ("LLMEngine::LLMEngine", r"\bdp_size_\s*=\s*options_\.dp_size\s*\(", r"\blink_threadpool_\b"),
+    ("LLMEngine::init_model", r"\bworld_size\s*=\s*dp_local_tp_size_\s*;", r"\bLOG\s*\(\s*INFO\s*\)"),
+    ("LLMEngine::estimate_kv_cache_capacity", r"\bKVCacheEstimateOptions\s+estimate_options\s*;",
+     r"\bKVCacheCapacity\s+kv_cache_cap\s*="),
+)
+"""What the ``engine_options`` role cuts out of its file (upstream: ``llm_engine.cpp``), (function, first statement,
+the statement it stops before): the engine's attention TP size (``dp_local_tp_size_``, in its constructor), its local
+KV and linear heads per TP rank (``init_model``) and the ``KVCacheEstimateOptions`` it hands the estimation
+(``estimate_kv_cache_capacity``: the draft's TP-1 body, the draft's split size 1). ``cpp/engine_options_shim.h``
+holds the members they read; the platform queries they make (``Platform::uses_model_cp_sharding``, ``is_mlu``) are
+the tree's own header (file ``engine_platform``)."""
+ENGINE_LAYERS_FUNCTION = "WorkerImpl::get_num_layers"
+"""The draft's layer count as upstream's worker decides it (file ``worker_checks``: ``worker_impl.cpp``): cut whole
+into the ``engine_options`` role beside ``ENGINE_OPTIONS_CUTS``."""
 GROUPS_CUT = ("MappingNPU::validate", "MappingNPU::get_tp_group", "MappingNPU::get_layerwise_split_group",
               "MappingNPU::get_current_group_id")
 """What the ``groups`` role cuts out of its file (upstream: ``mapping_npu.cpp``) when the manifest plays it: the
