@@ -59,7 +59,7 @@ from implementations.xllm_native.manifest import AbsentRoleError
 from implementations.xllm_native.runtime import native as native_mod
 from implementations.xllm_native.runtime import tensor_lib
 from implementations.xllm_native.tree.facts import TreeFacts
-from implementations.xllm_native.tree.files import UPSTREAM_FILES, WORKER_CHECKS_FUNCTION
+from implementations.xllm_native.tree.files import ALLOCATION_CHECKS_FUNCTION, UPSTREAM_FILES, WORKER_CHECKS_FUNCTION
 from implementations.xllm_upstream.impl import XllmUpstreamImplementation
 
 TORCH_SCALAR_TYPES = {"int8": 1, "float16": 5, "float32": 6, "bfloat16": 15, "fp8_e5m2": 23, "fp8_e4m3": 24}
@@ -120,6 +120,13 @@ def tree_allocation(message: KVPlan, *, rank: int, role: str, mask: tuple, devic
     return WorkerKVCache(rank=rank, role=role, plan_digest=message.digest, split_size=split_size,
                          split_rank=split_rank, split_group=split_group, n_blocks=message.n_blocks,
                          kv_layout=message.kv_layout, device=device, layers=layers, scratch={})
+
+
+def needs_allocation_checks(run: RunSpec, split_active: bool) -> bool:
+    """Whether a case needs the worker's allocation's refusals of the split: sleep mode or xtensor on with the split
+    active (the worker hands its allocation a mask). A tree that plays none fails exactly these cases naming the
+    role; with the split off the branches are sleep mode's and xtensor's own, not the split's, and are not asked."""
+    return split_active and bool(run.cache.enable_sleep_mode or run.cache.enable_xtensor)
 
 
 def needs_worker_checks(run: RunSpec) -> bool:
@@ -291,8 +298,8 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
 
     def validate(self, run: RunSpec, *, workers: bool = True) -> None:
         """Schema (what the harness's inputs must hold), then the tree's master validation, then (``workers``) the
-        worker's compiled start-up checks (``worker_checks``) and, for upstream's manifest, the worker-side CHECKs
-        of the split with sleep mode and xtensor (Python model: see the module's docstring)."""
+        worker's compiled start-up checks (``worker_checks``) and its allocation's compiled refusals of the split with
+        sleep mode and xtensor (``allocation_checks``)."""
         if self.port:
             return self.validate_port(run, workers=workers)
         self.require("validation")
@@ -317,12 +324,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         self.worker_checks(run)
         if run.draft is not None:
             validation.check_draft(run.draft)
-        if self.is_active(run.layerwise):
-            active = f"with layerwise split active (layerwise.split_size {run.layerwise.split_size})"
-            if run.cache.enable_sleep_mode:
-                raise ConfigError("cache.enable_sleep_mode", True, "false", f"sleep mode is not supported {active}")
-            if run.cache.enable_xtensor:
-                raise ConfigError("cache.enable_xtensor", True, "false", f"xtensor is not supported {active}")
+        self.allocation_checks(run)
 
     def worker_checks(self, run: RunSpec) -> None:
         """The CHECKs the engine's worker runs as it starts its KV cache (role ``worker_checks``): upstream's
@@ -358,6 +360,47 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
                                 f"a file defining {WORKER_CHECKS_FUNCTION} (the worker's start-up checks)",
                                 f"the tree implements no worker-side checks: {reply['absent']}")
 
+    def allocation_checks(self, run: RunSpec, owned: Optional[list] = None) -> None:
+        """The CHECKs the worker's allocation runs on the create options it built (role ``allocation_checks``):
+        upstream's ``allocate_kv_caches`` branches for sleep mode and xtensor, cut and compiled (op
+        ``allocation_checks``), fed the target worker's mask (``owned``, else the worker's own at rank 0: upstream's
+        ``worker_checks`` answer, a port's worker role) and the run's sleep mode and xtensor; a CHECK that fires is
+        the refusal naming its field. Asked where a case needs it (``needs_allocation_checks``: either setting on, the
+        split active, so the worker hands a mask on); the draft's worker is never split. A port: its own function,
+        the base's cut (the default with a base manifest, fed the port's worker's mask), nothing where the engine
+        calls none (``{none: ...}``), ``AbsentRoleError`` where absent; an upstream-cut tree without the statements
+        fails naming ``implementation.files.allocation_checks``. Never a model of the CHECK."""
+        if owned is None and not needs_allocation_checks(run, self.is_active(run.layerwise)):
+            return
+        role = self.manifest.role("allocation_checks")
+        if role.state == "base":
+            return self.base_for("allocation_checks").allocation_checks(run, owned=self.worker_owned(run))
+        if role.state == "absent":
+            raise self.manifest.absent_error("allocation_checks")
+        if role.state != "played":
+            return  # none: the engine's allocation refuses nothing of the split
+        mask, flags = (owned, {}) if owned is not None else self.worker_owned(run, flags=True)
+        reply = self.call(run, "allocation_checks", {
+            "owned": [int(bool(m)) for m in mask], "enable_sleep_mode": run.cache.enable_sleep_mode,
+            "enable_xtensor": run.cache.enable_xtensor, "model_id": run.model.name, **flags})
+        if "absent" in reply:
+            raise PlanError("implementation.files.allocation_checks", UPSTREAM_FILES["allocation_checks"],
+                            f"a file defining {ALLOCATION_CHECKS_FUNCTION} with its sleep-mode and xtensor branches",
+                            f"the tree implements no allocation refusals of the split: {reply['absent']}")
+
+    def worker_owned(self, run: RunSpec, *, flags: bool = False):
+        """The target worker's mask at rank 0 as its create options carry it (a port: its worker role; upstream's tree:
+        its compiled ``worker_checks``); with ``flags``, (the mask, the worker's ``linear_attention`` and
+        ``lighting_indexer`` where the tree says them)."""
+        s = run.layerwise.split_size if self.is_active(run.layerwise) else 1
+        if self.port:
+            mask = list(self.tree_worker_mask(run.model, 0, s, run)) if s > 1 else []
+            return (mask, {}) if flags else mask
+        reply = self.call(run, "worker_checks", {**self.model_args(run.model), "layerwise_split_size": s, "rank": 0})
+        mask = [bool(v) for v in reply.get("owned") or []]
+        told = {k: bool(reply[k]) for k in ("linear_attention", "lighting_indexer") if k in reply}
+        return (mask, told) if flags else mask
+
     def validate_port(self, run: RunSpec, *, workers: bool = True) -> None:
         """A port tree: the schema of the harness's inputs, then the tree's validation role, then (``workers``) its
         worker's start-up checks (role ``worker_checks``: the port's own, or the base's compiled cut)."""
@@ -381,6 +424,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
                     "model_type": engine_model_type(run.model.model_type)})
         if workers:
             self.worker_checks(run)  # then the worker's start-up checks (the port's, the base's, or absent)
+            self.allocation_checks(run)  # and its allocation's refusals of the split (sleep mode, xtensor)
 
     # ---- whether the split is active: the tree's own start-up code decides ------------------------
 

@@ -108,3 +108,27 @@ def statements_before(text: str, name: str, end: str, macros: tuple[str, ...] = 
     if masked[body:cut].count("{") != masked[body:cut].count("}"):
         return 0, "", f"{name}'s statements before {end} are not whole blocks"
     return line + snippet.count("\n", 0, body), snippet[body:cut], ""
+
+
+def statements_between(text: str, name: str, start: str, end: str,
+                       macros: tuple[str, ...] = ()) -> tuple[int, str, str]:
+    """The statements of function ``name``'s body from the line of the first whose text matches ``start`` up to the
+    line of the first after it matching ``end`` (``statements_before``'s rule, begun later): (the line number of
+    the first, their text, ""), or (0, "", why there are none)."""
+    found = extract(text, name, macros)
+    if found is None:
+        return 0, "", f"defines no {name}"
+    line, snippet = found
+    masked = _masked(snippet)
+    body = _AFTER_PARAMS.search(masked, _match(masked, masked.index("("), "(", ")") + 1).end()
+    first = re.compile(start).search(masked, body)
+    if first is None:
+        return 0, "", f"{name} has no statement matching {start}"
+    begin = max(masked.rfind("\n", body, first.start()) + 1, body)
+    stop = re.compile(end).search(masked, first.end())
+    if stop is None:
+        return 0, "", f"{name} has no statement matching {end} after {start}"
+    cut = max(masked.rfind("\n", begin, stop.start()) + 1, begin)
+    if masked[begin:cut].count("{") != masked[begin:cut].count("}"):
+        return 0, "", f"{name}'s statements from {start} to {end} are not whole blocks"
+    return line + snippet.count("\n", 0, begin), snippet[begin:cut], ""

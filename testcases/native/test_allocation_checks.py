@@ -1,0 +1,81 @@
+"""Upstream's refusals of the split with sleep mode and with xtensor are the tree's compiled code, never the Python
+model: the build cuts ``allocate_kv_caches``'s branches for sleep mode and xtensor, up to its ordinary allocation
+(``build.generate.allocation_checks_cut``), and compiles them with a shim of the create options the worker built
+(``cpp/allocation_shim.h``); a CHECK that fires is the refusal naming its field, at the worker's start-up. On the
+upstream-shaped fixture tree (its ``xllm/core/framework/kv_cache/kv_cache.cpp``); planted: a build without the
+fixture's sleep-mode CHECK (``FIXTURE_PLANT_SLEEP_ACCEPTED``) starts the split with sleep mode, a tree without the
+function fails the cases that need it naming ``implementation.files.allocation_checks``. The ports' side (the role
+left to the base, absent without one, the planted port's departure) is in ``test_port_base.py`` and
+``test_departures.py``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from contract.errors import ConfigError, PlanError
+from contract.specs import CacheSpec, ModelSpec
+from implementations.xllm_native.build import cache as build_cache
+from testcases.unit import _models as M
+
+pytestmark = pytest.mark.slow  # builds C++: scheduled first
+
+FIXTURE = Path(__file__).resolve().parent / "fixture_tree"
+# the fixture tree's split model (an MLA model of 6 full layers)
+MODEL = ModelSpec(name="fixture", model_type="fixture_split", num_hidden_layers=6, attention="mla",
+                  kv_lora_rank=24, qk_rope_head_dim=8)
+SLEEP = CacheSpec(enable_sleep_mode=True)
+XTENSOR = CacheSpec(enable_xtensor=True)
+
+
+@pytest.fixture(scope="module")
+def implementation(cache):
+    """``implementation(manifest=None, files=None)``: the fixture tree's implementation, built in ``cache``."""
+    os.environ[build_cache.ENV_CACHE] = str(cache)
+    from implementations.xllm_native import XllmNativeImplementation
+
+    try:
+        yield lambda manifest=None, files=None, source=FIXTURE: XllmNativeImplementation(
+            source_dir=str(source), manifest=manifest and str(manifest), files=files)
+    finally:
+        os.environ.pop(build_cache.ENV_CACHE, None)
+
+
+def planted_manifest(tmp_path: Path, define: str) -> Path:
+    planted = tmp_path / "lwsplit-manifest.yaml"
+    planted.write_text((FIXTURE / "lwsplit-manifest.yaml").read_text().replace(
+        "compile: upstream-cut\n", f"compile: upstream-cut\ndefines: [{define}]\n"))
+    return planted
+
+
+def test_the_split_with_sleep_mode_or_xtensor_is_refused_by_the_trees_compiled_allocation(implementation):
+    impl = implementation()
+    for cache, field, line in ((SLEEP, "cache.enable_sleep_mode", 19), (XTENSOR, "cache.enable_xtensor", 26)):
+        with pytest.raises(ConfigError) as err:
+            impl.validate(M.run_spec(MODEL, split=2, world=4, cache=cache))
+        assert err.value.field == field, err.value
+        assert f"CHECK at kv_cache.cpp:{line} `CHECK(layer_cache_owned.empty())`" in str(err.value), err.value
+        impl.validate(M.run_spec(MODEL, split=1, world=4, cache=cache))  # no split: no mask, accepted
+    assert impl.plays("allocation_checks") == "tree"
+
+
+def test_a_tree_whose_allocation_takes_the_split_with_sleep_mode_is_not_credited_with_the_refusal(
+        implementation, tmp_path):
+    impl = implementation(planted_manifest(tmp_path, "FIXTURE_PLANT_SLEEP_ACCEPTED"))
+    impl.validate(M.run_spec(MODEL, split=2, world=4, cache=SLEEP))  # the Python model would refuse
+    with pytest.raises(ConfigError) as err:
+        impl.validate(M.run_spec(MODEL, split=2, world=4, cache=XTENSOR))
+    assert err.value.field == "cache.enable_xtensor", err.value
+
+
+def test_a_tree_without_the_allocation_fails_the_cases_that_need_it_naming_the_file(implementation, tmp_path):
+    elsewhere = tmp_path / "kv_cache.cpp"
+    elsewhere.write_text("// no allocate_kv_caches here\n")
+    impl = implementation(FIXTURE / "lwsplit-manifest.yaml", files={"allocation_checks": str(elsewhere)})
+    with pytest.raises(PlanError) as err:
+        impl.validate(M.run_spec(MODEL, split=2, world=4, cache=SLEEP))
+    assert err.value.field == "implementation.files.allocation_checks", err.value
+    assert "defines no allocate_kv_caches" in str(err.value), err.value
+    impl.validate(M.run_spec(MODEL, split=2, world=4))  # a case that does not need it starts
