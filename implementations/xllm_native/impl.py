@@ -9,6 +9,12 @@
   port: its own function where its manifest names one, else its base's compiled cut (the default with a base
   manifest); a port with neither fails the cases whose target or draft has linear layers and an indexer naming
   the role (``needs_worker_checks``), never a model of the CHECK;
+* allocation checks (role ``allocation_checks``): ``allocate_kv_caches`` (kv_cache.cpp) from its sleep-mode branch up
+  to its ordinary allocation, cut and compiled behind a shim of the create options the worker built (its mask, the
+  run's sleep mode and xtensor): each branch's CHECK that no split mask is handed on, at the worker's start-up,
+  asked where the split is active with either setting on (``needs_allocation_checks``). A port: its own function,
+  else its base's cut fed the port's worker's mask (the default with a base manifest); with neither it fails those
+  cases naming the role;
 * estimate: ``estimate_kv_cache_capacity`` for the target (split block count included), and for
   a speculative draft the draft's capacity and ``SpeculativeEngine::calculate_kv_cache``;
 * ownership: each split rank's mask from ``LayerwiseSplitLayout`` / ``build_layer_cache_owned``;
@@ -23,8 +29,7 @@
 
 What the tree's files do not hold comes from the Python model of upstream
 (``implementations.xllm_upstream``): the engine's option values (local heads per TP rank, the
-draft's layer count), for upstream's tree the worker-side CHECKs of the split with sleep mode and xtensor (the
-quantized caches are the hardware profile's rule; a port is credited with neither), placement (the harness's
+draft's layer count), the quantized caches (the hardware profile's rule), placement (the harness's
 input, not a role), the plan's workers' split rank ``rank % s``, and ``engine_message`` (no tree holds code that
 checks what its workers receive); for upstream's tree (and a port whose engine is upstream's), the activation
 threshold s > 1, which upstream writes inline
