@@ -26,6 +26,9 @@ FIXTURE = Path(__file__).resolve().parent / "fixture_tree"
 # the fixture tree's split model (an MLA model of 6 full layers)
 MODEL = ModelSpec(name="fixture", model_type="fixture_split", num_hidden_layers=6, attention="mla",
                   kv_lora_rank=24, qk_rope_head_dim=8)
+PLANTED_DEFINES = "FIXTURE_PLANT_NO_WORKER_CHECK, FIXTURE_PLANT_SLEEP_ACCEPTED"
+"""The fixture tree's planted build shared with ``test_worker_checks.py`` and ``test_port_base.py`` (one build: the
+worker's planted CHECK decides none of these cases)."""
 SLEEP = CacheSpec(enable_sleep_mode=True)
 XTENSOR = CacheSpec(enable_xtensor=True)
 
@@ -63,19 +66,32 @@ def test_the_split_with_sleep_mode_or_xtensor_is_refused_by_the_trees_compiled_a
 
 def test_a_tree_whose_allocation_takes_the_split_with_sleep_mode_is_not_credited_with_the_refusal(
         implementation, tmp_path):
-    impl = implementation(planted_manifest(tmp_path, "FIXTURE_PLANT_SLEEP_ACCEPTED"))
+    impl = implementation(planted_manifest(tmp_path, PLANTED_DEFINES))
     impl.validate(M.run_spec(MODEL, split=2, world=4, cache=SLEEP))  # the Python model would refuse
     with pytest.raises(ConfigError) as err:
         impl.validate(M.run_spec(MODEL, split=2, world=4, cache=XTENSOR))
     assert err.value.field == "cache.enable_xtensor", err.value
 
 
-def test_a_tree_without_the_allocation_fails_the_cases_that_need_it_naming_the_file(implementation, tmp_path):
+def test_a_tree_without_the_allocation_has_no_cut_and_fails_the_cases_that_need_it_naming_the_file(
+        implementation, tmp_path, monkeypatch):
+    """Without ``allocate_kv_caches`` (or its branches) the build has no cut and says why (read here from the cut
+    itself: no second build); the op then answers ``absent`` and the cases that need it fail naming the file key."""
+    from implementations.xllm_native.build.generate import allocation_checks_cut
+    from implementations.xllm_native.tree.files import tree_map
+
     elsewhere = tmp_path / "kv_cache.cpp"
-    elsewhere.write_text("// no allocate_kv_caches here\n")
-    impl = implementation(FIXTURE / "lwsplit-manifest.yaml", files={"allocation_checks": str(elsewhere)})
+    for text, why in (("// no allocate_kv_caches here\n", "defines no allocate_kv_caches"),
+                      ("void allocate_kv_caches(int n) {\n  if (n) return;\n}\n", "has no statement matching")):
+        elsewhere.write_text(text)
+        line, cut, absent = allocation_checks_cut(tree_map(str(FIXTURE), {"allocation_checks": str(elsewhere)}))
+        assert (line, cut) == (0, "") and why in absent, absent
+    impl = implementation()
+    call = impl.native.call
+    monkeypatch.setattr(impl.native, "call", lambda op, values, **kw: {"absent": "the tree has no kv_cache.cpp"}
+                        if op == "allocation_checks" else call(op, values, **kw))
     with pytest.raises(PlanError) as err:
         impl.validate(M.run_spec(MODEL, split=2, world=4, cache=SLEEP))
     assert err.value.field == "implementation.files.allocation_checks", err.value
-    assert "defines no allocate_kv_caches" in str(err.value), err.value
+    assert "the tree has no kv_cache.cpp" in str(err.value), err.value
     impl.validate(M.run_spec(MODEL, split=2, world=4))  # a case that does not need it starts

@@ -23,6 +23,7 @@ from contract.specs import CacheSpec, ModelSpec
 from implementations.xllm_native import manifest
 from implementations.xllm_native.build import cache as build_cache
 from implementations.xllm_native.tree import resolve as resolve_mod
+from testcases.native.test_allocation_checks import PLANTED_DEFINES
 from testcases.native.test_ports import FIXTURE, QWEN, tc, write_manifest
 from testcases.real_trees import PORTS, UPSTREAM, real_tree
 from testcases.unit import _models as M
@@ -192,7 +193,7 @@ def test_worker_checks_left_to_the_base_are_the_bases_compiled_check(tmp_path, c
     if planted_base:
         base = tmp_path / "planted-base.yaml"
         base.write_text((FIXTURE_TREE / "lwsplit-manifest.yaml").read_text().replace(
-            "compile: upstream-cut\n", "compile: upstream-cut\ndefines: [FIXTURE_PLANT_NO_WORKER_CHECK]\n"))
+            "compile: upstream-cut\n", f"compile: upstream-cut\ndefines: [{PLANTED_DEFINES}]\n"))
         text = text.replace(f"base: {FIXTURE_TREE / 'lwsplit-manifest.yaml'}", f"base: {base}")
     path.write_text(text)
     impl = implementation(path, cache)
@@ -237,7 +238,7 @@ def test_allocation_checks_left_to_the_base_are_the_bases_compiled_check(tmp_pat
     if planted_base:
         base = tmp_path / "planted-base.yaml"
         base.write_text((FIXTURE_TREE / "lwsplit-manifest.yaml").read_text().replace(
-            "compile: upstream-cut\n", "compile: upstream-cut\ndefines: [FIXTURE_PLANT_SLEEP_ACCEPTED]\n"))
+            "compile: upstream-cut\n", f"compile: upstream-cut\ndefines: [{PLANTED_DEFINES}]\n"))
         text = text.replace(f"base: {FIXTURE_TREE / 'lwsplit-manifest.yaml'}", f"base: {base}")
     path.write_text(text)
     impl = implementation(path, cache)
