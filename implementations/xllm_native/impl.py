@@ -402,6 +402,8 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
             mask = list(self.tree_worker_mask(run.model, 0, s, run)) if s > 1 else []
             return (mask, {}) if flags else mask
         reply = self.call(run, "worker_checks", {**self.model_args(run.model), "layerwise_split_size": s, "rank": 0})
+        if "absent" in reply:
+            self.worker_checks(run)  # the tree builds no mask: the refusal naming implementation.files.worker_checks
         mask = [bool(v) for v in reply.get("owned") or []]
         told = {k: bool(reply[k]) for k in ("linear_attention", "lighting_indexer") if k in reply}
         return (mask, told) if flags else mask
