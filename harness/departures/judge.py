@@ -209,6 +209,8 @@ class Judge:
         """A refusal the spec does not make is grouped by the tree's refusal (one CHECK, one line, each case with
         the spec's answer beside it); a rule the tree never checks is one line per rule."""
         wrong = "start-up refuses only what FEATURE 3 refuses, naming the broken rule's field"
+        if rejection is not None and rejection.field in ALLOCATION_CHECK_FIELDS and answer is None:
+            return  # the allocation's rule (``allocation_checks``): start-up lets it through to the allocation
         if rejection is None and answer is not None:
             self.add("validation", wrong, refusal_text(answer), "accepts, or names another field", case, case.tcs,
                      detail="spec accepts")

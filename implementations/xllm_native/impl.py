@@ -11,8 +11,9 @@
   the role (``needs_worker_checks``), never a model of the CHECK;
 * allocation checks (role ``allocation_checks``): ``allocate_kv_caches`` (kv_cache.cpp) from its sleep-mode branch up
   to its ordinary allocation, cut and compiled behind a shim of the create options the worker built (its mask, the
-  run's sleep mode and xtensor): each branch's CHECK that no split mask is handed on, at the worker's start-up,
-  asked where the split is active with either setting on (``needs_allocation_checks``). A port: its own function,
+  run's sleep mode and xtensor): each branch's CHECK that no split mask is handed on, asked once the master has
+  estimated and laid the split out (the end of ``plan``: where the worker allocates, after the master's layout
+  and its CHECKs), where the split is active with either setting on (``needs_allocation_checks``). A port: its own function,
   else its base's cut fed the port's worker's mask (the default with a base manifest); with neither it fails those
   cases naming the role;
 * estimate: ``estimate_kv_cache_capacity`` for the target (split block count included), and for
@@ -303,8 +304,8 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
 
     def validate(self, run: RunSpec, *, workers: bool = True) -> None:
         """Schema (what the harness's inputs must hold), then the tree's master validation, then (``workers``) the
-        worker's compiled start-up checks (``worker_checks``) and its allocation's compiled refusals of the split with
-        sleep mode and xtensor (``allocation_checks``)."""
+        worker's compiled start-up checks (``worker_checks``). The allocation's refusals of the split with sleep mode
+        and xtensor (``allocation_checks``) come later, where the worker allocates: at the end of ``plan``."""
         if self.port:
             return self.validate_port(run, workers=workers)
         self.require("validation")
@@ -329,7 +330,6 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         self.worker_checks(run)
         if run.draft is not None:
             validation.check_draft(run.draft)
-        self.allocation_checks(run)
 
     def worker_checks(self, run: RunSpec) -> None:
         """The CHECKs the engine's worker runs as it starts its KV cache (role ``worker_checks``): upstream's
@@ -431,7 +431,6 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
                     "model_type": engine_model_type(run.model.model_type)})
         if workers:
             self.worker_checks(run)  # then the worker's start-up checks (the port's, the base's, or absent)
-            self.allocation_checks(run)  # and its allocation's refusals of the split (sleep mode, xtensor)
 
     # ---- whether the split is active: the tree's own start-up code decides ------------------------
 
@@ -625,6 +624,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         if peak > uniform_peak:
             notes.append(f"{estimation.RAISES_PEAK_NOTE}: split peak {peak} B > uniform peak {uniform_peak} B")
         self.check_cards(groups, placement, {r.rank: r.estimated_bytes + r.draft_estimated_bytes for r in ranks}, run)
+        self.allocation_checks(run)  # the workers allocate once the master has estimated and laid the split out
         return KVPlan(
             implementation=self.name, model=model.name, world_size=run.parallel.world_size,
             dp_size=run.parallel.dp_size, cp_size=run.parallel.cp_size, attn_tp_size=tp, split_size=s,

@@ -34,8 +34,8 @@ def state(impl: XllmNativeImplementation, role: str) -> tuple[str, str, str, str
 
 def validation(impl: XllmNativeImplementation, run: RunSpec) -> None:
     """The tree's start-up validation of ``run``: returns when it accepts, raises its refusal (a port: its
-    validation role alone, the worker's start-up checks being roles ``worker_checks`` and ``allocation_checks``;
-    upstream's tree: its master's and its worker's, in order)."""
+    validation role alone, the worker's start-up checks being role ``worker_checks``; upstream's tree: its master's and
+    its worker's, in order; the allocation's refusals are role ``allocation_checks`` for every tree)."""
     impl.validate(run, workers=not impl.port)
 
 

@@ -244,23 +244,23 @@ def test_allocation_checks_left_to_the_base_are_the_bases_compiled_check(tmp_pat
     impl = implementation(path, cache)
     assert impl.plays("allocation_checks") == "base"
     if planted_base:
-        impl.validate(SLEEP_S2)
+        impl.plan(SLEEP_S2)
         return
     with pytest.raises(UserError) as err:
-        impl.validate(SLEEP_S2)
+        impl.plan(SLEEP_S2)
     assert err.value.field == "cache.enable_sleep_mode", err.value
     assert "CHECK at kv_cache.cpp:19 `CHECK(layer_cache_owned.empty())`" in str(err.value), err.value
-    impl.validate(run(2))
+    impl.validate(SLEEP_S2)  # the master's start-up lets it through: the refusal is the worker's allocation's
 
 
 def test_a_port_with_no_allocation_checks_and_no_base_fails_the_cases_that_need_them_naming_the_role(tmp_path, cache):
     impl = implementation(write_manifest(tmp_path, ALLOCATION_CHECKS_LINE, ""), cache)
     assert impl.manifest.role("allocation_checks").state == "absent"
     with pytest.raises(manifest.AbsentRoleError) as err:
-        impl.validate(SLEEP_S2)
+        impl.plan(SLEEP_S2)
     assert err.value.role == "allocation_checks" and "manifest role `allocation_checks` is absent" in str(err.value)
-    impl.validate(run(2))  # a case the allocation's refusals do not decide starts
-    impl.validate(replace(SLEEP_S2, layerwise=replace(SLEEP_S2.layerwise, split_size=1)))  # no split: no mask
+    impl.plan(run(2))  # a case the allocation's refusals do not decide starts
+    impl.plan(replace(SLEEP_S2, layerwise=replace(SLEEP_S2.layerwise, split_size=1)))  # no split: no mask
 
 
 def test_a_base_that_does_not_compile_is_named_as_the_base_not_the_port(tmp_path, shared, cache):
