@@ -21,10 +21,11 @@ ROLE_TCS = {
     "layout": ("TC-04",), "engine": ("TC-04",), "worker": ("TC-01", "TC-05"), "speculative": ("TC-07",),
     "allocation": ("TC-01", "TC-05", "TC-06"), "groups": ("TC-03",), "worker_checks": ("TC-01",),
     "engine_options": ("TC-01", "TC-02", "TC-06", "TC-07"),
+    "allocation_checks": ("TC-01",),
 }
 """The TCs whose checks read a role's answer (besides every TC of a case a planning role stops)."""
-PLAN_ROLES = ("validation", "worker_checks", "engine_options", "estimation", "ownership", "layout", "engine",
-              "speculative")
+PLAN_ROLES = ("validation", "worker_checks", "allocation_checks", "engine_options", "estimation", "ownership", "layout",
+              "engine", "speculative")
 """Roles every plan calls: a refusal or crash in one stops every TC of its case."""
 ESTIMATE_FIGURES = (
     ("slot_size", "slot_size", "KV slot bytes per token (FEATURE 5)"),
@@ -52,6 +53,9 @@ one line on DeepSeek-V3.2's 61 layers and GLM-5's 78)."""
 WORKER_CHECK_FIELDS = ("model.index_n_heads", "draft.index_n_heads")
 """The fields of FEATURE 3's worker-side rule (no model with both linear-attention layers and a DSA indexer): a port's
 refusal of a case breaking it is its worker's start-up checks' (role ``worker_checks``), not its validation's."""
+ALLOCATION_CHECK_FIELDS = ("cache.enable_sleep_mode", "cache.enable_xtensor")
+"""The fields of FEATURE 3's rules no split with sleep mode or xtensor: a port's refusal of a case breaking one is its
+worker's allocation's (role ``allocation_checks``), not its validation's."""
 _CHECK = re.compile(r"CHECK at (\S+:\d+) `([^`]*)`")
 _WHO = re.compile(r"^xllm_native tree .*?: (?=the compiled )")
 
@@ -134,6 +138,7 @@ class Judge:
     def run(self) -> TreeDepartures:
         self.judge_validation()
         self.judge_worker_checks()
+        self.judge_worker_checks("allocation_checks", ALLOCATION_CHECK_FIELDS)
         for case in self.cases:
             if not case.refusal:
                 self.judge_case(case)
@@ -152,7 +157,8 @@ class Judge:
             return
         refused = [(c, oracle.expected_rejection(c.run)) for c in self.cases if not c.only]
         if self.facts.port:  # the worker-side rule is the worker's start-up checks' to refuse (``judge_worker_checks``)
-            refused = [(c, r) for c, r in refused if r is None or r.field not in WORKER_CHECK_FIELDS]
+            refused = [(c, r) for c, r in refused
+                       if r is None or r.field not in WORKER_CHECK_FIELDS + ALLOCATION_CHECK_FIELDS]
         if state == "none":  # the engine validates nothing: every configuration is accepted, one root cause
             for case, rejection in refused:
                 if rejection is not None:
@@ -178,41 +184,44 @@ class Judge:
             return False, None
         return True, None
 
-    def judge_worker_checks(self) -> None:
-        """The worker's start-up checks (role ``worker_checks``) on every case: each case breaking FEATURE 3's
-        worker-side rule refused naming its field, every other case the spec accepts let through. Left to the
-        base: the engine's code, not the port's. Absent, or never called: one departure on the cases that need
-        the checks (the worker-side rule's refusal cases), never a model of the CHECK."""
-        state = self.states["worker_checks"][0]
+    def judge_worker_checks(self, role: str = "worker_checks", fields: tuple = WORKER_CHECK_FIELDS) -> None:
+        """A worker-side start-up role (``worker_checks``; ``allocation_checks`` with ``ALLOCATION_CHECK_FIELDS``) on
+        every case: each case breaking one of the role's rules (``fields``) refused naming its field, every other
+        case the spec accepts let through. Left to the base: the engine's code, not the port's. Absent, or never
+        called: one departure on the cases that need the checks (the role's refusal cases), never a model of the
+        CHECK."""
+        state = self.states[role][0]
         if state == "base":
             return
         for case in self.cases:
             if case.only:
                 continue
             rejection = oracle.expected_rejection(case.run)
-            worker_rule = rejection is not None and rejection.field in WORKER_CHECK_FIELDS
+            worker_rule = rejection is not None and rejection.field in fields
             if state != "played":
                 if worker_rule:
-                    self.played("worker_checks", case)
+                    self.played(role, case)
                 continue
             if rejection is not None and not worker_rule:
                 continue  # refused by an earlier rule: the validation role's case
-            answered, answer = self.start_up("worker_checks", "the worker starts every configuration the spec "
+            answered, answer = self.start_up(role, "the worker starts every configuration the spec "
                                              "accepts (FEATURE 3)", case)
             if not answered:
                 continue
             if worker_rule and (answer is None or answer.field not in rejection.fields):
-                self.add("worker_checks", f"the worker refuses a configuration breaking `{rejection.field}` "
+                self.add(role, f"the worker refuses a configuration breaking `{rejection.field}` "
                          "(FEATURE 3)", "accepts" if answer is None else refusal_text(answer),
                          f"refuses naming {rejection.field}", case)
             elif not worker_rule and answer is not None:
-                self.add("worker_checks", "the worker starts every configuration the spec accepts (FEATURE 3)",
+                self.add(role, "the worker starts every configuration the spec accepts (FEATURE 3)",
                          refusal_text(answer), "accepts", case, case.tcs)
 
     def judge_refusal(self, case: JudgedCase, rejection, answer: Optional[UserError]) -> None:
         """A refusal the spec does not make is grouped by the tree's refusal (one CHECK, one line, each case with
         the spec's answer beside it); a rule the tree never checks is one line per rule."""
         wrong = "start-up refuses only what FEATURE 3 refuses, naming the broken rule's field"
+        if rejection is not None and rejection.field in ALLOCATION_CHECK_FIELDS and answer is None:
+            return  # the allocation's rule (``allocation_checks``): start-up lets it through to the allocation
         if rejection is None and answer is not None:
             self.add("validation", wrong, refusal_text(answer), "accepts, or names another field", case, case.tcs,
                      detail="spec accepts")

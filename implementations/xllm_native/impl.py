@@ -14,6 +14,13 @@
   body and split size 1: statements cut out of ``llm_engine.cpp``) and the draft's layer count
   (``WorkerImpl::get_num_layers``); a port: its own function where its manifest names one, else its base's compiled
   cut (the default with a base manifest); a port with neither fails every case needing an estimate naming the role;
+* allocation checks (role ``allocation_checks``): ``allocate_kv_caches`` (kv_cache.cpp) from its sleep-mode branch up
+  to its ordinary allocation, cut and compiled behind a shim of the create options the worker built (its mask, the
+  run's sleep mode and xtensor): each branch's CHECK that no split mask is handed on, asked once the master has
+  estimated and laid the split out (the end of ``plan``: where the worker allocates, after the master's layout
+  and its CHECKs), where the split is active with either setting on (``needs_allocation_checks``). A port: its own function,
+  else its base's cut fed the port's worker's mask (the default with a base manifest); with neither it fails those
+  cases naming the role;
 * estimate: ``estimate_kv_cache_capacity`` for the target (split block count included), and for
   a speculative draft the draft's capacity and ``SpeculativeEngine::calculate_kv_cache``;
 * ownership: each split rank's mask from ``LayerwiseSplitLayout`` / ``build_layer_cache_owned``;
@@ -27,8 +34,7 @@
   the tensors it made.
 
 What the tree's files do not hold comes from the Python model of upstream
-(``implementations.xllm_upstream``): for upstream's tree the worker-side CHECKs of the split with sleep mode and xtensor (the
-quantized caches are the hardware profile's rule; a port is credited with neither), placement (the harness's
+(``implementations.xllm_upstream``): the quantized caches (the hardware profile's rule), placement (the harness's
 input, not a role), the plan's workers' split rank ``rank % s``, and ``engine_message`` (the master's plan handed
 on: no tree holds code that checks what its workers receive, so ``init_worker`` checks nothing of it, no Python check
 in its place, and the plan says so, ``tree_message_note``: TC-04 shows its tampered layout as not judged); for
@@ -64,7 +70,7 @@ from implementations.xllm_native.manifest import AbsentRoleError
 from implementations.xllm_native.runtime import native as native_mod
 from implementations.xllm_native.runtime import tensor_lib
 from implementations.xllm_native.tree.facts import TreeFacts
-from implementations.xllm_native.tree.files import UPSTREAM_FILES, WORKER_CHECKS_FUNCTION
+from implementations.xllm_native.tree.files import ALLOCATION_CHECKS_FUNCTION, UPSTREAM_FILES, WORKER_CHECKS_FUNCTION
 from implementations.xllm_upstream.impl import XllmUpstreamImplementation
 
 TORCH_SCALAR_TYPES = {"int8": 1, "float16": 5, "float32": 6, "bfloat16": 15, "fp8_e5m2": 23, "fp8_e4m3": 24}
@@ -135,6 +141,13 @@ def tree_allocation(message: KVPlan, *, rank: int, role: str, mask: tuple, devic
     return WorkerKVCache(rank=rank, role=role, plan_digest=message.digest, split_size=split_size,
                          split_rank=split_rank, split_group=split_group, n_blocks=message.n_blocks,
                          kv_layout=message.kv_layout, device=device, layers=layers, scratch={})
+
+
+def needs_allocation_checks(run: RunSpec, split_active: bool) -> bool:
+    """Whether a case needs the worker's allocation's refusals of the split: sleep mode or xtensor on with the split
+    active (the worker hands its allocation a mask). A tree that plays none fails exactly these cases naming the
+    role; with the split off the branches are sleep mode's and xtensor's own, not the split's, and are not asked."""
+    return split_active and bool(run.cache.enable_sleep_mode or run.cache.enable_xtensor)
 
 
 def needs_worker_checks(run: RunSpec) -> bool:
@@ -362,8 +375,8 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
 
     def validate(self, run: RunSpec, *, workers: bool = True) -> None:
         """Schema (what the harness's inputs must hold), then the tree's master validation, then (``workers``) the
-        worker's compiled start-up checks (``worker_checks``) and, for upstream's manifest, the worker-side CHECKs
-        of the split with sleep mode and xtensor (Python model: see the module's docstring)."""
+        worker's compiled start-up checks (``worker_checks``). The allocation's refusals of the split with sleep mode
+        and xtensor (``allocation_checks``) come later, where the worker allocates: at the end of ``plan``."""
         if self.port:
             return self.validate_port(run, workers=workers)
         self.require("validation")
@@ -388,12 +401,6 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         self.worker_checks(run)
         if run.draft is not None:
             validation.check_draft(run.draft)
-        if self.is_active(run.layerwise):
-            active = f"with layerwise split active (layerwise.split_size {run.layerwise.split_size})"
-            if run.cache.enable_sleep_mode:
-                raise ConfigError("cache.enable_sleep_mode", True, "false", f"sleep mode is not supported {active}")
-            if run.cache.enable_xtensor:
-                raise ConfigError("cache.enable_xtensor", True, "false", f"xtensor is not supported {active}")
 
     def worker_checks(self, run: RunSpec) -> None:
         """The CHECKs the engine's worker runs as it starts its KV cache (role ``worker_checks``): upstream's
@@ -428,6 +435,49 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
                 raise PlanError("implementation.files.worker_checks", UPSTREAM_FILES["worker_checks"],
                                 f"a file defining {WORKER_CHECKS_FUNCTION} (the worker's start-up checks)",
                                 f"the tree implements no worker-side checks: {reply['absent']}")
+
+    def allocation_checks(self, run: RunSpec, owned: Optional[list] = None) -> None:
+        """The CHECKs the worker's allocation runs on the create options it built (role ``allocation_checks``):
+        upstream's ``allocate_kv_caches`` branches for sleep mode and xtensor, cut and compiled (op
+        ``allocation_checks``), fed the target worker's mask (``owned``, else the worker's own at rank 0: upstream's
+        ``worker_checks`` answer, a port's worker role) and the run's sleep mode and xtensor; a CHECK that fires is
+        the refusal naming its field. Asked where a case needs it (``needs_allocation_checks``: either setting on, the
+        split active, so the worker hands a mask on); the draft's worker is never split. A port: its own function,
+        the base's cut (the default with a base manifest, fed the port's worker's mask), nothing where the engine
+        calls none (``{none: ...}``), ``AbsentRoleError`` where absent; an upstream-cut tree without the statements
+        fails naming ``implementation.files.allocation_checks``. Never a model of the CHECK."""
+        if owned is None and not needs_allocation_checks(run, self.is_active(run.layerwise)):
+            return
+        role = self.manifest.role("allocation_checks")
+        if role.state == "base":
+            return self.base_for("allocation_checks").allocation_checks(run, owned=self.worker_owned(run))
+        if role.state == "absent":
+            raise self.manifest.absent_error("allocation_checks")
+        if role.state != "played":
+            return  # none: the engine's allocation refuses nothing of the split
+        mask, flags = (owned, {}) if owned is not None else self.worker_owned(run, flags=True)
+        reply = self.call(run, "allocation_checks", {
+            "owned": [int(bool(m)) for m in mask], "enable_sleep_mode": run.cache.enable_sleep_mode,
+            "enable_xtensor": run.cache.enable_xtensor, "model_id": run.model.name, **flags})
+        if "absent" in reply:
+            raise PlanError("implementation.files.allocation_checks", UPSTREAM_FILES["allocation_checks"],
+                            f"a file defining {ALLOCATION_CHECKS_FUNCTION} with its sleep-mode and xtensor branches",
+                            f"the tree implements no allocation refusals of the split: {reply['absent']}")
+
+    def worker_owned(self, run: RunSpec, *, flags: bool = False):
+        """The target worker's mask at rank 0 as its create options carry it (a port: its worker role; upstream's tree:
+        its compiled ``worker_checks``); with ``flags``, (the mask, the worker's ``linear_attention`` and
+        ``lighting_indexer`` where the tree says them)."""
+        s = run.layerwise.split_size if self.is_active(run.layerwise) else 1
+        if self.port:
+            mask = list(self.tree_worker_mask(run.model, 0, s, run)) if s > 1 else []
+            return (mask, {}) if flags else mask
+        reply = self.call(run, "worker_checks", {**self.model_args(run.model), "layerwise_split_size": s, "rank": 0})
+        if "absent" in reply:
+            self.worker_checks(run)  # the tree builds no mask: the refusal naming implementation.files.worker_checks
+        mask = [bool(v) for v in reply.get("owned") or []]
+        told = {k: bool(reply[k]) for k in ("linear_attention", "lighting_indexer") if k in reply}
+        return (mask, told) if flags else mask
 
     def validate_port(self, run: RunSpec, *, workers: bool = True) -> None:
         """A port tree: the schema of the harness's inputs, then the tree's validation role, then (``workers``) its
@@ -644,6 +694,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         if peak > uniform_peak:
             notes.append(f"{estimation.RAISES_PEAK_NOTE}: split peak {peak} B > uniform peak {uniform_peak} B")
         self.check_cards(groups, placement, {r.rank: r.estimated_bytes + r.draft_estimated_bytes for r in ranks}, run)
+        self.allocation_checks(run)  # the workers allocate once the master has estimated and laid the split out
         return KVPlan(
             implementation=self.name, model=model.name, world_size=run.parallel.world_size,
             dp_size=run.parallel.dp_size, cp_size=run.parallel.cp_size, attn_tp_size=tp, split_size=s,

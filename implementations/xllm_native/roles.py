@@ -27,17 +27,15 @@ def state(impl: XllmNativeImplementation, role: str) -> tuple[str, str, str, str
         kind = "torch" if m.tensors is not None else "played"
         return kind, "", m.allocation.function, m.allocation.file
     r = m.role(role)
-    if role == "worker_checks" and r.state == "played" and not r.file:  # an upstream-cut tree's own cut
-        return r.state, "", r.function, impl.native.tree.files.get("worker_checks", "")
-    if role == "engine_options" and r.state == "played" and not r.file:  # an upstream-cut tree's own cut
-        return r.state, "", r.function, impl.native.tree.files.get("engine_options", "")
+    if role in ("worker_checks", "allocation_checks", "engine_options") and r.state == "played" and not r.file:
+        return r.state, "", r.function, impl.native.tree.files.get(role, "")  # an upstream-cut tree's own cut
     return r.state, r.absent or r.none or r.base, r.function, r.file
 
 
 def validation(impl: XllmNativeImplementation, run: RunSpec) -> None:
     """The tree's start-up validation of ``run``: returns when it accepts, raises its refusal (a port: its
-    validation role alone, the worker's start-up checks being role ``worker_checks``; upstream's tree: its
-    master's and its worker's, in order)."""
+    validation role alone, the worker's start-up checks being role ``worker_checks``; upstream's tree: its master's and
+    its worker's, in order; the allocation's refusals are role ``allocation_checks`` for every tree)."""
     impl.validate(run, workers=not impl.port)
 
 
@@ -45,6 +43,13 @@ def worker_checks(impl: XllmNativeImplementation, run: RunSpec) -> None:
     """The worker's start-up checks of ``run`` alone (role ``worker_checks``): returns when they let it through,
     raises the CHECK's refusal, or ``AbsentRoleError`` where the tree has none and the case needs them."""
     impl.worker_checks(run)
+
+
+def allocation_checks(impl: XllmNativeImplementation, run: RunSpec) -> None:
+    """The worker's allocation's refusals of the split with sleep mode and xtensor (role ``allocation_checks``) on
+    ``run`` alone: returns when it lets the run through (or the case does not need it), raises the CHECK's refusal,
+    or ``AbsentRoleError`` where the tree has none and the case needs it."""
+    impl.allocation_checks(run)
 
 
 def estimation(impl: XllmNativeImplementation, run: RunSpec, split_size: int, *, engine: Optional[dict] = None) -> dict:

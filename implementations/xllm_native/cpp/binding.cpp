@@ -185,6 +185,32 @@ std::string op_engine_options(const Request& req) {
 #endif
 }
 
+// Role: the worker's allocation's refusals of the split (allocate_kv_caches' branches for sleep mode and xtensor,
+// cut by the build: lwsplit_allocation.inc) for the create options the worker built: its mask `owned` (the
+// worker_checks answer at its rank), sleep mode and xtensor as the run sets them. Its CHECKs, then the path the
+// allocation took (`sleepable`, `xtensor`, or `ordinary`: past both branches, to the allocation of the mask).
+std::string op_allocation_checks(const Request& req) {
+#ifdef LWSPLIT_ALLOCATION_CHECKS_ABSENT
+  (void)req;
+  return Json().raw("absent", quote(LWSPLIT_ALLOCATION_CHECKS_ABSENT)).str();
+#else
+  std::vector<bool> owned;
+  for (const auto& v : req.list("owned")) owned.push_back(v == "1");
+  xllm::lwsplit_allocation::CreateOptions options;
+  options.sleep_mode = req.flag("enable_sleep_mode");
+  options.xtensor = req.flag("enable_xtensor");
+  options.linear_attention = req.flag("linear_attention");
+  options.id = req.str("model_id");
+  xllm::lwsplit_allocation::Shape shape;
+  shape.index = req.flag("lighting_indexer");
+  shape.linear = options.linear_attention;
+  xllm::lwsplit_allocation::Outcome outcome;
+  xllm::lwsplit_allocation::lwsplit_allocation_checks(outcome, owned, options, shape,
+                                                       static_cast<int64_t>(owned.size()));
+  return Json().raw("path", quote(outcome.path)).str();
+#endif
+}
+
 #ifdef LWSPLIT_GROUPS
 // Role: groups (MappingNPU::get_layerwise_split_group over the attention TP groups get_tp_group builds,
 // after the CHECKs of MappingNPU::validate), for every rank of the world: the split groups and each rank's
@@ -240,6 +266,7 @@ std::string dispatch(const Request& req) {
   if (op == "speculative_caps") return op_speculative_caps(req);
   if (op == "worker_checks") return op_worker_checks(req);
   if (op == "engine_options") return op_engine_options(req);
+  if (op == "allocation_checks") return op_allocation_checks(req);
 #ifdef LWSPLIT_GROUPS
   if (op == "groups") return op_groups(req);
 #endif

@@ -24,6 +24,7 @@ UPSTREAM_FILES = {
     "utils_headers": "xllm/core/common/constants.h",
     "include_dirs": "xllm,xllm/core",
     "worker_checks": "xllm/core/runtime/worker_impl.cpp",
+    "allocation_checks": "xllm/core/framework/kv_cache/kv_cache.cpp",
     "groups": "xllm/core/framework/parallel_state/mapping_npu.cpp",
     "engine_options": "xllm/core/distributed_runtime/llm_engine.cpp",
     "engine_platform": "xllm/core/platform/platform.h",
@@ -41,6 +42,12 @@ WORKER_CHECKS_FUNCTION = "WorkerImpl::allocate_kv_cache_storage"
 """The worker's KV-cache start-up (file ``worker_checks``): its statements before the first that reads the KV-cache
 quantization (``WORKER_CHECKS_END``) are cut out and compiled (``build.generate``: op ``worker_checks``)."""
 WORKER_CHECKS_END = r"\benable_kv_cache_quant\b"
+ALLOCATION_CHECKS_FUNCTION = "allocate_kv_caches"
+"""The allocation the worker calls once it has built its create options (file ``allocation_checks``): its branches
+for sleep mode and xtensor, from the first statement matching ``ALLOCATION_CHECKS_START`` up to the ordinary
+allocation (``ALLOCATION_CHECKS_END``), are cut out and compiled (``build.generate``: op ``allocation_checks``)."""
+ALLOCATION_CHECKS_START = r"\bif\s*\(\s*create_options\.enable_sleep_mode\(\)"
+ALLOCATION_CHECKS_END = r"\bif\s*\(\s*layer_cache_owned\.empty\(\)\s*\)"
 UTILS_REQUIRED = ("ceil_div", "kv_split_size_effective", "enable_kvcache_split")
 UTILS_OPTIONAL = ("align_up", "mla_model_type_set", "is_mla_model_type", "has_mtp_model_type_marker",
                   "starts_with_model_type", "is_target_mtp_model_type", "kDeepseekV4DSparkModelType",

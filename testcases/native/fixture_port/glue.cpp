@@ -82,6 +82,14 @@ std::string op_worker_checks(const Request& req) {
   return Json().raw("ok", "true").str();
 }
 
+// Role: allocation_checks (the allocation's refusals of the split)
+std::string op_allocation_checks(const Request& req) {
+  std::vector<bool> owned;
+  for (const auto& v : req.list("owned")) owned.push_back(v == "1");
+  fxport::fx_allocation_checks(owned, req.flag("enable_sleep_mode"), req.flag("enable_xtensor"));
+  return Json().raw("ok", "true").str();
+}
+
 // Role: worker (allocation): the fixture counts the layers it would allocate and creates no tensor.
 std::string op_allocate(const Request& req) {
   std::vector<bool> owned;
@@ -147,6 +155,7 @@ std::string dispatch(const Request& req) {
   if (op == "layout") return op_layout(req);
   if (op == "worker") return op_worker(req);
   if (op == "worker_checks") return op_worker_checks(req);
+  if (op == "allocation_checks") return op_allocation_checks(req);
   if (op == "allocate") return op_allocate(req);
   if (op == "master_layout") return op_master_layout(req);
   if (op == "engine") return op_engine(req);
