@@ -13,11 +13,11 @@ from implementations.xllm_native.build import commands
 from implementations.xllm_native.tree import conditionals
 from implementations.xllm_native.tree.cut import defines, extract, statements_before, statements_between
 from implementations.xllm_native.tree.files import (
-    ENGINE_LAYERS_FUNCTION,
-    ENGINE_OPTIONS_CUTS,
     ALLOCATION_CHECKS_END,
     ALLOCATION_CHECKS_FUNCTION,
     ALLOCATION_CHECKS_START,
+    ENGINE_LAYERS_FUNCTION,
+    ENGINE_OPTIONS_CUTS,
     ENTRY_POINTS,
     GROUPS_CUT,
     UTILS_OPTIONAL,
