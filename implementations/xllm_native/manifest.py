@@ -327,6 +327,7 @@ def load(path: object) -> Manifest:
         if name == "engine_options" and name not in given:  # upstream-cut: the tree's own cut; a port: absent
             roles[name] = Role(name=name, function=ENGINE_OPTIONS_FUNCTION) if kind == "upstream-cut" else \
                 Role(name=name, absent=ENGINE_OPTIONS_UNNAMED)
+            continue
         if name == "allocation_checks" and name not in given:  # as worker_checks: the tree's own cut, or absent
             roles[name] = Role(name=name, function=ALLOCATION_CHECKS_FUNCTION) if kind == "upstream-cut" else \
                 Role(name=name, absent=ALLOCATION_CHECKS_UNNAMED)
