@@ -22,7 +22,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 from contract.errors import UserError
 from harness.config.targets import build_implementation_node
-from harness.suites.facts import LeakFacts, MasterError, master_error_of
+from harness.suites.facts import LeakFacts, MasterError, WorkerFacts, master_error_of, walked_worker
 from harness.suites.measure import allocator_bytes, distinct_storage_bytes
 
 if TYPE_CHECKING:
@@ -48,7 +48,8 @@ class Worker:
     role: str
     plan_rank: int
     cache: Optional[WorkerKVCache]
-    measured_bytes: int
+    measured_bytes: Optional[int]
+    """None: measured when its facts are taken (``facts.walked_worker``: the union of its storages' ranges)."""
     message: KVPlan
     tampered: bool = False
     """The message was altered by bring_up's ``tamper`` hook before ``init_worker``."""
@@ -88,11 +89,13 @@ class RankSession:
         so that no rank goes on to an exchange its peers skip."""
         return any(self.ctx.all_gather_object(bool(self.refusals)))
 
-    def teardown(self) -> dict[str, LeakFacts]:
+    def teardown(self, refs: Optional[dict[str, list]] = None) -> dict[str, LeakFacts]:
         """Drop the harness's references to every worker's cache and to the engine, then count what
         is still alive: weak references to each tensor and (C++ level) to each storage. Nothing of
-        a torn-down engine, target or draft, may survive (the seed's "ASAN clean")."""
-        refs = {role: weak_refs(w.cache) for role, w in self.workers.items() if w.cache is not None}
+        a torn-down engine, target or draft, may survive (the seed's "ASAN clean"). ``refs``: role -> the
+        weak references already taken of its worker's cache (``walked``); the others' are taken here."""
+        refs = {**{role: weak_refs(w.cache) for role, w in self.workers.items()
+                   if w.cache is not None and role not in (refs or {})}, **(refs or {})}
         for worker in self.workers.values():
             worker.cache = None
         self.impl = None
@@ -120,9 +123,15 @@ def weak_refs(cache) -> list:
     return out
 
 
+def walked(worker: Worker, device: str) -> tuple[WorkerFacts, list]:
+    """The worker's facts and the leak check's weak references (``weak_refs``'s), from one walk over its tensors
+    (``facts.walked_worker``): what ``teardown(refs)`` counts."""
+    return walked_worker(worker, device, storage_ref=StorageWeakRef)
+
+
 def alive_count(refs: list) -> int:
     """How many of ``refs`` (``weak_refs``) still point at a live tensor or storage."""
-    return sum(1 for r in refs if ((not r.expired()) if isinstance(r, StorageWeakRef) else r() is not None))
+    return sum(1 for r in refs if ((not r.expired()) if type(r) is StorageWeakRef else r() is not None))
 
 
 def instantiate(impl_cfg: dict) -> KVShardingImplementation:
