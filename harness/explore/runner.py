@@ -243,13 +243,13 @@ class InProcessRunner:
                                                            engine.ranks.index(rank), digests[engine.role])
                 except Exception as exc:  # noqa: BLE001 - a worker that raises on the published plan is a finding
                     crashed.append(f"rank {rank} {engine.role}: init_worker raised {master_error_of(exc)}")
-            workers, refs = {}, {}
+            with_leak, refs = {}, {}
             for role, w in session.workers.items():
-                workers[role], refs[role] = walked(w, DEVICE)
+                with_leak[role], refs[role] = walked(w, DEVICE)
             for role in seen_digests:
-                seen_digests[role].append(workers[role].digest if role in workers else None)
+                seen_digests[role].append(session.workers[role].cache.plan_digest if role in with_leak else None)
             leaks = session.teardown(refs)
-            per_rank.append({role: dataclasses.replace(wf, leak=leaks.get(role)) for role, wf in workers.items()})
+            per_rank.append({role: facts_of(leaks.get(role)) for role, facts_of in with_leak.items()})
         digests_seen = {role: tuple(d) for role, d in seen_digests.items()}
         facts = [RankFacts(rank=rank, plan=plan if rank == 0 else None, run=run if rank == 0 else None,
                            workers=workers, digests=digests_seen) for rank, workers in enumerate(per_rank)]

@@ -123,9 +123,9 @@ def weak_refs(cache) -> list:
     return out
 
 
-def walked(worker: Worker, device: str) -> tuple[WorkerFacts, list]:
-    """The worker's facts and the leak check's weak references (``weak_refs``'s), from one walk over its tensors
-    (``facts.walked_worker``): what ``teardown(refs)`` counts."""
+def walked(worker: Worker, device: str) -> tuple[Callable[[Optional[LeakFacts]], WorkerFacts], list]:
+    """The worker's facts (given its leak facts) and the leak check's weak references (``weak_refs``'s), from one
+    walk over its tensors (``facts.walked_worker``): what ``teardown(refs)`` counts."""
     return walked_worker(worker, device, storage_ref=StorageWeakRef)
 
 

@@ -9,6 +9,7 @@ check against the spec, never an expectation.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -164,13 +165,15 @@ def master_error_of(exc: BaseException) -> MasterError:
 
 def worker_facts(worker, device: str, *, leak: Optional[LeakFacts] = None) -> WorkerFacts:
     """Per layer: owned flag, tensor names/shapes/dtypes and bytes of its own storage (``walked_worker``)."""
-    return walked_worker(worker, device, leak=leak)[0]
+    return walked_worker(worker, device)[0](leak)
 
 
-def walked_worker(worker, device: str, *, leak: Optional[LeakFacts] = None,
-                  storage_ref: Optional[Callable[[Any], Any]] = None) -> tuple[WorkerFacts, list]:
-    """The worker's facts from one walk over its tensors, and (``storage_ref`` given: the weak reference of a
-    storage, ``bring_up.weak_refs``'s) the leak check's weak references to each tensor and each distinct storage.
+def walked_worker(worker, device: str, *, storage_ref: Optional[Callable[[Any], Any]] = None
+                  ) -> tuple[Callable[[Optional[LeakFacts]], WorkerFacts], list]:
+    """The worker's facts from one walk over its tensors, given its leak facts (``leak -> WorkerFacts``: they
+    hold nothing of the cache, which the leak check can then drop), and (``storage_ref`` given: the weak
+    reference of a storage, ``bring_up.weak_refs``'s) the leak check's weak references to each tensor and each
+    distinct storage.
 
     Each tensor is looked at once (a case's ranks hold thousands of them) and its storage once: its address
     keys the layer's own bytes, the scratch views and the references; its byte range the measured bytes where
@@ -232,7 +235,8 @@ def walked_worker(worker, device: str, *, leak: Optional[LeakFacts] = None,
         for where, spans in by_device.items():
             by_name.setdefault(str(where), []).extend(spans)
         measured = sum(union_bytes(spans) for spans in by_name.values())
-    facts = WorkerFacts(
+    facts = functools.partial(
+        WorkerFacts,
         role=worker.role,
         plan_rank=worker.plan_rank,
         device=device,
@@ -247,13 +251,12 @@ def walked_worker(worker, device: str, *, leak: Optional[LeakFacts] = None,
         scratch_tensors={n: tuple(int(x) for x in t.shape) for n, t in cache.scratch.items()},
         layers=tuple(layers),
         received_digest=worker.message.digest,
-        leak=leak,
         reported_rank=cache.rank,
         reported_role=cache.role,
         reported_device=str(cache.device),
         message=message_facts(worker.message, worker.plan_rank),
     )
-    return facts, tensor_refs + storage_refs
+    return lambda leak: facts(leak=leak), tensor_refs + storage_refs
 
 
 # ---- reading facts: the one place that knows how a fact is shaped ----------------------------------
