@@ -168,12 +168,11 @@ def worker_facts(worker, device: str, *, leak: Optional[LeakFacts] = None) -> Wo
     return walked_worker(worker, device)[0](leak)
 
 
-def walked_worker(worker, device: str, *, storage_ref: Optional[Callable[[Any], Any]] = None
+def walked_worker(worker, device: str, *, storage_ref: Optional[Callable[[Any], None]] = None
                   ) -> tuple[Callable[[Optional[LeakFacts]], WorkerFacts], list]:
     """The worker's facts from one walk over its tensors, given its leak facts (``leak -> WorkerFacts``: they
-    hold nothing of the cache, which the leak check can then drop), and (``storage_ref`` given: the weak
-    reference of a storage, ``bring_up.weak_refs``'s) the leak check's weak references to each tensor and each
-    distinct storage.
+    hold nothing of the cache, which the leak check can then drop), and (``storage_ref`` given: called with each
+    distinct storage, ``bring_up.walked`` takes its weak reference) the weak references to each tensor.
 
     Each tensor is looked at once (a case's ranks hold thousands of them) and its storage once: its address
     keys the layer's own bytes, the scratch views and the references; its byte range the measured bytes where
@@ -185,7 +184,6 @@ def walked_worker(worker, device: str, *, storage_ref: Optional[Callable[[Any], 
     tracking = storage_ref is not None
     extent: dict = {}  # storage (device, address), as ``storage_key`` names it (the device object) -> its bytes
     tensor_refs: list = []
-    storage_refs: list = []
     geometries: dict = {}  # (shape, dtype) -> its TensorFacts
     shared: dict = {}  # ((name, id of its TensorFacts), ...) -> the one mapping of the layers with those tensors
     scratch: dict = {}
@@ -202,7 +200,7 @@ def walked_worker(worker, device: str, *, storage_ref: Optional[Callable[[Any], 
                 extent[key] = nbytes
                 own_bytes += nbytes
                 if tracking:
-                    storage_refs.append(storage_ref(storage))
+                    storage_ref(storage)
             elif nbytes > known:  # another storage object over the same address, longer (``from_blob``)
                 extent[key] = nbytes
             if tracking:
@@ -256,7 +254,7 @@ def walked_worker(worker, device: str, *, storage_ref: Optional[Callable[[Any], 
         reported_device=str(cache.device),
         message=message_facts(worker.message, worker.plan_rank),
     )
-    return lambda leak: facts(leak=leak), tensor_refs + storage_refs
+    return lambda leak: facts(leak=leak), tensor_refs
 
 
 # ---- reading facts: the one place that knows how a fact is shaped ----------------------------------
