@@ -184,42 +184,67 @@ def walked_worker(worker, device: str, *, storage_ref: Optional[Callable[[Any], 
     tracking = storage_ref is not None
     extent: dict = {}  # storage (device, address), as ``storage_key`` names it (the device object) -> its bytes
     tensor_refs: list = []
+    keep, ref = tensor_refs.append, weakref.ref
+
+    def storage_of(t) -> tuple[tuple, int, bool]:
+        """(its storage's key, its bytes, whether this walk meets the storage first)"""
+        storage = t.untyped_storage()
+        nbytes = storage.nbytes()
+        key = (t.device, storage.data_ptr())
+        known = extent.get(key)
+        if known is None:
+            extent[key] = nbytes
+            if tracking:
+                storage_ref(storage)
+        elif nbytes > known:  # another storage object over the same address, longer (``from_blob``)
+            extent[key] = nbytes
+        if tracking:
+            keep(ref(t))
+        return key, nbytes, known is None
+
+    scratch = {}
+    for t in cache.scratch.values():
+        key, nbytes, _ = storage_of(t)
+        scratch[key] = nbytes
     geometries: dict = {}  # (shape, dtype) -> its TensorFacts
-    shared: dict = {}  # ((name, id of its TensorFacts), ...) -> the one mapping of the layers with those tensors
-    scratch: dict = {}
+    last: dict = {}  # name -> (shape, dtype, TensorFacts) of the tensor of that name in the layer before
+    shared: dict = {}  # (name, id of its TensorFacts, ...) -> the one mapping of the layers with those tensors
     layers = []
-    for layer in (None, *cache.layers):  # None: the scratch, walked first
+    for layer in cache.layers:
         tensors, signature = {}, []
         own_bytes, all_scratch = 0, True
-        for name, t in (cache.scratch if layer is None else layer.tensors).items():
+        for name, t in layer.tensors.items():
+            # (inline: ``storage_of`` once per scratch tensor, this once per layer tensor, hundreds per worker)
             storage = t.untyped_storage()
             nbytes = storage.nbytes()
             key = (t.device, storage.data_ptr())
             known = extent.get(key)
-            if known is None:  # a storage not seen before in this worker
+            if known is None:
                 extent[key] = nbytes
                 own_bytes += nbytes
                 if tracking:
                     storage_ref(storage)
-            elif nbytes > known:  # another storage object over the same address, longer (``from_blob``)
+            elif nbytes > known:
                 extent[key] = nbytes
             if tracking:
-                tensor_refs.append(weakref.ref(t))
-            if layer is None:
-                scratch[key] = nbytes
-                continue
-            geometry = (t.shape, t.dtype)
-            found = geometries.get(geometry)
-            if found is None:
-                found = geometries[geometry] = TensorFacts(
-                    shape=tuple(geometry[0]), dtype=str(geometry[1]).replace("torch.", ""), bytes=tensor_bytes(t))
-            tensors[name] = found
-            signature.append((name, id(found)))
+                keep(ref(t))
             if key not in scratch:
                 all_scratch = False
-        if layer is not None:
-            layers.append(LayerFacts(layer.layer_id, layer.kind, bool(layer.owned), own_bytes,  # (positional: a tuple)
-                                     all_scratch and bool(tensors), shared.setdefault(tuple(signature), tensors)))
+            shape, dtype = t.shape, t.dtype
+            before = last.get(name)
+            if before is not None and before[1] is dtype and before[0] == shape:
+                found = before[2]
+            else:
+                found = geometries.get((shape, dtype))
+                if found is None:
+                    found = geometries[(shape, dtype)] = TensorFacts(
+                        shape=tuple(shape), dtype=str(dtype).replace("torch.", ""), bytes=tensor_bytes(t))
+                last[name] = (shape, dtype, found)
+            tensors[name] = found
+            signature.append(name)
+            signature.append(id(found))
+        layers.append(LayerFacts(layer.layer_id, layer.kind, bool(layer.owned), own_bytes,  # (positional: a tuple)
+                                 all_scratch and bool(tensors), shared.setdefault(tuple(signature), tensors)))
     measured = worker.measured_bytes
     if measured is None:
         by_device: dict = {}  # (the device object: its name once per device, not once per storage)
