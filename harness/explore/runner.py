@@ -40,8 +40,9 @@ from harness.explore.known import open_question
 from harness.explore.properties import owner_rule, ownership_problems
 from harness.oracle import SPEC_OWNER_RULE
 from harness.oracle import UPSTREAM_GROUP_RULE as UPSTREAM_GROUPS
+from harness.private_apis import StorageWeakRefs
 from harness.suites import tc01, tc02, tc03, tc06, tc07
-from harness.suites.bring_up import Published, RankSession, Worker, engines_for, master_plan, walked
+from harness.suites.bring_up import LeakRefs, Published, RankSession, Worker, engines_for, master_plan, walked
 from harness.suites.case import resolve
 from harness.suites.checks import draft_plan_problems, plan_layout_problems
 from harness.suites.expectations import (
@@ -245,7 +246,12 @@ class InProcessRunner:
                     crashed.append(f"rank {rank} {engine.role}: init_worker raised {master_error_of(exc)}")
             with_leak, refs = {}, {}
             for role, w in session.workers.items():
-                with_leak[role], refs[role] = walked(w, DEVICE)
+                try:
+                    with_leak[role], refs[role] = walked(w, DEVICE)
+                except Exception as exc:  # noqa: BLE001 - a cache the harness cannot read (a tensor that is None) is a finding
+                    crashed.append(f"rank {rank} {role}: the cache init_worker returned cannot be measured: "
+                                   f"{master_error_of(exc)}")
+                    refs[role] = LeakRefs([], StorageWeakRefs())  # (teardown drops it; nothing of it was read)
             for role in seen_digests:
                 seen_digests[role].append(session.workers[role].cache.plan_digest if role in with_leak else None)
             leaks = session.teardown(refs)

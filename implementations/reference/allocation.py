@@ -158,20 +158,19 @@ def allocate_worker_cache(message: KVPlan, run: RunSpec, *, rank: int, role: str
     full_shapes = _full_layer_shapes(model, run, message, with_index=with_index) if message.active else None
     linear_shapes = None
     scratch = _fresh(full_shapes, where) if message.active else {}  # one storage per tensor, as an owned layer
+    views = {name: t.view_as(t) for name, t in scratch.items()}  # each non-owned layer's: the scratch, as a layer
     layers = []
     for layer_id in range(message.num_layers):
         if layer_id not in full:
             if linear_shapes is None:
                 linear_shapes = _linear_layer_shapes(model, run, message, role=role)
-            layers.append(LayerCache(layer_id=layer_id, kind="linear", owned=True,
-                                     tensors=_fresh(linear_shapes, where)))
+            layers.append(LayerCache(layer_id, "linear", True, _fresh(linear_shapes, where)))
         elif mask[layer_id]:
             if full_shapes is None:
                 full_shapes = _full_layer_shapes(model, run, message, with_index=with_index)
-            layers.append(LayerCache(layer_id=layer_id, kind="full", owned=True, tensors=_fresh(full_shapes, where)))
-        else:
-            views = {name: t.view_as(t) for name, t in scratch.items()}  # (view_as: a quarter of view(shape)'s cost)
-            layers.append(LayerCache(layer_id=layer_id, kind="full", owned=False, tensors=views))
+            layers.append(LayerCache(layer_id, "full", True, _fresh(full_shapes, where)))
+        else:  # the same views in each (a mapping of its own: a layer's entries are its own to replace)
+            layers.append(LayerCache(layer_id, "full", False, dict(views)))
 
     if message.active:
         split_size, split_rank = message.split_size, rank_plan.split_rank
