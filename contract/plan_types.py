@@ -82,6 +82,12 @@ TREE_CARDS_NOTE = ("no card check in the compiled tree: nothing in its start-up 
                    "group on one card or a card planned past its HBM (FEATURE 4's card checks are the adaptation's)")
 """A compiled tree's plan note: it is credited with no card refusal, and TC-03 quotes this where the spec refuses
 a placement or finds a card problem."""
+TREE_MESSAGE_NOTE = "tampered-layout check not judged"
+"""How a plan's note begins when no code of the implementation checks a layout its workers receive against the
+one the master published (a compiled tree: its workers take their split from their own s and rank, and what they
+check is their start-up CHECKs). The rest of the note says, in the tree's terms, where its workers take their split
+from. TC-04 then judges no tampered layout and shows the note as not judged: the note can only withdraw a check
+from the verdict, visibly, never pass one."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -41,6 +41,7 @@ from harness.config.schema import group_options
 from harness.files import check_output_file, write_atomic, write_json_atomic
 from harness.paths import CONF_DIR, REPO_ROOT
 from harness.reporting.allure_meta import git_commit, git_tracked_changes
+from harness.suites import NOT_JUDGED
 from harness.usage import Parser, command, fail
 from implementations.xllm_native.runtime.own_tests import run as run_own_tests
 from implementations.xllm_native.tree.facts import ENV_BASE_SOURCE as BASE_SOURCE_ENV
@@ -120,7 +121,8 @@ def first_reason(text: str) -> str:
 
 
 def verdicts(junit_xml: str, tree: str, manifest: str, model: str) -> list:
-    """Rows of ``COLUMNS`` from a pytest JUnit report: pass, fail (with the failure's first line), xfail, skip."""
+    """Rows of ``COLUMNS`` from a pytest JUnit report: pass, fail (with the failure's first line), xfail, skip; the
+    checks a case did not judge, and why (its ``not_judged`` property), after its reason."""
     rows = []
     for case in ET.fromstring(junit_xml).iter("testcase"):
         name = case.get("name", "")
@@ -137,6 +139,8 @@ def verdicts(junit_xml: str, tree: str, manifest: str, model: str) -> list:
             verdict, reason = ("xfail" if xfail else "skip"), first_reason(skipped.get("message", ""))
         else:
             verdict, reason = "pass", ""
+        unjudged = [p.get("value", "") for p in case.iter("property") if p.get("name") == NOT_JUDGED]
+        reason = "; ".join(r for r in (reason, *unjudged) if r)
         rows.append((tree, manifest, model, lw, "TC-" + name.split("[")[0].removeprefix("test_tc"), verdict, reason))
     return rows
 

@@ -22,6 +22,7 @@ from harness.app import status as st
 from harness.app.progress import counts_text, job_label
 from harness.plan import GAIN_UNDEFINED, gain_text
 from harness.reporting import svg
+from harness.suites import NOT_JUDGED
 
 COLUMNS = (
     "job", "job_dir", "status", "mode", "model", "implementation", "hardware", "parallel", "layerwise", "split_size",
@@ -219,7 +220,13 @@ _BROKEN = ("failed", "error", "xpassed")
 def tc_verdict(tc: Mapping[str, Any]) -> tuple[str, str]:
     """(verdict, first broken rule) of one TC of a job (``result["tcs"][TC]``): ``fail`` with the first
     failing case's own words and figures and how many cases failed, ``pass``, or the counts when nothing
-    passed or failed (skipped, expected failures)."""
+    passed or failed (skipped, expected failures); then each check its cases did not judge, and why, once."""
+    verdict, why = _tc_verdict(tc)
+    unjudged = list(dict.fromkeys(n for c in tc.get("cases") or () for n in c.get(NOT_JUDGED) or ()))
+    return verdict, "; ".join([why, *unjudged] if why else unjudged)
+
+
+def _tc_verdict(tc: Mapping[str, Any]) -> tuple[str, str]:
     counts = {k: v for k, v in (tc.get("counts") or {}).items() if v}
     broken = sum(counts.get(k, 0) for k in _BROKEN)
     if broken:

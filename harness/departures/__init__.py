@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 ALL_TCS = ("TC-01", "TC-02", "TC-03", "TC-04", "TC-05", "TC-06", "TC-07")
-ROLE_ORDER = ("validation", "worker_checks", "estimation", "ownership", "layout", "engine", "worker", "groups",
-              "speculative", "allocation")
+ROLE_ORDER = ("validation", "worker_checks", "allocation_checks", "engine_options", "estimation", "ownership", "layout",
+              "engine", "worker", "groups", "speculative", "allocation")
 """The roles judged one by one (a manifest's roles and the tree's own allocation), in the order a list reads:
-start-up (the master's, then the worker's checks), the master's figures, the engines, the workers and the groups they
-form."""
+start-up (the master's, then the worker's checks), the option values the engine hands the estimation, the master's
+figures, the engines, the workers and the groups they form."""
 DEPARTURES_FILE = "departures.json"
 
 

@@ -20,9 +20,12 @@ ROLE_TCS = {
     "validation": ("TC-01",), "estimation": ("TC-01", "TC-02", "TC-06"), "ownership": ("TC-01", "TC-02"),
     "layout": ("TC-04",), "engine": ("TC-04",), "worker": ("TC-01", "TC-05"), "speculative": ("TC-07",),
     "allocation": ("TC-01", "TC-05", "TC-06"), "groups": ("TC-03",), "worker_checks": ("TC-01",),
+    "engine_options": ("TC-01", "TC-02", "TC-06", "TC-07"),
+    "allocation_checks": ("TC-01",),
 }
 """The TCs whose checks read a role's answer (besides every TC of a case a planning role stops)."""
-PLAN_ROLES = ("validation", "worker_checks", "estimation", "ownership", "layout", "engine", "speculative")
+PLAN_ROLES = ("validation", "worker_checks", "allocation_checks", "engine_options", "estimation", "ownership", "layout",
+              "engine", "speculative")
 """Roles every plan calls: a refusal or crash in one stops every TC of its case."""
 ESTIMATE_FIGURES = (
     ("slot_size", "slot_size", "KV slot bytes per token (FEATURE 5)"),
@@ -35,12 +38,24 @@ ESTIMATE_FIGURES = (
     ("n_blocks", "n_blocks", "block count (FEATURE 6)"),
 )
 """(the tree's capacity key, the oracle's ``Capacity`` field, the rule)."""
+ENGINE_FIGURES = (
+    ("world_size", "the attention TP size the estimation is handed: world / (dp x cp) (FEATURE 3)"),
+    ("n_local_kv_heads", "KV heads per TP rank: max(1, KV heads / attention TP) (FEATURE 5)"),
+    ("n_local_linear_k_heads", "linear-attention key heads per TP rank: max(1, heads / attention TP) (FEATURE 5)"),
+    ("n_local_linear_v_heads", "linear-attention value heads per TP rank: max(1, heads / attention TP) (FEATURE 5)"),
+    ("layerwise_split_size", "the draft engine never splits: s 1 (FEATURE 6)"),
+    ("n_layers", "the draft engine's layers: its MTP layers, else all (FEATURE 6)"),
+)
+"""(the tree's ``engine_options`` key, the rule) of the option values judged (``spec_engine_options``)."""
 PER_CASE_FIGURES = ("num_indexer_layers", "num_linear_state_blocks", "linear_cache_size_in_bytes", "n_blocks")
 """Figures that follow the model and the budget: one departure reads them case by case (a dropped indexer is
 one line on DeepSeek-V3.2's 61 layers and GLM-5's 78)."""
 WORKER_CHECK_FIELDS = ("model.index_n_heads", "draft.index_n_heads")
 """The fields of FEATURE 3's worker-side rule (no model with both linear-attention layers and a DSA indexer): a port's
 refusal of a case breaking it is its worker's start-up checks' (role ``worker_checks``), not its validation's."""
+ALLOCATION_CHECK_FIELDS = ("cache.enable_sleep_mode", "cache.enable_xtensor")
+"""The fields of FEATURE 3's rules no split with sleep mode or xtensor: a port's refusal of a case breaking one is its
+worker's allocation's (role ``allocation_checks``), not its validation's."""
 _CHECK = re.compile(r"CHECK at (\S+:\d+) `([^`]*)`")
 _WHO = re.compile(r"^xllm_native tree .*?: (?=the compiled )")
 
@@ -123,6 +138,7 @@ class Judge:
     def run(self) -> TreeDepartures:
         self.judge_validation()
         self.judge_worker_checks()
+        self.judge_worker_checks("allocation_checks", ALLOCATION_CHECK_FIELDS)
         for case in self.cases:
             if not case.refusal:
                 self.judge_case(case)
@@ -141,7 +157,8 @@ class Judge:
             return
         refused = [(c, oracle.expected_rejection(c.run)) for c in self.cases if not c.only]
         if self.facts.port:  # the worker-side rule is the worker's start-up checks' to refuse (``judge_worker_checks``)
-            refused = [(c, r) for c, r in refused if r is None or r.field not in WORKER_CHECK_FIELDS]
+            refused = [(c, r) for c, r in refused
+                       if r is None or r.field not in WORKER_CHECK_FIELDS + ALLOCATION_CHECK_FIELDS]
         if state == "none":  # the engine validates nothing: every configuration is accepted, one root cause
             for case, rejection in refused:
                 if rejection is not None:
@@ -167,41 +184,44 @@ class Judge:
             return False, None
         return True, None
 
-    def judge_worker_checks(self) -> None:
-        """The worker's start-up checks (role ``worker_checks``) on every case: each case breaking FEATURE 3's
-        worker-side rule refused naming its field, every other case the spec accepts let through. Left to the
-        base: the engine's code, not the port's. Absent, or never called: one departure on the cases that need
-        the checks (the worker-side rule's refusal cases), never a model of the CHECK."""
-        state = self.states["worker_checks"][0]
+    def judge_worker_checks(self, role: str = "worker_checks", fields: tuple = WORKER_CHECK_FIELDS) -> None:
+        """A worker-side start-up role (``worker_checks``; ``allocation_checks`` with ``ALLOCATION_CHECK_FIELDS``) on
+        every case: each case breaking one of the role's rules (``fields``) refused naming its field, every other
+        case the spec accepts let through. Left to the base: the engine's code, not the port's. Absent, or never
+        called: one departure on the cases that need the checks (the role's refusal cases), never a model of the
+        CHECK."""
+        state = self.states[role][0]
         if state == "base":
             return
         for case in self.cases:
             if case.only:
                 continue
             rejection = oracle.expected_rejection(case.run)
-            worker_rule = rejection is not None and rejection.field in WORKER_CHECK_FIELDS
+            worker_rule = rejection is not None and rejection.field in fields
             if state != "played":
                 if worker_rule:
-                    self.played("worker_checks", case)
+                    self.played(role, case)
                 continue
             if rejection is not None and not worker_rule:
                 continue  # refused by an earlier rule: the validation role's case
-            answered, answer = self.start_up("worker_checks", "the worker starts every configuration the spec "
+            answered, answer = self.start_up(role, "the worker starts every configuration the spec "
                                              "accepts (FEATURE 3)", case)
             if not answered:
                 continue
             if worker_rule and (answer is None or answer.field not in rejection.fields):
-                self.add("worker_checks", f"the worker refuses a configuration breaking `{rejection.field}` "
+                self.add(role, f"the worker refuses a configuration breaking `{rejection.field}` "
                          "(FEATURE 3)", "accepts" if answer is None else refusal_text(answer),
                          f"refuses naming {rejection.field}", case)
             elif not worker_rule and answer is not None:
-                self.add("worker_checks", "the worker starts every configuration the spec accepts (FEATURE 3)",
+                self.add(role, "the worker starts every configuration the spec accepts (FEATURE 3)",
                          refusal_text(answer), "accepts", case, case.tcs)
 
     def judge_refusal(self, case: JudgedCase, rejection, answer: Optional[UserError]) -> None:
         """A refusal the spec does not make is grouped by the tree's refusal (one CHECK, one line, each case with
         the spec's answer beside it); a rule the tree never checks is one line per rule."""
         wrong = "start-up refuses only what FEATURE 3 refuses, naming the broken rule's field"
+        if rejection is not None and rejection.field in ALLOCATION_CHECK_FIELDS and answer is None:
+            return  # the allocation's rule (``allocation_checks``): start-up lets it through to the allocation
         if rejection is None and answer is not None:
             self.add("validation", wrong, refusal_text(answer), "accepts, or names another field", case, case.tcs,
                      detail="spec accepts")
@@ -219,12 +239,14 @@ class Judge:
         if case.only == "groups":
             return
         if case.only == "speculative":
+            self.judge_engine_options(case)
             if self.played("speculative", case):
                 self.judge_speculative(case, oracle.split_size(run))
             return
         s = oracle.split_size(run)
         expected = oracle.expected_capacity(replace(run, draft=None))
         full = tuple(oracle.expected_full_layers(run.model))
+        self.judge_engine_options(case)
         self.judge_activation(case, s)
         if self.played("estimation", case):
             self.judge_estimate(case, s, expected, full)
@@ -257,6 +279,25 @@ class Judge:
         if state != "torch":
             self.judge_allocation(case, s, expected)
 
+    def judge_engine_options(self, case: JudgedCase) -> None:
+        """The option values the tree's engine hands its estimation (role ``engine_options``) for the case's target
+        and, with a draft, its draft engine, against the spec's (``spec_engine_options``). Left to the base: the
+        engine's code, not the port's; absent: one departure on every case (each needs an estimate)."""
+        state = self.states["engine_options"][0]
+        if state == "base" or not self.played("engine_options", case):
+            return
+        run = case.run
+        engines = (("target", False),) + ((("draft", True),) if run.draft is not None else ())
+        for who, draft in engines:
+            got = self.guarded("engine_options", case, lambda d=draft: call_role(self.impl, "engine_options", run,
+                                                                               draft=d))
+            if got is None:
+                return
+            spec = spec_engine_options(run, oracle.split_size(run), draft=draft)
+            for key, rule in ENGINE_FIGURES:
+                if key in spec and got.get(key) != spec[key]:
+                    self.add("engine_options", f"{who}: {rule}", str(got.get(key)), str(spec[key]), case)
+
     def judge_activation(self, case: JudgedCase, s: int) -> None:
         """Whether the tree's start-up code runs the split (role ``engine``: it decides where a flag gates it)
         against FEATURE 2: active iff the enable flag is true and s > 1. A wrong answer feeds every role the
@@ -272,7 +313,8 @@ class Judge:
                  "active" if s > 1 else "inactive", case, case.tcs, detail=f"s {flags.split_size}: {answer[1]}")
 
     def judge_estimate(self, case: JudgedCase, s: int, expected, full: tuple) -> None:
-        est = self.guarded("estimation", case, lambda: call_role(self.impl, "estimation", case.run, s))
+        est = self.guarded("estimation", case, lambda: call_role(self.impl, "estimation", case.run, s,
+                                                                 engine=fed_engine_options(case.run, s)))
         if est is None:
             return
         cap = est["target"]
@@ -364,7 +406,8 @@ class Judge:
                  detail=f"{run.hardware.topology.name}: tree {[list(g) for g in got]}, spec {spec}")
 
     def judge_speculative(self, case: JudgedCase, s: int) -> None:
-        est = self.guarded("speculative", case, lambda: call_role(self.impl, "speculative", case.run, s))
+        est = self.guarded("speculative", case, lambda: call_role(self.impl, "speculative", case.run, s,
+                                                                  engine=fed_engine_options(case.run, s)))
         if est is None:
             return
         target, _ = oracle.expected_capacities(case.run)
@@ -392,6 +435,44 @@ class Judge:
             self.add("allocation", "each rank allocates its owned full layers' tensors and its linear state "
                      "(FEATURE 7)", "creates no tensor", "its owned full layers' tensors", case,
                      detail=f"rank 0 owns {len(oracle.expected_rank_owned_layers(run, 0))} full layers")
+
+
+def spec_engine_options(run, s: int, *, draft: bool = False) -> dict:
+    """The option values FEATURE 3-6 give the engine of ``run``'s target (``draft``: its draft engine), from the
+    oracle: the attention TP size, the KV heads per TP rank (not for MLA, whose one latent head no slot divides),
+    the linear heads per TP rank (models with linear-attention layers), and for a draft its split size 1, its layer
+    count and, with its body at TP 1, every head on one rank. ``s``: the effective split size (unjudged for the
+    target: it is the launch's flag)."""
+    model = run.draft if draft else run.model
+    tp = 1 if draft and model.body_tp1 else oracle.attn_tp_size(run)
+    out = {"world_size": tp}
+    if model.attention != "mla":
+        out["n_local_kv_heads"] = oracle.n_local_kv_heads(model, tp)
+    if oracle.expected_linear_layers(model):
+        out["n_local_linear_k_heads"], out["n_local_linear_v_heads"] = oracle.linear_local_heads(model, tp)
+    if draft:
+        out.update(layerwise_split_size=1, n_layers=oracle.draft_num_layers(model))
+    return out
+
+
+def fed_engine_options(run, s: int) -> dict:
+    """What ``roles.estimation`` and ``roles.speculative`` hand the estimation instead of the tree's engine's answers
+    (``{"target": ..., "draft": ...}``): the spec's value of every option the engine computes
+    (``spec_engine_options``; MLA's heads and a model without linear layers' linear heads as the spec's slots read
+    them: max(1, heads / attention TP)), and the draft's layer count."""
+    out = {}
+    for who, model in (("target", run.model), ("draft", run.draft)):
+        if model is None:
+            continue
+        draft = who == "draft"
+        tp = 1 if draft and model.body_tp1 else oracle.attn_tp_size(run)
+        k_heads, v_heads = oracle.linear_local_heads(model, tp)
+        out[who] = {"world_size": tp, "n_local_kv_heads": oracle.n_local_kv_heads(model, tp),
+                    "n_local_linear_k_heads": k_heads, "n_local_linear_v_heads": v_heads,
+                    "layerwise_split_size": 1 if draft else s}
+        if draft:
+            out[who]["n_layers"] = oracle.draft_num_layers(model)
+    return out
 
 
 def _layers(layers: Sequence[int]) -> str:

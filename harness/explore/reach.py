@@ -114,9 +114,10 @@ def _without_startup_breaks(run, field: str):
 def _cards_out_of_rank_order(run) -> bool:
     """Some attention TP group whose cards do not rise with its ranks on a node."""
     tp, cards = oracle.attn_tp_size(run), run.hardware.num_cards
-    for first in range(0, run.parallel.world_size, max(1, tp)):
+    world = min(run.parallel.world_size, len(run.placement))
+    for first in range(0, world, max(1, tp)):  # (a refused world need not be whole TP groups)
         on_node: dict = {}
-        for rank in range(first, first + tp):
+        for rank in range(first, min(first + tp, world)):
             on_node.setdefault(rank // cards, []).append(run.placement[rank])
         if any(row != sorted(row) for row in on_node.values()):
             return True

@@ -1,39 +1,32 @@
-"""Drive the explorer with Hypothesis: draw, judge, and on a failure shrink to a minimal configuration.
+"""Drive the explorer: draw, judge, and on a failure shrink to a minimal configuration.
 
 ``explore(runner, examples=N, allocate=..., seed=S)`` returns None when every drawn
 configuration passed, else the ``Finding`` of the minimal failing one: its configuration, the
-failing checks' messages and a ready ``python -m harness.plan`` command. Hypothesis draws
-several configurations per example (``batch_size``) from a fixed seed with no example
-database, so a run is repeatable and writes nothing; the strings it draws are kept per seed and
-count (``drawn_batches``: each implementation explores the same ones) and judged in order until one
-fails; the failing configuration's own bytes are then shrunk towards 0 (``shrunk``), not the batch
-it came in.
+failing checks' messages and a ready ``python -m harness.plan`` command. The byte strings are
+derived from S (``drawn_strings``: BLAKE2b of S and each string's index, the same strings in every
+process and on every platform, the first N of a seed the same whatever the count), decoded one
+configuration each (``strategies.decode``) and judged in order until one fails; the failing
+configuration's bytes are then shrunk towards 0 (``shrunk``). Exploring writes nothing (the command of
+a ``Finding`` writes its spec file).
 """
 
 from __future__ import annotations
 
+import gc
+import hashlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable, Optional
-
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import seed as fixed_seed
+from typing import Callable, Iterator, Optional
 
 from contract.specs import RunSpec
 from harness.explore import reproduce
 from harness.explore.runner import InProcessRunner
-from harness.explore.strategies import batch_bytes, bytes_read, decode, slices
+from harness.explore.strategies import DRAWN_BYTES, bytes_read, decode
 
 DEFAULT_SEED = 20261201
 CI_EXAMPLES = {False: 1000, True: 40}
 """Configurations CI draws per implementation: plan level (False) and with allocation (True)."""
-BATCHES = (8, 4, 2, 1)
-"""Configurations per Hypothesis example, the largest that divides the count: Hypothesis's own cost per
-example (about 0.5 ms, as much as judging a plan) is paid once per batch."""
-
-
-def batch_size(examples: int) -> int:
-    return next(b for b in BATCHES if examples % b == 0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,8 +76,8 @@ def explore(runner: InProcessRunner, *, examples: int, allocate: bool, seed: int
             return ()
         return verdict.failures
 
-    for data in drawn_batches(seed, examples):
-        for one in slices(data):
+    with heap_frozen():
+        for one in drawn_strings(seed, examples):
             failures = failures_of(one)
             if failures:
                 if shrink:
@@ -94,30 +87,47 @@ def explore(runner: InProcessRunner, *, examples: int, allocate: bool, seed: int
     return None
 
 
-BATCHES_REMEMBERED = 16
-"""(seed, count) pairs whose drawn strings ``drawn_batches`` keeps: CI's implementations, the mutants the
-explorer must catch and the reach test each explore the same seed and count."""
+@contextmanager
+def heap_frozen() -> Iterator[None]:
+    """The objects alive on entry (the imports, torch's, the configurations and oracle answers kept from earlier
+    explorations) left out of the cyclic garbage collector's full collections until exit (``gc.freeze``, then
+    ``gc.unfreeze``). An exploration keeps the oracle's answers of thousands of configurations, so the collector
+    runs a full collection once or twice per 1000 draws, each over the whole heap: about 75 ms, a tenth of the
+    exploration. Frozen, a full collection reads only what the exploration made. Nothing is lost: a frozen object
+    is still freed when nothing refers to it, and a frozen cycle is collected after exit. Left alone where the
+    caller has frozen objects itself (``gc.get_freeze_count``): a pytest process has, once its collection ends
+    (``harness.pytest_plugin.gc_freeze``), so this serves the other processes that explore (the bench, a
+    script)."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
-@lru_cache(maxsize=BATCHES_REMEMBERED)
-def drawn_batches(seed: int, examples: int) -> tuple[bytes, ...]:
-    """The byte strings Hypothesis draws from ``seed`` for ``examples`` configurations, one per batch of
-    ``batch_size(examples)`` (``slices``): its generate phase, with no example database, so the same strings
-    in every process. Drawn once per process and (seed, count) (``BATCHES_REMEMBERED``): every implementation
-    explores from the same seed, and Hypothesis's draws do not depend on what judging finds (a failure only
-    ends the exploration early)."""
-    out = []
-    per_example = batch_size(examples)
+STRINGS_REMEMBERED = 16
+"""(seed, count) pairs whose strings ``drawn_strings`` keeps: CI's implementations, the mutants the explorer must
+catch and the reach test each explore the same seed and count."""
 
-    @settings(max_examples=examples // per_example, deadline=None, database=None, derandomize=False,
-              print_blob=False, phases=(Phase.generate,), suppress_health_check=list(HealthCheck))
-    @fixed_seed(seed)
-    @given(batch_bytes(per_example))
-    def collect(data):
-        out.append(data)
 
-    collect()
-    return tuple(out)
+@lru_cache(maxsize=STRINGS_REMEMBERED)
+def drawn_strings(seed: int, examples: int) -> tuple[bytes, ...]:
+    """``examples`` byte strings of ``DRAWN_BYTES`` each, one configuration each (``strategies.decode``): string k
+    of a seed is ``drawn_string(seed, k)``, so the same bytes in every process, on every platform and Python
+    version, and the first strings of a seed the same whatever the count (a shorter exploration judges the start
+    of a longer one). Kept per (seed, count) (``STRINGS_REMEMBERED``)."""
+    return tuple(drawn_string(seed, k) for k in range(examples))
+
+
+def drawn_string(seed: int, k: int) -> bytes:
+    """The k-th string of ``seed``: BLAKE2b of the two numbers, ``DRAWN_BYTES`` long, every byte uniform over 0..255
+    (the decoder's option lists carry the weighting: a repeated option, the boundary options of budgets and
+    reserves). About a microsecond per configuration, where a Hypothesis example cost 0.3 to 0.5 ms: the
+    shrinking is the explorer's own (``shrunk``), so no property-testing library is paid per draw."""
+    return hashlib.blake2b(f"lwsplit explore {seed} {k}".encode(), digest_size=DRAWN_BYTES).digest()
 
 
 SHRINK_PASSES = 4
@@ -126,7 +136,7 @@ SHRINK_PASSES = 4
 def shrunk(data: bytes, failures: tuple[str, ...], failures_of: Callable[[bytes], tuple]) -> tuple[bytes, tuple]:
     """The failing configuration's bytes moved towards 0 one at a time (each byte is one decision, 0 its simplest
     option) while it still fails, until a pass changes nothing (at most ``SHRINK_PASSES``); the bytes decoding
-    does not read are set to 0 first. Shrinks one configuration, not the batch Hypothesis drew it in."""
+    does not read are set to 0 first."""
     read = bytes_read(data)
     best = bytearray(data[:read]) + bytearray(len(data) - read)  # the same configuration
     for _ in range(SHRINK_PASSES):

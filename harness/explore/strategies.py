@@ -1,10 +1,9 @@
 """Configurations within real bounds, as ``RunSpec`` values, decoded from one drawn byte string.
 
-Hypothesis draws one fixed-length byte string per configuration (``explorable``); ``decode``
-reads it byte by byte, one decision per byte, and byte 0 always takes the first, simplest
-option. So a configuration costs Hypothesis one choice (drawing 35 separate choices cost
-2 to 4 ms, more than judging), and shrinking still works axis by axis: Hypothesis shrinks
-each byte towards 0, each decision towards its simplest option.
+The explorer draws one fixed-length byte string per configuration (``search.drawn_strings``: seeded,
+uniform bytes); ``decode`` reads it byte by byte, one decision per byte, and byte 0 always takes the
+first, simplest option. So a configuration costs one string, and shrinking works axis by axis
+(``search.shrunk`` moves each byte towards 0, each decision towards its simplest option).
 
 Most draws are **valid by construction** (the spec accepts and plans them); a deliberate
 share (``REFUSAL_SHARE``) are **refusals**: a valid configuration with one to three of the
@@ -56,8 +55,6 @@ from dataclasses import replace
 from functools import cache, lru_cache
 from typing import Callable, Optional, Sequence
 
-from hypothesis import strategies as st
-
 from contract.flags_and_topology import load_topology
 from contract.specs import (
     FULL_ATTENTION_TYPES,
@@ -79,8 +76,8 @@ from harness.suites.case import resolve
 
 MAX_LAYERS = 128
 DRAWN_BYTES = 64
-"""Bytes drawn per configuration: what 99 in 100 decodings read (past the end every byte reads as 0). Hypothesis
-draws a byte string byte by byte: fewer bytes, faster draws."""
+"""Bytes drawn per configuration: what 99 in 100 decodings read (past the end every byte reads as 0); one BLAKE2b
+digest (``search.drawn_string``: at most 64 bytes)."""
 FIXTURES = {8: ("cpu_sim_8", "pcie_2switch_8", "pcie_2switch_8_interleaved", "nvlink_8",
                 "pcie_2switch_8_interleaved"), 4: ("bi_v100_pix4",)}
 """Shipped link matrices (``conf/topology``) by card count (the interleaved two-switch one twice: with a
@@ -460,8 +457,9 @@ def with_draft_deciding(c: Choices, run: RunSpec) -> RunSpec:
 # ---- a valid configuration ---------------------------------------------------------------
 
 
-def valid(c: Choices, *, split: bool = False) -> RunSpec:
-    """A configuration the spec accepts and plans (``split``: with an active split)."""
+def valid(c: Choices, *, split: bool = False, aimed: bool = True) -> RunSpec:
+    """A configuration the spec accepts and plans (``split``: with an active split); ``aimed=False``: before its
+    budget and reserve are aimed (a refusal's base, whose broken rules change what they would aim at)."""
     shape = c.pick(SHAPES[:-1] if split else SHAPES)
     if shape == "recorded":
         return recorded(c)
@@ -475,6 +473,8 @@ def valid(c: Choices, *, split: bool = False) -> RunSpec:
     blocks = c.pick((1, 2, 3, 5, 8))
     run = RunSpec(model=target, draft=draft(c, target), parallel=parallel, layerwise=flags, hardware=hw,
                   placement=place, cache=cache_options(c, hw, split=split, blocks=blocks))
+    if not aimed:
+        return run
     return with_reserve(c, repaired(with_budget(run, blocks, slack(c))), RESERVES_FITTING)
 
 
@@ -611,8 +611,10 @@ BREAKER_NAMES = tuple(dict.fromkeys((*BREAKERS, *AFTER_BUDGET))) + 3 * CORNERS
 
 
 def refusal(c: Choices) -> RunSpec:
-    """A valid configuration with an active split and one to three rules broken (the spec names the first)."""
-    run = valid(c, split=True)
+    """A valid configuration with an active split and one to three rules broken (the spec names the first); its
+    budget and reserve aimed once, after the rules are broken (aimed before, the oracle's answers about the
+    unbroken configuration were thrown away: about a tenth of an exploration's CPU)."""
+    run = valid(c, split=True, aimed=False)
     names = [c.pick(BREAKER_NAMES) for _ in range(c.pick((1, 1, 2, 3)))]
     for name in names:
         if name in BREAKERS:
@@ -664,36 +666,8 @@ def decode(data: bytes) -> RunSpec:
     return refusal(c) if c.pick(REFUSAL_SHARE) else valid(c)
 
 
-@cache
-def explorable() -> st.SearchStrategy:
-    """Configurations, one drawn byte string each (``decode``)."""
-    return st.binary(min_size=DRAWN_BYTES, max_size=DRAWN_BYTES).map(decode)
-
-
-
 def bytes_read(data: bytes) -> int:
     """How many bytes of ``data`` decoding reads (the rest decide nothing)."""
     c = Choices(data)
     refusal(c) if c.pick(REFUSAL_SHARE) else valid(c)
     return min(c.at, len(data))
-
-
-def batch_bytes(configurations: int) -> st.SearchStrategy:
-    """One byte string for ``configurations`` configurations, ``DRAWN_BYTES`` each (``slices``): Hypothesis's cost
-    per example is paid once for them all. (Drawn one by one, as ``st.lists`` or ``st.data`` draw them,
-    Hypothesis repeats earlier draws: 170 distinct configurations in 1000; one string: 993.)"""
-    return st.binary(min_size=configurations * DRAWN_BYTES, max_size=configurations * DRAWN_BYTES)
-
-
-def slices(data: bytes) -> list[bytes]:
-    """The ``DRAWN_BYTES`` slices of a ``batch_bytes`` string, one configuration each (``decode``). Hypothesis
-    starts from a string of zeros: an all-zero slice after the first stands for fixed bytes of its own
-    (``_standing_in``), so a batch holds one simplest configuration, not eight."""
-    out = [data[at:at + DRAWN_BYTES] for at in range(0, len(data), DRAWN_BYTES)]
-    return [one if k == 0 or any(one) else _standing_in(k) for k, one in enumerate(out)]
-
-
-@cache
-def _standing_in(k: int) -> bytes:
-    digest = hashlib.sha256(f"explore slice {k}".encode()).digest()
-    return (digest * (1 + DRAWN_BYTES // len(digest)))[:DRAWN_BYTES]

@@ -68,12 +68,20 @@ def pytest_runtest_makereport(item, call):
         stash = item.stash.get(keys.FACTS, {})
         if keys.FACTS in item.stash:
             del item.stash[keys.FACTS]
+        unjudged = item.module.SUITE.not_judged(stash["facts"]) if stash.get("facts") else ()
+        if unjudged:  # a JUnit property (harness.native_verdicts reads it); teardown's report carries it
+            # harness.suites is imported already (the case's test module declares its SUITE with it)
+            from harness.suites import NOT_JUDGED
+
+            item.user_properties.append((NOT_JUDGED, "; ".join(unjudged)))
         if getattr(item.config.option, "allure_report_dir", None):  # charts cost time; only when reported
             representative = (case.tc, case.id) in item.config.stash.get(keys.REPRESENTATIVE, set())
             allure_labels.attach_results(item, case, stash.get("facts"), report, call.excinfo,
                                          representative=representative)
             if report.failed and call.excinfo is None and "XPASS(strict)" in str(report.longrepr):
                 allure_labels.mark_xpass(str(report.longrepr).replace("[XPASS(strict)]", "").strip())
+            if unjudged:
+                allure_labels.mark_not_judged(unjudged)
         path = item.config.getoption("lw_results")
         given = item.config.stash.get(keys.GIVEN, None)
         if path or given is not None:

@@ -4,7 +4,8 @@
     torchrun --nnodes 2 --nproc-per-node 4 --rdzv-backend c10d --rdzv-endpoint HOST:29400 \\
         -m harness.rankpool.launcher --multi-node package.module:body '[1, "two"]'
 
-Each rank builds the same RankContext as in a RankPool (backend chosen per node: nccl
+``testcases.rank_bodies:rank_info`` is the project's own body (run from a checkout: the wheel ships no test code);
+an installed harness names a body of yours. Each rank builds the same RankContext as in a RankPool (backend chosen per node: nccl
 with one card per local rank when available, else gloo; ``--backend`` overrides), calls
 ``body(ctx, *json_args)``, and rank 0 prints ONE JSON line on stdout:
 ``{"ref": ..., "world_size": N, "backend": ..., "results": [rank 0's, rank 1's, ...], "skipped": {rank: reason}}``

@@ -143,6 +143,17 @@ def mark_xpass(reason: str) -> None:
     allure.dynamic.label(XPASS_LABEL, reason)
 
 
+NOT_JUDGED = "not judged"
+"""The tag and attachment name of a case whose implementation gave some of its TC's checks nothing to judge."""
+
+
+def mark_not_judged(notes) -> None:
+    """A case with checks not judged (``Suite.not_judged``): tagged, and each note, saying why, attached as text
+    (the description is the TC's, the same for every case)."""
+    allure.dynamic.tag(NOT_JUDGED)
+    allure.attach("\n".join(notes), name=NOT_JUDGED, attachment_type=allure.attachment_type.TEXT)
+
+
 def mark_origin(exc: BaseException) -> None:
     """Label a failed test with where its exception came from (``results.failure_origin``), decided
     here, from the exception, so the report never reads it back from the traceback's text."""

@@ -50,6 +50,15 @@ def predicts_nothing(*args) -> None:
     return None
 
 
+NOT_JUDGED = "not_judged"
+"""Where a case's checks not judged (``Suite.not_judged``) go: its result line's key and its JUnit property (the notes
+joined by ``; ``)."""
+
+
+def judges_everything(facts) -> tuple:
+    return ()
+
+
 def always(run) -> bool:
     return True
 
@@ -105,6 +114,11 @@ class Suite:
     passes_any_refusal: Callable[[Any], bool] = never
     """``passes_any_refusal(run)``: True where the check passes any UserError (TC-03: a placement the spec
     refuses), so no upstream refusal or layout is predicted."""
+
+    not_judged: Callable[[list], tuple] = judges_everything
+    """``not_judged(facts) -> tuple[str, ...]``: checks of the TC the case's implementation gives nothing to judge,
+    each saying why in the implementation's own terms (TC-04: a compiled tree's plan note): shown beside the verdict
+    (the case's result line, Allure, results.md, ``harness.native_verdicts``), never a problem and never a pass."""
 
     starts_workers: Callable[[Any], bool] = always
     """``starts_workers(run)``: True where the body starts the workers of a config the master planned (so a

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from harness.suites import NOT_JUDGED
 from harness.suites.expectations import predicted_as, prediction
 
 
@@ -27,6 +28,9 @@ def case_result(suite, case, report, facts) -> dict:
         out["reason"] = first_reason(report)
     if facts:
         out.update(suite.summarize(facts))
+        unjudged = suite.not_judged(facts)
+        if unjudged:
+            out[NOT_JUDGED] = list(unjudged)  # checks this case's implementation gave nothing to judge, and why
     return out
 
 

@@ -347,14 +347,39 @@ def native_upstream_prediction(tc: str, run) -> Optional[Prediction]:
     suite = _suite(tc)
     if stop is None or expected_rejection(run) is not None or not suite.starts_workers(run) \
             or suite.passes_any_refusal(run):
-        return pred
+        return engine_linear_heads(tc, run, pred)
     return Prediction(required=(Predicted(rule="worker_refused", field=stop.field, why=stop.reason),),
                       reason=f"{stop.reason}; the {run.hardware.name} profile allows it (FEATURE 3)")
 
 
 def native_planning_prediction(tc: str, run) -> Optional[Prediction]:
-    """``xllm_native`` on upstream's planning code alone: ``upstream_prediction`` of a tree with no card check."""
-    return upstream_prediction(tc, run, card_check=False)
+    """``xllm_native`` on upstream's planning code alone: ``upstream_prediction`` of a tree with no card check, and
+    ``engine_linear_heads``."""
+    return engine_linear_heads(tc, run, upstream_prediction(tc, run, card_check=False))
+
+
+def engine_linear_heads(tc: str, run, pred: Optional[Prediction]) -> Optional[Prediction]:
+    """``pred``, and for TC-02 on a model with linear-attention heads but no linear-attention layer, which the master
+    plans: its linear-state slot 0 where FEATURE 5's formula gives more. Upstream's engine divides the linear heads
+    among its TP ranks only when ``has_linear_attention_layers`` (``LLMEngine::init_model``) and hands the estimation
+    0 heads otherwise (compiled as role ``engine_options``), so ``linear_slot_size`` is 0; no byte follows from it
+    (no layer holds linear state)."""
+    model, cache = run.model, run.cache
+    if tc != "TC-02" or oracle.expected_linear_layers(model) or \
+            oracle.expected_linear_state_bytes_per_slot(model, cache, oracle.attn_tp_size(run)) == 0:
+        return pred
+    if pred is not None and any(p.rule in ("refused", "rejection") for p in pred.required):
+        return pred  # the master refuses first
+    if expected_rejection(run) is not None:
+        return pred
+    slot = Predicted(rule="layout", says="linear_slot_size: plan 0,",
+                     why="upstream's engine hands no linear heads to a model without linear-attention layers")
+    reason = ("upstream's LLMEngine hands the estimation 0 linear heads on a model without linear-attention layers "
+              "(has_linear_attention_layers): linear_slot_size 0, FEATURE 5's formula more")
+    if pred is None:
+        return Prediction(required=(slot,), reason=reason)
+    return Prediction(required=pred.required + (slot,), consequences=pred.consequences,
+                      reason=f"{pred.reason}; {reason}")
 
 
 NATIVE_PLANNING_ONLY = "xllm_native[upstream planning]"

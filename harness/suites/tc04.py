@@ -19,6 +19,11 @@ Pass when (FEATURE section 8):
 - a tampered layout is rejected: plan rank 1 of each engine gets a message with one
   layer owner (or n_blocks) altered (bring_up's ``tamper`` hook), and its
   ``init_worker`` must raise PlanError while the untouched workers accept theirs.
+  Not judged where the plan notes that no code of the implementation checks a received
+  layout (``TREE_MESSAGE_NOTE``: a compiled tree, upstream's or a port's, whose workers take
+  their split from their own s and rank, and whose worker-side checks are its start-up
+  CHECKs, judged by TC-01 and TC-07): no tampered bring-up runs, nothing is credited, and
+  the case's result shows the note as not judged (``not_judged``).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Optional
 
 import torch.distributed as dist
 
+from contract.plan_types import TREE_MESSAGE_NOTE
 from harness import oracle
 from harness.suites import Suite
 from harness.suites.bring_up import bring_up, engines_for
@@ -141,6 +147,8 @@ def body(ctx, run, impl_cfg, separate: bool = False) -> PropagationFacts:
     coverage = _live_coverage(ctx, session, engines[0])
     leaks = session.teardown()
     workers = {role: dataclasses.replace(wf, leak=leaks.get(role)) for role, wf in workers.items()}
+    if tamper_not_judged(session.plan) is not None:  # every rank holds the broadcast plan: all skip alike
+        return PropagationFacts(**base, workers=workers, coverage=coverage)
 
     tampered = bring_up(ctx, run, impl_cfg, engines=engines, tamper=tamper_message, record_refusals=True)
     results, problems = {}, []
@@ -191,6 +199,14 @@ def _live_coverage(ctx, session, target) -> Coverage:
     return Coverage(members=tuple(members), problems=tuple(problems))
 
 
+def tamper_not_judged(plan) -> Optional[str]:
+    """The plan's ``TREE_MESSAGE_NOTE`` (no code of the implementation checks a layout its workers receive), or
+    None: the tampered layout is judged."""
+    if plan is None:
+        return None
+    return next((n for n in plan.notes if n.startswith(TREE_MESSAGE_NOTE)), None)
+
+
 def tamper_message(message, plan_rank: int):
     """Plan rank VICTIM gets its engine's message with one full layer's owner (else n_blocks) changed."""
     if plan_rank != VICTIM:
@@ -219,7 +235,8 @@ def check(facts: list[dict], run) -> list[str]:
     problems += _check_coverage(facts, plan, run, engines["target"])
     problems += published_layout_problems(plan, run)
     problems += ownership_problems(facts, run, owner=dict(plan.layer_owner))  # positions: the spec's
-    problems += _check_tamper(facts, engines)
+    if tamper_not_judged(plan) is None:
+        problems += _check_tamper(facts, engines)
     problems += leak_problems(facts)
     return problems
 
@@ -313,6 +330,12 @@ def _check_tamper(facts, engines) -> list[str]:
     return problems
 
 
+def not_judged(facts: list) -> tuple[str, ...]:
+    """The tampered-layout check, where the plan notes that no code of the implementation makes one."""
+    note = tamper_not_judged(plan_of(facts))
+    return (note,) if note else ()
+
+
 # ---- reports ----------------------------------------------------------------------------
 
 
@@ -357,4 +380,5 @@ SUITE = Suite(
     separate_draft=separate_draft,
     world_size=world_size,
     predict_upstream_layout=upstream_worker_owners,
+    not_judged=not_judged,
 )

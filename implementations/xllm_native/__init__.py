@@ -11,7 +11,8 @@ from typing import Any
 __all__ = ["ROLE_CALLS", "XllmNativeImplementation", "call_role"]
 
 ROLE_CALLS = frozenset({"state", "validation", "estimation", "speculative", "ownership", "worker", "master_layout",
-                        "engine_layout", "activation", "groups", "allocation", "allocation_terms", "worker_checks"})
+                        "engine_layout", "activation", "groups", "allocation", "allocation_terms", "worker_checks",
+                        "engine_options", "allocation_checks"})
 """What ``call_role`` calls (``roles``: each role of a compiled tree on its own; ``state`` and ``allocation_terms``:
 how the manifest plays a role)."""
 

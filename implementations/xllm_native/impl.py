@@ -9,6 +9,18 @@
   port: its own function where its manifest names one, else its base's compiled cut (the default with a base
   manifest); a port with neither fails the cases whose target or draft has linear layers and an indexer naming
   the role (``needs_worker_checks``), never a model of the CHECK;
+* engine options (role ``engine_options``): the ``KVCacheEstimateOptions`` every estimate is handed, as
+  ``LLMEngine`` computes them (its attention TP size, its local KV and linear heads per TP rank, the draft's TP-1
+  body and split size 1: statements cut out of ``llm_engine.cpp``) and the draft's layer count
+  (``WorkerImpl::get_num_layers``); a port: its own function where its manifest names one, else its base's compiled
+  cut (the default with a base manifest); a port with neither fails every case needing an estimate naming the role;
+* allocation checks (role ``allocation_checks``): ``allocate_kv_caches`` (kv_cache.cpp) from its sleep-mode branch up
+  to its ordinary allocation, cut and compiled behind a shim of the create options the worker built (its mask, the
+  run's sleep mode and xtensor): each branch's CHECK that no split mask is handed on, asked once the master has
+  estimated and laid the split out (the end of ``plan``: where the worker allocates, after the master's layout
+  and its CHECKs), where the split is active with either setting on (``needs_allocation_checks``). A port: its own function,
+  else its base's cut fed the port's worker's mask (the default with a base manifest); with neither it fails those
+  cases naming the role;
 * estimate: ``estimate_kv_cache_capacity`` for the target (split block count included), and for
   a speculative draft the draft's capacity and ``SpeculativeEngine::calculate_kv_cache``;
 * ownership: each split rank's mask from ``LayerwiseSplitLayout`` / ``build_layer_cache_owned``;
@@ -22,12 +34,11 @@
   the tensors it made.
 
 What the tree's files do not hold comes from the Python model of upstream
-(``implementations.xllm_upstream``): the engine's option values (local heads per TP rank, the
-draft's layer count), for upstream's tree the worker-side CHECKs of the split with sleep mode and xtensor (the
-quantized caches are the hardware profile's rule; a port is credited with neither), placement (the harness's
-input, not a role), the plan's workers' split rank ``rank % s``, and ``engine_message`` (no tree holds code that
-checks what its workers receive); for upstream's tree (and a port whose engine is upstream's), the activation
-threshold s > 1, which upstream writes inline
+(``implementations.xllm_upstream``): the quantized caches (the hardware profile's rule), placement (the harness's
+input, not a role), the plan's workers' split rank ``rank % s``, and ``engine_message`` (the master's plan handed
+on: no tree holds code that checks what its workers receive, so ``init_worker`` checks nothing of it, no Python check
+in its place, and the plan says so, ``tree_message_note``: TC-04 shows its tampered layout as not judged); for
+upstream's tree (and a port whose engine is upstream's), the activation threshold s > 1, which upstream writes inline
 (``worker_impl.cpp``, ``kv_cache_estimation.cpp``) with no function to call.
 
 Which function plays each role comes from the tree's manifest (``manifest``): upstream's by
@@ -49,21 +60,31 @@ from typing import Mapping, Optional
 
 from contract.errors import ConfigError, ImplementationFailure, PlanError, UserError
 from contract.interface import ROLES, LayerCache, WorkerKVCache
-from contract.plan_types import TREE_CARDS_NOTE, TREE_GROUPS_NOTE, DraftPlan, KVPlan
+from contract.plan_types import TREE_CARDS_NOTE, TREE_GROUPS_NOTE, TREE_MESSAGE_NOTE, DraftPlan, KVPlan
 from contract.specs import LayerwiseFlags, ModelSpec, RunSpec
 from contract.upstream_tensors import TENSOR_NAMES, TENSOR_NAMES_MLA
-from implementations.reference import estimation, kv_bytes, layers, layout, validation
+from implementations.reference import estimation, layers, layout, validation
 from implementations.xllm_native import manifest as manifest_mod
 from implementations.xllm_native.build import library as build
 from implementations.xllm_native.manifest import AbsentRoleError
 from implementations.xllm_native.runtime import native as native_mod
 from implementations.xllm_native.runtime import tensor_lib
 from implementations.xllm_native.tree.facts import TreeFacts
-from implementations.xllm_native.tree.files import UPSTREAM_FILES, WORKER_CHECKS_FUNCTION
+from implementations.xllm_native.tree.files import ALLOCATION_CHECKS_FUNCTION, UPSTREAM_FILES, WORKER_CHECKS_FUNCTION
 from implementations.xllm_upstream.impl import XllmUpstreamImplementation
 
 TORCH_SCALAR_TYPES = {"int8": 1, "float16": 5, "float32": 6, "bfloat16": 15, "fp8_e5m2": 23, "fp8_e4m3": 24}
 """c10::ScalarType codes of the model dtypes ``specs.DTYPE_BYTES`` names (the estimate options' ``dtype``)."""
+
+
+ENGINE_COMPUTED = ("world_size", "n_local_kv_heads", "n_local_linear_k_heads", "n_local_linear_v_heads",
+                   "layerwise_split_size")
+"""The ``KVCacheEstimateOptions`` values the engine computes (role ``engine_options``: its attention TP size, its local
+heads per TP rank, the draft's TP-1 body and split size 1) rather than copies from the launch's flags."""
+PASSED_OPTIONS = ("dtype_code", "kv_cache_dtype", "indexer_cache_dtype", "cache_size_in_bytes", "block_size",
+                  "max_seqs_per_batch", "num_speculative_tokens", "max_tokens_per_batch", "max_linear_state_cache_slots",
+                  "is_draft_engine", "enable_prefix_cache")
+"""The ``KVCacheEstimateOptions`` values the engine copies from the launch's flags (``engine_inputs``)."""
 
 
 def field_value(run: RunSpec, name: str, fallback: object) -> object:
@@ -120,6 +141,13 @@ def tree_allocation(message: KVPlan, *, rank: int, role: str, mask: tuple, devic
     return WorkerKVCache(rank=rank, role=role, plan_digest=message.digest, split_size=split_size,
                          split_rank=split_rank, split_group=split_group, n_blocks=message.n_blocks,
                          kv_layout=message.kv_layout, device=device, layers=layers, scratch={})
+
+
+def needs_allocation_checks(run: RunSpec, split_active: bool) -> bool:
+    """Whether a case needs the worker's allocation's refusals of the split: sleep mode or xtensor on with the split
+    active (the worker hands its allocation a mask). A tree that plays none fails exactly these cases naming the
+    role; with the split off the branches are sleep mode's and xtensor's own, not the split's, and are not asked."""
+    return split_active and bool(run.cache.enable_sleep_mode or run.cache.enable_xtensor)
 
 
 def needs_worker_checks(run: RunSpec) -> bool:
@@ -242,7 +270,8 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
     # ---- inputs the engine hands the planning code -------------------------------------------
 
     def model_args(self, model: ModelSpec, *, draft: bool = False) -> dict:
-        """``ModelArgs`` as the model loader fills them (a draft engine's layer count: its MTP layers)."""
+        """``ModelArgs`` as the model loader fills them; a draft engine's MTP layer count is the draft worker's layer
+        count as the tree decides it (``draft_layers``)."""
         full = [("full_attention" if t in ("full_attention", "attention") else t) for t in model.layer_types or ()]
         return {
             "model_type": model.model_type, "dtype": model.dtype, "n_layers": model.num_hidden_layers,
@@ -250,7 +279,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
             "n_heads": model.num_attention_heads, "n_kv_heads": model.num_key_value_heads,
             "kv_lora_rank": model.kv_lora_rank, "qk_rope_head_dim": model.qk_rope_head_dim,
             "index_n_heads": model.index_n_heads, "index_head_dim": model.index_head_dim,
-            "num_nextn_predict_layers": validation.draft_num_layers(model) if draft else model.num_nextn_predict_layers,
+            "num_nextn_predict_layers": self.draft_layers(model) if draft else model.num_nextn_predict_layers,
             "full_attention_interval": model.full_attention_interval or 0,  # the loader's value, layer_types or not
             "layer_types": full, "linear_conv_kernel_dim": model.linear_conv_kernel_dim,
             "linear_key_head_dim": model.linear_key_head_dim, "linear_value_head_dim": model.linear_value_head_dim,
@@ -259,23 +288,78 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
             "mamba_ssm_dtype": model.mamba_ssm_dtype or "",
         }
 
-    def estimate_options(self, run: RunSpec, model: ModelSpec, tp: int, *, split_size: int,
-                         draft: bool = False) -> dict:
-        """``KVCacheEstimateOptions`` as ``LLMEngine::estimate_kv_cache_capacity`` fills them."""
-        cache = run.cache
-        if draft and model.body_tp1:
-            tp = 1
-        return {
-            "dtype_code": TORCH_SCALAR_TYPES[model.dtype], "kv_cache_dtype": cache.kv_cache_dtype,
-            "indexer_cache_dtype": cache.indexer_cache_dtype, "cache_size_in_bytes": run.kv_budget_bytes,
-            "block_size": cache.block_size, "world_size": tp,
-            "n_local_kv_heads": kv_bytes.local_heads(model.num_key_value_heads, tp) if model.attention == "gqa" else 0,
-            "n_local_linear_k_heads": kv_bytes.local_heads(model.linear_num_key_heads, tp),
-            "n_local_linear_v_heads": kv_bytes.local_heads(model.linear_num_value_heads, tp),
-            "max_seqs_per_batch": cache.max_seqs_per_batch, "num_speculative_tokens": cache.num_speculative_tokens,
-            "max_linear_state_cache_slots": cache.max_linear_state_cache_slots, "is_draft_engine": draft,
-            "enable_prefix_cache": cache.enable_prefix_cache, "layerwise_split_size": 1 if draft else split_size,
-        }
+    def estimate_options(self, run: RunSpec, model: ModelSpec, *, split_size: int, draft: bool = False) -> dict:
+        """``KVCacheEstimateOptions`` as the engine's own code fills them (role ``engine_options``: upstream's
+        ``LLMEngine`` statements, the base's where a port leaves them to it), for the target or the draft engine of
+        ``run`` with the split size ``split_size`` on the command line. Fed the spec's values (``fed_engine``: what
+        ``roles.estimation`` judges the estimation with), those replace the engine's computed ones and the rest are
+        the launch's own inputs (``engine_inputs``)."""
+        fed = self._fed_engine
+        if fed is not None:
+            inputs = self.engine_inputs(run, model, split_size=split_size, draft=draft)
+            given = fed["draft" if draft else "target"]
+            return {**{k: inputs[k] for k in PASSED_OPTIONS}, **{k: v for k, v in given.items() if k != "n_layers"}}
+        answer = self.engine_options(run, model, split_size=split_size, draft=draft)
+        return {k: v for k, v in answer.items() if k not in ("dp_local_tp_size", "n_layers")}
+
+    _fed_engine: Optional[dict] = None
+    """``{"target": {...}, "draft": {...}}``: option values handed to the estimation instead of the engine's
+    (``ENGINE_COMPUTED`` keys, and the draft's layer count ``n_layers``; ``roles.estimation``, ``roles.speculative``),
+    None: the engine's own (role ``engine_options``)."""
+
+    def engine_inputs(self, run: RunSpec, model: ModelSpec, *, split_size: int, draft: bool = False) -> dict:
+        """What a launch hands the engine for ``model`` (its flags, its workers, the cache size its workers' memory
+        leaves): the request of op ``engine_options``, before the engine computes anything."""
+        cache, p = run.cache, run.parallel
+        return {**self.model_args(model), "dp_size": p.dp_size, "cp_size": p.cp_size,
+                "kv_split_size": p.kv_split_size, "n_workers": p.world_size,
+                "dtype_code": TORCH_SCALAR_TYPES[model.dtype], "kv_cache_dtype": cache.kv_cache_dtype,
+                "indexer_cache_dtype": cache.indexer_cache_dtype, "cache_size_in_bytes": run.kv_budget_bytes,
+                "block_size": cache.block_size, "max_seqs_per_batch": cache.max_seqs_per_batch,
+                "num_speculative_tokens": cache.num_speculative_tokens, "max_tokens_per_batch": 0,
+                "max_linear_state_cache_slots": cache.max_linear_state_cache_slots, "is_draft_engine": draft,
+                "enable_mtp_draft_body_tp1": bool(draft and model.body_tp1),
+                "enable_prefix_cache": cache.enable_prefix_cache, "layerwise_split_size": split_size}
+
+    def engine_options(self, run: Optional[RunSpec], model: ModelSpec, *, split_size: int = 1,
+                       draft: bool = False) -> dict:
+        """The option values the tree's engine computes for ``model`` (role ``engine_options``, op ``engine_options``):
+        every ``KVCacheEstimateOptions`` key, ``dp_local_tp_size`` and the worker's layer count ``n_layers``. The
+        base's where the port leaves the role to it; ``AbsentRoleError`` where neither plays it (never a model of
+        the engine); an upstream-cut tree without the engine's statements fails naming
+        ``implementation.files.engine_options``. ``run`` None: only the model's (the draft's layer count)."""
+        role = self.manifest.role("engine_options")
+        if role.state == "base":
+            return self.base_for("engine_options").engine_options(run, model, split_size=split_size, draft=draft)
+        if not role.present:
+            raise self.manifest.absent_error("engine_options")
+        if run is None:
+            values = {**self.model_args(model), "dtype_code": TORCH_SCALAR_TYPES[model.dtype], "is_draft_engine": draft,
+                      "enable_mtp_draft_body_tp1": bool(draft and model.body_tp1), "layerwise_split_size": split_size}
+            reply = self.native.call("engine_options", values, timeout_s=self.timeout_s)
+        else:
+            reply = self.call(run, "engine_options", self.engine_inputs(run, model, split_size=split_size, draft=draft))
+        if "absent" in reply:
+            raise PlanError("implementation.files.engine_options", UPSTREAM_FILES["engine_options"],
+                            "a file holding LLMEngine's option statements (tree.files.ENGINE_OPTIONS_CUTS)",
+                            f"the tree computes no engine options: {reply['absent']}")
+        bad = [k for k in ENGINE_COMPUTED + ("n_layers",) if isinstance(reply.get(k), bool) or
+               not isinstance(reply.get(k), int)]
+        if bad:
+            raise self._malformed("engine_options", f"{bad[0]} {reply.get(bad[0])!r}, not a whole number")
+        return reply
+
+    def draft_layers(self, model: ModelSpec) -> int:
+        """The draft engine's layer count as the tree's draft worker decides it (upstream's
+        ``WorkerImpl::get_num_layers``: its MTP layers when it has any, else every layer), through role
+        ``engine_options``; what the draft's ``ModelArgs`` hand the estimation as its MTP layers."""
+        fed = self._fed_engine
+        if fed is not None and "n_layers" in fed.get("draft", {}):
+            return fed["draft"]["n_layers"]
+        memo = self.__dict__.setdefault("_draft_layers", {})
+        if model not in memo:
+            memo[model] = self.engine_options(None, model, draft=True)["n_layers"]
+        return memo[model]
 
     def call(self, run: RunSpec, op: str, values: dict) -> dict:
         """One call into the compiled code; a CHECK's refusal carries the run's value of the field it names."""
@@ -291,8 +375,8 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
 
     def validate(self, run: RunSpec, *, workers: bool = True) -> None:
         """Schema (what the harness's inputs must hold), then the tree's master validation, then (``workers``) the
-        worker's compiled start-up checks (``worker_checks``) and, for upstream's manifest, the worker-side CHECKs
-        of the split with sleep mode and xtensor (Python model: see the module's docstring)."""
+        worker's compiled start-up checks (``worker_checks``). The allocation's refusals of the split with sleep mode
+        and xtensor (``allocation_checks``) come later, where the worker allocates: at the end of ``plan``."""
         if self.port:
             return self.validate_port(run, workers=workers)
         self.require("validation")
@@ -317,12 +401,6 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         self.worker_checks(run)
         if run.draft is not None:
             validation.check_draft(run.draft)
-        if self.is_active(run.layerwise):
-            active = f"with layerwise split active (layerwise.split_size {run.layerwise.split_size})"
-            if run.cache.enable_sleep_mode:
-                raise ConfigError("cache.enable_sleep_mode", True, "false", f"sleep mode is not supported {active}")
-            if run.cache.enable_xtensor:
-                raise ConfigError("cache.enable_xtensor", True, "false", f"xtensor is not supported {active}")
 
     def worker_checks(self, run: RunSpec) -> None:
         """The CHECKs the engine's worker runs as it starts its KV cache (role ``worker_checks``): upstream's
@@ -357,6 +435,49 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
                 raise PlanError("implementation.files.worker_checks", UPSTREAM_FILES["worker_checks"],
                                 f"a file defining {WORKER_CHECKS_FUNCTION} (the worker's start-up checks)",
                                 f"the tree implements no worker-side checks: {reply['absent']}")
+
+    def allocation_checks(self, run: RunSpec, owned: Optional[list] = None) -> None:
+        """The CHECKs the worker's allocation runs on the create options it built (role ``allocation_checks``):
+        upstream's ``allocate_kv_caches`` branches for sleep mode and xtensor, cut and compiled (op
+        ``allocation_checks``), fed the target worker's mask (``owned``, else the worker's own at rank 0: upstream's
+        ``worker_checks`` answer, a port's worker role) and the run's sleep mode and xtensor; a CHECK that fires is
+        the refusal naming its field. Asked where a case needs it (``needs_allocation_checks``: either setting on, the
+        split active, so the worker hands a mask on); the draft's worker is never split. A port: its own function,
+        the base's cut (the default with a base manifest, fed the port's worker's mask), nothing where the engine
+        calls none (``{none: ...}``), ``AbsentRoleError`` where absent; an upstream-cut tree without the statements
+        fails naming ``implementation.files.allocation_checks``. Never a model of the CHECK."""
+        if owned is None and not needs_allocation_checks(run, self.is_active(run.layerwise)):
+            return
+        role = self.manifest.role("allocation_checks")
+        if role.state == "base":
+            return self.base_for("allocation_checks").allocation_checks(run, owned=self.worker_owned(run))
+        if role.state == "absent":
+            raise self.manifest.absent_error("allocation_checks")
+        if role.state != "played":
+            return  # none: the engine's allocation refuses nothing of the split
+        mask, flags = (owned, {}) if owned is not None else self.worker_owned(run, flags=True)
+        reply = self.call(run, "allocation_checks", {
+            "owned": [int(bool(m)) for m in mask], "enable_sleep_mode": run.cache.enable_sleep_mode,
+            "enable_xtensor": run.cache.enable_xtensor, "model_id": run.model.name, **flags})
+        if "absent" in reply:
+            raise PlanError("implementation.files.allocation_checks", UPSTREAM_FILES["allocation_checks"],
+                            f"a file defining {ALLOCATION_CHECKS_FUNCTION} with its sleep-mode and xtensor branches",
+                            f"the tree implements no allocation refusals of the split: {reply['absent']}")
+
+    def worker_owned(self, run: RunSpec, *, flags: bool = False):
+        """The target worker's mask at rank 0 as its create options carry it (a port: its worker role; upstream's tree:
+        its compiled ``worker_checks``); with ``flags``, (the mask, the worker's ``linear_attention`` and
+        ``lighting_indexer`` where the tree says them)."""
+        s = run.layerwise.split_size if self.is_active(run.layerwise) else 1
+        if self.port:
+            mask = list(self.tree_worker_mask(run.model, 0, s, run)) if s > 1 else []
+            return (mask, {}) if flags else mask
+        reply = self.call(run, "worker_checks", {**self.model_args(run.model), "layerwise_split_size": s, "rank": 0})
+        if "absent" in reply:
+            self.worker_checks(run)  # the tree builds no mask: the refusal naming implementation.files.worker_checks
+        mask = [bool(v) for v in reply.get("owned") or []]
+        told = {k: bool(reply[k]) for k in ("linear_attention", "lighting_indexer") if k in reply}
+        return (mask, told) if flags else mask
 
     def validate_port(self, run: RunSpec, *, workers: bool = True) -> None:
         """A port tree: the schema of the harness's inputs, then the tree's validation role, then (``workers``) its
@@ -432,8 +553,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
             return self.base.native_estimate(run, split_size)
         if run.draft is not None and self.plays("speculative") == "base":
             return self.base_speculative(run, split_size)
-        tp = self.port_tp(run) if self.port else self.attn_tp_size(run.parallel)
-        target = {**self.model_args(run.model), **self.estimate_options(run, run.model, tp, split_size=split_size)}
+        target = {**self.model_args(run.model), **self.estimate_options(run, run.model, split_size=split_size)}
         if run.draft is None:
             reply = self.call(run, "estimate", {**target, **self._parallel(run)})
             est = {"target": reply.get("capacity"), "draft": None, "target_shape_capacity": reply.get("shape_capacity"),
@@ -441,7 +561,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
                    "full_attention": reply.get("full_attention"), "indexer_layers": reply.get("indexer_layers")}
             return self._checked_estimate("estimate", run, est)
         draft = {**self.model_args(run.draft, draft=True),
-                 **self.estimate_options(run, run.draft, tp, split_size=1, draft=True)}
+                 **self.estimate_options(run, run.draft, split_size=split_size, draft=True)}
         values = {**{f"t.{k}": v for k, v in target.items()}, **{f"d.{k}": v for k, v in draft.items()},
                   "draft_body_tp1": run.draft.body_tp1, **self._parallel(run)}
         return self._checked_estimate("speculative", run, self.call(run, "speculative", values))
@@ -453,9 +573,8 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         est = self.base if self.plays("estimation") == "base" else self
         target_run = replace(run, draft=None)
         target = est.native_estimate(target_run, split_size)
-        tp = self.port_tp(run) if self.port else self.attn_tp_size(run.parallel)
         draft_values = {**self.model_args(run.draft, draft=True),
-                        **self.estimate_options(run, run.draft, tp, split_size=1, draft=True)}
+                        **self.estimate_options(run, run.draft, split_size=split_size, draft=True)}
         memo = getattr(self, "_draft_estimate", None)  # the same question at s and at s 1 of one configuration
         if memo is None or memo[0] is not run or memo[1] is not est:
             memo = self._draft_estimate = (run, est, est.call(run, "estimate", {**draft_values, **self._parallel(run)}))
@@ -465,7 +584,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         if not isinstance(draft_cap, dict) or not isinstance(target_cap, dict):
             raise self._malformed("estimate", "no capacity for the base's speculative engine")
         target_values = {**self.model_args(run.model),
-                         **self.estimate_options(run, run.model, tp, split_size=split_size)}
+                         **self.estimate_options(run, run.model, split_size=split_size)}
         combined = self.base.call(run, "speculative_caps", {
             **{f"t.{k}": v for k, v in target_values.items()}, **{f"t.cap.{k}": v for k, v in target_cap.items()},
             **{f"d.cap.{k}": v for k, v in draft_cap.items()}, "draft_body_tp1": run.draft.body_tp1,
@@ -561,6 +680,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
             notes.append(f"split {'active' if active else 'off'} at s {run.layerwise.split_size}: "
                          f"{self.activation(run.layerwise)[1]}")
         notes.append(TREE_CARDS_NOTE)
+        notes.append(self.tree_message_note())
         if self.port:
             notes.insert(0, self.source_note())
         ranks = self._rank_plans(run, tp, placement, groups, full, layer_owner, layer_bytes, split_size=s,
@@ -574,6 +694,7 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         if peak > uniform_peak:
             notes.append(f"{estimation.RAISES_PEAK_NOTE}: split peak {peak} B > uniform peak {uniform_peak} B")
         self.check_cards(groups, placement, {r.rank: r.estimated_bytes + r.draft_estimated_bytes for r in ranks}, run)
+        self.allocation_checks(run)  # the workers allocate once the master has estimated and laid the split out
         return KVPlan(
             implementation=self.name, model=model.name, world_size=run.parallel.world_size,
             dp_size=run.parallel.dp_size, cp_size=run.parallel.cp_size, attn_tp_size=tp, split_size=s,
@@ -723,6 +844,34 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         reports free and forms its groups without knowing the cards) refuses two ranks of a split group on one card
         or a card planned past its HBM, so the tree is credited with no such refusal; the plan says so
         (``TREE_CARDS_NOTE``) and TC-03 names it where the spec refuses."""
+
+    def tree_message_note(self) -> str:
+        """``TREE_MESSAGE_NOTE``: no code of the tree checks a layout its workers receive (upstream's workers, and
+        the ports', take their split from their own s and rank; what they check is their start-up CHECKs, role
+        ``worker_checks``), so TC-04 judges no tampered layout; the note says where the tree's workers take their
+        split from. A manifest role that checks a received layout would be called in ``check_message`` and leave
+        this note out (no manifest names one yet)."""
+        owner = self.base if self.plays("worker") == "base" and self.base is not None else self
+        role = owner.manifest.role("worker")
+        whose = "the base's " if owner is not self else ""
+        if not role.present:
+            why = role.absent or role.none or role.base
+            where = f"the tree plays no worker role (manifest role `worker` is {role.state}: {why})"
+        elif owner.port:
+            where = (f"its workers take their split from {whose}{role.function} ({role.file}), handed the layer types, "
+                     "s, the worker's rank and the layer count")
+        else:
+            where = (f"its workers take their split from {whose}{role.function} ({role.file}) over LayerwiseSplitLayout("
+                     f"s, rank % s), as {WORKER_CHECKS_FUNCTION} calls it with its own s and rank")
+        return (f"{TREE_MESSAGE_NOTE}: {where}, not from a received layout, and no code of the tree compares what a "
+                "worker receives with what the master published (a worker's checks are its start-up CHECKs, role "
+                "worker_checks, judged by TC-01 and TC-07)")
+
+    def check_message(self, message: KVPlan, expected_digest: str, rank: int) -> None:
+        """No digest check: none of the tree's code makes one (``tree_message_note``), and no Python check runs in
+        its place. The message must name the worker's rank: the glue builds the worker's caches from its entry."""
+        if not any(r.rank == rank for r in message.ranks):
+            raise PlanError("rank", rank, f"a rank of the plan (0..{message.world_size - 1})")
 
     def init_worker(self, message: KVPlan, run: RunSpec, *, rank: int, role: str, device: str,
                     expected_digest: str) -> WorkerKVCache:

@@ -22,7 +22,10 @@ function forming the split groups) may be left out of any manifest: it then read
 read off the workers' masks, ``GROUPS_UNNAMED``); ``{base: <why>}`` gives it to the base manifest.
 ``worker_checks`` (the worker's start-up CHECKs, cut out of ``WorkerImpl::allocate_kv_cache_storage``) may be
 left out too: it is then the base manifest's compiled cut where a base manifest is named, the tree's own cut in
-an upstream-cut manifest, and absent in a port without a base (``WORKER_CHECKS_UNNAMED``).
+an upstream-cut manifest, and absent in a port without a base (``WORKER_CHECKS_UNNAMED``). ``engine_options`` (the
+option values the engine hands the estimation) likewise (``ENGINE_OPTIONS_UNNAMED``); ``allocation_checks`` (the
+CHECKs of ``allocate_kv_caches`` refusing the split with sleep mode and xtensor) likewise
+(``ALLOCATION_CHECKS_UNNAMED``).
 
 ``compile: upstream-cut`` (upstream's own manifest) keeps the build that cuts functions out of
 upstream's big files (``build.generate``); its ``files`` map names each cut role's file.
@@ -52,7 +55,7 @@ from typing import Optional
 from contract.bounded_inputs import loads_yaml, read_input_file
 from contract.errors import PlanError, UserError
 from implementations.xllm_native.tree.cut import defines
-from implementations.xllm_native.tree.files import WORKER_CHECKS_FUNCTION
+from implementations.xllm_native.tree.files import ALLOCATION_CHECKS_FUNCTION, WORKER_CHECKS_FUNCTION
 
 log = logging.getLogger("lwsplit.native")
 
@@ -69,6 +72,8 @@ ROLES = {
     "worker": "worker init and allocation",
     "groups": "split groups",
     "worker_checks": "worker start-up checks",
+    "engine_options": "engine option values",
+    "allocation_checks": "allocation refusals of the split (sleep mode, xtensor)",
 }
 """The harness's roles and what each stands for in an error (``the tree implements no <what>``)."""
 
@@ -77,6 +82,21 @@ WORKER_CHECKS_UNNAMED = ("the manifest names no worker start-up checks (the line
 """``worker_checks`` (the CHECKs the engine's worker runs as it starts its KV cache) may be left out of any
 manifest: with a base manifest it is the base's compiled cut (``{base: ...}``); in an upstream-cut manifest the
 tree's own cut of ``files.worker_checks``; in a port without a base it reads as absent (``WORKER_CHECKS_UNNAMED``)."""
+
+ENGINE_OPTIONS_FUNCTION = "LLMEngine::estimate_kv_cache_capacity"
+ENGINE_OPTIONS_UNNAMED = ("the manifest names no engine computing the estimation's options (the local KV and linear "
+                          "heads per TP rank, the attention TP size, the draft's TP-1 body and layer count: "
+                          "LLMEngine's) and no base manifest whose engine computes them")
+"""``engine_options`` (the option values the engine hands the estimation: upstream's ``LLMEngine`` constructor,
+``init_model`` and ``estimate_kv_cache_capacity`` statements, ``WorkerImpl::get_num_layers`` for the draft) may be
+left out of any manifest: with a base manifest it is the base's compiled cut (``{base: ...}``, a port has no engine
+of its own for these); in an upstream-cut manifest the tree's own cut of ``files.engine_options``; in a port without
+a base it reads as absent (``ENGINE_OPTIONS_UNNAMED``): every case needing an estimate fails naming the role."""
+ALLOCATION_CHECKS_UNNAMED = ("the manifest names no allocation refusing the split with sleep mode or xtensor (the "
+                             "CHECKs allocate_kv_caches runs) and no base manifest whose engine runs them")
+"""``allocation_checks`` (the CHECKs of the worker's allocation that refuse the split with sleep mode and with
+xtensor) may be left out of any manifest, as ``worker_checks`` may: the base's compiled cut with a base manifest, the
+tree's own cut of ``files.allocation_checks`` in an upstream-cut manifest, absent in a port without a base."""
 
 GROUPS_UNNAMED = ("the manifest names no function forming split groups: each worker's split rank is the one its "
                   "worker role takes, and the groups are read off the workers' masks")
@@ -303,6 +323,14 @@ def load(path: object) -> Manifest:
         if name == "worker_checks" and name not in given:  # upstream-cut: the tree's own cut; a port: absent
             roles[name] = Role(name=name, function=WORKER_CHECKS_FUNCTION) if kind == "upstream-cut" else \
                 Role(name=name, absent=WORKER_CHECKS_UNNAMED)
+            continue
+        if name == "engine_options" and name not in given:  # upstream-cut: the tree's own cut; a port: absent
+            roles[name] = Role(name=name, function=ENGINE_OPTIONS_FUNCTION) if kind == "upstream-cut" else \
+                Role(name=name, absent=ENGINE_OPTIONS_UNNAMED)
+            continue
+        if name == "allocation_checks" and name not in given:  # as worker_checks: the tree's own cut, or absent
+            roles[name] = Role(name=name, function=ALLOCATION_CHECKS_FUNCTION) if kind == "upstream-cut" else \
+                Role(name=name, absent=ALLOCATION_CHECKS_UNNAMED)
             continue
         if name not in given:
             raise _err(p, f"roles.{name}", None, ROLE_FORMS,

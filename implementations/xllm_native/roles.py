@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Optional
 
 from contract.specs import RunSpec
-from implementations.xllm_native.impl import TORCH_SCALAR_TYPES, XllmNativeImplementation, layout_facts
+from implementations.xllm_native.impl import ENGINE_COMPUTED, TORCH_SCALAR_TYPES, XllmNativeImplementation, layout_facts
 
 
 def state(impl: XllmNativeImplementation, role: str) -> tuple[str, str, str, str]:
@@ -27,15 +27,15 @@ def state(impl: XllmNativeImplementation, role: str) -> tuple[str, str, str, str
         kind = "torch" if m.tensors is not None else "played"
         return kind, "", m.allocation.function, m.allocation.file
     r = m.role(role)
-    if role == "worker_checks" and r.state == "played" and not r.file:  # an upstream-cut tree's own cut
-        return r.state, "", r.function, impl.native.tree.files.get("worker_checks", "")
+    if role in ("worker_checks", "allocation_checks", "engine_options") and r.state == "played" and not r.file:
+        return r.state, "", r.function, impl.native.tree.files.get(role, "")  # an upstream-cut tree's own cut
     return r.state, r.absent or r.none or r.base, r.function, r.file
 
 
 def validation(impl: XllmNativeImplementation, run: RunSpec) -> None:
     """The tree's start-up validation of ``run``: returns when it accepts, raises its refusal (a port: its
-    validation role alone, the worker's start-up checks being role ``worker_checks``; upstream's tree: its
-    master's and its worker's, in order)."""
+    validation role alone, the worker's start-up checks being role ``worker_checks``; upstream's tree: its master's and
+    its worker's, in order; the allocation's refusals are role ``allocation_checks`` for every tree)."""
     impl.validate(run, workers=not impl.port)
 
 
@@ -45,14 +45,49 @@ def worker_checks(impl: XllmNativeImplementation, run: RunSpec) -> None:
     impl.worker_checks(run)
 
 
-def estimation(impl: XllmNativeImplementation, run: RunSpec, split_size: int) -> dict:
-    """The target's capacity alone (no draft), at ``split_size`` (1: the uniform count)."""
-    return impl.native_estimate(replace(run, draft=None), split_size)
+def allocation_checks(impl: XllmNativeImplementation, run: RunSpec) -> None:
+    """The worker's allocation's refusals of the split with sleep mode and xtensor (role ``allocation_checks``) on
+    ``run`` alone: returns when it lets the run through (or the case does not need it), raises the CHECK's refusal,
+    or ``AbsentRoleError`` where the tree has none and the case needs it."""
+    impl.allocation_checks(run)
 
 
-def speculative(impl: XllmNativeImplementation, run: RunSpec, split_size: int) -> dict:
-    """The target and draft capacities and their common block count (``run`` has a draft)."""
-    return impl.native_estimate(run, split_size)
+def estimation(impl: XllmNativeImplementation, run: RunSpec, split_size: int, *, engine: Optional[dict] = None) -> dict:
+    """The target's capacity alone (no draft), at ``split_size`` (1: the uniform count). ``engine``: the option values
+    the engine would compute (``{"target": {ENGINE_COMPUTED key: value}}``, the spec's), handed to the estimation
+    instead of the tree's ``engine_options`` answers, so that a departure of the engine does not read as one of
+    the estimation (nor an absent engine hide it)."""
+    return _fed(impl, engine, lambda: impl.native_estimate(replace(run, draft=None), split_size))
+
+
+def _fed(impl: XllmNativeImplementation, engine: Optional[dict], call):
+    """``call()`` with the engine's option values ``engine`` handed to the tree and its base instead of their
+    ``engine_options`` answers (None: their own)."""
+    if engine is None:
+        return call()
+    players = [impl] + ([impl.base] if impl.base is not None else [])
+    try:
+        for p in players:
+            p._fed_engine = engine
+        return call()
+    finally:
+        for p in players:
+            p._fed_engine = None
+
+
+def engine_options(impl: XllmNativeImplementation, run: RunSpec, *, draft: bool = False) -> dict:
+    """The option values the tree's engine computes for the run's target (``draft``: its draft engine) at the run's
+    split size (role ``engine_options``): ``ENGINE_COMPUTED``'s keys and the worker's layer count ``n_layers``."""
+    model = run.draft if draft else run.model
+    s = run.layerwise.split_size if impl.is_active(run.layerwise) else 1
+    answer = impl.engine_options(run, model, split_size=s, draft=draft)
+    return {k: answer[k] for k in ENGINE_COMPUTED + ("n_layers",)}
+
+
+def speculative(impl: XllmNativeImplementation, run: RunSpec, split_size: int, *, engine: Optional[dict] = None) -> dict:
+    """The target and draft capacities and their common block count (``run`` has a draft); ``engine``: as for
+    ``estimation``, with the draft engine's values (and its layer count ``n_layers``) under ``"draft"``."""
+    return _fed(impl, engine, lambda: impl.native_estimate(run, split_size))
 
 
 def ownership(impl: XllmNativeImplementation, run: RunSpec, split_size: int) -> list:

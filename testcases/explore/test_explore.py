@@ -61,7 +61,7 @@ def test_zero_bytes_decode_to_the_simplest_valid_configuration():
 
 
 def test_exploring_judges_the_drawn_strings_in_order_and_stops_at_the_first_failure():
-    """``explore`` judges ``search.drawn_batches``'s strings (Hypothesis's, drawn once per seed and count) one
+    """``explore`` judges ``search.drawn_strings``'s strings (seeded, kept per seed and count) one
     configuration after the other, the configurations ``tools.bench.explore.drawn`` gives, and stops at the
     first that fails."""
     from harness.explore.runner import Verdict
@@ -93,11 +93,11 @@ def test_the_oracles_rank_rows_are_its_answers_per_rank():
     the oracle's per-rank functions say, on CI's drawn configurations the spec groups (permuted placements, dp,
     regrouped topologies among them; drawn and decoded once for the whole session)."""
     from harness import oracle
-    from harness.explore.search import DEFAULT_SEED, drawn_batches
-    from harness.explore.strategies import decode, slices
+    from harness.explore.search import DEFAULT_SEED, drawn_strings
+    from harness.explore.strategies import decode
 
     checked = 0
-    for run in [decode(one) for data in drawn_batches(DEFAULT_SEED, CI_EXAMPLES[False])[:8] for one in slices(data)]:
+    for run in [decode(one) for one in drawn_strings(DEFAULT_SEED, CI_EXAMPLES[False])[:64]]:
         if oracle.expected_rejection(run) is not None or oracle.expected_split_groups(run) is None:
             continue
         groups = oracle.expected_split_groups(run)
@@ -107,3 +107,75 @@ def test_the_oracles_rank_rows_are_its_answers_per_rank():
                            groups[index], position, tuple(oracle.expected_rank_owned_layers(run, r))), (run, r)
         checked += 1
     assert checked >= 30, checked
+
+
+def test_reach_reads_a_refused_world_that_is_not_whole_tp_groups():
+    """A world the spec refuses as not divisible (17 ranks at dp 2), placed two ranks to a card: ``reach`` names
+    the refusal and the shared card without reading past the placement (it raised IndexError)."""
+    from dataclasses import replace
+
+    from harness.explore.reach import reached
+    from harness.explore.search import DEFAULT_SEED, drawn_strings
+    from harness.explore.strategies import decode
+
+    run = next(r for r in map(decode, drawn_strings(DEFAULT_SEED, 64)) if r.placement is None and r.parallel.dp_size == 1)
+    world = 2 * run.parallel.world_size + 1
+    run = replace(run, parallel=replace(run.parallel, world_size=world, dp_size=2),
+                  placement=tuple((r % run.hardware.num_cards) // 2 for r in range(world)))
+    assert {"refused at startup", "two ranks on one card"} <= set(reached(run)), reached(run)
+
+
+def test_exploring_freezes_the_heap_only_while_it_runs(monkeypatch):
+    """``search.heap_frozen`` leaves the objects alive on entry out of the collector's full collections while an
+    exploration runs and gives them back on exit, a failure's included; a caller's own freeze is left alone (a
+    pytest process froze what its collection built: ``harness.pytest_plugin.gc_freeze``). The collector is a
+    recording stand-in, so this process's own freeze is not touched."""
+    from harness.explore import search
+    from harness.explore.runner import Verdict
+
+    class Collector:
+        def __init__(self, frozen: int):
+            self.frozen, self.calls = frozen, []
+
+        def get_freeze_count(self):
+            return self.frozen
+
+        def freeze(self):
+            self.calls.append("freeze")
+            self.frozen += 1
+
+        def unfreeze(self):
+            self.calls.append("unfreeze")
+            self.frozen = 0
+
+    class Failing:
+        implementation, overrides = "failing", ("implementation=reference",)
+
+        def verdict(self, run, *, allocate):
+            seen.append(collector.frozen)
+            return Verdict(failures=("planted",), judged_by=("stub",), refused=False)
+
+    seen: list = []
+    collector = Collector(frozen=0)
+    monkeypatch.setattr(search, "gc", collector)
+    assert search.explore(Failing(), examples=3, allocate=False, seed=11, shrink=False) is not None
+    assert seen == [1] and collector.calls == ["freeze", "unfreeze"] and collector.frozen == 0, (seen, collector.calls)
+    collector = Collector(frozen=5)
+    monkeypatch.setattr(search, "gc", collector)
+    with search.heap_frozen():
+        assert collector.frozen == 5
+    assert collector.calls == [] and collector.frozen == 5
+
+
+def test_the_drawn_strings_are_the_seeds_own():
+    """A seed's strings are fixed bytes (the same in every process, platform and Python version: CI's draws do not
+    move unless this derivation does), distinct, ``DRAWN_BYTES`` long, and the first of a longer draw are a shorter
+    draw's whole."""
+    from harness.explore.search import DEFAULT_SEED, drawn_string, drawn_strings
+    from harness.explore.strategies import DRAWN_BYTES
+
+    assert drawn_string(DEFAULT_SEED, 0).hex()[:32] == "9b77fc6e059bea9adfa2b066dbe74efd"
+    assert drawn_string(DEFAULT_SEED, 999).hex()[:32] == "5e008ffc56632c037553b112a5f9b0c6"
+    strings = drawn_strings(DEFAULT_SEED, 40)
+    assert strings == drawn_strings(DEFAULT_SEED, 1000)[:40] and len(set(strings)) == 40
+    assert {len(one) for one in strings} == {DRAWN_BYTES} and drawn_strings(DEFAULT_SEED + 1, 40) != strings

@@ -2,8 +2,10 @@
 departure an end-to-end run hides behind an earlier one still reads, once.
 
 The fixture port built by ``fixture_port/manifest_planted.yaml`` has a master that CHECKs at s 4, a slot counted
-twice, workers that own no linear layer, worker start-up checks that let linear attention with an indexer through
-(``FXPORT_PLANT_NO_WORKER_CHECK``), a validator nothing in its start-up path calls (``validation: {none: ...}``) and
+twice, workers that own no linear layer, an engine handing the estimation every KV head on each TP rank
+(``FXPORT_PLANT_HEADS_UNDIVIDED``: the estimation, fed the spec's heads, does not repeat it), worker start-up checks that let linear attention with an indexer through
+(``FXPORT_PLANT_NO_WORKER_CHECK``), an allocation that takes the split with sleep mode (``FXPORT_PLANT_SLEEP_ACCEPTED``),
+a validator nothing in its start-up path calls (``validation: {none: ...}``) and
 a groups function taking strided ranks where the spec keeps consecutive ones. End to end, its s 4 plan stops on the master's CHECK; role by role, each
 planted defect is one line of its list, and none of them is on the plain fixture's list. The real trees
 (``real_tree``: both BI-V100 snapshots under ``../shared``) are judged the same way in their own CI step.
@@ -45,6 +47,9 @@ CASES = (JudgedCase(id="qwen-s2", run=run(2), tcs=case_tcs(True)),
          JudgedCase(id="cp2", run=run(2, cp=2), tcs=("TC-01",), refusal=True),
          JudgedCase(id="linear-and-indexer", run=M.run_spec(replace(QWEN, index_n_heads=8, index_head_dim=128), split=2,
                                                             world=4, budget_bytes=1 << 30, cache=CacheSpec(block_size=16)),
+                    tcs=("TC-01",), refusal=True),
+         JudgedCase(id="sleep-mode", run=M.run_spec(QWEN, split=2, world=4, budget_bytes=1 << 30,
+                                                    cache=CacheSpec(block_size=16, enable_sleep_mode=True)),
                     tcs=("TC-01",), refusal=True))
 
 
@@ -77,6 +82,12 @@ PLANTED = {
     "worker checks letting linear + indexer through": lambda d: d.role == "worker_checks" and d.tree == "accepts"
     and d.spec == "refuses naming model.index_n_heads" and d.cases == ("linear-and-indexer",)
     and d.function == "fx_worker_checks",
+    "KV heads not divided by the TP size": lambda d: d.role == "engine_options"
+    and d.rule.startswith("target: KV heads per TP rank") and (d.tree, d.spec) == ("2", "1")
+    and d.function == "fx_engine_options",
+    "allocation taking the split with sleep mode": lambda d: d.role == "allocation_checks" and d.tree == "accepts"
+    and d.spec == "refuses naming cache.enable_sleep_mode" and d.cases == ("sleep-mode",)
+    and d.function == "fx_allocation_checks",
     "strided split groups": lambda d: d.role == "groups" and d.tree == "other groups" and d.function == "fx_split_groups"
     and any("tree [[0, 2], [1, 3]], spec [[0, 1], [2, 3]]" in c for c in d.cases),
 }

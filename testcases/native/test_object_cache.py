@@ -145,3 +145,20 @@ def test_the_object_entry_and_its_folder_are_the_users_own(unit):
     entry = _entry(b)
     for path in (entry / objects.OBJECT_NAME, entry / "manifest.json"):
         assert cachefs.why_not_private(os.lstat(path)) is None, path
+
+
+def test_a_header_gone_between_the_compile_and_its_hashing_is_one_error_naming_it(tmp_path):
+    """A tree edited while it builds: a header the compiler listed is gone when its sha256 is taken. One error
+    naming the tree's field and the header (was: a raw FileNotFoundError from the hashing)."""
+    from contract.errors import UserError
+    from implementations.xllm_native.build.deps import parse_deps
+
+    (tmp_path / "kept.h").write_text("// kept\n")
+    depfile = f"out.o: {tmp_path / 'main.cpp'} {tmp_path / 'kept.h'} {tmp_path / 'gone.h'}\n"
+    (tmp_path / "main.cpp").write_text("int main() {}\n")
+    with pytest.raises(UserError) as err:
+        parse_deps(depfile, [str(tmp_path)], tmp_path)
+    assert "gone.h" in str(err.value) and "build again" in str(err.value)
+    (tmp_path / "gone.h").write_text("// back\n")
+    assert sorted(Path(p).name for p in parse_deps(depfile, [str(tmp_path)], tmp_path)) == \
+        ["gone.h", "kept.h", "main.cpp"]

@@ -23,6 +23,7 @@ from contract.specs import CacheSpec, ModelSpec
 from implementations.xllm_native import manifest
 from implementations.xllm_native.build import cache as build_cache
 from implementations.xllm_native.tree import resolve as resolve_mod
+from testcases.native.test_allocation_checks import PLANTED_DEFINES
 from testcases.native.test_ports import FIXTURE, QWEN, tc, write_manifest
 from testcases.real_trees import PORTS, UPSTREAM, real_tree
 from testcases.unit import _models as M
@@ -113,8 +114,10 @@ def test_the_shipped_port_manifests_leave_the_speculative_engine_and_the_unsplit
         m = manifest.load(manifest.SHIPPED_DIR / f"{name}.yaml")
         assert m.base_manifest is not None and m.base_manifest.name == "upstream_494f293b5"
         assert m.from_base("speculative") and not m.present("speculative") and m.unsplit_allocation == "base"
-        # the port plays the rest; the worker's start-up checks are upstream's compiled cut (the default with a base)
-        assert [r for r in manifest.ROLES if m.from_base(r)] == ["speculative", "worker_checks"]
+        # the port plays the rest; the worker's start-up checks, its allocation's refusals of the split and the engine's
+        # option values are upstream's compiled cuts (the default with a base: the port has no engine computing them)
+        assert [r for r in manifest.ROLES if m.from_base(r)] == ["speculative", "worker_checks", "engine_options",
+                                                                  "allocation_checks"]
 
 
 def test_the_base_tree_is_the_manifests_then_the_option_then_the_environment(tmp_path, monkeypatch):
@@ -191,7 +194,7 @@ def test_worker_checks_left_to_the_base_are_the_bases_compiled_check(tmp_path, c
     if planted_base:
         base = tmp_path / "planted-base.yaml"
         base.write_text((FIXTURE_TREE / "lwsplit-manifest.yaml").read_text().replace(
-            "compile: upstream-cut\n", "compile: upstream-cut\ndefines: [FIXTURE_PLANT_NO_WORKER_CHECK]\n"))
+            "compile: upstream-cut\n", f"compile: upstream-cut\ndefines: [{PLANTED_DEFINES}]\n"))
         text = text.replace(f"base: {FIXTURE_TREE / 'lwsplit-manifest.yaml'}", f"base: {base}")
     path.write_text(text)
     impl = implementation(path, cache)
@@ -218,6 +221,47 @@ def test_a_port_with_no_worker_checks_and_no_base_fails_the_cases_that_need_them
         impl.validate(run(2, model=LINEAR_AND_INDEXER))
     assert err.value.role == "worker_checks" and "manifest role `worker_checks` is absent" in str(err.value), err.value
     impl.validate(run(2))  # a case the worker's checks do not decide starts
+
+
+ALLOCATION_CHECKS_LINE = ("  allocation_checks: {file: core/framework/kv_cache/kv_cache_layerwise.cpp, "
+                          "function: fx_allocation_checks}\n")
+SLEEP_S2 = M.run_spec(QWEN, split=2, world=4, budget_bytes=2 << 20, cache=CacheSpec(block_size=16, enable_sleep_mode=True))
+
+
+@pytest.mark.parametrize("planted_base", [False, True])
+def test_allocation_checks_left_to_the_base_are_the_bases_compiled_check(tmp_path, cache, planted_base):
+    """A port whose manifest names no allocation refusals of its own, with a base manifest: the base's compiled cut
+    of ``allocate_kv_caches`` (the fixture tree's ``kv_cache.cpp``), handed the port's worker's mask, refuses the
+    split with sleep mode naming the field; a base built without that CHECK (``FIXTURE_PLANT_SLEEP_ACCEPTED``)
+    takes it, so nothing else refuses it (was: the Python model refused it for upstream's tree only)."""
+    path = based(tmp_path)
+    text = path.read_text().replace(ALLOCATION_CHECKS_LINE, "")
+    if planted_base:
+        base = tmp_path / "planted-base.yaml"
+        base.write_text((FIXTURE_TREE / "lwsplit-manifest.yaml").read_text().replace(
+            "compile: upstream-cut\n", f"compile: upstream-cut\ndefines: [{PLANTED_DEFINES}]\n"))
+        text = text.replace(f"base: {FIXTURE_TREE / 'lwsplit-manifest.yaml'}", f"base: {base}")
+    path.write_text(text)
+    impl = implementation(path, cache)
+    assert impl.plays("allocation_checks") == "base"
+    if planted_base:
+        impl.plan(SLEEP_S2)
+        return
+    with pytest.raises(UserError) as err:
+        impl.plan(SLEEP_S2)
+    assert err.value.field == "cache.enable_sleep_mode", err.value
+    assert "CHECK at kv_cache.cpp:19 `CHECK(layer_cache_owned.empty())`" in str(err.value), err.value
+    impl.validate(SLEEP_S2)  # the master's start-up lets it through: the refusal is the worker's allocation's
+
+
+def test_a_port_with_no_allocation_checks_and_no_base_fails_the_cases_that_need_them_naming_the_role(tmp_path, cache):
+    impl = implementation(write_manifest(tmp_path, ALLOCATION_CHECKS_LINE, ""), cache)
+    assert impl.manifest.role("allocation_checks").state == "absent"
+    with pytest.raises(manifest.AbsentRoleError) as err:
+        impl.plan(SLEEP_S2)
+    assert err.value.role == "allocation_checks" and "manifest role `allocation_checks` is absent" in str(err.value)
+    impl.plan(run(2))  # a case the allocation's refusals do not decide starts
+    impl.plan(replace(SLEEP_S2, layerwise=replace(SLEEP_S2.layerwise, split_size=1)))  # no split: no mask
 
 
 def test_a_base_that_does_not_compile_is_named_as_the_base_not_the_port(tmp_path, shared, cache):

@@ -235,8 +235,9 @@ def test_upstreams_manifest_on_a_tree_without_its_allocation_files_names_the_fir
     with pytest.raises(UserError) as err:
         resolve_mod.resolve(str(tree))
     text = str(err.value)
-    assert "upstream_494f293b5.yaml: allocation.sources='xllm/core/framework/kv_cache/kv_cache.cpp'" in text, text
-    assert "kv_cache.cpp is missing" in text
+    # the fixture tree has kv_cache.cpp (the allocation's refusals of the split), not the cache classes beside it
+    assert "upstream_494f293b5.yaml: allocation.sources='xllm/core/framework/kv_cache/kv_cache_impl.cpp'" in text, text
+    assert "kv_cache_impl.cpp is missing" in text
 
 
 def test_every_shipped_manifest_passes_the_schema():
@@ -487,13 +488,14 @@ def test_the_newest_snapshot_duplicate_flag_is_found(tmp_path):
 
 
 @pytest.mark.real_tree
-@real_tree(PORTS["p6_v3_latest"])
+@real_tree(PORTS["p6_v3_latest"], UPSTREAM)
 def test_the_newest_snapshot_allocates_nothing_and_tc01_says_so(cache):
     """Nothing in the snapshot's start-up path allocates (its manifest's ``allocation: {none: ...}``): TC-01's
     workers refuse naming that; its workers' masks and master layout are found role by role
-    (``test_departures``)."""
+    (``test_departures``). The engine around it (upstream 494f293b5, its base) computes the estimation's options."""
+    library.build(resolve_mod.resolve(str(UPSTREAM), None, None)[0], root=cache)
     proc = tc(PORTS["p6_v3_latest"], "test_tc01_allocation.py", "test_tc01[qwen3_5_moe-s2-w4-xllm_native]",
-              cache=cache)
+              cache=cache, extra=(f"implementation.base_source_dir={UPSTREAM}",))
     assert proc.returncode == 1, proc.stdout[-3000:]
     assert "the engine's start-up path calls no KV-cache allocation: manifest role `allocation` is none" in \
         proc.stdout, proc.stdout[-3000:]

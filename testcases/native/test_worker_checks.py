@@ -16,6 +16,7 @@ import pytest
 
 from contract.errors import ConfigError, PlanError
 from implementations.xllm_native.build import cache as build_cache
+from testcases.native.test_allocation_checks import PLANTED_DEFINES
 from testcases.unit import _models as M
 
 pytestmark = pytest.mark.slow  # builds C++: scheduled first
@@ -54,7 +55,7 @@ def test_the_workers_linear_and_indexer_check_is_the_trees_compiled_check(implem
 def test_a_tree_whose_worker_lets_both_through_is_not_credited_with_the_check(implementation, tmp_path):
     planted = tmp_path / "lwsplit-manifest.yaml"
     planted.write_text((FIXTURE / "lwsplit-manifest.yaml").read_text().replace(
-        "compile: upstream-cut\n", "compile: upstream-cut\ndefines: [FIXTURE_PLANT_NO_WORKER_CHECK]\n"))
+        "compile: upstream-cut\n", f"compile: upstream-cut\ndefines: [{PLANTED_DEFINES}]\n"))
     implementation(planted).validate(M.run_spec(LINEAR_AND_INDEXER, world=4))  # the Python model would refuse
 
 

@@ -37,6 +37,15 @@ def test_a_junit_report_reads_as_one_row_per_case_with_the_first_reason():
     ]
 
 
+def test_a_check_a_case_did_not_judge_follows_its_reason():
+    """The ``not_judged`` JUnit property the pytest plugin writes (``Suite.not_judged``)."""
+    junit = ('<testsuites><testsuite><testcase classname="testcases.tc.test_tc04_propagation" '
+             'name="test_tc04[qwen3_5_moe-off-w4-xllm_native]"><properties><property name="not_judged" '
+             'value="tampered-layout check not judged: why"/></properties></testcase></testsuite></testsuites>')
+    assert native_verdicts.verdicts(junit, "t", "m", "qwen3_5_moe") == [
+        ("t", "m", "qwen3_5_moe", "off", "TC-04", "pass", "tampered-layout check not judged: why")]
+
+
 def one_error(capsys, argv, code=2) -> str:
     with pytest.raises(SystemExit) as exit_:
         native_verdicts.main(argv)

@@ -78,6 +78,17 @@ def test_a_tc_whose_cases_failed_only_as_predicted_says_what_was_predicted():
     assert aggregate.tc_verdict({"counts": {"skipped": 1}, "cases": []}) == ("1 skipped", "")
 
 
+def test_a_check_not_judged_shows_beside_the_verdict_once_and_never_makes_it_a_failure():
+    why = "tampered-layout check not judged: its workers take their split from f (w.cpp)"
+    cases = [{"case": c, "outcome": "passed", "not_judged": [why]} for c in ("a", "b")]
+    assert aggregate.tc_verdict({"counts": {"passed": 2}, "cases": cases}) == ("pass", f"2 passed; {why}")
+    cases.append({"case": "c", "outcome": "failed", "reason": OWNS, "not_judged": [why]})
+    assert aggregate.tc_verdict({"counts": {"passed": 2, "failed": 1}, "cases": cases}) == (
+        "fail", f"c: {OWNS} (1 of 3 cases broken); {why}")
+    assert aggregate.tc_verdict({"counts": {"passed": 1}, "cases": [{"case": "a", "outcome": "passed"}]}) == (
+        "pass", "1 passed")
+
+
 def test_first_reason_is_the_assertions_own_first_line():
     crash = SimpleNamespace(message=f"AssertionError: {OWNS}\nassert False")
     assert first_reason(SimpleNamespace(longrepr=SimpleNamespace(reprcrash=crash))) == OWNS

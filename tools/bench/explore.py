@@ -42,12 +42,11 @@ DOCS = "docs/explore.md"
 
 
 def drawn(examples: int, seed: int) -> list:
-    """The configurations the explorer draws from ``seed`` (``search.drawn_batches``, nothing judged), in its
-    batches (``search.batch_size``)."""
-    from harness.explore.search import drawn_batches
-    from harness.explore.strategies import decode, slices
+    """The configurations the explorer draws from ``seed`` (``search.drawn_strings``, nothing judged), in order."""
+    from harness.explore.search import drawn_strings
+    from harness.explore.strategies import decode
 
-    return [decode(one) for data in drawn_batches(seed, examples) for one in slices(data)]
+    return [decode(one) for one in drawn_strings(seed, examples)]
 
 
 def judging_only(runner, runs: list, allocate: bool) -> float:
@@ -61,7 +60,7 @@ def judging_only(runner, runs: list, allocate: bool) -> float:
 def measure(examples: dict, seed: int) -> dict:
     """(configurations, CPU seconds exploring, refused, CPU seconds judging alone) per level, on the reference."""
     from harness.explore.runner import runner_for
-    from harness.explore.search import Count, drawn_batches, explore
+    from harness.explore.search import Count, drawn_strings, explore
     from harness.explore.strategies import decode
     from harness.suites.matrix import load_matrix
 
@@ -72,7 +71,7 @@ def measure(examples: dict, seed: int) -> dict:
     out = {}
     for allocate in (False, True):
         decode.cache_clear()  # each level draws and decodes afresh (the levels draw the same first strings)
-        drawn_batches.cache_clear()
+        drawn_strings.cache_clear()
         count = Count()
         start = time.process_time()
         finding = explore(runner, examples=examples[allocate], allocate=allocate, seed=seed, shrink=False, count=count)
@@ -87,25 +86,12 @@ def measure(examples: dict, seed: int) -> dict:
 
 def warm_up_drawing(seed: int) -> None:
     """What a process pays once before its first draws, paid before a bench times them: the imports, the shipped
-    configurations composed (``_compose_recorded``), a few draws from another seed decoded (and forgotten), and
-    Hypothesis's scan of the project's modules for constants (it scans them the first time a draw asks for one,
-    about one draw in twenty, and each module once per process: ``hypothesis.internal.conjecture.providers``)."""
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import strategies as st
-
+    configurations composed (``_compose_recorded``), and a few draws from another seed decoded (and forgotten)."""
     from harness.explore.strategies import decode
 
     _compose_recorded()
     drawn(16, seed + 1)
     decode.cache_clear()
-
-    @settings(max_examples=200, deadline=None, database=None, phases=(Phase.generate,),
-              suppress_health_check=list(HealthCheck))
-    @given(st.integers())
-    def scanned(_):  # about one example in twenty asks for a constant: the scan's chance to be left is 1e-5
-        pass
-
-    scanned()
 
 
 def _compose_recorded() -> None:

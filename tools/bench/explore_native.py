@@ -9,7 +9,7 @@ after the other: the same configurations, side by side. A compiled tree's code r
 (``implementations.xllm_native.runtime.host``), so its CPU time counts: this process's (``time.process_time``) plus
 every host's (``/proc/<pid>/stat``, read before and after; a host that ended meanwhile, a crash's or a closed
 one's, through this process's reaped children, ``os.times``; the row says how many ended). The draws' own CPU time, after the same warm-up as ``tools.bench.explore``'s
-(``warm_up_drawing``: imports, compositions, Hypothesis's one scan of the project), is added to every row (the
+(``warm_up_drawing``: imports, compositions, a few draws decoded), is added to every row (the
 explorer pays it for each implementation alike). A configuration a tree fails is still counted: the rate is what exploring it costs.
 Goal: 500 configurations per CPU second at plan level through the host (2 cores).
 """

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
+from contract.errors import UserError
 from implementations.xllm_native.build import cachefs
 from implementations.xllm_native.build.commands import VERSION_TIMEOUT_S, build_timeout
 from implementations.xllm_native.build.keys import sha, too_large
@@ -31,11 +32,21 @@ def parse_deps(text: str, roots: list, cwd: Path) -> dict:
         if not any(cachefs.inside(path, r) or cachefs.inside(real, r) for r in roots):
             continue
         for p in {path, real}:
-            try:
-                deps[p] = cachefs.file_sha(Path(p))
-            except cachefs.TooLarge as exc:
-                raise too_large(FIELD, root, exc) from None
+            deps[p] = header_sha(p, root)
     return dict(sorted(deps.items()))
+
+
+def header_sha(path: str, root: str) -> str:
+    """The sha256 of a file the compiler read; one too large, or gone or unreadable since the compile (the tree
+    edited while it builds), is one error naming the tree's field and the file."""
+    try:
+        return cachefs.file_sha(Path(path))
+    except cachefs.TooLarge as exc:
+        raise too_large(FIELD, root, exc) from None
+    except OSError as exc:
+        raise UserError(FIELD, root, "a tree that stays as it is while it is built",
+                        f"{path}, read by the compiler, is unreadable now ({exc.strerror}): build again once the "
+                        "tree is still") from None
 
 
 def search_lists(cmd: list, cwd: Path) -> tuple[list, list, list]:

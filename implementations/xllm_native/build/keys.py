@@ -26,7 +26,7 @@ from implementations.xllm_native.tree.files import ROLES, TreeMap, cut_defines, 
 ABI = "lwsplit-native-1"
 """Bumped when the binding's protocol changes: part of every cache key."""
 PROJECT_SOURCES = ("binding.cpp", "protocol.h", "request_args.h", "engine_shim.h", "parallel_config.h", "worker_shim.h",
-                   "mapping_shim.h")
+                   "mapping_shim.h", "engine_options_shim.h", "allocation_shim.h")
 TENSOR_ABI = "lwsplit-tensors-2"
 """Bumped when ``cpp/alloc_protocol.h``'s protocol changes: part of every tensor library's key."""
 
@@ -80,6 +80,9 @@ def source_key(tree: TreeMap) -> str:
     header = tree.path("estimation").with_suffix(".h")
     files += [("implementation.files.estimation", str(header), header)]
     files += [("implementation.files.worker_checks", tree.files["worker_checks"], tree.path("worker_checks"))]
+    files += [(f"implementation.files.{r}", tree.files[r], tree.path(r)) for r in ("engine_options", "engine_platform")]
+    files += [("implementation.files.allocation_checks", tree.files["allocation_checks"],
+               tree.path("allocation_checks"))]
     if plays_groups(tree):
         files += [("implementation.files.groups", tree.files["groups"], tree.path("groups"))]
     parts = [ABI.encode(), json.dumps(tree.files, sort_keys=True).encode(), os.fsencode(str(tree.root))]

@@ -26,9 +26,8 @@ from typing import Callable
 
 from implementations.xllm_native.build import cachefs
 from implementations.xllm_native.build.cache import find, locked, place
-from implementations.xllm_native.build.deps import deps_digest, search_lists
-from implementations.xllm_native.build.keys import sha, too_large
-from implementations.xllm_native.tree.files import FIELD
+from implementations.xllm_native.build.deps import deps_digest, header_sha, search_lists
+from implementations.xllm_native.build.keys import sha
 
 OBJECT_ABI = "lwsplit-object-1"
 """Bumped when an object entry's layout changes: part of every object's key."""
@@ -91,10 +90,7 @@ def object_deps(depfile: str, cmd: list, cwd: Path) -> tuple[dict, dict]:
     deps = {}
     for path in read:
         for p in {path, os.path.realpath(path)}:
-            try:
-                deps[p] = cachefs.file_sha(Path(p))
-            except cachefs.TooLarge as exc:
-                raise too_large(FIELD, str(cwd), exc) from None
+            deps[p] = header_sha(p, str(cwd))
     includers = {os.path.dirname(p) for p in read}
     watch = cachefs.shadow_watch(read, quoted + system + builtin, includers)
     watch = {d: names for d, names in watch.items() if not any(cachefs.inside(d, s) for s in outside)}

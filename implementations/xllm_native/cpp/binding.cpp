@@ -142,6 +142,75 @@ std::string op_worker_checks(const Request& req) {
 #endif
 }
 
+// Role: engine_options (LLMEngine's attention TP size, local heads per TP rank and KVCacheEstimateOptions, and
+// WorkerImpl::get_num_layers for a draft worker, cut by the build: lwsplit_engine_options.inc) for one engine:
+// the target's (is_draft_engine 0) or the draft's, handed the model's args and the launch's options.
+std::string op_engine_options(const Request& req) {
+#ifdef LWSPLIT_ENGINE_OPTIONS_ABSENT
+  (void)req;
+  return Json().raw("absent", quote(LWSPLIT_ENGINE_OPTIONS_ABSENT)).str();
+#else
+  set_parallel(req, "");
+  const xllm::ModelArgs args = model_args(req, "");
+  xllm::lwsplit_engine::Inputs in;
+  in.options.dp_size_ = static_cast<int32_t>(req.i64("dp_size", 1));
+  in.options.cp_size_ = static_cast<int32_t>(req.i64("cp_size", 1));
+  in.options.devices_ = {xllm::lwsplit_engine::Device{req.i64("dtype_code")}};
+  in.options.kv_cache_dtype_ = req.str("kv_cache_dtype", "auto");
+  in.options.block_size_ = static_cast<int32_t>(req.i64("block_size"));
+  in.options.max_seqs_per_batch_ = req.i64("max_seqs_per_batch");
+  in.options.num_speculative_tokens_ = req.i64("num_speculative_tokens");
+  in.options.max_tokens_per_batch_ = req.i64("max_tokens_per_batch");
+  in.options.max_linear_state_cache_slots_ = req.i64("max_linear_state_cache_slots");
+  in.options.is_draft_engine_ = req.flag("is_draft_engine");
+  in.options.enable_mtp_draft_body_tp1_ = req.flag("enable_mtp_draft_body_tp1");
+  in.n_workers = req.i64("n_workers", 1);
+  in.cache_size_in_bytes = req.i64("cache_size_in_bytes");
+  in.indexer_cache_dtype = req.str("indexer_cache_dtype", "auto");
+  in.enable_prefix_cache = req.flag("enable_prefix_cache");
+  const xllm::LwsplitEngineOptions out = xllm::lwsplit_engine_options(args, in);
+  const xllm::KVCacheEstimateOptions& o = out.estimate_options;
+  xllm::LwsplitEngineWorker worker{xllm::lwsplit_engine::Context{args}, in.options.is_draft_engine_};
+  return Json().num("dtype_code", static_cast<int64_t>(o.dtype)).raw("kv_cache_dtype", quote(o.kv_cache_dtype))
+      .raw("indexer_cache_dtype", quote(o.indexer_cache_dtype)).num("cache_size_in_bytes", o.cache_size_in_bytes)
+      .num("block_size", o.block_size).num("world_size", o.world_size).num("n_local_kv_heads", o.n_local_kv_heads)
+      .num("n_local_linear_k_heads", o.n_local_linear_k_heads).num("n_local_linear_v_heads", o.n_local_linear_v_heads)
+      .num("max_seqs_per_batch", o.max_seqs_per_batch).num("num_speculative_tokens", o.num_speculative_tokens)
+      .num("max_tokens_per_batch", o.max_tokens_per_batch)
+      .num("max_linear_state_cache_slots", o.max_linear_state_cache_slots)
+      .raw("is_draft_engine", o.is_draft_engine ? "true" : "false")
+      .raw("enable_prefix_cache", o.enable_prefix_cache ? "true" : "false")
+      .num("layerwise_split_size", static_cast<int64_t>(o.layerwise_split_size))
+      .num("dp_local_tp_size", out.dp_local_tp_size).num("n_layers", worker.get_num_layers()).str();
+#endif
+}
+
+// Role: the worker's allocation's refusals of the split (allocate_kv_caches' branches for sleep mode and xtensor,
+// cut by the build: lwsplit_allocation.inc) for the create options the worker built: its mask `owned` (the
+// worker_checks answer at its rank), sleep mode and xtensor as the run sets them. Its CHECKs, then the path the
+// allocation took (`sleepable`, `xtensor`, or `ordinary`: past both branches, to the allocation of the mask).
+std::string op_allocation_checks(const Request& req) {
+#ifdef LWSPLIT_ALLOCATION_CHECKS_ABSENT
+  (void)req;
+  return Json().raw("absent", quote(LWSPLIT_ALLOCATION_CHECKS_ABSENT)).str();
+#else
+  std::vector<bool> owned;
+  for (const auto& v : req.list("owned")) owned.push_back(v == "1");
+  xllm::lwsplit_allocation::CreateOptions options;
+  options.sleep_mode = req.flag("enable_sleep_mode");
+  options.xtensor = req.flag("enable_xtensor");
+  options.linear_attention = req.flag("linear_attention");
+  options.id = req.str("model_id");
+  xllm::lwsplit_allocation::Shape shape;
+  shape.index = req.flag("lighting_indexer");
+  shape.linear = options.linear_attention;
+  xllm::lwsplit_allocation::Outcome outcome;
+  xllm::lwsplit_allocation::lwsplit_allocation_checks(outcome, owned, options, shape,
+                                                       static_cast<int64_t>(owned.size()));
+  return Json().raw("path", quote(outcome.path)).str();
+#endif
+}
+
 #ifdef LWSPLIT_GROUPS
 // Role: groups (MappingNPU::get_layerwise_split_group over the attention TP groups get_tp_group builds,
 // after the CHECKs of MappingNPU::validate), for every rank of the world: the split groups and each rank's
@@ -196,6 +265,8 @@ std::string dispatch(const Request& req) {
   if (op == "speculative") return op_speculative(req);
   if (op == "speculative_caps") return op_speculative_caps(req);
   if (op == "worker_checks") return op_worker_checks(req);
+  if (op == "engine_options") return op_engine_options(req);
+  if (op == "allocation_checks") return op_allocation_checks(req);
 #ifdef LWSPLIT_GROUPS
   if (op == "groups") return op_groups(req);
 #endif

@@ -108,3 +108,30 @@ def statements_before(text: str, name: str, end: str, macros: tuple[str, ...] = 
     if masked[body:cut].count("{") != masked[body:cut].count("}"):
         return 0, "", f"{name}'s statements before {end} are not whole blocks"
     return line + snippet.count("\n", 0, body), snippet[body:cut], ""
+
+
+def statements_between(text: str, name: str, start: str, end: str, macros: tuple[str, ...] = ()) -> tuple[int, str, str]:
+    """The statements of function ``name``'s body from the line of the first whose text matches the pattern ``start``
+    up to (not including) the line of the first after it matching ``end``: (the line number of the first, their
+    text, ""), or (0, "", why there are none). A constructor's member initializers may stand between its
+    parameters and its body (the body is the first brace after the parameters); the statements must be whole
+    blocks. Comments and literals are blanked before the patterns are matched."""
+    masked_all = conditionals.live(_masked(text), macros)
+    for m in re.finditer(r"(?<![\w:])" + re.escape(name) + r"\s*\(", masked_all):
+        close = _match(masked_all, m.end() - 1, "(", ")")
+        open_ = masked_all.find("{", close) if close >= 0 else -1
+        if open_ < 0 or ";" in masked_all[close:open_]:
+            continue  # a declaration or a call, not the definition
+        body_end = _match(masked_all, open_, "{", "}")
+        first = re.compile(start).search(masked_all, open_ + 1, body_end)
+        if first is None:
+            return 0, "", f"{name} has no statement matching {start}"
+        stop = re.compile(end).search(masked_all, first.end(), body_end)
+        if stop is None:
+            return 0, "", f"{name} has no statement matching {end} after {start}"
+        begin = masked_all.rfind("\n", open_, first.start()) + 1
+        cut = masked_all.rfind("\n", begin, stop.start()) + 1
+        if cut <= begin or masked_all[begin:cut].count("{") != masked_all[begin:cut].count("}"):
+            return 0, "", f"{name}'s statements from {start} to {end} are not whole blocks"
+        return text.count("\n", 0, begin) + 1, text[begin:cut], ""
+    return 0, "", f"defines no {name}"

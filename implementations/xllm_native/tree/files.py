@@ -24,7 +24,10 @@ UPSTREAM_FILES = {
     "utils_headers": "xllm/core/common/constants.h",
     "include_dirs": "xllm,xllm/core",
     "worker_checks": "xllm/core/runtime/worker_impl.cpp",
+    "allocation_checks": "xllm/core/framework/kv_cache/kv_cache.cpp",
     "groups": "xllm/core/framework/parallel_state/mapping_npu.cpp",
+    "engine_options": "xllm/core/distributed_runtime/llm_engine.cpp",
+    "engine_platform": "xllm/core/platform/platform.h",
 }
 """Upstream xLLM's file of each role (494f293b5); ``files`` overrides any of them for a port."""
 ENTRY_POINTS = {
@@ -39,12 +42,33 @@ WORKER_CHECKS_FUNCTION = "WorkerImpl::allocate_kv_cache_storage"
 """The worker's KV-cache start-up (file ``worker_checks``): its statements before the first that reads the KV-cache
 quantization (``WORKER_CHECKS_END``) are cut out and compiled (``build.generate``: op ``worker_checks``)."""
 WORKER_CHECKS_END = r"\benable_kv_cache_quant\b"
+ALLOCATION_CHECKS_FUNCTION = "allocate_kv_caches"
+"""The allocation the worker calls once it has built its create options (file ``allocation_checks``): its branches
+for sleep mode and xtensor, from the first statement matching ``ALLOCATION_CHECKS_START`` up to the ordinary
+allocation (``ALLOCATION_CHECKS_END``), are cut out and compiled (``build.generate``: op ``allocation_checks``)."""
+ALLOCATION_CHECKS_START = r"\bif\s*\(\s*create_options\.enable_sleep_mode\(\)"
+ALLOCATION_CHECKS_END = r"\bif\s*\(\s*layer_cache_owned\.empty\(\)\s*\)"
 UTILS_REQUIRED = ("ceil_div", "kv_split_size_effective", "enable_kvcache_split")
 UTILS_OPTIONAL = ("align_up", "mla_model_type_set", "is_mla_model_type", "has_mtp_model_type_marker",
                   "starts_with_model_type", "is_target_mtp_model_type", "kDeepseekV4DSparkModelType",
                   "is_deepseek_v4_dspark_model_type", "is_deepseek_v4_model_type",
                   "is_tp_invariant_kv_cache_model_type", "is_target_model_type")
 """Helpers cut out of the utils file when it has them (a port may lack the DeepSeek-V4 ones)."""
+ENGINE_OPTIONS_CUTS = (
+    ("LLMEngine::LLMEngine", r"\bdp_size_\s*=\s*options_\.dp_size\s*\(", r"\blink_threadpool_\b"),
+    ("LLMEngine::init_model", r"\bworld_size\s*=\s*dp_local_tp_size_\s*;", r"\bLOG\s*\(\s*INFO\s*\)"),
+    ("LLMEngine::estimate_kv_cache_capacity", r"\bKVCacheEstimateOptions\s+estimate_options\s*;",
+     r"\bKVCacheCapacity\s+kv_cache_cap\s*="),
+)
+"""What the ``engine_options`` role cuts out of its file (upstream: ``llm_engine.cpp``), (function, first statement,
+the statement it stops before): the engine's attention TP size (``dp_local_tp_size_``, in its constructor), its local
+KV and linear heads per TP rank (``init_model``) and the ``KVCacheEstimateOptions`` it hands the estimation
+(``estimate_kv_cache_capacity``: the draft's TP-1 body, the draft's split size 1). ``cpp/engine_options_shim.h``
+holds the members they read; the platform queries they make (``Platform::uses_model_cp_sharding``, ``is_mlu``) are
+the tree's own header (file ``engine_platform``)."""
+ENGINE_LAYERS_FUNCTION = "WorkerImpl::get_num_layers"
+"""The draft's layer count as upstream's worker decides it (file ``worker_checks``: ``worker_impl.cpp``): cut whole
+into the ``engine_options`` role beside ``ENGINE_OPTIONS_CUTS``."""
 GROUPS_CUT = ("MappingNPU::validate", "MappingNPU::get_tp_group", "MappingNPU::get_layerwise_split_group",
               "MappingNPU::get_current_group_id")
 """What the ``groups`` role cuts out of its file (upstream: ``mapping_npu.cpp``) when the manifest plays it: the

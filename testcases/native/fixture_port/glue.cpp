@@ -82,6 +82,14 @@ std::string op_worker_checks(const Request& req) {
   return Json().raw("ok", "true").str();
 }
 
+// Role: allocation_checks (the allocation's refusals of the split)
+std::string op_allocation_checks(const Request& req) {
+  std::vector<bool> owned;
+  for (const auto& v : req.list("owned")) owned.push_back(v == "1");
+  fxport::fx_allocation_checks(owned, req.flag("enable_sleep_mode"), req.flag("enable_xtensor"));
+  return Json().raw("ok", "true").str();
+}
+
 // Role: worker (allocation): the fixture counts the layers it would allocate and creates no tensor.
 std::string op_allocate(const Request& req) {
   std::vector<bool> owned;
@@ -108,6 +116,26 @@ std::string op_engine(const Request& req) {
   return Json().raw("layout", layout ? layout_json(*layout, per_rank) : std::string("null")).str();
 }
 
+// Role: engine_options (the option values its engine hands the estimation; the draft's layer count: its own)
+std::string op_engine_options(const Request& req) {
+  const auto o = fxport::fx_engine_options(
+      static_cast<int>(req.i64("n_workers", 1)), static_cast<int>(req.i64("dp_size", 1)),
+      static_cast<int>(std::max<int64_t>(1, req.i64("cp_size", 1))), req.i64("n_kv_heads"),
+      req.i64("linear_num_key_heads"), req.i64("linear_num_value_heads"), split(req), req.flag("is_draft_engine"));
+  return Json().num("dtype_code", req.i64("dtype_code")).raw("kv_cache_dtype", quote(req.str("kv_cache_dtype", "auto")))
+      .raw("indexer_cache_dtype", quote(req.str("indexer_cache_dtype", "auto")))
+      .num("cache_size_in_bytes", req.i64("cache_size_in_bytes")).num("block_size", req.i64("block_size"))
+      .num("world_size", o.world_size).num("n_local_kv_heads", o.n_local_kv_heads)
+      .num("n_local_linear_k_heads", o.n_local_linear_k_heads).num("n_local_linear_v_heads", o.n_local_linear_v_heads)
+      .num("max_seqs_per_batch", req.i64("max_seqs_per_batch"))
+      .num("num_speculative_tokens", req.i64("num_speculative_tokens")).num("max_tokens_per_batch", 0)
+      .num("max_linear_state_cache_slots", req.i64("max_linear_state_cache_slots"))
+      .raw("is_draft_engine", req.flag("is_draft_engine") ? "true" : "false")
+      .raw("enable_prefix_cache", req.flag("enable_prefix_cache") ? "true" : "false")
+      .num("layerwise_split_size", o.layerwise_split_size).num("dp_local_tp_size", o.world_size)
+      .num("n_layers", req.i64("n_layers")).str();
+}
+
 // Role: groups (a manifest naming fx_split_groups): attention TP groups of world / (dp x cp) ranks.
 std::string op_groups(const Request& req) {
   const int world = static_cast<int>(req.i64("world_size"));
@@ -127,10 +155,12 @@ std::string dispatch(const Request& req) {
   if (op == "layout") return op_layout(req);
   if (op == "worker") return op_worker(req);
   if (op == "worker_checks") return op_worker_checks(req);
+  if (op == "allocation_checks") return op_allocation_checks(req);
   if (op == "allocate") return op_allocate(req);
   if (op == "master_layout") return op_master_layout(req);
   if (op == "engine") return op_engine(req);
   if (op == "groups") return op_groups(req);
+  if (op == "engine_options") return op_engine_options(req);
   throw std::invalid_argument("unknown op " + op);
 }
 

@@ -33,4 +33,13 @@ bool WorkerImpl::allocate_kv_cache_storage(const KVCacheShape& kv_cache_shape) {
   return kv_cache_shape.allocate(layer_cache_owned, enable_kv_cache_quant);
 }
 
+// The worker's layer count: a speculative draft's is its MTP layers when it has any.
+int64_t WorkerImpl::get_num_layers() const {
+  const int64_t num_layers = context_.get_model_args().n_layers();
+  if (is_spec_draft_ && context_.get_model_args().num_nextn_predict_layers() > 0) {
+    return context_.get_model_args().num_nextn_predict_layers();
+  }
+  return num_layers;
+}
+
 }  // namespace xllm

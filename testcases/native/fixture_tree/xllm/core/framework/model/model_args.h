@@ -44,4 +44,12 @@ inline bool is_full_attention_layer(const ModelArgs& args, int64_t layer_id) {
   return interval <= 1 || (layer_id + 1) % interval == 0;
 }
 
+// Whether any layer is linear attention (the engine then divides the linear heads among its TP ranks).
+inline bool has_linear_attention_layers(const ModelArgs& args) {
+  for (int64_t layer = 0; layer < args.n_layers(); ++layer) {
+    if (!is_full_attention_layer(args, layer)) return true;
+  }
+  return false;
+}
+
 }  // namespace xllm
