@@ -74,3 +74,38 @@ def multiprocessing_helper_pids() -> set[int]:
     pids = {getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None),
             getattr(getattr(resource_tracker, "_resource_tracker", None), "_pid", None)}
     return {pid for pid in pids if isinstance(pid, int)}
+
+
+class StorageWeakRefs:
+    """Weak references to many storages (their C++ ``StorageImpl``, which outlives the Python storage object
+    that named it), counted alive at once: ``add(storage)``, ``alive()``, ``len()``; freed when this is dropped.
+
+    torch's public ``torch.multiprocessing.reductions.StorageWeakRef`` is one Python object per storage whose
+    making, ``expired()`` and ``__del__`` are each a Python call over three internals (``_weak_ref`` of a
+    storage, ``UntypedStorage._expired`` and ``_free_weak_ref``), and a worker's cache holds hundreds of
+    storages: these hold the internals' references in one list. The public class is built on the same three,
+    so a torch without them fails here and there alike (``testcases/unit/test_private_apis.py`` names it)."""
+
+    def __init__(self) -> None:
+        # ranks make these; the controller imports this module and never imports torch (3.7 s, python -X importtime)
+        import torch
+
+        self._expired = torch.UntypedStorage._expired
+        self._free = torch.UntypedStorage._free_weak_ref  # kept: torch may be torn down before this at exit
+        self._refs: list = []
+
+    def add(self, storage: Any) -> None:
+        self._refs.append(storage._weak_ref())
+
+    def alive(self) -> int:
+        """How many of the storages added are still alive."""
+        expired = self._expired
+        return sum(1 for ref in self._refs if not expired(ref))
+
+    def __len__(self) -> int:
+        return len(self._refs)
+
+    def __del__(self) -> None:
+        for ref in self._refs:
+            self._free(ref)
+        self._refs.clear()

@@ -2,7 +2,7 @@
 
 The master's ``plan`` and each engine's ``engine_message`` are called once, then
 ``init_worker`` for every rank of every engine in turn (no process group: each rank's
-caches are measured with ``facts.worker_facts`` and torn down with ``RankSession.teardown``
+caches are measured with ``bring_up.walked`` and torn down with ``RankSession.teardown``
 before the next rank allocates). The facts are the ones the TCs' rank bodies send, so the
 TCs' own check functions judge them:
 
@@ -40,8 +40,9 @@ from harness.explore.known import open_question
 from harness.explore.properties import owner_rule, ownership_problems
 from harness.oracle import SPEC_OWNER_RULE
 from harness.oracle import UPSTREAM_GROUP_RULE as UPSTREAM_GROUPS
+from harness.private_apis import StorageWeakRefs
 from harness.suites import tc01, tc02, tc03, tc06, tc07
-from harness.suites.bring_up import Published, RankSession, Worker, engines_for, master_plan
+from harness.suites.bring_up import LeakRefs, Published, RankSession, Worker, engines_for, master_plan, walked
 from harness.suites.case import resolve
 from harness.suites.checks import draft_plan_problems, plan_layout_problems
 from harness.suites.expectations import (
@@ -54,8 +55,7 @@ from harness.suites.expectations import (
     prediction,
     upstream_prediction,
 )
-from harness.suites.facts import RankFacts, master_error_of, worker_facts
-from harness.suites.measure import distinct_storage_bytes
+from harness.suites.facts import RankFacts, master_error_of
 
 DEVICE = "cpu"
 GROUPING_FACT = re.compile(r"^(split_groups|rank \d+ (split group|split_rank|owned_full_layers)|rank \d+: estimated)\b")
@@ -228,10 +228,11 @@ class InProcessRunner:
     # ---- allocation ------------------------------------------------------------------
 
     def _allocate(self, impl, plan, run, engines, digests) -> tuple[list, list[str]]:
-        """Every rank's workers, one rank at a time: their facts, measured and torn down."""
+        """Every rank's workers, one rank at a time: their facts, measured and torn down (one walk over each
+        worker's tensors takes its facts, its measured bytes and the leak check's references)."""
         world = run.parallel.world_size
         messages = {e.role: impl.engine_message(plan, run, e.role) for e in engines}
-        facts, crashed = [], []
+        per_rank, crashed = [], []
         seen_digests: dict[str, list] = {e.role: [] for e in engines}
         for rank in range(world):
             session = RankSession(ctx=InProcessRank(rank=rank, world_size=world), run=run, impl=impl, plan=plan)
@@ -243,14 +244,21 @@ class InProcessRunner:
                                                            engine.ranks.index(rank), digests[engine.role])
                 except Exception as exc:  # noqa: BLE001 - a worker that raises on the published plan is a finding
                     crashed.append(f"rank {rank} {engine.role}: init_worker raised {master_error_of(exc)}")
-            workers = {role: worker_facts(w, DEVICE) for role, w in session.workers.items()}
+            with_leak, refs = {}, {}
+            for role, w in session.workers.items():
+                try:
+                    with_leak[role], refs[role] = walked(w, DEVICE)
+                except Exception as exc:  # noqa: BLE001 - a cache the harness cannot read (a tensor that is None) is a finding
+                    crashed.append(f"rank {rank} {role}: the cache init_worker returned cannot be measured: "
+                                   f"{master_error_of(exc)}")
+                    refs[role] = LeakRefs([], StorageWeakRefs())  # (teardown drops it; nothing of it was read)
             for role in seen_digests:
-                seen_digests[role].append(workers[role].digest if role in workers else None)
-            leaks = session.teardown()
-            workers = {role: dataclasses.replace(wf, leak=leaks.get(role)) for role, wf in workers.items()}
-            facts.append(RankFacts(rank=rank, plan=plan if rank == 0 else None, run=run if rank == 0 else None,
-                                   workers=workers))
-        facts = [dataclasses.replace(f, digests={role: tuple(d) for role, d in seen_digests.items()}) for f in facts]
+                seen_digests[role].append(session.workers[role].cache.plan_digest if role in with_leak else None)
+            leaks = session.teardown(refs)
+            per_rank.append({role: facts_of(leaks.get(role)) for role, facts_of in with_leak.items()})
+        digests_seen = {role: tuple(d) for role, d in seen_digests.items()}
+        facts = [RankFacts(rank=rank, plan=plan if rank == 0 else None, run=run if rank == 0 else None,
+                           workers=workers, digests=digests_seen) for rank, workers in enumerate(per_rank)]
         return facts, crashed
 
 
@@ -267,9 +275,10 @@ def _plan_only(impl, run, engines) -> Published:
 
 
 def _worker(impl, message, run, role: str, plan_rank: int, digest: str) -> Worker:
-    """One worker's caches, measured (the session holds the only reference: teardown drops it)."""
+    """One worker's caches, measured when its facts are taken (the session holds the only reference: teardown
+    drops it)."""
     cache = impl.init_worker(message, run, rank=plan_rank, role=role, device=DEVICE, expected_digest=digest)
-    return Worker(role, plan_rank, cache, distinct_storage_bytes(cache.all_tensors()), message)
+    return Worker(role, plan_rank, cache, None, message)
 
 
 def topology_facts(plan, run) -> list:

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 import torch
 import torch.distributed as dist
-from torch.multiprocessing.reductions import StorageWeakRef
 
 from contract.errors import UserError
 from harness.config.targets import build_implementation_node
-from harness.suites.facts import LeakFacts, MasterError, master_error_of
+from harness.private_apis import StorageWeakRefs
+from harness.suites.facts import LeakFacts, MasterError, WorkerFacts, master_error_of, walked_worker
 from harness.suites.measure import allocator_bytes, distinct_storage_bytes
 
 if TYPE_CHECKING:
@@ -48,7 +48,8 @@ class Worker:
     role: str
     plan_rank: int
     cache: Optional[WorkerKVCache]
-    measured_bytes: int
+    measured_bytes: Optional[int]
+    """None: measured when its facts are taken (``facts.walked_worker``: the union of its storages' ranges)."""
     message: KVPlan
     tampered: bool = False
     """The message was altered by bring_up's ``tamper`` hook before ``init_worker``."""
@@ -88,11 +89,13 @@ class RankSession:
         so that no rank goes on to an exchange its peers skip."""
         return any(self.ctx.all_gather_object(bool(self.refusals)))
 
-    def teardown(self) -> dict[str, LeakFacts]:
+    def teardown(self, refs: Optional[dict[str, LeakRefs]] = None) -> dict[str, LeakFacts]:
         """Drop the harness's references to every worker's cache and to the engine, then count what
         is still alive: weak references to each tensor and (C++ level) to each storage. Nothing of
-        a torn-down engine, target or draft, may survive (the seed's "ASAN clean")."""
-        refs = {role: weak_refs(w.cache) for role, w in self.workers.items() if w.cache is not None}
+        a torn-down engine, target or draft, may survive (the seed's "ASAN clean"). ``refs``: role -> the
+        weak references already taken of its worker's cache (``walked``); the others' are taken here."""
+        refs = {**{role: weak_refs(w.cache) for role, w in self.workers.items()
+                   if w.cache is not None and role not in (refs or {})}, **(refs or {})}
         for worker in self.workers.values():
             worker.cache = None
         self.impl = None
@@ -101,28 +104,51 @@ class RankSession:
             gc.collect()
             alive = {role: alive_count(rs) for role, rs in refs.items()}
         after = allocator_bytes(self.ctx.device)
-        return {role: LeakFacts(tracked=len(rs), alive=alive[role], allocator_before=self.allocator_before,
+        return {role: LeakFacts(tracked=rs.tracked(), alive=alive[role], allocator_before=self.allocator_before,
                                 allocator_after=after) for role, rs in refs.items()}
 
 
-def weak_refs(cache) -> list:
-    """Weak references to every tensor of ``cache`` and to each distinct storage under them: what the leak check
-    counts after the cache is dropped (``alive_count``)."""
+@dataclass(frozen=True)
+class LeakRefs:
+    """Weak references to a worker's tensors and to each distinct storage under them: what the leak check counts
+    after the cache is dropped."""
 
-    out, seen = [], set()
+    tensors: list
+    """``weakref.ref`` of each tensor."""
+    storages: StorageWeakRefs
+    """Each distinct storage, at the C++ level (its Python object dies at once on torch 2.1)."""
+
+    def tracked(self) -> int:
+        return len(self.tensors) + len(self.storages)
+
+    def alive(self) -> int:
+        return sum(1 for r in self.tensors if r() is not None) + self.storages.alive()
+
+
+def weak_refs(cache) -> LeakRefs:
+    """Weak references to every tensor of ``cache`` and to each distinct storage under them (``alive_count``)."""
+    tensors, storages, seen = [], StorageWeakRefs(), set()
     for t in cache.all_tensors():
-        out.append(weakref.ref(t))
+        tensors.append(weakref.ref(t))
         storage = t.untyped_storage()
         ptr = storage.data_ptr()
         if ptr not in seen:
             seen.add(ptr)
-            out.append(StorageWeakRef(storage))
-    return out
+            storages.add(storage)
+    return LeakRefs(tensors, storages)
 
 
-def alive_count(refs: list) -> int:
+def walked(worker: Worker, device: str) -> tuple[Callable[[Optional[LeakFacts]], WorkerFacts], LeakRefs]:
+    """The worker's facts (given its leak facts) and the leak check's weak references (``weak_refs``'s), from one
+    walk over its tensors (``facts.walked_worker``): what ``teardown(refs)`` counts."""
+    storages = StorageWeakRefs()
+    facts, tensors = walked_worker(worker, device, storage_ref=storages.add)
+    return facts, LeakRefs(tensors, storages)
+
+
+def alive_count(refs: LeakRefs) -> int:
     """How many of ``refs`` (``weak_refs``) still point at a live tensor or storage."""
-    return sum(1 for r in refs if ((not r.expired()) if isinstance(r, StorageWeakRef) else r() is not None))
+    return refs.alive()
 
 
 def instantiate(impl_cfg: dict) -> KVShardingImplementation:

@@ -132,6 +132,7 @@ def tensor_problems(facts: list, run, role: str = "target") -> list[str]:
     if role == "target" and oracle.expected_linear_layers(run.model):
         want["linear"] = geometry(oracle.expected_linear_layer_tensors(run))
     out = []
+    matched: set = set()  # (kind, id of a layer's tensors mapping) judged equal to the spec's (layers share one)
     for f in facts:
         wf = f.workers.get(role)
         if wf is None:
@@ -139,7 +140,10 @@ def tensor_problems(facts: list, run, role: str = "target") -> list[str]:
         reported = set()
         for layer in wf.layers:
             expected = want.get(layer.kind)
-            if expected is None or layer.kind in reported or layer.geometry == expected:
+            if expected is None or layer.kind in reported or (layer.kind, id(layer.tensors)) in matched:
+                continue
+            if layer.geometry == expected:
+                matched.add((layer.kind, id(layer.tensors)))
                 continue
             reported.add(layer.kind)
             out.append(Problem(f"rank {f.rank} {role} layer {layer.layer} ({layer.kind}, "
@@ -158,15 +162,16 @@ def view_problems(facts: list, role: str = "target") -> list[str]:
             continue
         full = [l for l in wf.layers if l.kind == "full"]
         owned = [l for l in full if l.owned]
-        shapes = {tuple(sorted(l.geometry.items())) for l in owned}
+        # layers of one tensors mapping (``facts.walked_worker`` shares it) are judged once
+        shapes = {tuple(sorted(l.geometry.items())) for l in {id(l.tensors): l for l in owned}.values()}
         if len(shapes) > 1:
             out.append(Problem(f"rank {f.rank} {role}: owned full layers differ in tensors: {sorted(shapes)}",
                                rule="view", rank=f.rank))
         if not owned:
             continue
-        want = owned[0].geometry
+        want, same = owned[0].geometry, owned[0].tensors
         for l in full:
-            if not l.owned and l.geometry != want:
+            if not l.owned and l.tensors is not same and l.geometry != want:
                 out.append(Problem(f"rank {f.rank} {role} layer {l.layer}: non-owned view exposes {l.geometry}, an "
                                    f"owned layer (layer {owned[0].layer}) {want}", rule="view", rank=f.rank))
                 break

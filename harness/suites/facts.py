@@ -9,12 +9,14 @@ check against the spec, never an expectation.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 from contract.errors import UserError
-from harness.suites.measure import tensor_bytes
+from harness.suites.measure import tensor_bytes, union_bytes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,8 +32,9 @@ class TensorFacts:
         return self.shape, self.dtype
 
 
-@dataclass(frozen=True, kw_only=True)
-class LayerFacts:
+class LayerFacts(NamedTuple):
+    """One layer of a worker's cache (a tuple: a worker has one per layer, a configuration hundreds)."""
+
     layer: int
     kind: str
     """``full`` or ``linear``."""
@@ -40,7 +43,8 @@ class LayerFacts:
     """Bytes of storage this layer holds apart from the scratch and earlier layers."""
     scratch_view: bool
     """Every tensor of the layer is a view of the rank's scratch."""
-    tensors: dict[str, TensorFacts] = field(default_factory=dict)
+    tensors: dict[str, TensorFacts]
+    """Tensor name -> its facts; layers of one worker with the same tensors share one mapping (``walked_worker``)."""
 
     @property
     def geometry(self) -> dict[str, tuple[tuple[int, ...], str]]:
@@ -160,46 +164,102 @@ def master_error_of(exc: BaseException) -> MasterError:
 
 
 def worker_facts(worker, device: str, *, leak: Optional[LeakFacts] = None) -> WorkerFacts:
-    """Per layer: owned flag, tensor names/shapes/dtypes and bytes of its own storage.
+    """Per layer: owned flag, tensor names/shapes/dtypes and bytes of its own storage (``walked_worker``)."""
+    return walked_worker(worker, device)[0](leak)
 
-    Each tensor is looked at once (a case's ranks hold thousands of them), and tensors of one
-    geometry share one ``TensorFacts`` (frozen): the pickle that carries them to the parent
-    holds each geometry once, a third of the bytes to write and read."""
+
+def walked_worker(worker, device: str, *, storage_ref: Optional[Callable[[Any], None]] = None
+                  ) -> tuple[Callable[[Optional[LeakFacts]], WorkerFacts], list]:
+    """The worker's facts from one walk over its tensors, given its leak facts (``leak -> WorkerFacts``: they
+    hold nothing of the cache, which the leak check can then drop), and (``storage_ref`` given: called with each
+    distinct storage, ``bring_up.walked`` takes its weak reference) the weak references to each tensor.
+
+    Each tensor is looked at once (a case's ranks hold thousands of them) and its storage once: its address
+    keys the layer's own bytes, the scratch views and the references; its byte range the measured bytes where
+    the worker has none yet (``Worker.measured_bytes`` None: the union of the storages' ranges, as
+    ``measure.distinct_storage_bytes`` counts it). Tensors of one geometry share one ``TensorFacts`` and layers
+    of one set of names and geometries one mapping (frozen): the pickle that carries them to the parent holds
+    each once, and the checks judge each mapping once."""
     cache = worker.cache
-    # storages by (device, address) as ``storage_key`` names them, with the device object (its name once per
-    # device, not once per tensor)
-    scratch = {(t.device, t.untyped_storage().data_ptr()): t for t in cache.scratch.values()}
-    seen: set = set(scratch)
-    geometries: dict = {}
+    tracking = storage_ref is not None
+    extent: dict = {}  # storage (device, address), as ``storage_key`` names it (the device object) -> its bytes
+    tensor_refs: list = []
+    keep, ref = tensor_refs.append, weakref.ref
+
+    def storage_of(t) -> tuple[tuple, int, bool]:
+        """(its storage's key, its bytes, whether this walk meets the storage first)"""
+        storage = t.untyped_storage()
+        nbytes = storage.nbytes()
+        key = (t.device, storage.data_ptr())
+        known = extent.get(key)
+        if known is None:
+            extent[key] = nbytes
+            if tracking:
+                storage_ref(storage)
+        elif nbytes > known:  # another storage object over the same address, longer (``from_blob``)
+            extent[key] = nbytes
+        if tracking:
+            keep(ref(t))
+        return key, nbytes, known is None
+
+    scratch = {}
+    for t in cache.scratch.values():
+        key, nbytes, _ = storage_of(t)
+        scratch[key] = nbytes
+    geometries: dict = {}  # (shape, dtype) -> its TensorFacts
+    last: dict = {}  # name -> (shape, dtype, TensorFacts) of the tensor of that name in the layer before
+    shared: dict = {}  # (name, id of its TensorFacts, ...) -> the one mapping of the layers with those tensors
     layers = []
     for layer in cache.layers:
-        own_bytes = 0
-        tensors = {}
-        all_scratch = bool(layer.tensors)
+        tensors, signature = {}, []
+        own_bytes, all_scratch = 0, True
         for name, t in layer.tensors.items():
+            # (inline: ``storage_of`` once per scratch tensor, this once per layer tensor, hundreds per worker)
             storage = t.untyped_storage()
+            nbytes = storage.nbytes()
             key = (t.device, storage.data_ptr())
-            shape = tuple(t.shape)
-            found = geometries.get((shape, t.dtype))
-            if found is None:
-                found = geometries[(shape, t.dtype)] = TensorFacts(
-                    shape=shape, dtype=str(t.dtype).replace("torch.", ""), bytes=tensor_bytes(t))
-            tensors[name] = found
+            known = extent.get(key)
+            if known is None:
+                extent[key] = nbytes
+                own_bytes += nbytes
+                if tracking:
+                    storage_ref(storage)
+            elif nbytes > known:
+                extent[key] = nbytes
+            if tracking:
+                keep(ref(t))
             if key not in scratch:
                 all_scratch = False
-            if key not in seen:
-                seen.add(key)
-                own_bytes += storage.nbytes()
-        layers.append(LayerFacts(
-            layer=layer.layer_id,
-            kind=layer.kind,
-            owned=bool(layer.owned),
-            own_bytes=own_bytes,
-            scratch_view=all_scratch,
-            tensors=tensors,
-        ))
-    scratch_bytes = sum(t.untyped_storage().nbytes() for t in scratch.values())
-    return WorkerFacts(
+            shape, dtype = t.shape, t.dtype
+            before = last.get(name)
+            if before is not None and before[1] is dtype and before[0] == shape:
+                found = before[2]
+            else:
+                found = geometries.get((shape, dtype))
+                if found is None:
+                    found = geometries[(shape, dtype)] = TensorFacts(
+                        shape=tuple(shape), dtype=str(dtype).replace("torch.", ""), bytes=tensor_bytes(t))
+                last[name] = (shape, dtype, found)
+            tensors[name] = found
+            signature.append(name)
+            signature.append(id(found))
+        layers.append(LayerFacts(layer.layer_id, layer.kind, bool(layer.owned), own_bytes,  # (positional: a tuple)
+                                 all_scratch and bool(tensors), shared.setdefault(tuple(signature), tensors)))
+    measured = worker.measured_bytes
+    if measured is None:
+        by_device: dict = {}  # (the device object: its name once per device, not once per storage)
+        for (where, start), nbytes in extent.items():
+            if nbytes:
+                spans = by_device.get(where)
+                if spans is None:
+                    spans = by_device[where] = []
+                spans.append((start, start + nbytes))
+        by_name: dict[str, list] = {}
+        for where, spans in by_device.items():
+            by_name.setdefault(str(where), []).extend(spans)
+        measured = sum(union_bytes(spans) for spans in by_name.values())
+    facts = functools.partial(
+        WorkerFacts,
         role=worker.role,
         plan_rank=worker.plan_rank,
         device=device,
@@ -209,17 +269,17 @@ def worker_facts(worker, device: str, *, leak: Optional[LeakFacts] = None) -> Wo
         split_rank=cache.split_rank,
         split_group=tuple(cache.split_group),
         kv_layout=cache.kv_layout,
-        measured_bytes=worker.measured_bytes,
-        scratch_bytes=scratch_bytes,
+        measured_bytes=measured,
+        scratch_bytes=sum(scratch.values()),
         scratch_tensors={n: tuple(int(x) for x in t.shape) for n, t in cache.scratch.items()},
         layers=tuple(layers),
         received_digest=worker.message.digest,
-        leak=leak,
         reported_rank=cache.rank,
         reported_role=cache.role,
         reported_device=str(cache.device),
         message=message_facts(worker.message, worker.plan_rank),
     )
+    return lambda leak: facts(leak=leak), tensor_refs
 
 
 # ---- reading facts: the one place that knows how a fact is shaped ----------------------------------

@@ -87,7 +87,14 @@ def expected_owned_full(run, groups, rank: int) -> list[int]:
     if s == 1:
         return list(full)
     _, position = expected_position(groups, rank)
-    return sorted(l for l, o in _owner(full, s) if o == position)
+    return list(_owned_at(full, s, position))
+
+
+@cache
+def _owned_at(full: tuple[int, ...], s: int, position: int) -> tuple[int, ...]:
+    """The full layers the round-robin gives split rank ``position`` (once per layers, s and position: every rank
+    at that position of every group asks)."""
+    return tuple(sorted(l for l, o in _owner(full, s) if o == position))
 
 
 def groups_to_judge(run, plan_groups=()) -> tuple[Optional[tuple[tuple[int, ...], ...]], str]:

@@ -72,7 +72,6 @@ def check(facts: list, run) -> list[str]:
     if verdict is not None:
         return verdict
     plan, run = plan_of(facts), run_of(facts)  # run_of: the budget the ranks really planned with
-    tp = oracle.attn_tp_size(run)
     budget = oracle.run_budget_bytes(run)
     draft_per_block = oracle.expected_draft_bytes_per_block(run)  # D: the target's slot unless the body runs at TP 1
     n, _ = oracle.expected_block_counts(run, budget)
@@ -89,6 +88,7 @@ def check(facts: list, run) -> list[str]:
     problems += draft_plan_problems(plan, run) + draft_message_problems(facts, run)
     problems += tensor_problems(facts, run, "draft")
     draft_estimate = {rp.rank: rp.draft_estimated_bytes for rp in plan.ranks}
+    spec_bytes: dict = {}
     for f in facts:
         wf = f.workers.get("draft")
         if wf is not None and wf.measured_bytes != draft_estimate.get(wf.plan_rank):
@@ -100,8 +100,8 @@ def check(facts: list, run) -> list[str]:
         if set(workers) != {"target", "draft"}:
             problems.append(f"rank {r} hosts {sorted(workers)}, expected target and draft")
             continue
-        problems += _target_problems(r, workers["target"], run, plan.n_blocks, tp)
-        problems += _draft_problems(r, workers["draft"], run, plan.n_blocks, tp)
+        problems += _target_problems(r, workers["target"], run, plan.n_blocks, spec_bytes)
+        problems += _draft_problems(r, workers["draft"], run, plan.n_blocks)
         total = workers["target"].measured_bytes + workers["draft"].measured_bytes
         if total > budget:
             problems.append(f"rank {r}: target {workers['target'].measured_bytes} B + draft "
@@ -110,24 +110,29 @@ def check(facts: list, run) -> list[str]:
     return problems
 
 
-def _target_problems(r: int, wf, run, n: int, tp: int) -> list[str]:
+def _target_problems(r: int, wf, run, n: int, spec_bytes: dict) -> list[str]:
+    """``spec_bytes``: the full layers a rank owns -> the spec's bytes of such a rank, filled as ranks ask (the
+    ranks at one position of their groups own the same layers: asked once)."""
     s = oracle.split_size(run)
-    full = oracle.expected_full_layers(run.model)
-    got = sorted(wf.owned_full())
+    got = tuple(sorted(wf.owned_full())) if s > 1 else None  # None: not split, every full layer
     out = []
     if wf.split_size != s:
         out.append(f"rank {r} target: split size {wf.split_size}, spec {s}")
     for layer in wf.layers:
         if layer.kind == "full" and not layer.owned and (layer.own_bytes or not layer.scratch_view):
             out.append(f"rank {r} target layer {layer.layer}: not owned but holds {layer.own_bytes} B of its own")
-    want = oracle.expected_rank_bytes(run, n, got if s > 1 else full) + oracle.expected_allocation_departure_bytes(run)
+    want = spec_bytes.get(got)
+    if want is None:
+        want = spec_bytes[got] = (oracle.expected_rank_bytes(run, n, oracle.expected_full_layers(run.model)
+                                                             if got is None else got)
+                                  + oracle.expected_allocation_departure_bytes(run))
     if wf.measured_bytes != want:
         out.append(Problem(f"rank {r} target: allocated {wf.measured_bytes} B, spec {want} B for its layers",
                            rule="bytes", rank=r))
     return out
 
 
-def _draft_problems(r: int, wf, run, n: int, tp: int) -> list[str]:
+def _draft_problems(r: int, wf, run, n: int) -> list[str]:
     """The draft engine: never split, the target's block count, D bytes per block over its layers
     (FEATURE 6: the target's cache shape unless the draft body runs at TP 1)."""
     n_layers = oracle.draft_num_layers(run.draft)

@@ -63,7 +63,7 @@ def _block_shape(layout: str, n_blocks: int, block_size: int, heads: int, dim: O
     return shape if dim is None else shape + (dim,)
 
 
-def _fresh(shapes: dict[str, tuple[tuple, torch.dtype]], device: str) -> dict[str, torch.Tensor]:
+def _fresh(shapes: dict[str, tuple[tuple, torch.dtype]], device: torch.device) -> dict[str, torch.Tensor]:
     """One fresh tensor per name of ``shapes`` (name -> (shape, dtype)), each with its own storage."""
     return {name: torch.empty(shape, dtype=dtype, device=device) for name, (shape, dtype) in shapes.items()}
 
@@ -153,24 +153,24 @@ def allocate_worker_cache(message: KVPlan, run: RunSpec, *, rank: int, role: str
         raise ValueError("a full layer is marked not owned but the split is not active")
 
     with_index = model.index_n_heads > 0
+    where = torch.device(device)  # parsed once, not once per tensor
     # a kind's tensor shapes are the same for each of its layers: worked out once (at its first layer)
     full_shapes = _full_layer_shapes(model, run, message, with_index=with_index) if message.active else None
     linear_shapes = None
-    scratch = _fresh(full_shapes, device) if message.active else {}  # one storage per tensor, as an owned layer
+    scratch = _fresh(full_shapes, where) if message.active else {}  # one storage per tensor, as an owned layer
+    views = {name: t.view_as(t) for name, t in scratch.items()}  # each non-owned layer's: the scratch, as a layer
     layers = []
     for layer_id in range(message.num_layers):
         if layer_id not in full:
             if linear_shapes is None:
                 linear_shapes = _linear_layer_shapes(model, run, message, role=role)
-            layers.append(LayerCache(layer_id=layer_id, kind="linear", owned=True,
-                                     tensors=_fresh(linear_shapes, device)))
+            layers.append(LayerCache(layer_id, "linear", True, _fresh(linear_shapes, where)))
         elif mask[layer_id]:
             if full_shapes is None:
                 full_shapes = _full_layer_shapes(model, run, message, with_index=with_index)
-            layers.append(LayerCache(layer_id=layer_id, kind="full", owned=True, tensors=_fresh(full_shapes, device)))
-        else:
-            views = {name: t.view(t.shape) for name, t in scratch.items()}
-            layers.append(LayerCache(layer_id=layer_id, kind="full", owned=False, tensors=views))
+            layers.append(LayerCache(layer_id, "full", True, _fresh(full_shapes, where)))
+        else:  # the same views in each (a mapping of its own: a layer's entries are its own to replace)
+            layers.append(LayerCache(layer_id, "full", False, dict(views)))
 
     if message.active:
         split_size, split_rank = message.split_size, rank_plan.split_rank

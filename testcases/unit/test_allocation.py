@@ -249,6 +249,32 @@ def test_rank_total_is_owned_layers_plus_scratch_plus_linear_state(split_case):
         assert own + distinct_storage_bytes(cache.scratch.values()) == expected
 
 
+def test_one_walk_measures_the_distinct_storages_and_tracks_each_tensor_and_storage(split_case):
+    """``bring_up.walked`` (the explorer's one walk over a worker's tensors: facts, measured bytes, leak
+    references) measures what ``measure.distinct_storage_bytes`` measures (the union of the storages' byte
+    ranges: the scratch views once, two storage objects over shared bytes once) and tracks every tensor and
+    distinct storage, all dead once the cache is dropped."""
+    from harness.suites.bring_up import Worker, walked
+    from harness.suites.measure import distinct_storage_bytes as union_of_storages
+
+    model, run, plan = split_case
+    cache = allocate(plan, run, 1)
+    pool = torch.empty(1024, dtype=torch.uint8)
+    overlapping = torch.empty(0, dtype=torch.uint8).set_(pool.untyped_storage()[400:])  # a storage over its last 624 B
+    next(layer for layer in cache.layers if layer.owned).tensors.update(pool=pool, overlapping=overlapping)
+    del pool, overlapping
+    tensors = cache.all_tensors()
+    want, storages = union_of_storages(tensors), {storage_ptr(t) for t in tensors}
+    worker = Worker("target", 1, cache, None, plan)  # measured_bytes None: the walk measures
+    facts, refs = walked(worker, "cpu")
+    assert facts(None).measured_bytes == want
+    assert refs.tracked() == len(tensors) + len(storages) == refs.alive()
+    del tensors, cache
+    worker.cache = None
+    gc.collect()
+    assert refs.alive() == 0, "the walk kept a reference to the cache"
+
+
 def test_hybrid_linear_layers_are_allocated_on_every_rank_and_never_split():
     run = run_spec(HYBRID, world_size=4, split_size=4)
     plan = hand_plan(HYBRID, run)

@@ -77,3 +77,29 @@ def test_the_multiprocessing_helpers_are_named_once_started():
     resource_tracker.ensure_running()
     pids = private_apis.multiprocessing_helper_pids()
     assert pids and all(isinstance(pid, int) and pid != os.getpid() for pid in pids)
+
+
+# -- torch storages --------------------------------------------------------------------------------
+
+
+def test_storage_weak_refs_follow_the_storage_not_its_python_object():
+    """A storage held only through its Python object counts alive, and dead once that is dropped (on torch 2.1
+    ``weakref.ref`` of that object dies at once)."""
+    import gc
+
+    import torch
+
+    refs = private_apis.StorageWeakRefs()
+    held = [torch.ones(8), torch.ones(4)]
+    for storage in [t.untyped_storage() for t in held]:
+        refs.add(storage)
+    del storage  # the storages' Python objects are dropped here
+    gc.collect()
+    assert (len(refs), refs.alive()) == (2, 2)
+    kept = held[0].untyped_storage()
+    held.clear()
+    gc.collect()
+    assert refs.alive() == 1, "the first storage is still held through its Python object"
+    del kept
+    gc.collect()
+    assert refs.alive() == 0
