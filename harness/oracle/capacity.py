@@ -75,7 +75,10 @@ def split_block_count(model, cap: Capacity, s: int, available_bytes: int, additi
                       owner_rule: str = SPEC_OWNER_RULE) -> int:
     """Section 6 (upstream ``layerwise_split_block_count``): min over split ranks that own a
     full layer of available // (owned + scratch + additional). 0 when no rank owns a layer."""
-    full = [layer for layer in range(cap.n_layers) if is_full_attention_layer(model, layer)]
+    if cap.n_layers <= model.num_hidden_layers:  # (the model's full layers, found once per model)
+        full = [layer for layer in expected_full_layers(model) if layer < cap.n_layers]
+    else:
+        full = [layer for layer in range(cap.n_layers) if is_full_attention_layer(model, layer)]
     has_index = cap.index_slot_size > 0
     layer_bytes = cap.block_size * (cap.slot_size + cap.scale_slot_size + (cap.index_slot_size if has_index else 0))
     scratch = layer_bytes
