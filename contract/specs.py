@@ -9,6 +9,7 @@ a ``config.json`` maps onto them directly.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from typing import Optional
 
 # Bytes per element of the dtype names the harness accepts.
@@ -30,8 +31,8 @@ KV_LAYOUTS = ("heads_major", "tokens_major")
 
 _HASH = "_hash_of_fields"
 """The instance attribute (not a field) where ``_hash_once`` keeps a spec's hash."""
-_FIELD_NAMES: dict = {}
-"""Spec class -> its field names, in order (read once per class)."""
+_FIELDS_OF: dict = {}
+"""Spec class -> a getter of its fields' values, in order, as one tuple (built once per class)."""
 
 
 def _hash_once(self) -> int:
@@ -42,10 +43,12 @@ def _hash_once(self) -> int:
     try:
         return self.__dict__[_HASH]
     except KeyError:
-        names = _FIELD_NAMES.get(type(self))
-        if names is None:
-            names = _FIELD_NAMES[type(self)] = tuple(f.name for f in fields(self))
-        value = hash(tuple(getattr(self, name) for name in names))
+        values_of = _FIELDS_OF.get(type(self))
+        if values_of is None:
+            names = tuple(f.name for f in fields(self))
+            single = attrgetter(*names)
+            values_of = _FIELDS_OF[type(self)] = single if len(names) > 1 else (lambda spec: (single(spec),))
+        value = hash(values_of(self))
         object.__setattr__(self, _HASH, value)
         return value
 

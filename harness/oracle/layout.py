@@ -126,6 +126,24 @@ def expected_rank_location(run, rank: int) -> tuple:
     return _location(rank, run.hardware.num_cards, _placement(run))
 
 
+@per_run_any_reserve
+def expected_rank_locations(run) -> tuple:
+    """Section 4: ``expected_rank_location`` of every rank, in rank order, once per configuration (the card
+    checks count the ranks on each card, TC-03 compares every rank's)."""
+    num_cards, placement = run.hardware.num_cards, _placement(run)
+    return tuple(_location(rank, num_cards, placement) for rank in range(run.parallel.world_size))
+
+
+@per_run_any_reserve
+def expected_ranks_per_card(run) -> dict:
+    """Section 4: (node, card) -> how many ranks the placement puts on it (each keeps its own reserve). Shared
+    between the checks that ask: read it, never change it."""
+    counts: dict = {}
+    for where in expected_rank_locations(run):
+        counts[where] = counts.get(where, 0) + 1
+    return counts
+
+
 def _placement(run) -> Optional[tuple]:
     placement = getattr(run, "placement", None)
     return None if placement is None else tuple(placement)
@@ -135,9 +153,9 @@ def _location(rank: int, num_cards: int, placement: Optional[tuple]) -> tuple:
     return rank // num_cards, placement[rank] if placement is not None else rank % num_cards
 
 
-@per_run_any_reserve
 def rank_link(run, a: int, b: int, links=None) -> str:
-    """Section 4: the link between two ranks' cards (``NET`` across nodes, ``X`` same card)."""
+    """Section 4: the link between two ranks' cards (``NET`` across nodes, ``X`` same card). Not remembered: two
+    lookups in the matrix cost less than a memo's (a group's worst link, which asks for each pair, is)."""
     links = oracle_topology(run).links if links is None else links
     return _link(a, b, links, run.hardware.num_cards, _placement(run))
 
@@ -300,9 +318,10 @@ def expected_rank_rows(run) -> Optional[tuple]:
     if groups is None:
         return None
     rows = []
+    locations = expected_rank_locations(run)
     for r in range(run.parallel.world_size):
         index, position = expected_split_position(run, r)
-        rows.append((tuple(expected_rank_location(run, r)), expected_rank_coordinates(run, r), groups[index],
+        rows.append((locations[r], expected_rank_coordinates(run, r), groups[index],
                      position, tuple(expected_rank_owned_layers(run, r))))
     return tuple(rows)
 
