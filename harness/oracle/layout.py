@@ -269,16 +269,31 @@ def _topology_groups(world: int, dp: int, cp: int, s: int, links, num_cards: int
     return tuple(groups)
 
 
-@per_run_any_reserve
 def expected_split_position(run, rank: int, *, rule: str = SPEC_GROUP_RULE) -> tuple:
     """Section 4: (index of the rank's split group, its split rank = position in that group)."""
+    positions = _split_positions(run, rule)
+    if positions is None:
+        raise ValueError("no split grouping keeps each group's ranks on distinct cards")
+    try:
+        return positions[rank]
+    except KeyError:
+        raise ValueError(f"rank {rank} is not in any split group (world {run.parallel.world_size})") from None
+
+
+@per_run_any_reserve
+def _split_positions(run, rule: str) -> Optional[dict]:
+    """rank -> ``expected_split_position`` of every rank the split groups hold (its first group and place), once
+    per configuration and rule (every check asks rank by rank); None when no grouping is possible. Shared: read
+    it, never change it."""
     groups = _split_groups(run, rule)
     if groups is None:
-        raise ValueError("no split grouping keeps each group's ranks on distinct cards")
+        return None
+    positions: dict = {}
     for index, group in enumerate(groups):
-        if rank in group:
-            return index, group.index(rank)
-    raise ValueError(f"rank {rank} is not in any split group (world {run.parallel.world_size})")
+        for position, rank in enumerate(group):
+            if rank not in positions:
+                positions[rank] = (index, position)
+    return positions
 
 
 def expected_owned_full_layers(run, split_rank: int, *, owner_rule: str = SPEC_OWNER_RULE) -> tuple:
@@ -298,13 +313,26 @@ def _owned_full_layers(full: tuple, s: int, owner_rule: str, split_rank: int) ->
     return tuple(layer for layer in full if owner[layer] == split_rank)
 
 
-@per_run_any_reserve
 def expected_rank_owned_layers(run, rank: int, *, owner_rule: str = SPEC_OWNER_RULE, rule: str = SPEC_GROUP_RULE) -> tuple:
     """Sections 4 and 7: the full layers a global rank must allocate (from its position)."""
     if split_size(run) == 1:
         return expected_full_layers(run.model)
-    _, position = expected_split_position(run, rank, rule=rule)
-    return expected_owned_full_layers(run, position, owner_rule=owner_rule)
+    owned = _owned_by_rank(run, owner_rule, rule)
+    if owned is None or rank not in owned:
+        expected_split_position(run, rank, rule=rule)  # raises, saying why the rank has no position
+    return owned[rank]
+
+
+@per_run_any_reserve
+def _owned_by_rank(run, owner_rule: str, rule: str) -> Optional[dict]:
+    """rank -> ``expected_rank_owned_layers`` of every rank with a split position (s > 1), once per configuration
+    and rules (a report and the checks ask rank by rank); None when no grouping is possible. Shared: read it,
+    never change it."""
+    positions = _split_positions(run, rule)
+    if positions is None:
+        return None
+    return {rank: expected_owned_full_layers(run, position, owner_rule=owner_rule)
+            for rank, (_, position) in positions.items()}
 
 
 @per_run_any_reserve
@@ -319,8 +347,11 @@ def expected_rank_rows(run) -> Optional[tuple]:
         return None
     rows = []
     locations = expected_rank_locations(run)
+    positions = _split_positions(run, SPEC_GROUP_RULE)
     for r in range(run.parallel.world_size):
-        index, position = expected_split_position(run, r)
+        if r not in positions:
+            expected_split_position(run, r)  # raises, saying why
+        index, position = positions[r]
         rows.append((locations[r], expected_rank_coordinates(run, r), groups[index],
                      position, tuple(expected_rank_owned_layers(run, r))))
     return tuple(rows)
