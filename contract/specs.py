@@ -8,7 +8,8 @@ a ``config.json`` maps onto them directly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from typing import Optional
 
 # Bytes per element of the dtype names the harness accepts.
@@ -28,9 +29,42 @@ FULL_ATTENTION_TYPES = ("full_attention", "attention")
 KV_LAYOUTS = ("heads_major", "tokens_major")
 
 
+_HASH = "_hash_of_fields"
+"""The instance attribute (not a field) where ``_hash_once`` keeps a spec's hash."""
+_FIELDS_OF: dict = {}
+"""Spec class -> a getter of its fields' values, in order, as one tuple (built once per class)."""
+
+
+def _hash_once(self) -> int:
+    """The hash of a spec's fields, the one the dataclass would compute (``hash`` of the tuple of its fields,
+    so equal specs hash alike), computed on first use and kept in the instance: a spec is immutable, and the
+    oracle's memos key on specs (a model, a cache, a hardware profile with its link matrix) thousands of times
+    per exploration, each time walking every field."""
+    try:
+        return self.__dict__[_HASH]
+    except KeyError:
+        values_of = _FIELDS_OF.get(type(self))
+        if values_of is None:
+            names = tuple(f.name for f in fields(self))
+            single = attrgetter(*names)
+            values_of = _FIELDS_OF[type(self)] = single if len(names) > 1 else (lambda spec: (single(spec),))
+        value = hash(values_of(self))
+        object.__setattr__(self, _HASH, value)
+        return value
+
+
+def _state_without_hash(self) -> dict:
+    """What pickling and copying keep of a spec: its fields, never the kept hash (a string's hash differs
+    from one process to another)."""
+    return {k: v for k, v in self.__dict__.items() if k != _HASH}
+
+
 @dataclass(frozen=True, kw_only=True)
 class ModelSpec:
     """Architecture numbers that decide KV bytes and which layers are full attention."""
+
+    __hash__ = _hash_once
+    __getstate__ = _state_without_hash
 
     name: str
     """Config name in ``conf/model`` (or the path of a loaded config.json)."""
@@ -72,6 +106,9 @@ class ModelSpec:
 class ParallelSpec:
     """Process layout. Attention TP size is derived: world / (dp * cp)."""
 
+    __hash__ = _hash_once
+    __getstate__ = _state_without_hash
+
     world_size: int
     dp_size: int = 1
     cp_size: int = 1
@@ -82,6 +119,9 @@ class ParallelSpec:
 @dataclass(frozen=True, kw_only=True)
 class CacheSpec:
     """KV cache options of the engine."""
+
+    __hash__ = _hash_once
+    __getstate__ = _state_without_hash
 
     block_size: int = 128
     kv_cache_dtype: str = "auto"
@@ -108,6 +148,9 @@ class CacheSpec:
 class LayerwiseFlags:
     """``--enable_layerwise_split`` and ``--layerwise_split_size``."""
 
+    __hash__ = _hash_once
+    __getstate__ = _state_without_hash
+
     enable: bool = False
     split_size: int = 1
 
@@ -129,6 +172,9 @@ class Topology:
     ``links[i][j]`` is one of X, PIX, PXB, PHB, NODE, SYS, NV<n> (X on the diagonal).
     """
 
+    __hash__ = _hash_once
+    __getstate__ = _state_without_hash
+
     cards: tuple[str, ...]
     links: tuple[tuple[str, ...], ...]
     name: str = "topology"
@@ -137,6 +183,9 @@ class Topology:
 @dataclass(frozen=True, kw_only=True)
 class HardwareProfile:
     """One machine kind: cards per node, memory, KV layout, link topology."""
+
+    __hash__ = _hash_once
+    __getstate__ = _state_without_hash
 
     name: str
     device_type: str
@@ -164,6 +213,9 @@ class HardwareProfile:
 @dataclass(frozen=True, kw_only=True)
 class RunSpec:
     """Everything a master needs to validate and plan one configuration."""
+
+    __hash__ = _hash_once
+    __getstate__ = _state_without_hash
 
     model: ModelSpec
     parallel: ParallelSpec

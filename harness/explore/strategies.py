@@ -425,10 +425,7 @@ def fitting_reserve_mib(run: RunSpec) -> Optional[int]:
     if (oracle.expected_rejection(run) is not None or oracle.expected_estimation_rejection(run) is not None
             or oracle.expected_split_group_tuples(run) is None):  # (at a reserve that fits, no card is refused outright)
         return None
-    ranks_on: dict = {}
-    for rank in range(run.parallel.world_size):
-        card = oracle.expected_rank_location(run, rank)
-        ranks_on[card] = ranks_on.get(card, 0) + 1
+    ranks_on = oracle.expected_ranks_per_card(run)
     hbm = run.hardware.hbm_bytes_per_card
     fit = min((hbm - planned) // ranks_on[card] for card, planned in oracle.expected_card_bytes(run).items())
     return fit // MIB if fit >= 0 else None

@@ -3,7 +3,7 @@ the target and draft engines of one configuration, their block counts and bytes 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
 from typing import Optional
 
 from harness.oracle.inputs import (
@@ -75,7 +75,10 @@ def split_block_count(model, cap: Capacity, s: int, available_bytes: int, additi
                       owner_rule: str = SPEC_OWNER_RULE) -> int:
     """Section 6 (upstream ``layerwise_split_block_count``): min over split ranks that own a
     full layer of available // (owned + scratch + additional). 0 when no rank owns a layer."""
-    full = [layer for layer in range(cap.n_layers) if is_full_attention_layer(model, layer)]
+    if cap.n_layers <= model.num_hidden_layers:  # (the model's full layers, found once per model)
+        full = [layer for layer in expected_full_layers(model) if layer < cap.n_layers]
+    else:
+        full = [layer for layer in range(cap.n_layers) if is_full_attention_layer(model, layer)]
     has_index = cap.index_slot_size > 0
     layer_bytes = cap.block_size * (cap.slot_size + cap.scale_slot_size + (cap.index_slot_size if has_index else 0))
     scratch = layer_bytes
@@ -128,8 +131,19 @@ def estimate_capacity(model, cache, *, attn_tp: int, budget_bytes: int, split: i
     return _replace(cap, n_blocks=n_blocks, num_linear_state_blocks=slots, linear_cache_bytes=linear)
 
 
+_CAPACITY_FIELDS = frozenset(f.name for f in fields(Capacity))
+
+
 def _replace(cap: Capacity, **changes) -> Capacity:
-    return replace(cap, **changes)
+    """``dataclasses.replace`` of a Capacity (plain fields, no ``__post_init__``) at a tenth of its cost: the
+    estimate makes two or three variants per engine and configuration. A name that is not a field is an error."""
+    unknown = changes.keys() - _CAPACITY_FIELDS
+    if unknown:
+        raise TypeError(f"Capacity has no field(s) {sorted(unknown)}; its fields: {sorted(_CAPACITY_FIELDS)}")
+    new = object.__new__(Capacity)
+    new.__dict__.update(cap.__dict__)
+    new.__dict__.update(changes)
+    return new
 
 
 def speculative_block_count(target: Capacity, draft: Capacity, *, share_device: bool = True,

@@ -126,6 +126,24 @@ def expected_rank_location(run, rank: int) -> tuple:
     return _location(rank, run.hardware.num_cards, _placement(run))
 
 
+@per_run_any_reserve
+def expected_rank_locations(run) -> tuple:
+    """Section 4: ``expected_rank_location`` of every rank, in rank order, once per configuration (the card
+    checks count the ranks on each card, TC-03 compares every rank's)."""
+    num_cards, placement = run.hardware.num_cards, _placement(run)
+    return tuple(_location(rank, num_cards, placement) for rank in range(run.parallel.world_size))
+
+
+@per_run_any_reserve
+def expected_ranks_per_card(run) -> dict:
+    """Section 4: (node, card) -> how many ranks the placement puts on it (each keeps its own reserve). Shared
+    between the checks that ask: read it, never change it."""
+    counts: dict = {}
+    for where in expected_rank_locations(run):
+        counts[where] = counts.get(where, 0) + 1
+    return counts
+
+
 def _placement(run) -> Optional[tuple]:
     placement = getattr(run, "placement", None)
     return None if placement is None else tuple(placement)
@@ -135,9 +153,9 @@ def _location(rank: int, num_cards: int, placement: Optional[tuple]) -> tuple:
     return rank // num_cards, placement[rank] if placement is not None else rank % num_cards
 
 
-@per_run_any_reserve
 def rank_link(run, a: int, b: int, links=None) -> str:
-    """Section 4: the link between two ranks' cards (``NET`` across nodes, ``X`` same card)."""
+    """Section 4: the link between two ranks' cards (``NET`` across nodes, ``X`` same card). Not remembered: two
+    lookups in the matrix cost less than a memo's (a group's worst link, which asks for each pair, is)."""
     links = oracle_topology(run).links if links is None else links
     return _link(a, b, links, run.hardware.num_cards, _placement(run))
 
@@ -251,16 +269,31 @@ def _topology_groups(world: int, dp: int, cp: int, s: int, links, num_cards: int
     return tuple(groups)
 
 
-@per_run_any_reserve
 def expected_split_position(run, rank: int, *, rule: str = SPEC_GROUP_RULE) -> tuple:
     """Section 4: (index of the rank's split group, its split rank = position in that group)."""
+    positions = _split_positions(run, rule)
+    if positions is None:
+        raise ValueError("no split grouping keeps each group's ranks on distinct cards")
+    try:
+        return positions[rank]
+    except KeyError:
+        raise ValueError(f"rank {rank} is not in any split group (world {run.parallel.world_size})") from None
+
+
+@per_run_any_reserve
+def _split_positions(run, rule: str) -> Optional[dict]:
+    """rank -> ``expected_split_position`` of every rank the split groups hold (its first group and place), once
+    per configuration and rule (every check asks rank by rank); None when no grouping is possible. Shared: read
+    it, never change it."""
     groups = _split_groups(run, rule)
     if groups is None:
-        raise ValueError("no split grouping keeps each group's ranks on distinct cards")
+        return None
+    positions: dict = {}
     for index, group in enumerate(groups):
-        if rank in group:
-            return index, group.index(rank)
-    raise ValueError(f"rank {rank} is not in any split group (world {run.parallel.world_size})")
+        for position, rank in enumerate(group):
+            if rank not in positions:
+                positions[rank] = (index, position)
+    return positions
 
 
 def expected_owned_full_layers(run, split_rank: int, *, owner_rule: str = SPEC_OWNER_RULE) -> tuple:
@@ -280,13 +313,26 @@ def _owned_full_layers(full: tuple, s: int, owner_rule: str, split_rank: int) ->
     return tuple(layer for layer in full if owner[layer] == split_rank)
 
 
-@per_run_any_reserve
 def expected_rank_owned_layers(run, rank: int, *, owner_rule: str = SPEC_OWNER_RULE, rule: str = SPEC_GROUP_RULE) -> tuple:
     """Sections 4 and 7: the full layers a global rank must allocate (from its position)."""
     if split_size(run) == 1:
         return expected_full_layers(run.model)
-    _, position = expected_split_position(run, rank, rule=rule)
-    return expected_owned_full_layers(run, position, owner_rule=owner_rule)
+    owned = _owned_by_rank(run, owner_rule, rule)
+    if owned is None or rank not in owned:
+        expected_split_position(run, rank, rule=rule)  # raises, saying why the rank has no position
+    return owned[rank]
+
+
+@per_run_any_reserve
+def _owned_by_rank(run, owner_rule: str, rule: str) -> Optional[dict]:
+    """rank -> ``expected_rank_owned_layers`` of every rank with a split position (s > 1), once per configuration
+    and rules (a report and the checks ask rank by rank); None when no grouping is possible. Shared: read it,
+    never change it."""
+    positions = _split_positions(run, rule)
+    if positions is None:
+        return None
+    return {rank: expected_owned_full_layers(run, position, owner_rule=owner_rule)
+            for rank, (_, position) in positions.items()}
 
 
 @per_run_any_reserve
@@ -300,9 +346,13 @@ def expected_rank_rows(run) -> Optional[tuple]:
     if groups is None:
         return None
     rows = []
+    locations = expected_rank_locations(run)
+    positions = _split_positions(run, SPEC_GROUP_RULE)
     for r in range(run.parallel.world_size):
-        index, position = expected_split_position(run, r)
-        rows.append((tuple(expected_rank_location(run, r)), expected_rank_coordinates(run, r), groups[index],
+        if r not in positions:
+            expected_split_position(run, r)  # raises, saying why
+        index, position = positions[r]
+        rows.append((locations[r], expected_rank_coordinates(run, r), groups[index],
                      position, tuple(expected_rank_owned_layers(run, r))))
     return tuple(rows)
 

@@ -11,8 +11,9 @@ from harness.oracle.inputs import SPEC_OWNER_RULE, attn_tp_size, run_budget_byte
 from harness.oracle.layers import expected_full_layers
 from harness.oracle.layout import (
     expected_owner,
-    expected_rank_location,
+    expected_rank_locations,
     expected_rank_owned_layers,
+    expected_ranks_per_card,
     expected_split_group_tuples,
 )
 from harness.oracle.memo import per_run, per_run_any_reserve
@@ -127,8 +128,7 @@ def expected_card_bytes(run, budget_bytes: Optional[int] = None, *, owner_rule: 
     to compare with the card's HBM (no card may be oversubscribed)."""
     report = expected_report(run, budget_bytes, owner_rule=owner_rule)
     out = {}
-    for rank, b in enumerate(report.rank_bytes):
-        where = expected_rank_location(run, rank)
+    for where, b in zip(expected_rank_locations(run), report.rank_bytes):
         out[where] = out.get(where, 0) + b + report.draft_rank_bytes
     return out
 
@@ -148,11 +148,7 @@ def spec_refuses_cards(run) -> Optional[str]:
     full = expected_full_layers(run.model)
     owner = expected_owner(full, s)
     least = min(expected_rank_bytes(run, n_blocks, tuple(l for l in full if owner[l] == r)) for r in range(s))
-    ranks_on: dict = {}
-    for rank in range(run.parallel.world_size):
-        card = expected_rank_location(run, rank)
-        ranks_on[card] = ranks_on.get(card, 0) + 1
-    for card, count in sorted(ranks_on.items()):
+    for card, count in sorted(expected_ranks_per_card(run).items()):
         if count * (least + hw.reserved_bytes_per_card) > hw.hbm_bytes_per_card:
             return (f"node {card[0]} card {card[1]} holds {count} ranks: at least {count} x ({least} B KV + "
                     f"{hw.reserved_bytes_per_card} B reserved) > HBM {hw.hbm_bytes_per_card} B")

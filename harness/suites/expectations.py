@@ -227,10 +227,7 @@ def _card_overflow(run, owner_rule: str) -> Optional[str]:
     if oracle.expected_split_group_tuples(run) is None:
         return None
     hw = run.hardware
-    ranks_on: dict = {}
-    for rank in range(run.parallel.world_size):
-        card = oracle.expected_rank_location(run, rank)
-        ranks_on[card] = ranks_on.get(card, 0) + 1
+    ranks_on = oracle.expected_ranks_per_card(run)
     for card, planned in sorted(oracle.expected_card_bytes(run, owner_rule=owner_rule).items()):
         if planned + ranks_on[card] * hw.reserved_bytes_per_card > hw.hbm_bytes_per_card:
             return (f"node {card[0]} card {card[1]}: {planned} B of KV planned + {ranks_on[card]} x "

@@ -33,8 +33,8 @@ def link_rank(code: str) -> int:
 
 
 def expected_placement(run) -> list[tuple[int, int]]:
-    """(node, card) per rank (``oracle.expected_rank_location``)."""
-    return [oracle.expected_rank_location(run, r) for r in range(run.parallel.world_size)]
+    """(node, card) per rank (``oracle.expected_rank_locations``)."""
+    return list(oracle.expected_rank_locations(run))
 
 
 def link(run, a: int, b: int) -> str:

@@ -63,3 +63,21 @@ def test_what_the_file_does_not_allow_beside_it_is_one_line(tmp_path, capsys, ex
     out, err = capsys.readouterr()
     assert info.value.code == 2 and out == "" and err.count("\n") == 1 and err.startswith("error: "), err
     assert expected in err, err
+
+
+def test_a_specs_kept_hash_is_its_fields_hash_and_never_travels():
+    """A spec keeps its hash (the oracle's memos key on specs): equal specs hash alike, a variant hashes anew, and
+    pickling or copying a spec (to a rank, a worker) carries its fields only, never the hash of this process."""
+    import copy
+    import pickle
+    from dataclasses import replace
+
+    run = resolve(HYBRID).run
+    assert hash(run) == hash(replace(run)) and hash(run.model) == hash(replace(run.model))
+    assert hash(run.model) == hash(tuple(getattr(run.model, f) for f in run.model.__dataclass_fields__))
+    assert hash(replace(run.cache, block_size=run.cache.block_size * 2)) != hash(run.cache)
+    for again in (pickle.loads(pickle.dumps(run)), copy.deepcopy(run), copy.copy(run.hardware)):
+        assert again == run or again == run.hardware
+        assert "_hash_of_fields" not in vars(again)
+    with pytest.raises(AttributeError):  # still frozen (FrozenInstanceError)
+        run.model.num_hidden_layers = 1
