@@ -70,7 +70,12 @@ from implementations.xllm_native.manifest import AbsentRoleError
 from implementations.xllm_native.runtime import native as native_mod
 from implementations.xllm_native.runtime import tensor_lib
 from implementations.xllm_native.tree.facts import TreeFacts
-from implementations.xllm_native.tree.files import ALLOCATION_CHECKS_FUNCTION, UPSTREAM_FILES, WORKER_CHECKS_FUNCTION
+from implementations.xllm_native.tree.files import (
+    ALLOCATION_CHECKS_FUNCTION,
+    INDEXER_CHECKS_FUNCTION,
+    UPSTREAM_FILES,
+    WORKER_CHECKS_FUNCTION,
+)
 from implementations.xllm_upstream.impl import XllmUpstreamImplementation
 
 TORCH_SCALAR_TYPES = {"int8": 1, "float16": 5, "float32": 6, "bfloat16": 15, "fp8_e5m2": 23, "fp8_e4m3": 24}
@@ -393,9 +398,11 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
             "layerwise_split_size": run.layerwise.split_size, "dp_size": run.parallel.dp_size,
             "world_size": run.parallel.world_size, "model_type": run.model.model_type,
             "host_blocks_factor": run.cache.host_blocks_factor, **self._parallel(run)})
-        validation.check_parallel(run.parallel)  # a whole attention TP also when the split is off
-        validation.check_split_size(run.layerwise, self.attn_tp_size(run.parallel))
-        validation.check_quantized_support(run)
+        # The harness's input domain only, after the tree's validation accepted: a world of whole attention TP
+        # groups, which the harness needs to place its ranks at all (the tree's master CHECKs it only with the split
+        # on). No spec rule of section 3 is checked here: s against the attention TP is the tree's compiled
+        # CHECK (``validate_layerwise_split_enablement``), the quantized caches its worker's (``worker_checks``).
+        validation.check_parallel(run.parallel)
         if not workers:  # the master's validation alone (the base's, for a port that leaves validation to it)
             return
         self.worker_checks(run)
@@ -425,7 +432,9 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
                 continue
             try:
                 reply = self.call(run, "worker_checks", {**self.model_args(model, draft=prefix == "draft"),
-                                                         "layerwise_split_size": split, "rank": 0})
+                                                         "layerwise_split_size": split, "rank": 0,
+                                                         "kv_cache_dtype": run.cache.kv_cache_dtype,
+                                                         "indexer_cache_dtype": run.cache.indexer_cache_dtype})
             except UserError as exc:
                 if prefix == "model" or not exc.field.startswith("model."):
                     raise
@@ -435,6 +444,10 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
                 raise PlanError("implementation.files.worker_checks", UPSTREAM_FILES["worker_checks"],
                                 f"a file defining {WORKER_CHECKS_FUNCTION} (the worker's start-up checks)",
                                 f"the tree implements no worker-side checks: {reply['absent']}")
+            if "indexer_absent" in reply:  # the worker reaches the indexed cache's allocation with an int8 cache
+                raise PlanError("implementation.files.indexer_checks", UPSTREAM_FILES["indexer_checks"],
+                                f"a file defining {INDEXER_CHECKS_FUNCTION} (the indexed cache's allocation)",
+                                f"the tree implements no int8 indexer cache check: {reply['indexer_absent']}")
 
     def allocation_checks(self, run: RunSpec, owned: Optional[list] = None) -> None:
         """The CHECKs the worker's allocation runs on the create options it built (role ``allocation_checks``):
