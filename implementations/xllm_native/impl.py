@@ -5,10 +5,13 @@
 * startup: ``validate_layerwise_split_size_startup_config`` (master.cpp), with the layout
   header's enablement checks; a CHECK that fires is the refusal, naming the field it guards;
 * worker checks (role ``worker_checks``): the statements ``WorkerImpl::allocate_kv_cache_storage`` (worker_impl.cpp)
-  runs before its quantization, cut and compiled: its linear + indexer CHECK, on a target and a draft worker. A
-  port: its own function where its manifest names one, else its base's compiled cut (the default with a base
-  manifest); a port with neither fails the cases whose target or draft has linear layers and an indexer naming
-  the role (``needs_worker_checks``), never a model of the CHECK;
+  runs before it names the linear state's dtype, cut and compiled: its linear + indexer CHECK and its KV-cache
+  quantization block (the ``LOG(FATAL)`` on an int8 KV cache of a build that is not MLU's), on a target and a draft
+  worker, with the run's cache dtypes; then, for a worker with an indexer, the indexed cache allocation's branch on
+  the int8 indexer cache (``create_indexed_kv_cache_tensors``, file ``indexer_checks``: its ``CHECK`` of a build
+  neither NPU's nor MLU's). A port: its own function where its manifest names one, else its base's compiled cut
+  (the default with a base manifest); a port with neither fails the cases whose target or draft has linear layers
+  and an indexer naming the role (``needs_worker_checks``), never a model of the CHECK;
 * engine options (role ``engine_options``): the ``KVCacheEstimateOptions`` every estimate is handed, as
   ``LLMEngine`` computes them (its attention TP size, its local KV and linear heads per TP rank, the draft's TP-1
   body and split size 1: statements cut out of ``llm_engine.cpp``) and the draft's layer count
@@ -33,9 +36,11 @@
   the rank (``tensor_lib``): upstream's ``allocate_kv_caches`` as its worker calls it; the worker holds
   the tensors it made.
 
-What the tree's files do not hold comes from the Python model of upstream
-(``implementations.xllm_upstream``): the quantized caches (the hardware profile's rule), placement (the harness's
-input, not a role), the plan's workers' split rank ``rank % s``, and ``engine_message`` (the master's plan handed
+Every start-up rule of FEATURE 3 is the tree's compiled code (its master's validation, its worker's start-up checks,
+its allocation's): no Python rule runs after the tree accepted but the harness's input domain (whole numbers >= 1,
+a world of whole attention TP groups to place ranks in: ``validate``), so a tree that drops a check is never
+credited with a Python refusal. What the tree's files do not hold comes from the Python model of upstream
+(``implementations.xllm_upstream``): placement (the harness's input, not a role), the plan's workers' split rank ``rank % s``, and ``engine_message`` (the master's plan handed
 on: no tree holds code that checks what its workers receive, so ``init_worker`` checks nothing of it, no Python check
 in its place, and the plan says so, ``tree_message_note``: TC-04 shows its tampered layout as not judged); for
 upstream's tree (and a port whose engine is upstream's), the activation threshold s > 1, which upstream writes inline
