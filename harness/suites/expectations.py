@@ -350,17 +350,25 @@ def native_quantized_prediction(tc: str, run, pred: Optional[Prediction]) -> Opt
     config (FEATURE 3). The tree's own build refuses them, never the hardware profile: its worker's start-up
     (``allocate_kv_cache_storage``'s ``LOG(FATAL)``: an int8 KV cache except on MLU) and its indexed cache's
     allocation (``kv_cache_utils.cpp``'s ``CHECK``: an int8 indexer cache except on NPU and MLU), both asked with the
-    master's validation (role ``worker_checks``), so on every TC (``oracle.expected_upstream_worker_stop``). So: a
-    refusal naming the cache field where the profile allows the cache (``refused``); where the profile refuses it,
+    master's validation (role ``worker_checks``), so on every TC and before the estimation
+    (``oracle.expected_upstream_worker_stop``). So: a refusal naming the cache field where the profile allows the
+    cache (``refused``), or where the spec's first rule is a figure the estimation cannot plan (``rejection``);
+    where the profile refuses it,
     a refusal naming another field (``rejection``) where the build stops on the other cache, and an acceptance
     (``rejection``: "master accepted") where the build has no rule at all: an fp8 KV cache, which upstream's worker
     does not quantize (``enable_kv_cache_quant`` is int8 alone)."""
     if pred is not None and any(p.rule in ("refused", "rejection") for p in pred.required):
         return pred  # the master refuses first
     spec = expected_rejection(run)
-    if spec is not None and spec.field not in QUANTIZED_CACHE_FIELDS:
-        return pred  # a rule the tree's master checks as the spec does
     stop = oracle.expected_upstream_worker_stop(run, NATIVE_CUT_BACKEND)
+    if spec is not None and spec.field not in QUANTIZED_CACHE_FIELDS:
+        if stop is None or oracle.expected_rejection(run) is not None:
+            return pred  # a start-up rule the tree's master checks as the spec does
+        # a figure the spec cannot plan: the worker's start-up checks are asked with the master's validation,
+        # before the estimation (upstream's engine estimates first), so the cache's refusal comes first here
+        return Prediction(required=(Predicted(rule="rejection", field=stop.field, why=stop.reason),),
+                          reason=f"{stop.reason}, asked with the master's validation before the estimation; the "
+                                 f"spec's rule is {spec.field} ({spec.reason})")
     if spec is None:
         if stop is None or _suite(tc).passes_any_refusal(run):
             return pred
