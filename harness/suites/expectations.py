@@ -337,6 +337,9 @@ NATIVE_CUT_BACKEND = "cpu"
 cache's int8 check: role ``worker_checks``): upstream's manifest gives the cuts no backend define, so neither MLU's
 nor NPU's branch is kept."""
 QUANTIZED_CACHE_FIELDS = ("cache.kv_cache_dtype", "cache.indexer_cache_dtype")
+ALLOCATION_RULE_FIELDS = ("cache.enable_sleep_mode", "cache.enable_xtensor")
+"""FEATURE 3's rules upstream checks in ``allocate_kv_caches`` (role ``allocation_checks``), after the worker's
+quantization block."""
 
 
 def native_upstream_prediction(tc: str, run) -> Optional[Prediction]:
@@ -362,16 +365,19 @@ def native_quantized_prediction(tc: str, run, pred: Optional[Prediction]) -> Opt
     spec = expected_rejection(run)
     stop = oracle.expected_upstream_worker_stop(run, NATIVE_CUT_BACKEND)
     if spec is not None and spec.field not in QUANTIZED_CACHE_FIELDS:
-        if stop is None or oracle.expected_rejection(run) is not None:
-            return pred  # a start-up rule the tree's master checks as the spec does
-        # a figure the spec cannot plan: the worker's start-up checks are asked with the master's validation,
-        # before the estimation (upstream's engine estimates first), so the cache's refusal comes first here
+        if stop is None or (oracle.expected_rejection(run) is not None and spec.field not in ALLOCATION_RULE_FIELDS):
+            return pred  # a master's rule, or the worker's linear + indexer CHECK: before its caches' rules
+        # the allocation's sleep-mode and xtensor branches come after the worker's quantization block; a figure the
+        # spec cannot plan comes after both here (the worker's start-up checks are asked with the master's
+        # validation, before the estimation; upstream's engine estimates first)
         return Prediction(required=(Predicted(rule="rejection", field=stop.field, why=stop.reason),),
-                          reason=f"{stop.reason}, asked with the master's validation before the estimation; the "
-                                 f"spec's rule is {spec.field} ({spec.reason})")
+                          reason=f"{stop.reason}, asked with the master's validation; the spec's rule is "
+                                 f"{spec.field} ({spec.reason})")
     if spec is None:
-        if stop is None or _suite(tc).passes_any_refusal(run):
+        if stop is None:
             return pred
+        if _suite(tc).passes_any_refusal(run):
+            return None  # the tree refuses, and the TC passes any refusal: nothing after it is checked
         return Prediction(required=(Predicted(rule="refused", field=stop.field, why=stop.reason),),
                           reason=f"{stop.reason}; the {run.hardware.name} profile allows it (FEATURE 3)")
     if stop is not None:

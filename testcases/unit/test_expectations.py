@@ -464,3 +464,19 @@ def test_upstreams_compiled_tree_is_expected_to_fail_tc03s_card_cases_naming_tha
     assert any("predicted problem not found: cards saying 'no card check" in f
                for f in judge("TC-03", "xllm_native", run, bare))
     assert judge("TC-03", "xllm_native", run, [Problem("master refused: UserError", rule="refused")])
+
+
+def test_upstreams_compiled_worker_names_its_cache_before_the_allocations_xtensor_branch():
+    """Upstream's worker stops on an int8 KV cache in its quantization block, before ``allocate_kv_caches``'s
+    xtensor branch: where the CPU profile allows the cache and the spec's first rule is xtensor, the compiled tree
+    names the cache (``rejection``); the linear + indexer CHECK, earlier in the worker, still comes first."""
+    run = _case("deepseek_v32", "s2", "tp4", tc="TC-01",
+                extra=("cache.kv_cache_dtype=int8", "cache.enable_xtensor=true")).resolved.run
+    assert expected_rejection(run).field == "cache.enable_xtensor"
+    (p,) = prediction("TC-01", "xllm_native", run).required
+    assert (p.rule, p.field) == ("rejection", "cache.kv_cache_dtype"), p
+    both = _case("qwen3_5_moe", "s2", "tp4", tc="TC-01",
+                 extra=("cache.kv_cache_dtype=int8", "model.index_n_heads=64", "model.index_head_dim=128")).resolved.run
+    assert expected_rejection(both).field == "model.index_n_heads"
+    assert all(p.field != "cache.kv_cache_dtype" for p in (prediction("TC-01", "xllm_native", both)
+                                                            or Prediction(required=())).required)
