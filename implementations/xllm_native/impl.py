@@ -416,9 +416,12 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
 
     def worker_checks(self, run: RunSpec) -> None:
         """The CHECKs the engine's worker runs as it starts its KV cache (role ``worker_checks``): upstream's
-        ``WorkerImpl::allocate_kv_cache_storage``'s statements before its quantization, compiled (op
-        ``worker_checks``), on a target worker and, with a draft, a draft worker (never split): a CHECK that fires
-        is the refusal naming its field (``draft.`` for the draft's). An upstream-cut tree without those
+        ``WorkerImpl::allocate_kv_cache_storage``'s statements through its quantization block, and for a worker with
+        an indexer the indexed cache allocation's int8 branch (file ``indexer_checks``), compiled (op
+        ``worker_checks``, handed the run's cache dtypes), on a target worker and, with a draft, a draft worker (never
+        split): a CHECK or ``LOG(FATAL)`` that fires is the refusal naming its field (``draft.`` for the draft's
+        model fields; a tree without the indexed allocation fails an int8 indexer case naming
+        ``implementation.files.indexer_checks``). An upstream-cut tree without those
         statements fails every case naming ``implementation.files.worker_checks``. A port: its own function where
         its manifest plays the role (the same op), the base's compiled cut where it leaves the role to the base
         (``{base: ...}``, the default with a base manifest), nothing where the engine calls none (``{none: ...}``),
