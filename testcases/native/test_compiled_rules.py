@@ -3,9 +3,10 @@ Python rule run after it accepted: s against the attention TP is the master's ``
 CHECK, an int8 KV cache the worker's ``LOG(FATAL)`` of a build that is not MLU's (``WorkerImpl::allocate_kv_cache_storage``
 cut through its quantization block), an int8 indexer cache the ``CHECK`` of the indexed cache's allocation
 (``create_indexed_kv_cache_tensors``, file ``indexer_checks``). On the upstream-shaped fixture tree; planted builds
-that drop the divisor check (``FIXTURE_PLANT_SPLIT_DIVISOR_DROPPED``) or the int8 KV refusal
-(``FIXTURE_PLANT_INT8_KV_ACCEPTED``) accept, and the departure list says so; a tree without the indexed cache's
-allocation fails the int8 indexer case naming ``implementation.files.indexer_checks``."""
+that drop the divisor check (``FIXTURE_PLANT_SPLIT_DIVISOR_DROPPED``), the int8 KV refusal
+(``FIXTURE_PLANT_INT8_KV_ACCEPTED``) or the int8 indexer's (``FIXTURE_PLANT_INT8_INDEXER_ACCEPTED``) accept, and the
+departure list says so; a tree without the indexed cache's allocation fails the int8 indexer case naming
+``implementation.files.indexer_checks``."""
 
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ from testcases.unit import _models as M
 
 pytestmark = pytest.mark.slow  # builds C++: scheduled first
 
-PLANTED = "FIXTURE_PLANT_SPLIT_DIVISOR_DROPPED, FIXTURE_PLANT_INT8_KV_ACCEPTED"
-"""One planted build for both defects (neither decides the other's cases)."""
+PLANTED = "FIXTURE_PLANT_SPLIT_DIVISOR_DROPPED, FIXTURE_PLANT_INT8_KV_ACCEPTED, FIXTURE_PLANT_INT8_INDEXER_ACCEPTED"
+"""One planted build for the three defects (none decides another's cases)."""
 INDEXED = replace(MODEL, index_n_heads=4, index_head_dim=64)
 """The fixture's split model with a DSA indexer (full-attention layers only: the linear + indexer CHECK lets it be)."""
 
@@ -70,6 +71,7 @@ def test_a_build_that_dropped_a_compiled_check_is_not_credited_with_a_python_ref
     impl = implementation(planted_manifest(tmp_path, PLANTED))
     impl.validate(run(3))  # a Python rule after the compiled validation used to refuse it
     impl.validate(run(model=INDEXED, kv_cache_dtype="int8"))
+    impl.validate(run(model=INDEXED, indexer_cache_dtype="int8"))
     cases = [JudgedCase(id="s-not-dividing-tp", run=run(3), tcs=("TC-01",), refusal=True)]
 
     def accepted(tree) -> set:  # the cases of the tree's validation departures that read "accepts"

@@ -10,7 +10,7 @@ IndexedKVCacheTensors create_indexed_kv_cache_tensors(const KVCacheShape& kv_cac
   IndexedKVCacheTensors tensors;
   tensors.index_cache = torch::zeros(kv_cache_shape.index_cache_shape(), create_options.dtype());
   if (create_options.enable_indexer_cache_quant()) {
-#if !defined(USE_MLU) && !defined(USE_NPU)
+#if !defined(USE_MLU) && !defined(USE_NPU) && !defined(FIXTURE_PLANT_INT8_INDEXER_ACCEPTED)  // planted: no refusal
     CHECK(false) << "Indexer cache INT8 is unsupported on this backend.";
 #endif
     tensors.index_cache_scale = alloc_scale(kv_cache_shape.index_cache_shape(), create_options.device());
