@@ -91,3 +91,15 @@ def test_a_tree_without_the_indexed_caches_allocation_fails_the_int8_indexer_nam
     assert err.value.field == "implementation.files.indexer_checks", err.value
     assert "defines no create_indexed_kv_cache_tensors" in str(err.value), err.value
     impl.validate(run(model=INDEXED))  # an auto indexer cache never reaches the branch
+
+
+def test_the_indexed_allocations_file_is_part_of_the_build_key(tmp_path):
+    """Its text is cut into the build (no compiler dependency list names it): a change rebuilds."""
+    from implementations.xllm_native.build import keys
+    from implementations.xllm_native.tree import files as tree_files
+
+    utils = tmp_path / "kv_cache_utils.cpp"
+    utils.write_text((FIXTURE / "xllm/core/framework/kv_cache/kv_cache_utils.cpp").read_text())
+    key = keys.source_key(tree_files.tree_map(str(FIXTURE), {"indexer_checks": str(utils)}))
+    utils.write_text(utils.read_text() + "// changed\n")
+    assert keys.source_key(tree_files.tree_map(str(FIXTURE), {"indexer_checks": str(utils)})) != key
