@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
 import pytest
@@ -329,30 +329,75 @@ NATIVE_UPSTREAM_BACKENDS = {"heads_major": "ilu", "tokens_major": "cpu"}
 """Per hardware KV layout, the backend upstream's manifest compiles its allocation for (``-DUSE_ILU`` for the
 heads-major layout, the BI-V100's; no backend define for the tokens-major one); a unit test holds the
 manifest to it. Neither allocates an int8 cache."""
+NATIVE_CUT_BACKEND = "cpu"
+"""The backend the start-up cuts of upstream's tree are compiled for (the worker's quantization block, the indexed
+cache's int8 check: role ``worker_checks``): upstream's manifest gives the cuts no backend define, so neither MLU's
+nor NPU's branch is kept."""
+QUANTIZED_CACHE_FIELDS = ("cache.kv_cache_dtype", "cache.indexer_cache_dtype")
+ALLOCATION_RULE_FIELDS = ("cache.enable_sleep_mode", "cache.enable_xtensor")
+"""FEATURE 3's rules upstream checks in ``allocate_kv_caches`` (role ``allocation_checks``), after the worker's
+quantization block."""
 
 
 def native_upstream_prediction(tc: str, run) -> Optional[Prediction]:
-    """``xllm_native`` on upstream's tree: ``upstream_prediction``, whose worker is upstream's own allocation
-    compiled for the profile's layout's backend (``NATIVE_UPSTREAM_BACKENDS``). Where the master plans a config and the TC starts its workers,
-    a quantized cache that backend has not (``oracle.expected_upstream_worker_stop``: int8 KV on MLU only,
-    the int8 indexer on NPU and MLU) stops every worker in ``init_worker`` naming the cache field, though
-    the hardware profile allows it (FEATURE 3); nothing after it is checked."""
-    pred = upstream_prediction(tc, run, card_check=False)
+    """``xllm_native`` on upstream's tree: ``upstream_prediction`` and ``engine_linear_heads``, with the quantized
+    caches as upstream's compiled start-up decides them (``native_quantized_prediction``)."""
+    return native_quantized_prediction(tc, run, engine_linear_heads(tc, run, upstream_prediction(tc, run, card_check=False)))
+
+
+def native_quantized_prediction(tc: str, run, pred: Optional[Prediction]) -> Optional[Prediction]:
+    """``pred``, with the quantized caches as upstream's compiled code decides them where the master plans the
+    config (FEATURE 3). The tree's own build refuses them, never the hardware profile: its worker's start-up
+    (``allocate_kv_cache_storage``'s ``LOG(FATAL)``: an int8 KV cache except on MLU) and its indexed cache's
+    allocation (``kv_cache_utils.cpp``'s ``CHECK``: an int8 indexer cache except on NPU and MLU), both asked with the
+    master's validation (role ``worker_checks``), so on every TC and before the estimation
+    (``oracle.expected_upstream_worker_stop``). So: a refusal naming the cache field where the profile allows the
+    cache (``refused``), or where the spec's first rule is a figure the estimation cannot plan (``rejection``);
+    where the profile refuses it,
+    a refusal naming another field (``rejection``) where the build stops on the other cache, and an acceptance
+    (``rejection``: "master accepted") where the build has no rule at all: an fp8 KV cache, which upstream's worker
+    does not quantize (``enable_kv_cache_quant`` is int8 alone)."""
     if pred is not None and any(p.rule in ("refused", "rejection") for p in pred.required):
         return pred  # the master refuses first
-    stop = oracle.expected_upstream_worker_stop(run, NATIVE_UPSTREAM_BACKENDS.get(run.hardware.kv_layout, "cpu"))
-    suite = _suite(tc)
-    if stop is None or expected_rejection(run) is not None or not suite.starts_workers(run) \
-            or suite.passes_any_refusal(run):
-        return engine_linear_heads(tc, run, pred)
-    return Prediction(required=(Predicted(rule="worker_refused", field=stop.field, why=stop.reason),),
-                      reason=f"{stop.reason}; the {run.hardware.name} profile allows it (FEATURE 3)")
+    spec = expected_rejection(run)
+    stop = oracle.expected_upstream_worker_stop(run, NATIVE_CUT_BACKEND)
+    if spec is not None and spec.field not in QUANTIZED_CACHE_FIELDS:
+        if stop is None or (oracle.expected_rejection(run) is not None and spec.field not in ALLOCATION_RULE_FIELDS):
+            return pred  # a master's rule, or the worker's linear + indexer CHECK: before its caches' rules
+        # the allocation's sleep-mode and xtensor branches come after the worker's quantization block; a figure the
+        # spec cannot plan comes after both here (the worker's start-up checks are asked with the master's
+        # validation, before the estimation; upstream's engine estimates first)
+        return Prediction(required=(Predicted(rule="rejection", field=stop.field, why=stop.reason),),
+                          reason=f"{stop.reason}, asked with the master's validation; the spec's rule is "
+                                 f"{spec.field} ({spec.reason})")
+    if spec is None:
+        if stop is None:
+            return pred
+        if _suite(tc).passes_any_refusal(run):
+            return None  # the tree refuses, and the TC passes any refusal: nothing after it is checked
+        return Prediction(required=(Predicted(rule="refused", field=stop.field, why=stop.reason),),
+                          reason=f"{stop.reason}; the {run.hardware.name} profile allows it (FEATURE 3)")
+    if stop is not None:
+        if stop.field == spec.field:
+            return pred  # both refuse alike
+        return Prediction(required=(Predicted(rule="rejection", field=stop.field, why=stop.reason),),
+                          reason=f"{stop.reason}; the spec's first rule is {spec.field} ({spec.reason})")
+    auto = replace(run, cache=replace(run.cache, kv_cache_dtype="auto", indexer_cache_dtype="auto"))
+    later = expected_rejection(auto)
+    why = (f"upstream's compiled start-up has no rule on {spec.field}={getattr(run.cache, spec.field.split('.')[1])} "
+           f"(it quantizes an int8 KV cache alone); the {run.hardware.name} profile refuses it ({spec.reason})")
+    if later is not None:
+        return Prediction(required=(Predicted(rule="rejection", field=later.field, why=later.reason),),
+                          reason=f"{why}; the next rule it breaks is {later.field}")
+    return Prediction(required=(Predicted(rule="rejection", says="master accepted a config the spec refuses"),),
+                      reason=why)
 
 
 def native_planning_prediction(tc: str, run) -> Optional[Prediction]:
-    """``xllm_native`` on upstream's planning code alone: ``upstream_prediction`` of a tree with no card check, and
-    ``engine_linear_heads``."""
-    return engine_linear_heads(tc, run, upstream_prediction(tc, run, card_check=False))
+    """``xllm_native`` on upstream's planning code alone: ``upstream_prediction`` of a tree with no card check,
+    ``engine_linear_heads``, and its compiled start-up's quantized caches (``native_quantized_prediction``: the
+    worker's start-up cuts are part of the planning build)."""
+    return native_quantized_prediction(tc, run, engine_linear_heads(tc, run, upstream_prediction(tc, run, card_check=False)))
 
 
 def engine_linear_heads(tc: str, run, pred: Optional[Prediction]) -> Optional[Prediction]:
@@ -392,8 +437,8 @@ PREDICTIONS: dict[str, Callable[[str, object], Optional[Prediction]]] = {
 upstream's owner rule; ``xllm_upstream`` is upstream in every rule (FEATURE 2-4: no enable flag,
 upstream's model list, consecutive groups, ``rank % s``, ``layer_id % s``); ``xllm_native`` is upstream's
 own planning and allocation compiled from a source tree, so the same predictions hold, plus its compiled
-worker's stops on quantized caches (``native_upstream_prediction``); ``NATIVE_PLANNING_ONLY`` is its planning
-code alone, with upstream's modelled workers. Both compiled ones have no card check (``card_check=False``)."""
+start-up's rules on quantized caches (``native_quantized_prediction``); ``NATIVE_PLANNING_ONLY`` is its planning
+code alone (its worker's start-up cuts included), with upstream's modelled workers. Both compiled ones have no card check (``card_check=False``)."""
 
 
 def _suite(tc: str):

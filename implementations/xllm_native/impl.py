@@ -5,10 +5,13 @@
 * startup: ``validate_layerwise_split_size_startup_config`` (master.cpp), with the layout
   header's enablement checks; a CHECK that fires is the refusal, naming the field it guards;
 * worker checks (role ``worker_checks``): the statements ``WorkerImpl::allocate_kv_cache_storage`` (worker_impl.cpp)
-  runs before its quantization, cut and compiled: its linear + indexer CHECK, on a target and a draft worker. A
-  port: its own function where its manifest names one, else its base's compiled cut (the default with a base
-  manifest); a port with neither fails the cases whose target or draft has linear layers and an indexer naming
-  the role (``needs_worker_checks``), never a model of the CHECK;
+  runs before it names the linear state's dtype, cut and compiled: its linear + indexer CHECK and its KV-cache
+  quantization block (the ``LOG(FATAL)`` on an int8 KV cache of a build that is not MLU's), on a target and a draft
+  worker, with the run's cache dtypes; then, for a worker with an indexer, the indexed cache allocation's branch on
+  the int8 indexer cache (``create_indexed_kv_cache_tensors``, file ``indexer_checks``: its ``CHECK`` of a build
+  neither NPU's nor MLU's). A port: its own function where its manifest names one, else its base's compiled cut
+  (the default with a base manifest); a port with neither fails the cases whose target or draft has linear layers
+  and an indexer naming the role (``needs_worker_checks``), never a model of the CHECK;
 * engine options (role ``engine_options``): the ``KVCacheEstimateOptions`` every estimate is handed, as
   ``LLMEngine`` computes them (its attention TP size, its local KV and linear heads per TP rank, the draft's TP-1
   body and split size 1: statements cut out of ``llm_engine.cpp``) and the draft's layer count
@@ -33,9 +36,11 @@
   the rank (``tensor_lib``): upstream's ``allocate_kv_caches`` as its worker calls it; the worker holds
   the tensors it made.
 
-What the tree's files do not hold comes from the Python model of upstream
-(``implementations.xllm_upstream``): the quantized caches (the hardware profile's rule), placement (the harness's
-input, not a role), the plan's workers' split rank ``rank % s``, and ``engine_message`` (the master's plan handed
+Every start-up rule of FEATURE 3 is the tree's compiled code (its master's validation, its worker's start-up checks,
+its allocation's): no Python rule runs after the tree accepted but the harness's input domain (whole numbers >= 1,
+a world of whole attention TP groups to place ranks in: ``validate``), so a tree that drops a check is never
+credited with a Python refusal. What the tree's files do not hold comes from the Python model of upstream
+(``implementations.xllm_upstream``): placement (the harness's input, not a role), the plan's workers' split rank ``rank % s``, and ``engine_message`` (the master's plan handed
 on: no tree holds code that checks what its workers receive, so ``init_worker`` checks nothing of it, no Python check
 in its place, and the plan says so, ``tree_message_note``: TC-04 shows its tampered layout as not judged); for
 upstream's tree (and a port whose engine is upstream's), the activation threshold s > 1, which upstream writes inline
@@ -70,7 +75,12 @@ from implementations.xllm_native.manifest import AbsentRoleError
 from implementations.xllm_native.runtime import native as native_mod
 from implementations.xllm_native.runtime import tensor_lib
 from implementations.xllm_native.tree.facts import TreeFacts
-from implementations.xllm_native.tree.files import ALLOCATION_CHECKS_FUNCTION, UPSTREAM_FILES, WORKER_CHECKS_FUNCTION
+from implementations.xllm_native.tree.files import (
+    ALLOCATION_CHECKS_FUNCTION,
+    INDEXER_CHECKS_FUNCTION,
+    UPSTREAM_FILES,
+    WORKER_CHECKS_FUNCTION,
+)
 from implementations.xllm_upstream.impl import XllmUpstreamImplementation
 
 TORCH_SCALAR_TYPES = {"int8": 1, "float16": 5, "float32": 6, "bfloat16": 15, "fp8_e5m2": 23, "fp8_e4m3": 24}
@@ -393,9 +403,11 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
             "layerwise_split_size": run.layerwise.split_size, "dp_size": run.parallel.dp_size,
             "world_size": run.parallel.world_size, "model_type": run.model.model_type,
             "host_blocks_factor": run.cache.host_blocks_factor, **self._parallel(run)})
-        validation.check_parallel(run.parallel)  # a whole attention TP also when the split is off
-        validation.check_split_size(run.layerwise, self.attn_tp_size(run.parallel))
-        validation.check_quantized_support(run)
+        # The harness's input domain only, after the tree's validation accepted: a world of whole attention TP
+        # groups, which the harness needs to place its ranks at all (the tree's master CHECKs it only with the split
+        # on). No spec rule of section 3 is checked here: s against the attention TP is the tree's compiled
+        # CHECK (``validate_layerwise_split_enablement``), the quantized caches its worker's (``worker_checks``).
+        validation.check_parallel(run.parallel)
         if not workers:  # the master's validation alone (the base's, for a port that leaves validation to it)
             return
         self.worker_checks(run)
@@ -404,9 +416,12 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
 
     def worker_checks(self, run: RunSpec) -> None:
         """The CHECKs the engine's worker runs as it starts its KV cache (role ``worker_checks``): upstream's
-        ``WorkerImpl::allocate_kv_cache_storage``'s statements before its quantization, compiled (op
-        ``worker_checks``), on a target worker and, with a draft, a draft worker (never split): a CHECK that fires
-        is the refusal naming its field (``draft.`` for the draft's). An upstream-cut tree without those
+        ``WorkerImpl::allocate_kv_cache_storage``'s statements through its quantization block, and for a worker with
+        an indexer the indexed cache allocation's int8 branch (file ``indexer_checks``), compiled (op
+        ``worker_checks``, handed the run's cache dtypes), on a target worker and, with a draft, a draft worker (never
+        split): a CHECK or ``LOG(FATAL)`` that fires is the refusal naming its field (``draft.`` for the draft's
+        model fields; a tree without the indexed allocation fails an int8 indexer case naming
+        ``implementation.files.indexer_checks``). An upstream-cut tree without those
         statements fails every case naming ``implementation.files.worker_checks``. A port: its own function where
         its manifest plays the role (the same op), the base's compiled cut where it leaves the role to the base
         (``{base: ...}``, the default with a base manifest), nothing where the engine calls none (``{none: ...}``),
@@ -425,7 +440,9 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
                 continue
             try:
                 reply = self.call(run, "worker_checks", {**self.model_args(model, draft=prefix == "draft"),
-                                                         "layerwise_split_size": split, "rank": 0})
+                                                         "layerwise_split_size": split, "rank": 0,
+                                                         "kv_cache_dtype": run.cache.kv_cache_dtype,
+                                                         "indexer_cache_dtype": run.cache.indexer_cache_dtype})
             except UserError as exc:
                 if prefix == "model" or not exc.field.startswith("model."):
                     raise
@@ -435,6 +452,10 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
                 raise PlanError("implementation.files.worker_checks", UPSTREAM_FILES["worker_checks"],
                                 f"a file defining {WORKER_CHECKS_FUNCTION} (the worker's start-up checks)",
                                 f"the tree implements no worker-side checks: {reply['absent']}")
+            if "indexer_absent" in reply:  # the worker reaches the indexed cache's allocation with an int8 cache
+                raise PlanError("implementation.files.indexer_checks", UPSTREAM_FILES["indexer_checks"],
+                                f"a file defining {INDEXER_CHECKS_FUNCTION} (the indexed cache's allocation)",
+                                f"the tree implements no int8 indexer cache check: {reply['indexer_absent']}")
 
     def allocation_checks(self, run: RunSpec, owned: Optional[list] = None) -> None:
         """The CHECKs the worker's allocation runs on the create options it built (role ``allocation_checks``):

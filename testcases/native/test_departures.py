@@ -339,14 +339,17 @@ def test_the_two_snapshots_get_different_lists_and_v3_shows_what_its_master_chec
 def test_upstream_lists_only_its_known_departures(cache, monkeypatch):
     """Upstream 494f293b5's list holds only what docs/upstream.md gives as its departures from the spec: it
     supports no Qwen3.5 split (its model types), and its owner rule ``layer_id % s`` is wrong on hybrid models
-    (owners, workers, and the block counts of target and draft that follow); nothing on DeepSeek-V3.2 or GLM-5."""
+    (owners, workers, and the block counts of target and draft that follow); nothing on DeepSeek-V3.2 or GLM-5 but
+    an fp8 KV cache on the BI-V100 profile, which its compiled start-up accepts (its worker quantizes int8 alone)."""
     monkeypatch.setenv(build_cache.ENV_CACHE, str(cache))
     found = native_verdicts.tree_departures(UPSTREAM, ("qwen3_5_moe", "deepseek_v32", "glm_moe_dsa"),
                                             ("off", "s2", "s4"))
     text = departures.markdown([found])
     qwen_split = ("qwen3_5_moe-s2", "qwen3_5_moe-s4")
     for d in found.departures:
-        if d.role == "validation":
+        if d.role == "validation" and d.tree == "accepts":
+            assert d.cases == ("fp8-unsupported",) and "cache.kv_cache_dtype" in d.rule, text
+        elif d.role == "validation":
             assert d.tree.startswith("refuses naming model.model_type") and "is_layerwise_split_supported_model" in d.tree, text
         elif d.role == "groups":  # MappingNPU's consecutive groups where TC-03's topologies regroup, nothing else
             assert d.tree == "consecutive runs of s ranks in each attention TP group", text

@@ -61,19 +61,21 @@ def test_upstream_picks_a_layers_cache_by_the_interval_not_by_layer_types(impl, 
     assert set(w.layer(0).tensors) == linear_tensors and set(w.layer(3).tensors) == {"k", "v"}
 
 
-@pytest.mark.parametrize("quantized, field", [(dict(kv_cache_dtype="int8"), "cache.kv_cache_dtype"),
-                                          (dict(indexer_cache_dtype="int8"), "cache.indexer_cache_dtype")])
-def test_upstreams_ilu_worker_stops_on_the_int8_caches_naming_the_field(impl, quantized, field):
-    """FEATURE 3: upstream's int8 KV cache exists only on MLU and its int8 indexer cache on NPU and MLU; built
-    for ILU its worker stops (LOG(FATAL), CHECK(false)) though the CPU profile allows both. The harness names
-    the field, as ``oracle.expected_upstream_worker_stop`` predicts."""
+@pytest.mark.parametrize("quantized, field, where", [
+    (dict(kv_cache_dtype="int8"), "cache.kv_cache_dtype", "CHECK at worker_impl.cpp:517 `LOG(FATAL)`"),
+    (dict(indexer_cache_dtype="int8"), "cache.indexer_cache_dtype", "CHECK at kv_cache_utils.cpp:248 `CHECK(false)`")])
+def test_upstreams_ilu_worker_stops_on_the_int8_caches_naming_the_field(impl, quantized, field, where):
+    """FEATURE 3: upstream's int8 KV cache exists only on MLU and its int8 indexer cache on NPU and MLU; its build
+    stops (the worker's LOG(FATAL), the indexed allocation's CHECK(false), compiled into the worker's start-up
+    checks and asked with the master's validation) though the CPU profile allows both. The harness names the
+    field, as ``oracle.expected_upstream_worker_stop`` predicts."""
     from contract.errors import UserError
     run = M.run_spec(M.DEEPSEEK_V32, split=2, budget_bytes=1 << 28, cache=CacheSpec(**quantized))
     assert oracle.expected_rejection(run) is None
     assert oracle.expected_upstream_worker_stop(run, "ilu").field == field
     with pytest.raises(UserError) as err:
         worker(impl, run)
-    assert err.value.field == field, str(err.value)
+    assert err.value.field == field and where in str(err.value), str(err.value)
 
 
 def test_upstream_allocates_an_fp8_kv_cache_in_the_models_dtype_it_estimates_at_one_byte(impl):

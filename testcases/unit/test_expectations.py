@@ -16,7 +16,15 @@ import pytest
 
 from harness.suites import TC_MODULES, Suite, check_suite, load_suite, ownership
 from harness.suites.case import Case
-from harness.suites.expectations import Predicted, Prediction, Problem, expected_rejection, judge, prediction
+from harness.suites.expectations import (
+    NATIVE_PLANNING_ONLY,
+    Predicted,
+    Prediction,
+    Problem,
+    expected_rejection,
+    judge,
+    prediction,
+)
 from harness.suites.facts import LayerFacts, LeakFacts, MasterError, RankFacts, TensorFacts, WorkerFacts
 from harness.suites.matrix import load_matrix
 from harness.suites.tc01 import REJECTIONS
@@ -373,21 +381,19 @@ def test_a_case_report_is_described_by_its_tc_modules_docstring(tc, monkeypatch)
                                           (("cache.kv_cache_dtype=int8", "cache.indexer_cache_dtype=int8"),
                                            "cache.kv_cache_dtype")])
 def test_upstreams_compiled_worker_stops_on_an_int8_cache_the_cpu_profile_allows(extra, field):
-    """FEATURE 3: built for ILU, upstream's worker has no int8 KV cache (MLU only) and no int8 indexer (NPU, MLU);
-    the CPU profile allows both, so xllm_native on upstream's tree is predicted to refuse in its workers, where
-    the Python model of upstream (``xllm_upstream``) allocates."""
-    for tc in ("TC-01", "TC-02", "TC-04", "TC-05", "TC-07"):
+    """FEATURE 3: upstream's build has no int8 KV cache (MLU only) and no int8 indexer (NPU, MLU); the CPU profile
+    allows both, so xllm_native on upstream's tree is predicted to refuse at start-up (its worker's compiled
+    start-up, asked with the master's validation: every TC), where the Python model of upstream allocates."""
+    for tc in ("TC-01", "TC-02", "TC-03", "TC-04", "TC-05", "TC-07"):
         run = _case("deepseek_v32", "s2", "tp4", extra=extra, tc=tc).resolved.run
         assert expected_rejection(run) is None and prediction(tc, "xllm_upstream", run) is None
-        pred = prediction(tc, "xllm_native", run)
-        assert [(p.rule, p.field) for p in pred.required] == [("worker_refused", field)], tc
-        found = [Problem(f"rank {r} target worker refused", rule="worker_refused", rank=r, field=field) for r in range(4)]
-        assert judge(tc, "xllm_native", run, found) == []
-        assert judge(tc, "xllm_native", run, [])  # it allocated after all: strict
-        other = [Problem("rank 0 refused", rule="worker_refused", rank=0, field="cache.block_size")]
-        assert judge(tc, "xllm_native", run, other)
-    run = _case("deepseek_v32", "s2", "tp4", extra=extra, tc="TC-03").resolved.run
-    assert prediction("TC-03", "xllm_native", run) is None  # TC-03 only plans
+        for name in ("xllm_native", NATIVE_PLANNING_ONLY):
+            pred = prediction(tc, name, run)
+            assert [(p.rule, p.field) for p in pred.required] == [("refused", field)], (tc, name)
+            found = [Problem(f"master rejected a valid config: {field}", rule="refused", field=field)]
+            assert judge(tc, name, run, found) == []
+            assert judge(tc, name, run, [])  # it started after all: strict
+            assert judge(tc, name, run, [Problem("master rejected", rule="refused", field="cache.block_size")])
 
 
 def test_upstreams_compiled_worker_is_predicted_nothing_on_what_it_allocates():
@@ -395,8 +401,24 @@ def test_upstreams_compiled_worker_is_predicted_nothing_on_what_it_allocates():
         run = _case("deepseek_v32", "s2", "tp4", extra=extra, tc="TC-01").resolved.run
         assert prediction("TC-01", "xllm_native", run) is None
     run = _case("deepseek_v32", "s2", "tp4", hardware="bi_v100", extra=("cache.kv_cache_dtype=int8",), tc="TC-01").resolved.run
-    assert expected_rejection(run).field == "cache.kv_cache_dtype"  # the profile refuses it at startup: the spec's rule
-    assert all(p.rule != "worker_refused" for p in (prediction("TC-01", "xllm_native", run) or Prediction(required=())).required)
+    assert expected_rejection(run).field == "cache.kv_cache_dtype"  # the profile refuses it, the build too: alike
+    assert prediction("TC-01", "xllm_native", run) is None
+
+
+def test_an_fp8_cache_the_profile_refuses_is_accepted_by_upstreams_compiled_start_up():
+    """FEATURE 3 refuses an fp8 KV cache on the BI-V100 profile; upstream's compiled start-up has no rule on it (its
+    worker quantizes int8 alone): the master accepts, predicted as such, and nothing else is."""
+    run = _case("deepseek_v32", "s2", "tp4", hardware="bi_v100", extra=("cache.kv_cache_dtype=fp8_e4m3",),
+                tc="TC-01").resolved.run
+    assert expected_rejection(run).field == "cache.kv_cache_dtype"
+    for name in ("xllm_native", NATIVE_PLANNING_ONLY):
+        accepted = [Problem("master accepted a config the spec refuses: fp8", rule="rejection")]
+        assert judge("TC-01", name, run, accepted) == []
+        assert judge("TC-01", name, run, [])  # refused after all: strict
+    both = _case("deepseek_v32", "s2", "tp4", hardware="bi_v100", tc="TC-01",
+                 extra=("cache.kv_cache_dtype=fp8_e4m3", "cache.indexer_cache_dtype=int8")).resolved.run
+    (p,) = prediction("TC-01", "xllm_native", both).required  # the build stops on the int8 indexer instead
+    assert (p.rule, p.field) == ("rejection", "cache.indexer_cache_dtype"), p
 
 
 def test_a_worker_refusal_is_a_problem_naming_rank_and_field_and_stops_the_checks():
@@ -442,3 +464,19 @@ def test_upstreams_compiled_tree_is_expected_to_fail_tc03s_card_cases_naming_tha
     assert any("predicted problem not found: cards saying 'no card check" in f
                for f in judge("TC-03", "xllm_native", run, bare))
     assert judge("TC-03", "xllm_native", run, [Problem("master refused: UserError", rule="refused")])
+
+
+def test_upstreams_compiled_worker_names_its_cache_before_the_allocations_xtensor_branch():
+    """Upstream's worker stops on an int8 KV cache in its quantization block, before ``allocate_kv_caches``'s
+    xtensor branch: where the CPU profile allows the cache and the spec's first rule is xtensor, the compiled tree
+    names the cache (``rejection``); the linear + indexer CHECK, earlier in the worker, still comes first."""
+    run = _case("deepseek_v32", "s2", "tp4", tc="TC-01",
+                extra=("cache.kv_cache_dtype=int8", "cache.enable_xtensor=true")).resolved.run
+    assert expected_rejection(run).field == "cache.enable_xtensor"
+    (p,) = prediction("TC-01", "xllm_native", run).required
+    assert (p.rule, p.field) == ("rejection", "cache.kv_cache_dtype"), p
+    both = _case("qwen3_5_moe", "s2", "tp4", tc="TC-01",
+                 extra=("cache.kv_cache_dtype=int8", "model.index_n_heads=64", "model.index_head_dim=128")).resolved.run
+    assert expected_rejection(both).field == "model.index_n_heads"
+    assert all(p.field != "cache.kv_cache_dtype" for p in (prediction("TC-01", "xllm_native", both)
+                                                            or Prediction(required=())).required)

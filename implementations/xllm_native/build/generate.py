@@ -20,6 +20,9 @@ from implementations.xllm_native.tree.files import (
     ENGINE_OPTIONS_CUTS,
     ENTRY_POINTS,
     GROUPS_CUT,
+    INDEXER_CHECKS_END,
+    INDEXER_CHECKS_FUNCTION,
+    INDEXER_CHECKS_START,
     UTILS_OPTIONAL,
     UTILS_REQUIRED,
     WORKER_CHECKS_END,
@@ -110,12 +113,15 @@ def generate(tree: TreeMap, gen: Path) -> Optional[Path]:
         + _cut(tree, "speculative", ENTRY_POINTS["speculative"]) + "}  // namespace xllm\n")
     cut, absent = worker_checks_cut(tree)
     (gen / "lwsplit_worker.inc").write_text(
-        '#include "worker_shim.h"\nnamespace xllm {\n' + (
+        '#include "worker_shim.h"\nnamespace xllm {\n' + indexer_checks_include(tree) + (
             f"#define LWSPLIT_WORKER_CHECKS_ABSENT {json.dumps(absent)}\n" if absent else
             "inline LwsplitWorkerChecks lwsplit_worker_checks(const ModelArgs& lwsplit_args, int32_t lwsplit_split_size,\n"
-            "                                                 int32_t lwsplit_rank) {\n"
-            "  LWSPLIT_WORKER_STATE(lwsplit_args, lwsplit_split_size, lwsplit_rank);\n" + cut
-            + "  return LwsplitWorkerChecks{layer_cache_owned, enable_linear_attention, enable_lighting_indexer};\n}\n")
+            "                                                 int32_t lwsplit_rank, const std::string& lwsplit_kv_dtype,\n"
+            "                                                 const std::string& lwsplit_indexer_dtype) {\n"
+            "  LWSPLIT_WORKER_STATE(lwsplit_args, lwsplit_split_size, lwsplit_rank, lwsplit_kv_dtype,\n"
+            "                       lwsplit_indexer_dtype);\n" + cut
+            + "  return LwsplitWorkerChecks{layer_cache_owned, enable_linear_attention, enable_lighting_indexer,\n"
+              "                             enable_indexer_cache_quant, kv_cache_shape.has_index_cache_scale_shape()};\n}\n")
         + "}  // namespace xllm\n")
     shutil.copy(commands.CPP_DIR / "worker_shim.h", gen / "worker_shim.h")
     allocation_checks_include(tree, gen)
@@ -142,6 +148,36 @@ def worker_checks_cut(tree: TreeMap) -> tuple[str, str]:
     if why:
         return "", f"{tree.files['worker_checks']} {why}" if why.startswith("defines") else why
     return f'#line {line} "{path}"\n{cut}', ""
+
+
+def indexer_checks_cut(tree: TreeMap) -> tuple[int, str, str]:
+    """(the first line, the statements of ``INDEXER_CHECKS_FUNCTION`` from its branch on the int8 indexer cache up to
+    its return, "") or (0, "", why the tree has none). Upstream's indexed cache allocation refuses the int8 indexer
+    cache there on a build that is neither NPU's nor MLU's (``CHECK(false)``)."""
+    path = tree.path("indexer_checks")
+    if not path.is_file():
+        return 0, "", f"the tree has no {tree.files['indexer_checks']}"
+    line, cut, why = statements_between(_read(path), INDEXER_CHECKS_FUNCTION, INDEXER_CHECKS_START,
+                                        INDEXER_CHECKS_END, cut_defines(tree))
+    if why:
+        return 0, "", f"{tree.files['indexer_checks']} {why}" if why.startswith("defines") else why
+    return line, cut, ""
+
+
+def indexer_checks_include(tree: TreeMap) -> str:
+    """The lines of ``lwsplit_worker.inc`` for the indexed cache's allocation: the cut (``indexer_checks_cut``) as one
+    function behind ``cpp/worker_shim.h``'s ``lwsplit_indexer`` (op ``worker_checks`` calls it for a worker with an
+    indexer), or ``LWSPLIT_INDEXER_CHECKS_ABSENT`` saying why none."""
+    line, cut, absent = indexer_checks_cut(tree)
+    if absent:
+        return f"#define LWSPLIT_INDEXER_CHECKS_ABSENT {json.dumps(absent)}\n"
+    return ("namespace lwsplit_indexer {\n"
+            "inline void lwsplit_indexer_checks(bool lwsplit_quant, bool lwsplit_scale) {\n"
+            "  const CreateOptions create_options{lwsplit_quant};\n"
+            "  const Shape kv_cache_shape{lwsplit_scale};\n"
+            "  Tensors tensors;\n"
+            f'#line {line} "{tree.path("indexer_checks")}"\n{cut}'
+            "  (void)tensors;\n}\n}  // namespace lwsplit_indexer\n")
 
 
 def allocation_checks_cut(tree: TreeMap) -> tuple[int, str, str]:

@@ -81,8 +81,7 @@ def source_key(tree: TreeMap) -> str:
     files += [("implementation.files.estimation", str(header), header)]
     files += [("implementation.files.worker_checks", tree.files["worker_checks"], tree.path("worker_checks"))]
     files += [(f"implementation.files.{r}", tree.files[r], tree.path(r)) for r in ("engine_options", "engine_platform")]
-    files += [("implementation.files.allocation_checks", tree.files["allocation_checks"],
-               tree.path("allocation_checks"))]
+    files += [(f"implementation.files.{r}", tree.files[r], tree.path(r)) for r in ("allocation_checks", "indexer_checks")]
     if plays_groups(tree):
         files += [("implementation.files.groups", tree.files["groups"], tree.path("groups"))]
     parts = [ABI.encode(), json.dumps(tree.files, sort_keys=True).encode(), os.fsencode(str(tree.root))]

@@ -124,9 +124,12 @@ std::string op_speculative_caps(const Request& req) {
   return Json().num("n_blocks", n_blocks).str();
 }
 
-// Role: the worker's start-up checks (WorkerImpl::allocate_kv_cache_storage's statements before its
-// quantization, cut by the build: lwsplit_worker.inc) for one worker of global rank `rank`: its CHECKs, then
-// the mask it builds ([] with the split off, as upstream's worker passes none on).
+// Role: the worker's start-up checks (WorkerImpl::allocate_kv_cache_storage's statements up to the linear state's
+// dtype, its quantization block included, cut by the build: lwsplit_worker.inc) for one worker of global rank `rank`
+// with the run's KV and indexer cache dtypes: its CHECKs, then, for a worker with an indexer, the indexed cache
+// allocation's branch on the int8 indexer cache (create_indexed_kv_cache_tensors, cut: lwsplit_indexer_checks), then
+// the mask it builds ([] with the split off, as upstream's worker passes none on). A tree without that allocation
+// answers `indexer_absent` where the worker would reach it with an int8 indexer cache.
 std::string op_worker_checks(const Request& req) {
 #ifdef LWSPLIT_WORKER_CHECKS_ABSENT
   (void)req;
@@ -134,9 +137,18 @@ std::string op_worker_checks(const Request& req) {
 #else
   const xllm::LwsplitWorkerChecks checks = xllm::lwsplit_worker_checks(
       model_args(req, ""), static_cast<int32_t>(req.i64("layerwise_split_size", 1)),
-      static_cast<int32_t>(req.i64("rank")));
+      static_cast<int32_t>(req.i64("rank")), req.str("kv_cache_dtype", "auto"),
+      req.str("indexer_cache_dtype", "auto"));
+  Json reply;
+  if (checks.enable_lighting_indexer) {
+#ifdef LWSPLIT_INDEXER_CHECKS_ABSENT
+    if (checks.enable_indexer_cache_quant) reply.raw("indexer_absent", quote(LWSPLIT_INDEXER_CHECKS_ABSENT));
+#else
+    xllm::lwsplit_indexer::lwsplit_indexer_checks(checks.enable_indexer_cache_quant, checks.index_cache_scale);
+#endif
+  }
   const std::vector<bool>& owned = checks.layer_cache_owned;
-  return Json().raw("owned", array(std::vector<int>(owned.begin(), owned.end())))
+  return reply.raw("owned", array(std::vector<int>(owned.begin(), owned.end())))
       .raw("linear_attention", checks.enable_linear_attention ? "true" : "false")
       .raw("lighting_indexer", checks.enable_lighting_indexer ? "true" : "false").str();
 #endif

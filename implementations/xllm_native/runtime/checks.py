@@ -17,7 +17,7 @@ from implementations.xllm_native.tree.files import ROLES, TreeMap
 
 CONTEXT_LINES = 8
 """Lines after a CHECK's own line that ``check_condition`` reads for a condition spanning lines."""
-MASTER_ROLES = ("master", "layout", "worker_checks", "allocation_checks")
+MASTER_ROLES = ("master", "layout", "worker_checks", "allocation_checks", "indexer_checks")
 """CHECKs in these roles' files are startup rules (``ConfigError``); the rest are planning (``PlanError``)."""
 PORT_MASTER_ROLES = ("validation", "worker_checks", "allocation_checks")
 """The same for a manifest's roles: a CHECK in the validation, worker_checks or allocation_checks role's file is a
@@ -111,7 +111,8 @@ def refusal(tree: TreeMap, check: Check) -> UserError:
         cls = ConfigError if roles and (roles[0] in PORT_MASTER_ROLES or ("worker_checks" in roles and
                                                                          name != "implementation")) else PlanError
     else:
-        roles = [r for r in (*ROLES, "worker_checks", "allocation_checks") if str(tree.path(r)) == check.file]
+        roles = [r for r in (*ROLES, "worker_checks", "allocation_checks", "indexer_checks")
+                 if str(tree.path(r)) == check.file]
         cls = ConfigError if roles and roles[0] in MASTER_ROLES else PlanError
     detail = (f"CHECK at {check.where} (its condition not quoted: {check.unquoted})" if check.unquoted
               else f"CHECK at {check.where} `{check.condition}`")

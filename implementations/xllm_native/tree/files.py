@@ -25,6 +25,7 @@ UPSTREAM_FILES = {
     "include_dirs": "xllm,xllm/core",
     "worker_checks": "xllm/core/runtime/worker_impl.cpp",
     "allocation_checks": "xllm/core/framework/kv_cache/kv_cache.cpp",
+    "indexer_checks": "xllm/core/framework/kv_cache/kv_cache_utils.cpp",
     "groups": "xllm/core/framework/parallel_state/mapping_npu.cpp",
     "engine_options": "xllm/core/distributed_runtime/llm_engine.cpp",
     "engine_platform": "xllm/core/platform/platform.h",
@@ -39,9 +40,18 @@ ENTRY_POINTS = {
 }
 """Names each role's file must define; the first two of speculative/master are cut out."""
 WORKER_CHECKS_FUNCTION = "WorkerImpl::allocate_kv_cache_storage"
-"""The worker's KV-cache start-up (file ``worker_checks``): its statements before the first that reads the KV-cache
-quantization (``WORKER_CHECKS_END``) are cut out and compiled (``build.generate``: op ``worker_checks``)."""
-WORKER_CHECKS_END = r"\benable_kv_cache_quant\b"
+"""The worker's KV-cache start-up (file ``worker_checks``): its statements before the first that names the linear
+state's dtype (``WORKER_CHECKS_END``) are cut out and compiled (``build.generate``: op ``worker_checks``): its linear +
+indexer CHECK, its mask, the indexer cache's CHECK against the shape and its KV-cache quantization block (the
+``LOG(FATAL)`` of a build that is not MLU's)."""
+WORKER_CHECKS_END = r"\bssm_dtype\b"
+INDEXER_CHECKS_FUNCTION = "create_indexed_kv_cache_tensors"
+"""The allocation of an indexed KV cache (file ``indexer_checks``: upstream's ``kv_cache_utils.cpp``): its statements
+from its branch on the int8 indexer cache (``INDEXER_CHECKS_START``) up to its return (``INDEXER_CHECKS_END``) are
+cut out and compiled (``build.generate``: op ``worker_checks``, where the worker has an indexer): the ``CHECK`` of a
+build that is neither NPU's nor MLU's."""
+INDEXER_CHECKS_START = r"\bif\s*\(\s*create_options\.enable_indexer_cache_quant\(\)"
+INDEXER_CHECKS_END = r"\breturn\s+tensors\s*;"
 ALLOCATION_CHECKS_FUNCTION = "allocate_kv_caches"
 """The allocation the worker calls once it has built its create options (file ``allocation_checks``): its branches
 for sleep mode and xtensor, from the first statement matching ``ALLOCATION_CHECKS_START`` up to the ordinary

@@ -1,6 +1,6 @@
 // Fixture tree for the xllm_native adapter's tests (not xLLM code): a worker's KV-cache start-up in
-// upstream's shape. The harness cuts the statements before the first one on the KV-cache quantization
-// (build.generate.worker_checks_cut) and compiles them with its WorkerImpl shim (cpp/worker_shim.h).
+// upstream's shape. The harness cuts the statements before the first one on the linear state's dtype (its
+// quantization block included: build.generate.worker_checks_cut) and compiles them with cpp/worker_shim.h.
 #include <vector>
 
 #include "framework/kv_cache/kv_cache_estimation.h"
@@ -29,8 +29,18 @@ bool WorkerImpl::allocate_kv_cache_storage(const KVCacheShape& kv_cache_shape) {
 #endif
     layer_cache_owned = build_layer_cache_owned(args, layout, get_num_layers());
   }
-  const bool enable_kv_cache_quant = false;
-  return kv_cache_shape.allocate(layer_cache_owned, enable_kv_cache_quant);
+  const bool enable_kv_cache_quant = options_.kv_cache_dtype() == "int8";
+  const bool enable_indexer_cache_quant = ::xllm::KVCacheConfig::get_instance().indexer_cache_dtype() == "int8";
+  if (enable_lighting_indexer) {
+    CHECK_EQ(kv_cache_shape.has_index_cache_scale_shape(), enable_indexer_cache_quant) << "shape and config disagree";
+  }
+  if (enable_kv_cache_quant) {
+#if !defined(USE_MLU) && !defined(FIXTURE_PLANT_INT8_KV_ACCEPTED)  // planted (a test's manifest): no refusal
+    LOG(FATAL) << "KV Cache quantization is only supported on MLU backend.";
+#endif
+  }
+  const int ssm_dtype = 0;
+  return kv_cache_shape.allocate(layer_cache_owned, enable_kv_cache_quant, enable_indexer_cache_quant, ssm_dtype);
 }
 
 // The worker's layer count: a speculative draft's is its MTP layers when it has any.
