@@ -31,6 +31,29 @@ _OPEN: dict = {}
 _LOCK = threading.Lock()
 
 
+def load_held(fd: int, library: Path, who: str) -> ctypes.CDLL:
+    """``dlopen`` of the library open at ``fd``, by its name ``/proc/self/fd/<fd>``, the descriptor then held for the
+    process's life (the library stays loaded as long). The dynamic loader knows a loaded library by that name: were
+    the descriptor closed, the next library opened would likely get the same number, and its ``dlopen`` would hand
+    back the first library instead of loading it (a tokens-major build judged as the heads-major one opened
+    before it). A handle the process already holds is refused, so that can never go unseen."""
+    try:
+        lib = ctypes.CDLL(f"/proc/self/fd/{fd}", mode=os.RTLD_NOW | os.RTLD_LOCAL)
+    except OSError as exc:
+        os.close(fd)
+        raise ImplementationFailure(who, f"the tensor library {library} could not be opened: {exc}") from None
+    if lib._handle in _HANDLES:
+        os.close(fd)
+        raise ImplementationFailure(who, f"the tensor library {library} opened as {_HANDLES[lib._handle]}, already "
+                                         "loaded in this process: the loader handed back another library")
+    _HANDLES[lib._handle] = library
+    return lib
+
+
+_HANDLES: dict = {}
+"""Each loaded tensor library's ``dlopen`` handle and its file (the descriptors stay open: ``load_held``)."""
+
+
 class TensorLibrary:
     """One opened tensor library (one per library file and process)."""
 
@@ -41,12 +64,7 @@ class TensorLibrary:
             fd = cachefs.open_library(library, sha256)
         except (cachefs.NotPrivate, cachefs.TooLarge, OSError) as exc:
             raise cache_error(library.parent.parent, f"the tensor library {exc}") from None
-        try:
-            self._lib = ctypes.CDLL(f"/proc/self/fd/{fd}", mode=os.RTLD_NOW | os.RTLD_LOCAL)
-        except OSError as exc:
-            raise ImplementationFailure(who, f"the tensor library {library} could not be opened: {exc}") from None
-        finally:
-            os.close(fd)
+        self._lib = load_held(fd, library, who)
         lib = self._lib
         try:
             version = lib.lwsplit_tensor_abi_version
