@@ -201,11 +201,14 @@ def check_active_worker(run: RunSpec) -> None:
                           f"xtensor is not supported {_active(run)}")
 
 
-def check_draft(draft: ModelSpec) -> None:
-    """A speculative draft: a valid model of full-attention layers only (it never splits)."""
+def check_draft(draft: ModelSpec, *, worker_rule: bool = True) -> None:
+    """A speculative draft: a valid model of full-attention layers only (it never splits). ``worker_rule``: with the
+    worker's start-up rule too (no linear layers with an indexer, FEATURE 3); a compiled tree's worker checks that
+    itself (``worker_checks``), and what stays here is the harness's input domain (the draft models it can build)."""
     check_model(draft, prefix="draft")
     _one_of("draft.body_tp1", draft.body_tp1, (False, True))
-    check_linear_with_indexer(draft, prefix="draft")
+    if worker_rule:
+        check_linear_with_indexer(draft, prefix="draft")
     linear = [l for l in layers.linear_layers(draft) if l < draft_num_layers(draft)]
     if linear:
         field = "draft.layer_types" if draft.layer_types is not None else "draft.full_attention_interval"

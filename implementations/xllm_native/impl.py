@@ -411,8 +411,8 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         if not workers:  # the master's validation alone (the base's, for a port that leaves validation to it)
             return
         self.worker_checks(run)
-        if run.draft is not None:
-            validation.check_draft(run.draft)
+        if run.draft is not None:  # the input domain; the draft worker's linear + indexer CHECK is worker_checks'
+            validation.check_draft(run.draft, worker_rule=False)
 
     def worker_checks(self, run: RunSpec) -> None:
         """The CHECKs the engine's worker runs as it starts its KV cache (role ``worker_checks``): upstream's

@@ -24,6 +24,10 @@ pytestmark = pytest.mark.slow  # builds C++: scheduled first
 FIXTURE = Path(__file__).resolve().parent / "fixture_tree"
 LINEAR_AND_INDEXER = replace(M.QWEN3_5_MOE, index_n_heads=8, index_head_dim=128)
 DRAFT_WITH_INDEXER = replace(M.QWEN3_5_MTP, index_n_heads=4, index_head_dim=64)
+DRAFT_LINEAR_AND_INDEXER = replace(DRAFT_WITH_INDEXER, num_hidden_layers=2, num_nextn_predict_layers=1,
+                                   layer_types=("full_attention", "linear_attention"))
+"""A draft whose one draft layer is full attention (the harness's drafts) and whose model has a linear layer and an
+indexer: the worker's linear + indexer rule is all that refuses it."""
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +53,9 @@ def test_the_workers_linear_and_indexer_check_is_the_trees_compiled_check(implem
     with pytest.raises(ConfigError) as err:
         impl.validate(M.run_spec(M.QWEN3_5_MOE, world=4, draft=DRAFT_WITH_INDEXER))
     assert (err.value.field, err.value.value) == ("draft.index_n_heads", 4), err.value
+    with pytest.raises(ConfigError) as err:
+        impl.validate(M.run_spec(M.QWEN3_5_MOE, world=4, draft=DRAFT_LINEAR_AND_INDEXER))
+    assert (err.value.field, err.value.value) == ("draft.index_n_heads", 4) and "CHECK at" in str(err.value), err.value
     impl.validate(M.run_spec(M.DEEPSEEK_V32, world=4))  # an indexer without linear layers: accepted
 
 
@@ -56,7 +63,9 @@ def test_a_tree_whose_worker_lets_both_through_is_not_credited_with_the_check(im
     planted = tmp_path / "lwsplit-manifest.yaml"
     planted.write_text((FIXTURE / "lwsplit-manifest.yaml").read_text().replace(
         "compile: upstream-cut\n", f"compile: upstream-cut\ndefines: [{PLANTED_DEFINES}]\n"))
-    implementation(planted).validate(M.run_spec(LINEAR_AND_INDEXER, world=4))  # the Python model would refuse
+    impl = implementation(planted)
+    impl.validate(M.run_spec(LINEAR_AND_INDEXER, world=4))  # the Python model would refuse
+    impl.validate(M.run_spec(M.QWEN3_5_MOE, world=4, draft=DRAFT_LINEAR_AND_INDEXER))  # so would its draft rule
 
 
 def test_a_tree_without_the_workers_start_up_fails_naming_the_file(implementation, tmp_path):
