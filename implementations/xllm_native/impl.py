@@ -26,7 +26,9 @@
   cases naming the role;
 * estimate: ``estimate_kv_cache_capacity`` for the target (split block count included), and for
   a speculative draft the draft's capacity and ``SpeculativeEngine::calculate_kv_cache``;
-* ownership: each split rank's mask from ``LayerwiseSplitLayout`` / ``build_layer_cache_owned``;
+* ownership: each split rank's mask from ``LayerwiseSplitLayout`` / ``build_layer_cache_owned``; a worker's own
+  mask, for its global rank, from its compiled start-up (upstream's ``WorkerImpl``: split rank ``rank % s``) or a
+  port's worker role;
 * split groups (role ``groups``): upstream's ``MappingNPU::get_layerwise_split_group`` cut out of
   mapping_npu.cpp; a port's read off its workers' masks (nothing in its start-up path forms groups);
 * activation: whether the split is active is the tree's own answer (``activation``): a port's engine function
@@ -40,7 +42,7 @@ Every start-up rule of FEATURE 3 is the tree's compiled code (its master's valid
 its allocation's): no Python rule runs after the tree accepted but the harness's input domain (whole numbers >= 1,
 a world of whole attention TP groups to place ranks in: ``validate``), so a tree that drops a check is never
 credited with a Python refusal. What the tree's files do not hold comes from the Python model of upstream
-(``implementations.xllm_upstream``): placement (the harness's input, not a role), the plan's workers' split rank ``rank % s``, and ``engine_message`` (the master's plan handed
+(``implementations.xllm_upstream``): placement (the harness's input, not a role), and ``engine_message`` (the master's plan handed
 on: no tree holds code that checks what its workers receive, so ``init_worker`` checks nothing of it, no Python check
 in its place, and the plan says so, ``tree_message_note``: TC-04 shows its tampered layout as not judged); for
 upstream's tree (and a port whose engine is upstream's), the activation threshold s > 1, which upstream writes inline
@@ -762,11 +764,30 @@ class XllmNativeImplementation(XllmUpstreamImplementation):
         return tuple((name, layout_facts(layout, full)) for name, layout in out)
 
     def ownership_mask(self, message: KVPlan, rank: int) -> tuple[bool, ...]:
-        """A port: the mask the tree's worker function builds for this rank (role ``worker``)."""
-        if not self.port:
-            return super().ownership_mask(message, rank)
+        """The mask the tree's worker builds for this global rank: a port's worker function (role ``worker``);
+        upstream's tree, its compiled start-up (``worker_checks``: ``build_layer_cache_owned`` over its layout at
+        split rank ``rank % s``, as ``WorkerImpl`` writes it), never the plan's owners at a Python ``rank % s``."""
         self.worker_split_rank(message, rank)  # the rank must be in the plan
+        if not self.port:
+            return self.compiled_worker_mask(message, rank)
         return self.tree_worker_mask(self._worker_model, rank, message.split_size if message.active else 1)
+
+    def compiled_worker_mask(self, message: KVPlan, rank: int) -> tuple[bool, ...]:
+        """Upstream's tree: the mask its worker's compiled start-up builds for global ``rank`` (op ``worker_checks``;
+        with the split off, or a draft's message, every layer)."""
+        if not message.active:
+            return (True,) * message.num_layers
+        reply = self.native.call("worker_checks", {**self.model_args(self._worker_model),
+                                                   "layerwise_split_size": message.split_size, "rank": rank},
+                                 timeout_s=self.timeout_s)
+        if "absent" in reply:
+            raise PlanError("implementation.files.worker_checks", UPSTREAM_FILES["worker_checks"],
+                            f"a file defining {WORKER_CHECKS_FUNCTION} (the worker's start-up)",
+                            f"the tree builds no worker mask: {reply['absent']}")
+        owned = reply.get("owned")
+        if not isinstance(owned, list) or len(owned) != message.num_layers:
+            raise self._malformed("worker_checks", f"owned {owned!r} for a model of {message.num_layers} layers")
+        return tuple(bool(v) for v in owned)
 
     def tree_worker_mask(self, model: ModelSpec, rank: int, split_size: int,
                          run: Optional[RunSpec] = None) -> tuple[bool, ...]:

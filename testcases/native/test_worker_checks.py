@@ -93,3 +93,22 @@ def test_the_worker_role_of_upstreams_tree_is_its_compiled_start_up(implementati
     assert found["plain"] == [], found
     assert [(d.tree, d.function) for d in found["planted"]] == \
         [("workers own other full layers", "build_layer_cache_owned")], found
+
+
+def test_a_worker_of_upstreams_tree_holds_the_mask_its_compiled_start_up_builds(implementation, tmp_path):
+    """End to end (``plan`` then ``init_worker``), a worker of an upstream-shaped tree owns what its compiled start-up
+    builds for its global rank (was: the plan's owners at a Python ``rank % s``): a build whose worker takes split
+    rank ``rank / s % s`` hands rank 1 split rank 0's layers."""
+    from harness import oracle
+
+    planted = tmp_path / "lwsplit-manifest.yaml"
+    planted.write_text((FIXTURE / "lwsplit-manifest.yaml").read_text().replace(
+        "compile: upstream-cut\n", "compile: upstream-cut\ndefines: [FIXTURE_PLANT_WORKER_RANK]\n"))
+    run = M.run_spec(replace(M.LLAMA3_8B, model_type="fixture_split"), split=2, world=4)
+    want = set(oracle.expected_owned_full_layers(run, 1))  # rank 1: split rank 1 in consecutive groups of 2
+    owned = {}
+    for name, impl in (("plain", implementation()), ("planted", implementation(planted))):
+        plan = impl.plan(run)
+        w = impl.init_worker(plan, run, rank=1, role="target", device="cpu", expected_digest=plan.digest)
+        owned[name] = {layer for layer in plan.full_layers if w.layer(layer).owned}
+    assert owned["plain"] == want and owned["planted"] != want, (owned, sorted(want))
