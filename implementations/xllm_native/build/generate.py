@@ -141,27 +141,29 @@ def worker_checks_cut(tree: TreeMap) -> tuple[str, str]:
     """(the statements of ``WORKER_CHECKS_FUNCTION`` up to ``WORKER_CHECKS_END``, with a ``#line`` naming their file
     and line; "") or ("", why the tree has none). Upstream's worker runs them before it allocates: its CHECK on the
     model (linear attention and a DSA indexer together) and its ownership mask (split rank ``rank % s`` at s > 1)."""
-    path = tree.path("worker_checks")
+    line, cut, why = file_cut(tree, "worker_checks", lambda text, macros: statements_before(
+        text, WORKER_CHECKS_FUNCTION, WORKER_CHECKS_END, macros))
+    return ("", why) if why else (f'#line {line} "{tree.path("worker_checks")}"\n{cut}', "")
+
+
+def file_cut(tree: TreeMap, key: str, cut) -> tuple[int, str, str]:
+    """``cut(text, macros)`` over the tree's file ``key`` (one of ``cut.statements_before``/``statements_between``):
+    (the first line, the statements, "") or (0, "", why the tree has none, naming the file)."""
+    path = tree.path(key)
     if not path.is_file():
-        return "", f"the tree has no {tree.files['worker_checks']}"
-    line, cut, why = statements_before(_read(path), WORKER_CHECKS_FUNCTION, WORKER_CHECKS_END, cut_defines(tree))
+        return 0, "", f"the tree has no {tree.files[key]}"
+    line, text, why = cut(_read(path), cut_defines(tree))
     if why:
-        return "", f"{tree.files['worker_checks']} {why}" if why.startswith("defines") else why
-    return f'#line {line} "{path}"\n{cut}', ""
+        return 0, "", f"{tree.files[key]} {why}" if why.startswith("defines") else why
+    return line, text, ""
 
 
 def indexer_checks_cut(tree: TreeMap) -> tuple[int, str, str]:
     """(the first line, the statements of ``INDEXER_CHECKS_FUNCTION`` from its branch on the int8 indexer cache up to
     its return, "") or (0, "", why the tree has none). Upstream's indexed cache allocation refuses the int8 indexer
     cache there on a build that is neither NPU's nor MLU's (``CHECK(false)``)."""
-    path = tree.path("indexer_checks")
-    if not path.is_file():
-        return 0, "", f"the tree has no {tree.files['indexer_checks']}"
-    line, cut, why = statements_between(_read(path), INDEXER_CHECKS_FUNCTION, INDEXER_CHECKS_START,
-                                        INDEXER_CHECKS_END, cut_defines(tree))
-    if why:
-        return 0, "", f"{tree.files['indexer_checks']} {why}" if why.startswith("defines") else why
-    return line, cut, ""
+    return file_cut(tree, "indexer_checks", lambda text, macros: statements_between(
+        text, INDEXER_CHECKS_FUNCTION, INDEXER_CHECKS_START, INDEXER_CHECKS_END, macros))
 
 
 def indexer_checks_include(tree: TreeMap) -> str:
@@ -184,14 +186,8 @@ def allocation_checks_cut(tree: TreeMap) -> tuple[int, str, str]:
     """(the first line, the statements of ``ALLOCATION_CHECKS_FUNCTION`` from its sleep-mode branch up to its ordinary
     allocation, "") or (0, "", why the tree has none). Upstream's allocation takes those branches before it allocates
     anything of the split: with a split mask each begins with its CHECK that the mask is empty."""
-    path = tree.path("allocation_checks")
-    if not path.is_file():
-        return 0, "", f"the tree has no {tree.files['allocation_checks']}"
-    line, cut, why = statements_between(_read(path), ALLOCATION_CHECKS_FUNCTION, ALLOCATION_CHECKS_START,
-                                        ALLOCATION_CHECKS_END, cut_defines(tree))
-    if why:
-        return 0, "", f"{tree.files['allocation_checks']} {why}" if why.startswith("defines") else why
-    return line, cut, ""
+    return file_cut(tree, "allocation_checks", lambda text, macros: statements_between(
+        text, ALLOCATION_CHECKS_FUNCTION, ALLOCATION_CHECKS_START, ALLOCATION_CHECKS_END, macros))
 
 
 def allocation_checks_include(tree: TreeMap, gen: Path) -> None:
