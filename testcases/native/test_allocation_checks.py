@@ -11,14 +11,12 @@ left to the base, absent without one, the planted port's departure) is in ``test
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from contract.errors import ConfigError, PlanError
 from contract.specs import CacheSpec, ModelSpec
-from implementations.xllm_native.build import cache as build_cache
 from testcases.unit import _models as M
 
 pytestmark = pytest.mark.slow  # builds C++: scheduled first
@@ -38,18 +36,6 @@ def run(cache: CacheSpec, split: int = 2):
     """The fixture model at ``split`` on 4 ranks with room for 100 blocks of a layer."""
     return M.run_spec(MODEL, split=split, world=4, budget_bytes=100 * 16 * 64 + 5, cache=cache)
 
-
-@pytest.fixture(scope="module")
-def implementation(cache):
-    """``implementation(manifest=None, files=None)``: the fixture tree's implementation, built in ``cache``."""
-    os.environ[build_cache.ENV_CACHE] = str(cache)
-    from implementations.xllm_native import XllmNativeImplementation
-
-    try:
-        yield lambda manifest=None, files=None, source=FIXTURE: XllmNativeImplementation(
-            source_dir=str(source), manifest=manifest and str(manifest), files=files)
-    finally:
-        os.environ.pop(build_cache.ENV_CACHE, None)
 
 
 def planted_manifest(tmp_path: Path, define: str) -> Path:

@@ -10,14 +10,12 @@ departure list says so; a tree without the indexed cache's allocation fails the 
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 
 import pytest
 
 from contract.errors import ConfigError, PlanError
 from contract.specs import CacheSpec
-from implementations.xllm_native.build import cache as build_cache
 from testcases.native.test_allocation_checks import FIXTURE, MODEL, planted_manifest
 from testcases.unit import _models as M
 
@@ -28,18 +26,6 @@ PLANTED = "FIXTURE_PLANT_SPLIT_DIVISOR_DROPPED, FIXTURE_PLANT_INT8_KV_ACCEPTED, 
 INDEXED = replace(MODEL, index_n_heads=4, index_head_dim=64)
 """The fixture's split model with a DSA indexer (full-attention layers only: the linear + indexer CHECK lets it be)."""
 
-
-@pytest.fixture(scope="module")
-def implementation(cache):
-    """``implementation(manifest=None, files=None)``: the fixture tree's implementation, built in ``cache``."""
-    os.environ[build_cache.ENV_CACHE] = str(cache)
-    from implementations.xllm_native import XllmNativeImplementation
-
-    try:
-        yield lambda manifest=None, files=None: XllmNativeImplementation(
-            source_dir=str(FIXTURE), manifest=manifest and str(manifest), files=files)
-    finally:
-        os.environ.pop(build_cache.ENV_CACHE, None)
 
 
 def run(split: int = 2, model=MODEL, **cache):

@@ -12,7 +12,6 @@ nor a base fails naming the role; a tree without the engine's statements fails n
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,7 +21,6 @@ from contract.errors import PlanError
 from contract.specs import CacheSpec
 from harness.departures.judge import JudgedCase, case_tcs, judge, spec_engine_options
 from implementations.xllm_native import call_role
-from implementations.xllm_native.build import cache as build_cache
 from implementations.xllm_native.manifest import AbsentRoleError
 from testcases.real_trees import UPSTREAM, real_tree
 from testcases.unit import _models as M
@@ -42,18 +40,6 @@ RUNS = {  # (run, its target's and its draft's local KV heads as FEATURE 5 gives
     "qwen3_5_moe s2 + MTP draft, body TP1": (M.run_spec(M.QWEN3_5_MOE, split=2, world=4, draft=BODY_TP1), 1, 2),
 }
 
-
-@pytest.fixture(scope="module")
-def implementation(cache):
-    """``implementation(source_dir, manifest=None, files=None)``, built in ``cache``."""
-    os.environ[build_cache.ENV_CACHE] = str(cache)
-    from implementations.xllm_native import XllmNativeImplementation
-
-    try:
-        yield lambda source_dir=FIXTURE, manifest=None, files=None: XllmNativeImplementation(
-            source_dir=str(source_dir), manifest=manifest and str(manifest), files=files)
-    finally:
-        os.environ.pop(build_cache.ENV_CACHE, None)
 
 
 def assert_spec_values(impl) -> None:
@@ -77,7 +63,7 @@ def test_the_engines_option_values_are_the_spec_s_on_the_upstream_shaped_tree(im
 @pytest.mark.real_tree
 @real_tree(UPSTREAM)
 def test_upstreams_engine_option_values_are_the_spec_s(implementation):
-    assert_spec_values(implementation(UPSTREAM))
+    assert_spec_values(implementation(source_dir=UPSTREAM))
 
 
 def test_an_engine_keeping_every_head_is_one_engine_options_departure(implementation, tmp_path):
@@ -115,7 +101,7 @@ def test_a_port_with_no_engine_and_no_base_fails_naming_the_role(implementation,
     manifest.write_text("\n".join(line for line in text.splitlines() if not line.lstrip().startswith("engine_options:"))
                         .replace("glue: glue.cpp", f"glue: {FIXTURE_PORT / 'glue.cpp'}")
                         .replace("glue: alloc_glue.cpp", f"glue: {FIXTURE_PORT / 'alloc_glue.cpp'}") + "\n")
-    impl = implementation(FIXTURE_PORT, manifest)
+    impl = implementation(manifest, source_dir=FIXTURE_PORT)
     with pytest.raises(AbsentRoleError) as err:
         impl.plan(M.run_spec(M.QWEN3_5_MOE, split=2, world=4))
     assert err.value.role == "engine_options" and "manifest role `engine_options` is absent" in str(err.value)

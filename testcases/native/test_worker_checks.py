@@ -8,14 +8,12 @@ fails naming ``implementation.files.worker_checks``."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from contract.errors import ConfigError, PlanError
-from implementations.xllm_native.build import cache as build_cache
 from testcases.native.test_allocation_checks import PLANTED_DEFINES
 from testcases.unit import _models as M
 
@@ -29,18 +27,6 @@ DRAFT_LINEAR_AND_INDEXER = replace(DRAFT_WITH_INDEXER, num_hidden_layers=2, num_
 """A draft whose one draft layer is full attention (the harness's drafts) and whose model has a linear layer and an
 indexer: the worker's linear + indexer rule is all that refuses it."""
 
-
-@pytest.fixture(scope="module")
-def implementation(cache):
-    """``implementation(manifest=None, files=None)``: the fixture tree's implementation, built in ``cache``."""
-    os.environ[build_cache.ENV_CACHE] = str(cache)
-    from implementations.xllm_native import XllmNativeImplementation
-
-    try:
-        yield lambda manifest=None, files=None: XllmNativeImplementation(
-            source_dir=str(FIXTURE), manifest=manifest and str(manifest), files=files)
-    finally:
-        os.environ.pop(build_cache.ENV_CACHE, None)
 
 
 def test_the_workers_linear_and_indexer_check_is_the_trees_compiled_check(implementation):
