@@ -59,10 +59,6 @@ def judges_everything(facts) -> tuple:
     return ()
 
 
-def always(run) -> bool:
-    return True
-
-
 def never(run) -> bool:
     return False
 
@@ -119,10 +115,6 @@ class Suite:
     """``not_judged(facts) -> tuple[str, ...]``: checks of the TC the case's implementation gives nothing to judge,
     each saying why in the implementation's own terms (TC-04: a compiled tree's plan note): shown beside the verdict
     (the case's result line, Allure, results.md, ``harness.native_verdicts``), never a problem and never a pass."""
-
-    starts_workers: Callable[[Any], bool] = always
-    """``starts_workers(run)``: True where the body starts the workers of a config the master planned (so a
-    worker's own refusal, FEATURE 3's worker-side CHECKs, reaches the check); TC-03 only plans."""
 
     @property
     def description(self) -> str:

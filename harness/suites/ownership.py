@@ -55,11 +55,6 @@ def _worst_link(run, group: tuple) -> str:
     return min(codes, key=link_rank, default="X")
 
 
-def bottleneck(run, groups) -> int:
-    """The worst link over all groups, as ``link_rank``."""
-    return min((link_rank(worst_link(run, g)) for g in groups), default=link_rank("X"))
-
-
 def expected_split_groups(run) -> Optional[tuple[tuple[int, ...], ...]]:
     """The spec's split groups over the whole world (``oracle.expected_split_groups``, the one
     owner of the grouping rule: FEATURE 4's key, ``oracle.best_partition``), each

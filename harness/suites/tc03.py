@@ -28,7 +28,7 @@ import torch.distributed as dist
 from contract.errors import UserError
 from contract.plan_types import TREE_CARDS_NOTE, TREE_GROUPS_NOTE
 from harness import oracle
-from harness.suites import Suite, never
+from harness.suites import Suite
 from harness.suites.bring_up import instantiate
 from harness.suites.case import Case
 from harness.suites.checks import startup_problems
@@ -378,7 +378,7 @@ def grouping_key(run, groups) -> tuple:
 
 
 def _worst_of(key: tuple) -> int:
-    """FEATURE 4 key (1), the worst link of any group (``ownership.bottleneck``), read off a ``grouping_key``: its
+    """FEATURE 4 key (1), the worst link of any group, read off a ``grouping_key``: its
     first element (no group: a single rank's "X")."""
     return key[0] if key else link_rank("X")
 
@@ -537,5 +537,4 @@ SUITE = Suite(
     predict_upstream_layout=predict_upstream_layout,
     predict_no_card_check=predict_no_card_check,
     passes_any_refusal=passes_any_refusal,
-    starts_workers=never,
 )
