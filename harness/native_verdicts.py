@@ -112,11 +112,15 @@ def standard_ids(tree: Path, model: str, layerwise, manifest: Optional[str], tim
     return out
 
 
+REASON_CHARS = 300
+"""A row's reason keeps the first line of a failure up to this many characters, then says it was cut (``…``)."""
+
+
 def first_reason(text: str) -> str:
     for line in (text or "").splitlines():
-        line = line.strip()
+        line = line.strip().removeprefix("AssertionError: ")
         if line:
-            return line.removeprefix("AssertionError: ")[:300]
+            return line if len(line) <= REASON_CHARS else line[:REASON_CHARS] + "…"
     return ""
 
 

@@ -187,3 +187,9 @@ def test_a_page_without_a_blocks_markers_is_refused_before_either_record_is_writ
     assert stop.value.code == 2 and "has no <!-- generated:native_verdicts -->" in err and "nothing was written" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["native.md"], "a record was written before the check"
     assert (tmp_path / "native.md").read_text(encoding="utf-8") == page, "the page was written before the check"
+
+
+def test_a_reason_cut_at_its_length_says_so_before_what_follows_it():
+    long = "x" * (native_verdicts.REASON_CHARS + 5)
+    assert native_verdicts.first_reason(f"AssertionError: {long}\nmore") == long[:native_verdicts.REASON_CHARS] + "…"
+    assert native_verdicts.first_reason("short\nmore") == "short"
