@@ -183,20 +183,27 @@ LINEAR_AND_INDEXER = replace(QWEN, index_n_heads=8, index_head_dim=128)
 DRAFT_WITH_INDEXER = replace(M.QWEN3_5_MTP, index_n_heads=4, index_head_dim=64)
 
 
-@pytest.mark.parametrize("planted_base", [False, True])
-def test_worker_checks_left_to_the_base_are_the_bases_compiled_check(tmp_path, cache, planted_base):
-    """A port whose manifest names no worker checks of its own, with a base manifest: the worker's start-up checks
-    are the base's compiled cut (the fixture tree's ``worker_impl.cpp``), refusing linear attention with an
-    indexer on the target and on the draft naming the field; a base built without that CHECK
-    (``FIXTURE_PLANT_NO_WORKER_CHECK``) lets both through, so nothing else refuses them."""
+def based_leaving_to_the_base(tmp_path, role_line: str, planted_base: bool):
+    """``based``'s manifest without ``role_line`` (the role left to the base); with ``planted_base``, its base the
+    fixture tree built with the planted defects (``PLANTED_DEFINES``)."""
     path = based(tmp_path)
-    text = path.read_text().replace(WORKER_CHECKS_LINE, "")
+    text = path.read_text().replace(role_line, "")
     if planted_base:
         base = tmp_path / "planted-base.yaml"
         base.write_text((FIXTURE_TREE / "lwsplit-manifest.yaml").read_text().replace(
             "compile: upstream-cut\n", f"compile: upstream-cut\ndefines: [{PLANTED_DEFINES}]\n"))
         text = text.replace(f"base: {FIXTURE_TREE / 'lwsplit-manifest.yaml'}", f"base: {base}")
     path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("planted_base", [False, True])
+def test_worker_checks_left_to_the_base_are_the_bases_compiled_check(tmp_path, cache, planted_base):
+    """A port whose manifest names no worker checks of its own, with a base manifest: the worker's start-up checks
+    are the base's compiled cut (the fixture tree's ``worker_impl.cpp``), refusing linear attention with an
+    indexer on the target and on the draft naming the field; a base built without that CHECK
+    (``FIXTURE_PLANT_NO_WORKER_CHECK``) lets both through, so nothing else refuses them."""
+    path = based_leaving_to_the_base(tmp_path, WORKER_CHECKS_LINE, planted_base)
     impl = implementation(path, cache)
     assert impl.plays("worker_checks") == "base"
     target, draft = run(2, model=LINEAR_AND_INDEXER), run(2, draft=DRAFT_WITH_INDEXER)
@@ -234,14 +241,7 @@ def test_allocation_checks_left_to_the_base_are_the_bases_compiled_check(tmp_pat
     of ``allocate_kv_caches`` (the fixture tree's ``kv_cache.cpp``), handed the port's worker's mask, refuses the
     split with sleep mode naming the field; a base built without that CHECK (``FIXTURE_PLANT_SLEEP_ACCEPTED``)
     takes it, so nothing else refuses it (was: the Python model refused it for upstream's tree only)."""
-    path = based(tmp_path)
-    text = path.read_text().replace(ALLOCATION_CHECKS_LINE, "")
-    if planted_base:
-        base = tmp_path / "planted-base.yaml"
-        base.write_text((FIXTURE_TREE / "lwsplit-manifest.yaml").read_text().replace(
-            "compile: upstream-cut\n", f"compile: upstream-cut\ndefines: [{PLANTED_DEFINES}]\n"))
-        text = text.replace(f"base: {FIXTURE_TREE / 'lwsplit-manifest.yaml'}", f"base: {base}")
-    path.write_text(text)
+    path = based_leaving_to_the_base(tmp_path, ALLOCATION_CHECKS_LINE, planted_base)
     impl = implementation(path, cache)
     assert impl.plays("allocation_checks") == "base"
     if planted_base:
