@@ -48,14 +48,8 @@ def run(split=2, *, model=MODEL, world=4, budget=BUDGET, **kw):
 
 
 @pytest.fixture(scope="module")
-def impl(cache):
-    os.environ[build_cache.ENV_CACHE] = str(cache)
-    try:
-        from implementations.xllm_native import XllmNativeImplementation
-
-        yield XllmNativeImplementation(source_dir=str(FIXTURE))
-    finally:
-        os.environ.pop(build_cache.ENV_CACHE, None)
+def impl(implementation):
+    return implementation()
 
 
 def copy_tree(tmp_path: Path, edit_file: str = "", old: str = "", new: str = "") -> Path:
@@ -85,13 +79,12 @@ def test_plan_numbers_are_the_fixtures_math(impl):
     assert plan.implementation == "xllm_native"
 
 
-def test_the_split_groups_are_the_trees_groups_role_cut_out_of_its_mapping_class(impl, tmp_path, cache):
+def test_the_split_groups_are_the_trees_groups_role_cut_out_of_its_mapping_class(impl, tmp_path, implementation):
     """Role ``groups``: the tree's ``MappingNPU::get_layerwise_split_group`` (with its TP groups and ``validate``'s
     CHECKs), cut out of its file behind the project's mapping shim and called for every rank; its CHECK is a
     refusal naming the file; a copy whose method cuts the TP group differently plans those groups (was: the
     harness's Python model of upstream's consecutive groups, whatever the tree)."""
     from contract.plan_types import TREE_CARDS_NOTE, TREE_GROUPS_NOTE
-    from implementations.xllm_native import XllmNativeImplementation
 
     plan = impl.plan(run(2, world=8))
     assert plan.split_groups == ((0, 1), (2, 3), (4, 5), (6, 7))
@@ -104,29 +97,20 @@ def test_the_split_groups_are_the_trees_groups_role_cut_out_of_its_mapping_class
     tree = copy_tree(tmp_path, "xllm/core/framework/parallel_state/mapping_npu.cpp",
                      "groups.emplace_back(tp_group.begin() + at, tp_group.begin() + at + s);",
                      "groups.push_back({tp_group[at / s], tp_group[at / s + tp_group.size() / s]});")
-    os.environ[build_cache.ENV_CACHE] = str(cache)
-    try:
-        strided = XllmNativeImplementation(source_dir=str(tree))
-    finally:
-        os.environ.pop(build_cache.ENV_CACHE, None)
+    strided = implementation(source_dir=tree)
     assert strided.plan(run(2)).split_groups == ((0, 2), (1, 3))
 
 
-def test_groups_that_are_not_a_partition_of_the_ranks_are_a_failure_naming_the_role(tmp_path, cache):
+def test_groups_that_are_not_a_partition_of_the_ranks_are_a_failure_naming_the_role(tmp_path, implementation):
     """A groups function that puts a rank in two groups (each group emitted twice) is the tree's failure, naming the
     op and what it answered, never planned with."""
     from contract.errors import ImplementationFailure
-    from implementations.xllm_native import XllmNativeImplementation
 
     tree = copy_tree(tmp_path, "xllm/core/framework/parallel_state/mapping_npu.cpp",
                      "groups.emplace_back(tp_group.begin() + at, tp_group.begin() + at + s);",
                      "groups.emplace_back(tp_group.begin() + at, tp_group.begin() + at + s);\n"
                      "      groups.emplace_back(tp_group.begin() + at, tp_group.begin() + at + s);")
-    os.environ[build_cache.ENV_CACHE] = str(cache)
-    try:
-        twice = XllmNativeImplementation(source_dir=str(tree))
-    finally:
-        os.environ.pop(build_cache.ENV_CACHE, None)
+    twice = implementation(source_dir=tree)
     with pytest.raises(ImplementationFailure) as err:
         twice.plan(run(2))
     assert "the compiled groups answered groups [[0, 1], [0, 1], [2, 3], [2, 3]]" in str(err.value), err.value
@@ -149,17 +133,11 @@ def test_speculative_block_count_is_calculate_kv_cache(impl):
     assert plan.draft.layer_bytes_per_block == (LAYER,)
 
 
-def test_the_trees_own_code_is_compiled_and_a_changed_header_rebuilds_it(tmp_path, cache):
+def test_the_trees_own_code_is_compiled_and_a_changed_header_rebuilds_it(tmp_path, cache, implementation):
     """A tree whose layout assigns layer l to (l + 1) % s: the plan follows the tree, not the Python model;
     then a header that no role names changes: the cached entry no longer counts (one build for both checks)."""
     tree = copy_tree(tmp_path, LAYOUT, "layer_id % group_size_", "(layer_id + 1) % group_size_")
-    os.environ[build_cache.ENV_CACHE] = str(cache)
-    try:
-        from implementations.xllm_native import XllmNativeImplementation
-
-        impl = XllmNativeImplementation(source_dir=str(tree))
-    finally:
-        os.environ.pop(build_cache.ENV_CACHE, None)
+    impl = implementation(source_dir=tree)
     assert impl.plan(run(2)).layer_owner == tuple((layer, (layer + 1) % 2) for layer in range(6))
     key = keys.source_key(tree_files.tree_map(str(tree)))
     assert build_cache.find(cache, key) == impl.native.built
