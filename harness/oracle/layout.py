@@ -193,11 +193,13 @@ def best_partition(members: Sequence[int], s: int, score) -> Optional[list]:
                 worst = value if worst is None else min(worst, value)
         return worst
 
+    solved: dict = {}  # remaining members -> best; a dict, not a functools.cache made per call (its making cost more)
 
-    @cache
     def solve(remaining: tuple):
         if not remaining:
             return (), ()
+        if remaining in solved:
+            return solved[remaining]
         first, rest = remaining[0], remaining[1:]
         best = None
         for others in combinations(rest, s - 1):
@@ -213,6 +215,7 @@ def best_partition(members: Sequence[int], s: int, score) -> Optional[list]:
             partition = (group,) + sub[1]
             if best is None or scores > best[0] or (scores == best[0] and partition < best[1]):
                 best = (scores, partition)
+        solved[remaining] = best
         return best
 
     if n % s:

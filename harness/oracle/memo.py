@@ -14,10 +14,9 @@ RUNS_REMEMBERED = 4096
 about a variant of it (another budget, another reserve); the explorer's implementations judge the same 1000
 drawn configuration objects (``harness.explore.strategies.decode``), each after the other."""
 _answers: dict = {}
-"""id(run) -> (run, {(function, arguments): answer}); the run is held so that its id is not reused."""
-_kin: dict = {}
-"""id(variant) -> (variant, run): ``variant`` is ``run`` at another reserve per card and the same per-rank
-budget (``with_reserved_bytes_per_card``); the variant is held so that its id is not reused."""
+"""id(run) -> (run, {key: answer} of ``per_run``, {key: answer} of ``per_run_any_reserve``); the run is held so
+that its id is not reused. A variant at another reserve (``with_reserved_bytes_per_card``) holds the same
+second dictionary as the configuration it was made from: one lookup finds the shared answers."""
 
 
 def per_run(compute):
@@ -42,11 +41,10 @@ def with_reserved_bytes_per_card(run, reserved_bytes: int):
     ``per_run_any_reserve`` functions are those of ``run``, not computed again."""
     variant = replace(run, hardware=replace(run.hardware, reserved_bytes_per_card=reserved_bytes))
     if _same_but_reserve(variant, run) and run_budget_bytes(variant) == run_budget_bytes(run):
-        root = _kin.get(id(run))
-        root = root[1] if root is not None and root[0] is run else run
-        if len(_kin) >= RUNS_REMEMBERED:
-            del _kin[next(iter(_kin))]
-        _kin[id(variant)] = (variant, root)
+        root = _entry(run)
+        _answers[id(variant)] = (variant, {}, root[2])
+        if len(_answers) > RUNS_REMEMBERED:  # (were it the root let go: the variant holds the shared answers)
+            del _answers[next(iter(_answers))]
     return variant
 
 
@@ -66,25 +64,41 @@ def _frozen(run) -> bool:
     return params is not None and params.frozen
 
 
+def _entry(run):
+    """The answers kept for ``run`` (a new entry, the oldest let go past ``RUNS_REMEMBERED``), or None for a
+    configuration that is not a frozen dataclass (it may change under its id: never remembered)."""
+    entry = _answers.get(id(run))
+    if entry is not None and entry[0] is run:
+        return entry
+    if not _frozen(run):
+        return None
+    if len(_answers) >= RUNS_REMEMBERED:
+        del _answers[next(iter(_answers))]
+    entry = _answers[id(run)] = (run, {}, {})
+    return entry
+
+
 def _remembered(compute, *, any_reserve: bool):
+    shared = 2 if any_reserve else 1  # which of an entry's dictionaries holds this function's answers
+
     @wraps(compute)
     def once(run, *args, **kwargs):
-        if any_reserve and _kin:
-            kin = _kin.get(id(run))
-            if kin is not None and kin[0] is run:
-                run = kin[1]
         entry = _answers.get(id(run))
         if entry is None or entry[0] is not run:
-            if not _frozen(run):
+            entry = _entry(run)
+            if entry is None:
                 return compute(run, *args, **kwargs)
-            if len(_answers) >= RUNS_REMEMBERED:
-                del _answers[next(iter(_answers))]
-            entry = _answers[id(run)] = (run, {})
-        key = (compute, args, tuple(kwargs.items())) if kwargs else (compute, args)
+        answers = entry[shared]
+        if kwargs:
+            key = (compute, args, tuple(kwargs.items()))
+        elif args:
+            key = (compute, args)
+        else:
+            key = compute  # (no tuple made and hashed for an answer without arguments)
         try:
-            return entry[1][key]
+            return answers[key]
         except KeyError:
-            answer = entry[1][key] = compute(run, *args, **kwargs)
+            answer = answers[key] = compute(run, *args, **kwargs)
             return answer
         except TypeError:  # an argument that cannot be hashed
             return compute(run, *args, **kwargs)

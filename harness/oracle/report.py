@@ -10,6 +10,8 @@ from harness.oracle.capacity import expected_block_counts, expected_draft_rank_b
 from harness.oracle.inputs import SPEC_OWNER_RULE, attn_tp_size, run_budget_bytes, split_size
 from harness.oracle.layers import expected_full_layers
 from harness.oracle.layout import (
+    _owned_by_rank,
+    _owned_full_layers,
     expected_owner,
     expected_rank_locations,
     expected_rank_owned_layers,
@@ -62,9 +64,12 @@ def _report(run, budget: int, owner_rule: str, rule: str) -> Report:
     tp = attn_tp_size(run)
     n_blocks, uniform = expected_block_counts(run, budget, owner_rule=owner_rule)
     linear = expected_linear_state_bytes(run.model, run.cache, tp, budget)
-    owned = tuple(expected_rank_owned_layers(run, r, owner_rule=owner_rule, rule=rule)
-                  for r in range(run.parallel.world_size))
-    ranks = tuple(expected_rank_bytes(run, n_blocks, layers, budget_bytes=budget) for layers in owned)
+    owned = _every_rank_owned_layers(run, owner_rule, rule)
+    by_layers: dict = {}  # id -> bytes: one memo lookup per distinct owned tuple (a split rank's, shared), not per rank
+    for layers in owned:
+        if id(layers) not in by_layers:
+            by_layers[id(layers)] = expected_rank_bytes(run, n_blocks, layers, budget_bytes=budget)
+    ranks = tuple(by_layers[id(layers)] for layers in owned)
     peak = max(ranks)
     uniform_peak = n_blocks * expected_full_bytes_per_block(run.model, run.cache, tp) + linear
     return Report(
@@ -74,6 +79,19 @@ def _report(run, budget: int, owner_rule: str, rule: str) -> Report:
         savings_bytes=uniform_peak - peak, capacity_gain=expected_capacity_gain(n_blocks, uniform),
         linear_state_bytes=linear, budget_bytes=budget, rank_owned_layers=owned,
     )
+
+
+def _every_rank_owned_layers(run, owner_rule: str, rule: str) -> tuple:
+    """``expected_rank_owned_layers`` of every global rank, in rank order, read from the one table per configuration
+    (``_owned_by_rank``) where the report asked rank by rank (two memo lookups each)."""
+    world = run.parallel.world_size
+    if split_size(run) == 1:
+        return (expected_full_layers(run.model),) * world
+    table = _owned_by_rank(run, owner_rule, rule)
+    try:
+        return tuple(table[r] for r in range(world))
+    except (KeyError, TypeError):  # no grouping (None), or a rank without a position: asked rank by rank, it raises why
+        return tuple(expected_rank_owned_layers(run, r, owner_rule=owner_rule, rule=rule) for r in range(world))
 
 
 def expected_capacity_gain(n_blocks: int, uniform_n_blocks: int) -> Optional[float]:
@@ -146,8 +164,8 @@ def spec_refuses_cards(run) -> Optional[str]:
     hw = run.hardware
     n_blocks, _ = expected_block_counts(run, run_budget_bytes(run))
     full = expected_full_layers(run.model)
-    owner = expected_owner(full, s)
-    least = min(expected_rank_bytes(run, n_blocks, tuple(l for l in full if owner[l] == r)) for r in range(s))
+    # each split rank's layers from the shared tuples of _owned_full_layers (the round robin of expected_owner)
+    least = min(expected_rank_bytes(run, n_blocks, _owned_full_layers(full, s, SPEC_OWNER_RULE, r)) for r in range(s))
     for card, count in sorted(expected_ranks_per_card(run).items()):
         if count * (least + hw.reserved_bytes_per_card) > hw.hbm_bytes_per_card:
             return (f"node {card[0]} card {card[1]} holds {count} ranks: at least {count} x ({least} B KV + "
