@@ -390,7 +390,7 @@ def aimed_budget_bytes(run: RunSpec, blocks: int, slack: int) -> int:
     tp = max(1, oracle.attn_tp_size(run))
     per_block = oracle.expected_full_bytes_per_block(run.model, run.cache, tp)
     if run.draft is not None:
-        per_block += oracle.expected_draft_bytes_per_block(replace(run, cache=replace(run.cache, kv_budget_bytes=1)))
+        per_block += oracle.expected_draft_bytes_per_block(run)  # (D reads no budget: asked of the run itself)
     want = blocks * per_block + slack % max(1, per_block)
     budget = max(1, want)
     for _ in range(3):

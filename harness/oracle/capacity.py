@@ -109,7 +109,7 @@ def estimate_capacity(model, cache, *, attn_tp: int, budget_bytes: int, split: i
     index = index_slot_bytes(model, cache)
     ls = expected_linear_state_bytes_per_slot(model, cache, attn_tp, is_draft=is_draft)
     n_spec = expected_num_speculative_tokens(model, cache, is_draft=is_draft)
-    cap = Capacity(
+    values = dict(
         cache_size_bytes=budget_bytes, block_size=cache.block_size, n_blocks=0, slot_size=slot,
         index_slot_size=index, scale_slot_size=scale, linear_slot_size=ls, n_layers=n_layers,
         num_full_attention_layers=num_full, num_linear_attention_layers=num_linear,
@@ -117,6 +117,7 @@ def estimate_capacity(model, cache, *, attn_tp: int, budget_bytes: int, split: i
         linear_conv_state_len=_opt(model, "linear_conv_kernel_dim", 0) - 1 + n_spec,
         linear_ssm_checkpoint_stride=n_spec + 1,
     )
+    cap = _capacity(values)
     slots = linear_state_slots(
         budget_bytes, num_linear, ls, cap.full_bytes_per_block,
         max_seqs=max_seqs_per_batch(cache), max_linear_slots=max_linear_state_cache_slots(cache),
@@ -125,13 +126,24 @@ def estimate_capacity(model, cache, *, attn_tp: int, budget_bytes: int, split: i
     linear = num_linear * slots * ls
     available = budget_bytes - linear
     if split > 1:
-        n_blocks = split_block_count(model, _replace(cap, n_layers=n_layers), split, available, 0, owner_rule)
+        n_blocks = split_block_count(model, cap, split, available, 0, owner_rule)
     else:
         n_blocks = available // cap.full_bytes_per_block
-    return _replace(cap, n_blocks=n_blocks, num_linear_state_blocks=slots, linear_cache_bytes=linear)
+    values.update(n_blocks=n_blocks, num_linear_state_blocks=slots, linear_cache_bytes=linear)
+    return _capacity(values)
 
 
 _CAPACITY_FIELDS = frozenset(f.name for f in fields(Capacity))
+
+
+def _capacity(values: dict) -> Capacity:
+    """``Capacity(**values)`` (every field named) without the frozen dataclass's ``__init__`` (one
+    ``object.__setattr__`` per field): an estimate makes two per engine and configuration."""
+    if values.keys() != _CAPACITY_FIELDS:
+        raise TypeError(f"Capacity needs the fields {sorted(_CAPACITY_FIELDS)}; given {sorted(values)}")
+    new = object.__new__(Capacity)
+    new.__dict__.update(values)
+    return new
 
 
 def _replace(cap: Capacity, **changes) -> Capacity:

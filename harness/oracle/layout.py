@@ -3,7 +3,7 @@ nodes and cards, and the links between them."""
 
 from __future__ import annotations
 
-from functools import cache, lru_cache
+from functools import lru_cache
 from itertools import combinations
 from typing import Optional, Sequence
 
@@ -184,16 +184,21 @@ def best_partition(members: Sequence[int], s: int, score) -> Optional[list]:
     if s == 1:
         return [[m] for m in members]
     n = len(members)
+    if n % s:
+        return None
+    # each pair's score asked once, kept in a matrix by position (the search reads pairs again and again)
+    pair = [[score(members[i], members[j]) if i < j else None for j in range(n)] for i in range(n)]
 
-    def group_score(group) -> int:
+    def group_score(group) -> int:  # (positions, rising)
         worst = None
         for i in range(len(group)):
+            row = pair[group[i]]
             for j in range(i + 1, len(group)):
-                value = score(group[i], group[j])
+                value = row[group[j]]
                 worst = value if worst is None else min(worst, value)
         return worst
 
-    solved: dict = {}  # remaining members -> best; a dict, not a functools.cache made per call (its making cost more)
+    solved: dict = {}  # remaining positions -> best; a dict, not a functools.cache made per call (its making cost more)
 
     def solve(remaining: tuple):
         if not remaining:
@@ -218,10 +223,8 @@ def best_partition(members: Sequence[int], s: int, score) -> Optional[list]:
         solved[remaining] = best
         return best
 
-    if n % s:
-        return None
-    result = solve(tuple(members))
-    return None if result is None else [list(g) for g in result[1]]
+    result = solve(tuple(range(n)))  # positions in the sorted members: the same order, so the same first partition
+    return None if result is None else [[members[k] for k in g] for g in result[1]]
 
 
 def expected_split_groups(run, *, rule: str = SPEC_GROUP_RULE) -> Optional[list]:
@@ -252,16 +255,13 @@ def _split_groups(run, rule: str) -> Optional[tuple]:
                             run.hardware.num_cards, _placement(run))
 
 
-@cache
+@lru_cache(maxsize=4096)
 def _topology_groups(world: int, dp: int, cp: int, s: int, links, num_cards: int, placement) -> Optional[tuple]:
-    """``expected_split_groups``'s search, once per distinct layout (every check asks again)."""
-    scores: dict = {}
+    """``expected_split_groups``'s search, once per distinct layout (every check asks again; the explorer's random
+    link matrices and placements make thousands of layouts, the most recent kept)."""
 
-    def score(a: int, b: int) -> int:  # each pair's link scored once per layout (the search asks again and again)
-        value = scores.get((a, b))
-        if value is None:
-            value = scores[a, b] = link_score(_link(a, b, links, num_cards, placement))
-        return value
+    def score(a: int, b: int) -> int:  # (``best_partition`` asks each pair once)
+        return link_score(_link(a, b, links, num_cards, placement))
 
     groups = []
     for tp_group in _tp_groups(world, dp, cp):
