@@ -11,10 +11,13 @@ from harness.oracle.inputs import FULL_TYPES, _opt
 
 def is_full_attention_layer(model, layer: int) -> bool:
     """Section 4 (upstream ``is_full_attention_layer``): ``layer_types`` first, else the interval."""
-    layer_types = getattr(model, "layer_types", None) or ()
+    return _is_full(layer, getattr(model, "layer_types", None) or (), _opt(model, "full_attention_interval", 1))
+
+
+def _is_full(layer: int, layer_types, interval: int) -> bool:
+    """``is_full_attention_layer`` with the model's two fields read (once per model where every layer is asked)."""
     if 0 <= layer < len(layer_types):
         return layer_types[layer] in FULL_TYPES
-    interval = _opt(model, "full_attention_interval", 1)
     if interval <= 1:
         return True
     return (layer + 1) % interval == 0
@@ -25,13 +28,20 @@ def expected_full_layers(model) -> tuple:
     try:
         return _full_layers(model)
     except TypeError:  # an unhashable model object: computed each time
-        return tuple(layer for layer in range(model.num_hidden_layers) if is_full_attention_layer(model, layer))
+        return _full_layers.__wrapped__(model)
 
 
 @lru_cache(maxsize=1024)
 def _full_layers(model) -> tuple:
     """``expected_full_layers`` once per distinct (frozen) model: every check asks again."""
-    return tuple(layer for layer in range(model.num_hidden_layers) if is_full_attention_layer(model, layer))
+    layer_types = getattr(model, "layer_types", None) or ()
+    interval = _opt(model, "full_attention_interval", 1)
+    return tuple(layer for layer in range(model.num_hidden_layers) if _is_full(layer, layer_types, interval))
+
+
+def expected_linear_layer_count(model) -> int:
+    """Section 4: how many linear-attention layers (``len(expected_linear_layers(model))``, no tuple made)."""
+    return model.num_hidden_layers - len(expected_full_layers(model))
 
 
 def expected_linear_layers(model) -> tuple:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache, wraps
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from harness.oracle.inputs import (
     LINEAR_STATE_FULL_KV_MEMORY_RATIO,
@@ -18,7 +18,7 @@ from harness.oracle.inputs import (
     max_seqs_per_batch,
     num_speculative_tokens,
 )
-from harness.oracle.layers import expected_full_layers, expected_indexer, expected_linear_layers
+from harness.oracle.layers import expected_full_layers, expected_indexer, expected_linear_layer_count
 
 # ---- section 5: bytes per slot ---------------------------------------------------------------
 
@@ -88,12 +88,36 @@ def _memoized(compute):
     return once
 
 
-@_memoized
+class SlotShape(NamedTuple):
+    """What a token slot's bytes read of a cache (section 5): a key that two caches differing only in their budget
+    share (the explorer aims a budget with the slot's bytes, then the checks ask them of the aimed cache)."""
+
+    block_size: Optional[int]
+    kv_cache_dtype: Optional[str]
+    indexer_cache_dtype: str
+
+
+def slot_shape(cache) -> SlotShape:
+    """``cache``'s ``SlotShape`` (``full_layer_slot_bytes`` and the block size read nothing else of it)."""
+    return SlotShape(getattr(cache, "block_size", None), getattr(cache, "kv_cache_dtype", None),
+                     indexer_cache_dtype(cache))
+
+
 def expected_layer_bytes_per_block(model, cache, attn_tp: int) -> dict:
     """Section 5: layer id -> KV bytes per block on one rank; 0 for linear-attention layers."""
-    full = set(expected_full_layers(model))
-    per_block = cache.block_size * full_layer_slot_bytes(model, cache, attn_tp) if full else 0
-    return {layer: per_block if layer in full else 0 for layer in range(model.num_hidden_layers)}
+    return _layer_bytes_per_block(model, slot_shape(cache), attn_tp)
+
+
+@_memoized
+def _layer_bytes_per_block(model, shape: SlotShape, attn_tp: int) -> dict:
+    """``expected_layer_bytes_per_block`` once per distinct model, slot shape and TP (the shape stands for the
+    cache: it has the fields the slot's bytes read)."""
+    full = expected_full_layers(model)
+    per_block = shape.block_size * full_layer_slot_bytes(model, shape, attn_tp) if full else 0
+    out = dict.fromkeys(range(model.num_hidden_layers), 0)  # (in layer order, as a comprehension makes it)
+    for layer in full:
+        out[layer] = per_block
+    return out
 
 
 def expected_scratch_bytes_per_block(model, cache, attn_tp: int) -> int:
@@ -104,7 +128,13 @@ def expected_scratch_bytes_per_block(model, cache, attn_tp: int) -> int:
 
 def expected_full_bytes_per_block(model, cache, attn_tp: int) -> int:
     """Section 6: F, the uniform per-block cost: the sum over all full-attention layers."""
-    return sum(expected_layer_bytes_per_block(model, cache, attn_tp).values())
+    return _full_bytes_per_block(model, slot_shape(cache), attn_tp)
+
+
+@_memoized
+def _full_bytes_per_block(model, shape: SlotShape, attn_tp: int) -> int:
+    """``expected_full_bytes_per_block`` once per distinct model, slot shape and TP (summed once, not per ask)."""
+    return sum(_layer_bytes_per_block(model, shape, attn_tp).values())
 
 
 def expected_block_cost_bytes(model, cache, attn_tp: int) -> int:
@@ -198,7 +228,7 @@ def expected_linear_state_slots(model, cache, attn_tp: int, budget_bytes: int, *
     """Section 5: the slots a rank reserves for every linear layer at per-rank budget C."""
     return linear_state_slots(
         budget_bytes,
-        len(expected_linear_layers(model)),
+        expected_linear_layer_count(model),
         expected_linear_state_bytes_per_slot(model, cache, attn_tp, is_draft=is_draft),
         expected_block_cost_bytes(model, cache, attn_tp),
         max_seqs=max_seqs_per_batch(cache),
@@ -214,7 +244,7 @@ def expected_linear_state_bytes(model, cache, attn_tp: int, budget_bytes: Option
 
     Since FEATURE v2 the slots depend on the budget: ``budget_bytes`` is required
     whenever the model has linear layers."""
-    num_linear = len(expected_linear_layers(model))
+    num_linear = expected_linear_layer_count(model)
     per_slot = expected_linear_state_bytes_per_slot(model, cache, attn_tp, is_draft=is_draft)
     if num_linear == 0 or per_slot == 0:
         return 0
