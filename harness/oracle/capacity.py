@@ -83,9 +83,12 @@ def split_block_count(model, cap: Capacity, s: int, available_bytes: int, additi
     layer_bytes = cap.block_size * (cap.slot_size + cap.scale_slot_size + (cap.index_slot_size if has_index else 0))
     scratch = layer_bytes
     owner = owner_of_layers(full, s, owner_rule)
+    owned_layers = [0] * s  # full layers per split rank, counted in one pass over the layers (not one per rank)
+    for layer in full:
+        owned_layers[owner[layer]] += 1
     best = None
-    for split_rank in range(s):
-        owned = sum(layer_bytes for layer in full if owner[layer] == split_rank)
+    for count in owned_layers:
+        owned = count * layer_bytes
         if owned == 0:
             continue
         n = available_bytes // (owned + scratch + additional_bytes_per_block)
