@@ -143,8 +143,14 @@ def expected_ranks_over_uniform_peak(run, budget_bytes: Optional[int] = None, *,
 
 def expected_card_bytes(run, budget_bytes: Optional[int] = None, *, owner_rule: str = SPEC_OWNER_RULE) -> dict:
     """Section 4: (node, card) -> planned bytes of every rank placed on it (target + draft),
-    to compare with the card's HBM (no card may be oversubscribed)."""
-    report = expected_report(run, budget_bytes, owner_rule=owner_rule)
+    to compare with the card's HBM (no card may be oversubscribed). Shared: read it, never change it."""
+    return _card_bytes(run, run_budget_bytes(run) if budget_bytes is None else budget_bytes, owner_rule)
+
+
+@per_run_any_reserve  # (no rank's bytes read the reserve: the explorer's fitted reserve and the card check share it)
+def _card_bytes(run, budget: int, owner_rule: str) -> dict:
+    """``expected_card_bytes`` with every argument given, once per configuration."""
+    report = expected_report(run, budget, owner_rule=owner_rule)
     out = {}
     for where, b in zip(expected_rank_locations(run), report.rank_bytes):
         out[where] = out.get(where, 0) + b + report.draft_rank_bytes
