@@ -62,23 +62,26 @@ def expected_rank_coordinates(run, rank: int) -> tuple[int, int, int]:
     return rank // (cp * tp), rank // tp % cp, rank % tp
 
 
-def _tp_groups(world: int, dp: int, cp: int) -> list:
+@lru_cache(maxsize=1024)
+def _tp_groups(world: int, dp: int, cp: int) -> tuple:
+    """The attention TP groups (global ranks, in rank order), once per layout: shared tuples, read them only."""
     tp = attention_tp(world, dp, cp)
-    groups = []
-    for dp_rank in range(dp):
-        for cp_rank in range(cp):
-            groups.append([global_rank(dp_rank, cp_rank, tp_rank, cp=cp, tp=tp) for tp_rank in range(tp)])
-    return groups
+    return tuple(tuple(global_rank(dp_rank, cp_rank, tp_rank, cp=cp, tp=tp) for tp_rank in range(tp))
+                 for dp_rank in range(dp) for cp_rank in range(cp))
 
 
 def expected_split_groups_consecutive(world: int, dp: int, cp: int, s: int) -> list:
     """Section 4: consecutive groups of s ranks inside each attention TP group, in rank order
     (upstream ``get_layerwise_split_group``)."""
-    groups = []
-    for tp_group in _tp_groups(world, dp, cp):
-        for start in range(0, len(tp_group), s):
-            groups.append(tp_group[start : start + s])
-    return groups
+    return [list(g) for g in _consecutive_groups(world, dp, cp, s)]
+
+
+@lru_cache(maxsize=1024)
+def _consecutive_groups(world: int, dp: int, cp: int, s: int) -> tuple:
+    """``expected_split_groups_consecutive`` as tuples, once per distinct layout (TC-03 asks for every plan; the
+    public function's callers get lists of their own)."""
+    return tuple(tp_group[start : start + s] for tp_group in _tp_groups(world, dp, cp)
+                 for start in range(0, len(tp_group), s))
 
 
 def link_score(link: str) -> int:
@@ -111,7 +114,7 @@ def oracle_topology(run) -> readers.OracleTopology:
                                   links=tuple(tuple(r) for r in topo.links), source="run")
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=4096)  # (the explorer's random matrices have names of their own: each looked up once, not per ask)
 def _fixture_topology(name: str) -> Optional[readers.OracleTopology]:
     """The shipped fixture ``name`` (read once per process: conf/topology is part of the checkout), or None."""
     for suffix in (".txt", ".yaml"):
@@ -248,7 +251,7 @@ def _split_groups(run, rule: str) -> Optional[tuple]:
     p = run.parallel
     s = split_size(run) if rule == SPEC_GROUP_RULE else upstream_split_size(run)
     if rule == UPSTREAM_GROUP_RULE:
-        return tuple(tuple(g) for g in expected_split_groups_consecutive(p.world_size, p.dp_size, p.cp_size, s))
+        return _consecutive_groups(p.world_size, p.dp_size, p.cp_size, s)
     if rule != SPEC_GROUP_RULE:
         raise ValueError(f"rule {rule!r}; allowed: {', '.join(GROUP_RULES)}")
     return _topology_groups(p.world_size, p.dp_size, p.cp_size, s, oracle_topology(run).links,
