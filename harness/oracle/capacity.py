@@ -247,7 +247,6 @@ def expected_draft_bytes_per_block(run) -> int:
     return expected_draft_cost_per_block(target, draft, draft_body_tp1=draft_body_tp1(run))
 
 
-@per_run_any_reserve
 def expected_block_counts(run, budget_bytes: int, additional_bytes_per_block: Optional[int] = None,
                           *, owner_rule: str = SPEC_OWNER_RULE) -> tuple:
     """Section 6: (split n_blocks, uniform n_blocks) at one per-rank budget C.
@@ -255,6 +254,12 @@ def expected_block_counts(run, budget_bytes: int, additional_bytes_per_block: Op
     ``additional_bytes_per_block`` None: the run's draft cost D (section 6; 0 without a
     draft); a number overrides it. With split inactive both are the uniform count. A
     value < 1 (0 when no split rank owns a layer) means the implementation must refuse."""
+    return _block_counts(run, budget_bytes, additional_bytes_per_block, owner_rule)
+
+
+@per_run_any_reserve  # (every argument given: one answer however the owner rule is passed, or left to its default)
+def _block_counts(run, budget_bytes: int, additional_bytes_per_block: Optional[int], owner_rule: str) -> tuple:
+    """``expected_block_counts`` with every argument given."""
     model, cache = run.model, run.cache
     tp = attn_tp_size(run)
     additional = expected_draft_bytes_per_block(run) if additional_bytes_per_block is None else additional_bytes_per_block
@@ -267,12 +272,19 @@ def expected_block_counts(run, budget_bytes: int, additional_bytes_per_block: Op
     return split_block_count(model, target, s, available, additional, owner_rule), uniform
 
 
-@per_run_any_reserve
 def expected_rank_bytes(run, n_blocks: int, owned_layers, *, include_linear_state: bool = True,
                         budget_bytes: Optional[int] = None) -> int:
     """Sections 6-7: target bytes one rank allocates: its owned full layers, one scratch
     layer whenever the split is active (even for a rank that owns every full layer), and
     (by default) its linear-layer state at the run's budget (or ``budget_bytes``)."""
+    if budget_bytes is None and include_linear_state:  # (the budget sizes the linear state only)
+        budget_bytes = run_budget_bytes(run)
+    return _rank_bytes(run, n_blocks, owned_layers, include_linear_state, budget_bytes)
+
+
+@per_run_any_reserve  # (every argument given: the report's ask and the card refusal's, the budget left out, meet)
+def _rank_bytes(run, n_blocks: int, owned_layers, include_linear_state: bool, budget: Optional[int]) -> int:
+    """``expected_rank_bytes`` with every argument given."""
     model, cache = run.model, run.cache
     tp = attn_tp_size(run)
     per_layer = expected_layer_bytes_per_block(model, cache, tp)
@@ -281,7 +293,6 @@ def expected_rank_bytes(run, n_blocks: int, owned_layers, *, include_linear_stat
         per_block += expected_scratch_bytes_per_block(model, cache, tp)
     total = n_blocks * per_block
     if include_linear_state:
-        budget = run_budget_bytes(run) if budget_bytes is None else budget_bytes
         total += expected_linear_state_bytes(model, cache, tp, budget)
     return total
 
