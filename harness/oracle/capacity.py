@@ -21,6 +21,7 @@ from harness.oracle.layers import draft_num_layers, expected_full_layers, is_ful
 from harness.oracle.layout import owner_of_layers
 from harness.oracle.memo import per_run_any_reserve
 from harness.oracle.slots import (
+    SlotShape,
     _memoized,
     expected_block_cost_bytes,
     expected_layer_bytes_per_block,
@@ -32,6 +33,7 @@ from harness.oracle.slots import (
     kv_slot_bytes,
     linear_state_slots,
     scale_slot_bytes,
+    slot_shape,
 )
 
 # ---- one engine's capacity, as upstream's KVCacheCapacity -----------------------------------
@@ -241,10 +243,17 @@ def expected_draft_bytes_per_block(run) -> int:
     """Section 6: D for the run's draft (0 without one)."""
     if getattr(run, "draft", None) is None:
         return 0
-    budget = run_budget_bytes(run)
-    target = _target_capacity_alone(run, budget, SPEC_OWNER_RULE, 1)
-    draft = _draft_capacity_alone(run, budget)
-    return expected_draft_cost_per_block(target, draft, draft_body_tp1=draft_body_tp1(run))
+    return _draft_cost(run.model, run.draft, slot_shape(run.cache), attn_tp_size(run), draft_body_tp1(run))
+
+
+@_memoized
+def _draft_cost(model, draft, shape: SlotShape, attn_tp: int, body_tp1: bool) -> int:
+    """D of a target and draft model: the engines' slot sizes and layer counts, which read no budget and of the cache
+    only its slot shape, so the estimates run at a one-byte budget with the shape for the cache. Once per distinct
+    models, shape and TP: the explorer aims a budget with D, then the checks ask D of the aimed configuration."""
+    target = estimate_capacity(model, shape, attn_tp=attn_tp, budget_bytes=1, split=1, owner_rule=SPEC_OWNER_RULE)
+    mtp = estimate_capacity(draft, shape, attn_tp=1 if body_tp1 else attn_tp, budget_bytes=1, is_draft=True)
+    return expected_draft_cost_per_block(target, mtp, draft_body_tp1=body_tp1)
 
 
 def expected_block_counts(run, budget_bytes: int, additional_bytes_per_block: Optional[int] = None,
