@@ -4,6 +4,7 @@ the target and draft engines of one configuration, their block counts and bytes 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import lru_cache
 from typing import Optional
 
 from harness.oracle.inputs import (
@@ -77,25 +78,34 @@ def split_block_count(model, cap: Capacity, s: int, available_bytes: int, additi
                       owner_rule: str = SPEC_OWNER_RULE) -> int:
     """Section 6 (upstream ``layerwise_split_block_count``): min over split ranks that own a
     full layer of available // (owned + scratch + additional). 0 when no rank owns a layer."""
-    if cap.n_layers <= model.num_hidden_layers:  # (the model's full layers, found once per model)
+    if cap.n_layers == model.num_hidden_layers:  # (the model's full layers, found once per model: a shared tuple)
+        full = expected_full_layers(model)
+    elif cap.n_layers < model.num_hidden_layers:
         full = [layer for layer in expected_full_layers(model) if layer < cap.n_layers]
     else:
         full = [layer for layer in range(cap.n_layers) if is_full_attention_layer(model, layer)]
     has_index = cap.index_slot_size > 0
     layer_bytes = cap.block_size * (cap.slot_size + cap.scale_slot_size + (cap.index_slot_size if has_index else 0))
     scratch = layer_bytes
-    owner = owner_of_layers(full, s, owner_rule)
-    owned_layers = [0] * s  # full layers per split rank, counted in one pass over the layers (not one per rank)
-    for layer in full:
-        owned_layers[owner[layer]] += 1
     best = None
-    for count in owned_layers:
+    for count in _owned_counts(tuple(full), s, owner_rule):
         owned = count * layer_bytes
         if owned == 0:
             continue
         n = available_bytes // (owned + scratch + additional_bytes_per_block)
         best = n if best is None else min(best, n)
     return 0 if best is None else best
+
+
+@lru_cache(maxsize=4096)
+def _owned_counts(full: tuple, s: int, owner_rule: str) -> tuple:
+    """How many of ``full`` each split rank owns under ``owner_rule``, once per distinct layers, s and rule (every
+    split estimate asks; counted in one pass over the layers)."""
+    owner = owner_of_layers(full, s, owner_rule)
+    counts = [0] * s
+    for layer in full:
+        counts[owner[layer]] += 1
+    return tuple(counts)
 
 
 @_memoized
