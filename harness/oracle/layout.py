@@ -201,21 +201,24 @@ def best_partition(members: Sequence[int], s: int, score) -> Optional[list]:
                 worst = value if worst is None else min(worst, value)
         return worst
 
-    solved: dict = {}  # remaining positions -> best; a dict, not a functools.cache made per call (its making cost more)
+    solved: dict = {}  # remaining positions (a bit mask) -> best; a dict, not a functools.cache made per call
 
-    def solve(remaining: tuple):
+    def solve(remaining: int):
         if not remaining:
             return (), ()
         if remaining in solved:
             return solved[remaining]
-        first, rest = remaining[0], remaining[1:]
+        rest = [k for k in range(n) if remaining >> k & 1]  # rising positions
+        first, rest = rest[0], rest[1:]
         best = None
         for others in combinations(rest, s - 1):
             group = (first,) + others
             gs = group_score(group)
             if gs < 0:
                 continue
-            left = tuple(m for m in rest if m not in others)
+            left = remaining
+            for k in group:
+                left &= ~(1 << k)
             sub = solve(left)
             if sub is None:
                 continue
@@ -226,7 +229,7 @@ def best_partition(members: Sequence[int], s: int, score) -> Optional[list]:
         solved[remaining] = best
         return best
 
-    result = solve(tuple(range(n)))  # positions in the sorted members: the same order, so the same first partition
+    result = solve((1 << n) - 1)  # positions in the sorted members: the same order, so the same first partition
     return None if result is None else [[members[k] for k in g] for g in result[1]]
 
 
