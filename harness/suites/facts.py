@@ -168,11 +168,12 @@ def worker_facts(worker, device: str, *, leak: Optional[LeakFacts] = None) -> Wo
     return walked_worker(worker, device)[0](leak)
 
 
-def walked_worker(worker, device: str, *, storage_ref: Optional[Callable[[Any], None]] = None
+def walked_worker(worker, device: str, *, storages: Optional[list] = None
                   ) -> tuple[Callable[[Optional[LeakFacts]], WorkerFacts], list]:
     """The worker's facts from one walk over its tensors, given its leak facts (``leak -> WorkerFacts``: they
-    hold nothing of the cache, which the leak check can then drop), and (``storage_ref`` given: called with each
-    distinct storage, ``bring_up.walked`` takes its weak reference) the weak references to each tensor.
+    hold nothing of the cache, which the leak check can then drop), and (``storages`` given: each distinct
+    storage is appended to it, ``bring_up.walked`` takes their weak references at once) the weak references to
+    each tensor.
 
     Each tensor is looked at once (a case's ranks hold thousands of them) and its storage once: its address
     keys the layer's own bytes, the scratch views and the references; its byte range the measured bytes where
@@ -181,10 +182,11 @@ def walked_worker(worker, device: str, *, storage_ref: Optional[Callable[[Any], 
     of one set of names and geometries one mapping (frozen): the pickle that carries them to the parent holds
     each once, and the checks judge each mapping once."""
     cache = worker.cache
-    tracking = storage_ref is not None
+    tracking = storages is not None
     extent: dict = {}  # storage (device, address), as ``storage_key`` names it (the device object) -> its bytes
     tensor_refs: list = []
-    keep, ref = tensor_refs.append, weakref.ref
+    ref = weakref.ref
+    fresh = storages.append if tracking else None
 
     def storage_of(t) -> tuple[tuple, int, bool]:
         """(its storage's key, its bytes, whether this walk meets the storage first)"""
@@ -195,11 +197,11 @@ def walked_worker(worker, device: str, *, storage_ref: Optional[Callable[[Any], 
         if known is None:
             extent[key] = nbytes
             if tracking:
-                storage_ref(storage)
+                fresh(storage)
         elif nbytes > known:  # another storage object over the same address, longer (``from_blob``)
             extent[key] = nbytes
         if tracking:
-            keep(ref(t))
+            tensor_refs.append(ref(t))
         return key, nbytes, known is None
 
     scratch = {}
@@ -208,12 +210,13 @@ def walked_worker(worker, device: str, *, storage_ref: Optional[Callable[[Any], 
         scratch[key] = nbytes
     geometries: dict = {}  # (shape, dtype) -> its TensorFacts
     last: dict = {}  # name -> (shape, dtype, TensorFacts) of the tensor of that name in the layer before
-    shared: dict = {}  # (name, id of its TensorFacts, ...) -> the one mapping of the layers with those tensors
+    shared: dict = {}  # ((name, id of its TensorFacts), ...) -> the one mapping of the layers with those tensors
     layers = []
     for layer in cache.layers:
-        tensors, signature = {}, []
+        tensors = {}
         own_bytes, all_scratch = 0, True
-        for name, t in layer.tensors.items():
+        by_name = layer.tensors
+        for name, t in by_name.items():
             # (inline: ``storage_of`` once per scratch tensor, this once per layer tensor, hundreds per worker)
             storage = t.untyped_storage()
             nbytes = storage.nbytes()
@@ -223,12 +226,10 @@ def walked_worker(worker, device: str, *, storage_ref: Optional[Callable[[Any], 
                 extent[key] = nbytes
                 own_bytes += nbytes
                 if tracking:
-                    storage_ref(storage)
+                    fresh(storage)
             elif nbytes > known:
                 extent[key] = nbytes
-            if tracking:
-                keep(ref(t))
-            if key not in scratch:
+            if all_scratch and key not in scratch:
                 all_scratch = False
             shape, dtype = t.shape, t.dtype
             before = last.get(name)
@@ -241,10 +242,11 @@ def walked_worker(worker, device: str, *, storage_ref: Optional[Callable[[Any], 
                         shape=tuple(shape), dtype=str(dtype).replace("torch.", ""), bytes=tensor_bytes(t))
                 last[name] = (shape, dtype, found)
             tensors[name] = found
-            signature.append(name)
-            signature.append(id(found))
+        if tracking:  # the layer's tensors, each read above: their references in one C-level pass
+            tensor_refs.extend(map(ref, by_name.values()))
+        signature = tuple(zip(tensors, map(id, tensors.values())))
         layers.append(LayerFacts(layer.layer_id, layer.kind, bool(layer.owned), own_bytes,  # (positional: a tuple)
-                                 all_scratch and bool(tensors), shared.setdefault(tuple(signature), tensors)))
+                                 all_scratch and bool(tensors), shared.setdefault(signature, tensors)))
     measured = worker.measured_bytes
     if measured is None:
         by_device: dict = {}  # (the device object: its name once per device, not once per storage)
