@@ -10,6 +10,7 @@ check against the spec, never an expectation.
 from __future__ import annotations
 
 import functools
+import operator
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -185,7 +186,7 @@ def walked_worker(worker, device: str, *, storages: Optional[list] = None
     tracking = storages is not None
     extent: dict = {}  # storage (device, address), as ``storage_key`` names it (the device object) -> its bytes
     tensor_refs: list = []
-    ref = weakref.ref
+    keep, ref = tensor_refs.append, weakref.ref
     fresh = storages.append if tracking else None
 
     def storage_of(t) -> tuple[tuple, int, bool]:
@@ -201,7 +202,7 @@ def walked_worker(worker, device: str, *, storages: Optional[list] = None
         elif nbytes > known:  # another storage object over the same address, longer (``from_blob``)
             extent[key] = nbytes
         if tracking:
-            tensor_refs.append(ref(t))
+            keep(ref(t))
         return key, nbytes, known is None
 
     scratch = {}
@@ -211,11 +212,23 @@ def walked_worker(worker, device: str, *, storages: Optional[list] = None
     geometries: dict = {}  # (shape, dtype) -> its TensorFacts
     last: dict = {}  # name -> (shape, dtype, TensorFacts) of the tensor of that name in the layer before
     shared: dict = {}  # ((name, id of its TensorFacts), ...) -> the one mapping of the layers with those tensors
+    again: dict = {}  # id of a layer's first tensor -> (that layer's mapping of tensors, (scratch views, facts))
     layers = []
     for layer in cache.layers:
-        tensors = {}
-        own_bytes, all_scratch = 0, True
         by_name = layer.tensors
+        # A layer holding the very tensors of a layer walked before (the scratch views that a worker's non-owned
+        # layers may share: a third of the tensors walked) is read once: the same storages (none new: no own
+        # bytes, no storage reference), the same facts; only its tensors' references are taken again.
+        first = id(next(iter(by_name.values()), None))
+        met = again.get(first)
+        if met is not None and tuple(met[0]) == tuple(by_name) \
+                and all(map(operator.is_, met[0].values(), by_name.values())):
+            if tracking:
+                tensor_refs.extend(map(ref, by_name.values()))
+            layers.append(LayerFacts(layer.layer_id, layer.kind, bool(layer.owned), 0, *met[1]))
+            continue
+        tensors, signature = {}, []
+        own_bytes, all_scratch = 0, True
         for name, t in by_name.items():
             # (inline: ``storage_of`` once per scratch tensor, this once per layer tensor, hundreds per worker)
             storage = t.untyped_storage()
@@ -229,7 +242,9 @@ def walked_worker(worker, device: str, *, storages: Optional[list] = None
                     fresh(storage)
             elif nbytes > known:
                 extent[key] = nbytes
-            if all_scratch and key not in scratch:
+            if tracking:
+                keep(ref(t))
+            if key not in scratch:
                 all_scratch = False
             shape, dtype = t.shape, t.dtype
             before = last.get(name)
@@ -242,11 +257,11 @@ def walked_worker(worker, device: str, *, storages: Optional[list] = None
                         shape=tuple(shape), dtype=str(dtype).replace("torch.", ""), bytes=tensor_bytes(t))
                 last[name] = (shape, dtype, found)
             tensors[name] = found
-        if tracking:  # the layer's tensors, each read above: their references in one C-level pass
-            tensor_refs.extend(map(ref, by_name.values()))
-        signature = tuple(zip(tensors, map(id, tensors.values())))
-        layers.append(LayerFacts(layer.layer_id, layer.kind, bool(layer.owned), own_bytes,  # (positional: a tuple)
-                                 all_scratch and bool(tensors), shared.setdefault(signature, tensors)))
+            signature.append(name)
+            signature.append(id(found))
+        read = (all_scratch and bool(tensors), shared.setdefault(tuple(signature), tensors))
+        again[first] = (by_name, read)
+        layers.append(LayerFacts(layer.layer_id, layer.kind, bool(layer.owned), own_bytes, *read))  # (a tuple)
     measured = worker.measured_bytes
     if measured is None:
         by_device: dict = {}  # (the device object: its name once per device, not once per storage)
