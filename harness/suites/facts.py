@@ -82,10 +82,10 @@ class MessageFacts:
 
 def message_facts(message, plan_rank: int) -> MessageFacts:
     entry = next((r for r in message.ranks if r.rank == plan_rank), None)
-    return MessageFacts(
+    return MessageFacts(  # (``map(tuple, ...)``: once per worker over every owner pair, without a generator)
         active=bool(message.active), split_size=message.split_size,
-        split_groups=tuple(tuple(g) for g in message.split_groups),
-        layer_owner=tuple(tuple(p) for p in message.layer_owner),
+        split_groups=tuple(map(tuple, message.split_groups)),
+        layer_owner=tuple(map(tuple, message.layer_owner)),
         scratch_bytes_per_block=message.scratch_bytes_per_block,
         split_group=None if entry is None else entry.split_group,
         split_rank=None if entry is None else entry.split_rank,
