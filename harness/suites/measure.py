@@ -9,7 +9,6 @@ the device allocator's own counter around the allocation.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from operator import itemgetter, le
 
 
 def storage_key(tensor, storage=None) -> tuple[str, int]:
@@ -40,12 +39,8 @@ def distinct_storage_bytes(tensors: Iterable) -> int:
 
 def union_bytes(spans: Iterable[tuple[int, int]]) -> int:
     """The length of the union of half-open ``[start, end)`` ranges."""
-    ordered = sorted(spans)
-    starts, ends = list(map(itemgetter(0), ordered)), list(map(itemgetter(1), ordered))
-    if all(map(le, starts, ends)) and all(map(le, ends, starts[1:])):
-        return sum(ends) - sum(starts)  # disjoint, as separate allocations are: summed in C, not span by span
     total, reach = 0, None
-    for start, end in ordered:
+    for start, end in sorted(spans):
         if reach is None or start >= reach:
             total += end - start
             reach = end
