@@ -122,8 +122,7 @@ class LeakRefs:
         return len(self.tensors) + len(self.storages)
 
     def alive(self) -> int:
-        # (the references called in one C-level pass: a worker's hundreds, after every teardown)
-        return len(self.tensors) - list(map(weakref.ref.__call__, self.tensors)).count(None) + self.storages.alive()
+        return sum(1 for r in self.tensors if r() is not None) + self.storages.alive()
 
 
 def weak_refs(cache) -> LeakRefs:
