@@ -119,7 +119,12 @@ class WorkerFacts:
     """The engine message it received (its split fields and its own entry)."""
 
     def owned_full(self) -> list[int]:
-        return [l.layer for l in self.layers if l.kind == "full" and l.owned]
+        return list(self._owned_full)
+
+    @functools.cached_property
+    def _owned_full(self) -> tuple[int, ...]:
+        """(read once: TC-01, TC-07 and the ownership check each ask, and a worker has hundreds of layers)"""
+        return tuple(l.layer for l in self.layers if l.kind == "full" and l.owned)
 
     def layer(self, layer_id: int) -> Optional[LayerFacts]:
         return next((l for l in self.layers if l.layer == layer_id), None)

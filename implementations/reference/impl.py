@@ -469,9 +469,17 @@ class ReferenceImplementation:
         if not message.active:
             return (True,) * message.num_layers
         split_rank = self.worker_split_rank(message, rank)
-        owners = dict(message.layer_owner)
-        full = set(message.full_layers)
-        return tuple(l not in full or owners.get(l) == split_rank for l in range(message.num_layers))
+        # the same for every worker of one split rank: worked out once per message (held here) and split rank
+        kept = self.__dict__.get("_masks_of")
+        if kept is None or kept[0] is not message:
+            kept = self.__dict__["_masks_of"] = (message, {})
+        mask = kept[1].get(split_rank)
+        if mask is None:
+            owners = dict(message.layer_owner)
+            full = set(message.full_layers)
+            mask = kept[1][split_rank] = tuple(l not in full or owners.get(l) == split_rank
+                                               for l in range(message.num_layers))
+        return mask
 
     def init_worker(self, message: KVPlan, run: RunSpec, *, rank: int, role: str, device: str,
                     expected_digest: str) -> WorkerKVCache:
