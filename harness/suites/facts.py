@@ -217,21 +217,24 @@ def walked_worker(worker, device: str, *, storages: Optional[list] = None
     geometries: dict = {}  # (shape, dtype) -> its TensorFacts
     last: dict = {}  # name -> (shape, dtype, TensorFacts) of the tensor of that name in the layer before
     shared: dict = {}  # ((name, id of its TensorFacts), ...) -> the one mapping of the layers with those tensors
-    again: dict = {}  # id of a layer's first tensor -> (that layer's mapping of tensors, (scratch views, facts))
+    again: dict = {}  # id of a non-owned layer's first tensor -> (its mapping of tensors, (scratch views, facts))
     layers = []
     for layer in cache.layers:
         by_name = layer.tensors
-        # A layer holding the very tensors of a layer walked before (the scratch views that a worker's non-owned
-        # layers may share: a third of the tensors walked) is read once: the same storages (none new: no own
-        # bytes, no storage reference), the same facts; only its tensors' references are taken again.
-        first = id(next(iter(by_name.values()), None))
-        met = again.get(first)
-        if met is not None and tuple(met[0]) == tuple(by_name) \
-                and all(map(operator.is_, met[0].values(), by_name.values())):
-            if tracking:
-                tensor_refs.extend(map(ref, by_name.values()))
-            layers.append(LayerFacts(layer.layer_id, layer.kind, bool(layer.owned), 0, *met[1]))
-            continue
+        # A non-owned layer holding the very tensors of one walked before (the scratch views that a worker's
+        # non-owned layers may share: a third of the tensors walked) is read once: the same storages (none new: no
+        # own bytes, no storage reference), the same facts; only its tensors' references are taken again. (Looked
+        # for where ``owned`` is False alone: an owned layer's tensors are its own, the look would cost them.)
+        viewing = layer.owned is False
+        if viewing:
+            first = id(next(iter(by_name.values()), None))
+            met = again.get(first)
+            if met is not None and tuple(met[0]) == tuple(by_name) \
+                    and all(map(operator.is_, met[0].values(), by_name.values())):
+                if tracking:
+                    tensor_refs.extend(map(ref, by_name.values()))
+                layers.append(LayerFacts(layer.layer_id, layer.kind, bool(layer.owned), 0, *met[1]))
+                continue
         tensors, signature = {}, []
         own_bytes, all_scratch = 0, True
         for name, t in by_name.items():
@@ -265,7 +268,8 @@ def walked_worker(worker, device: str, *, storages: Optional[list] = None
             signature.append(name)
             signature.append(id(found))
         read = (all_scratch and bool(tensors), shared.setdefault(tuple(signature), tensors))
-        again[first] = (by_name, read)
+        if viewing:
+            again[first] = (by_name, read)
         layers.append(LayerFacts(layer.layer_id, layer.kind, bool(layer.owned), own_bytes, *read))  # (a tuple)
     measured = worker.measured_bytes
     if measured is None:
