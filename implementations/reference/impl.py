@@ -391,7 +391,15 @@ class ReferenceImplementation:
             return plan
         if run.draft is None or plan.draft is None:
             raise ConfigError("draft", None, "a draft model (speculative decoding) for role 'draft'")
-        return self.draft_message(plan, run)
+        # The draft's message of one plan is made once (the master hashes it, the leader hands it to every
+        # worker): asked again for the same plan and run objects (held here), it is the same message, whose
+        # digest is then hashed once, not once per ask.
+        made = self.__dict__.get("_draft_message_of")
+        if made is not None and made[0] is plan and made[1] is run:
+            return made[2]
+        message = self.draft_message(plan, run)
+        self.__dict__["_draft_message_of"] = (plan, run, message)
+        return message
 
     def draft_message(self, plan: KVPlan, run: RunSpec) -> KVPlan:
         """The draft engine's plan: never split, the target's n_blocks, every draft layer owned."""
@@ -461,9 +469,17 @@ class ReferenceImplementation:
         if not message.active:
             return (True,) * message.num_layers
         split_rank = self.worker_split_rank(message, rank)
-        owners = dict(message.layer_owner)
-        full = set(message.full_layers)
-        return tuple(l not in full or owners.get(l) == split_rank for l in range(message.num_layers))
+        # the same for every worker of one split rank: worked out once per message (held here) and split rank
+        kept = self.__dict__.get("_masks_of")
+        if kept is None or kept[0] is not message:
+            kept = self.__dict__["_masks_of"] = (message, {})
+        mask = kept[1].get(split_rank)
+        if mask is None:
+            owners = dict(message.layer_owner)
+            full = set(message.full_layers)
+            mask = kept[1][split_rank] = tuple(l not in full or owners.get(l) == split_rank
+                                               for l in range(message.num_layers))
+        return mask
 
     def init_worker(self, message: KVPlan, run: RunSpec, *, rank: int, role: str, device: str,
                     expected_digest: str) -> WorkerKVCache:
