@@ -47,7 +47,16 @@ def _full_layers(model: ModelSpec) -> tuple[int, ...]:
 
 
 def linear_layers(model: ModelSpec) -> tuple[int, ...]:
-    """Ids of the linear-attention layers, ascending."""
+    """Ids of the linear-attention layers, ascending (once per distinct model: validation and the plan ask four
+    times)."""
+    try:
+        return _linear_layers(model)
+    except TypeError:  # a model that cannot be hashed
+        return _linear_layers.__wrapped__(model)
+
+
+@lru_cache(maxsize=64)
+def _linear_layers(model: ModelSpec) -> tuple[int, ...]:
     full = set(full_layers(model))
     return tuple(l for l in range(model.num_hidden_layers) if l not in full)
 
