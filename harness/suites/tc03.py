@@ -309,20 +309,24 @@ def check_groups(plan, run) -> list[str]:
     problems = []
     if any(len(g) != s for g in groups):
         problems.append(f"split groups {groups}: every group must hold s={s} ranks")
+    positions: dict[int, list] = {}  # a TP group's size -> the positions of its consecutive groups of s
     for tp_group in oracle.expected_split_groups_consecutive(world, dp, cp, tp):
         members = set(tp_group)
         inside = [g for g in groups if members.issuperset(g)]
         if sorted(r for g in inside for r in g) != sorted(tp_group):
             problems.append(f"TP group {tp_group}: plan's split groups {groups} do not partition it")
             continue
-        consecutive = [tuple(g) for g in oracle.expected_split_groups_consecutive(len(tp_group), 1, 1, s)]
-        consecutive = [tuple(tp_group[i] for i in g) for g in consecutive]
+        if len(tp_group) not in positions:  # every TP group has tp ranks: the oracle is asked once, not per group
+            positions[len(tp_group)] = [tuple(g) for g in oracle.expected_split_groups_consecutive(len(tp_group), 1,
+                                                                                                   1, s)]
+        consecutive = [tuple(tp_group[i] for i in g) for g in positions[len(tp_group)]]
         if spec is None:
             problems.append(f"TP group {tp_group}: no grouping puts each split group on distinct cards, "
                             f"the master should have refused it")
             continue
         best_groups = [g for g in spec if members.issuperset(g)]
-        best_key, got_key = grouping_key(run, best_groups), grouping_key(run, inside)
+        best_key = grouping_key(run, best_groups)
+        got_key = best_key if inside == best_groups else grouping_key(run, inside)  # the same groups, the same key
         best, got = _worst_of(best_key), _worst_of(got_key)
         keeps = best_groups == consecutive  # key (3): upstream's order when it is among the best
         if got != best:
