@@ -408,10 +408,14 @@ def _check_cards(plan, run) -> list[str]:
     on_card: dict[tuple[int, int], list] = {}
     for rp in plan.ranks:
         on_card.setdefault(where[rp.rank], []).append(rp)
+    spec_of: dict[int, int] = {}  # id of an owned-layers object the plan holds -> its oracle bytes (ranks share one)
     for card, rps in sorted(on_card.items()):
         planned = sum(rp.estimated_bytes + rp.draft_estimated_bytes for rp in rps)
-        spec = sum(oracle.expected_rank_bytes(run, plan.n_blocks, rp.owned_full_layers)
-                   + draft_per_rank for rp in rps)
+        for rp in rps:
+            if id(rp.owned_full_layers) not in spec_of:
+                spec_of[id(rp.owned_full_layers)] = oracle.expected_rank_bytes(run, plan.n_blocks,
+                                                                                rp.owned_full_layers)
+        spec = sum(spec_of[id(rp.owned_full_layers)] + draft_per_rank for rp in rps)
         reserved = hw.reserved_bytes_per_card * len(rps)
         if max(planned, spec) + reserved > hw.hbm_bytes_per_card:
             problems.append(Problem(f"node {card[0]} card {card[1]} (ranks {[rp.rank for rp in rps]}): KV planned "
@@ -458,7 +462,7 @@ def _live_group_problems(live, planned: tuple, where, full: list) -> list[str]:
     if over or sum(live.card_counts.values()) != len(members):
         problems.append(Problem(f"all-reduced card counts in its subgroup {live.card_counts} (each card must appear "
                                 "once)", rule="cards"))
-    owners = sorted(l for m in live.members for l in m.owned)
+    owners = sorted(itertools.chain.from_iterable(m.owned for m in live.members))  # (no generator per layer)
     if owners != full:
         missing = sorted(set(full) - set(owners))
         twice = sorted({l for l in owners if owners.count(l) > 1})

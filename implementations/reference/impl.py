@@ -8,6 +8,7 @@ broken mutant) overrides exactly one step. Planning never imports torch; only
 
 from __future__ import annotations
 
+import itertools
 from typing import Iterable, Optional, Sequence
 
 from contract.errors import ConfigError, PlanError
@@ -87,14 +88,13 @@ class ReferenceImplementation:
 
     def layer_bytes_per_block(self, model: ModelSpec, cache: CacheSpec, attn_tp_size: int) -> tuple[int, ...]:
         """Bytes per block of each layer id; 0 for linear-attention layers."""
-        full = set(self.full_layers(model))
+        full = self.full_layers(model)
         indexed = set(layers.indexer_layers(model))
         plain = kv_bytes.full_spec(model, cache, attn_tp_size, with_indexer=False).block_bytes
         with_index = kv_bytes.full_spec(model, cache, attn_tp_size, with_indexer=True).block_bytes
-        return tuple(
-            0 if l not in full else (with_index if l in indexed else plain)
-            for l in range(model.num_hidden_layers)
-        )
+        per_full = {l: with_index if l in indexed else plain for l in full}
+        # each layer id's entry, 0 where none (a linear layer): looked up in C, not a generator per layer
+        return tuple(map(per_full.get, range(model.num_hidden_layers), itertools.repeat(0)))
 
     def full_bytes_per_block(self, model: ModelSpec, cache: CacheSpec, attn_tp_size: int) -> int:
         """Uniform F: the sum over full layers of ``layer_bytes_per_block`` (upstream

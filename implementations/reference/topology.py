@@ -228,6 +228,8 @@ def _best_grouping(scores: tuple, cards: tuple, s: int, floor: int) -> Optional[
 
 def _require_distinct_cards_possible(tp_group, where, s: int) -> None:
     # A valid grouping exists iff no card holds more ranks than there are groups.
+    if len(set(where)) == len(where):  # one rank per card (most placements): nothing to count
+        return
     (card, count), = Counter(where).most_common(1)
     if count > len(tp_group) // s:
         ranks = [r for r, w in zip(tp_group, where) if w == card]
