@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from contract.errors import ConfigError
 from contract.specs import FULL_ATTENTION_TYPES, ModelSpec
 
@@ -33,32 +31,40 @@ def check_layer_types(model: ModelSpec) -> None:
 
 
 def full_layers(model: ModelSpec) -> tuple[int, ...]:
-    """Ids of the full-attention layers, ascending (computed once per distinct model: a plan asks often)."""
-    try:
-        return _full_layers(model)
-    except TypeError:  # a model that cannot be hashed (a list where a tuple belongs)
-        return _full_layers.__wrapped__(model)
-
-
-@lru_cache(maxsize=64)
-def _full_layers(model: ModelSpec) -> tuple[int, ...]:
-    check_layer_types(model)
-    return tuple(l for l in range(model.num_hidden_layers) if is_full_layer_kind(model, l))
+    """Ids of the full-attention layers, ascending."""
+    return _layer_kinds(model)[0]
 
 
 def linear_layers(model: ModelSpec) -> tuple[int, ...]:
-    """Ids of the linear-attention layers, ascending (once per distinct model: validation and the plan ask four
-    times)."""
+    """Ids of the linear-attention layers, ascending."""
+    return _layer_kinds(model)[1]
+
+
+_KINDS_REMEMBERED = 1024
+_kinds: dict[tuple, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+
+
+def _layer_kinds(model: ModelSpec) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(full layers, linear layers), once per distinct layer count, ``layer_types`` and interval: the only fields
+    the rule reads (a plan asks some ten times, and models that differ in other fields share them)."""
+    key = (model.num_hidden_layers, model.layer_types, model.full_attention_interval)
     try:
-        return _linear_layers(model)
-    except TypeError:  # a model that cannot be hashed
-        return _linear_layers.__wrapped__(model)
+        kinds = _kinds.get(key)
+    except TypeError:  # layer_types that cannot be hashed (a list where a tuple belongs): worked out each time
+        return _worked_out_kinds(model)
+    if kinds is None:
+        kinds = _worked_out_kinds(model)
+        if len(_kinds) >= _KINDS_REMEMBERED:
+            del _kinds[next(iter(_kinds))]
+        _kinds[key] = kinds
+    return kinds
 
 
-@lru_cache(maxsize=64)
-def _linear_layers(model: ModelSpec) -> tuple[int, ...]:
-    full = set(full_layers(model))
-    return tuple(l for l in range(model.num_hidden_layers) if l not in full)
+def _worked_out_kinds(model: ModelSpec) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    check_layer_types(model)
+    full = tuple(l for l in range(model.num_hidden_layers) if is_full_layer_kind(model, l))
+    held = set(full)
+    return full, tuple(l for l in range(model.num_hidden_layers) if l not in held)
 
 
 def has_indexer(model: ModelSpec) -> bool:
