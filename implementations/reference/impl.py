@@ -102,7 +102,7 @@ class ReferenceImplementation:
         full = self.full_layers(model)
         if full:
             layer_bytes = self.layer_bytes_per_block(model, cache, attn_tp_size)
-            return sum(layer_bytes[l] for l in full)
+            return estimation.owned_bytes_per_block(layer_bytes, full)
         spec = kv_bytes.full_spec(model, cache, attn_tp_size, with_indexer=False)
         return estimation.full_bytes_per_block(
             block_size=cache.block_size, num_full_layers=0, slot_bytes=spec.slot_bytes,
