@@ -175,13 +175,12 @@ class InProcessRunner:
     def _refusal(self, run, published) -> Optional[Verdict]:
         """The verdict when the spec or the master refuses; None when both accept."""
         error = published.error
-        facts = [RankFacts(rank=0, error=error, plan=published.plan, run=run)]
         if oracle.expected_rejection(run) is not None:  # a startup rule (FEATURE 3): TC-01 names its field
-            return self._judged(run, facts, ("TC-01", "TC-03"), refused=True)
+            return self._judged(run, _master_facts(run, published), ("TC-01", "TC-03"), refused=True)
         rule = owner_rule(self.judged_as)
         if oracle.spec_refuses_cards(run) and (rule == SPEC_OWNER_RULE or oracle.expected_split_group_tuples(run) is None):
-            return self._judged(run, topology_facts(published.plan, run) if error is None else facts, ("TC-03",),
-                                refused=True)
+            return self._judged(run, topology_facts(published.plan, run) if error is None else _master_facts(run, published),
+                                ("TC-03",), refused=True)
         rejection = oracle.expected_estimation_rejection(run)
         why = (f"{rejection.reason} ({rejection.field}; FEATURE 5-6)" if rejection is not None
                else card_overflow(run, rule))  # a predicted variant: by its own owner rule
@@ -198,7 +197,7 @@ class InProcessRunner:
                 failure = None
             return Verdict(failures=(failure,) if failure else (), judged_by=("estimation",), refused=True)
         if error is not None:  # the spec accepts: TC-01's startup verdict (a variant may be predicted to refuse)
-            return self._judged(run, facts, ("TC-01",), refused=True)
+            return self._judged(run, _master_facts(run, published), ("TC-01",), refused=True)
         return None
 
     def _judged(self, run, facts, tcs, *, refused: bool) -> Verdict:
@@ -260,6 +259,11 @@ class InProcessRunner:
         facts = [RankFacts(rank=rank, plan=plan if rank == 0 else None, run=run if rank == 0 else None,
                            workers=workers, digests=digests_seen) for rank, workers in enumerate(per_rank)]
         return facts, crashed
+
+
+def _master_facts(run, published) -> list:
+    """Rank 0's facts as a refusal's checks read them (built only where a refusal is judged: most draws are not)."""
+    return [RankFacts(rank=0, error=published.error, plan=published.plan, run=run)]
 
 
 def _plan_only(impl, run, engines) -> Published:
