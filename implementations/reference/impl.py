@@ -363,7 +363,7 @@ class ReferenceImplementation:
                     draft_bytes_per_block: int) -> tuple[RankPlan, ...]:
         positions = layout.split_positions(groups)
         owned_by = {r: layout.owned_layers(layer_owner, r) for r in range(split_size)} if layer_owner else None
-        target_bytes: dict[tuple[int, ...], int] = {}  # owned layers -> the rank's target KV (once per split rank)
+        target_bytes: dict[int, int] = {}  # id of an owned-layers tuple -> the rank's target KV (once per split rank)
         out = []
         for rank in range(run.parallel.world_size):
             if rank not in positions:
@@ -373,13 +373,13 @@ class ReferenceImplementation:
             owned = owned_by.get(split_rank, ()) if owned_by is not None else full
             dp_rank, cp_rank, tp_rank = layout.rank_coords(rank, run.parallel, tp)
             node, card = placement[rank]
-            if owned not in target_bytes:
-                target_bytes[owned] = estimation.rank_bytes(
+            if id(owned) not in target_bytes:  # (the ranks at one split position share one tuple, held above)
+                target_bytes[id(owned)] = estimation.rank_bytes(
                     n_blocks, estimation.owned_bytes_per_block(layer_bytes, owned), scratch, linear)
             out.append(RankPlan(
                 rank=rank, node=node, card=card, dp_rank=dp_rank, cp_rank=cp_rank, tp_rank=tp_rank,
                 split_group=group, split_rank=split_rank, owned_full_layers=owned,
-                estimated_bytes=target_bytes[owned], draft_estimated_bytes=n_blocks * draft_bytes_per_block,
+                estimated_bytes=target_bytes[id(owned)], draft_estimated_bytes=n_blocks * draft_bytes_per_block,
             ))
         return tuple(out)
 

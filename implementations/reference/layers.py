@@ -42,6 +42,8 @@ def linear_layers(model: ModelSpec) -> tuple[int, ...]:
 
 _KINDS_REMEMBERED = 1024
 _kinds: dict[tuple, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+"""(num_hidden_layers, layer_types, full_attention_interval) -> (full layers, linear layers), the oldest dropped
+past ``_KINDS_REMEMBERED``."""
 
 
 def _layer_kinds(model: ModelSpec) -> tuple[tuple[int, ...], tuple[int, ...]]:
