@@ -8,6 +8,7 @@ broken mutant) overrides exactly one step. Planning never imports torch; only
 
 from __future__ import annotations
 
+import itertools
 from typing import Iterable, Optional, Sequence
 
 from contract.errors import ConfigError, PlanError
@@ -87,14 +88,13 @@ class ReferenceImplementation:
 
     def layer_bytes_per_block(self, model: ModelSpec, cache: CacheSpec, attn_tp_size: int) -> tuple[int, ...]:
         """Bytes per block of each layer id; 0 for linear-attention layers."""
-        full = set(self.full_layers(model))
+        full = self.full_layers(model)
         indexed = set(layers.indexer_layers(model))
         plain = kv_bytes.full_spec(model, cache, attn_tp_size, with_indexer=False).block_bytes
         with_index = kv_bytes.full_spec(model, cache, attn_tp_size, with_indexer=True).block_bytes
-        return tuple(
-            0 if l not in full else (with_index if l in indexed else plain)
-            for l in range(model.num_hidden_layers)
-        )
+        per_full = {l: with_index if l in indexed else plain for l in full}
+        # each layer id's entry, 0 where none (a linear layer): looked up in C, not a generator per layer
+        return tuple(map(per_full.get, range(model.num_hidden_layers), itertools.repeat(0)))
 
     def full_bytes_per_block(self, model: ModelSpec, cache: CacheSpec, attn_tp_size: int) -> int:
         """Uniform F: the sum over full layers of ``layer_bytes_per_block`` (upstream
@@ -102,7 +102,7 @@ class ReferenceImplementation:
         full = self.full_layers(model)
         if full:
             layer_bytes = self.layer_bytes_per_block(model, cache, attn_tp_size)
-            return sum(layer_bytes[l] for l in full)
+            return estimation.owned_bytes_per_block(layer_bytes, full)
         spec = kv_bytes.full_spec(model, cache, attn_tp_size, with_indexer=False)
         return estimation.full_bytes_per_block(
             block_size=cache.block_size, num_full_layers=0, slot_bytes=spec.slot_bytes,
@@ -363,6 +363,7 @@ class ReferenceImplementation:
                     draft_bytes_per_block: int) -> tuple[RankPlan, ...]:
         positions = layout.split_positions(groups)
         owned_by = {r: layout.owned_layers(layer_owner, r) for r in range(split_size)} if layer_owner else None
+        target_bytes: dict[int, int] = {}  # id of an owned-layers tuple -> the rank's target KV (once per split rank)
         out = []
         for rank in range(run.parallel.world_size):
             if rank not in positions:
@@ -372,12 +373,13 @@ class ReferenceImplementation:
             owned = owned_by.get(split_rank, ()) if owned_by is not None else full
             dp_rank, cp_rank, tp_rank = layout.rank_coords(rank, run.parallel, tp)
             node, card = placement[rank]
+            if id(owned) not in target_bytes:  # (the ranks at one split position share one tuple, held above)
+                target_bytes[id(owned)] = estimation.rank_bytes(
+                    n_blocks, estimation.owned_bytes_per_block(layer_bytes, owned), scratch, linear)
             out.append(RankPlan(
                 rank=rank, node=node, card=card, dp_rank=dp_rank, cp_rank=cp_rank, tp_rank=tp_rank,
                 split_group=group, split_rank=split_rank, owned_full_layers=owned,
-                estimated_bytes=estimation.rank_bytes(
-                    n_blocks, estimation.owned_bytes_per_block(layer_bytes, owned), scratch, linear),
-                draft_estimated_bytes=n_blocks * draft_bytes_per_block,
+                estimated_bytes=target_bytes[id(owned)], draft_estimated_bytes=n_blocks * draft_bytes_per_block,
             ))
         return tuple(out)
 
