@@ -11,6 +11,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
+from operator import attrgetter
 from typing import Optional
 
 
@@ -184,23 +185,34 @@ class KVPlan:
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 
 
-_SCALARS = (int, str, float, bool, type(None))
+_SCALARS = frozenset((int, str, float, bool, type(None)))
 _FIELD_NAMES: dict = {}
-"""Dataclass type -> its field names, in order."""
+"""Dataclass type -> (its field names, in order; a callable giving their values as a tuple)."""
 
 
 def _plain(value):
     """What ``json.dumps`` writes for ``asdict(value)``, built without copying: a dataclass as a dict of its
     fields, a tuple or list as a list (JSON writes both alike), a dict as a dict, anything else as it is
-    (``digest``: the same text as ``asdict``, at a fraction of its cost)."""
+    (``digest``: the same text as ``asdict``, at a fraction of its cost). A scalar field is taken as it is,
+    without a call (a plan has hundreds: its ranks' fields), and a dataclass's fields are read in one call."""
     kind = type(value)
     if kind in _SCALARS:
         return value
     if kind is tuple or kind is list:
         return [v if type(v) in _SCALARS else _plain(v) for v in value]
-    names = _FIELD_NAMES.get(kind)
-    if names is None:
+    named = _FIELD_NAMES.get(kind)
+    if named is None:
         if not hasattr(kind, "__dataclass_fields__"):
             return {k: _plain(v) for k, v in value.items()} if isinstance(value, dict) else value
-        names = _FIELD_NAMES[kind] = tuple(f.name for f in fields(kind))
-    return {name: _plain(getattr(value, name)) for name in names}
+        names = tuple(f.name for f in fields(kind))
+        named = _FIELD_NAMES[kind] = (names, _field_values(names))
+    names, values = named
+    return {name: v if type(v) in _SCALARS else _plain(v) for name, v in zip(names, values(value))}
+
+
+def _field_values(names: tuple[str, ...]):
+    """A callable giving an object's attributes ``names`` as a tuple, in order (``attrgetter``: one call)."""
+    if not names:
+        return lambda value: ()
+    get = attrgetter(*names)
+    return get if len(names) > 1 else lambda value: (get(value),)

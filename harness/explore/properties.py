@@ -20,6 +20,7 @@ unbalanced the plan must be unbalanced exactly as predicted.
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from harness import oracle
@@ -62,14 +63,17 @@ def ownership_problems(plan, run, implementation: str) -> list[str]:
     problems = []
     for group in plan.split_groups:
         members = [by_rank[r] for r in group if r in by_rank]
-        owners: dict[int, list[int]] = {}
-        for rp in members:
-            for layer in rp.owned_full_layers:
-                owners.setdefault(layer, []).append(rp.rank)
-        missing = sorted(full.difference(owners))  # (sorted and listed only where a layer is found wrong)
-        twice = {l: rs for l, rs in owners.items() if len(rs) > 1}
-        twice = dict(sorted(twice.items())) if twice else twice
-        linear = sorted(owners.keys() - full)
+        owned = list(itertools.chain.from_iterable(rp.owned_full_layers for rp in members))
+        held = set(owned)
+        twice: dict[int, list[int]] = {}
+        if len(held) < len(owned):  # a layer owned more than once: by whom (walked layer by layer only then)
+            owners: dict[int, list[int]] = {}
+            for rp in members:
+                for layer in rp.owned_full_layers:
+                    owners.setdefault(layer, []).append(rp.rank)
+            twice = dict(sorted((l, rs) for l, rs in owners.items() if len(rs) > 1))
+        missing = sorted(full.difference(held))
+        linear = sorted(held - full)
         if missing or twice or linear:
             problems.append(Problem(f"split group {list(group)}: full layers without an owner {missing}, owned more "
                                     f"than once {twice}, owned but not full attention {linear} (each full layer "

@@ -175,13 +175,12 @@ class InProcessRunner:
     def _refusal(self, run, published) -> Optional[Verdict]:
         """The verdict when the spec or the master refuses; None when both accept."""
         error = published.error
-        facts = [RankFacts(rank=0, error=error, plan=published.plan, run=run)]
         if oracle.expected_rejection(run) is not None:  # a startup rule (FEATURE 3): TC-01 names its field
-            return self._judged(run, facts, ("TC-01", "TC-03"), refused=True)
+            return self._judged(run, _master_facts(run, published), ("TC-01", "TC-03"), refused=True)
         rule = owner_rule(self.judged_as)
         if oracle.spec_refuses_cards(run) and (rule == SPEC_OWNER_RULE or oracle.expected_split_group_tuples(run) is None):
-            return self._judged(run, topology_facts(published.plan, run) if error is None else facts, ("TC-03",),
-                                refused=True)
+            return self._judged(run, topology_facts(published.plan, run) if error is None else _master_facts(run, published),
+                                ("TC-03",), refused=True)
         rejection = oracle.expected_estimation_rejection(run)
         why = (f"{rejection.reason} ({rejection.field}; FEATURE 5-6)" if rejection is not None
                else card_overflow(run, rule))  # a predicted variant: by its own owner rule
@@ -198,7 +197,7 @@ class InProcessRunner:
                 failure = None
             return Verdict(failures=(failure,) if failure else (), judged_by=("estimation",), refused=True)
         if error is not None:  # the spec accepts: TC-01's startup verdict (a variant may be predicted to refuse)
-            return self._judged(run, facts, ("TC-01",), refused=True)
+            return self._judged(run, _master_facts(run, published), ("TC-01",), refused=True)
         return None
 
     def _judged(self, run, facts, tcs, *, refused: bool) -> Verdict:
@@ -262,6 +261,11 @@ class InProcessRunner:
         return facts, crashed
 
 
+def _master_facts(run, published) -> list:
+    """Rank 0's facts as a refusal's checks read them (built only where a refusal is judged: most draws are not)."""
+    return [RankFacts(rank=0, error=published.error, plan=published.plan, run=run)]
+
+
 def _plan_only(impl, run, engines) -> Published:
     """``master_plan`` without the messages' digests (only workers compare them): the plan and each engine's
     message, a UserError of either being the master's refusal."""
@@ -302,7 +306,18 @@ def topology_facts(plan, run) -> list:
             counts[key] = counts.get(key, 0) + 1
         live = tc03.LiveGroup(members=members, card_counts=counts)
         live_of.update((r, live) for r in group)
-    return [tc03.TopologyFacts(rank=r, plan=plan if r == 0 else None, group=live_of[r], **base) for r in range(world)]
+    first = tc03.TopologyFacts(rank=0, plan=plan, group=live_of[0], **base)
+    other = tc03.TopologyFacts(rank=1, **base)
+    return [first, *(_copied(other, rank=r, group=live_of[r]) for r in range(1, world))]
+
+
+def _copied(facts, **fields):
+    """``facts`` (a frozen dataclass) with ``fields`` changed, made without its generated ``__init__``, which sets
+    every field one by one (four times the cost, per rank of every plan); the copies share the original's empty
+    dicts, which no check writes."""
+    copy = object.__new__(type(facts))
+    vars(copy).update(vars(facts), **fields)
+    return copy
 
 
 def implementation_overrides(matrix, implementation: str) -> tuple[str, ...]:

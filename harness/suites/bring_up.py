@@ -141,9 +141,10 @@ def weak_refs(cache) -> LeakRefs:
 def walked(worker: Worker, device: str) -> tuple[Callable[[Optional[LeakFacts]], WorkerFacts], LeakRefs]:
     """The worker's facts (given its leak facts) and the leak check's weak references (``weak_refs``'s), from one
     walk over its tensors (``facts.walked_worker``): what ``teardown(refs)`` counts."""
-    storages = StorageWeakRefs()
-    facts, tensors = walked_worker(worker, device, storage_ref=storages.add)
-    return facts, LeakRefs(tensors, storages)
+    storages, refs = [], StorageWeakRefs()
+    facts, tensors = walked_worker(worker, device, storages=storages)
+    refs.add_all(storages)
+    return facts, LeakRefs(tensors, refs)
 
 
 def alive_count(refs: LeakRefs) -> int:

@@ -138,14 +138,19 @@ def tensor_problems(facts: list, run, role: str = "target") -> list[str]:
         if wf is None:
             continue
         reported = set()
+        kind_before = tensors_before = object()  # (nothing a layer holds)
         for layer in wf.layers:
-            expected = want.get(layer.kind)
-            if expected is None or layer.kind in reported or (layer.kind, id(layer.tensors)) in matched:
+            kind, tensors = layer.kind, layer.tensors
+            if tensors is tensors_before and kind == kind_before:
+                continue  # judged as the layer before (matched, or its kind reported): a worker's layers share a few
+            kind_before, tensors_before = kind, tensors
+            expected = want.get(kind)
+            if expected is None or kind in reported or (kind, id(tensors)) in matched:
                 continue
             if layer.geometry == expected:
-                matched.add((layer.kind, id(layer.tensors)))
+                matched.add((kind, id(tensors)))
                 continue
-            reported.add(layer.kind)
+            reported.add(kind)
             out.append(Problem(f"rank {f.rank} {role} layer {layer.layer} ({layer.kind}, "
                                f"{'owned' if layer.owned else 'a view'}): tensors {layer.geometry}, spec {expected}",
                                rule="tensors", rank=f.rank))

@@ -10,6 +10,7 @@ check against the spec, never an expectation.
 from __future__ import annotations
 
 import functools
+import operator
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -81,10 +82,10 @@ class MessageFacts:
 
 def message_facts(message, plan_rank: int) -> MessageFacts:
     entry = next((r for r in message.ranks if r.rank == plan_rank), None)
-    return MessageFacts(
+    return MessageFacts(  # (``map(tuple, ...)``: once per worker over every owner pair, without a generator)
         active=bool(message.active), split_size=message.split_size,
-        split_groups=tuple(tuple(g) for g in message.split_groups),
-        layer_owner=tuple(tuple(p) for p in message.layer_owner),
+        split_groups=tuple(map(tuple, message.split_groups)),
+        layer_owner=tuple(map(tuple, message.layer_owner)),
         scratch_bytes_per_block=message.scratch_bytes_per_block,
         split_group=None if entry is None else entry.split_group,
         split_rank=None if entry is None else entry.split_rank,
@@ -118,7 +119,12 @@ class WorkerFacts:
     """The engine message it received (its split fields and its own entry)."""
 
     def owned_full(self) -> list[int]:
-        return [l.layer for l in self.layers if l.kind == "full" and l.owned]
+        return list(self._owned_full)
+
+    @functools.cached_property
+    def _owned_full(self) -> tuple[int, ...]:
+        """(read once: TC-01, TC-07 and the ownership check each ask, and a worker has hundreds of layers)"""
+        return tuple(l.layer for l in self.layers if l.kind == "full" and l.owned)
 
     def layer(self, layer_id: int) -> Optional[LayerFacts]:
         return next((l for l in self.layers if l.layer == layer_id), None)
@@ -168,11 +174,12 @@ def worker_facts(worker, device: str, *, leak: Optional[LeakFacts] = None) -> Wo
     return walked_worker(worker, device)[0](leak)
 
 
-def walked_worker(worker, device: str, *, storage_ref: Optional[Callable[[Any], None]] = None
+def walked_worker(worker, device: str, *, storages: Optional[list] = None
                   ) -> tuple[Callable[[Optional[LeakFacts]], WorkerFacts], list]:
     """The worker's facts from one walk over its tensors, given its leak facts (``leak -> WorkerFacts``: they
-    hold nothing of the cache, which the leak check can then drop), and (``storage_ref`` given: called with each
-    distinct storage, ``bring_up.walked`` takes its weak reference) the weak references to each tensor.
+    hold nothing of the cache, which the leak check can then drop), and (``storages`` given: each distinct
+    storage is appended to it, ``bring_up.walked`` takes their weak references at once) the weak references to
+    each tensor.
 
     Each tensor is looked at once (a case's ranks hold thousands of them) and its storage once: its address
     keys the layer's own bytes, the scratch views and the references; its byte range the measured bytes where
@@ -181,10 +188,11 @@ def walked_worker(worker, device: str, *, storage_ref: Optional[Callable[[Any], 
     of one set of names and geometries one mapping (frozen): the pickle that carries them to the parent holds
     each once, and the checks judge each mapping once."""
     cache = worker.cache
-    tracking = storage_ref is not None
+    tracking = storages is not None
     extent: dict = {}  # storage (device, address), as ``storage_key`` names it (the device object) -> its bytes
     tensor_refs: list = []
     keep, ref = tensor_refs.append, weakref.ref
+    fresh = storages.append if tracking else None
 
     def storage_of(t) -> tuple[tuple, int, bool]:
         """(its storage's key, its bytes, whether this walk meets the storage first)"""
@@ -195,7 +203,7 @@ def walked_worker(worker, device: str, *, storage_ref: Optional[Callable[[Any], 
         if known is None:
             extent[key] = nbytes
             if tracking:
-                storage_ref(storage)
+                fresh(storage)
         elif nbytes > known:  # another storage object over the same address, longer (``from_blob``)
             extent[key] = nbytes
         if tracking:
@@ -208,12 +216,28 @@ def walked_worker(worker, device: str, *, storage_ref: Optional[Callable[[Any], 
         scratch[key] = nbytes
     geometries: dict = {}  # (shape, dtype) -> its TensorFacts
     last: dict = {}  # name -> (shape, dtype, TensorFacts) of the tensor of that name in the layer before
-    shared: dict = {}  # (name, id of its TensorFacts, ...) -> the one mapping of the layers with those tensors
+    shared: dict = {}  # ((name, id of its TensorFacts), ...) -> the one mapping of the layers with those tensors
+    again: dict = {}  # id of a non-owned layer's first tensor -> (its mapping of tensors, (scratch views, facts))
     layers = []
     for layer in cache.layers:
+        by_name = layer.tensors
+        # A non-owned layer holding the very tensors of one walked before (the scratch views that a worker's
+        # non-owned layers may share: a third of the tensors walked) is read once: the same storages (none new: no
+        # own bytes, no storage reference), the same facts; only its tensors' references are taken again. (Looked
+        # for where ``owned`` is False alone: an owned layer's tensors are its own, the look would cost them.)
+        viewing = layer.owned is False
+        if viewing:
+            first = id(next(iter(by_name.values()), None))
+            met = again.get(first)
+            if met is not None and tuple(met[0]) == tuple(by_name) \
+                    and all(map(operator.is_, met[0].values(), by_name.values())):
+                if tracking:
+                    tensor_refs.extend(map(ref, by_name.values()))
+                layers.append(LayerFacts(layer.layer_id, layer.kind, bool(layer.owned), 0, *met[1]))
+                continue
         tensors, signature = {}, []
         own_bytes, all_scratch = 0, True
-        for name, t in layer.tensors.items():
+        for name, t in by_name.items():
             # (inline: ``storage_of`` once per scratch tensor, this once per layer tensor, hundreds per worker)
             storage = t.untyped_storage()
             nbytes = storage.nbytes()
@@ -223,7 +247,7 @@ def walked_worker(worker, device: str, *, storage_ref: Optional[Callable[[Any], 
                 extent[key] = nbytes
                 own_bytes += nbytes
                 if tracking:
-                    storage_ref(storage)
+                    fresh(storage)
             elif nbytes > known:
                 extent[key] = nbytes
             if tracking:
@@ -243,8 +267,10 @@ def walked_worker(worker, device: str, *, storage_ref: Optional[Callable[[Any], 
             tensors[name] = found
             signature.append(name)
             signature.append(id(found))
-        layers.append(LayerFacts(layer.layer_id, layer.kind, bool(layer.owned), own_bytes,  # (positional: a tuple)
-                                 all_scratch and bool(tensors), shared.setdefault(tuple(signature), tensors)))
+        read = (all_scratch and bool(tensors), shared.setdefault(tuple(signature), tensors))
+        if viewing:
+            again[first] = (by_name, read)
+        layers.append(LayerFacts(layer.layer_id, layer.kind, bool(layer.owned), own_bytes, *read))  # (a tuple)
     measured = worker.measured_bytes
     if measured is None:
         by_device: dict = {}  # (the device object: its name once per device, not once per storage)

@@ -37,9 +37,10 @@ def expected_placement(run) -> list[tuple[int, int]]:
     return list(oracle.expected_rank_locations(run))
 
 
-def link(run, a: int, b: int) -> str:
-    """The link between two ranks' cards (``oracle.rank_link``), ``SAME_CARD`` for one card."""
-    code = oracle.rank_link(run, a, b)
+def link(run, a: int, b: int, links=None) -> str:
+    """The link between two ranks' cards (``oracle.rank_link``, in ``links`` when the caller read the run's matrix
+    already), ``SAME_CARD`` for one card."""
+    code = oracle.rank_link(run, a, b, links)
     return SAME_CARD if code == "X" else code
 
 
@@ -51,7 +52,9 @@ def worst_link(run, group) -> str:
 
 @memo.per_run_any_reserve
 def _worst_link(run, group: tuple) -> str:
-    codes = [link(run, a, b) for a, b in itertools.combinations(group, 2)]
+    # the run's matrix read once per group, not once per pair (a memo lookup each); a single rank reads none
+    links = oracle.oracle_topology(run).links if len(group) > 1 else None
+    codes = [link(run, a, b, links) for a, b in itertools.combinations(group, 2)]
     return min(codes, key=link_rank, default="X")
 
 

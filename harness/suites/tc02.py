@@ -105,7 +105,7 @@ def plan_problems(plan, run) -> list[str]:
     tp, s = oracle.attn_tp_size(run), oracle.split_size(run)
     budget = oracle.run_budget_bytes(run)
     per_layer = oracle.expected_layer_bytes_per_block(run.model, run.cache, tp)
-    want_layers = tuple(per_layer[l] for l in range(run.model.num_hidden_layers))
+    want_layers = tuple(map(per_layer.__getitem__, range(run.model.num_hidden_layers)))  # (in C, not per layer)
     problems = _figure("bytes per block per layer", tuple(plan.layer_bytes_per_block), want_layers, rule="estimate")
     scratch = oracle.expected_scratch_bytes_per_block(run.model, run.cache, tp) if s > 1 else 0
     problems += _figure("scratch bytes per block", plan.scratch_bytes_per_block, scratch, rule="estimate")

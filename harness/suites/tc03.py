@@ -309,20 +309,24 @@ def check_groups(plan, run) -> list[str]:
     problems = []
     if any(len(g) != s for g in groups):
         problems.append(f"split groups {groups}: every group must hold s={s} ranks")
+    positions: dict[int, list] = {}  # a TP group's size -> the positions of its consecutive groups of s
     for tp_group in oracle.expected_split_groups_consecutive(world, dp, cp, tp):
         members = set(tp_group)
         inside = [g for g in groups if members.issuperset(g)]
         if sorted(r for g in inside for r in g) != sorted(tp_group):
             problems.append(f"TP group {tp_group}: plan's split groups {groups} do not partition it")
             continue
-        consecutive = [tuple(g) for g in oracle.expected_split_groups_consecutive(len(tp_group), 1, 1, s)]
-        consecutive = [tuple(tp_group[i] for i in g) for g in consecutive]
+        if len(tp_group) not in positions:  # every TP group has tp ranks: the oracle is asked once, not per group
+            positions[len(tp_group)] = [tuple(g) for g in oracle.expected_split_groups_consecutive(len(tp_group), 1,
+                                                                                                   1, s)]
+        consecutive = [tuple(tp_group[i] for i in g) for g in positions[len(tp_group)]]
         if spec is None:
             problems.append(f"TP group {tp_group}: no grouping puts each split group on distinct cards, "
                             f"the master should have refused it")
             continue
         best_groups = [g for g in spec if members.issuperset(g)]
-        best_key, got_key = grouping_key(run, best_groups), grouping_key(run, inside)
+        best_key = grouping_key(run, best_groups)
+        got_key = best_key if inside == best_groups else grouping_key(run, inside)  # the same groups, the same key
         best, got = _worst_of(best_key), _worst_of(got_key)
         keeps = best_groups == consecutive  # key (3): upstream's order when it is among the best
         if got != best:
@@ -404,10 +408,14 @@ def _check_cards(plan, run) -> list[str]:
     on_card: dict[tuple[int, int], list] = {}
     for rp in plan.ranks:
         on_card.setdefault(where[rp.rank], []).append(rp)
+    spec_of: dict[int, int] = {}  # id of an owned-layers object the plan holds -> its oracle bytes (ranks share one)
     for card, rps in sorted(on_card.items()):
         planned = sum(rp.estimated_bytes + rp.draft_estimated_bytes for rp in rps)
-        spec = sum(oracle.expected_rank_bytes(run, plan.n_blocks, rp.owned_full_layers)
-                   + draft_per_rank for rp in rps)
+        for rp in rps:
+            if id(rp.owned_full_layers) not in spec_of:
+                spec_of[id(rp.owned_full_layers)] = oracle.expected_rank_bytes(run, plan.n_blocks,
+                                                                                rp.owned_full_layers)
+        spec = sum(spec_of[id(rp.owned_full_layers)] + draft_per_rank for rp in rps)
         reserved = hw.reserved_bytes_per_card * len(rps)
         if max(planned, spec) + reserved > hw.hbm_bytes_per_card:
             problems.append(Problem(f"node {card[0]} card {card[1]} (ranks {[rp.rank for rp in rps]}): KV planned "
@@ -454,7 +462,7 @@ def _live_group_problems(live, planned: tuple, where, full: list) -> list[str]:
     if over or sum(live.card_counts.values()) != len(members):
         problems.append(Problem(f"all-reduced card counts in its subgroup {live.card_counts} (each card must appear "
                                 "once)", rule="cards"))
-    owners = sorted(l for m in live.members for l in m.owned)
+    owners = sorted(itertools.chain.from_iterable(m.owned for m in live.members))  # (no generator per layer)
     if owners != full:
         missing = sorted(set(full) - set(owners))
         twice = sorted({l for l in owners if owners.count(l) > 1})

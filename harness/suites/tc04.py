@@ -23,13 +23,17 @@ Pass when (FEATURE section 8):
   layout (``TREE_MESSAGE_NOTE``: a compiled tree, upstream's or a port's, whose workers take
   their split from their own s and rank, and whose worker-side checks are its start-up
   CHECKs, judged by TC-01 and TC-07): no tampered bring-up runs, nothing is credited, and
-  the case's result shows the note as not judged (``not_judged``).
+  the case's result shows the note as not judged (``not_judged``). Only the native adapter's
+  plan (``XllmNativeImplementation``, harness-written code naming the tree's functions) is
+  taken at its word: the note in any other implementation's plan is ignored, and its
+  tampered layout is judged.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -49,7 +53,15 @@ from harness.suites.checks import (
     worker_layout_problems,
 )
 from harness.suites.expectations import upstream_worker_owners
-from harness.suites.facts import MasterError, RankFacts, master_error, owned_full, plan_of, worker_facts
+from harness.suites.facts import (
+    MasterError,
+    RankFacts,
+    fact_field,
+    master_error,
+    owned_full,
+    plan_of,
+    worker_facts,
+)
 from harness.suites.ownership import layer_owners, not_owned_once
 from harness.suites.standard import preferred, regrouped_cases
 
@@ -128,6 +140,9 @@ class PropagationFacts(RankFacts):
     coverage: Optional[Coverage] = None
     tamper: dict[str, TamperResult] = field(default_factory=dict)
     tamper_error: Optional[MasterError] = None
+    tamper_not_judged: Optional[str] = None
+    """The plan's ``TREE_MESSAGE_NOTE`` where this rank took it at its word (``tamper_not_judged``): no tampered
+    bring-up ran."""
 
 
 def body(ctx, run, impl_cfg, separate: bool = False) -> PropagationFacts:
@@ -145,10 +160,11 @@ def body(ctx, run, impl_cfg, separate: bool = False) -> PropagationFacts:
         return PropagationFacts(**base)
     workers = {role: worker_facts(w, ctx.device) for role, w in session.workers.items()}
     coverage = _live_coverage(ctx, session, engines[0])
+    note = tamper_not_judged(session.plan, session.impl)  # (teardown drops the implementation)
     leaks = session.teardown()
     workers = {role: dataclasses.replace(wf, leak=leaks.get(role)) for role, wf in workers.items()}
-    if tamper_not_judged(session.plan) is not None:  # every rank holds the broadcast plan: all skip alike
-        return PropagationFacts(**base, workers=workers, coverage=coverage)
+    if note is not None:  # every rank holds the broadcast plan and the same implementation: all skip alike
+        return PropagationFacts(**base, workers=workers, coverage=coverage, tamper_not_judged=note)
 
     tampered = bring_up(ctx, run, impl_cfg, engines=engines, tamper=tamper_message, record_refusals=True)
     results, problems = {}, []
@@ -199,12 +215,21 @@ def _live_coverage(ctx, session, target) -> Coverage:
     return Coverage(members=tuple(members), problems=tuple(problems))
 
 
-def tamper_not_judged(plan) -> Optional[str]:
-    """The plan's ``TREE_MESSAGE_NOTE`` (no code of the implementation checks a layout its workers receive), or
-    None: the tampered layout is judged."""
-    if plan is None:
+def tamper_not_judged(plan, impl) -> Optional[str]:
+    """The plan's ``TREE_MESSAGE_NOTE`` (no code of the implementation checks a layout its workers receive) where
+    ``impl`` is the native adapter, or None: the tampered layout is judged. The adapter is the harness's own code,
+    and its note names the tree's functions; any other implementation could write the note to skip the check, so
+    its note is not taken at its word."""
+    if plan is None or not _native_adapter(impl):
         return None
     return next((n for n in plan.notes if n.startswith(TREE_MESSAGE_NOTE)), None)
+
+
+def _native_adapter(impl) -> bool:
+    """``impl`` is an ``XllmNativeImplementation`` (its module is loaded wherever one exists: nothing is imported
+    for any other implementation, the adapter's import costing about half a second)."""
+    adapter = sys.modules.get("implementations.xllm_native.impl")
+    return adapter is not None and isinstance(impl, adapter.XllmNativeImplementation)
 
 
 def tamper_message(message, plan_rank: int):
@@ -235,7 +260,7 @@ def check(facts: list[dict], run) -> list[str]:
     problems += _check_coverage(facts, plan, run, engines["target"])
     problems += published_layout_problems(plan, run)
     problems += ownership_problems(facts, run, owner=dict(plan.layer_owner))  # positions: the spec's
-    if tamper_not_judged(plan) is None:
+    if not not_judged(facts):
         problems += _check_tamper(facts, engines)
     problems += leak_problems(facts)
     return problems
@@ -331,8 +356,9 @@ def _check_tamper(facts, engines) -> list[str]:
 
 
 def not_judged(facts: list) -> tuple[str, ...]:
-    """The tampered-layout check, where the plan notes that no code of the implementation makes one."""
-    note = tamper_not_judged(plan_of(facts))
+    """The tampered-layout check, where the ranks took the native adapter's note that no code of the tree makes
+    one (``PropagationFacts.tamper_not_judged``)."""
+    note = fact_field(facts[0], "tamper_not_judged") if facts else None
     return (note,) if note else ()
 
 

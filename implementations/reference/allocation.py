@@ -65,7 +65,8 @@ def _block_shape(layout: str, n_blocks: int, block_size: int, heads: int, dim: O
 
 def _fresh(shapes: dict[str, tuple[tuple, torch.dtype]], device: torch.device) -> dict[str, torch.Tensor]:
     """One fresh tensor per name of ``shapes`` (name -> (shape, dtype)), each with its own storage."""
-    return {name: torch.empty(shape, dtype=dtype, device=device) for name, (shape, dtype) in shapes.items()}
+    # (``size=`` by keyword: torch parses a positional tuple against its other overloads first, ~0.5 us a tensor)
+    return {name: torch.empty(size=shape, dtype=dtype, device=device) for name, (shape, dtype) in shapes.items()}
 
 
 def _full_layer_shapes(model: ModelSpec, run: RunSpec, message: KVPlan, *,
@@ -121,6 +122,27 @@ def _linear_layer_shapes(model: ModelSpec, run: RunSpec, message: KVPlan, *,
     }
 
 
+_SHAPES_KEPT = 8
+_shapes_kept: dict = {}
+"""(kind, ids of the message, model and run, with_index or role) -> (message, model, run, its shapes): what
+``_layer_shapes`` worked out for the last few messages (the objects held, so that an id names only them)."""
+
+
+def _layer_shapes(kind: str, message: KVPlan, model: ModelSpec, run: RunSpec, extra) -> dict:
+    """``_full_layer_shapes`` (``extra``: with_index) or ``_linear_layer_shapes`` (``extra``: the role), once per
+    message, model and run: every worker of an engine receives the same message (a plan's ranks ask again)."""
+    key = (kind, id(message), id(model), id(run), extra)
+    kept = _shapes_kept.get(key)
+    if kept is not None and kept[0] is message and kept[1] is model and kept[2] is run:
+        return kept[3]
+    shapes = (_full_layer_shapes(model, run, message, with_index=extra) if kind == "full"
+              else _linear_layer_shapes(model, run, message, role=extra))
+    if len(_shapes_kept) >= _SHAPES_KEPT:
+        _shapes_kept.clear()
+    _shapes_kept[key] = (message, model, run, shapes)
+    return shapes
+
+
 def _rank_plan(message: KVPlan, rank: int) -> RankPlan:
     for rank_plan in message.ranks:
         if rank_plan.rank == rank:
@@ -155,7 +177,7 @@ def allocate_worker_cache(message: KVPlan, run: RunSpec, *, rank: int, role: str
     with_index = model.index_n_heads > 0
     where = torch.device(device)  # parsed once, not once per tensor
     # a kind's tensor shapes are the same for each of its layers: worked out once (at its first layer)
-    full_shapes = _full_layer_shapes(model, run, message, with_index=with_index) if message.active else None
+    full_shapes = _layer_shapes("full", message, model, run, with_index) if message.active else None
     linear_shapes = None
     scratch = _fresh(full_shapes, where) if message.active else {}  # one storage per tensor, as an owned layer
     views = {name: t.view_as(t) for name, t in scratch.items()}  # each non-owned layer's: the scratch, as a layer
@@ -163,11 +185,11 @@ def allocate_worker_cache(message: KVPlan, run: RunSpec, *, rank: int, role: str
     for layer_id in range(message.num_layers):
         if layer_id not in full:
             if linear_shapes is None:
-                linear_shapes = _linear_layer_shapes(model, run, message, role=role)
+                linear_shapes = _layer_shapes("linear", message, model, run, role)
             layers.append(LayerCache(layer_id, "linear", True, _fresh(linear_shapes, where)))
         elif mask[layer_id]:
             if full_shapes is None:
-                full_shapes = _full_layer_shapes(model, run, message, with_index=with_index)
+                full_shapes = _layer_shapes("full", message, model, run, with_index)
             layers.append(LayerCache(layer_id, "full", True, _fresh(full_shapes, where)))
         else:  # the same views in each (a mapping of its own: a layer's entries are its own to replace)
             layers.append(LayerCache(layer_id, "full", False, dict(views)))

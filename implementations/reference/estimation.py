@@ -138,7 +138,7 @@ def rank_bytes(n_blocks: int, owned_bytes_per_block: int, scratch_bytes_per_bloc
 
 
 def owned_bytes_per_block(layer_bytes_per_block: Sequence[int], owned_full_layers: Iterable[int]) -> int:
-    return sum(layer_bytes_per_block[l] for l in owned_full_layers)
+    return sum(map(layer_bytes_per_block.__getitem__, owned_full_layers))  # (each owned layer's, summed in C)
 
 
 def peak_bytes(per_rank_bytes: Mapping[int, int]) -> int:

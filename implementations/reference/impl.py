@@ -8,6 +8,7 @@ broken mutant) overrides exactly one step. Planning never imports torch; only
 
 from __future__ import annotations
 
+import itertools
 from typing import Iterable, Optional, Sequence
 
 from contract.errors import ConfigError, PlanError
@@ -87,14 +88,13 @@ class ReferenceImplementation:
 
     def layer_bytes_per_block(self, model: ModelSpec, cache: CacheSpec, attn_tp_size: int) -> tuple[int, ...]:
         """Bytes per block of each layer id; 0 for linear-attention layers."""
-        full = set(self.full_layers(model))
+        full = self.full_layers(model)
         indexed = set(layers.indexer_layers(model))
         plain = kv_bytes.full_spec(model, cache, attn_tp_size, with_indexer=False).block_bytes
         with_index = kv_bytes.full_spec(model, cache, attn_tp_size, with_indexer=True).block_bytes
-        return tuple(
-            0 if l not in full else (with_index if l in indexed else plain)
-            for l in range(model.num_hidden_layers)
-        )
+        per_full = {l: with_index if l in indexed else plain for l in full}
+        # each layer id's entry, 0 where none (a linear layer): looked up in C, not a generator per layer
+        return tuple(map(per_full.get, range(model.num_hidden_layers), itertools.repeat(0)))
 
     def full_bytes_per_block(self, model: ModelSpec, cache: CacheSpec, attn_tp_size: int) -> int:
         """Uniform F: the sum over full layers of ``layer_bytes_per_block`` (upstream
@@ -102,7 +102,7 @@ class ReferenceImplementation:
         full = self.full_layers(model)
         if full:
             layer_bytes = self.layer_bytes_per_block(model, cache, attn_tp_size)
-            return sum(layer_bytes[l] for l in full)
+            return estimation.owned_bytes_per_block(layer_bytes, full)
         spec = kv_bytes.full_spec(model, cache, attn_tp_size, with_indexer=False)
         return estimation.full_bytes_per_block(
             block_size=cache.block_size, num_full_layers=0, slot_bytes=spec.slot_bytes,
@@ -363,6 +363,7 @@ class ReferenceImplementation:
                     draft_bytes_per_block: int) -> tuple[RankPlan, ...]:
         positions = layout.split_positions(groups)
         owned_by = {r: layout.owned_layers(layer_owner, r) for r in range(split_size)} if layer_owner else None
+        target_bytes: dict[int, int] = {}  # id of an owned-layers tuple -> the rank's target KV (once per split rank)
         out = []
         for rank in range(run.parallel.world_size):
             if rank not in positions:
@@ -372,12 +373,13 @@ class ReferenceImplementation:
             owned = owned_by.get(split_rank, ()) if owned_by is not None else full
             dp_rank, cp_rank, tp_rank = layout.rank_coords(rank, run.parallel, tp)
             node, card = placement[rank]
+            if id(owned) not in target_bytes:  # (the ranks at one split position share one tuple, held above)
+                target_bytes[id(owned)] = estimation.rank_bytes(
+                    n_blocks, estimation.owned_bytes_per_block(layer_bytes, owned), scratch, linear)
             out.append(RankPlan(
                 rank=rank, node=node, card=card, dp_rank=dp_rank, cp_rank=cp_rank, tp_rank=tp_rank,
                 split_group=group, split_rank=split_rank, owned_full_layers=owned,
-                estimated_bytes=estimation.rank_bytes(
-                    n_blocks, estimation.owned_bytes_per_block(layer_bytes, owned), scratch, linear),
-                draft_estimated_bytes=n_blocks * draft_bytes_per_block,
+                estimated_bytes=target_bytes[id(owned)], draft_estimated_bytes=n_blocks * draft_bytes_per_block,
             ))
         return tuple(out)
 
@@ -391,7 +393,15 @@ class ReferenceImplementation:
             return plan
         if run.draft is None or plan.draft is None:
             raise ConfigError("draft", None, "a draft model (speculative decoding) for role 'draft'")
-        return self.draft_message(plan, run)
+        # The draft's message of one plan is made once (the master hashes it, the leader hands it to every
+        # worker): asked again for the same plan and run objects (held here), it is the same message, whose
+        # digest is then hashed once, not once per ask.
+        made = self.__dict__.get("_draft_message_of")
+        if made is not None and made[0] is plan and made[1] is run:
+            return made[2]
+        message = self.draft_message(plan, run)
+        self.__dict__["_draft_message_of"] = (plan, run, message)
+        return message
 
     def draft_message(self, plan: KVPlan, run: RunSpec) -> KVPlan:
         """The draft engine's plan: never split, the target's n_blocks, every draft layer owned."""
@@ -461,9 +471,17 @@ class ReferenceImplementation:
         if not message.active:
             return (True,) * message.num_layers
         split_rank = self.worker_split_rank(message, rank)
-        owners = dict(message.layer_owner)
-        full = set(message.full_layers)
-        return tuple(l not in full or owners.get(l) == split_rank for l in range(message.num_layers))
+        # the same for every worker of one split rank: worked out once per message (held here) and split rank
+        kept = self.__dict__.get("_masks_of")
+        if kept is None or kept[0] is not message:
+            kept = self.__dict__["_masks_of"] = (message, {})
+        mask = kept[1].get(split_rank)
+        if mask is None:
+            owners = dict(message.layer_owner)
+            full = set(message.full_layers)
+            mask = kept[1][split_rank] = tuple(l not in full or owners.get(l) == split_rank
+                                               for l in range(message.num_layers))
+        return mask
 
     def init_worker(self, message: KVPlan, run: RunSpec, *, rank: int, role: str, device: str,
                     expected_digest: str) -> WorkerKVCache:

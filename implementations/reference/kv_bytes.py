@@ -8,6 +8,7 @@ their unit; ``*_slot_bytes`` are per token slot, ``block_bytes`` per KV block,
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Optional, Union
 
 from contract.specs import DTYPE_BYTES, CacheSpec, ModelSpec
@@ -153,7 +154,16 @@ FullSpec = Union[MLAFullSpec, GQAFullSpec]
 
 
 def full_spec(model: ModelSpec, cache: CacheSpec, attn_tp_size: int, *, with_indexer: bool) -> FullSpec:
-    """The spec of one full-attention layer of ``model`` on one rank."""
+    """The spec of one full-attention layer of ``model`` on one rank (once per distinct arguments: a plan asks
+    about nine times, for the layers' bytes, the scratch, the capacities and the draft's message)."""
+    try:
+        return _full_spec(model, cache, attn_tp_size, with_indexer)
+    except TypeError:  # a model or cache that cannot be hashed (a list where a tuple belongs): worked out each time
+        return _full_spec.__wrapped__(model, cache, attn_tp_size, with_indexer)
+
+
+@lru_cache(maxsize=256, typed=True)
+def _full_spec(model: ModelSpec, cache: CacheSpec, attn_tp_size: int, with_indexer: bool) -> FullSpec:
     indexer = None
     if with_indexer:
         indexer = IndexerSpec(

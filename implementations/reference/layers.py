@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from contract.errors import ConfigError
 from contract.specs import FULL_ATTENTION_TYPES, ModelSpec
 
@@ -33,23 +31,42 @@ def check_layer_types(model: ModelSpec) -> None:
 
 
 def full_layers(model: ModelSpec) -> tuple[int, ...]:
-    """Ids of the full-attention layers, ascending (computed once per distinct model: a plan asks often)."""
-    try:
-        return _full_layers(model)
-    except TypeError:  # a model that cannot be hashed (a list where a tuple belongs)
-        return _full_layers.__wrapped__(model)
-
-
-@lru_cache(maxsize=64)
-def _full_layers(model: ModelSpec) -> tuple[int, ...]:
-    check_layer_types(model)
-    return tuple(l for l in range(model.num_hidden_layers) if is_full_layer_kind(model, l))
+    """Ids of the full-attention layers, ascending."""
+    return _layer_kinds(model)[0]
 
 
 def linear_layers(model: ModelSpec) -> tuple[int, ...]:
     """Ids of the linear-attention layers, ascending."""
-    full = set(full_layers(model))
-    return tuple(l for l in range(model.num_hidden_layers) if l not in full)
+    return _layer_kinds(model)[1]
+
+
+_KINDS_REMEMBERED = 1024
+_kinds: dict[tuple, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+"""(num_hidden_layers, layer_types, full_attention_interval) -> (full layers, linear layers), the oldest dropped
+past ``_KINDS_REMEMBERED``."""
+
+
+def _layer_kinds(model: ModelSpec) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(full layers, linear layers), once per distinct layer count, ``layer_types`` and interval: the only fields
+    the rule reads (a plan asks some ten times, and models that differ in other fields share them)."""
+    key = (model.num_hidden_layers, model.layer_types, model.full_attention_interval)
+    try:
+        kinds = _kinds.get(key)
+    except TypeError:  # layer_types that cannot be hashed (a list where a tuple belongs): worked out each time
+        return _worked_out_kinds(model)
+    if kinds is None:
+        kinds = _worked_out_kinds(model)
+        if len(_kinds) >= _KINDS_REMEMBERED:
+            del _kinds[next(iter(_kinds))]
+        _kinds[key] = kinds
+    return kinds
+
+
+def _worked_out_kinds(model: ModelSpec) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    check_layer_types(model)
+    full = tuple(l for l in range(model.num_hidden_layers) if is_full_layer_kind(model, l))
+    held = set(full)
+    return full, tuple(l for l in range(model.num_hidden_layers) if l not in held)
 
 
 def has_indexer(model: ModelSpec) -> bool:

@@ -46,6 +46,20 @@ def link_score(code: str) -> int:
     raise TopologyError(FIELD, code, ALLOWED_CODES)
 
 
+def _code_score(code) -> int:
+    """``link_score``, remembered per code string (an NV<n> code's regular expression, per pair of ranks)."""
+    return _remembered_score(code) if isinstance(code, str) else link_score(code)
+
+
+@lru_cache(maxsize=256)
+def _remembered_score(code: str) -> int:
+    return link_score(code)
+
+
+_NET_SCORE = link_score("NET")
+"""Two ranks on different nodes (``link``)."""
+
+
 # ---------------------------------------------------------------- placement
 
 
@@ -134,8 +148,12 @@ def _form_split_groups(
     where = [placement[rank] for rank in tp_group]
     _require_distinct_cards_possible(tp_group, where, s)
     order = sorted(range(n), key=lambda i: tp_group[i])  # index i of the search = the i-th smallest rank
-    scores = tuple(tuple(link_score(link(topology, placement, tp_group[a], tp_group[b])) for b in order)
-                   for a in order)
+    located = [where[i] for i in order]
+    links = topology.links
+    # each pair's ``link_score(link(...))``, inlined: the calls were most of the search's cost on a small group
+    scores = tuple(tuple(_NET_SCORE if node_a != node_b else _code_score(links[card_a][card_b])
+                         for node_b, card_b in located)
+                   for node_a, card_a in located)
     cards = tuple(where[i] for i in order)
     consecutive_idx = [[order.index(tp_group.index(r)) for r in group] for group in consecutive]
     if _distinct_cards(consecutive_idx, cards):
@@ -210,6 +228,8 @@ def _best_grouping(scores: tuple, cards: tuple, s: int, floor: int) -> Optional[
 
 def _require_distinct_cards_possible(tp_group, where, s: int) -> None:
     # A valid grouping exists iff no card holds more ranks than there are groups.
+    if len(set(where)) == len(where):  # one rank per card (most placements): nothing to count
+        return
     (card, count), = Counter(where).most_common(1)
     if count > len(tp_group) // s:
         ranks = [r for r, w in zip(tp_group, where) if w == card]

@@ -76,7 +76,8 @@ def test_a_trees_plan_says_where_its_workers_take_their_split_and_its_worker_tak
     with pytest.raises(PlanError, match="plan digest"):  # the reference still checks its message
         reference.init_worker(replace(ref_plan, n_blocks=ref_plan.n_blocks + 1), replace(r, model=M.DEEPSEEK_V32),
                               rank=1, role="target", device="cpu", expected_digest=ref_plan.digest)
-    assert tc04.tamper_not_judged(ref_plan) is None
+    assert tc04.tamper_not_judged(ref_plan, reference) is None
+    assert tc04.tamper_not_judged(plan, upstream_shaped) == note
 
 
 def test_a_tree_without_a_worker_role_says_so_in_its_note(cache):

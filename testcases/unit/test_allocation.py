@@ -275,6 +275,36 @@ def test_one_walk_measures_the_distinct_storages_and_tracks_each_tensor_and_stor
     assert refs.alive() == 0, "the walk kept a reference to the cache"
 
 
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_the_walk_reads_layers_sharing_views_once_and_finds_what_a_walk_of_each_finds(name):
+    """A non-owned layer holding the very tensors of one walked before (the reference gives its non-owned layers
+    one set of scratch views) is read once (``facts.walked_worker``): its facts, the measured bytes and the
+    references tracked are those of a cache whose non-owned layers each hold views of their own; a layer whose
+    tensors are the earlier layer's but one is read anew (its own storage counts)."""
+    from harness.suites.bring_up import Worker, walked
+
+    run = run_spec(MODELS[name], world_size=4, split_size=4)  # rank 3: two full layers or more, not owned
+    plan = hand_plan(MODELS[name], run, n_blocks=N_BLOCKS)
+    shared = allocate(plan, run, 3)
+    views = [layer for layer in shared.layers if not layer.owned]
+    assert len(views) >= 2 and all(a.tensors[n] is b.tensors[n] for a, b in zip(views, views[1:]) for n in a.tensors)
+    apart = allocate(plan, run, 3)
+    for layer in apart.layers:
+        if not layer.owned:
+            layer.tensors = {name: t.view_as(t) for name, t in apart.scratch.items()}
+    facts = {which: walked(Worker("target", 3, cache, None, plan), "cpu") for which, cache in
+             (("shared", shared), ("apart", apart))}
+    assert facts["shared"][0](None) == facts["apart"][0](None)
+    assert facts["shared"][1].tracked() == facts["apart"][1].tracked()
+
+    name = list(views[1].tensors)[-1]  # (its last: the walk knows the layer before by its first tensor)
+    views[1].tensors = {**views[1].tensors, name: torch.empty_like(views[1].tensors[name])}  # its own storage
+    got = walked(Worker("target", 3, shared, None, plan), "cpu")[0](None)
+    by_id = {layer.layer: layer for layer in got.layers}
+    assert by_id[views[1].layer_id].own_bytes == views[1].tensors[name].untyped_storage().nbytes() > 0
+    assert not by_id[views[1].layer_id].scratch_view and by_id[views[2 if len(views) > 2 else 0].layer_id].scratch_view
+
+
 def test_hybrid_linear_layers_are_allocated_on_every_rank_and_never_split():
     run = run_spec(HYBRID, world_size=4, split_size=4)
     plan = hand_plan(HYBRID, run)

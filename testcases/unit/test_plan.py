@@ -197,6 +197,20 @@ def test_plan_json_has_digest_and_is_stable():
     assert a.digest != REF.plan(run_spec(split=4)).digest
 
 
+def test_digest_hashes_the_json_text_of_asdict():
+    """The digest reads a plan's fields its own way (``plan_types._plain``, no deep copy): the text it hashes is
+    ``json.dumps`` of ``dataclasses.asdict``, ranks, draft and all; a draft engine's message too."""
+    import dataclasses
+    import hashlib
+    import json
+
+    run = run_spec(DEEPSEEK_V3, split=2, draft=DEEPSEEK_MTP)
+    target = REF.plan(run)
+    for plan in (target, REF.engine_message(target, run, "draft"), REF.plan(run_spec(split=4))):
+        text = json.dumps(dataclasses.asdict(plan), sort_keys=True, separators=(",", ":"))
+        assert plan.digest == hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 # ---- engine and worker -----------------------------------------------------------
 
 
