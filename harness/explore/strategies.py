@@ -201,12 +201,19 @@ def hardware_with(c: Choices, cards: int, *, profile: str = "") -> HardwareProfi
     or a random tree."""
     hw = base_hardware(profile or ("cpu" if cards == 8 or c.flag() else "bi_v100"))
     if hw.name == "bi_v100":
-        return hw if c.flag() else replace(hw, topology=tree_topology(c, 4))
+        return hw if c.flag() else hardware_of(hw.name, hw.num_cards, tree_topology(c, 4))
     kind = c.pick(("default", "fixture", "random")) if cards == 8 else c.pick(("fixture", "random"))
     if kind == "default":
         return hw
     topology = fixture_topology(c.pick(FIXTURES[cards])) if kind == "fixture" else tree_topology(c, cards)
-    return replace(hw, num_cards=cards, topology=topology)
+    return hardware_of(hw.name, cards, topology)
+
+
+@lru_cache(maxsize=1024)
+def hardware_of(name: str, cards: int, topology: Topology) -> HardwareProfile:
+    """The shipped profile ``name`` with ``cards`` cards and ``topology``, one object per distinct arguments (the
+    topologies are kept objects): the draws that share a matrix share their hardware, made and hashed once."""
+    return replace(base_hardware(name), num_cards=cards, topology=topology)
 
 
 # ---- model ------------------------------------------------------------------------------
@@ -341,7 +348,7 @@ def layout(c: Choices, shape: str, split: bool):
         hw = hardware_with(c, 4)
     elif shape == "replicas_differ":
         tp, dp = 4, 2
-        hw = replace(base_hardware("cpu"), num_cards=8, topology=halves_topology(c))
+        hw = hardware_of("cpu", 8, halves_topology(c))
     else:
         hw = hardware_with(c, c.pick((8, 4)))
         tp, dp = c.pick((4, 1, 2, 8)), c.pick((1, 2))
