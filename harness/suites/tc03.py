@@ -325,34 +325,42 @@ def check_groups(plan, run) -> list[str]:
                             f"the master should have refused it")
             continue
         best_groups = [g for g in spec if members.issuperset(g)]
-        best_key = grouping_key(run, best_groups)
-        got_key = best_key if inside == best_groups else grouping_key(run, inside)  # the same groups, the same key
-        best, got = _worst_of(best_key), _worst_of(got_key)
         keeps = best_groups == consecutive  # key (3): upstream's order when it is among the best
-        if got != best:
-            problems.append(Problem(f"TP group {tp_group} on {topo}: worst link inside the plan's groups {inside} "
-                                    f"is {[worst_link(run, g) for g in inside]}; the spec's groups {best_groups} "
-                                    f"reach {[worst_link(run, g) for g in best_groups]}", rule="groups",
-                                    rank=tp_group[0]))
-        elif got_key != best_key:
-            problems.append(Problem(f"TP group {tp_group} on {topo}: the plan's groups {inside} tie with the spec's "
-                                    f"{best_groups} on the worst link, but their own worst links from worst to best "
-                                    f"{_links_worst_first(run, inside)} fall short of the spec's "
-                                    f"{_links_worst_first(run, best_groups)} (FEATURE 4, key 2)"
-                                    + (": consecutive groups are not optimal but were kept" if inside == consecutive
-                                       else ""), rule="groups", rank=tp_group[0]))
-        elif sorted(inside) != sorted(best_groups):
-            why = ("consecutive groups are among the best, so the plan must keep them" if keeps
-                   else "among equally good groupings the spec takes the first lexicographically")
-            problems.append(Problem(f"TP group {tp_group} on {topo}: the plan's groups {inside} are as good as the "
-                                    f"spec's {best_groups} but not them ({why}; FEATURE 4, key 3)", rule="groups",
-                                    rank=tp_group[0]))
+        if inside != best_groups:  # (the spec's very groups: no key can differ, and none is worked out)
+            problems += _grouping_problems(run, tp_group, inside, best_groups, consecutive, keeps)
         if run.placement is None and 1 < s < tp and topo in EXPECT_REGROUPED and keeps:
             problems.append(f"harness: on {topo} consecutive groups should not be optimal (even/odd switches)")
         if run.placement is None and 1 < s and topo in EXPECT_CONSECUTIVE and not keeps:
             problems.append(f"harness: on {topo} consecutive groups should be optimal")
     if problems:
         problems[0] = _with_tree_groups(problems[0], plan)
+    return problems
+
+
+def _grouping_problems(run, tp_group, inside: list, best_groups: list, consecutive: list, keeps: bool) -> list:
+    """How the plan's split groups of one TP group (``inside``), other than the spec's (``best_groups``), fall
+    short by FEATURE 4's key: (1) the worst link, (2) the groups' own worst links, (3) the tie-break."""
+    topo = run.hardware.topology.name
+    got_key, best_key = grouping_key(run, inside), grouping_key(run, best_groups)
+    problems = []
+    if _worst_of(got_key) != _worst_of(best_key):
+        problems.append(Problem(f"TP group {tp_group} on {topo}: worst link inside the plan's groups {inside} "
+                                f"is {[worst_link(run, g) for g in inside]}; the spec's groups {best_groups} "
+                                f"reach {[worst_link(run, g) for g in best_groups]}", rule="groups",
+                                rank=tp_group[0]))
+    elif got_key != best_key:
+        problems.append(Problem(f"TP group {tp_group} on {topo}: the plan's groups {inside} tie with the spec's "
+                                f"{best_groups} on the worst link, but their own worst links from worst to best "
+                                f"{_links_worst_first(run, inside)} fall short of the spec's "
+                                f"{_links_worst_first(run, best_groups)} (FEATURE 4, key 2)"
+                                + (": consecutive groups are not optimal but were kept" if inside == consecutive
+                                   else ""), rule="groups", rank=tp_group[0]))
+    elif sorted(inside) != sorted(best_groups):
+        why = ("consecutive groups are among the best, so the plan must keep them" if keeps
+               else "among equally good groupings the spec takes the first lexicographically")
+        problems.append(Problem(f"TP group {tp_group} on {topo}: the plan's groups {inside} are as good as the "
+                                f"spec's {best_groups} but not them ({why}; FEATURE 4, key 3)", rule="groups",
+                                rank=tp_group[0]))
     return problems
 
 
