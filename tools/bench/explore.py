@@ -20,6 +20,11 @@ both, each in its own process: a change to the explorer side by side with what i
 ``--step`` also runs CI's exploration step (``pytest -n 0 testcases/explore``, the test command's
 explorer tests at ``search.CI_EXAMPLES``) there and here, and gives the CPU of each and the
 plan-level draws each makes.
+
+``--repeat N`` (with ``--against``; default 3) measures each side N times, each run in a process of its own,
+the two sides taking turns (before, now, before, now, ...), and keeps each side's best run per level (the
+highest rate; for the step, the least CPU): on a shared machine another process's load only ever slows a run,
+so the best run is the truest, and taking turns exposes both sides to the same spells of load.
 """
 
 from __future__ import annotations
@@ -120,14 +125,14 @@ STEP_ARGS = ("-n", "0", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", "te
 """CI's exploration step: the test command's ``testcases/explore`` run, alone."""
 
 
-def step_cost(tree: Path) -> tuple[float, int, int]:
+def step_cost(tree: Path, env: Optional[dict] = None) -> tuple[float, int, int]:
     """(CPU seconds, exit code, plan-level draws per implementation) of CI's exploration step run in ``tree``
     (a checkout): the CPU of the pytest process and all it waited for; the draws are that tree's
     ``search.CI_EXAMPLES``."""
     from tools.bench.suite_cost import timed_run
 
     with tempfile.TemporaryDirectory(prefix="lwsplit-step-") as tmp:
-        timed = timed_run([sys.executable, "-m", "pytest", *STEP_ARGS], Path(tmp), tree)
+        timed = timed_run([sys.executable, "-m", "pytest", *STEP_ARGS], Path(tmp), tree, env)
     draws = subprocess.run([sys.executable, "-c", "from harness.explore.search import CI_EXAMPLES; "
                             "print(CI_EXAMPLES[False])"], cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
                            capture_output=True, text=True)
@@ -146,26 +151,69 @@ def step_note(before: Optional[tuple], now: tuple, commit: str) -> str:
             f"in CPU, {now[2] / max(1, before[2]):.1f}x the draws")
 
 
-def run_against(commit: str, examples: dict, seed: int, *, step: bool = False) -> tuple[list[tuple], Optional[tuple]]:
-    """This command's rows at ``commit``, measured there in its own process (``--plan-examples`` and
-    ``--allocation-examples`` as here), and (``step``) CI's exploration step there."""
-    from tools.bench.suite_cost import export_commit
+def bytecode_env(pycache: Path) -> dict:
+    """This process's environment with Python's compiled modules written under ``pycache``
+    (``PYTHONPYCACHEPREFIX``, whatever ``PYTHONDONTWRITEBYTECODE`` says), nothing in either checkout: both sides
+    compile (``compiled``) before any run is timed, so no side pays compiling where the other reads bytecode (a
+    commit's fresh checkout has none; a module imported lazily compiles inside the timed draws)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, "PYTHONPYCACHEPREFIX": str(pycache)}
 
-    with tempfile.TemporaryDirectory(prefix="lwsplit-against-") as tmp:
-        tree = export_commit(commit, Path(tmp))
-        env = {**os.environ, "PYTHONPATH": str(tree)}
-        done = subprocess.run([sys.executable, "-m", "tools.bench.explore", "--plan-examples", str(examples[False]),
-                               "--allocation-examples", str(examples[True]), "--seed", str(seed)],
-                              cwd=tree, env=env, capture_output=True, text=True, timeout=1800)
-        cost = step_cost(tree) if step else None
+
+def compiled(tree: Path, env: dict) -> None:
+    """Compile ``tree``'s project packages where ``env`` writes bytecode (``bytecode_env``)."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *PACKAGES], cwd=tree, env=env,
+                   capture_output=True, text=True, timeout=600)
+
+
+PACKAGES = ("contract", "harness", "implementations", "tools", "testcases")
+"""The packages a bench run imports from the checkout."""
+
+
+def measured_rows(tree: Path, examples: dict, seed: int, env: dict) -> list[tuple]:
+    """This command's plan and allocation rows measured in ``tree`` (a checkout, this one or another commit's), in a
+    process of its own (``--plan-examples`` and ``--allocation-examples`` as here), in ``env``: a fresh process
+    per run, so that no run finds what an earlier one remembered."""
+    env = {**env, "PYTHONPATH": str(tree)}
+    done = subprocess.run([sys.executable, "-m", "tools.bench.explore", "--plan-examples", str(examples[False]),
+                           "--allocation-examples", str(examples[True]), "--seed", str(seed)],
+                          cwd=tree, env=env, capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
-        fail(f"--against {commit[:12]}: the bench there exited {done.returncode}: "
+        fail(f"the bench in {tree} exited {done.returncode}: "
              f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}")
     found = [tuple(c.strip() for c in line.split("|")) for line in done.stdout.splitlines()
              if line.startswith(("plan |", "with allocation |"))]
     if len(found) != 2:
-        fail(f"--against {commit[:12]}: no plan and allocation rows in its output")
-    return found, cost
+        fail(f"the bench in {tree}: no plan and allocation rows in its output")
+    return found
+
+
+def best_rows(runs: list[list[tuple]]) -> list[tuple]:
+    """Per level, the row of the run with the highest rate (column ``configs / CPU s``): the least slowed."""
+    rate = COLUMNS.index("configs / CPU s")
+    return [max((run[level] for run in runs), key=lambda row: float(row[rate])) for level in range(2)]
+
+
+def side_by_side(commit: str, examples: dict, seed: int, *, repeat: int, step: bool) -> tuple:
+    """(before rows, now rows, before step, now step): each side measured ``repeat`` times, taking turns, the best
+    run of each kept (``best_rows``; the step's least CPU); the steps None without ``step``."""
+    from harness.paths import REPO_ROOT
+    from tools.bench.suite_cost import export_commit
+
+    before, now, step_before, step_now = [], [], [], []
+    with tempfile.TemporaryDirectory(prefix="lwsplit-against-") as tmp:
+        tree = export_commit(commit, Path(tmp))
+        env = bytecode_env(Path(tmp) / "pycache")
+        for checkout in (tree, REPO_ROOT):
+            compiled(checkout, env)
+        for _ in range(repeat):
+            before.append(measured_rows(tree, examples, seed, env))
+            now.append(measured_rows(REPO_ROOT, examples, seed, env))
+            if step:
+                step_before.append(step_cost(tree, env))
+                step_now.append(step_cost(REPO_ROOT, env))
+    least = (lambda costs: min(costs, key=lambda cost: cost[0])) if step else (lambda costs: None)
+    return best_rows(before), best_rows(now), least(step_before), least(step_now)
 
 
 COLUMNS = ("level", "configs", "CPU s", "configs / CPU s", "refused", "judging alone / CPU s", "goal (explored)")
@@ -183,10 +231,18 @@ def rows(results: dict) -> list[tuple]:
     return out
 
 
-def ratio_note(results: dict) -> str:
-    plan_rate = results[False][0] / results[False][1]
-    alloc_rate = results[True][0] / results[True][1]
+def ratio_note(now: list[tuple]) -> str:
+    rate = COLUMNS.index("configs / CPU s")
+    plan_rate, alloc_rate = (float(row[rate]) for row in now)
     return f"plan level / with allocation: {plan_rate / alloc_rate:.1f}x (load {os.getloadavg()[0]:.2f} when measured)"
+
+
+def against_note(before: list[tuple], now: list[tuple], commit: str, repeat: int) -> str:
+    """Each level's rate now over its rate at ``commit``: the ratios the explorer's goals are set in."""
+    rate = COLUMNS.index("configs / CPU s")
+    ratios = ", ".join(f"{b[0]} {float(n[rate]) / float(b[rate]):.2f}x" for b, n in zip(before, now))
+    return (f"now / before ({commit[:12]}) in configurations per CPU s: {ratios} (each side's best of {repeat} runs, "
+            f"each run a process of its own, the sides taking turns)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -204,28 +260,32 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--docs", action="store_true", help=f"also record the figures into {DOCS}")
     p.add_argument("--step", action="store_true",
                    help="also measure CI's exploration step (pytest -n 0 testcases/explore), at REV too")
+    p.add_argument("--repeat", type=int, default=3,
+                   help="with --against: runs of each side, taking turns, the best of each kept (default 3)")
     args = p.parse_args(sys.argv[1:] if argv is None else list(argv))
-    for name in ("plan_examples", "allocation_examples"):
+    for name in ("plan_examples", "allocation_examples", "repeat"):
         if getattr(args, name) < 1:
             fail(f"--{name.replace('_', '-')}: {getattr(args, name)}; allowed: a whole number >= 1")
     examples = {False: args.plan_examples, True: args.allocation_examples}
-    before, commit, step_before = [], "", None
+    notes, step_now, step_before, commit = [], None, None, ""
     if args.against is not None:
         from tools.bench.suite_cost import resolve_commit
 
         commit = resolve_commit(args.against)
-        found, step_before = run_against(commit, examples, args.seed, step=args.step)
-        before = [(f"{row[0]}, before ({commit[:12]})", *row[1:]) for row in found]
-    results = measure(examples, args.seed)
-    now = rows(results)
-    table_rows = [(f"{row[0]}, now" if before else row[0], *row[1:]) for row in now]
-    table_rows = [r for pair in zip(before, table_rows) for r in pair] if before else table_rows
-    notes = [ratio_note(results), reach_note(reach_counts(args.plan_examples, args.seed), args.plan_examples)]
+        before, now, step_before, step_now = side_by_side(commit, examples, args.seed, repeat=args.repeat,
+                                                          step=args.step)
+        table_rows = [r for b, n in zip(before, now)
+                      for r in ((f"{b[0]}, before ({commit[:12]})", *b[1:]), (f"{n[0]}, now", *n[1:]))]
+        notes.append(against_note(before, now, commit, args.repeat))
+    else:
+        now = table_rows = rows(measure(examples, args.seed))
+    notes += [ratio_note(now), reach_note(reach_counts(args.plan_examples, args.seed), args.plan_examples)]
     if args.step:
         from harness.paths import REPO_ROOT
 
-        notes.append(step_note(step_before, step_cost(REPO_ROOT), commit))
-    command_line = ("python -m tools.bench.explore" + (f" --against {args.against}" if before else "")
+        notes.append(step_note(step_before, step_now if step_now is not None else step_cost(REPO_ROOT), commit))
+    command_line = ("python -m tools.bench.explore" + (f" --against {args.against}" if commit else "")
+                    + (f" --repeat {args.repeat}" if commit and args.repeat != 3 else "")
                     + (" --step" if args.step else "") + " --docs")
     show("bench_explore", COLUMNS, table_rows, notes, align="lrrrrrl", docs=command_line if args.docs else None)
     return 0

@@ -120,15 +120,16 @@ def _children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def timed_run(cmd: list[str], probe: Path, cwd: Path = REPO_ROOT) -> dict:
-    """Run ``cmd`` in ``cwd`` (the checkout): its process, wall seconds, the machine's busy CPU seconds
-    meanwhile (None without ``/proc``) and the CPU of the command's process tree (what it and the
-    processes it waited for, recursively, used)."""
+def timed_run(cmd: list[str], probe: Path, cwd: Path = REPO_ROOT, env: Optional[dict] = None) -> dict:
+    """Run ``cmd`` in ``cwd`` (the checkout), in ``env`` (default: this process's): its process, wall seconds,
+    the machine's busy CPU seconds meanwhile (None without ``/proc``) and the CPU of the command's process tree
+    (what it and the processes it waited for, recursively, used)."""
+    env = os.environ if env is None else env
     start, cpu_start, tree_start = time.monotonic(), procfs.busy_cpu_s(), _children_cpu_s()
     # the probe plugin is this checkout's (``-p tools.bench.cpu_probe``): an older tree measured with
     # ``--against`` may have it elsewhere or not at all; its own packages still come first (``cwd``)
-    pythonpath = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(REPO_ROOT)) if p)
-    proc = subprocess.run(cmd, cwd=cwd, env={**os.environ, cpu_probe.DIR_ENV: str(probe), "PYTHONPATH": pythonpath},
+    pythonpath = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(REPO_ROOT)) if p)
+    proc = subprocess.run(cmd, cwd=cwd, env={**env, cpu_probe.DIR_ENV: str(probe), "PYTHONPATH": pythonpath},
                           stdout=subprocess.DEVNULL)
     wall_s, cpu_end = time.monotonic() - start, procfs.busy_cpu_s()
     machine = cpu_end - cpu_start if cpu_start is not None and cpu_end is not None else None
