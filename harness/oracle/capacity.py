@@ -3,6 +3,7 @@ the target and draft engines of one configuration, their block counts and bytes 
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Optional
@@ -115,7 +116,8 @@ def estimate_capacity(model, cache, *, attn_tp: int, budget_bytes: int, split: i
     slots, linear-state reservation, then the uniform or split block count."""
     n_layers = draft_num_layers(model) if is_draft else model.num_hidden_layers
     if n_layers <= model.num_hidden_layers:
-        num_full = sum(1 for layer in expected_full_layers(model) if layer < n_layers)
+        full = expected_full_layers(model)  # (rising: the count below n_layers found by bisection, not a walk)
+        num_full = len(full) if n_layers == model.num_hidden_layers else bisect_left(full, n_layers)
     else:  # a draft with more MTP layers than hidden layers
         num_full = sum(1 for layer in range(n_layers) if is_full_attention_layer(model, layer))
     num_linear = n_layers - num_full
@@ -307,7 +309,7 @@ def _rank_bytes(run, n_blocks: int, owned_layers, include_linear_state: bool, bu
     model, cache = run.model, run.cache
     tp = attn_tp_size(run)
     per_layer = expected_layer_bytes_per_block(model, cache, tp)
-    per_block = sum(per_layer[layer] for layer in set(owned_layers))
+    per_block = sum(map(per_layer.__getitem__, set(owned_layers)))  # (the same sum, without a generator's frame a layer)
     if split_size(run) > 1:
         per_block += expected_scratch_bytes_per_block(model, cache, tp)
     total = n_blocks * per_block

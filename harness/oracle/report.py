@@ -152,7 +152,10 @@ def expected_split_raises_peak(run) -> bool:
     full = expected_full_layers(run.model)
     per_layer = expected_layer_bytes_per_block(run.model, run.cache, tp)
     owner = expected_owner(full, s)
-    largest = max(sum(per_layer[l] for l in full if owner[l] == r) for r in range(s))
+    owned = [0] * s  # each split rank's bytes, summed in one pass over the layers (not one pass per rank)
+    for layer in full:
+        owned[owner[layer]] += per_layer[layer]
+    largest = max(owned)
     return largest + expected_scratch_bytes_per_block(run.model, run.cache, tp) > sum(per_layer[l] for l in full)
 
 
