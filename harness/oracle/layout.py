@@ -191,8 +191,25 @@ def best_partition(members: Sequence[int], s: int, score) -> Optional[list]:
     n = len(members)
     if n % s:
         return None
-    # each pair's score asked once, kept in a matrix by position (the search reads pairs again and again)
-    pair = [[score(members[i], members[j]) if i < j else None for j in range(n)] for i in range(n)]
+    # each pair's score asked once; the search reads nothing else, so it is kept per distinct scores (the drawn
+    # layouts' TP groups repeat a few hundred score patterns: about three searches in four saved)
+    scores = tuple(score(members[i], members[j]) for i in range(n) for j in range(i + 1, n))
+    try:
+        groups = _best_positions(n, s, scores)
+    except TypeError:  # a score that cannot be hashed: searched each time
+        groups = _best_positions.__wrapped__(n, s, scores)
+    return None if groups is None else [[members[k] for k in g] for g in groups]
+
+
+@lru_cache(maxsize=4096)
+def _best_positions(n: int, s: int, scores: tuple) -> Optional[tuple]:
+    """``best_partition``'s search over positions 0..n-1 (the sorted members), ``scores`` each pair's (i < j) in
+    row order: the first best partition by the spec's key, as groups of rising positions; None when none."""
+    pair = [[None] * n for _ in range(n)]  # by position: the search reads pairs again and again
+    flat = iter(scores)
+    for i in range(n):
+        for j in range(i + 1, n):
+            pair[i][j] = next(flat)
 
     def group_score(group) -> int:  # (positions, rising)
         worst = None
@@ -224,15 +241,15 @@ def best_partition(members: Sequence[int], s: int, score) -> Optional[list]:
             sub = solve(left)
             if sub is None:
                 continue
-            scores = tuple(sorted(sub[0] + (gs,)))
+            vector = tuple(sorted(sub[0] + (gs,)))
             partition = (group,) + sub[1]
-            if best is None or scores > best[0] or (scores == best[0] and partition < best[1]):
-                best = (scores, partition)
+            if best is None or vector > best[0] or (vector == best[0] and partition < best[1]):
+                best = (vector, partition)
         solved[remaining] = best
         return best
 
     result = solve((1 << n) - 1)  # positions in the sorted members: the same order, so the same first partition
-    return None if result is None else [[members[k] for k in g] for g in result[1]]
+    return None if result is None else result[1]
 
 
 def expected_split_groups(run, *, rule: str = SPEC_GROUP_RULE) -> Optional[list]:
