@@ -359,8 +359,14 @@ def _owned_by_rank(run, owner_rule: str, rule: str) -> Optional[dict]:
     positions = _split_positions(run, rule)
     if positions is None:
         return None
-    return {rank: expected_owned_full_layers(run, position, owner_rule=owner_rule)
-            for rank, (_, position) in positions.items()}
+    by_position: dict = {}  # split rank -> its layers: asked once per split rank, not per global rank
+    out = {}
+    for rank, (_, position) in positions.items():
+        layers = by_position.get(position)
+        if layers is None:
+            layers = by_position[position] = expected_owned_full_layers(run, position, owner_rule=owner_rule)
+        out[rank] = layers
+    return out
 
 
 @per_run_any_reserve
@@ -376,12 +382,15 @@ def expected_rank_rows(run) -> Optional[tuple]:
     rows = []
     locations = expected_rank_locations(run)
     positions = _split_positions(run, SPEC_GROUP_RULE)
+    # every rank's owned layers read from the one table (expected_rank_owned_layers asks it through the memo per rank)
+    owned = _owned_by_rank(run, SPEC_OWNER_RULE, SPEC_GROUP_RULE) if split_size(run) > 1 else None
+    full = expected_full_layers(run.model) if owned is None else None
     for r in range(run.parallel.world_size):
         if r not in positions:
             expected_split_position(run, r)  # raises, saying why
         index, position = positions[r]
         rows.append((locations[r], expected_rank_coordinates(run, r), groups[index],
-                     position, tuple(expected_rank_owned_layers(run, r))))
+                     position, tuple(full if owned is None else owned[r])))
     return tuple(rows)
 
 
