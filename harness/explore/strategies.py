@@ -105,7 +105,9 @@ class Choices:
         return self.data[at] if at < len(self.data) else 0
 
     def pick(self, options: Sequence):
-        return options[self.byte() % len(options)]
+        at = self.at  # (``byte`` inlined: some 26 picks a draw)
+        self.at = at + 1
+        return options[(self.data[at] if at < len(self.data) else 0) % len(options)]
 
     def number(self, low: int, high: int) -> int:
         """``low`` to ``high`` (at most 256 values)."""
