@@ -403,7 +403,10 @@ def aimed_budget_bytes(run: RunSpec, blocks: int, slack: int) -> int:
     want = blocks * per_block + slack % max(1, per_block)
     budget = max(1, want)
     for _ in range(3):
-        budget = max(1, want + oracle.expected_linear_state_bytes(run.model, run.cache, tp, budget))
+        aimed = max(1, want + oracle.expected_linear_state_bytes(run.model, run.cache, tp, budget))
+        if aimed == budget:  # a fixed point: the steps left would give it again (a model without linear layers: at once)
+            break
+        budget = aimed
     return budget
 
 
