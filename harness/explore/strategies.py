@@ -105,7 +105,9 @@ class Choices:
         return self.data[at] if at < len(self.data) else 0
 
     def pick(self, options: Sequence):
-        return options[self.byte() % len(options)]
+        at = self.at  # (``byte`` inlined: some 26 picks a draw)
+        self.at = at + 1
+        return options[(self.data[at] if at < len(self.data) else 0) % len(options)]
 
     def number(self, low: int, high: int) -> int:
         """``low`` to ``high`` (at most 256 values)."""
@@ -401,7 +403,10 @@ def aimed_budget_bytes(run: RunSpec, blocks: int, slack: int) -> int:
     want = blocks * per_block + slack % max(1, per_block)
     budget = max(1, want)
     for _ in range(3):
-        budget = max(1, want + oracle.expected_linear_state_bytes(run.model, run.cache, tp, budget))
+        aimed = max(1, want + oracle.expected_linear_state_bytes(run.model, run.cache, tp, budget))
+        if aimed == budget:  # a fixed point: the steps left would give it again (a model without linear layers: at once)
+            break
+        budget = aimed
     return budget
 
 

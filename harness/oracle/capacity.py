@@ -3,6 +3,7 @@ the target and draft engines of one configuration, their block counts and bytes 
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Optional
@@ -108,16 +109,37 @@ def _owned_counts(full: tuple, s: int, owner_rule: str) -> tuple:
     return tuple(counts)
 
 
+def _full_layer_count(model, n_layers: int) -> int:
+    """How many of an engine's first ``n_layers`` layers are full attention (a draft may have more MTP layers than
+    hidden layers: those past the model's are asked one by one)."""
+    if n_layers <= model.num_hidden_layers:
+        full = expected_full_layers(model)  # (rising: the count below n_layers found by bisection, not a walk)
+        return len(full) if n_layers == model.num_hidden_layers else bisect_left(full, n_layers)
+    return sum(1 for layer in range(n_layers) if is_full_attention_layer(model, layer))
+
+
+def _slot_capacity(model, cache, *, attn_tp: int, is_draft: bool = False) -> Capacity:
+    """``estimate_capacity``'s fields that read no budget (block size, slot sizes, layer counts), the budget's
+    (its size, blocks, the linear state) 0: what the draft cost D reads (``expected_draft_cost_per_block``),
+    without an estimate's linear-state reservation and block count."""
+    n_layers = draft_num_layers(model) if is_draft else model.num_hidden_layers
+    num_full = _full_layer_count(model, n_layers)
+    index = index_slot_bytes(model, cache)
+    return _capacity(dict(
+        cache_size_bytes=0, block_size=cache.block_size, n_blocks=0, slot_size=kv_slot_bytes(model, cache, attn_tp),
+        index_slot_size=index, scale_slot_size=scale_slot_bytes(model, cache, attn_tp), linear_slot_size=0,
+        n_layers=n_layers, num_full_attention_layers=num_full, num_linear_attention_layers=n_layers - num_full,
+        num_indexer_layers=num_full if index > 0 else 0, num_linear_state_blocks=0, linear_cache_bytes=0,
+        linear_conv_state_len=0, linear_ssm_checkpoint_stride=1))
+
+
 @_memoized
 def estimate_capacity(model, cache, *, attn_tp: int, budget_bytes: int, split: int = 1,
                       owner_rule: str = SPEC_OWNER_RULE, is_draft: bool = False) -> Capacity:
     """Sections 5-6 for one engine on its own (upstream ``estimate_kv_cache_capacity``):
     slots, linear-state reservation, then the uniform or split block count."""
     n_layers = draft_num_layers(model) if is_draft else model.num_hidden_layers
-    if n_layers <= model.num_hidden_layers:
-        num_full = sum(1 for layer in expected_full_layers(model) if layer < n_layers)
-    else:  # a draft with more MTP layers than hidden layers
-        num_full = sum(1 for layer in range(n_layers) if is_full_attention_layer(model, layer))
+    num_full = _full_layer_count(model, n_layers)
     num_linear = n_layers - num_full
     slot = kv_slot_bytes(model, cache, attn_tp)
     scale = scale_slot_bytes(model, cache, attn_tp)
@@ -259,10 +281,11 @@ def expected_draft_bytes_per_block(run) -> int:
 @_memoized
 def _draft_cost(model, draft, shape: SlotShape, attn_tp: int, body_tp1: bool) -> int:
     """D of a target and draft model: the engines' slot sizes and layer counts, which read no budget and of the cache
-    only its slot shape, so the estimates run at a one-byte budget with the shape for the cache. Once per distinct
-    models, shape and TP: the explorer aims a budget with D, then the checks ask D of the aimed configuration."""
-    target = estimate_capacity(model, shape, attn_tp=attn_tp, budget_bytes=1, split=1, owner_rule=SPEC_OWNER_RULE)
-    mtp = estimate_capacity(draft, shape, attn_tp=1 if body_tp1 else attn_tp, budget_bytes=1, is_draft=True)
+    only its slot shape (``_slot_capacity``: an estimate's fields without its budget's, about a third of its cost).
+    Once per distinct models, shape and TP: the explorer aims a budget with D, then the checks ask D of the aimed
+    configuration."""
+    target = _slot_capacity(model, shape, attn_tp=attn_tp)
+    mtp = _slot_capacity(draft, shape, attn_tp=1 if body_tp1 else attn_tp, is_draft=True)
     return expected_draft_cost_per_block(target, mtp, draft_body_tp1=body_tp1)
 
 
@@ -307,7 +330,7 @@ def _rank_bytes(run, n_blocks: int, owned_layers, include_linear_state: bool, bu
     model, cache = run.model, run.cache
     tp = attn_tp_size(run)
     per_layer = expected_layer_bytes_per_block(model, cache, tp)
-    per_block = sum(per_layer[layer] for layer in set(owned_layers))
+    per_block = sum(map(per_layer.__getitem__, set(owned_layers)))  # (the same sum, without a generator's frame a layer)
     if split_size(run) > 1:
         per_block += expected_scratch_bytes_per_block(model, cache, tp)
     total = n_blocks * per_block

@@ -36,7 +36,16 @@ def _full_layers(model) -> tuple:
     """``expected_full_layers`` once per distinct (frozen) model: every check asks again."""
     layer_types = getattr(model, "layer_types", None) or ()
     interval = _opt(model, "full_attention_interval", 1)
-    return tuple(layer for layer in range(model.num_hidden_layers) if _is_full(layer, layer_types, interval))
+    n = model.num_hidden_layers
+    if type(interval) is not int or type(n) is not int:
+        return tuple(layer for layer in range(n) if _is_full(layer, layer_types, interval))
+    # _is_full's two rules as ranges (a drawn model is new to this cache: about 30 calls of _is_full a draw saved)
+    typed = min(len(layer_types), max(n, 0))
+    head = [layer for layer in range(typed) if layer_types[layer] in FULL_TYPES]
+    if interval <= 1:
+        return (*head, *range(typed, n))
+    return (*head, *range(typed + (-(typed + 1)) % interval, n, interval))  # the first layer past the types with
+    # (layer + 1) % interval == 0, then every interval-th
 
 
 def expected_linear_layer_count(model) -> int:

@@ -4,7 +4,7 @@ nodes and cards, and the links between them."""
 from __future__ import annotations
 
 from functools import lru_cache
-from itertools import combinations
+from itertools import combinations, cycle
 from typing import Optional, Sequence
 
 from harness.oracle import readers
@@ -28,6 +28,8 @@ from harness.oracle.memo import per_run_any_reserve
 
 def expected_owner(full_layers, split_size: int) -> dict:
     """Section 4: round robin over full layers: the k-th full layer is owned by split rank k % s."""
+    if type(split_size) is int and split_size >= 1:  # (the same dictionary, built in C: asked once per plan judged)
+        return dict(zip(full_layers, cycle(range(split_size))))
     owner = {}
     for k, layer in enumerate(full_layers):
         owner[layer] = k % split_size
@@ -189,8 +191,25 @@ def best_partition(members: Sequence[int], s: int, score) -> Optional[list]:
     n = len(members)
     if n % s:
         return None
-    # each pair's score asked once, kept in a matrix by position (the search reads pairs again and again)
-    pair = [[score(members[i], members[j]) if i < j else None for j in range(n)] for i in range(n)]
+    # each pair's score asked once; the search reads nothing else, so it is kept per distinct scores (the drawn
+    # layouts' TP groups repeat a few hundred score patterns: about three searches in four saved)
+    scores = tuple(score(members[i], members[j]) for i in range(n) for j in range(i + 1, n))
+    try:
+        groups = _best_positions(n, s, scores)
+    except TypeError:  # a score that cannot be hashed: searched each time
+        groups = _best_positions.__wrapped__(n, s, scores)
+    return None if groups is None else [[members[k] for k in g] for g in groups]
+
+
+@lru_cache(maxsize=4096)
+def _best_positions(n: int, s: int, scores: tuple) -> Optional[tuple]:
+    """``best_partition``'s search over positions 0..n-1 (the sorted members), ``scores`` each pair's (i < j) in
+    row order: the first best partition by the spec's key, as groups of rising positions; None when none."""
+    pair = [[None] * n for _ in range(n)]  # by position: the search reads pairs again and again
+    flat = iter(scores)
+    for i in range(n):
+        for j in range(i + 1, n):
+            pair[i][j] = next(flat)
 
     def group_score(group) -> int:  # (positions, rising)
         worst = None
@@ -222,15 +241,15 @@ def best_partition(members: Sequence[int], s: int, score) -> Optional[list]:
             sub = solve(left)
             if sub is None:
                 continue
-            scores = tuple(sorted(sub[0] + (gs,)))
+            vector = tuple(sorted(sub[0] + (gs,)))
             partition = (group,) + sub[1]
-            if best is None or scores > best[0] or (scores == best[0] and partition < best[1]):
-                best = (scores, partition)
+            if best is None or vector > best[0] or (vector == best[0] and partition < best[1]):
+                best = (vector, partition)
         solved[remaining] = best
         return best
 
     result = solve((1 << n) - 1)  # positions in the sorted members: the same order, so the same first partition
-    return None if result is None else [[members[k] for k in g] for g in result[1]]
+    return None if result is None else result[1]
 
 
 def expected_split_groups(run, *, rule: str = SPEC_GROUP_RULE) -> Optional[list]:
@@ -340,8 +359,14 @@ def _owned_by_rank(run, owner_rule: str, rule: str) -> Optional[dict]:
     positions = _split_positions(run, rule)
     if positions is None:
         return None
-    return {rank: expected_owned_full_layers(run, position, owner_rule=owner_rule)
-            for rank, (_, position) in positions.items()}
+    by_position: dict = {}  # split rank -> its layers: asked once per split rank, not per global rank
+    out = {}
+    for rank, (_, position) in positions.items():
+        layers = by_position.get(position)
+        if layers is None:
+            layers = by_position[position] = expected_owned_full_layers(run, position, owner_rule=owner_rule)
+        out[rank] = layers
+    return out
 
 
 @per_run_any_reserve
@@ -357,12 +382,15 @@ def expected_rank_rows(run) -> Optional[tuple]:
     rows = []
     locations = expected_rank_locations(run)
     positions = _split_positions(run, SPEC_GROUP_RULE)
+    # every rank's owned layers read from the one table (expected_rank_owned_layers asks it through the memo per rank)
+    owned = _owned_by_rank(run, SPEC_OWNER_RULE, SPEC_GROUP_RULE) if split_size(run) > 1 else None
+    full = expected_full_layers(run.model) if owned is None else None
     for r in range(run.parallel.world_size):
         if r not in positions:
             expected_split_position(run, r)  # raises, saying why
         index, position = positions[r]
         rows.append((locations[r], expected_rank_coordinates(run, r), groups[index],
-                     position, tuple(expected_rank_owned_layers(run, r))))
+                     position, tuple(full if owned is None else owned[r])))
     return tuple(rows)
 
 

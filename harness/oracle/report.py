@@ -8,7 +8,7 @@ from typing import Optional
 
 from harness.oracle.capacity import expected_block_counts, expected_draft_rank_bytes, expected_rank_bytes
 from harness.oracle.inputs import SPEC_OWNER_RULE, attn_tp_size, run_budget_bytes, split_size
-from harness.oracle.layers import expected_full_layers
+from harness.oracle.layers import expected_full_layers, expected_indexer
 from harness.oracle.layout import (
     _owned_by_rank,
     _owned_full_layers,
@@ -23,8 +23,43 @@ from harness.oracle.slots import (
     expected_full_bytes_per_block,
     expected_layer_bytes_per_block,
     expected_linear_state_bytes,
+    expected_linear_state_bytes_per_slot,
+    expected_linear_state_slots,
     expected_scratch_bytes_per_block,
+    index_slot_bytes,
+    kv_slot_bytes,
+    scale_slot_bytes,
 )
+
+# ---- sections 4-7: a plan's layout fields -------------------------------------------------------
+
+PLAN_FIELDS = ("model", "world_size", "dp_size", "cp_size", "attn_tp_size", "split_size", "active", "block_size",
+               "kv_layout", "num_layers", "full_layers", "budget_bytes", "slot_size", "index_slot_size",
+               "scale_slot_size", "num_indexer_layers", "linear_slot_size", "num_linear_state_blocks",
+               "available_bytes", "layer_owner")
+"""The plan's fields whose values ``expected_plan_fields`` gives, in that order."""
+
+
+@per_run
+def expected_plan_fields(run) -> tuple:
+    """Sections 4-7: the spec's value of every layout field of a plan (``PLAN_FIELDS``, in order): the run's shape
+    (world, dp, cp, attention TP, split size, active, block size, the profile's KV layout), the model's layers
+    (``full_layers`` a tuple), the budget, the slot sizes of section 5, the linear state's blocks, the bytes
+    available after it (budget - linear state) and the owner of each full layer ({} without an active split).
+    One table per configuration, where a check asked some fifteen functions (each through its memo); the split
+    groups and every rank's row are ``expected_split_groups`` and ``expected_rank_rows``. Shared: read it,
+    never change it."""
+    p, model, cache = run.parallel, run.model, run.cache
+    tp, s = attn_tp_size(run), split_size(run)
+    full = tuple(expected_full_layers(model))
+    budget = run_budget_bytes(run)
+    linear = expected_linear_state_bytes(model, cache, tp, budget)
+    return (model.name, p.world_size, p.dp_size, p.cp_size, tp, s, s > 1, cache.block_size, run.hardware.kv_layout,
+            model.num_hidden_layers, full, budget, kv_slot_bytes(model, cache, tp), index_slot_bytes(model, cache),
+            scale_slot_bytes(model, cache, tp), len(full) if expected_indexer(model) else 0,
+            expected_linear_state_bytes_per_slot(model, cache, tp), expected_linear_state_slots(model, cache, tp, budget),
+            budget - linear, expected_owner(full, s) if s > 1 else {})
+
 
 # ---- section 6: report per rank --------------------------------------------------------------
 
@@ -117,7 +152,10 @@ def expected_split_raises_peak(run) -> bool:
     full = expected_full_layers(run.model)
     per_layer = expected_layer_bytes_per_block(run.model, run.cache, tp)
     owner = expected_owner(full, s)
-    largest = max(sum(per_layer[l] for l in full if owner[l] == r) for r in range(s))
+    owned = [0] * s  # each split rank's bytes, summed in one pass over the layers (not one pass per rank)
+    for layer in full:
+        owned[owner[layer]] += per_layer[layer]
+    largest = max(owned)
     return largest + expected_scratch_bytes_per_block(run.model, run.cache, tp) > sum(per_layer[l] for l in full)
 
 

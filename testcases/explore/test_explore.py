@@ -109,6 +109,65 @@ def test_the_oracles_rank_rows_are_its_answers_per_rank():
     assert checked >= 30, checked
 
 
+def test_the_oracles_plan_fields_are_its_answers_per_field():
+    """``oracle.expected_plan_fields`` (every layout field of a plan, one table per configuration) says what the
+    oracle's functions of each field say, on CI's drawn configurations the spec accepts."""
+    from harness import oracle
+    from harness.explore.search import DEFAULT_SEED, drawn_strings
+    from harness.explore.strategies import decode
+
+    checked = 0
+    for run in [decode(one) for one in drawn_strings(DEFAULT_SEED, CI_EXAMPLES[False])[:64]]:
+        if oracle.expected_rejection(run) is not None or oracle.expected_estimation_rejection(run) is not None:
+            continue
+        p, model, cache = run.parallel, run.model, run.cache
+        tp, s, budget = oracle.attn_tp_size(run), oracle.split_size(run), oracle.run_budget_bytes(run)
+        full = tuple(oracle.expected_full_layers(model))
+        want = dict(
+            model=model.name, world_size=p.world_size, dp_size=p.dp_size, cp_size=p.cp_size, attn_tp_size=tp,
+            split_size=s, active=s > 1, block_size=cache.block_size, kv_layout=run.hardware.kv_layout,
+            num_layers=model.num_hidden_layers, full_layers=full, budget_bytes=budget,
+            slot_size=oracle.kv_slot_bytes(model, cache, tp), index_slot_size=oracle.index_slot_bytes(model, cache),
+            scale_slot_size=oracle.scale_slot_bytes(model, cache, tp),
+            num_indexer_layers=len(full) if oracle.expected_indexer(model) else 0,
+            linear_slot_size=oracle.expected_linear_state_bytes_per_slot(model, cache, tp),
+            num_linear_state_blocks=oracle.expected_linear_state_slots(model, cache, tp, budget),
+            available_bytes=budget - oracle.expected_linear_state_bytes(model, cache, tp, budget),
+            layer_owner=oracle.expected_owner(full, s) if s > 1 else {})
+        assert dict(zip(oracle.PLAN_FIELDS, oracle.expected_plan_fields(run), strict=True)) == want, run
+        checked += 1
+    assert checked >= 40, checked
+
+
+def test_the_draft_cost_reads_the_estimates_fields_that_read_no_budget():
+    """D (``oracle.expected_draft_bytes_per_block``) is made from each engine's slot sizes and layer counts alone
+    (``capacity._slot_capacity``): those equal the full estimate's, and D the one made from two full estimates, on
+    CI's drawn configurations with a draft (own shapes and indexers, TP 1 bodies among them)."""
+    from harness import oracle
+    from harness.explore.search import DEFAULT_SEED, drawn_strings
+    from harness.explore.strategies import decode
+    from harness.oracle.capacity import _slot_capacity
+
+    budget_free = ("block_size", "slot_size", "index_slot_size", "scale_slot_size", "n_layers",
+                   "num_full_attention_layers", "num_linear_attention_layers", "num_indexer_layers")
+    checked = 0
+    for run in [decode(one) for one in drawn_strings(DEFAULT_SEED, CI_EXAMPLES[False])[:300]]:
+        if run.draft is None or oracle.expected_rejection(run) is not None:
+            continue
+        tp = oracle.attn_tp_size(run)
+        draft_tp = 1 if oracle.draft_body_tp1(run) else tp
+        engines = []
+        for model, at, is_draft in ((run.model, tp, False), (run.draft, draft_tp, True)):
+            full = oracle.estimate_capacity(model, run.cache, attn_tp=at, budget_bytes=1, is_draft=is_draft)
+            alone = _slot_capacity(model, run.cache, attn_tp=at, is_draft=is_draft)
+            assert [getattr(alone, f) for f in budget_free] == [getattr(full, f) for f in budget_free], (run, model)
+            engines.append(full)
+        assert oracle.expected_draft_bytes_per_block(run) == oracle.expected_draft_cost_per_block(
+            *engines, draft_body_tp1=oracle.draft_body_tp1(run)), run
+        checked += 1
+    assert checked >= 60, checked
+
+
 def test_reach_reads_a_refused_world_that_is_not_whole_tp_groups():
     """A world the spec refuses as not divisible (17 ranks at dp 2), placed two ranks to a card: ``reach`` names
     the refusal and the shared card without reading past the placement (it raised IndexError)."""
