@@ -237,6 +237,8 @@ def walked_worker(worker, device: str, *, storages: Optional[list] = None
                     tensor_refs.extend(map(ref, by_name.values()))
                 layers.append(new_layer((layer.layer_id, layer.kind, bool(layer.owned), 0, *met[1])))
                 continue
+        if tracking:  # (one C-level pass per layer, not a call per tensor)
+            tensor_refs.extend(map(ref, by_name.values()))
         tensors, signature = {}, []
         own_bytes, all_scratch = 0, True
         for name, t in by_name.items():
@@ -252,9 +254,7 @@ def walked_worker(worker, device: str, *, storages: Optional[list] = None
                     fresh(storage)
             elif nbytes > known:
                 extent[key] = nbytes
-            if tracking:
-                keep(ref(t))
-            if key not in scratch:
+            if all_scratch and key not in scratch:  # (an owned layer's first tensor decides: no lookup after it)
                 all_scratch = False
             shape, dtype = t.shape, t.dtype
             before = last.get(name)
