@@ -90,6 +90,7 @@ class StorageWeakRefs:
         # ranks make these; the controller imports this module and never imports torch (3.7 s, python -X importtime)
         import torch
 
+        self._weak_ref = torch.UntypedStorage._weak_ref
         self._expired = torch.UntypedStorage._expired
         self._free = torch.UntypedStorage._free_weak_ref  # kept: torch may be torn down before this at exit
         self._refs: list = []
@@ -99,7 +100,7 @@ class StorageWeakRefs:
 
     def add_all(self, storages: Any) -> None:
         """``add`` each of ``storages`` (one call for a worker's hundreds)."""
-        self._refs.extend([storage._weak_ref() for storage in storages])
+        self._refs.extend(map(self._weak_ref, storages))  # (the loop in C, no method looked up per storage)
 
     def alive(self) -> int:
         """How many of the storages added are still alive."""

@@ -122,7 +122,8 @@ class LeakRefs:
         return len(self.tensors) + len(self.storages)
 
     def alive(self) -> int:
-        return sum(1 for r in self.tensors if r() is not None) + self.storages.alive()
+        # (each reference called in a list comprehension, the dead counted in C: no generator frame per tensor)
+        return len(self.tensors) - [r() for r in self.tensors].count(None) + self.storages.alive()
 
 
 def weak_refs(cache) -> LeakRefs:

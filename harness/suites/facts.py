@@ -219,6 +219,8 @@ def walked_worker(worker, device: str, *, storages: Optional[list] = None
     shared: dict = {}  # ((name, id of its TensorFacts), ...) -> the one mapping of the layers with those tensors
     again: dict = {}  # id of a non-owned layer's first tensor -> (its mapping of tensors, (scratch views, facts))
     layers = []
+    # (a LayerFacts made from one tuple in C: its generated ``__new__`` is a Python call per layer, ~1% of a draw)
+    new_layer = functools.partial(tuple.__new__, LayerFacts)
     for layer in cache.layers:
         by_name = layer.tensors
         # A non-owned layer holding the very tensors of one walked before (the scratch views that a worker's
@@ -233,8 +235,10 @@ def walked_worker(worker, device: str, *, storages: Optional[list] = None
                     and all(map(operator.is_, met[0].values(), by_name.values())):
                 if tracking:
                     tensor_refs.extend(map(ref, by_name.values()))
-                layers.append(LayerFacts(layer.layer_id, layer.kind, bool(layer.owned), 0, *met[1]))
+                layers.append(new_layer((layer.layer_id, layer.kind, bool(layer.owned), 0, *met[1])))
                 continue
+        if tracking:  # (one C-level pass per layer, not a call per tensor)
+            tensor_refs.extend(map(ref, by_name.values()))
         tensors, signature = {}, []
         own_bytes, all_scratch = 0, True
         for name, t in by_name.items():
@@ -250,9 +254,7 @@ def walked_worker(worker, device: str, *, storages: Optional[list] = None
                     fresh(storage)
             elif nbytes > known:
                 extent[key] = nbytes
-            if tracking:
-                keep(ref(t))
-            if key not in scratch:
+            if all_scratch and key not in scratch:  # (an owned layer's first tensor decides: no lookup after it)
                 all_scratch = False
             shape, dtype = t.shape, t.dtype
             before = last.get(name)
@@ -270,7 +272,7 @@ def walked_worker(worker, device: str, *, storages: Optional[list] = None
         read = (all_scratch and bool(tensors), shared.setdefault(tuple(signature), tensors))
         if viewing:
             again[first] = (by_name, read)
-        layers.append(LayerFacts(layer.layer_id, layer.kind, bool(layer.owned), own_bytes, *read))  # (a tuple)
+        layers.append(new_layer((layer.layer_id, layer.kind, bool(layer.owned), own_bytes, *read)))
     measured = worker.measured_bytes
     if measured is None:
         by_device: dict = {}  # (the device object: its name once per device, not once per storage)
@@ -297,7 +299,7 @@ def walked_worker(worker, device: str, *, storages: Optional[list] = None
         kv_layout=cache.kv_layout,
         measured_bytes=measured,
         scratch_bytes=sum(scratch.values()),
-        scratch_tensors={n: tuple(int(x) for x in t.shape) for n, t in cache.scratch.items()},
+        scratch_tensors={n: tuple(t.shape) for n, t in cache.scratch.items()},  # (a torch.Size holds ints)
         layers=tuple(layers),
         received_digest=worker.message.digest,
         reported_rank=cache.rank,

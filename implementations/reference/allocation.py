@@ -63,10 +63,23 @@ def _block_shape(layout: str, n_blocks: int, block_size: int, heads: int, dim: O
     return shape if dim is None else shape + (dim,)
 
 
-def _fresh(shapes: dict[str, tuple[tuple, torch.dtype]], device: torch.device) -> dict[str, torch.Tensor]:
-    """One fresh tensor per name of ``shapes`` (name -> (shape, dtype)), each with its own storage."""
+def _makers(shapes: dict[str, tuple[tuple, torch.dtype]], device: torch.device) -> tuple:
+    """(name, shape, a function making an empty tensor of the name's dtype on ``device`` given its size) per name
+    of ``shapes`` (name -> (shape, dtype)): what ``_fresh`` makes a layer's tensors with (``_layer_makers``).
+
+    The function is ``new_empty`` of an empty (0-element, no storage bytes) tensor of that dtype and device:
+    it parses only the size, where ``torch.empty`` parses dtype and device again for each tensor (~0.4 us)."""
+    empty: dict = {}  # dtype -> its 0-element tensor's new_empty
+    for _, dtype in shapes.values():
+        if dtype not in empty:
+            empty[dtype] = torch.empty(size=(0,), dtype=dtype, device=device).new_empty
+    return tuple((name, shape, empty[dtype]) for name, (shape, dtype) in shapes.items())
+
+
+def _fresh(makers: tuple) -> dict[str, torch.Tensor]:
+    """One fresh tensor per name of ``makers`` (``_makers``), each with its own storage."""
     # (``size=`` by keyword: torch parses a positional tuple against its other overloads first, ~0.5 us a tensor)
-    return {name: torch.empty(size=shape, dtype=dtype, device=device) for name, (shape, dtype) in shapes.items()}
+    return {name: make(size=shape) for name, shape, make in makers}
 
 
 def _full_layer_shapes(model: ModelSpec, run: RunSpec, message: KVPlan, *,
@@ -122,25 +135,27 @@ def _linear_layer_shapes(model: ModelSpec, run: RunSpec, message: KVPlan, *,
     }
 
 
-_SHAPES_KEPT = 8
-_shapes_kept: dict = {}
-"""(kind, ids of the message, model and run, with_index or role) -> (message, model, run, its shapes): what
-``_layer_shapes`` worked out for the last few messages (the objects held, so that an id names only them)."""
+_MAKERS_KEPT = 8
+_makers_kept: dict = {}
+"""(kind, ids of the message, model and run, with_index or role, device) -> (message, model, run, its makers): what
+``_layer_makers`` worked out for the last few messages (the objects held, so that an id names only them)."""
 
 
-def _layer_shapes(kind: str, message: KVPlan, model: ModelSpec, run: RunSpec, extra) -> dict:
-    """``_full_layer_shapes`` (``extra``: with_index) or ``_linear_layer_shapes`` (``extra``: the role), once per
-    message, model and run: every worker of an engine receives the same message (a plan's ranks ask again)."""
-    key = (kind, id(message), id(model), id(run), extra)
-    kept = _shapes_kept.get(key)
+def _layer_makers(kind: str, message: KVPlan, model: ModelSpec, run: RunSpec, extra, device: torch.device) -> tuple:
+    """``_makers`` of ``_full_layer_shapes`` (``extra``: with_index) or ``_linear_layer_shapes`` (``extra``: the
+    role) on ``device``, once per message, model, run and device: every worker of an engine receives the same
+    message (a plan's ranks ask again)."""
+    key = (kind, id(message), id(model), id(run), extra, device)
+    kept = _makers_kept.get(key)
     if kept is not None and kept[0] is message and kept[1] is model and kept[2] is run:
         return kept[3]
     shapes = (_full_layer_shapes(model, run, message, with_index=extra) if kind == "full"
               else _linear_layer_shapes(model, run, message, role=extra))
-    if len(_shapes_kept) >= _SHAPES_KEPT:
-        _shapes_kept.clear()
-    _shapes_kept[key] = (message, model, run, shapes)
-    return shapes
+    makers = _makers(shapes, device)
+    if len(_makers_kept) >= _MAKERS_KEPT:
+        _makers_kept.clear()
+    _makers_kept[key] = (message, model, run, makers)
+    return makers
 
 
 def _rank_plan(message: KVPlan, rank: int) -> RankPlan:
@@ -177,20 +192,20 @@ def allocate_worker_cache(message: KVPlan, run: RunSpec, *, rank: int, role: str
     with_index = model.index_n_heads > 0
     where = torch.device(device)  # parsed once, not once per tensor
     # a kind's tensor shapes are the same for each of its layers: worked out once (at its first layer)
-    full_shapes = _layer_shapes("full", message, model, run, with_index) if message.active else None
-    linear_shapes = None
-    scratch = _fresh(full_shapes, where) if message.active else {}  # one storage per tensor, as an owned layer
+    full_makers = _layer_makers("full", message, model, run, with_index, where) if message.active else None
+    linear_makers = None
+    scratch = _fresh(full_makers) if message.active else {}  # one storage per tensor, as an owned layer
     views = {name: t.view_as(t) for name, t in scratch.items()}  # each non-owned layer's: the scratch, as a layer
     layers = []
     for layer_id in range(message.num_layers):
         if layer_id not in full:
-            if linear_shapes is None:
-                linear_shapes = _layer_shapes("linear", message, model, run, role)
-            layers.append(LayerCache(layer_id, "linear", True, _fresh(linear_shapes, where)))
+            if linear_makers is None:
+                linear_makers = _layer_makers("linear", message, model, run, role, where)
+            layers.append(LayerCache(layer_id, "linear", True, _fresh(linear_makers)))
         elif mask[layer_id]:
-            if full_shapes is None:
-                full_shapes = _layer_shapes("full", message, model, run, with_index)
-            layers.append(LayerCache(layer_id, "full", True, _fresh(full_shapes, where)))
+            if full_makers is None:
+                full_makers = _layer_makers("full", message, model, run, with_index, where)
+            layers.append(LayerCache(layer_id, "full", True, _fresh(full_makers)))
         else:  # the same views in each (a mapping of its own: a layer's entries are its own to replace)
             layers.append(LayerCache(layer_id, "full", False, dict(views)))
 

@@ -226,6 +226,47 @@ def test_exploring_freezes_the_heap_only_while_it_runs(monkeypatch):
     assert collector.calls == [] and collector.frozen == 5
 
 
+def test_allocating_pauses_the_collector_only_while_the_ranks_are_allocated(monkeypatch):
+    """``InProcessRunner._allocate`` pauses the cyclic garbage collector while a configuration's ranks are allocated,
+    walked and torn down, and gives it back as it found it: enabled again after, a raise included; a caller's own
+    pause left alone. The collector is a recording stand-in, so this process's own is not touched."""
+    from harness.explore import runner as runner_module
+    from harness.explore.runner import InProcessRunner
+
+    class Collector:
+        def __init__(self, enabled: bool):
+            self.enabled, self.calls = enabled, []
+
+        def isenabled(self):
+            return self.enabled
+
+        def disable(self):
+            self.calls.append("disable")
+            self.enabled = False
+
+        def enable(self):
+            self.calls.append("enable")
+            self.enabled = True
+
+    def ranks(self, impl, plan, run, engines, digests):
+        seen.append(collector.enabled)
+        if plan == "raise":
+            raise RuntimeError("planted")
+        return [], []
+
+    monkeypatch.setattr(InProcessRunner, "_allocate_ranks", ranks)
+    for enabled, plan in ((True, "plan"), (True, "raise"), (False, "plan")):
+        seen: list = []
+        collector = Collector(enabled)
+        monkeypatch.setattr(runner_module, "gc", collector)
+        try:
+            InProcessRunner._allocate(object.__new__(InProcessRunner), None, plan, None, (), {})
+        except RuntimeError:
+            assert plan == "raise"
+        assert seen == [False] and collector.enabled is enabled, (enabled, plan, seen, collector.calls)
+        assert collector.calls == (["disable", "enable"] if enabled else ["disable"]), collector.calls
+
+
 def test_the_drawn_strings_are_the_seeds_own():
     """A seed's strings are fixed bytes (the same in every process, platform and Python version: CI's draws do not
     move unless this derivation does), distinct, ``DRAWN_BYTES`` long, and the first of a longer draw are a shorter
