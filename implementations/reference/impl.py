@@ -88,13 +88,19 @@ class ReferenceImplementation:
 
     def layer_bytes_per_block(self, model: ModelSpec, cache: CacheSpec, attn_tp_size: int) -> tuple[int, ...]:
         """Bytes per block of each layer id; 0 for linear-attention layers."""
+        # ``plan`` asks, then ``full_bytes_per_block`` again: kept for the last arguments (held) of this instance
+        kept = self.__dict__.get("_layer_bytes_of")
+        if kept is not None and kept[0] is model and kept[1] is cache and kept[2] is attn_tp_size:
+            return kept[3]
         full = self.full_layers(model)
         indexed = set(layers.indexer_layers(model))
         plain = kv_bytes.full_spec(model, cache, attn_tp_size, with_indexer=False).block_bytes
         with_index = kv_bytes.full_spec(model, cache, attn_tp_size, with_indexer=True).block_bytes
         per_full = {l: with_index if l in indexed else plain for l in full}
         # each layer id's entry, 0 where none (a linear layer): looked up in C, not a generator per layer
-        return tuple(map(per_full.get, range(model.num_hidden_layers), itertools.repeat(0)))
+        out = tuple(map(per_full.get, range(model.num_hidden_layers), itertools.repeat(0)))
+        self.__dict__["_layer_bytes_of"] = (model, cache, attn_tp_size, out)
+        return out
 
     def full_bytes_per_block(self, model: ModelSpec, cache: CacheSpec, attn_tp_size: int) -> int:
         """Uniform F: the sum over full layers of ``layer_bytes_per_block`` (upstream
