@@ -461,11 +461,12 @@ def _check_live(facts, plan, run) -> list[str]:
     by_rank = {r: tuple(g) for g in plan.split_groups for r in g}
     problems = []
     found: dict = {}  # (a reported group object, the plan's group) -> what is wrong with it, judged once
+    coverage: dict = {}  # the ids of a group's owned-layers objects (held by the facts) -> how they miss ``full``
     for f in facts:
         r, live = f.rank, f.group
         key = (id(live), by_rank[r])
         if key not in found:
-            found[key] = _live_group_problems(live, by_rank[r], where, full)
+            found[key] = _live_group_problems(live, by_rank[r], where, full, coverage)
         problems += [Problem(f"rank {r}: {p}", rule=getattr(p, "rule", "")) for p in found[key]]
         device = f.device
         if device.startswith("cuda:") and len({x.device for x in facts}) == len(facts):
@@ -474,9 +475,11 @@ def _check_live(facts, plan, run) -> list[str]:
     return problems
 
 
-def _live_group_problems(live, planned: tuple, where, full: list) -> list[str]:
+def _live_group_problems(live, planned: tuple, where, full: list, coverage: dict) -> list[str]:
     """What is wrong with one reported split group (``LiveGroup``) whose rank the plan puts in ``planned``: the
-    same for every member that reports it (in-process, the members of a group share one object)."""
+    same for every member that reports it (in-process, the members of a group share one object). ``coverage``:
+    the owned layers' coverage of ``full`` by the ids of the members' owned-layers objects, which the caller's
+    facts hold (in-process, the groups of every TP group share them: sorted and compared once)."""
     problems = []
     members = sorted(m.rank for m in live.members)
     if members != sorted(planned):
@@ -489,13 +492,25 @@ def _live_group_problems(live, planned: tuple, where, full: list) -> list[str]:
     if over or sum(live.card_counts.values()) != len(members):
         problems.append(Problem(f"all-reduced card counts in its subgroup {live.card_counts} (each card must appear "
                                 "once)", rule="cards"))
-    owners = sorted(itertools.chain.from_iterable(m.owned for m in live.members))  # (no generator per layer)
-    if owners != full:
-        missing = sorted(set(full) - set(owners))
-        twice = sorted({l for l in owners if owners.count(l) > 1})
+    owned_ids = tuple(id(m.owned) for m in live.members)
+    if owned_ids not in coverage:
+        coverage[owned_ids] = _coverage_gaps([m.owned for m in live.members], full)
+    gaps = coverage[owned_ids]
+    if gaps is not None:
+        missing, twice, not_full = gaps
         problems.append(f"split group {members} owns full layers missing {missing}, "
-                        f"more than once {twice}, not full {sorted(set(owners) - set(full))}")
+                        f"more than once {twice}, not full {not_full}")
     return problems
+
+
+def _coverage_gaps(owned: list, full: list) -> Optional[tuple]:
+    """(missing, owned more than once, not full) of the members' owned layers against ``full``; None when they
+    own every full layer exactly once."""
+    owners = sorted(itertools.chain.from_iterable(owned))  # (no generator per layer)
+    if owners == full:
+        return None
+    return (sorted(set(full) - set(owners)), sorted({l for l in owners if owners.count(l) > 1}),
+            sorted(set(owners) - set(full)))
 
 
 # ---- reports ----------------------------------------------------------------------------

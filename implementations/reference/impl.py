@@ -8,6 +8,7 @@ broken mutant) overrides exactly one step. Planning never imports torch; only
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from typing import Iterable, Optional, Sequence
 
@@ -19,6 +20,19 @@ from implementations.reference import estimation, kv_bytes, layers, layout, topo
 
 Placement = tuple[tuple[int, int], ...]
 """(node, card) of each global rank."""
+
+
+def _rank_plan(**fields) -> RankPlan:
+    """``RankPlan(**fields)`` with every field given, made without the generated frozen ``__init__``, which sets
+    the fields one by one (twice the cost, per rank of every plan and draft message)."""
+    if fields.keys() != _RANK_PLAN_FIELDS:  # (dict keys compare as a set)
+        return RankPlan(**fields)  # (a field missing or unknown: the constructor's own error)
+    made = object.__new__(RankPlan)
+    vars(made).update(fields)
+    return made
+
+
+_RANK_PLAN_FIELDS = {f.name for f in dataclasses.fields(RankPlan)}
 
 
 class ReferenceImplementation:
@@ -382,7 +396,7 @@ class ReferenceImplementation:
             if id(owned) not in target_bytes:  # (the ranks at one split position share one tuple, held above)
                 target_bytes[id(owned)] = estimation.rank_bytes(
                     n_blocks, estimation.owned_bytes_per_block(layer_bytes, owned), scratch, linear)
-            out.append(RankPlan(
+            out.append(_rank_plan(
                 rank=rank, node=node, card=card, dp_rank=dp_rank, cp_rank=cp_rank, tp_rank=tp_rank,
                 split_group=group, split_rank=split_rank, owned_full_layers=owned,
                 estimated_bytes=target_bytes[id(owned)], draft_estimated_bytes=n_blocks * draft_bytes_per_block,
@@ -416,9 +430,9 @@ class ReferenceImplementation:
         draft_tp = self.draft_attn_tp_size(run, plan.attn_tp_size)
         shape = self.full_layer_spec(self.draft_shape_model(run), run.cache, draft_tp)
         ranks = tuple(
-            RankPlan(rank=r.rank, node=r.node, card=r.card, dp_rank=r.dp_rank, cp_rank=r.cp_rank,
-                     tp_rank=r.tp_rank, split_group=i, split_rank=0,
-                     owned_full_layers=draft.full_layers, estimated_bytes=draft_bytes)
+            _rank_plan(rank=r.rank, node=r.node, card=r.card, dp_rank=r.dp_rank, cp_rank=r.cp_rank,
+                       tp_rank=r.tp_rank, split_group=i, split_rank=0,
+                       owned_full_layers=draft.full_layers, estimated_bytes=draft_bytes, draft_estimated_bytes=0)
             for i, r in enumerate(plan.ranks)
         )
         return KVPlan(

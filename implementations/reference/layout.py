@@ -6,6 +6,8 @@ Pure integers, no process groups. Ranks are laid out
 
 from __future__ import annotations
 
+import itertools
+
 from contract.errors import PlanError
 from contract.specs import ParallelSpec
 
@@ -31,6 +33,8 @@ def consecutive_split_groups(tp_group: tuple[int, ...], split_size: int) -> tupl
 
 def round_robin_owners(full_layers: tuple[int, ...], split_size: int) -> tuple[tuple[int, int], ...]:
     """The reference rule: the k-th full-attention layer is owned by split rank k % s."""
+    if type(split_size) is int and split_size >= 1:  # k % s for k = 0, 1, ... paired in C, not a tuple per layer
+        return tuple(zip(full_layers, itertools.cycle(range(split_size))))
     return tuple((layer_id, k % split_size) for k, layer_id in enumerate(full_layers))
 
 
