@@ -310,17 +310,16 @@ def check_groups(plan, run) -> list[str]:
     if any(len(g) != s for g in groups):
         problems.append(f"split groups {groups}: every group must hold s={s} ranks")
     positions: dict[int, list] = {}  # a TP group's size -> the positions of its consecutive groups of s
-    tp_groups = oracle.expected_split_groups_consecutive(world, dp, cp, tp)
-    inside_of = _groups_inside(groups, tp_groups)
-    for tp_group, inside in zip(tp_groups, inside_of):
+    for tp_group in oracle.expected_split_groups_consecutive(world, dp, cp, tp):
         members = set(tp_group)
+        inside = [g for g in groups if members.issuperset(g)]
         if sorted(r for g in inside for r in g) != sorted(tp_group):
             problems.append(f"TP group {tp_group}: plan's split groups {groups} do not partition it")
             continue
         if len(tp_group) not in positions:  # every TP group has tp ranks: the oracle is asked once, not per group
             positions[len(tp_group)] = [tuple(g) for g in oracle.expected_split_groups_consecutive(len(tp_group), 1,
                                                                                                    1, s)]
-        consecutive = [tuple(tp_group[i] for i in g) for g in positions[len(tp_group)]]
+        consecutive = [tuple(map(tp_group.__getitem__, g)) for g in positions[len(tp_group)]]  # (no generator per group)
         if spec is None:
             problems.append(f"TP group {tp_group}: no grouping puts each split group on distinct cards, "
                             f"the master should have refused it")
@@ -336,24 +335,6 @@ def check_groups(plan, run) -> list[str]:
     if problems:
         problems[0] = _with_tree_groups(problems[0], plan)
     return problems
-
-
-def _groups_inside(groups: list, tp_groups) -> list[list]:
-    """For each TP group, the plan's split groups (in plan order) that lie inside it: one pass over the groups
-    (a scan of every group per TP group was the check's largest cost at 32 ranks). An empty group lies inside
-    every TP group, as a subset test says."""
-    tp_groups = list(tp_groups)
-    index_of = {r: i for i, tp_group in enumerate(tp_groups) for r in tp_group}
-    inside: list[list] = [[] for _ in tp_groups]
-    for g in groups:
-        if not g:
-            for each in inside:
-                each.append(g)
-            continue
-        where = {index_of.get(r) for r in g}
-        if len(where) == 1 and None not in where:
-            inside[where.pop()].append(g)
-    return inside
 
 
 def _grouping_problems(run, tp_group, inside: list, best_groups: list, consecutive: list, keeps: bool) -> list:
@@ -461,13 +442,13 @@ def _check_live(facts, plan, run) -> list[str]:
     by_rank = {r: tuple(g) for g in plan.split_groups for r in g}
     problems = []
     found: dict = {}  # (a reported group object, the plan's group) -> what is wrong with it, judged once
-    coverage: dict = {}  # the ids of a group's owned-layers objects (held by the facts) -> how they miss ``full``
     for f in facts:
         r, live = f.rank, f.group
         key = (id(live), by_rank[r])
         if key not in found:
-            found[key] = _live_group_problems(live, by_rank[r], where, full, coverage)
-        problems += [Problem(f"rank {r}: {p}", rule=getattr(p, "rule", "")) for p in found[key]]
+            found[key] = _live_group_problems(live, by_rank[r], where, full)
+        if found[key]:  # (most groups have none: no list made per rank)
+            problems += [Problem(f"rank {r}: {p}", rule=getattr(p, "rule", "")) for p in found[key]]
         device = f.device
         if device.startswith("cuda:") and len({x.device for x in facts}) == len(facts):
             if int(device.split(":")[1]) != where[r][1]:  # one rank per card: the plan's card is the real one
@@ -475,11 +456,9 @@ def _check_live(facts, plan, run) -> list[str]:
     return problems
 
 
-def _live_group_problems(live, planned: tuple, where, full: list, coverage: dict) -> list[str]:
+def _live_group_problems(live, planned: tuple, where, full: list) -> list[str]:
     """What is wrong with one reported split group (``LiveGroup``) whose rank the plan puts in ``planned``: the
-    same for every member that reports it (in-process, the members of a group share one object). ``coverage``:
-    the owned layers' coverage of ``full`` by the ids of the members' owned-layers objects, which the caller's
-    facts hold (in-process, the groups of every TP group share them: sorted and compared once)."""
+    same for every member that reports it (in-process, the members of a group share one object)."""
     problems = []
     members = sorted(m.rank for m in live.members)
     if members != sorted(planned):
@@ -492,25 +471,13 @@ def _live_group_problems(live, planned: tuple, where, full: list, coverage: dict
     if over or sum(live.card_counts.values()) != len(members):
         problems.append(Problem(f"all-reduced card counts in its subgroup {live.card_counts} (each card must appear "
                                 "once)", rule="cards"))
-    owned_ids = tuple(id(m.owned) for m in live.members)
-    if owned_ids not in coverage:
-        coverage[owned_ids] = _coverage_gaps([m.owned for m in live.members], full)
-    gaps = coverage[owned_ids]
-    if gaps is not None:
-        missing, twice, not_full = gaps
+    owners = sorted(itertools.chain.from_iterable(m.owned for m in live.members))  # (no generator per layer)
+    if owners != full:
+        missing = sorted(set(full) - set(owners))
+        twice = sorted({l for l in owners if owners.count(l) > 1})
         problems.append(f"split group {members} owns full layers missing {missing}, "
-                        f"more than once {twice}, not full {not_full}")
+                        f"more than once {twice}, not full {sorted(set(owners) - set(full))}")
     return problems
-
-
-def _coverage_gaps(owned: list, full: list) -> Optional[tuple]:
-    """(missing, owned more than once, not full) of the members' owned layers against ``full``; None when they
-    own every full layer exactly once."""
-    owners = sorted(itertools.chain.from_iterable(owned))  # (no generator per layer)
-    if owners == full:
-        return None
-    return (sorted(set(full) - set(owners)), sorted({l for l in owners if owners.count(l) > 1}),
-            sorted(set(owners) - set(full)))
 
 
 # ---- reports ----------------------------------------------------------------------------
