@@ -382,7 +382,7 @@ class ReferenceImplementation:
                     split_size: int, n_blocks: int, scratch: int, linear: int,
                     draft_bytes_per_block: int) -> tuple[RankPlan, ...]:
         positions = layout.split_positions(groups)
-        owned_by = {r: layout.owned_layers(layer_owner, r) for r in range(split_size)} if layer_owner else None
+        owned_by = layout.owned_by_split_rank(layer_owner, split_size) if layer_owner else None
         target_bytes: dict[int, int] = {}  # id of an owned-layers tuple -> the rank's target KV (once per split rank)
         out = []
         for rank in range(run.parallel.world_size):

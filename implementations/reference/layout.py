@@ -48,6 +48,15 @@ def owned_layers(layer_owner: tuple[tuple[int, int], ...], split_rank: int) -> t
     return tuple(sorted(layer_id for layer_id, owner in layer_owner if owner == split_rank))
 
 
+def owned_by_split_rank(layer_owner: tuple[tuple[int, int], ...], split_size: int) -> dict[int, tuple[int, ...]]:
+    """Split rank -> ``owned_layers`` of it, for every split rank 0..s-1, in one pass over the owners."""
+    owned: dict[int, list[int]] = {r: [] for r in range(split_size)}
+    for layer_id, owner in layer_owner:
+        if owner in owned:
+            owned[owner].append(layer_id)
+    return {r: tuple(sorted(layers)) for r, layers in owned.items()}
+
+
 def split_positions(split_groups: tuple[tuple[int, ...], ...]) -> dict[int, tuple[int, int]]:
     """rank -> (index of its split group, its split rank)."""
     return {rank: (g, pos) for g, group in enumerate(split_groups) for pos, rank in enumerate(group)}
