@@ -418,12 +418,16 @@ def _check_cards(plan, run) -> list[str]:
         on_card.setdefault(where[rp.rank], []).append(rp)
     spec_of: dict[int, int] = {}  # id of an owned-layers object the plan holds -> its oracle bytes (ranks share one)
     for card, rps in sorted(on_card.items()):
-        planned = sum(rp.estimated_bytes + rp.draft_estimated_bytes for rp in rps)
+        # one rank on the card (most): its sums without a generator each (0 + x, as ``sum`` adds)
+        alone = rps[0] if len(rps) == 1 else None
+        planned = (0 + (alone.estimated_bytes + alone.draft_estimated_bytes) if alone is not None
+                   else sum(rp.estimated_bytes + rp.draft_estimated_bytes for rp in rps))
         for rp in rps:
             if id(rp.owned_full_layers) not in spec_of:
                 spec_of[id(rp.owned_full_layers)] = oracle.expected_rank_bytes(run, plan.n_blocks,
                                                                                 rp.owned_full_layers)
-        spec = sum(spec_of[id(rp.owned_full_layers)] + draft_per_rank for rp in rps)
+        spec = (0 + (spec_of[id(alone.owned_full_layers)] + draft_per_rank) if alone is not None
+                else sum(spec_of[id(rp.owned_full_layers)] + draft_per_rank for rp in rps))
         reserved = hw.reserved_bytes_per_card * len(rps)
         if max(planned, spec) + reserved > hw.hbm_bytes_per_card:
             problems.append(Problem(f"node {card[0]} card {card[1]} (ranks {[rp.rank for rp in rps]}): KV planned "
