@@ -28,6 +28,7 @@ predicted.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import re
 from dataclasses import dataclass
@@ -312,11 +313,11 @@ def topology_facts(plan, run) -> list:
     slots = tc03.card_slots(plan, run.hardware.num_cards)
     live_of = {}
     for group in plan.split_groups:  # every member of a group reports the same group: built once per group
-        members = tuple(tc03.Member(rank=m, node=by_rank[m].node, card=by_rank[m].card,
-                                    owned=tuple(by_rank[m].owned_full_layers)) for m in group)
+        members = tuple(_made(tc03.Member, rank=m, node=by_rank[m].node, card=by_rank[m].card,
+                              owned=tuple(by_rank[m].owned_full_layers)) for m in group)
         counts: dict[str, int] = {}
         for m in members:
-            key = str((m.node, m.card)) if (m.node, m.card) in slots else "invalid"
+            key = _card_text((m.node, m.card)) if (m.node, m.card) in slots else "invalid"
             counts[key] = counts.get(key, 0) + 1
         live = tc03.LiveGroup(members=members, card_counts=counts)
         live_of.update((r, live) for r in group)
@@ -332,6 +333,39 @@ def _copied(facts, **fields):
     copy = object.__new__(type(facts))
     vars(copy).update(vars(facts), **fields)
     return copy
+
+
+def _made(cls, **fields):
+    """``cls(**fields)`` of a frozen dataclass given every field, made as ``_copied`` makes a copy (per rank of every
+    plan); where the names are not exactly its fields, its own constructor (and its error)."""
+    if fields.keys() != _field_names(cls):
+        return cls(**fields)
+    made = object.__new__(cls)
+    vars(made).update(fields)
+    return made
+
+
+@functools.lru_cache(maxsize=16)
+def _field_names(cls) -> frozenset:
+    return frozenset(f.name for f in dataclasses.fields(cls))
+
+
+_CARDS_REMEMBERED = 4096
+_card_texts: dict[tuple[int, int], str] = {}
+"""(node, card) of two ints -> ``str`` of it (a card's key in TC-03's counts), for up to ``_CARDS_REMEMBERED``."""
+
+
+def _card_text(where: tuple) -> str:
+    """``str(where)``, remembered where both are ints (a bool is not: ``(True, 0)`` reads otherwise than ``(1, 0)``):
+    the text is made once per card, not per member of every plan."""
+    if type(where[0]) is not int or type(where[1]) is not int:
+        return str(where)
+    text = _card_texts.get(where)
+    if text is None:
+        text = str(where)
+        if len(_card_texts) < _CARDS_REMEMBERED:
+            _card_texts[where] = text
+    return text
 
 
 def implementation_overrides(matrix, implementation: str) -> tuple[str, ...]:

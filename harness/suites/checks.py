@@ -226,7 +226,9 @@ def plan_layout_problems(plan, run) -> list[str]:
     groups = oracle.expected_split_groups(run)
     if groups is None:
         return out
-    out += _differs("split_groups", [list(g) for g in plan.split_groups], groups, rule="layout")
+    plan_groups = [list(g) for g in plan.split_groups]
+    out += _differs("split_groups", plan_groups, groups, rule="layout")
+    group_lists = tuple(plan_groups)  # each rank's row below reads its group's list, made once (a tuple as before)
     ranks = {rp.rank: rp for rp in plan.ranks}
     if sorted(ranks) != list(range(p.world_size)):
         return out + [Problem(f"plan ranks {sorted(ranks)}, spec 0..{p.world_size - 1}", rule="layout")]
@@ -234,7 +236,7 @@ def plan_layout_problems(plan, run) -> list[str]:
     for r in range(p.world_size):
         rp = ranks[r]
         got = ((rp.node, rp.card), (rp.dp_rank, rp.cp_rank, rp.tp_rank),
-               list(plan.split_groups[rp.split_group]) if 0 <= rp.split_group < len(plan.split_groups)
+               group_lists[rp.split_group] if 0 <= rp.split_group < len(group_lists)
                else rp.split_group, rp.split_rank, tuple(rp.owned_full_layers))
         if got == rows[r]:  # (every field equal: the messages below are written only for a rank that differs)
             continue

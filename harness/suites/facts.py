@@ -316,9 +316,19 @@ def walked_worker(worker, device: str, *, storages: Optional[list] = None
 def fact_field(obj: Any, name: str, default: Any = None) -> Any:
     """``obj.name`` of a fact dataclass (``obj[name]`` of a mapping with the same field names, as reports and
     tests build them), or ``default`` when absent."""
-    if isinstance(obj, Mapping):
+    mapping = _IS_MAPPING.get(type(obj))
+    if mapping is None:  # (once per type: the ABC's check costs more than the field, asked per rank of every check)
+        mapping = isinstance(obj, Mapping)
+        if len(_IS_MAPPING) < _TYPES_REMEMBERED:
+            _IS_MAPPING[type(obj)] = mapping
+    if mapping:
         return obj.get(name, default)
     return getattr(obj, name, default)
+
+
+_TYPES_REMEMBERED = 64
+_IS_MAPPING: dict[type, bool] = {}
+"""A fact's type -> whether it is a ``Mapping`` (``fact_field``), for up to ``_TYPES_REMEMBERED`` types."""
 
 
 def plan_of(facts: Sequence[Any]) -> Any:

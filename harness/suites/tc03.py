@@ -313,13 +313,13 @@ def check_groups(plan, run) -> list[str]:
     for tp_group in oracle.expected_split_groups_consecutive(world, dp, cp, tp):
         members = set(tp_group)
         inside = [g for g in groups if members.issuperset(g)]
-        if sorted(r for g in inside for r in g) != sorted(tp_group):
+        if sorted(itertools.chain.from_iterable(inside)) != sorted(tp_group):  # (no generator per rank)
             problems.append(f"TP group {tp_group}: plan's split groups {groups} do not partition it")
             continue
         if len(tp_group) not in positions:  # every TP group has tp ranks: the oracle is asked once, not per group
             positions[len(tp_group)] = [tuple(g) for g in oracle.expected_split_groups_consecutive(len(tp_group), 1,
                                                                                                    1, s)]
-        consecutive = [tuple(tp_group[i] for i in g) for g in positions[len(tp_group)]]
+        consecutive = [tuple(map(tp_group.__getitem__, g)) for g in positions[len(tp_group)]]  # (no generator per group)
         if spec is None:
             problems.append(f"TP group {tp_group}: no grouping puts each split group on distinct cards, "
                             f"the master should have refused it")
@@ -418,12 +418,16 @@ def _check_cards(plan, run) -> list[str]:
         on_card.setdefault(where[rp.rank], []).append(rp)
     spec_of: dict[int, int] = {}  # id of an owned-layers object the plan holds -> its oracle bytes (ranks share one)
     for card, rps in sorted(on_card.items()):
-        planned = sum(rp.estimated_bytes + rp.draft_estimated_bytes for rp in rps)
+        # one rank on the card (most): its sums without a generator each (0 + x, as ``sum`` adds)
+        alone = rps[0] if len(rps) == 1 else None
+        planned = (0 + (alone.estimated_bytes + alone.draft_estimated_bytes) if alone is not None
+                   else sum(rp.estimated_bytes + rp.draft_estimated_bytes for rp in rps))
         for rp in rps:
             if id(rp.owned_full_layers) not in spec_of:
                 spec_of[id(rp.owned_full_layers)] = oracle.expected_rank_bytes(run, plan.n_blocks,
                                                                                 rp.owned_full_layers)
-        spec = sum(spec_of[id(rp.owned_full_layers)] + draft_per_rank for rp in rps)
+        spec = (0 + (spec_of[id(alone.owned_full_layers)] + draft_per_rank) if alone is not None
+                else sum(spec_of[id(rp.owned_full_layers)] + draft_per_rank for rp in rps))
         reserved = hw.reserved_bytes_per_card * len(rps)
         if max(planned, spec) + reserved > hw.hbm_bytes_per_card:
             problems.append(Problem(f"node {card[0]} card {card[1]} (ranks {[rp.rank for rp in rps]}): KV planned "
@@ -447,7 +451,8 @@ def _check_live(facts, plan, run) -> list[str]:
         key = (id(live), by_rank[r])
         if key not in found:
             found[key] = _live_group_problems(live, by_rank[r], where, full)
-        problems += [Problem(f"rank {r}: {p}", rule=getattr(p, "rule", "")) for p in found[key]]
+        if found[key]:  # (most groups have none: no list made per rank)
+            problems += [Problem(f"rank {r}: {p}", rule=getattr(p, "rule", "")) for p in found[key]]
         device = f.device
         if device.startswith("cuda:") and len({x.device for x in facts}) == len(facts):
             if int(device.split(":")[1]) != where[r][1]:  # one rank per card: the plan's card is the real one

@@ -8,6 +8,7 @@ broken mutant) overrides exactly one step. Planning never imports torch; only
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from typing import Iterable, Optional, Sequence
 
@@ -19,6 +20,19 @@ from implementations.reference import estimation, kv_bytes, layers, layout, topo
 
 Placement = tuple[tuple[int, int], ...]
 """(node, card) of each global rank."""
+
+
+def _rank_plan(**fields) -> RankPlan:
+    """``RankPlan(**fields)`` with every field given, made without the generated frozen ``__init__``, which sets
+    the fields one by one (twice the cost, per rank of every plan and draft message)."""
+    if fields.keys() != _RANK_PLAN_FIELDS:  # (dict keys compare as a set)
+        return RankPlan(**fields)  # (a field missing or unknown: the constructor's own error)
+    made = object.__new__(RankPlan)
+    vars(made).update(fields)
+    return made
+
+
+_RANK_PLAN_FIELDS = {f.name for f in dataclasses.fields(RankPlan)}
 
 
 class ReferenceImplementation:
@@ -88,13 +102,19 @@ class ReferenceImplementation:
 
     def layer_bytes_per_block(self, model: ModelSpec, cache: CacheSpec, attn_tp_size: int) -> tuple[int, ...]:
         """Bytes per block of each layer id; 0 for linear-attention layers."""
+        # ``plan`` asks, then ``full_bytes_per_block`` again: kept for the last arguments (held) of this instance
+        kept = self.__dict__.get("_layer_bytes_of")
+        if kept is not None and kept[0] is model and kept[1] is cache and kept[2] is attn_tp_size:
+            return kept[3]
         full = self.full_layers(model)
         indexed = set(layers.indexer_layers(model))
         plain = kv_bytes.full_spec(model, cache, attn_tp_size, with_indexer=False).block_bytes
         with_index = kv_bytes.full_spec(model, cache, attn_tp_size, with_indexer=True).block_bytes
         per_full = {l: with_index if l in indexed else plain for l in full}
         # each layer id's entry, 0 where none (a linear layer): looked up in C, not a generator per layer
-        return tuple(map(per_full.get, range(model.num_hidden_layers), itertools.repeat(0)))
+        out = tuple(map(per_full.get, range(model.num_hidden_layers), itertools.repeat(0)))
+        self.__dict__["_layer_bytes_of"] = (model, cache, attn_tp_size, out)
+        return out
 
     def full_bytes_per_block(self, model: ModelSpec, cache: CacheSpec, attn_tp_size: int) -> int:
         """Uniform F: the sum over full layers of ``layer_bytes_per_block`` (upstream
@@ -362,7 +382,7 @@ class ReferenceImplementation:
                     split_size: int, n_blocks: int, scratch: int, linear: int,
                     draft_bytes_per_block: int) -> tuple[RankPlan, ...]:
         positions = layout.split_positions(groups)
-        owned_by = {r: layout.owned_layers(layer_owner, r) for r in range(split_size)} if layer_owner else None
+        owned_by = layout.owned_by_split_rank(layer_owner, split_size) if layer_owner else None
         target_bytes: dict[int, int] = {}  # id of an owned-layers tuple -> the rank's target KV (once per split rank)
         out = []
         for rank in range(run.parallel.world_size):
@@ -376,7 +396,7 @@ class ReferenceImplementation:
             if id(owned) not in target_bytes:  # (the ranks at one split position share one tuple, held above)
                 target_bytes[id(owned)] = estimation.rank_bytes(
                     n_blocks, estimation.owned_bytes_per_block(layer_bytes, owned), scratch, linear)
-            out.append(RankPlan(
+            out.append(_rank_plan(
                 rank=rank, node=node, card=card, dp_rank=dp_rank, cp_rank=cp_rank, tp_rank=tp_rank,
                 split_group=group, split_rank=split_rank, owned_full_layers=owned,
                 estimated_bytes=target_bytes[id(owned)], draft_estimated_bytes=n_blocks * draft_bytes_per_block,
@@ -410,9 +430,9 @@ class ReferenceImplementation:
         draft_tp = self.draft_attn_tp_size(run, plan.attn_tp_size)
         shape = self.full_layer_spec(self.draft_shape_model(run), run.cache, draft_tp)
         ranks = tuple(
-            RankPlan(rank=r.rank, node=r.node, card=r.card, dp_rank=r.dp_rank, cp_rank=r.cp_rank,
-                     tp_rank=r.tp_rank, split_group=i, split_rank=0,
-                     owned_full_layers=draft.full_layers, estimated_bytes=draft_bytes)
+            _rank_plan(rank=r.rank, node=r.node, card=r.card, dp_rank=r.dp_rank, cp_rank=r.cp_rank,
+                       tp_rank=r.tp_rank, split_group=i, split_rank=0,
+                       owned_full_layers=draft.full_layers, estimated_bytes=draft_bytes, draft_estimated_bytes=0)
             for i, r in enumerate(plan.ranks)
         )
         return KVPlan(

@@ -6,6 +6,8 @@ Pure integers, no process groups. Ranks are laid out
 
 from __future__ import annotations
 
+import itertools
+
 from contract.errors import PlanError
 from contract.specs import ParallelSpec
 
@@ -31,6 +33,8 @@ def consecutive_split_groups(tp_group: tuple[int, ...], split_size: int) -> tupl
 
 def round_robin_owners(full_layers: tuple[int, ...], split_size: int) -> tuple[tuple[int, int], ...]:
     """The reference rule: the k-th full-attention layer is owned by split rank k % s."""
+    if type(split_size) is int and split_size >= 1:  # k % s for k = 0, 1, ... paired in C, not a tuple per layer
+        return tuple(zip(full_layers, itertools.cycle(range(split_size))))
     return tuple((layer_id, k % split_size) for k, layer_id in enumerate(full_layers))
 
 
@@ -42,6 +46,15 @@ def layer_id_owners(full_layers: tuple[int, ...], split_size: int) -> tuple[tupl
 def owned_layers(layer_owner: tuple[tuple[int, int], ...], split_rank: int) -> tuple[int, ...]:
     """Full layers a split rank owns, ascending."""
     return tuple(sorted(layer_id for layer_id, owner in layer_owner if owner == split_rank))
+
+
+def owned_by_split_rank(layer_owner: tuple[tuple[int, int], ...], split_size: int) -> dict[int, tuple[int, ...]]:
+    """Split rank -> ``owned_layers`` of it, for every split rank 0..s-1, in one pass over the owners."""
+    owned: dict[int, list[int]] = {r: [] for r in range(split_size)}
+    for layer_id, owner in layer_owner:
+        if owner in owned:
+            owned[owner].append(layer_id)
+    return {r: tuple(sorted(layers)) for r, layers in owned.items()}
 
 
 def split_positions(split_groups: tuple[tuple[int, ...], ...]) -> dict[int, tuple[int, int]]:

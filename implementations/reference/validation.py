@@ -30,6 +30,8 @@ SUPPORTED_MODEL_TYPES = UPSTREAM_SPLIT_MODEL_TYPES + ("deepseek_v3", "qwen3_5_mo
 
 
 def _at_least(field: str, value: int, minimum: int, detail: str = "") -> None:
+    if type(value) is int and value >= minimum:  # (the common case in one test: some twenty per plan)
+        return
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(field, value, f"a whole number >= {minimum}", detail)
 
