@@ -187,6 +187,9 @@ def _differs(what: str, got, want, **kw) -> list[str]:
     return [] if got == want else [Problem(f"{what}: plan {got!r}, spec {want!r}", **kw)]
 
 
+PLAN_FIELD_LABELS = {"available_bytes": "available_bytes (budget - linear state)"}
+"""How ``plan_layout_problems`` names a plan field (``oracle.PLAN_FIELDS``) whose name alone does not say what it is."""
+
 RANK_FIELDS = ("(node, card)", "(dp_rank, cp_rank, tp_rank)", "split group", "split_rank", "owned_full_layers")
 """What ``plan_layout_problems`` compares for each rank, in ``oracle.expected_rank_rows``'s order."""
 
@@ -197,32 +200,15 @@ def plan_layout_problems(plan, run) -> list[str]:
     the slot sizes of section 5, the split groups and owners of section 4, and per rank its node and card,
     its dp/cp/tp coordinates (``oracle.expected_rank_coordinates``), its split group and
     position, and its owned full layers. Owner problems carry rule ``owner-plan``; the rest ``layout``."""
-    p, model, cache = run.parallel, run.model, run.cache
-    tp, s = oracle.attn_tp_size(run), oracle.split_size(run)
-    full = tuple(oracle.expected_full_layers(model))
+    p = run.parallel
     out = []
-    for what, got, want in (
-        ("model", plan.model, model.name), ("world_size", plan.world_size, p.world_size),
-        ("dp_size", plan.dp_size, p.dp_size), ("cp_size", plan.cp_size, p.cp_size),
-        ("attn_tp_size", plan.attn_tp_size, tp), ("split_size", plan.split_size, s),
-        ("active", plan.active, s > 1), ("block_size", plan.block_size, cache.block_size),
-        ("kv_layout", plan.kv_layout, run.hardware.kv_layout), ("num_layers", plan.num_layers, model.num_hidden_layers),
-        ("full_layers", tuple(plan.full_layers), full),
-        ("budget_bytes", plan.budget_bytes, oracle.run_budget_bytes(run)),
-        ("slot_size", plan.slot_size, oracle.kv_slot_bytes(model, cache, tp)),
-        ("index_slot_size", plan.index_slot_size, oracle.index_slot_bytes(model, cache)),
-        ("scale_slot_size", plan.scale_slot_size, oracle.scale_slot_bytes(model, cache, tp)),
-        ("num_indexer_layers", plan.num_indexer_layers, len(full) if oracle.expected_indexer(model) else 0),
-        ("linear_slot_size", plan.linear_slot_size, oracle.expected_linear_state_bytes_per_slot(model, cache, tp)),
-        ("num_linear_state_blocks", plan.num_linear_state_blocks,
-         oracle.expected_linear_state_slots(model, cache, tp, oracle.run_budget_bytes(run))),
-    ):
-        out += _differs(what, got, want, rule="layout")
-    linear = oracle.expected_linear_state_bytes(model, cache, tp, oracle.run_budget_bytes(run))
-    out += _differs("available_bytes (budget - linear state)", plan.available_bytes,
-                    oracle.run_budget_bytes(run) - linear, rule="layout")
-    owner = oracle.expected_owner(full, s) if s > 1 else {}
-    out += _differs("layer_owner", dict(plan.layer_owner), owner, rule="owner-plan")
+    want = oracle.expected_plan_fields(run)  # one table per configuration (each field one function's answer)
+    got = tuple(tuple(plan.full_layers) if name == "full_layers" else dict(plan.layer_owner) if name == "layer_owner"
+                else getattr(plan, name) for name in oracle.PLAN_FIELDS)
+    if got != want:  # (the messages are written only for a plan that differs)
+        for name, got_one, want_one in zip(oracle.PLAN_FIELDS, got, want):
+            out += _differs(PLAN_FIELD_LABELS.get(name, name), got_one, want_one,
+                            rule="owner-plan" if name == "layer_owner" else "layout")
     groups = oracle.expected_split_groups(run)
     if groups is None:
         return out
