@@ -321,8 +321,7 @@ def topology_facts(plan, run) -> list:
             members.append(_made(tc03.Member, rank=m, node=node, card=card, owned=tuple(rp.owned_full_layers)))
             key = _card_text((node, card)) if (node, card) in slots else "invalid"
             counts[key] = counts.get(key, 0) + 1
-        members = tuple(members)
-        live = tc03.LiveGroup(members=members, card_counts=counts)
+        live = _made(tc03.LiveGroup, members=tuple(members), card_counts=counts)
         live_of.update((r, live) for r in group)
     first = tc03.TopologyFacts(rank=0, plan=plan, group=live_of[0], **base)
     facts = [first]
