@@ -20,6 +20,7 @@ unbalanced the plan must be unbalanced exactly as predicted.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 
@@ -38,8 +39,15 @@ def owner_rule(implementation: str) -> str:
 
 def expected_counts(run, implementation: str) -> dict[int, int]:
     """Split rank -> full layers it owns, by the oracle."""
-    s = oracle.split_size(run)
-    owner = oracle.owner_of_layers(oracle.expected_full_layers(run.model), s, owner_rule(implementation))
+    counts = _counts(tuple(oracle.expected_full_layers(run.model)), oracle.split_size(run), owner_rule(implementation))
+    return dict(counts)  # (a copy: the kept one is never handed out)
+
+
+@functools.lru_cache(maxsize=4096)
+def _counts(full_layers: tuple, s: int, rule: str) -> dict[int, int]:
+    """``expected_counts`` once per distinct full layers, s and owner rule: drawn models repeat a few hundred, and
+    counting walked every layer of every plan."""
+    owner = oracle.owner_of_layers(full_layers, s, rule)
     counts = dict.fromkeys(range(s), 0)
     for o in owner.values():
         if o in counts:

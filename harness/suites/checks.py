@@ -27,9 +27,14 @@ def worker_refusal_problems(facts: list) -> list[str]:
     """A worker that refused, in ``init_worker``, a config the master planned and the spec accepts (FEATURE
     3: the worker-side CHECKs): one problem per rank and engine, naming the field; nothing after it is
     checked."""
-    return [Problem(f"rank {rank_of(f)} {role} worker refused a config the spec accepts: {error}",
-                    rule="worker_refused", rank=rank_of(f), field=error.field)
-            for f in facts for role, error in sorted((fact_field(f, "refusals") or {}).items())]
+    problems = []
+    for f in facts:
+        refusals = fact_field(f, "refusals")
+        if refusals:  # (most ranks refused nothing: no empty mapping sorted per rank of every check)
+            problems += [Problem(f"rank {rank_of(f)} {role} worker refused a config the spec accepts: {error}",
+                                 rule="worker_refused", rank=rank_of(f), field=error.field)
+                         for role, error in sorted(refusals.items())]
+    return problems
 
 
 def leak_problems(facts: list) -> list[str]:

@@ -62,6 +62,12 @@ def expected_split_groups(run) -> Optional[tuple[tuple[int, ...], ...]]:
     """The spec's split groups over the whole world (``oracle.expected_split_groups``, the one
     owner of the grouping rule: FEATURE 4's key, ``oracle.best_partition``), each
     rank-sorted; None when no grouping keeps each group's ranks on distinct cards."""
+    return _sorted_split_groups(run)
+
+
+@memo.per_run_any_reserve
+def _sorted_split_groups(run) -> Optional[tuple[tuple[int, ...], ...]]:
+    """``expected_split_groups`` once per configuration (TC-03's checks ask for it per plan, each group sorted)."""
     groups = oracle.expected_split_groups(run)
     return None if groups is None else tuple(tuple(sorted(g)) for g in groups)
 

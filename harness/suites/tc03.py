@@ -464,10 +464,15 @@ def _live_group_problems(live, planned: tuple, where, full: list) -> list[str]:
     """What is wrong with one reported split group (``LiveGroup``) whose rank the plan puts in ``planned``: the
     same for every member that reports it (in-process, the members of a group share one object)."""
     problems = []
-    members = sorted(m.rank for m in live.members)
+    ranks, owners, misplaced = [], [], False
+    for m in live.members:  # (one pass over the members: no generator each for ranks, cards and owned layers)
+        ranks.append(m.rank)
+        owners += m.owned
+        misplaced = misplaced or where[m.rank] != (m.node, m.card)
+    members = sorted(ranks)
     if members != sorted(planned):
         problems.append(f"its real split subgroup holds {members}, plan says {sorted(planned)}")
-    if any(where[m.rank] != (m.node, m.card) for m in live.members):
+    if misplaced:
         cards = [(m.node, m.card) for m in live.members]
         problems.append(f"subgroup members report cards {cards}, placement says "
                         f"{[where[m.rank] for m in live.members]}")
@@ -475,7 +480,7 @@ def _live_group_problems(live, planned: tuple, where, full: list) -> list[str]:
     if over or sum(live.card_counts.values()) != len(members):
         problems.append(Problem(f"all-reduced card counts in its subgroup {live.card_counts} (each card must appear "
                                 "once)", rule="cards"))
-    owners = sorted(itertools.chain.from_iterable(m.owned for m in live.members))  # (no generator per layer)
+    owners.sort()
     if owners != full:
         missing = sorted(set(full) - set(owners))
         twice = sorted({l for l in owners if owners.count(l) > 1})
