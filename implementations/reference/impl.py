@@ -35,6 +35,24 @@ def _rank_plan(**fields) -> RankPlan:
 _RANK_PLAN_FIELDS = {f.name for f in dataclasses.fields(RankPlan)}
 
 
+def _kv_plan(**fields) -> KVPlan:
+    """``KVPlan(**fields)``, made as ``_rank_plan`` makes a rank (its forty fields set one by one cost about as
+    much as building them): the fields in declared order, a missing one its plain default."""
+    if not _KV_PLAN_REQUIRED <= fields.keys() <= _KV_PLAN_DEFAULTS.keys():
+        return KVPlan(**fields)  # (a field unknown, or missing without a plain default: the constructor's own way)
+    made = object.__new__(KVPlan)
+    state = vars(made)
+    state.update(_KV_PLAN_DEFAULTS)  # every field in declared order (a key updated again keeps its place) ...
+    state.update(fields)  # ... then each given value: both in C
+    return made
+
+
+_KV_PLAN_DEFAULTS = {f.name: f.default for f in dataclasses.fields(KVPlan)}
+"""Each field of ``KVPlan`` in declared order -> its plain default (``dataclasses.MISSING`` where it has none)."""
+_KV_PLAN_REQUIRED = {name for name, default in _KV_PLAN_DEFAULTS.items() if default is dataclasses.MISSING}
+"""The fields without a plain default (``notes`` has a factory): ``_kv_plan`` needs them given."""
+
+
 class ReferenceImplementation:
     """Layerwise split KV cache sharding as FEATURE.md sections 2 to 8 specify."""
 
@@ -337,7 +355,7 @@ class ReferenceImplementation:
             notes.append(f"{estimation.RAISES_PEAK_NOTE}: split peak {peak} B > uniform peak {uniform_peak} B at the "
                          f"same n_blocks (the busiest owner's layers plus the scratch outweigh all full layers)")
         self.check_cards(groups, placement, {r.rank: self.card_bytes(r) for r in ranks}, run)
-        return KVPlan(
+        return _kv_plan(
             implementation=self.name,
             model=model.name,
             world_size=run.parallel.world_size,
@@ -435,7 +453,7 @@ class ReferenceImplementation:
                        owned_full_layers=draft.full_layers, estimated_bytes=draft_bytes, draft_estimated_bytes=0)
             for i, r in enumerate(plan.ranks)
         )
-        return KVPlan(
+        return _kv_plan(
             implementation=plan.implementation,
             model=draft.model,
             world_size=plan.world_size,
