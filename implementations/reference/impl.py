@@ -22,17 +22,41 @@ Placement = tuple[tuple[int, int], ...]
 """(node, card) of each global rank."""
 
 
-def _rank_plan(**fields) -> RankPlan:
-    """``RankPlan(**fields)`` with every field given, made without the generated frozen ``__init__``, which sets
-    the fields one by one (twice the cost, per rank of every plan and draft message)."""
-    if fields.keys() != _RANK_PLAN_FIELDS:  # (dict keys compare as a set)
-        return RankPlan(**fields)  # (a field missing or unknown: the constructor's own error)
+def _rank_plan(*, rank: int, node: int, card: int, dp_rank: int, cp_rank: int, tp_rank: int, split_group: int,
+               split_rank: int, owned_full_layers: tuple[int, ...], estimated_bytes: int,
+               draft_estimated_bytes: int) -> RankPlan:
+    """``RankPlan`` of every field, made without the generated frozen ``__init__``, which sets the fields one by
+    one (three times the cost, per rank of every plan and draft message); the fields in declared order, each
+    one named here (no set of given names compared: a quarter of the cost)."""
     made = object.__new__(RankPlan)
-    vars(made).update(fields)
+    vars(made).update({
+        "rank": rank, "node": node, "card": card, "dp_rank": dp_rank, "cp_rank": cp_rank, "tp_rank": tp_rank,
+        "split_group": split_group, "split_rank": split_rank, "owned_full_layers": owned_full_layers,
+        "estimated_bytes": estimated_bytes, "draft_estimated_bytes": draft_estimated_bytes})
     return made
 
 
-_RANK_PLAN_FIELDS = {f.name for f in dataclasses.fields(RankPlan)}
+assert tuple(f.name for f in dataclasses.fields(RankPlan)) == (
+    "rank", "node", "card", "dp_rank", "cp_rank", "tp_rank", "split_group", "split_rank", "owned_full_layers",
+    "estimated_bytes", "draft_estimated_bytes"), "_rank_plan sets every field of RankPlan, in its order"
+
+
+def _kv_plan(**fields) -> KVPlan:
+    """``KVPlan(**fields)``, made as ``_rank_plan`` makes a rank (its forty fields set one by one cost about as
+    much as building them): the fields in declared order, a missing one its plain default."""
+    if not _KV_PLAN_REQUIRED <= fields.keys() <= _KV_PLAN_DEFAULTS.keys():
+        return KVPlan(**fields)  # (a field unknown, or missing without a plain default: the constructor's own way)
+    made = object.__new__(KVPlan)
+    state = vars(made)
+    state.update(_KV_PLAN_DEFAULTS)  # every field in declared order (a key updated again keeps its place) ...
+    state.update(fields)  # ... then each given value: both in C
+    return made
+
+
+_KV_PLAN_DEFAULTS = {f.name: f.default for f in dataclasses.fields(KVPlan)}
+"""Each field of ``KVPlan`` in declared order -> its plain default (``dataclasses.MISSING`` where it has none)."""
+_KV_PLAN_REQUIRED = {name for name, default in _KV_PLAN_DEFAULTS.items() if default is dataclasses.MISSING}
+"""The fields without a plain default (``notes`` has a factory): ``_kv_plan`` needs them given."""
 
 
 class ReferenceImplementation:
@@ -109,7 +133,8 @@ class ReferenceImplementation:
         full = self.full_layers(model)
         indexed = set(layers.indexer_layers(model))
         plain = kv_bytes.full_spec(model, cache, attn_tp_size, with_indexer=False).block_bytes
-        with_index = kv_bytes.full_spec(model, cache, attn_tp_size, with_indexer=True).block_bytes
+        # (the index slot's spec only for a model with indexed layers: a model without reads no such entry)
+        with_index = kv_bytes.full_spec(model, cache, attn_tp_size, with_indexer=True).block_bytes if indexed else 0
         per_full = {l: with_index if l in indexed else plain for l in full}
         # each layer id's entry, 0 where none (a linear layer): looked up in C, not a generator per layer
         out = tuple(map(per_full.get, range(model.num_hidden_layers), itertools.repeat(0)))
@@ -337,7 +362,7 @@ class ReferenceImplementation:
             notes.append(f"{estimation.RAISES_PEAK_NOTE}: split peak {peak} B > uniform peak {uniform_peak} B at the "
                          f"same n_blocks (the busiest owner's layers plus the scratch outweigh all full layers)")
         self.check_cards(groups, placement, {r.rank: self.card_bytes(r) for r in ranks}, run)
-        return KVPlan(
+        return _kv_plan(
             implementation=self.name,
             model=model.name,
             world_size=run.parallel.world_size,
@@ -435,7 +460,7 @@ class ReferenceImplementation:
                        owned_full_layers=draft.full_layers, estimated_bytes=draft_bytes, draft_estimated_bytes=0)
             for i, r in enumerate(plan.ranks)
         )
-        return KVPlan(
+        return _kv_plan(
             implementation=plan.implementation,
             model=draft.model,
             world_size=plan.world_size,

@@ -155,11 +155,32 @@ FullSpec = Union[MLAFullSpec, GQAFullSpec]
 
 def full_spec(model: ModelSpec, cache: CacheSpec, attn_tp_size: int, *, with_indexer: bool) -> FullSpec:
     """The spec of one full-attention layer of ``model`` on one rank (once per distinct arguments: a plan asks
-    about nine times, for the layers' bytes, the scratch, the capacities and the draft's message)."""
+    about nine times, for the layers' bytes, the scratch, the capacities and the draft's message); asked again about
+    the same model and cache objects (held), without hashing them (each hash a Python call: most of an ask)."""
+    plain = type(attn_tp_size) is int and type(with_indexer) is bool  # (keys that no equal bool or float can share)
+    if plain:
+        held = _held_specs.get((id(model), id(cache)))
+        if held is not None:
+            spec = held[2].get((attn_tp_size, with_indexer))
+            if spec is not None:
+                return spec
     try:
-        return _full_spec(model, cache, attn_tp_size, with_indexer)
+        spec = _full_spec(model, cache, attn_tp_size, with_indexer)
     except TypeError:  # a model or cache that cannot be hashed (a list where a tuple belongs): worked out each time
         return _full_spec.__wrapped__(model, cache, attn_tp_size, with_indexer)
+    if plain:
+        if held is None:
+            if len(_held_specs) >= _HELD_PAIRS:
+                _held_specs.clear()
+            held = _held_specs[(id(model), id(cache))] = (model, cache, {})
+        held[2][(attn_tp_size, with_indexer)] = spec
+    return spec
+
+
+_HELD_PAIRS = 8
+_held_specs: dict[tuple[int, int], tuple] = {}
+"""(id(model), id(cache)) -> (model, cache, {(attn_tp_size, with_indexer): spec}) of the last few pairs asked about:
+the objects held, so that their ids are not reused while kept."""
 
 
 @lru_cache(maxsize=256, typed=True)

@@ -48,7 +48,12 @@ past ``_KINDS_REMEMBERED``."""
 
 def _layer_kinds(model: ModelSpec) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(full layers, linear layers), once per distinct layer count, ``layer_types`` and interval: the only fields
-    the rule reads (a plan asks some ten times, and models that differ in other fields share them)."""
+    the rule reads (a plan asks some ten times, and models that differ in other fields share them); the last model
+    asked about (held) answered without building and hashing its key (its ``layer_types`` hashed afresh each time)."""
+    global _last_asked
+    last = _last_asked
+    if last[0] is model:
+        return last[1]
     key = (model.num_hidden_layers, model.layer_types, model.full_attention_interval)
     try:
         kinds = _kinds.get(key)
@@ -59,7 +64,12 @@ def _layer_kinds(model: ModelSpec) -> tuple[tuple[int, ...], tuple[int, ...]]:
         if len(_kinds) >= _KINDS_REMEMBERED:
             del _kinds[next(iter(_kinds))]
         _kinds[key] = kinds
+    _last_asked = (model, kinds)
     return kinds
+
+
+_last_asked: tuple = (None, None)
+"""(model, its kinds) of the last ``_layer_kinds`` ask that could be kept, the model held."""
 
 
 def _worked_out_kinds(model: ModelSpec) -> tuple[tuple[int, ...], tuple[int, ...]]:

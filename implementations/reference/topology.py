@@ -119,6 +119,8 @@ def form_split_groups(
 ) -> tuple[tuple[int, ...], ...]:
     """Cut one attention TP group into groups of ``split_size`` by FEATURE 4's one key (``_form_split_groups``),
     once per distinct TP group, split size, placement and topology: every plan of one layout asks again."""
+    if type(split_size) is int and split_size == 1:  # one-rank groups (a third of the asks): no placement hashed
+        return tuple((rank,) for rank in tp_group)
     try:
         return _form_split_groups(tuple(tp_group), split_size, tuple(placement), topology)
     except TypeError:  # arguments that cannot be hashed: worked out each time
@@ -155,16 +157,42 @@ def _form_split_groups(
                          for node_b, card_b in located)
                    for node_a, card_a in located)
     cards = tuple(where[i] for i in order)
-    consecutive_idx = [[order.index(tp_group.index(r)) for r in group] for group in consecutive]
-    if _distinct_cards(consecutive_idx, cards):
-        mine = grouping_key(consecutive_idx, scores)
-        if mine[0] == _best_pair(scores, cards):  # every group already on the best link there is
-            return consecutive
-    best_key, best_groups = _best_grouping_by_levels(scores, cards, s)
-    if _distinct_cards(consecutive_idx, cards) and grouping_key(consecutive_idx, scores) == best_key:
+    consecutive_idx = tuple(tuple(order.index(tp_group.index(r)) for r in group) for group in consecutive)
+    best_groups = _searched_grouping(scores, _card_labels(cards), s, consecutive_idx)
+    if best_groups is _NO_GROUPING:
+        raise TopologyError("placement", cards, "no grouping keeps each split group on distinct cards")
+    if best_groups is None:
         return consecutive
     ranks = sorted(tp_group)
     return tuple(tuple(ranks[i] for i in group) for group in best_groups)
+
+
+def _card_labels(cards: tuple) -> tuple[int, ...]:
+    """Each index's card as the first index on that card: the search reads only which indices share a card, so
+    layouts alike but for their card and node numbers share one search (about 130 patterns in 290 searches)."""
+    first: dict = {}
+    return tuple(first.setdefault(card, i) for i, card in enumerate(cards))
+
+
+_NO_GROUPING = ("no grouping",)
+"""``_searched_grouping``'s answer where no grouping keeps every group on distinct cards."""
+
+
+@lru_cache(maxsize=1024)
+def _searched_grouping(scores: tuple, cards: tuple, s: int, consecutive_idx: tuple) -> Optional[tuple]:
+    """Keys (1) to (3) of FEATURE 4 on the indices (0 = the smallest rank): None where the consecutive groups
+    ``consecutive_idx`` are among the best, else the best groups of indices, or ``_NO_GROUPING``."""
+    if _distinct_cards(consecutive_idx, cards):
+        mine = grouping_key(consecutive_idx, scores)
+        if mine[0] == _best_pair(scores, cards):  # every group already on the best link there is
+            return None
+    found = _best_grouping_by_levels(scores, cards, s)
+    if found is None:
+        return _NO_GROUPING
+    best_key, best_groups = found
+    if _distinct_cards(consecutive_idx, cards) and grouping_key(consecutive_idx, scores) == best_key:
+        return None
+    return best_groups
 
 
 def grouping_key(groups, scores) -> tuple[int, ...]:
@@ -179,9 +207,9 @@ def _best_pair(scores, cards) -> int:
     return max((scores[a][b] for a, b in itertools.combinations(range(n), 2) if cards[a] != cards[b]), default=-1)
 
 
-def _best_grouping_by_levels(scores: tuple, cards: tuple, s: int) -> tuple:
+def _best_grouping_by_levels(scores: tuple, cards: tuple, s: int) -> Optional[tuple]:
     """Key (1) first: the best link level every group can reach, tried from the best down; the search at
-    that level (groups below it left out) then decides keys (2) and (3)."""
+    that level (groups below it left out) then decides keys (2) and (3). None where no level has a grouping."""
     n = len(scores)
     levels = sorted({scores[a][b] for a, b in itertools.combinations(range(n), 2) if cards[a] != cards[b]},
                     reverse=True)
@@ -189,7 +217,7 @@ def _best_grouping_by_levels(scores: tuple, cards: tuple, s: int) -> tuple:
         found = _best_grouping(scores, cards, s, level)
         if found is not None:
             return found
-    raise TopologyError("placement", cards, "no grouping keeps each split group on distinct cards")
+    return None
 
 
 @lru_cache(maxsize=256)
@@ -267,6 +295,9 @@ def check_cards(
                     f"ranks {seen[(node, card)]} and {rank} are both on node {node} card {card}",
                 )
             seen[(node, card)] = rank
+    if _one_rank_per_card(placement, per_rank_bytes) and (
+            not per_rank_bytes or max(per_rank_bytes.values()) + reserved_bytes_per_card <= hbm_bytes_per_card):
+        return  # each card holds one rank, and the fullest fits: the walk below (its first error) is for the rest
     on_card: dict[tuple[int, int], list[int]] = {}
     for rank in sorted(per_rank_bytes):
         on_card.setdefault(tuple(placement[rank]), []).append(rank)
@@ -280,3 +311,20 @@ def check_cards(
                 f"node {node} card {card} holds ranks {ranks}: KV {kv_bytes} B + reserved "
                 f"{len(ranks)} x {reserved_bytes_per_card} B = {total_bytes} B > {hbm_bytes_per_card} B",
             )
+
+
+_TUPLE, _INT = {tuple}, {int}
+
+
+def _one_rank_per_card(placement: Sequence[tuple[int, int]], per_rank_bytes: dict[int, int]) -> bool:
+    """Every rank of ``per_rank_bytes`` (whole numbers of bytes) on a card of its own: each an index of
+    ``placement`` (0 to its length - 1), whose (node, card) tuples are all distinct. Most plans: their card check
+    is then one comparison (the walk over the cards in order was about 1% of a plan-level draw)."""
+    try:
+        if set(map(type, placement)) != _TUPLE or len(set(placement)) != len(placement):
+            return False
+    except TypeError:  # (an entry that cannot be hashed)
+        return False
+    ranks = per_rank_bytes.keys()
+    return not ranks or (set(map(type, ranks)) == _INT and set(map(type, per_rank_bytes.values())) == _INT
+                         and min(ranks) >= 0 and max(ranks) < len(placement))

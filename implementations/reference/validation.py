@@ -25,6 +25,8 @@ ATTENTION_KINDS = ("mla", "gqa")
 SSM_DTYPES = ("bfloat16", "float16", "float32")
 UPSTREAM_SPLIT_MODEL_TYPES = ("deepseek_v32", "glm_moe_dsa")
 """Upstream ``is_layerwise_split_supported_model`` at 494f293b5."""
+_DTYPES = tuple(DTYPE_BYTES)
+"""The model dtypes (``DTYPE_BYTES``'s keys), as the error lists them."""
 SUPPORTED_MODEL_TYPES = UPSTREAM_SPLIT_MODEL_TYPES + ("deepseek_v3", "qwen3_5_moe", "qwen3_next")
 """Model types the adaptation supports: upstream's two, then the seed's (FEATURE section 3)."""
 
@@ -41,29 +43,43 @@ def _one_of(field: str, value: object, allowed: tuple) -> None:
         raise ConfigError(field, value, f"one of {', '.join(map(str, allowed))}")
 
 
+def _field_at_least(prefix: str, name: str, value: int, minimum: int, detail: str = "") -> None:
+    """``_at_least`` of the field ``prefix.name``, whose name is written only for an error (a model's checks
+    wrote some ten per plan, a draft's as many again)."""
+    if type(value) is int and value >= minimum:
+        return
+    _at_least(f"{prefix}.{name}", value, minimum, detail)
+
+
+def _field_one_of(prefix: str, name: str, value: object, allowed: tuple) -> None:
+    """``_one_of`` of the field ``prefix.name``, its name written only for an error."""
+    if value not in allowed:
+        _one_of(f"{prefix}.{name}", value, allowed)
+
+
 def check_model(model: ModelSpec, prefix: str = "model") -> None:
     """Architecture numbers the byte math needs are present and sane."""
-    _at_least(f"{prefix}.num_hidden_layers", model.num_hidden_layers, 1, model.name)
-    _one_of(f"{prefix}.attention", model.attention, ATTENTION_KINDS)
-    _one_of(f"{prefix}.dtype", model.dtype, tuple(DTYPE_BYTES))
+    _field_at_least(prefix, "num_hidden_layers", model.num_hidden_layers, 1, model.name)
+    _field_one_of(prefix, "attention", model.attention, ATTENTION_KINDS)
+    _field_one_of(prefix, "dtype", model.dtype, _DTYPES)
     layers.check_layer_types(model)
     if model.attention == "mla":
-        _at_least(f"{prefix}.kv_lora_rank", model.kv_lora_rank, 1, "an MLA model")
-        _at_least(f"{prefix}.qk_rope_head_dim", model.qk_rope_head_dim, 0, "an MLA model")
+        _field_at_least(prefix, "kv_lora_rank", model.kv_lora_rank, 1, "an MLA model")
+        _field_at_least(prefix, "qk_rope_head_dim", model.qk_rope_head_dim, 0, "an MLA model")
     else:
-        _at_least(f"{prefix}.num_key_value_heads", model.num_key_value_heads, 1, "a GQA model")
-        _at_least(f"{prefix}.head_dim", model.head_dim, 1, "a GQA model")
-    _at_least(f"{prefix}.index_n_heads", model.index_n_heads, 0)
+        _field_at_least(prefix, "num_key_value_heads", model.num_key_value_heads, 1, "a GQA model")
+        _field_at_least(prefix, "head_dim", model.head_dim, 1, "a GQA model")
+    _field_at_least(prefix, "index_n_heads", model.index_n_heads, 0)
     if model.index_n_heads > 0:
-        _at_least(f"{prefix}.index_head_dim", model.index_head_dim, 1, "index_n_heads > 0")
+        _field_at_least(prefix, "index_head_dim", model.index_head_dim, 1, "index_n_heads > 0")
     if model.mamba_ssm_dtype is not None:
-        _one_of(f"{prefix}.mamba_ssm_dtype", model.mamba_ssm_dtype, SSM_DTYPES)
-    _at_least(f"{prefix}.num_nextn_predict_layers", model.num_nextn_predict_layers, 0)
+        _field_one_of(prefix, "mamba_ssm_dtype", model.mamba_ssm_dtype, SSM_DTYPES)
+    _field_at_least(prefix, "num_nextn_predict_layers", model.num_nextn_predict_layers, 0)
     if layers.linear_layers(model):
         detail = "the model has linear-attention layers"
         for name in ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
                      "linear_value_head_dim", "linear_conv_kernel_dim"):
-            _at_least(f"{prefix}.{name}", getattr(model, name), 1, detail)
+            _field_at_least(prefix, name, getattr(model, name), 1, detail)
 
 
 def check_linear_with_indexer(model: ModelSpec, prefix: str = "model") -> None:
