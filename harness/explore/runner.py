@@ -28,13 +28,13 @@ predicted.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import gc
 import re
 from dataclasses import dataclass
 from typing import Optional
 
 from contract.errors import UserError
+from contract.frozen import made
 from contract.plan_types import TREE_CARDS_NOTE
 from harness import oracle
 from harness.config.targets import check_arguments, check_implementation_node
@@ -318,10 +318,11 @@ def topology_facts(plan, run) -> list:
         for m in group:  # (one pass: each rank's plan read once, no generator per group)
             rp = by_rank[m]
             node, card = rp.node, rp.card
-            members.append(_made(tc03.Member, rank=m, node=node, card=card, owned=tuple(rp.owned_full_layers)))
+            members.append(made(tc03.Member, {"rank": m, "node": node, "card": card,
+                                              "owned": tuple(rp.owned_full_layers)}))
             key = _card_text((node, card)) if (node, card) in slots else "invalid"
             counts[key] = counts.get(key, 0) + 1
-        live = _made(tc03.LiveGroup, members=tuple(members), card_counts=counts)
+        live = made(tc03.LiveGroup, {"members": tuple(members), "card_counts": counts})
         live_of.update((r, live) for r in group)
     first = tc03.TopologyFacts(rank=0, plan=plan, group=live_of[0], **base)
     facts = [first]
@@ -334,21 +335,6 @@ def topology_facts(plan, run) -> list:
         fields["rank"], fields["group"] = r, live_of[r]
         facts.append(copy)
     return facts
-
-
-def _made(cls, **fields):
-    """``cls(**fields)`` of a frozen dataclass given every field, made without its generated ``__init__`` (per
-    member of every plan); where the names are not exactly its fields, its own constructor (and its error)."""
-    if fields.keys() != _field_names(cls):
-        return cls(**fields)
-    made = object.__new__(cls)
-    vars(made).update(fields)
-    return made
-
-
-@functools.lru_cache(maxsize=16)
-def _field_names(cls) -> frozenset:
-    return frozenset(f.name for f in dataclasses.fields(cls))
 
 
 _CARDS_REMEMBERED = 4096

@@ -8,11 +8,11 @@ broken mutant) overrides exactly one step. Planning never imports torch; only
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from typing import Iterable, Optional, Sequence
 
 from contract.errors import ConfigError, PlanError
+from contract.frozen import made
 from contract.interface import ROLES, WorkerKVCache
 from contract.plan_types import CacheCapacity, DraftPlan, KVPlan, RankPlan
 from contract.specs import CacheSpec, LayerwiseFlags, ModelSpec, ParallelSpec, RunSpec
@@ -22,41 +22,15 @@ Placement = tuple[tuple[int, int], ...]
 """(node, card) of each global rank."""
 
 
-def _rank_plan(*, rank: int, node: int, card: int, dp_rank: int, cp_rank: int, tp_rank: int, split_group: int,
-               split_rank: int, owned_full_layers: tuple[int, ...], estimated_bytes: int,
-               draft_estimated_bytes: int) -> RankPlan:
-    """``RankPlan`` of every field, made without the generated frozen ``__init__``, which sets the fields one by
-    one (three times the cost, per rank of every plan and draft message); the fields in declared order, each
-    one named here (no set of given names compared: a quarter of the cost)."""
-    made = object.__new__(RankPlan)
-    vars(made).update({
-        "rank": rank, "node": node, "card": card, "dp_rank": dp_rank, "cp_rank": cp_rank, "tp_rank": tp_rank,
-        "split_group": split_group, "split_rank": split_rank, "owned_full_layers": owned_full_layers,
-        "estimated_bytes": estimated_bytes, "draft_estimated_bytes": draft_estimated_bytes})
-    return made
-
-
-assert tuple(f.name for f in dataclasses.fields(RankPlan)) == (
-    "rank", "node", "card", "dp_rank", "cp_rank", "tp_rank", "split_group", "split_rank", "owned_full_layers",
-    "estimated_bytes", "draft_estimated_bytes"), "_rank_plan sets every field of RankPlan, in its order"
+def _rank_plan(**fields) -> RankPlan:
+    """``RankPlan(**fields)`` (``contract.frozen.made``: per rank of every plan and draft message)."""
+    return made(RankPlan, fields)
 
 
 def _kv_plan(**fields) -> KVPlan:
-    """``KVPlan(**fields)``, made as ``_rank_plan`` makes a rank (its forty fields set one by one cost about as
-    much as building them): the fields in declared order, a missing one its plain default."""
-    if not _KV_PLAN_REQUIRED <= fields.keys() <= _KV_PLAN_DEFAULTS.keys():
-        return KVPlan(**fields)  # (a field unknown, or missing without a plain default: the constructor's own way)
-    made = object.__new__(KVPlan)
-    state = vars(made)
-    state.update(_KV_PLAN_DEFAULTS)  # every field in declared order (a key updated again keeps its place) ...
-    state.update(fields)  # ... then each given value: both in C
-    return made
-
-
-_KV_PLAN_DEFAULTS = {f.name: f.default for f in dataclasses.fields(KVPlan)}
-"""Each field of ``KVPlan`` in declared order -> its plain default (``dataclasses.MISSING`` where it has none)."""
-_KV_PLAN_REQUIRED = {name for name, default in _KV_PLAN_DEFAULTS.items() if default is dataclasses.MISSING}
-"""The fields without a plain default (``notes`` has a factory): ``_kv_plan`` needs them given."""
+    """``KVPlan(**fields)`` (``contract.frozen.made``: its forty fields set one by one cost about as much as
+    building them)."""
+    return made(KVPlan, fields)
 
 
 class ReferenceImplementation:
